@@ -1,0 +1,52 @@
+# GPU Fleet Governor. `make demo` and `make test` work on a fresh machine with Python 3.11+ and Node.js.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20,22
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test lint typecheck unit synth layer bench soak clean
+
+$(VENV)/.installed: requirements.txt lambdas/requirements.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q --no-deps -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PIP) install -q -r requirements-dev.txt
+	touch $@
+
+## demo: validate the policy, synthesize the app with cdk-nag, then run the simulated GPU fleet
+demo: $(VENV)/.installed
+	$(VENV)/bin/governor validate governor.yaml
+	$(VENV)/bin/governor demo
+
+## test: ruff, mypy, then pytest (unit, adapters on moto, infra with cdk-nag, e2e on the local emulator)
+test: $(VENV)/.installed-dev lint typecheck
+	$(PY) -m pytest -n 2 --dist loadfile
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed-dev
+	$(VENV)/bin/mypy
+
+synth: $(VENV)/.installed
+	$(PY) app.py
+
+## layer: the Lambda dependency layer for arm64, without Docker
+layer:
+	rm -rf build/layer && mkdir -p build/layer/python
+	python3 -m pip install -q --platform manylinux2014_aarch64 --implementation cp --python-version 3.14 \
+	  --only-binary=:all: --target build/layer/python -r lambdas/requirements.txt
+
+bench: $(VENV)/.installed-dev
+	$(PY) -m bench.run
+
+clean:
+	rm -rf cdk.out build out .mypy_cache .ruff_cache .pytest_cache

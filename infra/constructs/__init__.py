@@ -1,0 +1,1 @@
+"""One construct per capability: trigger + function + role + log group + alarms."""

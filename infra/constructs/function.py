@@ -1,0 +1,302 @@
+"""The one Lambda factory: every governor function is built here, the same way.
+
+arm64, Python 3.14, JSON logs into a KMS-encrypted log group with retention, X-Ray, the shared ``lambdas/`` asset,
+one dependency layer, the policy sections it needs, an encrypted TLS-only DLQ that also receives failed async
+invocations, and alarms on errors and on DLQ depth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as scheduler_targets
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from governor.policy import Policy
+from infra.constructs.layer import dependency_layer
+from infra.constructs.shared import SharedResources
+from infra.nag import acknowledge
+from infra.settings import LAMBDAS_DIR, Settings
+
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "requirements.txt", "*.egg-info"]
+
+
+def policy_subset(policy: Policy, sections: Sequence[str]) -> str:
+    """Only the sections a function uses go into its environment (Lambda allows 4 KB of variables)."""
+    data = policy.model_dump(mode="json", by_alias=True)
+    return json.dumps({name: data[name] for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
+
+
+class GovernorFunction(Construct):
+    """A governor Lambda with its own role, log group, DLQ and alarms; callers add statements and triggers."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        description: str,
+        shared: SharedResources,
+        policy: Policy,
+        settings: Settings,
+        sections: Sequence[str],
+        timeout: Duration = Duration.minutes(1),
+        memory_mb: int = 512,
+        reserved_concurrency: int | None = None,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.name = name
+        self.description = description
+        self.triggers: list[str] = []
+        self._shared = shared
+        self._schedule_role: iam.Role | None = None
+        self.dlq = sqs.Queue(
+            self,
+            "Dlq",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=shared.key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.dlq,
+            "AwsSolutions::AwsSolutions-SQS3",
+            "This queue is the function's dead-letter queue (Lambda on-failure destination, rule-target DLQ and "
+            "the parking place for rejected events); a DLQ for it would only move the same messages one hop.",
+        )
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=_retention(settings.log_retention_days),
+            encryption_key=shared.key,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"GPU Fleet Governor {name} function: only the actions its code declares",
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn, f"{self.log_group.log_group_arn}:log-stream:*"],
+            )
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=f"governor.handlers.{name}.lambda_handler",
+            code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDES),
+            layers=[dependency_layer(Stack.of(self), settings)],
+            role=self.role,
+            timeout=timeout,
+            memory_size=memory_mb,
+            reserved_concurrent_executions=reserved_concurrency,
+            tracing=lambda_.Tracing.ACTIVE,
+            logging_format=lambda_.LoggingFormat.JSON,
+            log_group=self.log_group,
+            retry_attempts=2,
+            max_event_age=Duration.hours(6),
+            on_failure=destinations.SqsDestination(self.dlq),
+            environment={
+                "GOVERNOR_FUNCTION": name,
+                "GOVERNOR_POLICY": policy_subset(policy, sections),
+                "LEDGER_TABLE": shared.ledger.table_name,
+                "IDEMPOTENCY_TABLE": shared.idempotency.table_name,
+                "BUS_NAME": shared.bus.event_bus_name,
+                "DLQ_URL": self.dlq.queue_url,
+                "POWERTOOLS_SERVICE_NAME": "gpu-fleet-governor",
+                "POWERTOOLS_METRICS_NAMESPACE": "GpuFleetGovernor",
+                **(environment or {}),
+            },
+        )
+        self.add_statement(
+            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query"],
+            [shared.ledger.table_arn, f"{shared.ledger.table_arn}/index/by-kind"],
+        )
+        self.add_statement(
+            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            [shared.idempotency.table_arn],
+        )
+        self.add_statement(["events:PutEvents"], [shared.bus.event_bus_arn])
+        self.add_statement(["sqs:SendMessage"], [self.dlq.queue_arn])
+        self.add_statement(["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], [shared.key.key_arn])
+        stack = Stack.of(self)
+        log_group_id = stack.resolve(stack.get_logical_id(self.log_group.node.default_child))  # type: ignore[arg-type]
+        acknowledge(
+            self.role,
+            f"AwsSolutions::AwsSolutions-IAM5[Resource::<{log_group_id}.Arn>:log-stream:*]",
+            "Lambda names its log streams at run time; the grant is limited to streams of this function's own group.",
+        )
+        for family in ("GenerateDataKey*", "ReEncrypt*"):
+            acknowledge(
+                self.role,
+                f"AwsSolutions::AwsSolutions-IAM5[Action::kms:{family}]",
+                "Added by CDK's SQS on-failure destination grant, on the project key's ARN only, so Lambda can "
+                "write failed invocations to this function's KMS-encrypted DLQ.",
+            )
+        acknowledge(
+            self.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+            "Only X-Ray PutTraceSegments/PutTelemetryRecords (active tracing) use '*': X-Ray has no resource-level "
+            "permissions. Unscoped capability statements live in separate policies with their own reasons.",
+        )
+        self._alarms(shared)
+
+    def _alarms(self, shared: SharedResources) -> None:
+        action = cw_actions.SnsAction(shared.alerts)
+        errors = self.function.metric_errors(period=Duration.minutes(5), statistic="Sum").create_alarm(
+            self,
+            "Errors",
+            alarm_description=f"governor {self.name}: invocations failed (each is retried, then parked in the DLQ)",
+            threshold=1,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        depth = self.dlq.metric_approximate_number_of_messages_visible(
+            period=Duration.minutes(5), statistic="Maximum"
+        ).create_alarm(
+            self,
+            "DlqDepth",
+            alarm_description=f"governor {self.name}: events are waiting in the DLQ (governor dlq list {self.name})",
+            threshold=1,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        for alarm in (errors, depth):
+            alarm.add_alarm_action(action)
+
+    def add_statement(
+        self, actions: Sequence[str], resources: Sequence[str], conditions: dict[str, object] | None = None
+    ) -> None:
+        """A statement scoped to resources (and conditions); the role grants nothing else."""
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=list(actions), resources=list(resources), conditions=conditions)
+        )
+
+    def add_unscoped_statement(self, construct_id: str, actions: Sequence[str], reason: str) -> None:
+        """Actions AWS cannot scope to a resource (``Describe*``-style reads), in their own acknowledged policy."""
+        policy = iam.Policy(
+            self,
+            construct_id,
+            statements=[iam.PolicyStatement(actions=list(actions), resources=["*"])],
+        )
+        self.role.attach_inline_policy(policy)
+        acknowledge(policy, "AwsSolutions::AwsSolutions-IAM5[Resource::*]", reason)
+
+    def _scheduler_role(self) -> iam.Role:
+        """EventBridge Scheduler's role: invoke this function (no versions or aliases) and write its DLQ."""
+        if self._schedule_role is None:
+            self._schedule_role = iam.Role(
+                self,
+                "SchedulerRole",
+                assumed_by=iam.ServicePrincipal(
+                    "scheduler.amazonaws.com",
+                    conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+                ),
+                description=f"EventBridge Scheduler invoking the governor {self.name} function",
+            )
+            self._schedule_role.add_to_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
+            )
+            stack = Stack.of(self)
+            function_id = stack.resolve(stack.get_logical_id(self.function.node.default_child))  # type: ignore[arg-type]
+            acknowledge(
+                self._schedule_role,
+                f"AwsSolutions::AwsSolutions-IAM5[Resource::<{function_id}.Arn>:*]",
+                "CDK's Scheduler LambdaInvoke target also grants the function's qualified ARNs (versions, aliases) "
+                "of this one function; nothing else.",
+            )
+            self._schedule_role.add_to_policy(
+                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.dlq.queue_arn])
+            )
+            self._schedule_role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[self._shared.key.key_arn]
+                )
+            )
+        return self._schedule_role
+
+    def rule_target(self) -> targets.LambdaFunction:
+        """An EventBridge target that parks undeliverable events in this function's DLQ."""
+        return targets.LambdaFunction(
+            self.function, dead_letter_queue=self.dlq, retry_attempts=4, max_event_age=Duration.hours(2)
+        )
+
+    def on_events(self, construct_id: str, pattern: events.EventPattern, description: str) -> events.Rule:
+        """A default-bus rule routing ``pattern`` to this function."""
+        rule = events.Rule(self, construct_id, event_pattern=pattern, description=description)
+        rule.add_target(self.rule_target())
+        self.triggers.append(f"EventBridge rule: {description}")
+        return rule
+
+    def on_schedule(
+        self, construct_id: str, expression: str, description: str, payload: dict[str, object] | None = None
+    ) -> scheduler.Schedule:
+        """An EventBridge Scheduler schedule invoking this function; undeliverable invocations go to its DLQ.
+
+        The payload is shaped like a Scheduled Event so handlers parse it with the same envelope.
+        """
+        body = {
+            "version": "0",
+            "id": "<aws.scheduler.execution-id>",
+            "detail-type": "Scheduled Event",
+            "source": "aws.scheduler",
+            "account": Stack.of(self).account,
+            "time": "<aws.scheduler.scheduled-time>",
+            "region": Stack.of(self).region,
+            "resources": ["<aws.scheduler.schedule-arn>"],
+            "detail": payload or {},
+        }
+        schedule = scheduler.Schedule(
+            self,
+            construct_id,
+            description=description,
+            schedule=scheduler.ScheduleExpression.expression(expression),
+            key=self._shared.key,
+            target=scheduler_targets.LambdaInvoke(
+                self.function,
+                role=self._scheduler_role(),
+                dead_letter_queue=self.dlq,
+                retry_attempts=2,
+                max_event_age=Duration.hours(1),
+                input=scheduler.ScheduleTargetInput.from_object(body),
+            ),
+        )
+        self.triggers.append(f"schedule {expression}: {description}")
+        return schedule
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    """The shortest CloudWatch Logs retention that keeps at least ``days``."""
+    by_days = {
+        1: logs.RetentionDays.ONE_DAY,
+        7: logs.RetentionDays.ONE_WEEK,
+        14: logs.RetentionDays.TWO_WEEKS,
+        30: logs.RetentionDays.ONE_MONTH,
+        90: logs.RetentionDays.THREE_MONTHS,
+        180: logs.RetentionDays.SIX_MONTHS,
+        365: logs.RetentionDays.ONE_YEAR,
+        731: logs.RetentionDays.TWO_YEARS,
+        1827: logs.RetentionDays.FIVE_YEARS,
+    }
+    return next((by_days[d] for d in sorted(by_days) if d >= days), logs.RetentionDays.TEN_YEARS)

@@ -1,0 +1,27 @@
+"""GovernorStack composes the capability constructs and nothing else."""
+
+from __future__ import annotations
+
+from aws_cdk import Environment, Stack
+from constructs import Construct
+
+from governor.policy import Policy
+from infra.constructs.function import GovernorFunction
+from infra.constructs.shared import SharedResources
+from infra.settings import Settings
+
+
+class GovernorStack(Stack):
+    """Everything GPU Fleet Governor deploys into one account and region."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, policy: Policy, settings: Settings, env: Environment | None = None
+    ) -> None:
+        super().__init__(
+            scope, construct_id, description="GPU Fleet Governor: governance and cost control for GPU fleets", env=env
+        )
+        self.policy = policy
+        self.settings = settings
+        self.shared = SharedResources(self, "Shared", policy=policy, bus_name=settings.bus_name)
+        self.functions: dict[str, GovernorFunction] = {}
+        # Capabilities, one construct each; every construct registers its functions in self.functions.

@@ -1,0 +1,1 @@
+"""The only modules that talk to AWS or Slack."""

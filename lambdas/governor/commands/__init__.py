@@ -1,0 +1,1 @@
+"""Subcommands of the ``governor`` command; each module exposes ``register(subparsers)``."""

@@ -1,0 +1,71 @@
+"""``governor demo``: synthesize the app with cdk-nag and show what it would deploy and do.
+
+Run from a checkout (it needs ``app.py`` and ``infra/``). Later stages drive a simulated GPU fleet on the local
+emulator through the same handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from governor.policy import Policy, PolicyError, load_policy
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("demo", help="synthesize the stack and run a simulated GPU fleet locally")
+    parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
+    parser.add_argument("--enforce", action="store_true", help="switch every policy to enforce for the simulation")
+    parser.add_argument("--out", default="out", help="folder for the report and logs (default: out)")
+    parser.add_argument("--cdk-out", default="cdk.out", help="folder for the synthesized templates")
+    parser.set_defaults(run=run)
+
+
+def find_checkout(start: Path) -> Path:
+    from governor.cli import UsageError
+
+    for folder in (start, *start.parents):
+        if (folder / "app.py").is_file() and (folder / "infra").is_dir():
+            return folder
+    raise UsageError(f"{start}: not inside a GPU Fleet Governor checkout (no app.py and infra/ found)")
+
+
+def synth_summary(root: Path, policy_file: Path, cdk_out: Path) -> list[str]:
+    """Synthesize with cdk-nag (raises on a finding) and describe functions, triggers and report-only behaviour."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20,22")
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "20,22")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from infra.app_builder import build_app
+
+    app, stack = build_app(policy_file=policy_file, outdir=str(cdk_out))
+    assembly = app.synth()
+    template = assembly.get_stack_by_name(stack.stack_name).template
+    resources: dict[str, Any] = template["Resources"]
+    lines = [
+        f"stack {stack.stack_name}: {len(resources)} resources, cdk-nag AwsSolutions clean, template in {cdk_out}/"
+    ]
+    policy: Policy = stack.policy
+    for name, function in sorted(stack.functions.items()):
+        section = getattr(policy, name, None)
+        mode = "ENFORCING" if section is not None and getattr(section, "enforce", False) else "report-only"
+        lines.append(f"  function {name} [{mode}]: {function.description}")
+        lines.extend(f"    trigger: {trigger}" for trigger in function.triggers)
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from governor.cli import UsageError
+
+    root = find_checkout(Path.cwd())
+    policy_file = Path(args.policy)
+    try:
+        load_policy(policy_file)
+    except PolicyError as error:
+        raise UsageError(str(error)) from None
+    for line in synth_summary(root, policy_file, Path(args.cdk_out)):
+        print(line)
+    return 0

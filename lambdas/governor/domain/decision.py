@@ -1,0 +1,89 @@
+"""The decision object every policy returns: verdict, actions, reasons, evidence.
+
+Handlers record it in the ledger before acting; ``governor explain`` prints it. One shape for both keeps what a
+user previews identical to what runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Verdict = Literal["act", "ok", "ignored"]
+Severity = Literal["info", "warning", "critical"]
+_RANK: dict[str, int] = {"ignored": 0, "ok": 1, "act": 2}
+
+
+class Action(BaseModel):
+    """One thing the governor would do; ``enforced`` is false when the policy is report-only."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    enforced: bool = False
+
+
+class Decision(BaseModel):
+    """What one policy decided about one resource, and why."""
+
+    policy: str
+    verdict: Verdict
+    resource: str
+    actions: list[Action] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+    assumptions: list[str] = Field(default_factory=list)
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    severity: Severity = "info"
+    rule: str | None = None
+
+    def enforced_actions(self) -> list[Action]:
+        return [action for action in self.actions if action.enforced]
+
+    def public(self) -> dict[str, Any]:
+        """The ``explain`` contract of DESIGN.md §6 (evidence and severity stay in the ledger)."""
+        return self.model_dump(include={"policy", "verdict", "resource", "actions", "reasons", "assumptions"})
+
+
+def strongest(verdicts: Iterable[Verdict]) -> Verdict:
+    """act > ok > ignored; no verdicts at all is ``ignored``."""
+    best: Verdict = "ignored"
+    for verdict in verdicts:
+        if _RANK[verdict] > _RANK[best]:
+            best = verdict
+    return best
+
+
+class Finding(BaseModel):
+    """A message for people, published on the ``governor`` bus; the notifier decides where it goes."""
+
+    policy: str
+    rule: str
+    severity: Severity
+    resource: str
+    title: str
+    detail: str = ""
+    owner: str | None = None
+    team: str | None = None
+    account: str | None = None
+    region: str | None = None
+    event_id: str | None = None
+    enforced: bool = False
+    actions: list[dict[str, Any]] = Field(default_factory=list)
+    at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    @classmethod
+    def from_decision(cls, decision: Decision, title: str, **extra: Any) -> Finding:
+        return cls(
+            policy=decision.policy,
+            rule=decision.rule or decision.policy,
+            severity=decision.severity,
+            resource=decision.resource,
+            title=title,
+            detail="; ".join(decision.reasons),
+            enforced=any(action.enforced for action in decision.actions),
+            actions=[action.model_dump() for action in decision.actions],
+            **extra,
+        )

@@ -1,0 +1,39 @@
+"""The small interfaces the domain and handlers need from the outside world.
+
+Adapters implement them against AWS; ``memory`` implements them in memory for tests, ``backtest`` and ``explain``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Protocol
+
+from governor.domain.decision import Decision, Finding
+
+
+class Ledger(Protocol):
+    """Every decision, including "no action" and dry runs, with its reason and evidence."""
+
+    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str: ...
+
+    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
+
+    def get_item(self, kind: str, key: str) -> dict[str, Any] | None: ...
+
+    def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]: ...
+
+
+class FindingSink(Protocol):
+    """Where findings go: the ``governor`` EventBridge bus in the cloud, a list in tests."""
+
+    def publish(self, findings: list[Finding]) -> None: ...
+
+
+class DeadLetters(Protocol):
+    """Where an event that cannot be processed goes, with its reason, so nothing is lost."""
+
+    def send(self, event: Any, reason: str) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> dt.datetime: ...

@@ -1,0 +1,1 @@
+"""Pydantic models of the events the governor accepts."""

@@ -1,0 +1,147 @@
+"""EventBridge envelopes and CloudTrail records, parsed at the edge.
+
+Handlers subclass :class:`GovernorEvent` with a typed ``detail``; ``explain`` accepts either an EventBridge event or a
+bare CloudTrail record and normalises both into an :class:`InboundEvent`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, TypeVar
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CLOUDTRAIL_DETAIL_TYPE = "AWS API Call via CloudTrail"
+M = TypeVar("M", bound=BaseModel)
+
+
+class InvalidEventError(ValueError):
+    """An event the governor cannot accept; the message says what is wrong. The event goes to the DLQ."""
+
+    def __init__(self, message: str, event_id: str | None = None) -> None:
+        super().__init__(message)
+        self.event_id = event_id
+
+
+class UserIdentity(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    type: str | None = None
+    arn: str | None = None
+    account_id: str | None = Field(None, alias="accountId")
+    principal_id: str | None = Field(None, alias="principalId")
+    user_name: str | None = Field(None, alias="userName")
+    session_context: dict[str, Any] | None = Field(None, alias="sessionContext")
+
+
+class CloudTrailRecord(BaseModel):
+    """One CloudTrail record, as in log files and as the ``detail`` of an "AWS API Call via CloudTrail" event."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    event_version: str | None = Field(None, alias="eventVersion")
+    event_time: dt.datetime = Field(alias="eventTime")
+    event_source: str = Field(alias="eventSource")
+    event_name: str = Field(alias="eventName")
+    aws_region: str | None = Field(None, alias="awsRegion")
+    source_ip: str | None = Field(None, alias="sourceIPAddress")
+    user_identity: UserIdentity = Field(default_factory=UserIdentity, alias="userIdentity")
+    request_parameters: dict[str, Any] | None = Field(None, alias="requestParameters")
+    response_elements: dict[str, Any] | None = Field(None, alias="responseElements")
+    error_code: str | None = Field(None, alias="errorCode")
+    error_message: str | None = Field(None, alias="errorMessage")
+    event_id: str | None = Field(None, alias="eventID")
+    recipient_account_id: str | None = Field(None, alias="recipientAccountId")
+
+    @property
+    def failed(self) -> bool:
+        """A call with an ``errorCode`` changed nothing."""
+        return bool(self.error_code)
+
+
+class GovernorEvent(EventBridgeModel):
+    """An EventBridge event as delivered to a Lambda target; subclasses narrow ``detail``."""
+
+    detail: dict[str, Any]
+
+
+class CloudTrailEvent(EventBridgeModel):
+    detail: CloudTrailRecord
+
+
+class InboundEvent(BaseModel):
+    """Any accepted event, reduced to what the policies dispatch on."""
+
+    id: str
+    kind: str
+    source: str
+    detail_type: str
+    account: str | None = None
+    region: str | None = None
+    time: dt.datetime | None = None
+    detail: dict[str, Any]
+    cloudtrail: CloudTrailRecord | None = None
+
+    @property
+    def event_name(self) -> str | None:
+        return self.cloudtrail.event_name if self.cloudtrail else None
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:5]:
+        path = ".".join(str(p) for p in item["loc"]) or "(event)"
+        parts.append(f"{path}: {item['msg']}")
+    more = len(error.errors()) - 5
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def parse_model(model: type[M], raw: Any) -> M:
+    """Validate ``raw`` against ``model``; any failure is one :class:`InvalidEventError` naming the bad fields."""
+    event_id = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
+    if not isinstance(raw, dict):
+        raise InvalidEventError(f"an event must be a JSON object, not {type(raw).__name__}", event_id)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as error:
+        raise InvalidEventError(f"invalid {model.__name__}: {_describe(error)}", event_id) from None
+    except (TypeError, ValueError, RecursionError) as error:
+        raise InvalidEventError(f"invalid {model.__name__}: {error}", event_id) from None
+
+
+def normalise(raw: Any) -> InboundEvent:
+    """Accept an EventBridge event or a bare CloudTrail record (as found in log files)."""
+    if not isinstance(raw, dict):
+        raise InvalidEventError(f"an event must be a JSON object, not {type(raw).__name__}")
+    if "detail-type" in raw or "detail" in raw:
+        envelope = parse_model(GovernorEvent, raw)
+        record = None
+        if envelope.detail_type == CLOUDTRAIL_DETAIL_TYPE:
+            record = parse_model(CloudTrailRecord, envelope.detail)
+        return InboundEvent(
+            id=envelope.id,
+            kind=record.event_name if record else envelope.detail_type,
+            source=envelope.source,
+            detail_type=envelope.detail_type,
+            account=envelope.account,
+            region=envelope.region,
+            time=envelope.time,
+            detail=envelope.detail,
+            cloudtrail=record,
+        )
+    if "eventName" in raw or "eventSource" in raw:
+        record = parse_model(CloudTrailRecord, raw)
+        service = record.event_source.split(".", 1)[0]
+        return InboundEvent(
+            id=record.event_id or f"{record.event_name}-{record.event_time.isoformat()}",
+            kind=record.event_name,
+            source=f"aws.{service}",
+            detail_type=CLOUDTRAIL_DETAIL_TYPE,
+            account=record.recipient_account_id or record.user_identity.account_id,
+            region=record.aws_region,
+            time=record.event_time,
+            detail=raw,
+            cloudtrail=record,
+        )
+    raise InvalidEventError("not an EventBridge event (no 'detail-type') nor a CloudTrail record (no 'eventName')")

@@ -1,0 +1,125 @@
+"""What every handler shares: its environment, its adapters, and the parse-at-the-edge / idempotency wrapper.
+
+Only this module and ``cli.py`` read the environment. Adapters are built once per container and reused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from governor.domain.ports import DeadLetters, FindingSink, Ledger
+from governor.events.envelopes import InvalidEventError
+from governor.observability import logger, metrics
+from governor.policy import Policy, PolicyError, parse_policy
+
+T = TypeVar("T")
+
+
+class HandlerEnvironment(BaseModel):
+    """The settings the stack gives every function (see ``infra/constructs/function.py``)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    policy_json: str = Field("{}", alias="GOVERNOR_POLICY")
+    ledger_table: str = Field(alias="LEDGER_TABLE")
+    bus_name: str = Field(alias="BUS_NAME")
+    dlq_url: str = Field(alias="DLQ_URL")
+    idempotency_table: str | None = Field(None, alias="IDEMPOTENCY_TABLE")
+    region: str | None = Field(None, alias="AWS_REGION")
+    function: str = Field("governor", alias="GOVERNOR_FUNCTION")
+
+    def policy(self) -> Policy:
+        try:
+            return parse_policy(json.loads(self.policy_json), source="GOVERNOR_POLICY")
+        except json.JSONDecodeError as error:
+            raise PolicyError(f"GOVERNOR_POLICY: not valid JSON ({error})") from None
+
+
+@dataclass
+class Runtime:
+    """The adapters a handler works with; tests build one from in-memory fakes."""
+
+    policy: Policy
+    ledger: Ledger
+    sink: FindingSink
+    dead_letters: DeadLetters
+    region: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def environment() -> HandlerEnvironment:
+    try:
+        return HandlerEnvironment.model_validate(dict(os.environ))
+    except ValidationError as error:
+        missing = ", ".join(str(e["loc"][0]) for e in error.errors())
+        raise RuntimeError(f"function environment incomplete: {missing}") from None
+
+
+@cache
+def default_runtime() -> Runtime:
+    """Built on first use in a container (not at import, so tests and ``explain`` never need AWS)."""
+    from governor.adapters.bus import EventBusSink
+    from governor.adapters.dlq import SqsDeadLetters
+    from governor.adapters.ledger import DynamoLedger
+
+    env = environment()
+    policy = env.policy()
+    return Runtime(
+        policy=policy,
+        ledger=DynamoLedger(env.ledger_table, policy.ledger.retention_days, env.region),
+        sink=EventBusSink(env.bus_name, env.region),
+        dead_letters=SqsDeadLetters(env.dlq_url, env.region),
+        region=env.region,
+    )
+
+
+def reject(event: Any, error: InvalidEventError, runtime: Runtime) -> dict[str, Any]:
+    """Log the one validation error with the event id, count it, and park the event in the DLQ with its reason."""
+    logger.error("rejected event", extra={"event_id": error.event_id, "reason": str(error)})
+    metrics.add_metric(name="InvalidEvents", unit="Count", value=1)
+    runtime.dead_letters.send(event, str(error))
+    return {"status": "rejected", "event_id": error.event_id, "reason": str(error)}
+
+
+def run_edge(
+    event: Any, runtime: Runtime, parse: Callable[[Any], T], work: Callable[[T, Runtime], dict[str, Any]]
+) -> dict[str, Any]:
+    """Parse at the edge; only a valid event reaches ``work``. Transient AWS errors propagate so Lambda retries."""
+    try:
+        parsed = parse(event)
+    except InvalidEventError as error:
+        return reject(event, error, runtime)
+    return work(parsed, runtime)
+
+
+def idempotent_on_event_id() -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
+    """Powertools Idempotency keyed on the EventBridge event id, when the stack gave an idempotency table.
+
+    A duplicate delivery returns the first result without acting again; without a table (tests, ``explain``) the
+    function runs unwrapped.
+    """
+
+    def wrap(func: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        table = os.environ.get("IDEMPOTENCY_TABLE")
+        if not table:
+            return func
+        from aws_lambda_powertools.utilities.idempotency import (
+            DynamoDBPersistenceLayer,
+            IdempotencyConfig,
+            idempotent_function,
+        )
+
+        persistence = DynamoDBPersistenceLayer(table_name=table)
+        config = IdempotencyConfig(
+            event_key_jmespath="id", expires_after_seconds=24 * 3600, raise_on_no_idempotency_key=False
+        )
+        return idempotent_function(data_keyword_argument="event", persistence_store=persistence, config=config)(func)
+
+    return wrap

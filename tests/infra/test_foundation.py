@@ -1,0 +1,117 @@
+"""The shared stack: encrypted stores, bus and archive, and every function built the same safe way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from aws_cdk.assertions import Match
+
+from tests.conftest import ROOT
+from tests.infra.conftest import Synth
+
+
+def test_kms_key_rotates_at_most_every_90_days(synth: Synth) -> None:
+    synth.template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True, "RotationPeriodInDays": 90})
+
+
+def test_ledger_is_on_demand_pitr_kms_ttl(synth: Synth) -> None:
+    synth.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "BillingMode": "PAY_PER_REQUEST",
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": Match.any_value()},
+            "TimeToLiveSpecification": {"AttributeName": "expires_at", "Enabled": True},
+        },
+    )
+
+
+def test_every_table_queue_topic_and_log_group_is_encrypted(synth: Synth) -> None:
+    for table in synth.resources("AWS::DynamoDB::Table").values():
+        assert table["Properties"]["SSESpecification"]["SSEType"] == "KMS"
+    for queue in synth.resources("AWS::SQS::Queue").values():
+        assert "KmsMasterKeyId" in queue["Properties"]
+    for topic in synth.resources("AWS::SNS::Topic").values():
+        assert "KmsMasterKeyId" in topic["Properties"]
+    for group in synth.resources("AWS::Logs::LogGroup").values():
+        assert "KmsKeyId" in group["Properties"] and "RetentionInDays" in group["Properties"]
+
+
+def test_governor_bus_and_archive(synth: Synth) -> None:
+    synth.template.has_resource_properties("AWS::Events::EventBus", {"Name": "governor"})
+    synth.template.has_resource_properties(
+        "AWS::Events::Archive", {"EventPattern": {"source": ["gpu-fleet-governor"]}, "RetentionDays": 400}
+    )
+
+
+def _ref_id(value: Any) -> str | None:
+    if isinstance(value, dict):
+        if "Fn::GetAtt" in value:
+            return value["Fn::GetAtt"][0]
+        if "Ref" in value:
+            return value["Ref"]
+    return None
+
+
+def test_every_function_is_arm64_traced_json_logged_with_dlq_and_alarms(synth: Synth) -> None:
+    functions = synth.resources("AWS::Lambda::Function")
+    invoke_configs = synth.resources("AWS::Lambda::EventInvokeConfig")
+    alarms = synth.resources("AWS::CloudWatch::Alarm")
+    for logical_id, function in functions.items():
+        props = function["Properties"]
+        assert props["Architectures"] == ["arm64"], logical_id
+        assert props["Runtime"].startswith("python3."), logical_id
+        assert props["TracingConfig"]["Mode"] == "Active", logical_id
+        assert props["LoggingConfig"]["LogFormat"] == "JSON", logical_id
+        assert "GOVERNOR_POLICY" in props["Environment"]["Variables"], logical_id
+        config = [c for c in invoke_configs.values() if _ref_id(c["Properties"]["FunctionName"]) == logical_id]
+        assert config and "OnFailure" in config[0]["Properties"]["DestinationConfig"], logical_id
+        alarm_targets = [a for a in alarms.values() if "Dimensions" in a["Properties"]]
+        assert any(_ref_id(d["Value"]) == logical_id for a in alarm_targets for d in a["Properties"]["Dimensions"]), (
+            f"{logical_id} has no error alarm"
+        )
+
+
+def test_every_queue_is_tls_only(synth: Synth) -> None:
+    policies = synth.resources("AWS::SQS::QueuePolicy")
+    queues = set(synth.resources("AWS::SQS::Queue"))
+    secured = set()
+    for policy in policies.values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false":
+                secured.update(_ref_id(q) for q in policy["Properties"]["Queues"])
+    assert queues <= secured
+
+
+def test_nag_report_is_clean(synth: Synth) -> None:
+    report = (synth.outdir / "validation-report.json").read_text()
+    assert '"status": "failure"' not in report.lower()
+
+
+def test_template_passes_cfn_lint_without_errors(synth: Synth) -> None:
+    template = synth.outdir / f"{synth.stack.stack_name}.template.json"
+    done = subprocess.run([sys.executable, "-m", "cfnlint", str(template)], capture_output=True, text=True, check=False)
+    assert done.returncode & 2 == 0, done.stdout  # 2 = errors; 4 = warnings only
+
+
+def test_bad_policy_stops_synth_with_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "governor.yaml"
+    bad.write_text("idle:\n  enforec: true\n")
+    done = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CDK_CONTEXT_JSON": f'{{"policy_file": "{bad}"}}',
+            "CDK_OUTDIR": str(tmp_path / "o"),
+        },
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "idle.enforec" in done.stderr and str(bad) in done.stderr
+    assert "Traceback" not in done.stderr

@@ -96,3 +96,32 @@ class Ec2Reader:
                     raise
                 found.extend(i for i in (self.instance(x) for x in instance_ids[start : start + 1000]) if i)
         return found
+
+
+class Ec2Actions:
+    """EC2 changes the governor makes; callers re-read the instance first and record the decision before acting."""
+
+    IAM_ACTIONS = frozenset({"ec2:StopInstances", "ec2:TerminateInstances", "ec2:CreateTags", "ec2:DeleteTags"})
+
+    def __init__(self, region: str | None = None, ec2: Any = None) -> None:
+        self._ec2 = ec2 or client("ec2", region)
+        self.calls = 0
+
+    def stop(self, instance_id: str) -> None:
+        self.calls += 1
+        self._ec2.stop_instances(InstanceIds=[instance_id])
+
+    def terminate(self, instance_id: str) -> None:
+        self.calls += 1
+        self._ec2.terminate_instances(InstanceIds=[instance_id])
+
+    def tag(self, resource_id: str, tags: dict[str, str]) -> None:
+        if tags:
+            self.calls += 1
+            self._ec2.create_tags(Resources=[resource_id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+
+    def untag(self, resource_id: str, keys: Iterable[str]) -> None:
+        names = list(keys)
+        if names:
+            self.calls += 1
+            self._ec2.delete_tags(Resources=[resource_id], Tags=[{"Key": k} for k in names])

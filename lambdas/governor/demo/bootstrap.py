@@ -1,0 +1,69 @@
+"""Create, on the emulator, what the stack would deploy for the handlers: ledger, idempotency table, bus, DLQs.
+
+Returns the environment each function would get from the Lambda factory, so handlers run unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from governor.adapters.aws import client
+from governor.policy import Policy
+
+FUNCTIONS = ("network", "idle", "spot", "keys", "lifecycle", "notifier", "report")
+
+
+@dataclass
+class LocalStack:
+    """Names of the emulated shared resources, and one DLQ URL per function."""
+
+    ledger_table: str = "governor-ledger"
+    idempotency_table: str = "governor-idempotency"
+    bus_name: str = "governor"
+    dlq_urls: dict[str, str] = field(default_factory=dict)
+
+    def environment(self, function: str, policy: Policy) -> dict[str, str]:
+        """What ``infra/constructs/function.py`` puts in a function's environment (the whole policy here)."""
+        return {
+            "GOVERNOR_FUNCTION": function,
+            "GOVERNOR_POLICY": json.dumps(policy.model_dump(mode="json", by_alias=True)),
+            "LEDGER_TABLE": self.ledger_table,
+            "IDEMPOTENCY_TABLE": self.idempotency_table,
+            "BUS_NAME": self.bus_name,
+            "DLQ_URL": self.dlq_urls[function],
+            "POWERTOOLS_SERVICE_NAME": "gpu-fleet-governor",
+            "POWERTOOLS_METRICS_NAMESPACE": "GpuFleetGovernor",
+        }
+
+
+def create_shared(region: str = "us-east-1") -> LocalStack:
+    stack = LocalStack()
+    dynamodb = client("dynamodb", region)
+    dynamodb.create_table(
+        TableName=stack.ledger_table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "kind", "at")],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-kind",
+                "KeySchema": [
+                    {"AttributeName": "kind", "KeyType": "HASH"},
+                    {"AttributeName": "at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )
+    dynamodb.create_table(
+        TableName=stack.idempotency_table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    client("events", region).create_event_bus(Name=stack.bus_name)
+    sqs = client("sqs", region)
+    for function in FUNCTIONS:
+        stack.dlq_urls[function] = sqs.create_queue(QueueName=f"governor-{function}-dlq")["QueueUrl"]
+    return stack

@@ -7,7 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20,22
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck unit synth layer bench soak clean
+.PHONY: demo test lint typecheck synth layer bench soak clean
 
 $(VENV)/.installed: requirements.txt lambdas/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -45,8 +45,18 @@ layer:
 	python3 -m pip install -q --platform manylinux2014_aarch64 --implementation cp --python-version 3.14 \
 	  --only-binary=:all: --target build/layer/python -r lambdas/requirements.txt
 
-bench: $(VENV)/.installed-dev
+bench/.venv-c7n/.installed: bench/requirements-c7n.txt
+	python3 -m venv bench/.venv-c7n
+	bench/.venv-c7n/bin/pip install -q -r bench/requirements-c7n.txt
+	touch $@
+
+## bench: regenerate bench/README.md (side by side with Cloud Custodian and the naive idle rule); not part of test
+bench: $(VENV)/.installed-dev bench/.venv-c7n/.installed
 	$(PY) -m bench.run
+
+## soak: the long fault-injection run that regenerates RELIABILITY.md
+soak: $(VENV)/.installed-dev
+	$(PY) -m bench.soak
 
 clean:
 	rm -rf cdk.out build out .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,276 @@
+"""The local audit engine: the Athena SQL files on DuckDB over CloudTrail files on disk.
+
+Files are pruned by the delivery date in their key (one day of slack each side) without being opened; the rest are
+loaded into a table shaped like the Glue table; each query is translated Trino -> DuckDB by sqlglot and run with
+bound parameters. A file DuckDB cannot read is found by bisection, reported by name and skipped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from governor.audit.queries import QueryError, QuerySpec, iso, list_queries, parse_time, select_queries
+from governor.audit.schema import COLUMNS, PARTITION_KEYS, TABLE_NAME
+
+SLACK = dt.timedelta(days=1)
+RECORDS = "cloudtrail_records"
+MAX_FILE_BYTES = 1024**3
+_AWSLOGS = re.compile(
+    r"AWSLogs/(?:o-[a-z0-9]{10,32}/)?(?P<account>\d{12})/CloudTrail/(?P<region>[a-z0-9-]+)/"
+    r"(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})/[^/]+$"
+)
+_FILE_NAME = re.compile(
+    r"^(?P<account>\d{12})_CloudTrail_(?P<region>[a-z0-9-]+)_(?P<y>\d{4})(?P<m>\d{2})(?P<d>\d{2})T\d{4}Z"
+)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """A CloudTrail file and what its key says: account, region, delivery day (``None`` when the key says nothing)."""
+
+    path: Path
+    account: str | None
+    region: str | None
+    day: dt.date | None
+
+
+@dataclass
+class AuditRun:
+    """What one local audit found: rows per query, the files skipped (and why), and how many files it opened."""
+
+    results: dict[str, dict[str, Any]]
+    skipped: list[tuple[str, str]]
+    files_opened: int
+    files_pruned: int = 0
+    records: int = 0
+    start: str = ""
+    end: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def describe_file(path: Path) -> LogFile:
+    """Account, region and delivery day from an ``AWSLogs/...`` key or a CloudTrail file name."""
+    text = path.as_posix()
+    match = _AWSLOGS.search(text) or _FILE_NAME.match(path.name)
+    if not match:
+        return LogFile(path, None, None, None)
+    try:
+        day = dt.date(int(match["y"]), int(match["m"]), int(match["d"]))
+    except ValueError:
+        return LogFile(path, match["account"], match["region"], None)
+    return LogFile(path, match["account"], match["region"], day)
+
+
+def discover(logs: Path) -> list[LogFile]:
+    """Every ``.json`` / ``.json.gz`` file under ``logs`` (or ``logs`` itself), sorted for stable output."""
+    if logs.is_file():
+        return [describe_file(logs)]
+    if not logs.is_dir():
+        raise QueryError(f"{logs}: no such folder")
+    files = [p for p in logs.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz"))]
+    return [describe_file(path) for path in sorted(files)]
+
+
+def in_window(file: LogFile, start: dt.datetime | None, end: dt.datetime | None) -> bool:
+    """Whether a file can hold events in [start, end): its key date within the range, one day of slack each side."""
+    if file.day is None:
+        return True
+    if start is not None and file.day < (start - SLACK).date():
+        return False
+    return not (end is not None and file.day > (end + SLACK).date())
+
+
+def _read_schema() -> str:
+    inner = ", ".join(f'"{column.key}" {column.read_type()}' for column in COLUMNS)
+    return f"STRUCT({inner})[]"
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+class LocalLake:
+    """An in-process DuckDB database holding the in-range CloudTrail records as ``cloudtrail_logs``."""
+
+    def __init__(self) -> None:
+        import duckdb
+
+        self._duckdb = duckdb
+        self.con = duckdb.connect(":memory:")
+        self.con.execute("SET TimeZone = 'UTC'")
+        columns = ", ".join(f"{column.name} {column.view_type()}" for column in COLUMNS)
+        partitions = ", ".join(f"{name} VARCHAR" for name in PARTITION_KEYS)
+        self.con.execute(f"CREATE TABLE {RECORDS} ({columns}, {partitions})")
+        self.con.execute(f"CREATE VIEW {TABLE_NAME} AS SELECT * FROM {RECORDS}")  # noqa: S608 - table and column names are our constants
+        self.con.execute("CREATE TEMP TABLE files (filename VARCHAR, account VARCHAR, region VARCHAR, day VARCHAR)")
+        self.opened: set[str] = set()
+        self.skipped: list[tuple[str, str]] = []
+
+    def load(self, files: list[LogFile]) -> None:
+        """Load files in one batch; on an error, bisect to name and skip the bad files, keep the good ones."""
+        if not files:
+            return
+        self.con.executemany(
+            "INSERT INTO files VALUES (?, ?, ?, ?)",
+            [(str(f.path), f.account, f.region, f.day.strftime("%Y/%m/%d") if f.day else None) for f in files],
+        )
+        self._load([str(f.path) for f in files])
+
+    def _load(self, names: list[str]) -> None:
+        self.opened.update(names)
+        try:
+            self.con.execute("BEGIN TRANSACTION")
+            self._insert(names)
+            self.con.execute("COMMIT")
+        except self._duckdb.Error as error:
+            self.con.execute("ROLLBACK")
+            if len(names) == 1:
+                self.skipped.append((names[0], _reason(error)))
+                return
+            middle = len(names) // 2
+            self._load(names[:middle])
+            self._load(names[middle:])
+
+    def _insert(self, names: list[str]) -> None:
+        self.con.execute(
+            "CREATE OR REPLACE TEMP TABLE staging AS SELECT filename, Records FROM read_json($files, "
+            "columns = {'Records': $schema}, format = 'auto', filename = true, maximum_object_size = $max_bytes)",
+            {"files": names, "schema": _read_schema(), "max_bytes": MAX_FILE_BYTES},
+        )
+        empty = self.con.execute("SELECT filename FROM staging WHERE Records IS NULL ORDER BY filename").fetchall()
+        self.skipped.extend((name, "not a CloudTrail log file: no Records array") for (name,) in empty)
+        values = ", ".join(column.view_expression(f"rec.{_quoted(column.key)}") for column in COLUMNS)
+        self.con.execute(
+            f"INSERT INTO {RECORDS} SELECT {values}, "  # noqa: S608 - table and column names are our constants
+            "coalesce(f.account, rec.recipientAccountId), coalesce(f.region, rec.awsRegion), "
+            "coalesce(f.day, strftime(try_cast(rec.eventTime AS TIMESTAMPTZ), '%Y/%m/%d')) "
+            "FROM (SELECT filename, unnest(Records) AS rec FROM staging WHERE Records IS NOT NULL) AS s "
+            "JOIN files AS f USING (filename)"
+        )
+        self.con.execute("DROP TABLE staging")
+
+    def record_count(self) -> int:
+        row = self.con.execute(f"SELECT count(*) FROM {TABLE_NAME}").fetchone()  # noqa: S608 - table and column names are our constants
+        return int(row[0]) if row else 0
+
+    def time_span(self) -> tuple[dt.datetime, dt.datetime] | None:
+        """Earliest and latest event time loaded (``None`` when nothing was loaded)."""
+        row = self.con.execute(
+            f"SELECT strftime(min(t), '%Y-%m-%dT%H:%M:%SZ'), strftime(max(t), '%Y-%m-%dT%H:%M:%SZ') "  # noqa: S608 - table and column names are our constants
+            f"FROM (SELECT try_cast(eventtime AS TIMESTAMPTZ) AS t FROM {TABLE_NAME})"
+        ).fetchone()
+        if not row or row[0] is None:
+            return None
+        return parse_time(row[0]), parse_time(row[1])
+
+    def run(self, spec: QuerySpec, parameters: dict[str, str]) -> dict[str, Any]:
+        """Run one library query: ``{"count": rows, "rows": [{column: value}]}`` with JSON-ready values."""
+        sql = translate(spec.sql)
+        bound = {name: parameters[name] for name in spec.parameters}
+        try:
+            described = self.con.execute(f"DESCRIBE {sql}", bound).fetchall()
+            temporal = [str(row[0]) for row in described if "TIME ZONE" in str(row[1]).upper()]
+            if temporal:
+                replaced = ", ".join(
+                    f"strftime({_quoted(name)}, '%Y-%m-%dT%H:%M:%SZ') AS {_quoted(name)}" for name in temporal
+                )
+                sql = f"SELECT * REPLACE ({replaced}) FROM ({sql})"  # noqa: S608 - table and column names are our constants
+            cursor = self.con.execute(sql, bound)
+            names = [str(d[0]) for d in cursor.description or []]
+            rows = [dict(zip(names, (_json_value(v) for v in values), strict=True)) for values in cursor.fetchall()]
+        except self._duckdb.Error as error:
+            raise QueryError(f"{spec.path}: DuckDB could not run the translated query: {_reason(error)}") from None
+        return {"count": len(rows), "rows": rows}
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _reason(error: Exception) -> str:
+    first = str(error).strip().splitlines()[0] if str(error).strip() else error.__class__.__name__
+    return first[:300]
+
+
+def translate(sql: str) -> str:
+    """Athena (Trino) SQL to DuckDB SQL; ``:name`` placeholders become DuckDB's ``$name``."""
+    import sqlglot
+
+    statements = [s for s in sqlglot.transpile(sql, read="athena", write="duckdb") if s.strip()]
+    if len(statements) != 1:
+        raise QueryError(f"expected one SQL statement, found {len(statements)}")
+    return statements[0]
+
+
+def run_audit(
+    logs: Path,
+    names: list[str] | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    *,
+    queries_dir: Path | None = None,
+) -> AuditRun:
+    """Run the named library queries (all by default) over the CloudTrail files under ``logs``.
+
+    Without ``start``/``end`` the range is the loaded events' own span, so open GPU sessions end at the last event.
+    """
+    specs = select_queries(list_queries(queries_dir), names)
+    start = parse_time(start) if start is not None else None
+    end = parse_time(end) if end is not None else None
+    if start is not None and end is not None and end <= start:
+        raise QueryError(f"the range is empty: end {iso(end)} is not after start {iso(start)}")
+    files = discover(Path(logs))
+    wanted = [f for f in files if in_window(f, start, end)]
+    lake = LocalLake()
+    try:
+        lake.load(wanted)
+        span = lake.time_span()
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        first = start or (span[0] if span else now)
+        last = end or ((span[1] + dt.timedelta(seconds=1)) if span else now + dt.timedelta(seconds=1))
+        parameters = {"start": iso(first), "end": iso(last)}
+        results: dict[str, dict[str, Any]] = {}
+        seconds: dict[str, float] = {}
+        for spec in specs:
+            began = time.perf_counter()
+            results[spec.name] = lake.run(spec, parameters)
+            seconds[spec.name] = time.perf_counter() - began
+        return AuditRun(
+            results=results,
+            skipped=sorted(lake.skipped),
+            files_opened=len(lake.opened),
+            files_pruned=len(files) - len(wanted),
+            records=lake.record_count(),
+            start=parameters["start"],
+            end=parameters["end"],
+            seconds=seconds,
+        )
+    finally:
+        lake.close()
+
+
+def table_columns(lake: LocalLake) -> Iterable[tuple[str, str]]:
+    """(name, DuckDB type) of the local ``cloudtrail_logs`` table, for comparing with the Glue table."""
+    return [(str(r[0]), str(r[1])) for r in lake.con.execute(f"DESCRIBE {TABLE_NAME}").fetchall()]

@@ -1,0 +1,36 @@
+-- name: console_login_without_mfa
+-- purpose: Successful console sign-ins of IAM users without MFA
+-- cis: 4.2
+-- parameters: :start, :end (ISO 8601 times; start inclusive, end exclusive)
+--
+-- Athena (Trino) SQL. Day partitions are pruned with one day of slack each side: the date in an object key is the
+-- delivery date, not the event time. Rows are deduplicated on eventid and ordered by time.
+WITH matching AS (
+  SELECT
+    *,
+    row_number() OVER (PARTITION BY eventid ORDER BY eventtime) AS occurrence
+  FROM cloudtrail_logs
+  WHERE day BETWEEN date_format(from_iso8601_timestamp(:start) - INTERVAL '1' DAY, '%Y/%m/%d')
+                AND date_format(from_iso8601_timestamp(:end) + INTERVAL '1' DAY, '%Y/%m/%d')
+    AND from_iso8601_timestamp(eventtime) >= from_iso8601_timestamp(:start)
+    AND from_iso8601_timestamp(eventtime) < from_iso8601_timestamp(:end)
+    AND (eventname = 'ConsoleLogin'
+    AND useridentity.type = 'IAMUser'
+    AND json_extract_scalar(responseelements, '$.ConsoleLogin') = 'Success'
+    AND coalesce(json_extract_scalar(additionaleventdata, '$.MFAUsed'), 'No') <> 'Yes')
+)
+SELECT
+  eventtime,
+  eventid,
+  recipientaccountid AS account,
+  awsregion AS region,
+  coalesce(useridentity.arn, useridentity.principalid, useridentity.type) AS actor,
+  useridentity.type AS identity_type,
+  sourceipaddress,
+  eventsource,
+  eventname,
+  json_extract_scalar(additionaleventdata, '$.MFAUsed') AS mfa_used,
+  useragent
+FROM matching
+WHERE occurrence = 1
+ORDER BY eventtime, eventid

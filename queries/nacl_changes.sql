@@ -1,0 +1,41 @@
+-- name: nacl_changes
+-- purpose: Network ACLs and their entries created, replaced or deleted
+-- cis: 4.11
+-- parameters: :start, :end (ISO 8601 times; start inclusive, end exclusive)
+--
+-- Athena (Trino) SQL. Day partitions are pruned with one day of slack each side: the date in an object key is the
+-- delivery date, not the event time. Rows are deduplicated on eventid and ordered by time.
+WITH matching AS (
+  SELECT
+    *,
+    row_number() OVER (PARTITION BY eventid ORDER BY eventtime) AS occurrence
+  FROM cloudtrail_logs
+  WHERE day BETWEEN date_format(from_iso8601_timestamp(:start) - INTERVAL '1' DAY, '%Y/%m/%d')
+                AND date_format(from_iso8601_timestamp(:end) + INTERVAL '1' DAY, '%Y/%m/%d')
+    AND from_iso8601_timestamp(eventtime) >= from_iso8601_timestamp(:start)
+    AND from_iso8601_timestamp(eventtime) < from_iso8601_timestamp(:end)
+    AND (eventsource = 'ec2.amazonaws.com'
+    AND eventname IN (
+        'CreateNetworkAcl',
+        'CreateNetworkAclEntry',
+        'DeleteNetworkAcl',
+        'DeleteNetworkAclEntry',
+        'ReplaceNetworkAclEntry',
+        'ReplaceNetworkAclAssociation'))
+)
+SELECT
+  eventtime,
+  eventid,
+  recipientaccountid AS account,
+  awsregion AS region,
+  coalesce(useridentity.arn, useridentity.principalid, useridentity.type) AS actor,
+  useridentity.type AS identity_type,
+  sourceipaddress,
+  eventsource,
+  eventname,
+  json_extract_scalar(requestparameters, '$.networkAclId') AS network_acl_id,
+  errorcode,
+  errormessage
+FROM matching
+WHERE occurrence = 1
+ORDER BY eventtime, eventid

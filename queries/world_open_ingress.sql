@@ -1,0 +1,40 @@
+-- name: world_open_ingress
+-- purpose: Security group ingress opened to a whole address family (any CIDR of prefix length 0, IPv4 or IPv6)
+-- cis: none
+-- parameters: :start, :end (ISO 8601 times; start inclusive, end exclusive)
+--
+-- Athena (Trino) SQL. Day partitions are pruned with one day of slack each side: the date in an object key is the
+-- delivery date, not the event time. Rows are deduplicated on eventid and ordered by time.
+WITH matching AS (
+  SELECT
+    *,
+    row_number() OVER (PARTITION BY eventid ORDER BY eventtime) AS occurrence
+  FROM cloudtrail_logs
+  WHERE day BETWEEN date_format(from_iso8601_timestamp(:start) - INTERVAL '1' DAY, '%Y/%m/%d')
+                AND date_format(from_iso8601_timestamp(:end) + INTERVAL '1' DAY, '%Y/%m/%d')
+    AND from_iso8601_timestamp(eventtime) >= from_iso8601_timestamp(:start)
+    AND from_iso8601_timestamp(eventtime) < from_iso8601_timestamp(:end)
+    AND (eventsource = 'ec2.amazonaws.com'
+    AND eventname = 'AuthorizeSecurityGroupIngress'
+    AND errorcode IS NULL
+    AND regexp_like(requestparameters, '"cidrIp(v6)?"\s*:\s*"[^"]*/0"'))
+)
+SELECT
+  eventtime,
+  eventid,
+  recipientaccountid AS account,
+  awsregion AS region,
+  coalesce(useridentity.arn, useridentity.principalid, useridentity.type) AS actor,
+  useridentity.type AS identity_type,
+  sourceipaddress,
+  eventsource,
+  eventname,
+  coalesce(json_extract_scalar(requestparameters, '$.groupId'), json_extract_scalar(requestparameters, '$.groupName')) AS group_id,
+  array_join(regexp_extract_all(requestparameters, '"cidrIp(?:v6)?"\s*:\s*"([^"]*/0)"', 1), ',') AS world_cidrs,
+  coalesce(json_extract_scalar(requestparameters, '$.ipProtocol'), json_extract_scalar(requestparameters, '$.ipPermissions.items[0].ipProtocol')) AS ip_protocol,
+  CAST(coalesce(json_extract_scalar(requestparameters, '$.fromPort'), json_extract_scalar(requestparameters, '$.ipPermissions.items[0].fromPort')) AS INTEGER) AS from_port,
+  CAST(coalesce(json_extract_scalar(requestparameters, '$.toPort'), json_extract_scalar(requestparameters, '$.ipPermissions.items[0].toPort')) AS INTEGER) AS to_port,
+  requestparameters AS request
+FROM matching
+WHERE occurrence = 1
+ORDER BY eventtime, eventid

@@ -1,0 +1,122 @@
+"""``governor audit --logs DIR``: the Athena query library on DuckDB over CloudTrail files on disk.
+
+Exit codes: 0 when the queries ran (rows are information, not failures), 1 only with ``--fail-on-rows`` when a
+selected query returned rows (a check the user asked for), 2 on bad input (unknown query, bad time, no folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+TEXT_ROWS = 10
+TEXT_WIDTH = 160
+# Context columns left out of the text view (they are in --json and --csv): the text view answers who did what.
+TEXT_HIDDEN = frozenset({"eventid", "account", "identity_type", "sourceipaddress", "eventsource", "request"})
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("audit", help="run queries/*.sql on DuckDB over CloudTrail files")
+    parser.add_argument("--logs", required=True, help="folder of CloudTrail .json/.json.gz files (AWSLogs/... or flat)")
+    parser.add_argument(
+        "--query", action="append", dest="queries", metavar="NAME", help="run only this query (repeatable)"
+    )
+    parser.add_argument("--start", help="ISO 8601 start, inclusive (default: the first event)")
+    parser.add_argument("--end", help="ISO 8601 end, exclusive (default: just after the last event)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help='print {"<query>": {"count": N, "rows": [...]}}')
+    output.add_argument("--csv", action="store_true", help="print every row as CSV, with a leading query column")
+    parser.add_argument("--list", action="store_true", help="list the queries (name, CIS item, purpose) and exit")
+    parser.add_argument(
+        "--fail-on-rows", action="store_true", help="exit 1 when any selected query returns rows (use in CI)"
+    )
+    parser.set_defaults(run=run)
+
+
+def _time(value: str | None, flag: str) -> dt.datetime | None:
+    from governor.audit.queries import QueryError, parse_time
+    from governor.cli import UsageError
+
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except QueryError as error:
+        raise UsageError(f"{flag}: {error}") from None
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"), default=str)
+    return str(value)
+
+
+def write_csv(results: dict[str, dict[str, Any]], out: TextIO) -> None:
+    """One CSV for every query: a ``query`` column, then the union of the queries' columns in first-seen order."""
+    columns: dict[str, None] = {}
+    for result in results.values():
+        for row in result["rows"]:
+            columns.update(dict.fromkeys(row))
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["query", *columns])
+    for name, result in results.items():
+        for row in result["rows"]:
+            writer.writerow([name, *(_cell(row.get(column)) for column in columns)])
+
+
+def render_text(run: Any, specs: dict[str, Any]) -> str:
+    lines = []
+    for name, result in run.results.items():
+        spec = specs[name]
+        cis = f" [CIS {spec.cis}]" if spec.cis else ""
+        lines.append(f"{name}{cis}: {result['count']} row{'s' if result['count'] != 1 else ''} ({spec.purpose})")
+        for row in result["rows"][:TEXT_ROWS]:
+            text = ", ".join(f"{k}={_cell(v)}" for k, v in row.items() if v is not None and k not in TEXT_HIDDEN)
+            lines.append("  " + (text if len(text) <= TEXT_WIDTH else text[: TEXT_WIDTH - 3] + "..."))
+        if result["count"] > TEXT_ROWS:
+            lines.append(f"  ... {result['count'] - TEXT_ROWS} more (use --json or --csv for every row)")
+    lines.append(
+        f"range {run.start} .. {run.end}: {run.records} records from {run.files_opened} files opened, "
+        f"{run.files_pruned} outside the range not opened, {len(run.skipped)} skipped"
+    )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from governor.audit import QueryError, list_queries, run_audit
+    from governor.cli import UsageError
+
+    try:
+        specs = {spec.name: spec for spec in list_queries()}
+    except QueryError as error:
+        raise UsageError(str(error)) from None
+    if args.list:
+        for spec in specs.values():
+            print(f"{spec.name:28} {('CIS ' + spec.cis) if spec.cis else '':8} {spec.purpose}")
+        return 0
+    logs = Path(args.logs)
+    if not logs.exists():
+        raise UsageError(f"{logs}: no such folder")
+    start, end = _time(args.start, "--start"), _time(args.end, "--end")
+    try:
+        result = run_audit(logs, args.queries, start, end)
+    except QueryError as error:
+        raise UsageError(str(error)) from None
+    for file, reason in result.skipped:
+        print(f"governor: skipped {file}: {reason}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.results, indent=2, default=str))
+    elif args.csv:
+        write_csv(result.results, sys.stdout)
+    else:
+        print(render_text(result, specs))
+    if args.fail_on_rows and any(r["count"] for r in result.results.values()):
+        return 1
+    return 0

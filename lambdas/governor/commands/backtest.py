@@ -1,0 +1,218 @@
+"""``governor backtest --metrics FILE.csv``: replay the idle policy over exported metrics before enabling it.
+
+The same decision code as the sweep Lambda runs every ``--interval`` over the file, with the warning period and the
+blast radius applied, and reports each instance's warnings and actions plus the GPU-hours they would have reclaimed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from governor.domain.idle import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, Replay, Series, replay
+from governor.policy import Policy, PolicyError, load_policy
+
+HEADER = ["timestamp", "instance_id", "metric", "value"]
+KNOWN_METRICS = frozenset({GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION})
+_INTERVAL = re.compile(r"^\s*(\d+)\s*([smh]?)\s*$")
+_EPOCH = re.compile(r"^\s*\d+(\.\d+)?\s*$")
+
+
+class MetricsFileError(ValueError):
+    """A metrics file that cannot be replayed; the message names the line and what is wrong."""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("backtest", help="replay the idle policy over exported GPU metrics")
+    parser.add_argument("--metrics", required=True, help="CSV with the header timestamp,instance_id,metric,value")
+    parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
+    parser.add_argument("--interval", default="15m", help="sweep interval, e.g. 15m, 1h, 900s (default: 15m)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(run=run)
+
+
+def parse_interval(text: str) -> dt.timedelta:
+    """``15m``, ``1h``, ``900s`` or a bare number of minutes; at least one minute."""
+    match = _INTERVAL.match(text)
+    if not match:
+        raise ValueError(f"--interval {text!r}: use a number with s, m or h, e.g. 15m")
+    amount = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "": 60}[match.group(2)]
+    if amount < 60:
+        raise ValueError(f"--interval {text!r}: the sweep cannot run more often than once a minute")
+    return dt.timedelta(seconds=amount)
+
+
+def _timestamp(text: str, cache: dict[str, float]) -> float:
+    found = cache.get(text)
+    if found is not None:
+        return found
+    if _EPOCH.match(text):
+        value = float(text)
+    else:
+        parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
+    cache[text] = value
+    return value
+
+
+def parse_metrics(lines: Iterable[str], source: str = "metrics") -> dict[str, dict[str, Series]]:
+    """Read ``timestamp,instance_id,metric,value`` rows into sorted series; one sample per minute per metric.
+
+    Unknown metric names are skipped; any malformed row raises :class:`MetricsFileError` naming its line.
+    """
+    reader = csv.reader(lines)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise MetricsFileError(f"{source}: empty file (expected the header {','.join(HEADER)})") from None
+    except csv.Error as error:
+        raise MetricsFileError(f"{source}: line 1: {error}") from None
+    if [h.strip().lower() for h in header] != HEADER:
+        raise MetricsFileError(f"{source}: line 1: header must be {','.join(HEADER)}, found {','.join(header)}")
+    points: dict[tuple[str, str], dict[float, float]] = {}
+    stamps: dict[str, float] = {}
+    try:
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            line = reader.line_num
+            if len(row) != 4:
+                raise MetricsFileError(f"{source}: line {line}: expected 4 fields, found {len(row)}")
+            stamp, instance_id, metric, raw = row
+            metric = metric.strip()
+            if metric not in KNOWN_METRICS:
+                continue
+            instance_id = instance_id.strip()
+            if not instance_id:
+                raise MetricsFileError(f"{source}: line {line}: empty instance_id")
+            try:
+                when = _timestamp(stamp, stamps)
+            except ValueError:
+                raise MetricsFileError(
+                    f"{source}: line {line}: timestamp {stamp!r} is neither ISO 8601 nor epoch seconds"
+                ) from None
+            try:
+                value = float(raw)
+            except ValueError:
+                raise MetricsFileError(f"{source}: line {line}: value {raw!r} is not a number") from None
+            if not math.isfinite(value) or value < 0:
+                raise MetricsFileError(f"{source}: line {line}: value {raw!r} must be a finite, non-negative number")
+            minute = when - when % 60
+            series = points.setdefault((instance_id, metric), {})
+            previous = series.get(minute)
+            series[minute] = value if previous is None else max(previous, value)
+    except csv.Error as error:
+        raise MetricsFileError(f"{source}: line {reader.line_num}: {error}") from None
+    if not points:
+        raise MetricsFileError(f"{source}: no gpu_utilization, gpu_memory_used or cpu_utilization samples")
+    result: dict[str, dict[str, Series]] = {}
+    for (instance_id, metric), by_time in points.items():
+        times = sorted(by_time)
+        result.setdefault(instance_id, {})[metric] = Series(times, [by_time[t] for t in times])
+    return result
+
+
+def bounds(signals: dict[str, dict[str, Series]]) -> tuple[dt.datetime, dt.datetime]:
+    """From the first sample's minute to the end of the last sample's minute."""
+    times = [t for series in signals.values() for s in series.values() for t in (s.times[0], s.times[-1])]
+    return dt.datetime.fromtimestamp(min(times), dt.UTC), dt.datetime.fromtimestamp(max(times) + 60, dt.UTC)
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_json(result: Replay, policy: Policy) -> dict[str, Any]:
+    """The issue's shape: per-instance actions and reclaimed GPU-hours, then the totals."""
+    return {
+        "instances": {
+            instance_id: {
+                "actions": [{"at": _iso(at), "type": kind} for at, kind in record.actions],
+                "gpu_hours_reclaimed": round(record.gpu_hours_reclaimed, 2),
+            }
+            for instance_id, record in sorted(result.instances.items())
+        },
+        "summary": {
+            "instances": len(result.instances),
+            "start": _iso(result.start),
+            "end": _iso(result.end),
+            "interval_minutes": result.interval.total_seconds() / 60,
+            "sweeps": result.sweeps,
+            "warnings": result.count("warn"),
+            "stops": result.count("stop"),
+            "terminations": result.count("terminate"),
+            "gpu_hours_reclaimed": round(result.gpu_hours_reclaimed, 2),
+            "held_back_sweeps": [_iso(at) for at in result.held_back_sweeps],
+            "verdicts": dict(sorted(result.verdicts.items())),
+            "policy": {
+                "window_minutes": policy.idle.window_minutes,
+                "gpu_utilization_threshold": policy.idle.gpu_utilization_threshold,
+                "memory_change_tolerance_mib": policy.idle.memory_change_tolerance_mib,
+                "cpu_utilization_threshold": policy.idle.cpu_utilization_threshold,
+                "warning_minutes": policy.idle.warning_minutes,
+                "enforce": policy.idle.enforce,
+            },
+        },
+    }
+
+
+def render_text(data: dict[str, Any], source: str) -> str:
+    summary = data["summary"]
+    rules = summary["policy"]
+    lines = [
+        f"backtest of {source}: {summary['instances']} instances, {summary['start']} .. {summary['end']}, "
+        f"a sweep every {summary['interval_minutes']:g} min ({summary['sweeps']} sweeps)",
+        f"policy: window {rules['window_minutes']} min, GPU < {rules['gpu_utilization_threshold']:g}%, memory "
+        f"change <= {rules['memory_change_tolerance_mib']:g} MiB, warning {rules['warning_minutes']} min"
+        + ("" if rules["enforce"] else " (report-only in the policy; replayed as if enforcing)"),
+        "",
+    ]
+    acted = {k: v for k, v in data["instances"].items() if v["actions"]}
+    for instance_id, record in acted.items():
+        steps = ", ".join(f"{a['type']} {a['at']}" for a in record["actions"])
+        hours = f"  {record['gpu_hours_reclaimed']:.2f} GPU-h" if record["gpu_hours_reclaimed"] else ""
+        lines.append(f"  {instance_id}  {steps}{hours}")
+    if not acted:
+        lines.append("  no instance would have been warned or stopped")
+    verdicts = ", ".join(f"{k} {v}" for k, v in summary["verdicts"].items())
+    lines += [
+        "",
+        f"verdicts over all sweeps: {verdicts}",
+        f"summary: {summary['warnings']} warnings, {summary['stops']} stops, {summary['terminations']} "
+        f"terminations, {len(summary['held_back_sweeps'])} sweeps held back by the blast radius; "
+        f"{summary['gpu_hours_reclaimed']:.2f} GPU-hours reclaimed",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from governor.cli import UsageError
+
+    try:
+        policy = load_policy(args.policy)
+    except PolicyError as error:
+        raise UsageError(str(error)) from None
+    try:
+        interval = parse_interval(args.interval)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    path = Path(args.metrics)
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            signals = parse_metrics(handle, str(path))
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: cannot read the metrics file ({error.__class__.__name__})") from None
+    except MetricsFileError as error:
+        raise UsageError(str(error)) from None
+    start, end = bounds(signals)
+    result = replay(signals, policy, start=start, end=end, interval=interval)
+    data = to_json(result, policy)
+    print(json.dumps(data, indent=2) if args.json else render_text(data, str(path)))
+    return 0

@@ -1,0 +1,1 @@
+"""Simulations of a GPU fleet for tests, ``governor backtest`` examples, the demo and the benchmarks."""

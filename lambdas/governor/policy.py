@@ -243,6 +243,7 @@ class AuditPolicy(_Model):
     existing_bucket_name: str | None = None
     organization_trail: bool = False
     organization_id: str | None = Field(None, pattern=r"^o-[a-z0-9]{10,32}$")
+    accounts: list[Annotated[str, Field(pattern=r"^[0-9]{12}$")]] = Field(default_factory=list)
     transition_to_infrequent_access_days: int = Field(90, ge=30)
     expire_after_days: int | None = Field(None, ge=1)
     bytes_scanned_cutoff_per_query: int = Field(10 * 1024**3, ge=10 * 1024**2)

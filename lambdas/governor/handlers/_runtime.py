@@ -5,8 +5,11 @@ Only this module and ``cli.py`` read the environment. Adapters are built once pe
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -99,27 +102,76 @@ def run_edge(
     return work(parsed, runtime)
 
 
+def _lambda_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The Lambda context among a call's arguments, if any (it tells Powertools when an in-progress record expires)."""
+    for value in (*args, *kwargs.values()):
+        if callable(getattr(value, "get_remaining_time_in_millis", None)):
+            return value
+    return None
+
+
 def idempotent_on_event_id() -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
     """Powertools Idempotency keyed on the EventBridge event id, when the stack gave an idempotency table.
 
-    A duplicate delivery returns the first result without acting again; without a table (tests, ``explain``) the
-    function runs unwrapped.
+    A duplicate delivery returns the first result without acting again; a concurrent duplicate raises
+    ``IdempotencyAlreadyInProgressError`` so Lambda retries it later. The table is read from the environment at call
+    time (not import time) and the DynamoDB client is built on first use with the project's bounded retries; without
+    a table (unit tests, ``explain``) the function runs unwrapped. ``event`` may be passed by position or keyword.
+    When the Lambda context is among the arguments, an invocation that dies mid-way (timeout) frees its in-progress
+    record when its time is up instead of blocking retries for the whole expiry period.
     """
 
     def wrap(func: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-        table = os.environ.get("IDEMPOTENCY_TABLE")
-        if not table:
-            return func
-        from aws_lambda_powertools.utilities.idempotency import (
-            DynamoDBPersistenceLayer,
-            IdempotencyConfig,
-            idempotent_function,
-        )
+        signature = inspect.signature(func)
+        key_prefix = f"{func.__module__}.{func.__qualname__}"
+        guarded: dict[tuple[str, str | None, str | None], tuple[Any, Callable[..., dict[str, Any]]]] = {}
+        lock = threading.Lock()
 
-        persistence = DynamoDBPersistenceLayer(table_name=table)
-        config = IdempotencyConfig(
-            event_key_jmespath="id", expires_after_seconds=24 * 3600, raise_on_no_idempotency_key=False
-        )
-        return idempotent_function(data_keyword_argument="event", persistence_store=persistence, config=config)(func)
+        def guard(table: str) -> tuple[Any, Callable[..., dict[str, Any]]]:
+            from aws_lambda_powertools.utilities.idempotency import (
+                DynamoDBPersistenceLayer,
+                IdempotencyConfig,
+                idempotent_function,
+            )
+
+            from governor.adapters.aws import RETRIES
+
+            key = (table, os.environ.get("AWS_REGION"), os.environ.get("AWS_ENDPOINT_URL"))
+            with lock:
+                if key not in guarded:
+                    config = IdempotencyConfig(
+                        event_key_jmespath="id", expires_after_seconds=24 * 3600, raise_on_no_idempotency_key=False
+                    )
+                    persistence = DynamoDBPersistenceLayer(table_name=table, boto_config=RETRIES)
+
+                    def call(*, event: Any, thunk: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+                        return thunk()
+
+                    guarded[key] = (
+                        config,
+                        idempotent_function(
+                            data_keyword_argument="event",
+                            persistence_store=persistence,
+                            config=config,
+                            key_prefix=key_prefix,
+                        )(call),
+                    )
+                return guarded[key]
+
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            table = os.environ.get("IDEMPOTENCY_TABLE")
+            if not table:
+                return func(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            if "event" not in bound.arguments:
+                return func(*args, **kwargs)
+            config, call = guard(table)
+            context = _lambda_context(args, kwargs)
+            if context is not None:
+                config.register_lambda_context(context)
+            return call(event=bound.arguments["event"], thunk=lambda: func(*args, **kwargs))
+
+        return run
 
     return wrap

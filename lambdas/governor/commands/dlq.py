@@ -1,0 +1,99 @@
+"""``governor dlq list|replay FUNCTION``: see which events a function could not process, and why; re-drive them.
+
+The queue is the function's on-failure destination (every governor function has one), or ``--queue-url``. Replay
+invokes the function asynchronously with the original event and deletes the message only once Lambda accepted it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from governor.cli import EXIT_FAILED_CHECK, EXIT_OK
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("dlq", help="list or re-drive the events parked in a function's dead-letter queue")
+    actions = parser.add_subparsers(dest="dlq_command", metavar="ACTION", parser_class=type(parser))
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("function", help="governor function (spot, idle, ...) or its Lambda function name")
+    common.add_argument("--queue-url", help="the DLQ's URL, instead of the function's on-failure destination")
+    common.add_argument("--region", help="AWS region (default: the environment's)")
+    common.add_argument("--limit", type=int, default=100, help="at most this many messages (default: 100)")
+    listing = actions.add_parser("list", parents=[common], help="show the parked events and why each failed")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line, including the event")
+    listing.set_defaults(run=run_list)
+    replay = actions.add_parser("replay", parents=[common], help="invoke the function again with parked events")
+    replay.add_argument(
+        "--id", action="append", default=[], dest="ids", help="message id or event id to re-drive (repeatable)"
+    )
+    replay.set_defaults(run=run_replay)
+
+
+def _admin(args: argparse.Namespace) -> tuple[Any, str, str]:
+    """The adapter, the Lambda function name and the queue URL; lookup failures are usage errors (exit 2)."""
+    from governor.adapters.dlq_admin import DlqAdmin, DlqLookupError
+    from governor.cli import UsageError
+
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    admin = DlqAdmin(args.region)
+    try:
+        if args.queue_url and args.run is run_list:
+            return admin, args.function, args.queue_url
+        function = admin.function_name(args.function)
+        return admin, function, args.queue_url or admin.queue_url(function)
+    except DlqLookupError as error:
+        raise UsageError(str(error)) from None
+
+
+def _aws_errors(func: Any) -> Any:
+    """AWS and credential errors end the command with one line (exit 2), never a traceback."""
+
+    def run(args: argparse.Namespace) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from governor.cli import UsageError
+
+        try:
+            return int(func(args))
+        except ClientError as error:
+            info = error.response.get("Error", {})
+            raise UsageError(f"AWS refused {error.operation_name}: {info.get('Code')}: {info.get('Message')}") from None
+        except BotoCoreError as error:
+            raise UsageError(f"cannot reach AWS: {error}") from None
+
+    return run
+
+
+@_aws_errors
+def run_list(args: argparse.Namespace) -> int:
+    admin, function, queue = _admin(args)
+    letters = admin.peek(queue, args.limit)
+    if args.json:
+        for letter in letters:
+            print(json.dumps({**letter.summary(), "event": letter.event}, default=str))
+        return EXIT_OK
+    print(f"{len(letters)} event(s) in the DLQ of {function} ({queue})")
+    for letter in letters:
+        print(f"  {letter.message_id}  event {letter.event_id or '-'}  {letter.kind}  [{letter.origin}]")
+        print(f"    why: {letter.reason}")
+    return EXIT_OK
+
+
+@_aws_errors
+def run_replay(args: argparse.Namespace) -> int:
+    admin, function, queue = _admin(args)
+    wanted = set(args.ids)
+    results = admin.replay(queue, function, wanted or None, args.limit)
+    done = [letter for letter, error in results if error is None]
+    for letter, error in results:
+        outcome = "re-driven, deleted from the DLQ" if error is None else f"kept in the DLQ: {error}"
+        print(f"  {letter.message_id}  event {letter.event_id or '-'}  {letter.kind}: {outcome}")
+    found = {letter.message_id for letter, _ in results} | {letter.event_id for letter, _ in results}
+    missing = sorted(wanted - found)
+    for name in missing:
+        print(f"  {name}: not in the DLQ")
+    print(f"re-drove {len(done)} of {len(results)} event(s) to {function}")
+    return EXIT_OK if len(done) == len(results) and not missing else EXIT_FAILED_CHECK

@@ -1,0 +1,320 @@
+"""Make AWS calls fail on purpose, through botocore's own event hooks, and record every call that was made.
+
+A :class:`FaultInjector` turns a configurable share of API attempts into throttling, 5xx, connect or read timeouts
+or access denied. Faults are injected per *attempt* at ``before-send``, so botocore's real retry logic (standard mode,
+bounded attempts, retry quota) handles them exactly as it would handle AWS; back-off sleeps are counted on a virtual
+clock instead of slept. A read timeout is injected *after* the request was executed (in-process emulator), the
+nastiest case: the change happened but the caller never heard. Only calls made inside :meth:`FaultInjector.label` are
+touched, so a test's own set-up and checks run clean.
+
+The hooks are added to ``botocore.handlers.BUILTIN_HANDLERS`` on import, so every client created afterwards carries
+them (they do nothing while no injector is active). Import this module before creating clients; entering an injector
+also empties :func:`governor.adapters.aws.client`'s cache.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time as _time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+import botocore.endpoint
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+from botocore.handlers import BUILTIN_HANDLERS
+
+FaultKind = Literal["throttling", "server_error", "connect_timeout", "read_timeout", "access_denied"]
+ALL_FAULTS: tuple[FaultKind, ...] = ("throttling", "server_error", "connect_timeout", "read_timeout", "access_denied")
+UNROUTABLE = "https://fault-injection.invalid/"
+_ERRORS: dict[str, tuple[int, str, str]] = {
+    "throttling": (400, "ThrottlingException", "Rate exceeded (injected)"),
+    "server_error": (503, "ServiceUnavailable", "Service unavailable (injected)"),
+    "access_denied": (403, "AccessDeniedException", "not authorized to perform this operation (injected)"),
+}
+_EC2_CODES = {"ThrottlingException": "RequestLimitExceeded", "AccessDeniedException": "UnauthorizedOperation"}
+_QUERY_CODES = {"ThrottlingException": "Throttling", "AccessDeniedException": "AccessDenied"}
+_REST_XML_CODES = {"ThrottlingException": "SlowDown", "AccessDeniedException": "AccessDenied"}
+_MUTATING_PREFIXES = ("Describe", "Get", "List", "Lookup", "Query", "Scan", "BatchGet", "Head", "Select", "Search")
+
+
+@dataclass
+class ApiCall:
+    """One API call as the caller saw it (all its attempts): what was asked, which faults hit it, how it ended."""
+
+    service: str
+    operation: str
+    params: dict[str, Any]
+    label: str | None
+    faults: list[str] = field(default_factory=list)
+    status: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and self.status < 300 and self.error is None
+
+    @property
+    def mutating(self) -> bool:
+        """Changes something (not a read): ``StopInstances``, ``PutItem``, ``SendMessage``..."""
+        return not self.operation.startswith(_MUTATING_PREFIXES)
+
+
+def _cbor_text(value: str) -> bytes:
+    data = value.encode()
+    if len(data) < 24:
+        return bytes([0x60 | len(data)]) + data
+    if len(data) < 256:
+        return bytes([0x78, len(data)]) + data
+    return bytes([0x79]) + len(data).to_bytes(2, "big") + data
+
+
+def error_response(protocol: str, status: int, code: str, message: str) -> tuple[dict[str, str], bytes]:
+    """Headers and body of an AWS error in the wire format ``protocol`` uses, so botocore classifies it for real."""
+    request_id = "00000000-0000-0000-0000-000000000000"
+    if protocol == "ec2":
+        code = _EC2_CODES.get(code, code)
+        body = f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+        return {"Content-Type": "text/xml"}, f"{body}<RequestID>{request_id}</RequestID></Response>".encode()
+    if protocol == "query":
+        code = _QUERY_CODES.get(code, code)
+        body = f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error>"
+        return {"Content-Type": "text/xml"}, f"{body}<RequestId>{request_id}</RequestId></ErrorResponse>".encode()
+    if protocol == "rest-xml":
+        code = _REST_XML_CODES.get(code, code)
+        body = f"<Error><Code>{code}</Code><Message>{message}</Message><RequestId>{request_id}</RequestId></Error>"
+        return {"Content-Type": "application/xml"}, body.encode()
+    if protocol == "smithy-rpc-v2-cbor":
+        cbor = b"\xa2" + _cbor_text("__type") + _cbor_text(code) + _cbor_text("message") + _cbor_text(message)
+        return {"Content-Type": "application/cbor", "smithy-protocol": "rpc-v2-cbor"}, cbor
+    headers = {"Content-Type": "application/x-amz-json-1.1", "x-amzn-ErrorType": code, "x-amzn-RequestId": request_id}
+    return headers, json.dumps({"__type": code, "message": message}).encode()
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._data
+
+
+class _State(threading.local):
+    label: str | None = None
+    call: ApiCall | None = None
+    protocol: str = "json"
+    read_timeout: bool = False
+
+
+_STATE = _State()
+_ACTIVE: FaultInjector | None = None
+_LOCK = threading.Lock()
+
+
+class _VirtualTime:
+    """Stands in for ``time`` inside ``botocore.endpoint``: retry back-off is counted, not slept."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_time, name)
+
+    def sleep(self, seconds: float) -> None:
+        injector = _ACTIVE
+        if injector is not None:
+            injector.charge(seconds)
+
+
+class FaultInjector:
+    """Fails ``rate`` of the labelled API attempts with one of ``kinds``, reproducibly for a given ``seed``.
+
+    ``services`` / ``operations`` (botocore service ids such as ``ec2``, ``dynamodb``; API names such as
+    ``StopInstances``) narrow where faults land; ``skip_services`` exempts some. Every labelled call is recorded in
+    :attr:`calls` either way, so a rate of 0 makes a plain recorder.
+    """
+
+    def __init__(
+        self,
+        rate: float = 0.0,
+        kinds: Iterable[FaultKind] = ALL_FAULTS,
+        *,
+        seed: int = 0,
+        services: Iterable[str] | None = None,
+        operations: Iterable[str] | None = None,
+        skip_services: Iterable[str] = (),
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+    ) -> None:
+        from governor.adapters.aws import RETRIES
+
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError("rate must be between 0 and 1")
+        self.rate = rate
+        self.kinds: tuple[FaultKind, ...] = tuple(kinds)
+        if rate and not self.kinds:
+            raise ValueError("at least one fault kind is needed when rate > 0")
+        self.services = frozenset(services) if services is not None else None
+        self.operations = frozenset(operations) if operations is not None else None
+        self.skip_services = frozenset(skip_services)
+        self.connect_timeout = float(connect_timeout if connect_timeout is not None else RETRIES.connect_timeout)
+        self.read_timeout = float(read_timeout if read_timeout is not None else RETRIES.read_timeout)
+        self.calls: list[ApiCall] = []
+        self.injected: Counter[str] = Counter()
+        self.attempts = 0
+        self.virtual_seconds: dict[str, float] = {}
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._saved_time: Any = None
+
+    def __enter__(self) -> FaultInjector:
+        global _ACTIVE
+        from governor.adapters.aws import client
+
+        with _LOCK:
+            if _ACTIVE is not None:
+                raise RuntimeError("another FaultInjector is already active")
+            install_hooks()
+            client.cache_clear()
+            self._saved_time = botocore.endpoint.time
+            botocore.endpoint.time = _VirtualTime()
+            _ACTIVE = self
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        global _ACTIVE
+        with _LOCK:
+            botocore.endpoint.time = self._saved_time
+            _ACTIVE = None
+
+    @contextmanager
+    def label(self, value: str) -> Iterator[None]:
+        """Attribute (and expose to faults) every API call this thread makes inside the block to ``value``."""
+        previous = _STATE.label
+        _STATE.label = value
+        try:
+            yield
+        finally:
+            _STATE.label = previous
+
+    def charge(self, seconds: float) -> None:
+        """Time the current call would have spent (back-off, a timeout) on the virtual clock of its label."""
+        if _STATE.label is not None:
+            with self._lock:
+                self.virtual_seconds[_STATE.label] = self.virtual_seconds.get(_STATE.label, 0.0) + seconds
+
+    def calls_for(self, label: str) -> list[ApiCall]:
+        with self._lock:
+            return [c for c in self.calls if c.label == label]
+
+    def _pick(self, service: str, operation: str) -> FaultKind | None:
+        if self.rate <= 0 or service in self.skip_services:
+            return None
+        if self.services is not None and service not in self.services:
+            return None
+        if self.operations is not None and operation not in self.operations:
+            return None
+        with self._lock:
+            self.attempts += 1
+            if self._random.random() >= self.rate:
+                return None
+            kind = self._random.choice(self.kinds)
+            self.injected[kind] += 1
+            return kind
+
+    def _record(self, call: ApiCall) -> None:
+        with self._lock:
+            self.calls.append(call)
+
+
+def _service_of(event_name: str) -> str:
+    parts = event_name.split(".")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def _before_parameter_build(params: Any, model: Any, context: dict[str, Any], event_name: str, **_: Any) -> None:
+    injector = _ACTIVE
+    if injector is None or _STATE.label is None:
+        return
+    call = ApiCall(
+        service=_service_of(event_name),
+        operation=model.name,
+        params=dict(params) if isinstance(params, dict) else {},
+        label=_STATE.label,
+    )
+    context["governor_call"] = call
+    _STATE.call = call
+    _STATE.protocol = model.service_model.resolved_protocol
+    injector._record(call)
+
+
+def _before_send(request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+    injector = _ACTIVE
+    if injector is None or _STATE.label is None:
+        return None
+    kind = injector._pick(_service_of(event_name), event_name.rsplit(".", 1)[-1])
+    if kind is None:
+        return None
+    if _STATE.call is not None:
+        _STATE.call.faults.append(kind)
+    if kind == "connect_timeout":
+        injector.charge(injector.connect_timeout)
+        raise ConnectTimeoutError(endpoint_url=request.url)
+    if kind == "read_timeout":
+        injector.charge(injector.connect_timeout + injector.read_timeout)
+        _STATE.read_timeout = True
+        return None
+    status, code, message = _ERRORS[kind]
+    headers, body = error_response(_STATE.protocol, status, code, message)
+    url = request.url
+    request.url = UNROUTABLE  # an in-process emulator later in the chain must not execute a failed attempt
+    return AWSResponse(url, status, headers, _Body(body))
+
+
+def _after_send(request: Any, **_: Any) -> None:
+    if _STATE.read_timeout:
+        _STATE.read_timeout = False
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+
+def _after_call(http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    call = context.get("governor_call")
+    if isinstance(call, ApiCall):
+        call.status = http_response.status_code
+        if http_response.status_code >= 300:
+            call.error = str((parsed.get("Error") or {}).get("Code") or http_response.status_code)
+    _STATE.call = None
+
+
+def _after_call_error(exception: BaseException, context: dict[str, Any], **_: Any) -> None:
+    call = context.get("governor_call")
+    if isinstance(call, ApiCall):
+        call.error = type(exception).__name__
+    _STATE.call = None
+
+
+_HOOKS: list[tuple[str, Any]] = [
+    ("before-parameter-build", _before_parameter_build),
+    ("before-send", _before_send),
+    ("after-call", _after_call),
+    ("after-call-error", _after_call_error),
+]
+
+
+def install_hooks() -> None:
+    """Put the hooks in botocore's built-in handler list: the fault first at ``before-send`` (ahead of an in-process
+    emulator), the read-timeout trigger last (after it executed the request). Idempotent; re-orders if needed."""
+    for entry in [*_HOOKS, ("before-send", _after_send)]:
+        while entry in BUILTIN_HANDLERS:
+            BUILTIN_HANDLERS.remove(entry)
+    BUILTIN_HANDLERS.insert(0, ("before-send", _before_send))
+    BUILTIN_HANDLERS.extend(entry for entry in _HOOKS if entry[1] is not _before_send)
+    BUILTIN_HANDLERS.append(("before-send", _after_send))
+
+
+install_hooks()

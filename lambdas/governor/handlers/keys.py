@@ -1,0 +1,350 @@
+"""The ``keys`` enforcer: a daily sweep of KMS keys, IAM access keys and secrets, and an immediate check of the one
+resource a KMS / IAM / Secrets Manager CloudTrail call touched.
+
+Every decision is recorded before anything is changed; each resource is (re-)read right before it is acted on, and
+only ``enforced`` actions are taken. Findings go to the governor bus in one batch per invocation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from governor.domain.decision import Action, Decision, Finding
+from governor.domain.keys import (
+    EVENT_SOURCES,
+    ROOT_USER,
+    AccessKeysPort,
+    Kind,
+    KmsPort,
+    Outcome,
+    SecretsPort,
+    Target,
+    decide_access_key,
+    decide_failed_call,
+    decide_kms_key,
+    decide_secret,
+    event_target,
+    failure_finding,
+    finding_for,
+    parse_credential_report,
+    with_tags,
+)
+from governor.domain.ports import Clock
+from governor.events.envelopes import (
+    CLOUDTRAIL_DETAIL_TYPE,
+    CloudTrailEvent,
+    CloudTrailRecord,
+    GovernorEvent,
+    InvalidEventError,
+    parse_model,
+)
+from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics, tracer
+
+SCHEDULED_DETAIL_TYPE = "Scheduled Event"
+ALL_KINDS: tuple[Kind, ...] = ("kms", "access_keys", "secrets")
+MAX_ACTIONS_PER_RUN = 25  # bounds the blast radius of one invocation (a policy typo must not disable every key)
+
+
+class SweepDetail(BaseModel):
+    """The schedule's payload: optionally a subset of kinds to sweep (default: all three)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kinds: list[Literal["kms", "access_keys", "secrets"]] = list(ALL_KINDS)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    event_id: str
+    kinds: tuple[Kind, ...]
+    account: str | None = None
+    region: str | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    event_id: str
+    record: CloudTrailRecord
+    target: Target | None
+    account: str | None = None
+    region: str | None = None
+
+
+Trigger = Sweep | Check
+
+
+class SystemClock:
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class KeyAdapters:
+    """What the keys enforcer reads and changes; tests pass in-memory fakes."""
+
+    kms: KmsPort
+    iam: AccessKeysPort
+    secrets: SecretsPort
+    clock: Clock = field(default_factory=SystemClock)
+
+
+def parse_trigger(raw: Any) -> Trigger:
+    """A scheduled sweep or one of the trigger CloudTrail calls; anything else is rejected with the reason."""
+    envelope = parse_model(GovernorEvent, raw)
+    if envelope.detail_type == CLOUDTRAIL_DETAIL_TYPE:
+        event = parse_model(CloudTrailEvent, raw)
+        record = event.detail
+        names = EVENT_SOURCES.get(event.source, ())
+        if record.event_name not in names:
+            raise InvalidEventError(
+                f"{event.source} {record.event_name} is not a call the keys enforcer handles", envelope.id
+            )
+        target = event_target(record)
+        if target is None and not record.failed:
+            raise InvalidEventError(
+                f"{record.event_name} record names no key, user or secret (requestParameters missing)", envelope.id
+            )
+        return Check(envelope.id, record, target, envelope.account, envelope.region)
+    if envelope.detail_type == SCHEDULED_DETAIL_TYPE and envelope.source in ("aws.scheduler", "aws.events"):
+        detail = parse_model(SweepDetail, envelope.detail)
+        return Sweep(envelope.id, tuple(detail.kinds), envelope.account, envelope.region)
+    raise InvalidEventError(
+        f"unsupported event for the keys enforcer: source {envelope.source}, detail-type {envelope.detail_type}",
+        envelope.id,
+    )
+
+
+class KeysRun:
+    """One invocation: decisions recorded in order, findings collected and published once, actions bounded."""
+
+    def __init__(self, runtime: Runtime, adapters: KeyAdapters, event_id: str, account: str | None) -> None:
+        self.runtime = runtime
+        self.policy = runtime.policy
+        self.adapters = adapters
+        self.event_id = event_id
+        self.account = account
+        self.now = adapters.clock.now()
+        self.findings: list[Finding] = []
+        self.decisions = 0
+        self.acted = 0
+        self.failed = 0
+        self._budget_finding = False
+
+    def settle(self, decision: Decision, act: Callable[[Action], Outcome]) -> Decision:
+        """Record, queue the finding, then take the enforced actions (the resource was read just before)."""
+        self.runtime.ledger.record(decision, event_id=self.event_id, at=self.now)
+        self.decisions += 1
+        if decision.verdict != "act":
+            return decision
+        self.findings.append(
+            finding_for(decision, event_id=self.event_id, account=self.account, region=self.runtime.region)
+        )
+        for action in decision.enforced_actions():
+            if self.acted >= MAX_ACTIONS_PER_RUN:
+                self._over_budget(decision)
+                continue
+            outcome = act(action)
+            self.acted += 1
+            metrics.add_metric(name="KeyActions", unit="Count", value=1)
+            self.runtime.ledger.put_item(
+                "keys-action",
+                f"{decision.resource}#{self.event_id}#{action.type}",
+                {
+                    "resource": decision.resource,
+                    "action": action.model_dump(),
+                    "ok": outcome.ok,
+                    "error_code": outcome.error_code,
+                    "message": outcome.message,
+                    "event_id": self.event_id,
+                },
+            )
+            if not outcome.ok:
+                self.failed += 1
+                logger.warning(
+                    "action refused",
+                    extra={"resource": decision.resource, "action": action.type, "error": outcome.error_code},
+                )
+                self.findings.append(
+                    failure_finding(decision, action, outcome, event_id=self.event_id, region=self.runtime.region)
+                )
+        return decision
+
+    def _over_budget(self, decision: Decision) -> None:
+        if self._budget_finding:
+            return
+        self._budget_finding = True
+        self.findings.append(
+            Finding(
+                policy="keys",
+                rule="keys.action_budget",
+                severity="critical",
+                resource=decision.resource,
+                title=f"More than {MAX_ACTIONS_PER_RUN} key changes in one run: the rest were not made",
+                detail="Check the keys policy; the remaining violations are recorded and reported, not acted on.",
+                event_id=self.event_id,
+                account=self.account,
+                region=self.runtime.region,
+            )
+        )
+
+    def _gone(self, resource: str, what: str) -> None:
+        self.settle(
+            Decision(policy="keys", verdict="ignored", resource=resource, reasons=[f"{what} no longer exists"]),
+            _no_action,
+        )
+
+    # KMS ----------------------------------------------------------------------------------------------------
+
+    def check_kms(self, key_id: str) -> None:
+        kms = self.adapters.kms
+        key = kms.key(key_id)
+        if key is None:
+            self._gone(key_id, "the key")
+            return
+        decision = decide_kms_key(key, self.policy, self.now)
+        if decision.verdict == "act":
+            key = with_tags(key, kms.tags(key.key_id))
+            decision = decide_kms_key(key, self.policy, self.now)
+
+        def act(action: Action) -> Outcome:
+            if action.type == "enable_key_rotation":
+                return kms.enable_rotation(key.key_id, self.policy.keys.kms_max_rotation_days)
+            if action.type == "rotate_key":
+                return kms.rotate_on_demand(key.key_id)
+            return Outcome(ok=True)
+
+        self.settle(decision, act)
+
+    def sweep_kms(self) -> None:
+        for key_id in self.adapters.kms.key_ids():
+            self.check_kms(key_id)
+
+    # IAM access keys ------------------------------------------------------------------------------------------
+
+    def check_user(self, user: str) -> None:
+        iam = self.adapters.iam
+        for key in iam.user_keys(user):
+            decision = decide_access_key(key, self.policy, self.now)
+            key_id = key.key_id or ""
+
+            def act(action: Action, key_id: str = key_id) -> Outcome:
+                if action.type == "deactivate_access_key":
+                    return iam.deactivate(user, key_id)
+                return Outcome(ok=True)
+
+            self.settle(decision, act)
+
+    def sweep_access_keys(self) -> None:
+        """One credential report for every user; only users with a finding are re-read key by key."""
+        rows = parse_credential_report(self.adapters.iam.credential_report())
+        decided = [(row, decide_access_key(row, self.policy, self.now)) for row in rows]
+        flagged = {row.user for row, d in decided if d.verdict == "act" and row.user != ROOT_USER}
+        for row, decision in decided:
+            if row.user not in flagged:
+                self.settle(decision, _no_action)
+        for user in sorted(flagged):
+            self.check_user(user)
+
+    # Secrets Manager ------------------------------------------------------------------------------------------
+
+    def check_secret(self, secret_id: str) -> None:
+        secrets = self.adapters.secrets
+        secret = secrets.secret(secret_id)
+        if secret is None:
+            self._gone(secret_id, "the secret")
+            return
+        decision = decide_secret(secret, self.policy, self.now)
+
+        def act(action: Action) -> Outcome:
+            if action.type == "set_secret_rotation":
+                return secrets.set_rotation(secret, dict(getattr(action, "rotation_rules", {}) or {}))
+            return Outcome(ok=True)
+
+        self.settle(decision, act)
+
+    def sweep_secrets(self) -> None:
+        for secret in self.adapters.secrets.secrets():
+            decision = decide_secret(secret, self.policy, self.now)
+            if decision.enforced_actions():
+                self.check_secret(secret.arn)
+            else:
+                self.settle(decision, _no_action)
+
+    # --------------------------------------------------------------------------------------------------------
+
+    def check(self, target: Target) -> None:
+        {"kms": self.check_kms, "access_keys": self.check_user, "secrets": self.check_secret}[target.kind](
+            target.resource_id
+        )
+
+    def finish(self, **extra: Any) -> dict[str, Any]:
+        if self.findings:
+            self.runtime.sink.publish(self.findings)
+        metrics.add_metric(name="KeyDecisions", unit="Count", value=self.decisions)
+        return {
+            "status": "ok",
+            "event_id": self.event_id,
+            "decisions": self.decisions,
+            "findings": len(self.findings),
+            "actions": self.acted,
+            "failed_actions": self.failed,
+            **extra,
+        }
+
+
+def _no_action(action: Action) -> Outcome:
+    return Outcome(ok=False, error_code="NoAction", message=f"{action.type} is not taken for this decision")
+
+
+@idempotent_on_event_id()
+def _process(
+    *, event: Any, trigger: Trigger, runtime: Runtime, adapters: KeyAdapters, context: Any = None
+) -> dict[str, Any]:
+    run = KeysRun(runtime, adapters, trigger.event_id, trigger.account)
+    if isinstance(trigger, Sweep):
+        sweeps = {"kms": run.sweep_kms, "access_keys": run.sweep_access_keys, "secrets": run.sweep_secrets}
+        for kind in trigger.kinds:
+            sweeps[kind]()
+        return run.finish(trigger="schedule", kinds=list(trigger.kinds))
+    failed = decide_failed_call(trigger.record)
+    if failed is not None:
+        run.settle(failed, _no_action)
+        return run.finish(trigger=trigger.record.event_name)
+    assert trigger.target is not None
+    run.check(trigger.target)
+    return run.finish(trigger=trigger.record.event_name, resource=trigger.target.resource_id)
+
+
+def handle(event: Any, runtime: Runtime, adapters: KeyAdapters, context: Any = None) -> dict[str, Any]:
+    """Parse at the edge (bad input goes to the DLQ with its reason), then sweep or check one resource."""
+    return run_edge(
+        event,
+        runtime,
+        parse_trigger,
+        lambda trigger, rt: _process(event=event, trigger=trigger, runtime=rt, adapters=adapters, context=context),
+    )
+
+
+@cache
+def _adapters() -> KeyAdapters:
+    from governor.adapters.iam_keys import IamAccessKeys
+    from governor.adapters.kms import KmsKeys
+    from governor.adapters.secrets import SecretsRotation
+
+    region = default_runtime().region
+    return KeyAdapters(kms=KmsKeys(region), iam=IamAccessKeys(region), secrets=SecretsRotation(region))
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Keep KMS keys, access keys and secrets rotated within policy, daily and on every relevant CloudTrail call."""
+    return handle(event, default_runtime(), _adapters(), context)

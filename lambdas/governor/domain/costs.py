@@ -1,0 +1,426 @@
+"""Prices, GPU-hours and dollars: per usage session, and over ledger items for the reports.
+
+Everything here is pure and works on plain ledger items (dicts, as ``DynamoLedger`` stores them and as
+``governor ledger export`` writes them), so the report Lambda and ``governor report --ledger FILE`` share it.
+
+Record shapes read here (see docs/lifecycle.md):
+
+- usage session (``kind="session"``, written by the lifecycle function): ``instance_id``, ``instance_type``,
+  ``gpus``, ``lifecycle`` (on-demand|spot), ``zone``, ``team``, ``owner``, ``start``, ``end`` (ISO 8601; ``end``
+  null while open), ``price_per_hour`` (USD per instance-hour, null when unpriced), ``on_demand_per_hour``.
+- idle decision (``kind="decision"``, ``policy="idle"``, recorded by ``DynamoLedger.record``): ``verdict``,
+  ``resource`` (instance id), ``at``, ``actions`` (``type`` stop|terminate with ``enforced``), ``evidence`` with
+  ``status`` (idle|warned|checkpoint|acted|held: the instance was judged idle), ``window_start`` /
+  ``window_end`` and ``idle_since`` (ISO 8601; or ``window_minutes``), optionally ``instance_type`` and ``gpus``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+from governor.policy import LifecyclePolicy
+
+GroupBy = Literal["team", "owner", "instance_type"]
+UNKNOWN = "unknown"
+RECLAIM_ACTIONS = frozenset({"stop", "terminate"})
+# ``evidence.status`` values of idle decisions whose assessment said idle (see governor.domain.idle).
+IDLE_STATUSES = frozenset({"idle", "warned", "checkpoint", "acted", "held", "reported"})
+
+
+class OnDemandPrices(Protocol):
+    """A live price source (the AWS Price List API adapter): USD per hour and GPU count, or None if unknown."""
+
+    def on_demand(self, instance_type: str, region: str) -> tuple[float, int | None] | None: ...
+
+
+@dataclass(frozen=True)
+class HourlyPrice:
+    """What one instance-hour of a type costs under its purchase option, and where the figure came from."""
+
+    instance_type: str
+    per_hour: float | None
+    on_demand: float | None
+    gpus: int
+    basis: str
+    as_of: str | None = None
+
+    @property
+    def priced(self) -> bool:
+        return self.per_hour is not None
+
+
+class PriceBook:
+    """The policy's price table, optionally overridden for on-demand prices by the Price List API.
+
+    Spot has no list price, so Spot sessions use the table's typical Spot price, or the on-demand price (an upper
+    bound) when the table has none. Types in neither source are unpriced: hours are counted, dollars are not.
+    """
+
+    def __init__(
+        self, policy: LifecyclePolicy, *, region: str | None = None, price_list: OnDemandPrices | None = None
+    ) -> None:
+        self._policy = policy
+        self._region = region or "us-east-1"
+        self._price_list = price_list if policy.use_price_list_api else None
+        self._cache: dict[str, tuple[float, int | None] | None] = {}
+
+    def _listed(self, instance_type: str) -> tuple[float, int | None] | None:
+        if self._price_list is None:
+            return None
+        if instance_type not in self._cache:
+            self._cache[instance_type] = self._price_list.on_demand(instance_type, self._region)
+        return self._cache[instance_type]
+
+    def price(self, instance_type: str, lifecycle: str = "on-demand") -> HourlyPrice:
+        """The hourly price of ``instance_type`` for ``lifecycle`` (``on-demand`` or ``spot``)."""
+        entry = self._policy.prices.get(instance_type)
+        as_of: str | None = self._policy.prices_as_of.isoformat()
+        listed = self._listed(instance_type)
+        if listed is not None:
+            on_demand: float | None = listed[0]
+            gpus = entry.gpus if entry else (listed[1] or 1)
+            source = "price list"
+            as_of = None
+        elif entry is not None:
+            on_demand, gpus, source = entry.on_demand, entry.gpus, "table"
+        else:
+            return HourlyPrice(instance_type, None, None, 1, "unpriced (not in the price table; 1 GPU assumed)")
+        if lifecycle == "spot":
+            if entry is not None and entry.spot is not None:
+                table_date = self._policy.prices_as_of.isoformat()
+                return HourlyPrice(instance_type, entry.spot, on_demand, gpus, "table spot", table_date)
+            return HourlyPrice(instance_type, on_demand, on_demand, gpus, f"{source} on-demand (no spot price)", as_of)
+        return HourlyPrice(instance_type, on_demand, on_demand, gpus, f"{source} on-demand", as_of)
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    """ISO 8601 (``Z`` accepted) or a datetime; naive times are UTC. None for anything else."""
+    if isinstance(value, dt.datetime):
+        parsed = value
+    elif isinstance(value, str) and value:
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    else:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def _hours(start: dt.datetime, end: dt.datetime) -> float:
+    return max((end - start).total_seconds(), 0.0) / 3600.0
+
+
+def _clip(
+    start: dt.datetime, end: dt.datetime | None, lo: dt.datetime, hi: dt.datetime
+) -> tuple[dt.datetime, dt.datetime] | None:
+    """The part of [start, end) inside [lo, hi); an open interval (end None) runs to ``hi``."""
+    begin = max(start, lo)
+    finish = min(end or hi, hi)
+    return (begin, finish) if finish > begin else None
+
+
+@dataclass(frozen=True)
+class SessionUsage:
+    """One session's share of a period: instance-hours, GPU-hours and estimated dollars."""
+
+    hours: float
+    gpu_hours: float
+    cost_usd: float | None
+
+
+def session_usage(session: Mapping[str, Any], start: dt.datetime, end: dt.datetime) -> SessionUsage:
+    """Hours of ``session`` inside [start, end) times its GPUs and hourly price; an open session runs to ``end``."""
+    began = parse_time(session.get("start"))
+    if began is None:
+        return SessionUsage(0.0, 0.0, 0.0)
+    window = _clip(began, parse_time(session.get("end")), start, end)
+    if window is None:
+        return SessionUsage(0.0, 0.0, 0.0)
+    hours = _hours(*window)
+    gpus = int(session.get("gpus") or 1)
+    price = session.get("price_per_hour")
+    return SessionUsage(hours, hours * gpus, hours * float(price) if price is not None else None)
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """One line of the cost table: a team, owner or instance type over the period."""
+
+    key: str
+    sessions: int
+    instance_hours: float
+    gpu_hours: float
+    cost_usd: float
+    unpriced_sessions: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sessions_of(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [item for item in items if item.get("kind") == "session"]
+
+
+def _fill_price(session: Mapping[str, Any], prices: PriceBook | None) -> Mapping[str, Any]:
+    if session.get("price_per_hour") is not None or prices is None:
+        return session
+    price = prices.price(str(session.get("instance_type", "")), str(session.get("lifecycle", "on-demand")))
+    return {**session, "price_per_hour": price.per_hour, "gpus": session.get("gpus") or price.gpus}
+
+
+def gpu_hours_and_cost(
+    items: Iterable[Mapping[str, Any]],
+    start: dt.datetime,
+    end: dt.datetime,
+    by: GroupBy = "team",
+    prices: PriceBook | None = None,
+) -> list[CostRow]:
+    """GPU-hours and estimated dollars per team, owner or instance type in [start, end), most expensive first.
+
+    Sessions are clipped to the period; a session still open counts up to ``end`` (pass the current time as
+    ``end`` for a live view). A session recorded without a price is priced from ``prices`` when given.
+    """
+    if by not in ("team", "owner", "instance_type"):
+        raise ValueError(f"cannot group by {by!r}: use team, owner or instance_type")
+    groups: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for raw in sessions_of(items):
+        session = _fill_price(raw, prices)
+        usage = session_usage(session, start, end)
+        if usage.hours <= 0:
+            continue
+        group = groups[str(session.get(by) or UNKNOWN)]
+        group["sessions"] += 1
+        group["hours"] += usage.hours
+        group["gpu_hours"] += usage.gpu_hours
+        if usage.cost_usd is None:
+            group["unpriced"] += 1
+        else:
+            group["cost"] += usage.cost_usd
+    rows = [
+        CostRow(
+            key=key,
+            sessions=int(g["sessions"]),
+            instance_hours=round(g["hours"], 4),
+            gpu_hours=round(g["gpu_hours"], 4),
+            cost_usd=round(g["cost"], 2),
+            unpriced_sessions=int(g["unpriced"]),
+        )
+        for key, g in groups.items()
+    ]
+    return sorted(rows, key=lambda row: (-row.cost_usd, -row.gpu_hours, row.key))
+
+
+@dataclass(frozen=True)
+class IdleRow:
+    """Idle and reclaimed time for one instance in the period."""
+
+    instance_id: str
+    instance_type: str | None
+    gpus: int
+    idle_hours: float
+    idle_gpu_hours: float
+    reclaimed_hours: float
+    reclaimed_gpu_hours: float
+
+
+@dataclass(frozen=True)
+class IdleSummary:
+    """Idle GPU-hours detected by the idle policy and GPU-hours given back by its enforced stops/terminations."""
+
+    detected_hours: float
+    detected_gpu_hours: float
+    reclaimed_hours: float
+    reclaimed_gpu_hours: float
+    instances: list[IdleRow] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _merge(intervals: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
+    merged: list[tuple[dt.datetime, dt.datetime]] = []
+    for begin, finish in sorted(intervals):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], finish))
+        else:
+            merged.append((begin, finish))
+    return merged
+
+
+def _idle_decisions(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Idle-policy decisions whose assessment was "idle" (``evidence.status``), or ``act`` ones without a status."""
+    found = []
+    for item in items:
+        if item.get("kind") != "decision" or item.get("policy") != "idle":
+            continue
+        status = (item.get("evidence") or {}).get("status")
+        if status in IDLE_STATUSES or (status is None and item.get("verdict") == "act"):
+            found.append(item)
+    return found
+
+
+def _idle_interval(decision: Mapping[str, Any]) -> tuple[dt.datetime, dt.datetime] | None:
+    """From the earliest of ``idle_since``, ``window_start``, ``end - window_minutes`` to ``window_end`` (or ``at``)."""
+    at = parse_time(decision.get("at"))
+    evidence = decision.get("evidence") or {}
+    finish = parse_time(evidence.get("window_end")) or at
+    if finish is None:
+        return None
+    starts = [t for t in (parse_time(evidence.get("idle_since")), parse_time(evidence.get("window_start"))) if t]
+    minutes = evidence.get("window_minutes")
+    if isinstance(minutes, int | float) and not isinstance(minutes, bool) and minutes > 0:
+        starts.append(finish - dt.timedelta(minutes=float(minutes)))
+    if not starts:
+        return None
+    begin = min(starts)
+    return (begin, finish) if finish > begin else None
+
+
+def _reclaim_time(decision: Mapping[str, Any]) -> dt.datetime | None:
+    for action in decision.get("actions") or []:
+        if isinstance(action, Mapping) and action.get("type") in RECLAIM_ACTIONS and action.get("enforced"):
+            return parse_time(action.get("at")) or parse_time(decision.get("at"))
+    return None
+
+
+def _instance_facts(
+    instance_id: str, decisions: list[Mapping[str, Any]], sessions: list[Mapping[str, Any]]
+) -> tuple[str | None, int]:
+    for decision in decisions:
+        evidence = decision.get("evidence") or {}
+        if evidence.get("instance_type"):
+            return str(evidence["instance_type"]), int(evidence.get("gpus") or _session_gpus(sessions) or 1)
+    own = [s for s in sessions if s.get("instance_id") == instance_id]
+    latest = max(own, key=lambda s: str(s.get("start", "")), default=None)
+    if latest is None:
+        return None, 1
+    return str(latest.get("instance_type") or "") or None, int(latest.get("gpus") or 1)
+
+
+def _session_gpus(sessions: list[Mapping[str, Any]]) -> int | None:
+    return next((int(s["gpus"]) for s in sessions if s.get("gpus")), None)
+
+
+def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime) -> IdleSummary:
+    """Idle GPU-hours detected and reclaimed in [start, end), from idle decisions and usage sessions.
+
+    Detected: the union, per instance, of the windows the idle policy judged idle (``act`` decisions).
+    Reclaimed: from an enforced stop/terminate until the instance's next usage session starts (or ``end``).
+    """
+    items = list(items)
+    sessions = sessions_of(items)
+    by_instance: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for decision in _idle_decisions(items):
+        by_instance[str(decision.get("resource"))].append(decision)
+    rows: list[IdleRow] = []
+    for instance_id, decisions in sorted(by_instance.items()):
+        own_sessions = [s for s in sessions if s.get("instance_id") == instance_id]
+        instance_type, gpus = _instance_facts(instance_id, decisions, own_sessions)
+        idle = 0.0
+        for begin, finish in _merge([w for w in map(_idle_interval, decisions) if w]):
+            clipped = _clip(begin, finish, start, end)
+            idle += _hours(*clipped) if clipped else 0.0
+        reclaimed = 0.0
+        starts = sorted(t for t in (parse_time(s.get("start")) for s in own_sessions) if t)
+        reclaim_windows = []
+        for decision in decisions:
+            stopped_at = _reclaim_time(decision)
+            if stopped_at is None:
+                continue
+            restart = next((t for t in starts if t > stopped_at), None)
+            reclaim_windows.append((stopped_at, restart or end))
+        for begin, finish in _merge(reclaim_windows):
+            clipped = _clip(begin, finish, start, end)
+            reclaimed += _hours(*clipped) if clipped else 0.0
+        rows.append(
+            IdleRow(
+                instance_id=instance_id,
+                instance_type=instance_type,
+                gpus=gpus,
+                idle_hours=round(idle, 4),
+                idle_gpu_hours=round(idle * gpus, 4),
+                reclaimed_hours=round(reclaimed, 4),
+                reclaimed_gpu_hours=round(reclaimed * gpus, 4),
+            )
+        )
+    return IdleSummary(
+        detected_hours=round(sum(r.idle_hours for r in rows), 4),
+        detected_gpu_hours=round(sum(r.idle_gpu_hours for r in rows), 4),
+        reclaimed_hours=round(sum(r.reclaimed_hours for r in rows), 4),
+        reclaimed_gpu_hours=round(sum(r.reclaimed_gpu_hours for r in rows), 4),
+        instances=rows,
+    )
+
+
+@dataclass(frozen=True)
+class SavingsRow:
+    instance_id: str
+    instance_type: str | None
+    reclaimed_hours: float
+    on_demand_per_hour: float | None
+    saved_usd: float
+
+
+@dataclass(frozen=True)
+class Savings:
+    """Dollars the enforced idle actions saved: reclaimed instance-hours times the on-demand price."""
+
+    reclaimed_hours: float
+    saved_usd: float
+    unpriced_instances: int
+    instances: list[SavingsRow] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def savings(
+    items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime, prices: PriceBook | None = None
+) -> Savings:
+    """Reclaimed hours times the on-demand price per instance-hour, in [start, end).
+
+    The price is the one recorded on the instance's last session, else ``prices``; instances with neither are
+    counted as unpriced rather than guessed.
+    """
+    items = list(items)
+    sessions = sessions_of(items)
+    rows: list[SavingsRow] = []
+    unpriced = 0
+    for row in idle_hours(items, start, end).instances:
+        if row.reclaimed_hours <= 0:
+            continue
+        price = _on_demand_price(row.instance_id, row.instance_type, sessions, prices)
+        if price is None:
+            unpriced += 1
+        rows.append(
+            SavingsRow(
+                instance_id=row.instance_id,
+                instance_type=row.instance_type,
+                reclaimed_hours=row.reclaimed_hours,
+                on_demand_per_hour=price,
+                saved_usd=round(row.reclaimed_hours * price, 2) if price is not None else 0.0,
+            )
+        )
+    return Savings(
+        reclaimed_hours=round(sum(r.reclaimed_hours for r in rows), 4),
+        saved_usd=round(sum(r.saved_usd for r in rows), 2),
+        unpriced_instances=unpriced,
+        instances=sorted(rows, key=lambda r: (-r.saved_usd, r.instance_id)),
+    )
+
+
+def _on_demand_price(
+    instance_id: str, instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
+) -> float | None:
+    own = [s for s in sessions if s.get("instance_id") == instance_id and s.get("on_demand_per_hour") is not None]
+    latest = max(own, key=lambda s: str(s.get("start", "")), default=None)
+    if latest is not None:
+        return float(latest["on_demand_per_hour"])
+    if prices is not None and instance_type:
+        return prices.price(instance_type, "on-demand").on_demand
+    return None

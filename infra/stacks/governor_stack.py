@@ -6,6 +6,7 @@ from aws_cdk import Environment, Stack
 from constructs import Construct
 
 from governor.policy import Policy
+from infra.constructs.audit import AuditLake
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources
 from infra.settings import Settings
@@ -25,3 +26,4 @@ class GovernorStack(Stack):
         self.shared = SharedResources(self, "Shared", policy=policy, bus_name=settings.bus_name)
         self.functions: dict[str, GovernorFunction] = {}
         # Capabilities, one construct each; every construct registers its functions in self.functions.
+        self.audit = AuditLake(self, "Audit", policy=policy, settings=settings, shared=self.shared)

@@ -1,0 +1,289 @@
+"""The audit lake: a multi-region CloudTrail trail into KMS-encrypted S3, a Glue table with partition projection
+over account, region and day, an Athena workgroup with a bytes-scanned limit, and one named query per queries/*.sql.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_athena as athena
+from aws_cdk import aws_cloudtrail as cloudtrail
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from governor.adapters.athena import DATA_ACTIONS, IAM_ACTIONS
+from governor.audit.queries import list_queries
+from governor.audit.schema import PARTITION_KEYS, REGIONS, TABLE_NAME, hive_columns
+from governor.policy import Policy
+from infra.constructs.function import GovernorFunction
+from infra.constructs.shared import SharedResources
+from infra.nag import acknowledge
+from infra.settings import QUERIES_DIR, Settings
+
+ENGINE_VERSION = "Athena engine version 3"
+RESULTS_EXPIRY_DAYS = 30
+
+
+class AuditLake(Construct):
+    """Answers "who launched, opened, touched what" for any day in seconds, serverless, from the same SQL as local.
+
+    ``grant_query(function)`` lets a governor function (the report) run the named queries in the workgroup.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, policy: Policy, settings: Settings, shared: SharedResources
+    ) -> None:
+        super().__init__(scope, construct_id)
+        audit = policy.audit
+        self._shared = shared
+        self.bytes_cutoff = audit.bytes_scanned_cutoff_per_query
+        base = re.sub(r"[^a-z0-9]+", "_", settings.stack_name.lower()).strip("_")
+        self.database_name = f"{base}_audit"
+        self.table_name = TABLE_NAME
+        self.workgroup_name = f"{settings.stack_name}-audit"
+
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            self.access_logs,
+            "AwsSolutions::AwsSolutions-S1",
+            "This is the server access log bucket of the trail and results buckets; logging it into itself would "
+            "loop, and S3 server access logs cannot target an SSE-KMS bucket.",
+        )
+
+        self.trail: cloudtrail.Trail | None = None
+        if audit.create_trail:
+            self.bucket: s3.IBucket = self._trail_bucket(policy)
+            self.trail = cloudtrail.Trail(
+                self,
+                "Trail",
+                bucket=self.bucket,
+                encryption_key=shared.key,
+                is_multi_region_trail=True,
+                include_global_service_events=True,
+                enable_file_validation=True,
+                management_events=cloudtrail.ReadWriteType.ALL,
+                send_to_cloud_watch_logs=False,
+                is_organization_trail=audit.organization_trail,
+                org_id=audit.organization_id if audit.organization_trail else None,
+            )
+            self._allow_cloudtrail_to_encrypt()
+            self.trail_arn = self.trail.trail_arn
+        else:
+            assert audit.existing_bucket_name is not None  # the policy model enforces it
+            self.bucket = s3.Bucket.from_bucket_name(self, "TrailBucket", audit.existing_bucket_name)
+            self.trail_arn = audit.existing_trail_arn or ""
+
+        self.results = s3.Bucket(
+            self,
+            "Results",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=shared.key,
+            bucket_key_enabled=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="athena-results/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    expiration=Duration.days(RESULTS_EXPIRY_DAYS),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                )
+            ],
+            removal_policy=RemovalPolicy.DESTROY,
+            auto_delete_objects=False,
+        )
+
+        self.database = glue.CfnDatabase(
+            self,
+            "Database",
+            catalog_id=Aws.ACCOUNT_ID,
+            database_input=glue.CfnDatabase.DatabaseInputProperty(
+                name=self.database_name, description="GPU Fleet Governor audit lake (CloudTrail)"
+            ),
+        )
+        self.table = glue.CfnTable(
+            self,
+            "Table",
+            catalog_id=Aws.ACCOUNT_ID,
+            database_name=self.database_name,
+            table_input=self._table_input(policy),
+        )
+        self.table.node.add_dependency(self.database)
+
+        self.workgroup = athena.CfnWorkGroup(
+            self,
+            "WorkGroup",
+            name=self.workgroup_name,
+            description="GPU Fleet Governor audit queries: enforced settings, encrypted results, bytes-scanned limit",
+            state="ENABLED",
+            recursive_delete_option=True,
+            work_group_configuration=athena.CfnWorkGroup.WorkGroupConfigurationProperty(
+                enforce_work_group_configuration=True,
+                publish_cloud_watch_metrics_enabled=True,
+                bytes_scanned_cutoff_per_query=audit.bytes_scanned_cutoff_per_query,
+                engine_version=athena.CfnWorkGroup.EngineVersionProperty(selected_engine_version=ENGINE_VERSION),
+                result_configuration=athena.CfnWorkGroup.ResultConfigurationProperty(
+                    output_location=f"s3://{self.results.bucket_name}/results/",
+                    encryption_configuration=athena.CfnWorkGroup.EncryptionConfigurationProperty(
+                        encryption_option="SSE_KMS", kms_key=shared.key.key_arn
+                    ),
+                ),
+            ),
+        )
+
+        self.named_queries: dict[str, athena.CfnNamedQuery] = {}
+        for spec in list_queries(QUERIES_DIR):
+            named = athena.CfnNamedQuery(
+                self,
+                "Query" + "".join(part.title() for part in spec.name.split("_")),
+                name=spec.name,
+                description=(spec.purpose + (f" (CIS {spec.cis})" if spec.cis else ""))[:1024],
+                database=self.database_name,
+                query_string=spec.sql,
+                work_group=self.workgroup_name,
+            )
+            named.node.add_dependency(self.workgroup)
+            named.node.add_dependency(self.database)
+            self.named_queries[spec.name] = named
+
+    def _trail_bucket(self, policy: Policy) -> s3.Bucket:
+        audit = policy.audit
+        return s3.Bucket(
+            self,
+            "TrailBucket",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=self._shared.key,
+            bucket_key_enabled=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="trail/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    transitions=[
+                        s3.Transition(
+                            storage_class=s3.StorageClass.INFREQUENT_ACCESS,
+                            transition_after=Duration.days(audit.transition_to_infrequent_access_days),
+                        )
+                    ],
+                    expiration=Duration.days(audit.expire_after_days) if audit.expire_after_days else None,
+                    noncurrent_version_expiration=Duration.days(audit.expire_after_days)
+                    if audit.expire_after_days
+                    else None,
+                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                )
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+
+    def _allow_cloudtrail_to_encrypt(self) -> None:
+        """CloudTrail encrypts log files with the project key, for this account's trails only."""
+        principal = iam.ServicePrincipal("cloudtrail.amazonaws.com")
+        trails = f"arn:{Aws.PARTITION}:cloudtrail:*:{Aws.ACCOUNT_ID}:trail/*"
+        self._shared.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudTrailEncryptLogs",
+                principals=[principal],
+                actions=["kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={"StringLike": {"kms:EncryptionContext:aws:cloudtrail:arn": trails}},
+            )
+        )
+        self._shared.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudTrailDescribeKey", principals=[principal], actions=["kms:DescribeKey"], resources=["*"]
+            )
+        )
+
+    def _location_prefix(self, policy: Policy) -> str:
+        audit = policy.audit
+        org = f"{audit.organization_id}/" if audit.organization_trail else ""
+        return f"s3://{self.bucket.bucket_name}/AWSLogs/{org}"
+
+    def _table_input(self, policy: Policy) -> glue.CfnTable.TableInputProperty:
+        audit = policy.audit
+        accounts = ",".join(audit.accounts) if audit.accounts else Aws.ACCOUNT_ID
+        prefix = self._location_prefix(policy)
+        return glue.CfnTable.TableInputProperty(
+            name=TABLE_NAME,
+            description="CloudTrail management events; partitions projected over account, region and delivery day",
+            table_type="EXTERNAL_TABLE",
+            parameters={
+                "classification": "cloudtrail",
+                "EXTERNAL": "TRUE",
+                "projection.enabled": "true",
+                "projection.account.type": "enum",
+                "projection.account.values": accounts,
+                "projection.region.type": "enum",
+                "projection.region.values": ",".join(REGIONS),
+                "projection.day.type": "date",
+                "projection.day.format": "yyyy/MM/dd",
+                "projection.day.range": f"{audit.projection_start_date.strftime('%Y/%m/%d')},NOW",
+                "projection.day.interval": "1",
+                "projection.day.interval.unit": "DAYS",
+                "storage.location.template": prefix + "${account}/CloudTrail/${region}/${day}",
+            },
+            partition_keys=[glue.CfnTable.ColumnProperty(name=name, type="string") for name in PARTITION_KEYS],
+            storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
+                location=prefix,
+                input_format="com.amazon.emr.cloudtrail.CloudTrailInputFormat",
+                output_format="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+                serde_info=glue.CfnTable.SerdeInfoProperty(
+                    serialization_library="org.apache.hive.hcatalog.data.JsonSerDe"
+                ),
+                columns=[glue.CfnTable.ColumnProperty(name=name, type=kind) for name, kind in hive_columns()],
+            ),
+        )
+
+    def grant_query(self, function: GovernorFunction) -> None:
+        """Let ``function`` run the named queries: Athena in this workgroup, the table, the logs, the results."""
+        stack = Stack.of(self)
+        workgroup_arn = stack.format_arn(service="athena", resource="workgroup", resource_name=self.workgroup_name)
+        function.add_statement(sorted(IAM_ACTIONS), [workgroup_arn])
+        function.add_statement(
+            sorted(a for a in DATA_ACTIONS if a.startswith("glue:")),
+            [
+                stack.format_arn(service="glue", resource="catalog"),
+                stack.format_arn(service="glue", resource="database", resource_name=self.database_name),
+                stack.format_arn(
+                    service="glue", resource="table", resource_name=f"{self.database_name}/{self.table_name}"
+                ),
+            ],
+        )
+        function.add_statement(
+            ["s3:ListBucket", "s3:GetBucketLocation"], [self.bucket.bucket_arn, self.results.bucket_arn]
+        )
+        function.add_statement(["s3:GetObject"], [self.bucket.arn_for_objects("AWSLogs/*")])
+        function.add_statement(
+            ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+            [self.results.arn_for_objects("results/*")],
+        )
+        for bucket, path in ((self.bucket, "AWSLogs/*"), (self.results, "results/*")):
+            acknowledge(
+                function.role,
+                f"AwsSolutions::AwsSolutions-IAM5[Resource::{_nag_arn(stack, bucket)}/{path}]",
+                "Athena reads every CloudTrail object under AWSLogs/ and writes query results under results/ "
+                "with the caller's permissions; object keys are only known at query time.",
+            )
+        function.function.add_environment("ATHENA_WORKGROUP", self.workgroup_name)
+        function.function.add_environment("ATHENA_DATABASE", self.database_name)
+        function.function.add_environment("ATHENA_BYTES_CUTOFF", str(self.bytes_cutoff))
+
+
+def _nag_arn(stack: Stack, bucket: s3.IBucket) -> str:
+    """How cdk-nag names a bucket's ARN in a finding: ``<LogicalId.Arn>`` for ours, the literal ARN for an import."""
+    child = bucket.node.default_child
+    if child is not None:
+        return f"<{stack.resolve(stack.get_logical_id(child))}.Arn>"  # type: ignore[arg-type]
+    return f"arn:<AWS::Partition>:s3:::{bucket.bucket_name}"

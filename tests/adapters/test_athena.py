@@ -1,0 +1,174 @@
+"""The Athena adapter: parameters, backoff, paging, and failures (the bytes-scanned limit included) as results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from governor.adapters.athena import AthenaQueries
+from governor.audit.queries import list_queries, scan_parameters, to_positional
+
+SQL = "SELECT eventid FROM cloudtrail_logs WHERE eventtime >= :start AND eventtime < :end AND x = ':start'"
+
+
+class StubAthena:
+    """Scripted Athena: a sequence of execution states, then result pages."""
+
+    def __init__(self, states: list[dict[str, Any]], pages: list[dict[str, Any]] | None = None) -> None:
+        self.states = list(states)
+        self.pages = list(pages or [])
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def start_query_execution(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("start", kwargs))
+        return {"QueryExecutionId": "q-1"}
+
+    def get_query_execution(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("get", kwargs))
+        return {"QueryExecution": self.states.pop(0) if len(self.states) > 1 else self.states[0]}
+
+    def get_query_results(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("results", kwargs))
+        return self.pages.pop(0)
+
+    def stop_query_execution(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("stop", kwargs))
+        return {}
+
+
+def _state(state: str, reason: str | None = None, scanned: int = 0) -> dict[str, Any]:
+    status: dict[str, Any] = {"State": state}
+    if reason:
+        status["StateChangeReason"] = reason
+    return {"QueryExecutionId": "q-1", "Status": status, "Statistics": {"DataScannedInBytes": scanned}}
+
+
+COLUMNS = [{"Name": "eventid", "Type": "varchar"}, {"Name": "instances", "Type": "bigint"}]
+
+
+def _row(*values: str | None) -> dict[str, Any]:
+    return {"Data": [{"VarCharValue": v} if v is not None else {} for v in values]}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _queries(stub: StubAthena, clock: Clock, **kwargs: Any) -> AthenaQueries:
+    return AthenaQueries("wg", "db", athena=stub, sleep=clock.sleep, clock=clock, **kwargs)
+
+
+def test_parameters_become_positional_execution_parameters_outside_strings() -> None:
+    stub = StubAthena([_state("SUCCEEDED")], [{"ResultSet": {"Rows": [], "ResultSetMetadata": {"ColumnInfo": []}}}])
+    result = _queries(stub, Clock()).run("q", SQL, {"start": "2024-05-01", "end": "2024-05-02T00:00:00+02:00"})
+    assert result.ok
+    start = stub.calls[0][1]
+    assert start["QueryString"].count("?") == 2 and "':start'" in start["QueryString"]
+    assert start["ExecutionParameters"] == ["'2024-05-01T00:00:00Z'", "'2024-05-01T22:00:00Z'"]
+    assert start["WorkGroup"] == "wg" and start["QueryExecutionContext"] == {"Database": "db"}
+
+
+def test_polls_with_capped_exponential_backoff() -> None:
+    clock = Clock()
+    states = [_state("QUEUED"), *[_state("RUNNING")] * 6, _state("SUCCEEDED")]
+    stub = StubAthena(states, [{"ResultSet": {"Rows": [], "ResultSetMetadata": {"ColumnInfo": COLUMNS}}}])
+    assert (
+        _queries(stub, clock, first_delay=0.5, max_delay=4.0)
+        .run("q", SQL, {"start": "2024-05-01", "end": "2024-05-02"})
+        .ok
+    )
+    assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0]
+
+
+def test_pages_through_results_dropping_the_header_and_typing_values() -> None:
+    pages = [
+        {
+            "ResultSet": {
+                "Rows": [_row("eventid", "instances"), _row("e1", "2")],
+                "ResultSetMetadata": {"ColumnInfo": COLUMNS},
+            },
+            "NextToken": "t1",
+        },
+        {"ResultSet": {"Rows": [_row("e2", None), _row("e3", "5")], "ResultSetMetadata": {"ColumnInfo": COLUMNS}}},
+    ]
+    stub = StubAthena([_state("SUCCEEDED", scanned=1234)], pages)
+    result = _queries(stub, Clock()).run("gpu", SQL, {"start": "2024-05-01", "end": "2024-05-02"})
+    assert result.as_result() == {
+        "count": 3,
+        "rows": [
+            {"eventid": "e1", "instances": 2},
+            {"eventid": "e2", "instances": None},
+            {"eventid": "e3", "instances": 5},
+        ],
+    }
+    assert [c[1].get("NextToken") for c in stub.calls if c[0] == "results"] == [None, "t1"]
+    assert result.bytes_scanned == 1234 and result.problem() is None
+
+
+def test_bytes_scanned_cutoff_is_a_result_naming_the_limit() -> None:
+    stub = StubAthena([_state("CANCELLED", "Query cancelled: bytes scanned limit was exceeded", scanned=11 * 1024**3)])
+    result = _queries(stub, Clock(), bytes_cutoff=10 * 1024**3).run(
+        "root_account_usage", SQL, {"start": "2024-05-01", "end": "2024-05-02"}
+    )
+    assert not result.ok and result.bytes_cutoff
+    assert "bytes-scanned limit" in (result.problem() or "") and "root_account_usage" in (result.problem() or "")
+
+
+def test_cancel_after_scanning_the_cutoff_counts_as_the_limit_even_without_a_reason() -> None:
+    stub = StubAthena([_state("CANCELLED", scanned=10 * 1024**3)])
+    result = _queries(stub, Clock(), bytes_cutoff=10 * 1024**3).run(
+        "q", SQL, {"start": "2024-05-01", "end": "2024-05-02"}
+    )
+    assert result.bytes_cutoff
+
+
+def test_failed_query_reports_athenas_reason() -> None:
+    stub = StubAthena([_state("FAILED", "SYNTAX_ERROR: line 1:8: Column 'x' cannot be resolved")])
+    result = _queries(stub, Clock()).run("q", SQL, {"start": "2024-05-01", "end": "2024-05-02"})
+    assert result.state == "FAILED" and not result.bytes_cutoff
+    assert result.problem() == "query q failed: SYNTAX_ERROR: line 1:8: Column 'x' cannot be resolved"
+
+
+def test_timeout_stops_the_query() -> None:
+    clock = Clock()
+    stub = StubAthena([_state("RUNNING")])
+    result = _queries(stub, clock, timeout_seconds=10).run("q", SQL, {"start": "2024-05-01", "end": "2024-05-02"})
+    assert result.state == "TIMEOUT"
+    assert ("stop", {"QueryExecutionId": "q-1"}) in stub.calls
+    assert sum(clock.sleeps) <= 10
+
+
+def test_missing_parameter_fails_without_calling_athena() -> None:
+    stub = StubAthena([_state("SUCCEEDED")])
+    result = _queries(stub, Clock()).run("q", SQL, {"start": "2024-05-01"})
+    assert result.state == "FAILED" and "end" in (result.reason or "") and stub.calls == []
+
+
+@mock_aws
+def test_named_queries_and_a_round_trip_on_moto() -> None:
+    athena = boto3.client("athena", region_name="us-east-1")
+    athena.create_work_group(Name="wg", Configuration={"ResultConfiguration": {"OutputLocation": "s3://results/"}})
+    specs = list_queries()
+    for spec in specs:
+        athena.create_named_query(Name=spec.name, Database="db", QueryString=spec.sql, WorkGroup="wg")
+    queries = AthenaQueries("wg", "db", athena=athena, sleep=lambda _: None)
+    named = queries.named_queries()
+    assert named == {spec.name: spec.sql for spec in specs}
+    result = queries.run(
+        "world_open_ingress", named["world_open_ingress"], {"start": "2024-05-01", "end": "2024-05-02"}
+    )
+    assert result.ok and result.execution_id
+    execution = athena.get_query_execution(QueryExecutionId=result.execution_id)["QueryExecution"]
+    assert scan_parameters(execution["Query"]) == []  # every :name outside comments became a ?
+    assert execution["Query"] == to_positional(named["world_open_ingress"])[0]

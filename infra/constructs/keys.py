@@ -1,0 +1,121 @@
+"""The keys enforcer: one function, a daily schedule, one CloudTrail rule, and IAM scoped to this account's keys,
+users and secrets.
+
+IAM management events reach EventBridge only in us-east-1, so the IAM part of the rule fires only when the stack is
+deployed there; the daily sweep covers IAM from any region (IAM is global).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_events as events
+from constructs import Construct
+
+from governor.adapters import iam_keys, kms, secrets
+from governor.domain.keys import EVENT_SOURCES
+from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
+from governor.policy import Policy
+from infra.constructs.function import GovernorFunction
+from infra.constructs.shared import SharedResources
+from infra.nag import acknowledge
+from infra.settings import Settings
+
+UNSCOPED = {
+    "kms:ListKeys": "ListKeys has no resource-level permissions: it lists every key in the account and region.",
+    "iam:GenerateCredentialReport": "The credential report is account-wide; IAM allows no resource for it.",
+    "iam:GetCredentialReport": "The credential report is account-wide; IAM allows no resource for it.",
+    "secretsmanager:ListSecrets": "ListSecrets has no resource-level permissions in Secrets Manager.",
+}
+
+
+def scoped_actions(service: str, declared: frozenset[str]) -> list[str]:
+    """The adapter's declared actions for ``service`` minus the unscopable ones, sorted for a stable template."""
+    return sorted(a for a in declared if a.startswith(f"{service}:") and a not in UNSCOPED)
+
+
+class KeysEnforcer(Construct):
+    """Keeps KMS keys, IAM access keys and secrets rotated within the ``keys`` policy, daily and on CloudTrail calls."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: SharedResources,
+        policy: Policy,
+        settings: Settings,
+        functions: dict[str, GovernorFunction],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.function = GovernorFunction(
+            self,
+            "Keys",
+            name="keys",
+            description="Keeps KMS keys, IAM access keys and secrets rotated within the keys policy",
+            shared=shared,
+            policy=policy,
+            settings=settings,
+            sections=["keys"],
+            timeout=Duration.minutes(5),
+        )
+        function = self.function
+        function.on_schedule(
+            "Sweep", policy.keys.schedule, "daily sweep of KMS keys, IAM access keys (credential report) and secrets"
+        )
+        function.on_events(
+            "CloudTrailCalls",
+            events.EventPattern(
+                source=sorted(EVENT_SOURCES),
+                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
+                detail={"eventName": sorted({name for names in EVENT_SOURCES.values() for name in names})},
+            ),
+            "KMS, IAM (us-east-1 only) and Secrets Manager calls that change rotation or credentials",
+        )
+
+        key_arns = stack.format_arn(service="kms", resource="key", resource_name="*")
+        user_arns = stack.format_arn(service="iam", region="", resource="user", resource_name="*")
+        secret_arns = stack.format_arn(
+            service="secretsmanager", resource="secret", resource_name="*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
+        function_arns = stack.format_arn(
+            service="lambda", resource="function", resource_name="*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
+        function.add_statement(scoped_actions("kms", kms.IAM_ACTIONS), [key_arns])
+        function.add_statement(scoped_actions("iam", iam_keys.IAM_ACTIONS), [user_arns])
+        function.add_statement(scoped_actions("secretsmanager", secrets.IAM_ACTIONS), [secret_arns])
+        function.add_statement(scoped_actions("lambda", secrets.IAM_ACTIONS), [function_arns])
+        declared = kms.IAM_ACTIONS | iam_keys.IAM_ACTIONS | secrets.IAM_ACTIONS
+        function.add_unscoped_statement(
+            "AccountWideReads",
+            sorted(a for a in UNSCOPED if a in declared),
+            "Account-wide listings AWS cannot scope to a resource: " + " ".join(sorted(set(UNSCOPED.values()))),
+        )
+        acknowledge(
+            function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
+            "Any customer key in this account and region may be created after deploy; the sweep checks them all. "
+            "The actions are the rotation reads plus EnableKeyRotation/RotateKeyOnDemand, nothing that uses or "
+            "deletes a key.",
+        )
+        acknowledge(
+            function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*]",
+            "Access keys of any IAM user in this account are governed; the only change is UpdateAccessKey (to "
+            "Inactive, by the code). No role, policy or group is reachable.",
+        )
+        acknowledge(
+            function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
+            "<AWS::AccountId>:secret:*]",
+            "Every secret in this account and region is governed; DescribeSecret and RotateSecret only, never "
+            "GetSecretValue.",
+        )
+        acknowledge(
+            function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:"
+            "function:*]",
+            "RotateSecret requires the caller to be allowed to invoke the secret's own rotation function, which "
+            "secret owners choose after deploy; limited to functions in this account and region.",
+        )
+        functions["keys"] = function

@@ -1,0 +1,120 @@
+"""The keys handler end to end on moto: a sweep 100 days from now, and a DisableKeyRotation event."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from governor.adapters.iam_keys import IamAccessKeys
+from governor.adapters.kms import KmsKeys
+from governor.adapters.secrets import SecretsRotation
+from governor.domain.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
+from governor.handlers._runtime import Runtime
+from governor.handlers.keys import KeyAdapters, handle
+from governor.policy import parse_policy
+from tests.adapters.test_keys_adapters import REGION, rotation_function
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        yield
+
+
+def runtime(**keys: Any) -> Runtime:
+    return Runtime(
+        policy=parse_policy({"keys": keys}),
+        ledger=MemoryLedger(),
+        sink=MemorySink(),
+        dead_letters=MemoryDeadLetters(),
+        region=REGION,
+    )
+
+
+def adapters(days_ahead: int = 0) -> KeyAdapters:
+    clock = FixedClock(dt.datetime.now(dt.UTC) + dt.timedelta(days=days_ahead))
+    return KeyAdapters(
+        kms=KmsKeys(REGION), iam=IamAccessKeys(sleep=lambda _: None), secrets=SecretsRotation(REGION), clock=clock
+    )
+
+
+SWEEP = {
+    "version": "0",
+    "id": "sched-1",
+    "detail-type": "Scheduled Event",
+    "source": "aws.scheduler",
+    "account": "123456789012",
+    "time": "2026-12-01T00:00:00Z",
+    "region": REGION,
+    "resources": [],
+    "detail": {},
+}
+
+
+def test_enforcing_sweep_fixes_keys_access_keys_and_secrets(aws: None) -> None:
+    kms = boto3.client("kms", region_name=REGION)
+    iam = boto3.client("iam")
+    sm = boto3.client("secretsmanager", region_name=REGION)
+    key_id = kms.create_key()["KeyMetadata"]["KeyId"]
+    iam.create_user(UserName="alice", Tags=[{"Key": "owner", "Value": "alice@example.com"}])
+    access_key = iam.create_access_key(UserName="alice")["AccessKey"]["AccessKeyId"]
+    secret = sm.create_secret(Name="training-db", SecretString="x")["ARN"]
+    sm.rotate_secret(
+        SecretId=secret,
+        RotationLambdaARN=rotation_function(),
+        RotationRules={"AutomaticallyAfterDays": 365},
+        RotateImmediately=False,
+    )
+    rt = runtime(enforce=True)
+    result = handle(SWEEP, rt, adapters(days_ahead=100))  # every credential is 100 days old by then
+    assert result["status"] == "ok" and result["failed_actions"] == 0
+    assert kms.get_key_rotation_status(KeyId=key_id)["KeyRotationEnabled"] is True
+    assert iam.list_access_keys(UserName="alice")["AccessKeyMetadata"][0]["Status"] == "Inactive"
+    assert sm.describe_secret(SecretId=secret)["RotationRules"] == {"AutomaticallyAfterDays": 90}
+    assert isinstance(rt.sink, MemorySink)
+    by_rule = {f.rule: f for f in rt.sink.findings}
+    assert {"keys.kms.rotation_off", "keys.access_key.too_old", "keys.secret.rotation_interval_too_long"} <= set(
+        by_rule
+    )
+    assert by_rule["keys.access_key.too_old"].owner == "alice@example.com"
+    assert by_rule["keys.access_key.too_old"].resource == access_key
+
+
+def test_report_only_sweep_changes_nothing(aws: None) -> None:
+    kms = boto3.client("kms", region_name=REGION)
+    key_id = kms.create_key()["KeyMetadata"]["KeyId"]
+    rt = runtime()
+    result = handle(SWEEP, rt, adapters())
+    assert result["actions"] == 0 and result["findings"] == 1
+    assert kms.get_key_rotation_status(KeyId=key_id)["KeyRotationEnabled"] is False
+
+
+def test_disable_key_rotation_event_turns_it_back_on(aws: None) -> None:
+    kms = boto3.client("kms", region_name=REGION)
+    meta = kms.create_key()["KeyMetadata"]
+    kms.enable_key_rotation(KeyId=meta["KeyId"])
+    kms.disable_key_rotation(KeyId=meta["KeyId"])
+    record = json.loads((ROOT / "tests/fixtures/keys/disable_key_rotation.json").read_text())
+    record["requestParameters"]["keyId"] = meta["KeyId"]
+    record["responseElements"]["keyId"] = meta["Arn"]
+    event = {
+        "version": "0",
+        "id": "evt-disable",
+        "detail-type": "AWS API Call via CloudTrail",
+        "source": "aws.kms",
+        "account": "123456789012",
+        "time": record["eventTime"],
+        "region": REGION,
+        "resources": [],
+        "detail": record,
+    }
+    result = handle(event, runtime(enforce_kms=True), adapters())
+    assert result["actions"] == 1
+    assert kms.get_key_rotation_status(KeyId=meta["KeyId"])["KeyRotationEnabled"] is True

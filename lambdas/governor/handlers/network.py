@@ -1,0 +1,335 @@
+"""The ``network`` function: security-group and public-address calls from CloudTrail, in seconds, plus a daily sweep.
+
+Every decision is recorded before anything changes; each offending rule is re-read and revoked by its own id, so
+compliant rules from the same call stay; the finding says exactly what was done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from governor.adapters.ec2 import Ec2Reader
+from governor.adapters.network_addresses import PublicAddresses
+from governor.adapters.security_groups import GroupState, SecurityGroups
+from governor.domain.decision import Action, Decision, Finding
+from governor.domain.fleet import Instance, ownership
+from governor.domain.network import (
+    EVENT_NAMES,
+    SECURITY_GROUP_EVENTS,
+    IngressRule,
+    NetworkCall,
+    PublicAddress,
+    decide_call,
+    decide_group,
+    decide_public_ip,
+    match_live,
+    parse_call,
+    public_address,
+)
+from governor.events.envelopes import (
+    CLOUDTRAIL_DETAIL_TYPE,
+    CloudTrailEvent,
+    GovernorEvent,
+    InvalidEventError,
+    parse_model,
+)
+from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics, tracer
+
+SCHEDULED = "Scheduled Event"
+SCHEDULE_SOURCE = "aws.scheduler"
+
+
+@dataclass
+class NetworkAws:
+    """The AWS reads and writes this function uses; tests pass the same classes pointed at moto."""
+
+    groups: SecurityGroups
+    addresses: PublicAddresses
+    instances: Ec2Reader
+
+
+@cache
+def _aws(region: str | None) -> NetworkAws:
+    return NetworkAws(SecurityGroups(region), PublicAddresses(region), Ec2Reader(region))
+
+
+def parse(raw: Any) -> CloudTrailEvent | GovernorEvent:
+    """A CloudTrail call of one of the six EC2 APIs, or the sweep's Scheduled Event; anything else is rejected."""
+    if isinstance(raw, dict) and raw.get("detail-type") == SCHEDULED:
+        event = parse_model(GovernorEvent, raw)
+        if event.source != SCHEDULE_SOURCE:
+            raise InvalidEventError(f"scheduled event from {event.source!r}, expected {SCHEDULE_SOURCE}", event.id)
+        return event
+    event_ = parse_model(CloudTrailEvent, raw)
+    if event_.detail_type != CLOUDTRAIL_DETAIL_TYPE or event_.source != "aws.ec2":
+        raise InvalidEventError(
+            f"unsupported event {event_.source}/{event_.detail_type!r}: the network function takes EC2 CloudTrail "
+            "calls and its schedule",
+            event_.id,
+        )
+    if event_.detail.event_name not in EVENT_NAMES:
+        raise InvalidEventError(
+            f"unsupported EC2 call {event_.detail.event_name!r}; expected one of {', '.join(EVENT_NAMES)}", event_.id
+        )
+    return event_
+
+
+# --- deciding with live state -----------------------------------------------------------------------------------------
+
+
+def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Decision:
+    """Judge the rules this call added or changed, as they are now (re-read), never the event's copy alone."""
+    live = aws.groups.group(call.group_id, None if call.group_id else call.group_name)
+    if live is None:
+        return Decision(
+            policy="network",
+            verdict="ignored",
+            resource=call.group or "unknown",
+            reasons=[f"{call.group} no longer exists; nothing to revoke"],
+            rule="network.security-group",
+        )
+    gone: list[IngressRule] = []
+    if call.name == "CreateSecurityGroup":
+        wanted = list(live.rules)
+    else:
+        wanted, gone = match_live(call.rules, live.rules)
+    notes = [f"{rule.describe()} is no longer in the group; nothing to revoke" for rule in gone]
+    return decide_group(live.group_id, wanted, runtime.policy, tags=live.tags, group_name=live.name, notes=notes)
+
+
+def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> Decision:
+    elastic = aws.addresses.elastic([instance.public_ip]) if instance.public_ip else {}
+    address = public_address(instance, elastic)
+    return decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now)
+
+
+def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> list[Decision]:
+    if call.name == "RunInstances":
+        ids = [launched.id for launched in call.instances if launched.id]
+    elif call.name == "ModifyNetworkInterfaceAttribute" and not call.associate_public_ip:
+        return decide_call(call, runtime.policy, now)
+    else:
+        instance_id = call.instance_id
+        if instance_id is None and call.network_interface_id:
+            instance_id = aws.addresses.instance_of_interface(call.network_interface_id)
+        if instance_id is None:
+            target = call.network_interface_id or "unknown"
+            reason = f"{target} is not attached to an instance; no GPU instance gained an address"
+            return [Decision(policy="network", verdict="ignored", resource=target, reasons=[reason])]
+        ids = [instance_id]
+    found = {instance.id: instance for instance in aws.instances.instances(ids)} if ids else {}
+    decisions = []
+    for instance_id in ids:
+        instance = found.get(instance_id)
+        if instance is None:
+            reason = f"{instance_id} no longer exists"
+            decisions.append(Decision(policy="network", verdict="ignored", resource=instance_id, reasons=[reason]))
+        else:
+            decisions.append(_instance_decision(instance, aws, runtime, now))
+    return decisions
+
+
+# --- acting -----------------------------------------------------------------------------------------------------------
+
+
+def _perform(action: Action, aws: NetworkAws, runtime: Runtime) -> str:
+    """Do one enforced action; the returned sentence is what the finding reports as done."""
+    details = action.model_dump()
+    if action.type == "revoke_ingress":
+        group_id = details["group_id"]
+        revoked: list[str] = []
+        for rule_id in details.get("rule_ids") or []:
+            if aws.groups.revoke(group_id, rule_id):
+                revoked.append(f"revoked {rule_id} ({details['protocol']} {details['ports']} from {details['source']})")
+            else:
+                revoked.append(f"{rule_id} was already gone")
+        return "; ".join(revoked) or f"no rule id found for {details['source']} in {group_id}; nothing revoked"
+    if action.type == "remove_public_ip":
+        instance_id = details["instance_id"]
+        if details.get("method") == "disassociate_address" and details.get("association_id"):
+            aws.addresses.disassociate(details["association_id"])
+            done = (
+                f"disassociated Elastic IP {details['public_ip']} ({details['association_id']}) from {instance_id}; "
+                "the allocation stays in the account"
+            )
+            # AWS gives an instance whose interface auto-assigns a fresh public address when its Elastic IP leaves.
+            after = aws.instances.instance(instance_id)
+            replacement = public_address(after, {}) if after is not None else None
+            if replacement is not None and replacement.public_ip != details["public_ip"]:
+                if replacement.network_interface_id:
+                    aws.addresses.drop_auto_assigned(replacement.network_interface_id)
+                    return (
+                        f"{done}; then removed the auto-assigned {replacement.public_ip} AWS gave in its place "
+                        f"(AssociatePublicIpAddress=false on {replacement.network_interface_id})"
+                    )
+                return f"{done}; AWS gave it a new public address {replacement.public_ip}, which the sweep will report"
+            return done
+        if details.get("method") == "modify_network_interface_attribute" and details.get("network_interface_id"):
+            aws.addresses.drop_auto_assigned(details["network_interface_id"])
+            return (
+                f"removed auto-assigned public IPv4 {details['public_ip']} from {instance_id} "
+                f"(ModifyNetworkInterfaceAttribute AssociatePublicIpAddress=false on {details['network_interface_id']})"
+            )
+        return f"could not remove the public address of {instance_id}: no association or network interface found"
+    return ""
+
+
+def _title(decision: Decision) -> str:
+    if decision.verdict == "ignored":
+        return f"Protected security group {decision.resource} breaks the network policy (not changed)"
+    if decision.rule == "network.public-ip":
+        return f"GPU instance {decision.resource} has a public IPv4 address"
+    count = sum(1 for action in decision.actions if action.type == "revoke_ingress")
+    return f"Security group {decision.resource}: {count} ingress rule(s) break the network policy"
+
+
+def _owner(tags: dict[str, str], runtime: Runtime) -> dict[str, str]:
+    who = ownership(tags, runtime.policy.fleet)
+    return {"owner": who.owner, "team": who.team}
+
+
+def settle(
+    decision: Decision,
+    *,
+    event_id: str,
+    runtime: Runtime,
+    aws: NetworkAws,
+    tags: dict[str, str] | None = None,
+    account: str | None = None,
+) -> dict[str, Any]:
+    """Record, act on enforced actions only, record what was done, then publish one finding that says it."""
+    runtime.ledger.record(decision, event_id=event_id)
+    outcomes: list[str] = []
+    for action in decision.enforced_actions():
+        try:
+            outcome = _perform(action, aws, runtime)
+        except Exception as error:  # reported in the finding, then re-raised so Lambda retries
+            outcome = f"{action.type} failed: {error}"
+            logger.exception("network action failed", extra={"event_id": event_id, "resource": decision.resource})
+            _report(decision, [*outcomes, outcome], event_id, runtime, tags, account)
+            raise
+        if outcome:
+            outcomes.append(outcome)
+    if outcomes:
+        runtime.ledger.record(
+            decision.model_copy(update={"evidence": {**decision.evidence, "done": outcomes}}), event_id=event_id
+        )
+    _report(decision, outcomes, event_id, runtime, tags, account)
+    return {"resource": decision.resource, "verdict": decision.verdict, "done": outcomes}
+
+
+def _report(
+    decision: Decision,
+    outcomes: list[str],
+    event_id: str,
+    runtime: Runtime,
+    tags: dict[str, str] | None,
+    account: str | None,
+) -> None:
+    violating = decision.verdict == "act" or (decision.verdict == "ignored" and decision.severity != "info")
+    if not violating:
+        return
+    finding = Finding.from_decision(
+        decision,
+        _title(decision),
+        event_id=event_id,
+        region=runtime.region,
+        account=account,
+        **_owner(tags or {}, runtime),
+    )
+    if outcomes:
+        finding = finding.model_copy(update={"detail": finding.detail + "; done: " + "; ".join(outcomes)})
+    elif decision.enforced_actions():
+        finding = finding.model_copy(update={"detail": finding.detail + "; done: nothing changed"})
+    runtime.sink.publish([finding])
+    metrics.add_metric(name="NetworkViolations", unit="Count", value=1)
+
+
+# --- the two entry points ---------------------------------------------------------------------------------------------
+
+
+def on_call(event: CloudTrailEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, Any]:
+    """One CloudTrail call: decide on live state (after re-reading), record, act, report."""
+    record = event.detail
+    call = parse_call(record)
+    now = event.time
+    if call.failed:
+        decisions = decide_call(call, runtime.policy, now)
+    elif call.name in SECURITY_GROUP_EVENTS:
+        decisions = [_group_decision(call, aws, runtime)]
+    else:
+        decisions = _address_decisions(call, aws, runtime, now)
+    results = [settle(d, event_id=event.id, runtime=runtime, aws=aws, account=event.account) for d in decisions]
+    return {"status": "done", "event_id": event.id, "call": call.name, "decisions": results}
+
+
+def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, Any]:
+    """Re-check every security group and every running GPU instance in the region for drift the events missed."""
+    now = event.time
+    results = []
+    groups: list[GroupState] = aws.groups.all_groups()
+    for group in groups:
+        decision = decide_group(group.group_id, group.rules, runtime.policy, tags=group.tags, group_name=group.name)
+        results.append(
+            settle(decision, event_id=event.id, runtime=runtime, aws=aws, tags=group.tags, account=event.account)
+        )
+    instances = aws.instances.gpu_instances(runtime.policy.fleet, states=("pending", "running"))
+    elastic = aws.addresses.elastic([i.public_ip for i in instances if i.public_ip])
+    for instance in instances:
+        address: PublicAddress | None = public_address(instance, elastic)
+        decision = decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now)
+        results.append(
+            settle(decision, event_id=event.id, runtime=runtime, aws=aws, tags=instance.tags, account=event.account)
+        )
+    acted = [r for r in results if r["verdict"] == "act"]
+    logger.info(
+        "network sweep", extra={"groups": len(groups), "gpu_instances": len(instances), "violations": len(acted)}
+    )
+    return {
+        "status": "swept",
+        "event_id": event.id,
+        "groups": len(groups),
+        "gpu_instances": len(instances),
+        "violations": len(acted),
+        "done": [outcome for r in results for outcome in r["done"]],
+    }
+
+
+@idempotent_on_event_id()
+def process(
+    *,
+    event: dict[str, Any],
+    parsed: CloudTrailEvent | GovernorEvent,
+    runtime: Runtime,
+    aws: NetworkAws,
+    context: LambdaContext | None = None,
+) -> dict[str, Any]:
+    """Side effects run once per event id (Powertools Idempotency when the stack provides the table)."""
+    if isinstance(parsed, CloudTrailEvent):
+        return on_call(parsed, runtime, aws)
+    return sweep(parsed, runtime, aws)
+
+
+def handle(
+    event: Any, runtime: Runtime, aws: NetworkAws | None = None, context: LambdaContext | None = None
+) -> dict[str, Any]:
+    """Parse at the edge (bad input goes to the DLQ with its reason), then decide, record and act."""
+
+    def work(parsed: CloudTrailEvent | GovernorEvent, rt: Runtime) -> dict[str, Any]:
+        return process(event=event, parsed=parsed, runtime=rt, aws=aws or _aws(rt.region), context=context)
+
+    return run_edge(event, runtime, parse, work)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """EventBridge rules (six EC2 calls via CloudTrail) and the EventBridge Scheduler drift sweep both land here."""
+    return handle(event, default_runtime(), context=context)

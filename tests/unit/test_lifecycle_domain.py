@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import json
 from typing import Any
 
 import pytest
@@ -13,51 +11,10 @@ from governor.domain.fleet import ownership
 from governor.domain.lifecycle import creator, decide_launch, launches, tag_value
 from governor.events.envelopes import CloudTrailRecord
 from governor.policy import parse_policy
-from tests.conftest import CLOUDTRAIL_DIR
+from tests.unit.lifecycle_data import RECORDS, as_gpu_launch, envelope, one
 
 POLICY = parse_policy({})
 ENFORCING = parse_policy({"lifecycle": {"enforce": True}})
-
-
-def _run_instances() -> list[dict[str, Any]]:
-    found = []
-    for path in sorted(CLOUDTRAIL_DIR.glob("*.json")):
-        text = path.read_text()
-        if '"RunInstances"' in text:
-            found.extend(r for r in json.loads(text)["Records"] if r["eventName"] == "RunInstances")
-    return found
-
-
-RECORDS = _run_instances()
-
-
-def _one(error: str | None, user_type: str) -> dict[str, Any]:
-    return next(
-        r for r in RECORDS if r.get("errorCode") == error and r["userIdentity"]["type"] == user_type and r is not None
-    )
-
-
-def as_gpu_launch(record: dict[str, Any], instance_type: str = "g5.xlarge") -> dict[str, Any]:
-    """The real successful launch, with a GPU type (the dataset's successful launches are t3.micro)."""
-    gpu = copy.deepcopy(record)
-    gpu["requestParameters"]["instanceType"] = instance_type
-    for item in gpu["responseElements"]["instancesSet"]["items"]:
-        item["instanceType"] = instance_type
-    return gpu
-
-
-def envelope(record: dict[str, Any], event_id: str = "evt-1") -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws.ec2",
-        "account": record["recipientAccountId"],
-        "time": record["eventTime"],
-        "region": record["awsRegion"],
-        "resources": [],
-        "detail": record,
-    }
 
 
 def test_dataset_has_the_shapes_these_tests_rely_on() -> None:
@@ -67,7 +24,7 @@ def test_dataset_has_the_shapes_these_tests_rely_on() -> None:
 
 
 def test_creator_of_an_iam_user_is_its_arn() -> None:
-    record = CloudTrailRecord.model_validate(_one(None, "IAMUser"))
+    record = CloudTrailRecord.model_validate(one(None, "IAMUser"))
     assert creator(record.user_identity) == "arn:aws:iam::123837392027:user/bert-jan"
 
 
@@ -100,7 +57,7 @@ def test_creator_of_other_principals() -> None:
 
 
 def test_a_creator_becomes_the_owner_when_no_owner_tag() -> None:
-    who = creator(CloudTrailRecord.model_validate(_one("Client.VcpuLimitExceeded", "AssumedRole")).user_identity)
+    who = creator(CloudTrailRecord.model_validate(one("Client.VcpuLimitExceeded", "AssumedRole")).user_identity)
     assert who is not None
     found = ownership({"governor:creator": who, "team": "research"}, POLICY.fleet)
     assert (found.owner, found.team, found.source) == (who, "research", "creator")
@@ -112,7 +69,7 @@ def test_long_creator_keeps_the_session_end() -> None:
 
 
 def test_failed_gpu_launch_is_ignored_and_launches_nothing() -> None:
-    raw = _one("Client.VcpuLimitExceeded", "AssumedRole")
+    raw = one("Client.VcpuLimitExceeded", "AssumedRole")
     assert raw["requestParameters"]["instanceType"] == "p2.xlarge"
     record = CloudTrailRecord.model_validate(raw)
     assert launches(record) == []
@@ -122,14 +79,14 @@ def test_failed_gpu_launch_is_ignored_and_launches_nothing() -> None:
 
 
 def test_successful_non_gpu_launch_is_ignored() -> None:
-    record = CloudTrailRecord.model_validate(_one(None, "IAMUser"))
+    record = CloudTrailRecord.model_validate(one(None, "IAMUser"))
     [decision] = decide_launch(record, ENFORCING)
     assert decision.verdict == "ignored" and decision.resource.startswith("i-")
     assert "t3.micro" in decision.reasons[0]
 
 
 def test_successful_gpu_launch_is_tagged_and_recorded() -> None:
-    raw = as_gpu_launch(_one(None, "IAMUser"))
+    raw = as_gpu_launch(one(None, "IAMUser"))
     record = CloudTrailRecord.model_validate(raw)
     [launch] = launches(record)
     assert (launch.instance_type, launch.zone, launch.lifecycle) == ("g5.xlarge", "us-east-1a", "on-demand")
@@ -148,7 +105,7 @@ def test_successful_gpu_launch_is_tagged_and_recorded() -> None:
 
 
 def test_tags_set_by_the_user_are_never_overwritten() -> None:
-    raw = as_gpu_launch(_one(None, "IAMUser"))
+    raw = as_gpu_launch(one(None, "IAMUser"))
     raw["responseElements"]["instancesSet"]["items"][0]["tagSet"]["items"].append(
         {"key": "governor:creator", "value": "ana@example.com"}
     )
@@ -158,7 +115,7 @@ def test_tags_set_by_the_user_are_never_overwritten() -> None:
 
 
 def test_spot_launch_is_recognised() -> None:
-    raw = as_gpu_launch(_one(None, "IAMUser"))
+    raw = as_gpu_launch(one(None, "IAMUser"))
     raw["requestParameters"]["instanceMarketOptions"] = {"marketType": "spot"}
     [launch] = launches(CloudTrailRecord.model_validate(raw))
     assert launch.lifecycle == "spot"
@@ -166,13 +123,13 @@ def test_spot_launch_is_recognised() -> None:
 
 @pytest.mark.parametrize("wrap", [True, False], ids=["eventbridge", "bare-record"])
 def test_explain_run_instances(wrap: bool) -> None:
-    gpu = as_gpu_launch(_one(None, "IAMUser"))
+    gpu = as_gpu_launch(one(None, "IAMUser"))
     result = explain(envelope(gpu) if wrap else gpu, POLICY)
     [mine] = [d for d in result["decisions"] if d["policy"] == "lifecycle"]
     assert mine["verdict"] == "act" and [a["type"] for a in mine["actions"]] == ["tag", "record"]
     assert mine["actions"][0]["enforced"] is False
     assert any("re-read" in a for a in mine["assumptions"])
-    failed = explain(_one("Client.VcpuLimitExceeded", "AssumedRole"), POLICY)
+    failed = explain(one("Client.VcpuLimitExceeded", "AssumedRole"), POLICY)
     assert [d["verdict"] for d in failed["decisions"] if d["policy"] == "lifecycle"] == ["ignored"]
 
 

@@ -1,0 +1,270 @@
+"""The ``lifecycle`` function: creator tags on GPU launches, usage sessions on state changes, a daily reconciliation.
+
+Three inputs: CloudTrail RunInstances events (tag and record the launch), EC2 state-change notifications (open or
+close the usage session) and the scheduled sweep (repair what missed events left). Anything else goes to the DLQ.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Literal, Protocol
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from governor.domain import lifecycle as domain
+from governor.domain.costs import OnDemandPrices, PriceBook
+from governor.domain.decision import Decision, Finding
+from governor.domain.fleet import Instance
+from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE, CloudTrailEvent, InvalidEventError, parse_model
+from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics, tracer
+from governor.policy import FleetPolicy
+
+SCHEDULED = "Scheduled Event"
+
+
+class StateChangeDetail(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-f]{8,17}$")
+    state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
+
+
+class StateChangeEvent(EventBridgeModel):
+    """``EC2 Instance State-change Notification``: ``detail`` carries ``instance-id`` and ``state`` only."""
+
+    detail: StateChangeDetail
+
+
+class ScheduledEvent(EventBridgeModel):
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+Parsed = CloudTrailEvent | StateChangeEvent | ScheduledEvent
+
+
+class InstanceReader(Protocol):
+    def instance(self, instance_id: str) -> Instance | None: ...
+
+    def instances(self, instance_ids: list[str]) -> list[Instance]: ...
+
+    def gpu_instances(self, fleet: FleetPolicy, states: Any = ("running",)) -> list[Instance]: ...
+
+
+class Tagger(Protocol):
+    def tag(self, resource_id: str, tags: dict[str, str]) -> None: ...
+
+
+@dataclass
+class Capabilities:
+    """The adapters this function needs besides the shared runtime; tests pass moto-backed or fake ones."""
+
+    reader: InstanceReader
+    tagger: Tagger
+    prices: PriceBook
+    now: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
+
+
+def parse(raw: Any) -> Parsed:
+    """Dispatch on ``detail-type`` and validate; anything not handled here is an invalid event for this function."""
+    if not isinstance(raw, dict):
+        raise InvalidEventError(f"an event must be a JSON object, not {type(raw).__name__}")
+    kind = raw.get("detail-type")
+    event_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    if kind == CLOUDTRAIL_DETAIL_TYPE:
+        event = parse_model(CloudTrailEvent, raw)
+        if event.detail.event_name != "RunInstances" or event.source != "aws.ec2":
+            raise InvalidEventError(f"lifecycle handles RunInstances, not {event.detail.event_name}", event_id)
+        return event
+    if kind == domain.STATE_CHANGE:
+        return parse_model(StateChangeEvent, raw)
+    if kind == SCHEDULED:
+        return parse_model(ScheduledEvent, raw)
+    raise InvalidEventError(f"lifecycle does not handle detail-type {kind!r}", event_id)
+
+
+def _publish(runtime: Runtime, decisions: list[Decision], event_id: str) -> None:
+    findings = [
+        Finding.from_decision(
+            d,
+            f"GPU instance {d.resource} has no team",
+            owner=d.evidence.get("owner"),
+            event_id=event_id,
+            region=runtime.region,
+        )
+        for d in decisions
+    ]
+    if findings:
+        runtime.sink.publish(findings)
+
+
+def _write_open(runtime: Runtime, session: dict[str, Any]) -> None:
+    runtime.ledger.put_item(domain.SESSION, session["session_key"], session)
+    runtime.ledger.put_item(domain.OPEN_SESSION, session["instance_id"], {**session, "open": True})
+
+
+def _write_closed(runtime: Runtime, session: dict[str, Any]) -> None:
+    runtime.ledger.put_item(domain.SESSION, session["session_key"], session)
+    runtime.ledger.put_item(
+        domain.OPEN_SESSION,
+        session["instance_id"],
+        {"instance_id": session["instance_id"], "open": False, "last_session": session["session_key"]},
+    )
+
+
+def on_run_instances(event: CloudTrailEvent, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+    """Record each GPU launch and its creator, then add the missing creator/launch tags (re-read first)."""
+    record = event.detail
+    policy = runtime.policy
+    launched = {launch.instance_id: launch for launch in domain.launches(record)}
+    gpu_ids = [i for i, launch in launched.items() if policy.fleet.is_gpu_type(launch.instance_type)]
+    live: dict[str, Instance | None] = dict.fromkeys(gpu_ids)
+    if gpu_ids:
+        live.update({i.id: i for i in caps.reader.instances(gpu_ids)})
+    decisions = domain.decide_launch(record, policy, live=live, event_id=event.id)
+    tagged = 0
+    for decision in decisions:
+        runtime.ledger.record(decision, event_id=event.id, at=record.event_time)
+        launch = launched.get(decision.resource)
+        if decision.verdict != "act" or launch is None:
+            continue
+        runtime.ledger.put_item(domain.LAUNCH, launch.instance_id, domain.launch_item(launch, event.id))
+        _adopt_creator(runtime, launch)
+        for action in decision.enforced_actions():
+            if action.type != "tag":
+                continue
+            current = caps.reader.instance(launch.instance_id)  # re-read right before acting
+            if current is None:
+                continue
+            missing = domain.launch_tags(launch, current.tags, policy)
+            if missing:
+                caps.tagger.tag(launch.instance_id, missing)
+                tagged += 1
+    metrics.add_metric(name="GpuLaunchesRecorded", unit="Count", value=len(gpu_ids))
+    return {
+        "status": "done",
+        "decisions": [d.public() for d in decisions],
+        "tagged": tagged,
+    }
+
+
+def _adopt_creator(runtime: Runtime, launch: domain.Launch) -> None:
+    """A session opened before the launch event arrived (events reorder) learns its creator as owner."""
+    item = runtime.ledger.get_item(domain.OPEN_SESSION, launch.instance_id)
+    if not item or not item.get("open") or item.get("ownership_source") != "unknown" or not launch.creator:
+        return
+    session = {k: v for k, v in item.items() if k not in ("pk", "sk", "kind", "expires_at", "open")}
+    session.update(owner=launch.creator, ownership_source="creator", creator=launch.creator)
+    _write_open(runtime, session)
+
+
+def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+    """Open a session at ``running``, close it at stopping/stopped/shutting-down/terminated; never twice."""
+    instance_id, state = event.detail.instance_id, event.detail.state
+    at = event.time if event.time.tzinfo else event.time.replace(tzinfo=dt.UTC)
+    if state not in domain.CLOSING_STATES and state != domain.RUNNING:
+        instance = None
+    else:
+        instance = caps.reader.instance(instance_id)
+    plan = domain.decide_state_change(
+        instance_id,
+        state,
+        at,
+        instance=instance,
+        open_item=runtime.ledger.get_item(domain.OPEN_SESSION, instance_id),
+        launch=runtime.ledger.get_item(domain.LAUNCH, instance_id),
+        policy=runtime.policy,
+        prices=caps.prices,
+        region=event.region or runtime.region,
+    )
+    runtime.ledger.record(plan.decision, event_id=event.id, at=at)
+    if plan.opened is not None:
+        _write_open(runtime, plan.opened)
+    if plan.closed is not None:
+        _write_closed(runtime, plan.closed)
+    if plan.no_team is not None:
+        runtime.ledger.record(plan.no_team, event_id=event.id, at=at)
+        _publish(runtime, [plan.no_team], event.id)
+    return {"status": "done", "decisions": [plan.decision.public()], "no_team": plan.no_team is not None}
+
+
+def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+    """Daily: close sessions of instances no longer running, open sessions for running ones never seen starting."""
+    now = caps.now()
+    running = caps.reader.gpu_instances(runtime.policy.fleet, states=("running",))
+    open_items = [o for o in runtime.ledger.query_kind(domain.OPEN_SESSION) if o.get("open")]
+    seen = {str(o.get("instance_id")) for o in open_items}
+    launches: dict[str, dict[str, Any]] = {}
+    for instance in running:
+        if instance.id not in seen and (found := runtime.ledger.get_item(domain.LAUNCH, instance.id)):
+            launches[instance.id] = found
+    plan = domain.reconcile(running, open_items, launches, now, runtime.policy, caps.prices, runtime.region)
+    for decision in plan.decisions:
+        runtime.ledger.record(decision, event_id=event.id, at=now)
+    for session in plan.closed:
+        _write_closed(runtime, session)
+    for session in plan.opened:
+        _write_open(runtime, session)
+    for session in plan.refreshed:
+        _write_open(runtime, session)
+    for decision in plan.no_team:
+        runtime.ledger.record(decision, event_id=event.id, at=now)
+    _publish(runtime, plan.no_team, event.id)
+    metrics.add_metric(name="SessionsReconciled", unit="Count", value=len(plan.opened) + len(plan.closed))
+    return {
+        "status": "done",
+        "running": len(running),
+        "opened": len(plan.opened),
+        "closed": len(plan.closed),
+        "no_team": len(plan.no_team),
+    }
+
+
+def handle(event: Any, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+    """Parse at the edge, then route to the launch, state-change or reconciliation work."""
+
+    def work(parsed: Parsed, rt: Runtime) -> dict[str, Any]:
+        if isinstance(parsed, CloudTrailEvent):
+            return on_run_instances(parsed, rt, caps)
+        if isinstance(parsed, StateChangeEvent):
+            return on_state_change(parsed, rt, caps)
+        return on_schedule(parsed, rt, caps)
+
+    return run_edge(event, runtime, parse, work)
+
+
+@cache
+def default_capabilities() -> Capabilities:
+    """Built once per container: the EC2 reader and tagger, and the price book (Price List API when enabled)."""
+    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+
+    runtime = default_runtime()
+    price_list: OnDemandPrices | None = None
+    if runtime.policy.lifecycle.use_price_list_api:
+        from governor.adapters.pricing import PriceListPrices
+
+        price_list = PriceListPrices()
+    return Capabilities(
+        reader=Ec2Reader(runtime.region),
+        tagger=Ec2Actions(runtime.region),
+        prices=PriceBook(runtime.policy.lifecycle, region=runtime.region, price_list=price_list),
+    )
+
+
+@idempotent_on_event_id()
+def process(event: Any, context: LambdaContext | None = None) -> dict[str, Any]:
+    """Side effects (tags, ledger items, findings) at most once per EventBridge event id."""
+    return handle(event, default_runtime(), default_capabilities())
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Entry point: one event, one idempotent run keyed on the EventBridge event id."""
+    return process(event, context)

@@ -1,0 +1,258 @@
+"""The lifecycle function against moto (EC2 tags, the DynamoDB ledger), the ledger export, and the Price List adapter."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+from governor.adapters.ledger import DynamoLedger
+from governor.adapters.pricing import ENDPOINT_REGION, PriceListPrices, parse_product
+from governor.cli import main
+from governor.domain.costs import PriceBook, gpu_hours_and_cost
+from governor.domain.memory import MemoryDeadLetters, MemorySink
+from governor.handlers._runtime import Runtime
+from governor.handlers.lifecycle import Capabilities, handle
+from governor.policy import parse_policy
+from tests.unit.lifecycle_data import as_gpu_launch, envelope, one
+
+TABLE = "governor-ledger"
+REGION = "us-east-1"
+CREATOR = "arn:aws:iam::123837392027:user/bert-jan"
+ASSUMED = one("Client.VcpuLimitExceeded", "AssumedRole")
+
+
+def create_ledger_table() -> None:
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-kind",
+                "KeySchema": [
+                    {"AttributeName": "kind", "KeyType": "HASH"},
+                    {"AttributeName": "at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def launch_record(instance_id: str, *, assumed_role: bool = False) -> dict[str, Any]:
+    """A real successful RunInstances record, pointed at a moto instance (and, optionally, the real assumed-role caller)."""
+    record = as_gpu_launch(one(None, "IAMUser"))
+    record["responseElements"]["instancesSet"]["items"][0]["instanceId"] = instance_id
+    if assumed_role:
+        record["userIdentity"] = copy.deepcopy(ASSUMED["userIdentity"])
+    return record
+
+
+def state_event(instance_id: str, state: str, at: str) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": f"{instance_id}-{state}-{at}",
+        "detail-type": "EC2 Instance State-change Notification",
+        "source": "aws.ec2",
+        "account": "123837392027",
+        "time": at,
+        "region": REGION,
+        "resources": [],
+        "detail": {"instance-id": instance_id, "state": state},
+    }
+
+
+def tags_of(ec2: Any, instance_id: str) -> dict[str, str]:
+    found = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [instance_id]}])["Tags"]
+    return {t["Key"]: t["Value"] for t in found}
+
+
+class Fleet:
+    def __init__(self, enforce: bool = True) -> None:
+        create_ledger_table()
+        self.ec2 = boto3.client("ec2", region_name=REGION)
+        self.image = self.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        policy = parse_policy({"lifecycle": {"enforce": enforce}})
+        self.ledger = DynamoLedger(TABLE, region=REGION)
+        self.sink = MemorySink()
+        self.runtime = Runtime(policy, self.ledger, self.sink, MemoryDeadLetters(), region=REGION)
+        self.now = dt.datetime(2026, 12, 2, 7, tzinfo=dt.UTC)
+        self.caps = Capabilities(
+            reader=Ec2Reader(REGION, self.ec2, wildcard_type_filter=False),  # moto does not match wildcard filters
+            tagger=Ec2Actions(REGION, self.ec2),
+            prices=PriceBook(policy.lifecycle),
+            now=lambda: self.now,
+        )
+
+    def run(self, instance_type: str = "g5.xlarge", tags: dict[str, str] | None = None) -> str:
+        spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in (tags or {}).items()]}]
+        kwargs: dict[str, Any] = {"TagSpecifications": spec} if tags else {}
+        reply = self.ec2.run_instances(ImageId=self.image, InstanceType=instance_type, MinCount=1, MaxCount=1, **kwargs)
+        return str(reply["Instances"][0]["InstanceId"])
+
+    def send(self, event: dict[str, Any]) -> dict[str, Any]:
+        return handle(event, self.runtime, self.caps)
+
+
+@mock_aws
+def test_launch_tags_the_creator_and_keeps_the_users_own_tags() -> None:
+    fleet = Fleet()
+    plain = fleet.run(tags={"team": "vision"})
+    own = fleet.run(tags={"team": "nlp", "governor:creator": "ana@example.com"})
+    fleet.send(envelope(launch_record(plain, assumed_role=True), "e1"))
+    fleet.send(envelope(launch_record(own), "e2"))
+    role = ASSUMED["userIdentity"]["sessionContext"]["sessionIssuer"]["arn"]
+    session = ASSUMED["userIdentity"]["arn"].rsplit("/", 1)[1]
+    assert tags_of(fleet.ec2, plain)["governor:creator"] == f"{role}/{session}"
+    assert tags_of(fleet.ec2, plain)["governor:launched-at"] == "2023-07-10T11:55:21Z"
+    assert tags_of(fleet.ec2, own)["governor:creator"] == "ana@example.com"
+    assert "governor:launched-at" in tags_of(fleet.ec2, own)
+    decisions = fleet.ledger.query_kind("decision")
+    assert {d["resource"] for d in decisions} == {plain, own} and all(d["verdict"] == "act" for d in decisions)
+
+
+@mock_aws
+def test_report_only_and_failed_launches_leave_instances_untouched() -> None:
+    fleet = Fleet(enforce=False)
+    instance = fleet.run(tags={"team": "vision"})
+    fleet.send(envelope(launch_record(instance), "e1"))
+    assert "governor:creator" not in tags_of(fleet.ec2, instance)
+    assert fleet.ledger.get_item("launch", instance)["creator"] == CREATOR  # type: ignore[index]
+    fleet.send(envelope(ASSUMED, "failed"))
+    assert fleet.ledger.query_kind("session") == []
+    assert [d["verdict"] for d in fleet.ledger.query_kind("decision") if d["event_id"] == "failed"] == ["ignored"]
+
+
+@mock_aws
+def test_sessions_follow_state_changes_and_reconciliation_in_dynamodb() -> None:
+    fleet = Fleet()
+    stopped_later = fleet.run("g5.12xlarge", tags={"team": "vision", "owner": "ana"})
+    vanished = fleet.run(tags={"team": "nlp"})
+    untagged = fleet.run("p3.2xlarge")
+    fleet.run("t3.micro", tags={"team": "web"})
+    fleet.send(state_event(stopped_later, "running", "2026-12-01T08:00:00Z"))
+    fleet.send(state_event(vanished, "running", "2026-12-01T09:00:00Z"))
+    fleet.ec2.stop_instances(InstanceIds=[stopped_later])
+    fleet.send(state_event(stopped_later, "stopped", "2026-12-01T10:00:00Z"))
+    fleet.ec2.terminate_instances(InstanceIds=[vanished])  # its event is lost
+    result = fleet.send(
+        {
+            **state_event("i-0", "running", "2026-12-02T07:00:00Z"),
+            "detail-type": "Scheduled Event",
+            "source": "aws.scheduler",
+            "detail": {},
+            "id": "sweep",
+        }
+    )
+    assert (result["opened"], result["closed"], result["no_team"]) == (1, 1, 1)
+    sessions = {s["instance_id"]: s for s in fleet.ledger.query_kind("session")}
+    assert set(sessions) == {stopped_later, vanished, untagged}
+    assert sessions[stopped_later]["end"] == "2026-12-01T10:00:00+00:00" and sessions[stopped_later]["gpus"] == 4
+    assert sessions[vanished]["closed_by"] == "reconcile" and sessions[vanished]["end"] == "2026-12-02T07:00:00+00:00"
+    assert sessions[untagged]["opened_by"] == "reconcile" and sessions[untagged]["end"] is None
+    assert [f.rule for f in fleet.sink.findings] == ["lifecycle.no-team"]
+    rows = gpu_hours_and_cost(
+        fleet.ledger.query_kind("session"),
+        dt.datetime(2026, 12, 1, tzinfo=dt.UTC),
+        dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC),
+    )
+    vision = next(r for r in rows if r.key == "vision")
+    assert (vision.instance_hours, vision.gpu_hours, vision.cost_usd) == (2.0, 8.0, round(2 * 5.672, 2))
+
+
+@mock_aws
+def test_ledger_export_writes_json_lines_with_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = Fleet()
+    old = fleet.run(tags={"team": "vision"})
+    recent = fleet.run(tags={"team": "nlp"})
+    fleet.send(state_event(old, "running", "2026-10-01T08:00:00Z"))
+    fleet.send(state_event(old, "stopped", "2026-10-01T09:00:00Z"))
+    fleet.send(state_event(recent, "running", "2026-11-20T08:00:00Z"))  # still open on the 25th
+    out = tmp_path / "ledger.jsonl"
+    assert (
+        main(["ledger", "export", "--table", TABLE, "--out", str(out), "--since", "2026-11-25", "--region", REGION])
+        == 0
+    )
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {item["kind"] for item in lines} == {"session"}  # decisions were all before the 25th
+    assert [item["instance_id"] for item in lines] == [recent]
+    assert "1 items (0 decision, 1 session)" in capsys.readouterr().out
+    assert main(["ledger", "export", "--table", TABLE, "--out", str(out), "--region", REGION]) == 0
+    everything = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sum(1 for i in everything if i["kind"] == "decision") == 3
+    assert sum(1 for i in everything if i["kind"] == "session") == 2
+
+
+@mock_aws
+def test_ledger_export_of_a_missing_table_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["ledger", "export", "--table", "nope", "--out", str(tmp_path / "x.jsonl"), "--region", REGION])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("governor: ledger table nope:") and "Traceback" not in err
+
+
+PRODUCT = {
+    "product": {"attributes": {"instanceType": "g6e.12xlarge", "gpu": "4", "regionCode": "us-east-1"}, "sku": "S"},
+    "terms": {
+        "OnDemand": {
+            "S.JRTCKXETXF": {
+                "priceDimensions": {
+                    "S.JRTCKXETXF.6YS6EN2CT7": {"unit": "Hrs", "pricePerUnit": {"USD": "10.4926000000"}}
+                }
+            }
+        }
+    },
+}
+
+
+def test_price_list_adapter_reads_the_hourly_on_demand_rate_once() -> None:
+    pricing = boto3.client("pricing", region_name=ENDPOINT_REGION)
+    with Stubber(pricing) as stub:
+        stub.add_response(
+            "get_products",
+            {"PriceList": [json.dumps(PRODUCT)], "FormatVersion": "aws_v1"},
+            {
+                "ServiceCode": "AmazonEC2",
+                "Filters": [
+                    {"Type": "TERM_MATCH", "Field": f, "Value": v}
+                    for f, v in [
+                        ("instanceType", "g6e.12xlarge"),
+                        ("regionCode", "eu-west-1"),
+                        ("operatingSystem", "Linux"),
+                        ("tenancy", "Shared"),
+                        ("preInstalledSw", "NA"),
+                        ("capacitystatus", "Used"),
+                        ("licenseModel", "No License required"),
+                    ]
+                ],
+                "FormatVersion": "aws_v1",
+                "MaxResults": 10,
+            },
+        )
+        stub.add_client_error("get_products", "ThrottlingException")
+        prices = PriceListPrices(pricing)
+        assert prices.on_demand("g6e.12xlarge", "eu-west-1") == (10.4926, 4)
+        assert prices.on_demand("g6e.12xlarge", "eu-west-1") == (10.4926, 4) and prices.calls == 1
+        assert prices.on_demand("g5.xlarge", "eu-west-1") is None  # API error: fall back to the table
+    book = PriceBook(
+        parse_policy({"lifecycle": {"use_price_list_api": True}}).lifecycle, region="eu-west-1", price_list=prices
+    )
+    assert book.price("g6e.12xlarge").per_hour == 10.4926
+    assert book.price("g5.xlarge").per_hour == 1.006
+
+
+def test_price_list_documents_without_an_hourly_rate() -> None:
+    assert parse_product(json.dumps(PRODUCT)) == (10.4926, 4)
+    upfront = copy.deepcopy(PRODUCT)
+    upfront["terms"]["OnDemand"]["S.JRTCKXETXF"]["priceDimensions"]["S.JRTCKXETXF.6YS6EN2CT7"]["unit"] = "Quantity"
+    assert parse_product(upfront) is None
+    assert parse_product({"product": {"attributes": {"gpu": "NA"}}, "terms": {}}) is None

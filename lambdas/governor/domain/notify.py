@@ -1,0 +1,371 @@
+"""Who hears about a finding, when, and in what words: routing, merging, Slack Block Kit and email rendering.
+
+Pure: the notifier handler reads merge state from the ledger and passes it in, then sends what this module renders
+through the Slack and SES adapters. Slack's limits (50 blocks a message, 3,000 characters a section text) are
+enforced here, so no adapter ever posts a payload Slack would reject.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from governor.domain.decision import Finding, Severity
+from governor.policy import NotificationsPolicy
+
+MAX_BLOCKS = 50
+MAX_SECTION_CHARS = 3000
+MAX_HEADER_CHARS = 150
+MAX_FALLBACK_CHARS = 3000
+MERGE_KIND = "notify-merge"
+DELIVERY_KIND = "notify-delivery"
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
+_ICON = {"info": ":information_source:", "warning": ":warning:", "critical": ":rotating_light:"}
+_COLOUR = {"info": "#2563eb", "warning": "#d97706", "critical": "#dc2626"}
+
+Channel = Literal["slack", "email"]
+Block = dict[str, Any]
+Message = dict[str, Any]
+
+
+# --- routing -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one finding goes: Slack webhooks (by secret name) and email addresses."""
+
+    slack_secrets: tuple[str, ...] = ()
+    emails: tuple[str, ...] = ()
+    reason: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not self.slack_secrets and not self.emails
+
+
+def route(finding: Finding, policy: NotificationsPolicy) -> Route:
+    """Severity gate first, then the finding's team route (else the default channel), plus the owner by email.
+
+    A team listed in ``notifications.teams`` replaces the default Slack channel and recipients with its own where it
+    names them; an owner whose tag is an email address is copied on the email when a sender is configured.
+    """
+    if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[policy.min_severity]:
+        return Route(reason=f"severity {finding.severity} is below notifications.min_severity {policy.min_severity}")
+    team = policy.teams.get(finding.team or "")
+    slack = (team.slack_secret_name if team and team.slack_secret_name else None) or policy.slack_secret_name
+    emails: list[str] = list(team.email) if team and team.email else list(policy.email_recipients)
+    if finding.owner and _looks_like_email(finding.owner) and finding.owner not in emails:
+        emails.append(finding.owner)
+    if not policy.email_sender:
+        emails = []
+    why = f"team {finding.team}" if team else "default route"
+    return Route(slack_secrets=(slack,), emails=tuple(emails), reason=why)
+
+
+def _looks_like_email(value: str) -> bool:
+    local, _, domain = value.partition("@")
+    return bool(local) and "." in domain and " " not in value
+
+
+# --- merging -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MergedFinding:
+    """A finding to send, with how many earlier findings about the same resource and rule it stands for."""
+
+    finding: Finding
+    merged: int = 0
+    since: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class MergeStep:
+    """The outcome of merging one finding into the state kept in the ledger for its resource and rule."""
+
+    send: bool
+    item: MergedFinding
+    state: dict[str, Any]
+    reason: str
+
+
+def merge_key(finding: Finding) -> str:
+    return f"{finding.rule}#{finding.resource}"
+
+
+def merge(finding: Finding, state: dict[str, Any] | None, window_minutes: int, now: dt.datetime) -> MergeStep:
+    """Send the first finding of a window; fold later ones in; a severity escalation always goes out at once.
+
+    Findings folded into an open window are counted, and the next message after the window closes says how many
+    it stands for, so nothing is dropped silently.
+    """
+    window = dt.timedelta(minutes=window_minutes)
+    opened = _parse_time(state.get("window_start")) if state else None
+    folded = int(state.get("merged", 0)) if state else 0
+    sent_rank = SEVERITY_RANK.get(str(state.get("severity")), 0) if state else 0
+    within = opened is not None and window > dt.timedelta(0) and now - opened < window
+    escalated = SEVERITY_RANK[finding.severity] > sent_rank
+    if within and not escalated and state is not None:
+        new_state = {**state, "merged": folded + 1, "last_at": now.isoformat()}
+        reason = f"merged into the message sent at {opened.isoformat() if opened else '?'} (same resource and rule)"
+        return MergeStep(False, MergedFinding(finding, folded + 1, opened), new_state, reason)
+    new_state = {
+        "window_start": now.isoformat(),
+        "merged": 0,
+        "severity": finding.severity,
+        "resource": finding.resource,
+        "rule": finding.rule,
+        "last_at": now.isoformat(),
+    }
+    reason = "escalated severity" if within and escalated else "first finding in its merge window"
+    return MergeStep(True, MergedFinding(finding, folded, opened if folded else None), new_state, reason)
+
+
+def merge_batch(findings: Iterable[Finding]) -> list[MergedFinding]:
+    """Findings delivered together about the same resource and rule become one message (the most severe wins)."""
+    groups: dict[str, list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault(merge_key(finding), []).append(finding)
+    merged = []
+    for group in groups.values():
+        lead = max(group, key=lambda f: (SEVERITY_RANK[f.severity], f.at))
+        merged.append(MergedFinding(lead, len(group) - 1, min(f.at for f in group) if len(group) > 1 else None))
+    return merged
+
+
+def _parse_time(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+# --- delivery plan -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Delivery:
+    """One message (or message series) to one target: a Slack webhook secret or a set of email recipients."""
+
+    channel: Channel
+    target: tuple[str, ...]
+    items: list[MergedFinding] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.channel}:{','.join(self.target)}"
+
+
+def plan_deliveries(items: Sequence[MergedFinding], policy: NotificationsPolicy) -> list[Delivery]:
+    """Group the findings to send by destination, so each destination gets one message series."""
+    deliveries: dict[tuple[Channel, tuple[str, ...]], Delivery] = {}
+    for item in items:
+        where = route(item.finding, policy)
+        for secret in where.slack_secrets:
+            key: tuple[Channel, tuple[str, ...]] = ("slack", (secret,))
+            deliveries.setdefault(key, Delivery("slack", (secret,))).items.append(item)
+        if where.emails:
+            key = ("email", tuple(sorted(where.emails)))
+            deliveries.setdefault(key, Delivery("email", key[1])).items.append(item)
+    return list(deliveries.values())
+
+
+# --- Slack Block Kit -----------------------------------------------------------------------------------------------
+
+
+def escape_mrkdwn(text: str) -> str:
+    """Slack mrkdwn needs only &, < and > escaped; anything else is shown as written."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def split_text(text: str, limit: int = MAX_SECTION_CHARS) -> list[str]:
+    """Cut text into chunks of at most ``limit`` characters, at line breaks where possible."""
+    chunks: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        while len(line) > limit:
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.append(line[:limit])
+            line = line[limit:]
+        candidate = f"{current}\n{line}" if current else line
+        if len(candidate) > limit:
+            chunks.append(current)
+            current = line
+        else:
+            current = candidate
+    if current or not chunks:
+        chunks.append(current)
+    return chunks
+
+
+def section(text: str) -> list[Block]:
+    """One or more mrkdwn section blocks carrying ``text``, each within the 3,000-character limit."""
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": chunk}} for chunk in split_text(text) if chunk]
+
+
+def header(text: str) -> Block:
+    clipped = text if len(text) <= MAX_HEADER_CHARS else text[: MAX_HEADER_CHARS - 1] + "…"
+    return {"type": "header", "text": {"type": "plain_text", "text": clipped, "emoji": True}}
+
+
+def context(text: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": split_text(text)[0]}]}
+
+
+def pack_messages(groups: Sequence[list[Block]], fallback: str, title: Block | None = None) -> list[Message]:
+    """Pack groups of blocks into as few messages as Slack allows, keeping a group together when it fits.
+
+    Every message repeats ``title`` (with "(part n/N)" when there are several) and carries a plain ``text``
+    fallback for notifications; a group larger than one message is split across messages.
+    """
+    room = MAX_BLOCKS - (1 if title else 0)
+    pages: list[list[Block]] = [[]]
+    for group in groups:
+        if len(pages[-1]) + len(group) > room and pages[-1]:
+            pages.append([])
+        for block in group:
+            if len(pages[-1]) >= room:
+                pages.append([])
+            pages[-1].append(block)
+    messages: list[Message] = []
+    for number, blocks in enumerate(pages, start=1):
+        head: list[Block] = []
+        if title is not None:
+            text = title["text"]["text"]
+            if len(pages) > 1:
+                text = f"{text} (part {number}/{len(pages)})"
+            head = [header(text)]
+        note = fallback if len(pages) == 1 else f"{fallback} (part {number}/{len(pages)})"
+        messages.append({"text": note[:MAX_FALLBACK_CHARS], "blocks": head + blocks})
+    return messages
+
+
+def _action_line(action: dict[str, Any]) -> str:
+    mode = "done" if action.get("enforced") else "report-only, not done"
+    details = ", ".join(f"{k}={v}" for k, v in action.items() if k not in {"type", "enforced"})
+    return f"• `{escape_mrkdwn(str(action.get('type')))}` ({mode}){': ' + escape_mrkdwn(details) if details else ''}"
+
+
+def finding_blocks(item: MergedFinding) -> list[Block]:
+    """The blocks of one finding: what, about which resource, who owns it, what the governor did or would do."""
+    f = item.finding
+    lines = [
+        f"{_ICON[f.severity]} *{escape_mrkdwn(f.title)}*",
+        f"*Severity* {f.severity}   *Rule* `{escape_mrkdwn(f.rule)}`   *Resource* `{escape_mrkdwn(f.resource)}`",
+    ]
+    if f.owner or f.team:
+        lines.append(f"*Owner* {escape_mrkdwn(f.owner or 'unknown')}   *Team* {escape_mrkdwn(f.team or 'unknown')}")
+    if f.detail:
+        lines.append(escape_mrkdwn(f.detail))
+    blocks = section("\n".join(lines))
+    if f.actions:
+        blocks += section("\n".join(_action_line(a) for a in f.actions))
+    where = " · ".join(
+        part
+        for part in (
+            f"{f.account or ''} {f.region or ''}".strip(),
+            f"event {f.event_id}" if f.event_id else "",
+            f.at.strftime("%Y-%m-%d %H:%M UTC"),
+            _merged_note(item),
+        )
+        if part
+    )
+    blocks.append(context(escape_mrkdwn(where)))
+    blocks.append({"type": "divider"})
+    return blocks
+
+
+def _merged_note(item: MergedFinding) -> str:
+    if not item.merged:
+        return ""
+    since = f" since {item.since.strftime('%Y-%m-%d %H:%M UTC')}" if item.since else ""
+    plural = "s" if item.merged != 1 else ""
+    return f"{item.merged} more finding{plural} about this resource and rule{since} merged into this message"
+
+
+def summary_line(items: Sequence[MergedFinding]) -> str:
+    counts = {s: sum(1 for i in items if i.finding.severity == s) for s in ("critical", "warning", "info")}
+    parts = [f"{n} {s}" for s, n in counts.items() if n]
+    first = items[0].finding.title if items else "no findings"
+    return f"GPU Fleet Governor: {first}" if len(items) == 1 else f"GPU Fleet Governor: {', '.join(parts)} findings"
+
+
+def slack_messages(items: Sequence[MergedFinding]) -> list[Message]:
+    """Block Kit messages for a set of findings, split so every message is within Slack's limits."""
+    ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
+    title = header(summary_line(ordered))
+    return pack_messages([finding_blocks(item) for item in ordered], summary_line(ordered), title)
+
+
+# --- email ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Email:
+    """An email's subject with HTML and plain-text bodies; attachments are added by the caller."""
+
+    subject: str
+    html: str
+    text: str
+
+
+def email_for(items: Sequence[MergedFinding]) -> Email:
+    """One email for a set of findings: HTML for mail clients, the same content as plain text for the rest."""
+    ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
+    subject = summary_line(ordered)[:200]
+    text_parts: list[str] = []
+    html_parts: list[str] = []
+    for item in ordered:
+        f = item.finding
+        actions = [f"{a.get('type')} ({'done' if a.get('enforced') else 'report-only, not done'})" for a in f.actions]
+        facts = [
+            ("Severity", f.severity),
+            ("Rule", f.rule),
+            ("Resource", f.resource),
+            ("Owner", f.owner or "unknown"),
+            ("Team", f.team or "unknown"),
+            ("When", f.at.strftime("%Y-%m-%d %H:%M UTC")),
+        ]
+        if f.account or f.region:
+            facts.append(("Where", f"{f.account or ''} {f.region or ''}".strip()))
+        if actions:
+            facts.append(("Actions", "; ".join(actions)))
+        note = _merged_note(item)
+        text_parts.append(
+            "\n".join(
+                [f"[{f.severity.upper()}] {f.title}", *(f"  {k}: {v}" for k, v in facts)]
+                + ([f"  {f.detail}"] if f.detail else [])
+                + ([f"  ({note})"] if note else [])
+            )
+        )
+        rows = "".join(
+            f"<tr><th style='text-align:left;padding:2px 12px 2px 0'>{html.escape(k)}</th>"
+            f"<td>{html.escape(str(v))}</td></tr>"
+            for k, v in facts
+        )
+        html_parts.append(
+            f"<div style='border-left:4px solid {_COLOUR[f.severity]};padding:4px 12px;margin:12px 0'>"
+            f"<h3 style='margin:4px 0'>{html.escape(f.title)}</h3><table>{rows}</table>"
+            + (f"<p>{html.escape(f.detail)}</p>" if f.detail else "")
+            + (f"<p><em>{html.escape(note)}</em></p>" if note else "")
+            + "</div>"
+        )
+    text = subject + "\n\n" + "\n\n".join(text_parts) + "\n"
+    body = (
+        "<!doctype html><html><body style='font-family:sans-serif'>"
+        f"<h2>{html.escape(subject)}</h2>{''.join(html_parts)}</body></html>"
+    )
+    return Email(subject=subject, html=body, text=text)
+
+
+def severity_at_least(severity: Severity, floor: Severity) -> bool:
+    return SEVERITY_RANK[severity] >= SEVERITY_RANK[floor]

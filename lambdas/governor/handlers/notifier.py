@@ -1,0 +1,224 @@
+"""The ``notifier`` function: findings from the ``governor`` bus to Slack and email, routed, merged, within limits.
+
+Enforcers never talk to people; this function does. Each finding is routed by severity and team, merged with recent
+findings about the same resource and rule (state in the ledger), rendered, and delivered. Report-only
+(``notifications.enforce: false``) renders and logs without sending. A delivery that still fails after its retries
+raises, so Lambda retries the event and finally parks it in the DLQ; channels already delivered are not repeated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Protocol
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from governor.adapters.ses import Attachment
+from governor.domain.decision import Action, Decision, Finding
+from governor.domain.notify import (
+    DELIVERY_KIND,
+    MERGE_KIND,
+    Delivery,
+    Email,
+    Message,
+    email_for,
+    merge,
+    merge_key,
+    plan_deliveries,
+    route,
+    slack_messages,
+)
+from governor.events.envelopes import InvalidEventError, parse_model
+from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics, tracer
+
+SOURCE = "gpu-fleet-governor"
+DETAIL_TYPE = "Governor Finding"
+
+
+class FindingEvent(EventBridgeModel):
+    """A finding as the governor bus delivers it."""
+
+    detail: Finding
+
+
+class UndeliverableError(RuntimeError):
+    """A channel cannot be used at all (its secret is missing or wrong); retrying the event would not help."""
+
+
+class Outbox(Protocol):
+    """How rendered messages leave: Slack webhooks by secret name, SES email; tests pass fakes or local servers."""
+
+    def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None: ...
+
+    def send_email(self, recipients: Sequence[str], email: Email, attachments: Sequence[Attachment] = ()) -> None: ...
+
+
+@dataclass
+class AwsOutbox:
+    """Webhook URLs from Secrets Manager (cached per container, never logged); email from the verified sender."""
+
+    region: str | None
+    sender: str | None
+    opener: Callable[..., Any] | None = None
+    sleep: Callable[[float], None] | None = None
+    _urls: dict[str, str] = field(default_factory=dict)
+
+    def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None:
+        from governor.adapters.slack import SecretMissingError, SlackWebhook, webhook_url_from_secret
+
+        try:
+            url = self._urls.get(secret_name) or webhook_url_from_secret(secret_name, self.region)
+        except SecretMissingError as error:
+            raise UndeliverableError(str(error)) from None
+        self._urls[secret_name] = url
+        options: dict[str, Any] = {"label": f"Slack webhook '{secret_name}'"}
+        if self.opener is not None:
+            options["opener"] = self.opener
+        if self.sleep is not None:
+            options["sleep"] = self.sleep
+        SlackWebhook(url, **options).post_all(messages)
+
+    def send_email(self, recipients: Sequence[str], email: Email, attachments: Sequence[Attachment] = ()) -> None:
+        from governor.adapters.ses import SesMailer
+
+        if not self.sender:
+            raise UndeliverableError("notifications.email_sender is not set: no email can be sent")
+        SesMailer(self.sender, self.region).send(recipients, email.subject, email.html, email.text, attachments)
+
+
+@cache
+def _outbox(region: str | None, sender: str | None) -> AwsOutbox:
+    return AwsOutbox(region, sender)
+
+
+def parse(raw: Any) -> FindingEvent:
+    """Only findings from the governor itself; anything else is rejected to the DLQ with its reason."""
+    event = parse_model(FindingEvent, raw)
+    if event.source != SOURCE or event.detail_type != DETAIL_TYPE:
+        raise InvalidEventError(
+            f"unsupported event {event.source}/{event.detail_type!r}: the notifier takes '{DETAIL_TYPE}' events "
+            f"from {SOURCE}",
+            event.id,
+        )
+    return event
+
+
+def _decision(finding: Finding, verdict: Any, reasons: list[str], actions: list[Action], rule: str) -> Decision:
+    return Decision(
+        policy="notifications",
+        verdict=verdict,
+        resource=finding.resource,
+        actions=actions,
+        reasons=reasons,
+        evidence={"finding_rule": finding.rule, "severity": finding.severity, "title": finding.title},
+        severity=finding.severity,
+        rule=rule,
+    )
+
+
+def _describe(delivery: Delivery) -> dict[str, Any]:
+    """What a log line may say about a destination: the secret's name and the recipients, never the webhook URL."""
+    return {"channel": delivery.channel, "target": list(delivery.target)}
+
+
+def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now: dt.datetime) -> dict[str, Any]:
+    """Route, merge, record, then deliver; merge state advances only once every channel has the message."""
+    policy = runtime.policy.notifications
+    finding: Finding = parsed.detail
+    where = route(finding, policy)
+    if where.empty:
+        runtime.ledger.record(
+            _decision(finding, "ignored", [where.reason], [], "notifications.route"), event_id=parsed.id
+        )
+        return {"status": "not-sent", "reason": where.reason}
+    key = merge_key(finding)
+    step = merge(finding, runtime.ledger.get_item(MERGE_KIND, key), policy.merge_window_minutes, now)
+    if not step.send:
+        runtime.ledger.record(_decision(finding, "ok", [step.reason], [], "notifications.merged"), event_id=parsed.id)
+        runtime.ledger.put_item(MERGE_KIND, key, step.state)
+        metrics.add_metric(name="FindingsMerged", unit="Count", value=1)
+        return {"status": "merged", "merged": step.item.merged}
+    deliveries = plan_deliveries([step.item], policy)
+    actions = [
+        Action(type="notify", enforced=policy.enforce, channel=d.channel, target=list(d.target)) for d in deliveries
+    ]
+    reasons = [f"routed by {where.reason}", step.reason]
+    runtime.ledger.record(_decision(finding, "act", reasons, actions, "notifications.deliver"), event_id=parsed.id)
+    rendered = {d.key: (slack_messages(d.items) if d.channel == "slack" else email_for(d.items)) for d in deliveries}
+    if not policy.enforce:
+        for delivery in deliveries:
+            content = rendered[delivery.key]
+            size = len(content) if isinstance(content, list) else 1
+            logger.info("report-only: not sent", extra={**_describe(delivery), "messages": size})
+        runtime.ledger.put_item(MERGE_KIND, key, step.state)
+        return {"status": "report-only", "deliveries": [_describe(d) for d in deliveries]}
+    failures: list[str] = []
+    undeliverable: list[str] = []
+    sent = 0
+    for delivery in deliveries:
+        marker = f"{parsed.id}#{delivery.key}"
+        if runtime.ledger.get_item(DELIVERY_KIND, marker):
+            continue
+        content = rendered[delivery.key]
+        try:
+            if isinstance(content, list):
+                outbox.post_slack(delivery.target[0], content)
+            else:
+                outbox.send_email(delivery.target, content)
+        except UndeliverableError as error:
+            logger.error("channel unusable", extra={**_describe(delivery), "reason": str(error)})
+            undeliverable.append(str(error))
+            continue
+        except Exception as error:  # every failure is logged, then raised below so the event is retried
+            logger.error("delivery failed", extra={**_describe(delivery), "reason": str(error)})
+            failures.append(f"{delivery.channel}: {error}")
+            continue
+        runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": parsed.id, **_describe(delivery)})
+        metrics.add_metric(name="NotificationsSent", unit="Count", value=1)
+        sent += 1
+    if undeliverable:
+        metrics.add_metric(name="NotificationsUndeliverable", unit="Count", value=len(undeliverable))
+        runtime.dead_letters.send(raw, "undeliverable: " + "; ".join(undeliverable))
+    if failures:
+        metrics.add_metric(name="NotificationFailures", unit="Count", value=len(failures))
+        raise DeliveryFailed("; ".join(failures))
+    runtime.ledger.put_item(MERGE_KIND, key, step.state)
+    status = "sent" if not undeliverable else "partly-undeliverable" if sent else "undeliverable"
+    return {"status": status, "sent": sent, "undeliverable": undeliverable}
+
+
+class DeliveryFailed(RuntimeError):
+    """At least one channel still failed after its retries: the invocation fails so the event is retried, then DLQ'd."""
+
+
+@idempotent_on_event_id()
+def process(*, event: Any, parsed: FindingEvent, runtime: Runtime, outbox: Outbox, now: dt.datetime) -> dict[str, Any]:
+    """Deliveries run once per event id (Powertools Idempotency when the stack provides the table)."""
+    return notify(parsed, event, runtime, outbox, now)
+
+
+def handle(
+    event: Any, runtime: Runtime, outbox: Outbox | None = None, now: dt.datetime | None = None
+) -> dict[str, Any]:
+    """Parse at the edge (anything but a governor finding goes to the DLQ), then route, merge and deliver."""
+    box = outbox or _outbox(runtime.region, runtime.policy.notifications.email_sender)
+    moment = now or dt.datetime.now(dt.UTC)
+    return run_edge(
+        event,
+        runtime,
+        parse,
+        lambda parsed, rt: process(event=event, parsed=parsed, runtime=rt, outbox=box, now=moment),
+    )
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The governor bus rule (source gpu-fleet-governor, detail-type Governor Finding) lands here."""
+    return handle(event, default_runtime())

@@ -1,0 +1,139 @@
+"""The notifier function on in-memory fakes: report-only, delivery, merging across invocations, failures."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from governor.adapters.ses import Attachment
+from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+from governor.domain.notify import Email, Message
+from governor.handlers._runtime import Runtime
+from governor.handlers.notifier import DeliveryFailed, UndeliverableError, handle
+from governor.policy import parse_policy
+
+NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
+
+
+@dataclass
+class FakeOutbox:
+    slack: list[tuple[str, list[Message]]] = field(default_factory=list)
+    emails: list[tuple[list[str], Email]] = field(default_factory=list)
+    fail_slack: Exception | None = None
+    fail_email: Exception | None = None
+
+    def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None:
+        if self.fail_slack:
+            raise self.fail_slack
+        self.slack.append((secret_name, list(messages)))
+
+    def send_email(self, recipients: Sequence[str], email: Email, attachments: Sequence[Attachment] = ()) -> None:
+        if self.fail_email:
+            raise self.fail_email
+        self.emails.append((list(recipients), email))
+
+
+def runtime(**notifications: Any) -> Runtime:
+    policy = parse_policy({"notifications": {"enforce": True, **notifications}})
+    return Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
+
+
+def event(event_id: str = "e-1", **detail: Any) -> dict[str, Any]:
+    body = {
+        "policy": "network",
+        "rule": "network.world-open",
+        "severity": "critical",
+        "resource": "sg-0123",
+        "title": "Security group sg-0123 opened port 22 to the world",
+        "owner": "ana@example.com",
+        "team": "vision",
+        "at": NOW.isoformat(),
+        **detail,
+    }
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "Governor Finding",
+        "source": "gpu-fleet-governor",
+        "account": "123456789012",
+        "time": NOW.isoformat(),
+        "region": "us-east-1",
+        "resources": [],
+        "detail": body,
+    }
+
+
+def test_report_only_renders_and_records_but_sends_nothing() -> None:
+    rt = runtime(enforce=False)
+    outbox = FakeOutbox()
+    result = handle(event(), rt, outbox, NOW)
+    assert result["status"] == "report-only"
+    assert outbox.slack == [] and outbox.emails == []
+    decision = rt.ledger.decisions[-1][1]  # type: ignore[attr-defined]
+    assert decision.policy == "notifications" and decision.actions[0].enforced is False
+
+
+def test_enforced_finding_goes_to_slack_and_email_with_owner_copied() -> None:
+    rt = runtime(email_sender="governor@example.com", email_recipients=["platform@example.com"])
+    outbox = FakeOutbox()
+    assert handle(event(), rt, outbox, NOW)["status"] == "sent"
+    assert outbox.slack[0][0] == "governor/slack-webhook"
+    assert "sg-0123" in str(outbox.slack[0][1])
+    recipients, email = outbox.emails[0]
+    assert set(recipients) == {"platform@example.com", "ana@example.com"}
+    assert "port 22" in email.subject
+
+
+def test_repeats_within_the_window_are_merged_across_invocations() -> None:
+    rt = runtime(merge_window_minutes=30)
+    outbox = FakeOutbox()
+    assert handle(event("e-1"), rt, outbox, NOW)["status"] == "sent"
+    assert handle(event("e-2"), rt, outbox, NOW + dt.timedelta(minutes=10))["status"] == "merged"
+    assert handle(event("e-3"), rt, outbox, NOW + dt.timedelta(minutes=20))["status"] == "merged"
+    assert len(outbox.slack) == 1
+    assert handle(event("e-4"), rt, outbox, NOW + dt.timedelta(minutes=31))["status"] == "sent"
+    assert "2 more findings about this resource and rule" in str(outbox.slack[-1][1])
+
+
+def test_below_min_severity_is_recorded_not_sent() -> None:
+    rt = runtime(min_severity="critical")
+    outbox = FakeOutbox()
+    result = handle(event(severity="warning"), rt, outbox, NOW)
+    assert result["status"] == "not-sent" and outbox.slack == []
+    assert rt.ledger.decisions[-1][1].verdict == "ignored"  # type: ignore[attr-defined]
+
+
+def test_missing_secret_parks_the_finding_in_the_dlq_with_a_clear_reason_and_does_not_crash() -> None:
+    rt = runtime()
+    outbox = FakeOutbox(fail_slack=UndeliverableError("Slack webhook secret 'governor/slack-webhook' not found"))
+    result = handle(event(), rt, outbox, NOW)
+    assert result["status"] == "undeliverable"
+    ((parked, reason),) = rt.dead_letters.messages  # type: ignore[attr-defined]
+    assert parked["id"] == "e-1" and "not found" in reason
+
+
+def test_failed_delivery_raises_for_a_retry_and_the_retry_skips_channels_already_delivered() -> None:
+    rt = runtime(email_sender="governor@example.com", email_recipients=["platform@example.com"])
+    outbox = FakeOutbox(fail_slack=RuntimeError("Slack webhook: not delivered after 4 attempts (HTTP 503)"))
+    with pytest.raises(DeliveryFailed, match="HTTP 503"):
+        handle(event(), rt, outbox, NOW)
+    assert len(outbox.emails) == 1
+    outbox.fail_slack = None
+    assert handle(event(), rt, outbox, NOW)["status"] == "sent"
+    assert len(outbox.emails) == 1 and len(outbox.slack) == 1
+
+
+def test_anything_but_a_governor_finding_is_rejected_to_the_dlq() -> None:
+    rt = runtime()
+    bad = event()
+    bad["source"] = "aws.ec2"
+    result = handle(bad, rt, FakeOutbox(), NOW)
+    assert result["status"] == "rejected"
+    malformed = event()
+    del malformed["detail"]["severity"]
+    assert handle(malformed, rt, FakeOutbox(), NOW)["status"] == "rejected"
+    assert len(rt.dead_letters.messages) == 2  # type: ignore[attr-defined]

@@ -35,7 +35,7 @@ class FakeSlack:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 outer.bodies.append(json.loads(self.rfile.read(length)))
                 status, headers, body = outer.script.pop(0) if outer.script else (200, {}, "ok")

@@ -22,7 +22,7 @@ TEXT_HIDDEN = frozenset({"eventid", "account", "identity_type", "sourceipaddress
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("audit", help="run queries/*.sql on DuckDB over CloudTrail files")
-    parser.add_argument("--logs", required=True, help="folder of CloudTrail .json/.json.gz files (AWSLogs/... or flat)")
+    parser.add_argument("--logs", help="folder of CloudTrail .json/.json.gz files (AWSLogs/... or flat)")
     parser.add_argument(
         "--query", action="append", dest="queries", metavar="NAME", help="run only this query (repeatable)"
     )
@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         for spec in specs.values():
             print(f"{spec.name:28} {('CIS ' + spec.cis) if spec.cis else '':8} {spec.purpose}")
         return 0
+    if not args.logs:
+        raise UsageError("--logs DIR is required: a folder of CloudTrail .json/.json.gz files")
     logs = Path(args.logs)
     if not logs.exists():
         raise UsageError(f"{logs}: no such folder")

@@ -9,6 +9,7 @@ from governor.policy import Policy
 from infra.constructs.audit import AuditLake
 from infra.constructs.function import GovernorFunction
 from infra.constructs.keys import KeysEnforcer
+from infra.constructs.lifecycle import Lifecycle
 from infra.constructs.shared import SharedResources
 from infra.settings import Settings
 
@@ -28,4 +29,5 @@ class GovernorStack(Stack):
         self.functions: dict[str, GovernorFunction] = {}
         # Capabilities, one construct each; every construct registers its functions in self.functions.
         self.audit = AuditLake(self, "Audit", policy=policy, settings=settings, shared=self.shared)
+        Lifecycle(self, "Lifecycle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         KeysEnforcer(self, "Keys", shared=self.shared, policy=policy, settings=settings, functions=self.functions)

@@ -1,0 +1,120 @@
+"""The lifecycle capability: who launched each GPU instance, and its usage sessions for cost attribution."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_events as events
+from constructs import Construct
+
+from governor.adapters import ec2 as ec2_adapter
+from governor.adapters import pricing as pricing_adapter
+from governor.domain.lifecycle import CLOSING_STATES, RUNNING, STATE_CHANGE
+from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
+from governor.policy import Policy
+from infra.constructs.function import GovernorFunction
+from infra.constructs.shared import SharedResources
+from infra.nag import acknowledge
+from infra.settings import Settings
+
+TAGGING = "ec2:CreateTags"
+
+
+class Lifecycle(Construct):
+    """One function on three triggers: GPU RunInstances calls, instance state changes, and the daily reconciliation.
+
+    Its role may tag only GPU-family instances, and only with the creator and launch-time keys; everything else
+    it does is reading EC2 and writing the ledger.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: SharedResources,
+        policy: Policy,
+        settings: Settings,
+        functions: dict[str, GovernorFunction],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        lifecycle = policy.lifecycle
+        families = policy.fleet.gpu_families
+        self.function = GovernorFunction(
+            self,
+            "Function",
+            name="lifecycle",
+            description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
+            shared=shared,
+            policy=policy,
+            settings=settings,
+            sections=["lifecycle"],
+            timeout=Duration.minutes(5),
+        )
+        self.function.on_events(
+            "RunInstances",
+            events.EventPattern(
+                source=["aws.ec2"],
+                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
+                detail={
+                    "eventSource": ["ec2.amazonaws.com"],
+                    "eventName": ["RunInstances"],
+                    "errorCode": [{"exists": False}],
+                    "responseElements": {
+                        "instancesSet": {"items": {"instanceType": [{"prefix": family} for family in families]}}
+                    },
+                },
+            ),
+            "successful RunInstances of GPU families (CloudTrail)",
+        )
+        self.function.on_events(
+            "StateChange",
+            events.EventPattern(
+                source=["aws.ec2"],
+                detail_type=[STATE_CHANGE],
+                detail={"state": [RUNNING, *sorted(CLOSING_STATES)]},
+            ),
+            "EC2 instance running / stopping / stopped / shutting-down / terminated",
+        )
+        self.function.on_schedule(
+            "Reconcile",
+            lifecycle.reconcile_schedule,
+            "close usage sessions of vanished instances, open sessions for running GPU instances never seen starting",
+        )
+        self.function.add_unscoped_statement(
+            "DescribeInstances",
+            sorted(ec2_adapter.IAM_ACTIONS),
+            "ec2:DescribeInstances supports no resource-level permissions; the function re-reads the launched or "
+            "changed instance and lists running GPU instances for the reconciliation.",
+        )
+        stack = Stack.of(self)
+        instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
+        self.function.add_statement(
+            [TAGGING],
+            [instances],
+            conditions={
+                "StringLike": {"ec2:InstanceType": [f"{family}*" for family in families]},
+                "ForAllValues:StringEquals": {"aws:TagKeys": [lifecycle.creator_tag, lifecycle.launched_at_tag]},
+            },
+        )
+        acknowledge(
+            self.function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+            "instance/*]",
+            "New instances are unknown at deploy time; CreateTags is limited to GPU-family instance types by the "
+            "ec2:InstanceType condition and to the creator and launch-time tag keys by aws:TagKeys.",
+        )
+        if lifecycle.use_price_list_api:
+            self.function.add_unscoped_statement(
+                "PriceList",
+                sorted(pricing_adapter.IAM_ACTIONS),
+                "pricing:GetProducts reads public list prices and supports no resource-level permissions.",
+            )
+        functions["lifecycle"] = self.function
+
+
+def declared_actions(policy: Policy) -> set[str]:
+    """Every AWS action the lifecycle code calls beyond the shared runtime's: what this construct grants."""
+    actions = set(ec2_adapter.IAM_ACTIONS) | ({TAGGING} & ec2_adapter.Ec2Actions.IAM_ACTIONS)
+    if policy.lifecycle.use_price_list_api:
+        actions |= pricing_adapter.IAM_ACTIONS
+    return actions

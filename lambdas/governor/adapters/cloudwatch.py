@@ -1,0 +1,101 @@
+"""GPU and instance metrics from CloudWatch, read in as few ``GetMetricData`` calls as the limits allow.
+
+One query per instance and signal, 500 queries per call (fewer when the window is long, so a call stays under
+100,800 datapoints), ``NextToken`` followed to the end. The period is 60 s with the ``Maximum`` statistic: with the
+agent's InstanceId aggregation that is the busiest GPU's sample for each minute, never an average.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from governor.adapters.aws import client
+from governor.domain.idle import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, NETWORK_BYTES, Series
+
+IAM_ACTIONS = frozenset({"cloudwatch:GetMetricData"})
+AGENT_NAMESPACE = "CWAgent"
+MAX_QUERIES = 500
+MAX_DATAPOINTS = 100_800
+PERIOD = 60
+
+# signal -> the CloudWatch metrics it is read from (namespace, name, statistic); network sums in and out.
+METRICS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    GPU_UTILIZATION: ((AGENT_NAMESPACE, "nvidia_smi_utilization_gpu", "Maximum"),),
+    GPU_MEMORY_USED: ((AGENT_NAMESPACE, "nvidia_smi_memory_used", "Maximum"),),
+    CPU_UTILIZATION: (("AWS/EC2", "CPUUtilization", "Maximum"),),
+    NETWORK_BYTES: (("AWS/EC2", "NetworkIn", "Sum"), ("AWS/EC2", "NetworkOut", "Sum")),
+}
+
+
+def queries_per_call(start: dt.datetime, end: dt.datetime) -> int:
+    """500, or fewer when each query's window holds so many points that 500 would pass 100,800 datapoints."""
+    points = max(1, int((end - start).total_seconds() // PERIOD))
+    return max(1, min(MAX_QUERIES, MAX_DATAPOINTS // points))
+
+
+class CloudWatchMetrics:
+    """Implements ``domain.idle.MetricSource``; counts its API calls so the benchmarks can report them."""
+
+    def __init__(self, region: str | None = None, cloudwatch: Any = None) -> None:
+        self._cloudwatch = cloudwatch or client("cloudwatch", region)
+        self.calls = 0
+
+    def fetch(
+        self, instance_ids: Sequence[str], signals: Sequence[str], start: dt.datetime, end: dt.datetime
+    ) -> dict[str, dict[str, Series]]:
+        """Every signal of every instance between ``start`` and ``end``; an instance without data gets empty series."""
+        plan: dict[str, tuple[str, str]] = {}
+        queries: list[dict[str, Any]] = []
+        for instance_id in instance_ids:
+            for signal in signals:
+                for namespace, name, stat in METRICS[signal]:
+                    query_id = f"q{len(queries)}"
+                    plan[query_id] = (instance_id, signal)
+                    queries.append(
+                        {
+                            "Id": query_id,
+                            "MetricStat": {
+                                "Metric": {
+                                    "Namespace": namespace,
+                                    "MetricName": name,
+                                    "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
+                                },
+                                "Period": PERIOD,
+                                "Stat": stat,
+                            },
+                            "ReturnData": True,
+                        }
+                    )
+        points: dict[tuple[str, str], dict[float, float]] = {(i, s): {} for i in instance_ids for s in signals}
+        size = queries_per_call(start, end)
+        for first in range(0, len(queries), size):
+            for result in self._results(queries[first : first + size], start, end):
+                key = plan[result["Id"]]
+                by_time = points[key]
+                for stamp, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
+                    second = stamp.timestamp()
+                    by_time[second] = by_time.get(second, 0.0) + float(value) if key[1] == NETWORK_BYTES else value
+        found: dict[str, dict[str, Series]] = {instance_id: {} for instance_id in instance_ids}
+        for (instance_id, signal), by_time in points.items():
+            times = sorted(by_time)
+            found[instance_id][signal] = Series(times, [float(by_time[t]) for t in times])
+        return found
+
+    def _results(self, queries: list[dict[str, Any]], start: dt.datetime, end: dt.datetime) -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "MetricDataQueries": queries,
+            "StartTime": start,
+            "EndTime": end,
+            "ScanBy": "TimestampAscending",
+        }
+        while True:
+            self.calls += 1
+            page = self._cloudwatch.get_metric_data(**kwargs)
+            results.extend(page.get("MetricDataResults", []))
+            token = page.get("NextToken")
+            if not token:
+                return results
+            kwargs["NextToken"] = token

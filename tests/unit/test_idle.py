@@ -1,0 +1,261 @@
+"""The idle policy: idle only by every signal over the whole window, missing data never idle, mark then act."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from governor.domain.fleet import Instance
+from governor.domain.idle import (
+    GPU_MEMORY_USED,
+    GPU_UTILIZATION,
+    IDLE_SINCE_TAG,
+    MIB,
+    Mark,
+    Series,
+    assess,
+    checkpoint_command,
+    decide,
+    naive_stop,
+    reclaim_action,
+    sweep,
+)
+from governor.policy import Policy, parse_policy
+
+NOW = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
+LAUNCHED = NOW - dt.timedelta(hours=6)
+
+
+def policy(**idle: Any) -> Policy:
+    return parse_policy({"idle": {"enforce": True, **idle}})
+
+
+def instance(instance_id: str = "i-0a", **changes: Any) -> Instance:
+    base: dict[str, Any] = {
+        "id": instance_id,
+        "type": "g5.xlarge",
+        "state": "running",
+        "launch_time": LAUNCHED,
+        "tags": {"owner": "ana@example.com", "team": "vision"},
+    }
+    base.update(changes)
+    return Instance(**base)
+
+
+def series(values: list[float | None], end: dt.datetime = NOW) -> Series:
+    """One value per minute, the last one the minute before ``end``; None leaves a gap."""
+    first = end.timestamp() - 60 * len(values)
+    times = [first + 60 * i for i, v in enumerate(values) if v is not None]
+    return Series(times, [v for v in values if v is not None])
+
+
+def signals(util: list[float | None] | None = None, memory: list[float | None] | None = None) -> dict[str, Series]:
+    return {
+        GPU_UTILIZATION: series(util if util is not None else [0.5] * 240),
+        GPU_MEMORY_USED: series(memory if memory is not None else [16_000 * MIB] * 240),
+    }
+
+
+def test_quiet_gpu_with_a_loaded_model_is_idle_with_evidence() -> None:
+    result = assess(instance(), signals(), policy(), NOW)
+    assert result.status == "idle"
+    assert result.evidence["max_gpu_utilization"] == 0.5
+    assert result.evidence["gpu_memory_change_mib"] == 0
+    assert result.evidence["samples"][GPU_UTILIZATION] == 120
+    assert result.evidence["window_start"] == (NOW - dt.timedelta(hours=2)).isoformat()
+
+
+def test_one_busy_minute_anywhere_in_the_window_means_busy_even_if_the_mean_is_tiny() -> None:
+    util = [0.0] * 240
+    util[-100] = 40.0  # one request, 100 minutes ago: mean over 2 h is 0.3%
+    result = assess(instance(), signals(util=util), policy(), NOW)
+    assert result.status == "busy"
+    assert "40.0%" in result.reasons[0]
+
+
+def test_a_spike_before_the_window_does_not_count() -> None:
+    util = [0.0] * 240
+    util[10] = 90.0  # 230 minutes ago, outside the 120-minute window
+    assert assess(instance(), signals(util=util), policy(), NOW).status == "idle"
+
+
+def test_memory_moving_beyond_the_tolerance_is_activity() -> None:
+    memory = [16_000 * MIB] * 200 + [17_000 * MIB] * 40
+    result = assess(instance(), signals(memory=memory), policy(), NOW)
+    assert result.status == "busy" and "MiB" in result.reasons[0]
+    assert assess(instance(), signals(memory=memory), policy(memory_change_tolerance_mib=2048), NOW).status == "idle"
+
+
+@pytest.mark.parametrize("present", [0, 60, 95])
+def test_missing_or_partial_data_is_unmonitored_never_idle(present: int) -> None:
+    util: list[float | None] = [None] * (120 - present) + [0.0] * present
+    result = assess(instance(), signals(util=util, memory=[16e9] * 120), policy(), NOW)
+    assert result.status == "unmonitored"
+    assert f"{present} of 120" in result.reasons[0]
+
+
+def test_no_series_at_all_is_unmonitored() -> None:
+    assert assess(instance(), {}, policy(), NOW).status == "unmonitored"
+
+
+def test_optional_cpu_threshold_is_one_more_signal_and_needs_its_own_data() -> None:
+    cpu_policy = policy(cpu_utilization_threshold=10)
+    data = signals()
+    assert assess(instance(), data, cpu_policy, NOW).status == "unmonitored"  # no CPU data
+    busy = {**data, "cpu_utilization": series([5.0] * 100 + [95.0] * 20)}
+    assert assess(instance(), busy, cpu_policy, NOW).status == "busy"
+    five_minutes = [NOW.timestamp() - 300 * i for i in range(24, 0, -1)]  # basic EC2 monitoring: 24 in 2 h
+    quiet = {**data, "cpu_utilization": Series(five_minutes, [2.0] * 24)}
+    assert assess(instance(), quiet, cpu_policy, NOW).status == "idle"
+
+
+def test_launch_grace_exemptions_and_snooze_come_first() -> None:
+    p = policy()
+    fresh = instance(launch_time=NOW - dt.timedelta(minutes=10))
+    assert assess(fresh, signals(), p, NOW).status == "grace"
+    exempt = instance(tags={"governor:exempt": "true"})
+    assert assess(exempt, signals(), p, NOW).status == "exempt"
+    expired = instance(tags={"governor:exempt": "2026-11-01T00:00:00Z"})
+    assert assess(expired, signals(), p, NOW).status == "idle"
+    snoozed = instance(tags={"governor:keep-until": "2026-11-02T18:00:00Z"})
+    assert assess(snoozed, signals(), p, NOW).status == "snoozed"
+    by_policy = policy(exemptions={"ids": ["i-0a"]})
+    assert assess(instance(), signals(), by_policy, NOW).status == "exempt"
+
+
+def _step(inst: Instance, mark: Mark | None, p: Policy, at: dt.datetime, util: list[float] | None = None) -> Any:
+    data = signals(util=util) if util is not None else signals()
+    shifted = {k: Series([t + (at - NOW).total_seconds() for t in s.times], s.values) for k, s in data.items()}
+    return decide(inst, assess(inst, shifted, p, at), mark, p, at)
+
+
+def test_mark_then_act_warns_first_and_stops_only_after_the_warning_period() -> None:
+    p = policy()
+    inst = instance()
+    first = _step(inst, None, p, NOW)
+    assert first.outcome == "warned" and first.decision.verdict == "act"
+    assert [a.type for a in first.decision.actions] == ["tag", "warn"]
+    assert first.decision.actions[0].model_dump()["tags"] == {IDLE_SINCE_TAG: NOW.isoformat()}
+    assert first.decision.actions[1].model_dump()["owner"] == "ana@example.com"
+    assert first.mark == Mark(idle_since=NOW, warned_at=NOW) and first.finding
+    waiting = _step(inst, first.mark, p, NOW + dt.timedelta(minutes=15))
+    assert waiting.outcome == "idle" and waiting.decision.verdict == "ok" and not waiting.decision.actions
+    acted = _step(inst, waiting.mark, p, NOW + dt.timedelta(minutes=30))
+    assert acted.outcome == "acted"
+    assert [a.type for a in acted.decision.enforced_actions()] == ["stop", "tag"]
+    assert acted.mark is None
+
+
+def test_activity_between_warning_and_action_clears_the_mark() -> None:
+    p = policy()
+    tagged = instance(tags={IDLE_SINCE_TAG: NOW.isoformat()})
+    mark = Mark(idle_since=NOW, warned_at=NOW)
+    util = [0.0] * 230 + [60.0] * 10
+    busy = _step(tagged, mark, p, NOW + dt.timedelta(minutes=30), util=util)
+    assert busy.outcome == "busy" and busy.mark is None
+    assert [a.type for a in busy.decision.actions] == ["untag"]
+    assert any("cleared" in r for r in busy.decision.reasons)
+
+
+def test_a_mark_from_before_the_last_start_is_stale() -> None:
+    restarted = instance(launch_time=NOW - dt.timedelta(hours=3))
+    stale = Mark(idle_since=NOW - dt.timedelta(hours=5))
+    plan = sweep([restarted], {restarted.id: signals()}, {restarted.id: stale}, policy(), NOW)
+    assert plan.outcomes[0].outcome == "warned"
+
+
+@pytest.mark.parametrize(
+    ("lifecycle", "root", "expected"),
+    [("on-demand", "ebs", "stop"), ("spot", "ebs", "terminate"), ("on-demand", "instance-store", "terminate")],
+)
+def test_action_follows_lifecycle_and_root_device(lifecycle: str, root: str, expected: str) -> None:
+    assert reclaim_action(instance(lifecycle=lifecycle, root_device_type=root), policy().idle) == expected
+
+
+def test_checkpoint_runs_first_then_the_action_when_it_ends_or_times_out() -> None:
+    p = policy(checkpoint_command="touch /tmp/save", checkpoint_timeout_seconds=600)
+    inst = instance()
+    mark = Mark(idle_since=NOW - dt.timedelta(minutes=30), warned_at=NOW - dt.timedelta(minutes=30))
+    first = _step(inst, mark, p, NOW)
+    assert first.outcome == "checkpoint"
+    assert first.decision.actions[0].model_dump()["command"] == "touch /tmp/save"
+    sent = first.mark
+    assert sent is not None and sent.checkpoint_sent_at == NOW
+    running = Mark(**{**sent.__dict__, "checkpoint_status": "InProgress"})
+    assert _step(inst, running, p, NOW + dt.timedelta(minutes=5)).outcome == "idle"
+    assert _step(inst, running, p, NOW + dt.timedelta(minutes=15)).outcome == "acted"  # timed out
+    done = Mark(**{**sent.__dict__, "checkpoint_status": "Success"})
+    acted = _step(inst, done, p, NOW + dt.timedelta(minutes=5))
+    assert acted.outcome == "acted" and any("Success" in r for r in acted.decision.reasons)
+
+
+def test_the_instance_checkpoint_tag_wins_over_the_policy() -> None:
+    p = policy(checkpoint_command="save-all")
+    assert checkpoint_command(instance(tags={"governor:checkpoint-command": "kill -USR1 1"}), p) == "kill -USR1 1"
+    assert checkpoint_command(instance(), p) == "save-all"
+
+
+def _marked_fleet(total: int, idle: int) -> tuple[list[Instance], dict[str, Any], dict[str, Mark]]:
+    fleet = [instance(f"i-{n:03d}") for n in range(total)]
+    busy = [50.0] * 240
+    data = {i.id: signals() if n < idle else signals(util=busy) for n, i in enumerate(fleet)}
+    early = NOW - dt.timedelta(minutes=45)
+    marks = {i.id: Mark(idle_since=early, warned_at=early) for i in fleet[:idle]}
+    return fleet, data, marks
+
+
+def test_within_both_bounds_the_sweep_acts() -> None:
+    fleet, data, marks = _marked_fleet(total=100, idle=10)
+    plan = sweep(fleet, data, marks, policy(), NOW)
+    assert plan.alarm is None and len(plan.acting()) == 10
+
+
+def test_over_max_actions_nothing_is_acted_on_and_a_critical_alarm_is_raised() -> None:
+    fleet, data, marks = _marked_fleet(total=100, idle=11)
+    plan = sweep(fleet, data, marks, policy(), NOW)
+    assert plan.alarm is not None and plan.alarm.severity == "critical" and plan.held_back == 11
+    held = [o for o in plan.outcomes if o.outcome == "held"]
+    assert len(held) == 11 and not any(o.decision.enforced_actions() for o in held)
+    assert all(o.mark == marks[o.instance.id] for o in held)  # marks kept; the next sweep tries again
+    assert all(o.decision.evidence["status"] == "held" for o in held)
+
+
+def test_over_max_fleet_percent_nothing_is_acted_on() -> None:
+    fleet, data, marks = _marked_fleet(total=10, idle=3)
+    plan = sweep(fleet, data, marks, policy(), NOW)
+    assert plan.alarm is not None and "max_fleet_percent" in plan.alarm.reasons[0]
+    fleet, data, marks = _marked_fleet(total=10, idle=2)
+    assert sweep(fleet, data, marks, policy(), NOW).alarm is None
+
+
+def test_report_only_warns_and_reports_the_action_once_without_enforcing() -> None:
+    p = parse_policy({})
+    inst = instance()
+    warned = _step(inst, None, p, NOW)
+    assert [(a.type, a.enforced) for a in warned.decision.actions] == [("tag", False), ("warn", True)]
+    acted = _step(inst, warned.mark, p, NOW + dt.timedelta(minutes=30))
+    assert acted.outcome == "acted" and not acted.decision.enforced_actions() and acted.finding
+    again = _step(inst, acted.mark, p, NOW + dt.timedelta(minutes=45))
+    assert again.outcome == "idle" and again.finding is None
+
+
+def test_every_verdict_carries_its_evidence_for_the_ledger() -> None:
+    fleet = [instance("i-idle"), instance("i-busy"), instance("i-dark")]
+    data = {"i-idle": signals(), "i-busy": signals(util=[70.0] * 240), "i-dark": {}}
+    plan = sweep(fleet, data, {}, policy(), NOW)
+    by_id = {o.instance.id: o.decision for o in plan.outcomes}
+    assert by_id["i-idle"].evidence["status"] == "warned"
+    assert by_id["i-busy"].evidence["status"] == "busy" and by_id["i-busy"].evidence["max_gpu_utilization"] == 70
+    assert by_id["i-dark"].evidence["status"] == "unmonitored" and by_id["i-dark"].severity == "warning"
+    assert all(d.policy == "idle" and d.rule and d.rule.startswith("idle.") for d in by_id.values())
+
+
+def test_naive_rule_stops_a_sparse_inference_server_that_the_policy_keeps() -> None:
+    util = [0.0] * 240
+    for minute in range(5, 240, 40):
+        util[minute] = 35.0
+    s = series(util)
+    assert naive_stop(s, NOW.timestamp() - 240 * 60, NOW.timestamp()) is not None
+    assert assess(instance(), signals(util=util), policy(), NOW).status == "busy"

@@ -1,0 +1,111 @@
+"""The fleet dashboard: GPU health from the CloudWatch agent, what the governor decided, and whether it is healthy.
+
+Enforcer errors and DLQ depth are CloudWatch SEARCH expressions over the stack's own function and queue names, so
+every capability appears on the dashboard whatever order the stack composes them in.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from governor.observability import NAMESPACE, SERVICE
+
+GPU_METRICS = (
+    ("nvidia_smi_utilization_gpu", "GPU utilisation (busiest GPU per instance, %)", "Maximum"),
+    ("nvidia_smi_memory_used", "GPU memory used (per instance, MiB)", "Maximum"),
+    ("nvidia_smi_temperature_gpu", "GPU temperature (hottest GPU per instance, °C)", "Maximum"),
+)
+GOVERNOR_METRICS = (("IdleWarnings", "idle warnings"), ("IdleActions", "idle stops / terminations"))
+
+
+def _search(expression: str, period: Duration) -> cloudwatch.MathExpression:
+    """A SEARCH expression: one line per matching series (label empty, so CloudWatch names each series)."""
+    return cloudwatch.MathExpression(expression=expression, label="", period=period, using_metrics={})
+
+
+class Dashboard(Construct):
+    """One CloudWatch dashboard; ``url`` is the console link the Slack report points to."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, stack_name: str) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.name = f"{stack_name}-fleet"
+        five = Duration.minutes(5)
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=self.name, default_interval=Duration.days(1)
+        )
+        gpu = [
+            cloudwatch.GraphWidget(
+                title=title,
+                width=8,
+                left=[_search(f"SEARCH('{{CWAgent,InstanceId}} MetricName=\"{metric}\"', '{stat}', 300)", five)],
+                left_y_axis=cloudwatch.YAxisProps(min=0),
+            )
+            for metric, title, stat in GPU_METRICS
+        ]
+        verdicts = cloudwatch.GraphWidget(
+            title="Idle verdicts and actions",
+            width=8,
+            left=[
+                cloudwatch.Metric(
+                    namespace=NAMESPACE,
+                    metric_name=name,
+                    dimensions_map={"service": SERVICE},
+                    statistic="Sum",
+                    period=Duration.hours(1),
+                    label=label,
+                )
+                for name, label in GOVERNOR_METRICS
+            ],
+        )
+        interruptions = cloudwatch.GraphWidget(
+            title="Spot interruptions and rebalance recommendations",
+            width=8,
+            left=[_search(f"SEARCH('{{{NAMESPACE},service}} Spot', 'Sum', 3600)", Duration.hours(1))],
+        )
+        errors = cloudwatch.GraphWidget(
+            title="Enforcer errors (governor functions)",
+            width=8,
+            left=[
+                _search(f"SEARCH('{{AWS/Lambda,FunctionName}} MetricName=\"Errors\" {stack_name}', 'Sum', 300)", five)
+            ],
+        )
+        dlq = cloudwatch.GraphWidget(
+            title="Dead-letter queue depth",
+            width=12,
+            left=[
+                _search(
+                    'SEARCH(\'{AWS/SQS,QueueName} MetricName="ApproximateNumberOfMessagesVisible" '
+                    f"{stack_name} Dlq', 'Maximum', 300)",
+                    five,
+                )
+            ],
+        )
+        notifications = cloudwatch.GraphWidget(
+            title="Notifications sent, merged and failed",
+            width=12,
+            left=[
+                cloudwatch.Metric(
+                    namespace=NAMESPACE,
+                    metric_name=name,
+                    dimensions_map={"service": SERVICE},
+                    statistic="Sum",
+                    period=Duration.hours(1),
+                )
+                for name in (
+                    "NotificationsSent",
+                    "FindingsMerged",
+                    "NotificationFailures",
+                    "NotificationsUndeliverable",
+                )
+            ],
+        )
+        self.dashboard.add_widgets(*gpu)
+        self.dashboard.add_widgets(verdicts, interruptions, errors)
+        self.dashboard.add_widgets(dlq, notifications)
+        self.url = (
+            f"https://{stack.region}.console.aws.amazon.com/cloudwatch/home?region={stack.region}"
+            f"#dashboards:name={self.name}"
+        )

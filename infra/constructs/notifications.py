@@ -1,0 +1,104 @@
+"""Notifications: the ``notifier`` function on the governor bus, plus the scheduled reports and the fleet dashboard.
+
+Composed by the stack in one line; the reports (``reports.py``) and the dashboard (``dashboard.py``) are built here
+because the report links to the dashboard and shares the notifier's Slack and email permissions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_events as events
+from constructs import Construct
+
+from governor.adapters.bus import DETAIL_TYPE, SOURCE
+from governor.policy import Policy
+from infra.constructs.dashboard import Dashboard
+from infra.constructs.function import GovernorFunction
+from infra.constructs.reports import Reports
+from infra.constructs.shared import SharedResources
+from infra.settings import Settings
+
+
+def slack_secret_names(policy: Policy) -> list[str]:
+    """Every Secrets Manager secret that may hold a webhook: the default channel and each team's."""
+    names = {policy.notifications.slack_secret_name}
+    names.update(team.slack_secret_name for team in policy.notifications.teams.values() if team.slack_secret_name)
+    return sorted(names)
+
+
+def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
+    """Read only the named webhook secrets (any version suffix) and send email only as the configured sender."""
+    stack = Stack.of(function)
+    secrets = [
+        stack.format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{name}-??????",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        for name in slack_secret_names(policy)
+    ]
+    function.add_statement(["secretsmanager:GetSecretValue"], secrets)
+    sender = policy.notifications.email_sender
+    if sender:
+        domain = sender.partition("@")[2]
+        identities = [
+            stack.format_arn(
+                service="ses", resource="identity", resource_name=name, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+            )
+            for name in (sender, domain)
+        ]
+        function.add_statement(["ses:SendEmail"], identities)
+
+
+class Notifications(Construct):
+    """The notifier (governor bus → Slack / SES), the daily and weekly reports, and the dashboard they point to."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: SharedResources,
+        policy: Policy,
+        settings: Settings,
+        functions: dict[str, GovernorFunction],
+        audit: Any = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dashboard = Dashboard(self, "Dashboard", stack_name=settings.stack_name)
+        self.function = GovernorFunction(
+            self,
+            "Notifier",
+            name="notifier",
+            description="Findings from the governor bus to Slack and email: routed, merged, within Slack's limits",
+            shared=shared,
+            policy=policy,
+            settings=settings,
+            sections=["notifications"],
+            timeout=Duration.minutes(3),
+        )
+        rule = events.Rule(
+            self,
+            "Findings",
+            event_bus=shared.bus,
+            event_pattern=events.EventPattern(source=[SOURCE], detail_type=[DETAIL_TYPE]),
+            description="Every governor finding to the notifier",
+        )
+        rule.add_target(self.function.rule_target())
+        self.function.triggers.append(f"governor bus rule: {SOURCE} / {DETAIL_TYPE}")
+        grant_delivery(self.function, policy)
+        functions["notifier"] = self.function
+        self.reports = Reports(
+            self,
+            "Reports",
+            shared=shared,
+            policy=policy,
+            settings=settings,
+            audit=audit,
+            dashboard_url=self.dashboard.url,
+        )
+        grant_delivery(self.reports.function, policy)
+        functions["report"] = self.reports.function

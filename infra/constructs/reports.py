@@ -1,0 +1,106 @@
+"""Scheduled reports: the ``report`` function on two EventBridge Scheduler schedules and the encrypted reports bucket.
+
+The function runs the audit lake's named queries on Athena, reads the ledger, renders the CloudWatch chart, and
+archives every report (HTML, JSON, CSVs, chart) under ``reports/`` in a KMS-encrypted, TLS-only bucket with access
+logs; with ``reports.enforce`` it also sends the report to Slack and email.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from governor.policy import Policy
+from infra.constructs.function import GovernorFunction
+from infra.constructs.shared import SharedResources
+from infra.nag import acknowledge
+from infra.settings import Settings
+
+PREFIX = "reports"
+
+
+class Reports(Construct):
+    """The report function, its daily and weekly schedules, and the bucket that keeps every report."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: SharedResources,
+        policy: Policy,
+        settings: Settings,
+        audit: Any,
+        dashboard_url: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        logs_bucket = getattr(audit, "access_logs", None)
+        if logs_bucket is None:
+            logs_bucket = s3.Bucket(
+                self,
+                "AccessLogs",
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                enforce_ssl=True,
+                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+                lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+                removal_policy=RemovalPolicy.RETAIN,
+            )
+            acknowledge(
+                logs_bucket,
+                "AwsSolutions::AwsSolutions-S1",
+                "This bucket receives the reports bucket's server access logs; logging it would log the logs.",
+            )
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=shared.key,
+            bucket_key_enabled=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            server_access_logs_bucket=logs_bucket,
+            server_access_logs_prefix="reports-bucket/",
+            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.function = GovernorFunction(
+            self,
+            "Function",
+            name="report",
+            description="Daily and weekly security and cost report: Athena queries, ledger, chart, S3 archive",
+            shared=shared,
+            policy=policy,
+            settings=settings,
+            sections=["reports", "notifications", "lifecycle"],
+            timeout=Duration.minutes(10),
+            memory_mb=1024,
+            environment={"REPORTS_BUCKET": self.bucket.bucket_name, "DASHBOARD_URL": dashboard_url},
+        )
+        self.function.add_statement(["s3:PutObject"], [self.bucket.arn_for_objects(f"{PREFIX}/*")])
+        bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
+        acknowledge(
+            self.function.role,
+            f"AwsSolutions::AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{PREFIX}/*]",
+            "Each report is written under reports/<kind>/<date>/; the key is only known at run time. PutObject only.",
+        )
+        self.function.add_unscoped_statement(
+            "Chart",
+            ["cloudwatch:GetMetricWidgetImage"],
+            "GetMetricWidgetImage has no resource-level permissions; it only renders the fleet GPU utilisation "
+            "chart from metrics the account already holds.",
+        )
+        if audit is not None and hasattr(audit, "grant_query"):
+            audit.grant_query(self.function)
+        reports = policy.reports
+        self.function.on_schedule(
+            "Daily", reports.daily_schedule, "daily security and cost report", payload={"kind": "daily"}
+        )
+        self.function.on_schedule(
+            "Weekly", reports.weekly_schedule, "weekly security and cost report", payload={"kind": "weekly"}
+        )

@@ -1,0 +1,141 @@
+"""``governor report --logs DIR [--ledger FILE] --out DIR``: the scheduled report, rendered locally.
+
+Same report code as the ``report`` Lambda: the audit queries run on DuckDB instead of Athena, the ledger comes from a
+``governor ledger export`` file instead of DynamoDB, and the chart is drawn with matplotlib instead of CloudWatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+from governor.policy import PolicyError, load_policy
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("report", help="render the security and cost report locally")
+    parser.add_argument("--logs", required=True, help="folder of CloudTrail files (.json / .json.gz)")
+    parser.add_argument("--ledger", help="ledger export: JSON lines (governor ledger export) or a JSON array")
+    parser.add_argument("--out", required=True, help="folder for report.html, slack.json, CSVs and chart.png")
+    parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
+    parser.add_argument("--start", help="period start, ISO 8601 (default: the first event in the logs)")
+    parser.add_argument("--end", help="period end, ISO 8601 (default: just after the last event)")
+    parser.add_argument("--kind", choices=["daily", "weekly", "custom"], default="custom", help="report title")
+    parser.set_defaults(run=run)
+
+
+def read_ledger(path: Path) -> list[dict[str, Any]]:
+    """JSON lines or one JSON array of ledger items; a bad line is named, never skipped silently."""
+    from governor.cli import UsageError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: cannot read the ledger export ({error.__class__.__name__})") from None
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as error:
+            raise UsageError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
+        items = data
+    else:
+        items = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise UsageError(f"{path}: line {number} is not valid JSON ({error.msg})") from None
+    if not all(isinstance(item, dict) for item in items):
+        raise UsageError(f"{path}: every ledger item must be a JSON object")
+    return items
+
+
+def _time(value: str | None, label: str) -> dt.datetime | None:
+    from governor.cli import UsageError
+
+    if value is None:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--{label} {value!r} is not an ISO 8601 time") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def run(args: argparse.Namespace) -> int:
+    from governor.adapters.chart import render_local_png
+    from governor.audit.engine import run_audit
+    from governor.audit.queries import QueryError, list_queries
+    from governor.cli import UsageError
+    from governor.domain.report import build_report, csv_files, previous_period, render_html, slack_messages
+
+    try:
+        policy = load_policy(args.policy)
+    except PolicyError as error:
+        raise UsageError(str(error)) from None
+    logs = Path(args.logs)
+    if not logs.is_dir():
+        raise UsageError(f"{logs}: not a folder of CloudTrail files")
+    ledger = read_ledger(Path(args.ledger)) if args.ledger else []
+    start, end = _time(args.start, "start"), _time(args.end, "end")
+    try:
+        current = run_audit(logs, start=start, end=end)
+        begin = dt.datetime.fromisoformat(current.start.replace("Z", "+00:00"))
+        finish = dt.datetime.fromisoformat(current.end.replace("Z", "+00:00"))
+        before_start, before_end = previous_period(begin, finish)
+        previous = run_audit(logs, start=before_start, end=before_end)
+        descriptions = {spec.name: spec.purpose + (f" (CIS {spec.cis})" if spec.cis else "") for spec in list_queries()}
+    except QueryError as error:
+        raise UsageError(str(error)) from None
+    notes = [f"{name}: skipped ({why})" for name, why in current.skipped]
+    report = build_report(
+        kind=args.kind,
+        start=begin,
+        end=finish,
+        policy=policy,
+        audit=current.results,
+        previous_audit=previous.results,
+        ledger_items=ledger,
+        descriptions=descriptions,
+        notes=notes,
+    )
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        chart = render_local_png(
+            report.utilisation,
+            title="Fleet GPU utilisation (busiest GPU per instance)",
+            threshold=policy.reports.rightsizing_max_utilization,
+            period=(report.start, report.end),
+        )
+        (out / report.chart_file).write_bytes(chart)
+        (out / "report.html").write_text(render_html(report, chart_src=report.chart_file), encoding="utf-8")
+        (out / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+        messages = slack_messages(report)
+        (out / "slack.json").write_text(json.dumps(messages, indent=2), encoding="utf-8")
+        files = csv_files(report, current.results)
+        for name, content in files.items():
+            (out / name).write_text(content, encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"{out}: cannot write the report ({error.__class__.__name__}: {error.strerror})") from None
+    cost = report.cost
+    print(f"{report.kind} report {current.start} .. {current.end}: {current.records} CloudTrail records")
+    for query in report.security:
+        if query.count:
+            print(f"  {query.name:<28} {query.count:>5} rows  ({query.change_text()})")
+    quiet = sum(1 for q in report.security if not q.count)
+    print(f"  ({quiet} other queries returned no rows)")
+    print(
+        f"  GPU-hours {cost.gpu_hours_total:,.1f}  cost ${cost.cost_total_usd:,.2f}  idle reclaimed "
+        f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-h  saved ${cost.savings_usd:,.2f}"
+    )
+    for note in report.notes:
+        print(f"  note: {note}")
+    print(f"wrote {out}/report.html, report.json, slack.json ({len(messages)} messages), {len(files)} CSVs, chart.png")
+    return 0

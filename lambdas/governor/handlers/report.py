@@ -1,0 +1,331 @@
+"""The ``report`` function: the daily and weekly security and cost report, on EventBridge Scheduler.
+
+It runs the audit queries on Athena for the period and the one before, reads the ledger, renders the report with a
+CloudWatch chart, archives HTML, JSON, CSVs and chart to the reports bucket, and, when ``reports.enforce`` is true,
+posts it to Slack and emails it. The archive comes first, so a failed delivery never loses a report.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal, Protocol
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from governor.adapters.ses import Attachment
+from governor.domain.decision import Action, Decision, Finding
+from governor.domain.notify import Email
+from governor.domain.report import (
+    Report,
+    build_report,
+    csv_files,
+    period_for,
+    previous_period,
+    render_html,
+    render_text,
+    slack_messages,
+    title,
+    utilisation_widget,
+)
+from governor.events.envelopes import InvalidEventError, parse_model
+from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.handlers.notifier import AwsOutbox, Outbox, UndeliverableError
+from governor.observability import logger, metrics, tracer
+
+SCHEDULE_SOURCE = "aws.scheduler"
+LEDGER_KINDS = ("decision", "session", "interruption")
+LEDGER_LOOKBACK = dt.timedelta(days=35)
+CHART_CID = "fleet-utilisation-chart"
+
+
+class ReportDetail(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["daily", "weekly"] = "daily"
+
+
+class ScheduledReport(EventBridgeModel):
+    """The Scheduler's payload (shaped like a Scheduled Event) with ``detail.kind`` daily or weekly."""
+
+    detail: ReportDetail = Field(default_factory=ReportDetail)
+
+
+class QueryRunner(Protocol):
+    """The Athena adapter (``adapters/athena.py``): the deployed named queries and a way to run one."""
+
+    def named_queries(self) -> dict[str, str]: ...
+
+    def run(self, name: str, sql: str, parameters: dict[str, Any]) -> Any: ...
+
+
+class ChartSource(Protocol):
+    def render(self, widget: Mapping[str, Any]) -> bytes: ...
+
+
+class Archive(Protocol):
+    def put(self, key: str, body: bytes, content_type: str) -> str: ...
+
+
+@dataclass
+class ReportAws:
+    """What the report reads and writes; tests pass moto-backed or in-memory versions."""
+
+    queries: QueryRunner
+    chart: ChartSource | None
+    archive: Archive
+    outbox: Outbox
+
+
+class ReportEnvironment(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    bucket: str = Field(alias="REPORTS_BUCKET")
+    workgroup: str = Field(alias="ATHENA_WORKGROUP")
+    database: str = Field(alias="ATHENA_DATABASE")
+    dashboard_url: str | None = Field(None, alias="DASHBOARD_URL")
+
+
+@cache
+def _environment() -> ReportEnvironment:
+    return ReportEnvironment.model_validate(dict(os.environ))
+
+
+@cache
+def _aws(region: str | None, sender: str | None) -> ReportAws:
+    from governor.adapters.archive import S3Archive
+    from governor.adapters.athena import AthenaQueries
+    from governor.adapters.chart import CloudWatchChart
+
+    env = _environment()
+    return ReportAws(
+        queries=AthenaQueries(env.workgroup, env.database, region=region),
+        chart=CloudWatchChart(region),
+        archive=S3Archive(env.bucket, region),
+        outbox=AwsOutbox(region, sender),
+    )
+
+
+def parse(raw: Any) -> ScheduledReport:
+    """Only the Scheduler's invocations; anything else is rejected to the DLQ with its reason."""
+    event = parse_model(ScheduledReport, raw)
+    if event.source != SCHEDULE_SOURCE or event.detail_type != "Scheduled Event":
+        raise InvalidEventError(
+            f"unsupported event {event.source}/{event.detail_type!r}: the report function runs on its schedule",
+            event.id,
+        )
+    return event
+
+
+def run_queries(
+    queries: QueryRunner, start: dt.datetime, end: dt.datetime
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Every deployed query for [start, end): results in the local engine's shape, and each failure's reason."""
+    results: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    parameters = {"start": start.isoformat(), "end": end.isoformat()}
+    for name, sql in sorted(queries.named_queries().items()):
+        outcome = queries.run(name, sql, parameters)
+        if outcome.ok:
+            results[name] = outcome.as_result()
+        else:
+            errors[name] = outcome.problem() or f"query {name} failed"
+    return results, errors
+
+
+def ledger_items(runtime: Runtime, start: dt.datetime) -> list[dict[str, Any]]:
+    """Decisions, usage sessions and Spot interruption records, from a little before the previous period."""
+    since = start - LEDGER_LOOKBACK
+    items: list[dict[str, Any]] = []
+    for kind in LEDGER_KINDS:
+        items.extend(runtime.ledger.query_kind(kind, since=since))
+    return items
+
+
+def _prefix(report: Report) -> str:
+    return f"reports/{report.kind}/{report.start:%Y-%m-%d}/"
+
+
+def archive(report: Report, files: Mapping[str, str], chart: bytes | None, html: str, store: Archive) -> list[str]:
+    """HTML (chart beside it), JSON and every CSV under one dated prefix."""
+    prefix = _prefix(report)
+    written = [
+        store.put(prefix + "report.html", html.encode(), "text/html; charset=utf-8"),
+        store.put(prefix + "report.json", report.model_dump_json(indent=2).encode(), "application/json"),
+    ]
+    if chart is not None:
+        written.append(store.put(prefix + report.chart_file, chart, "image/png"))
+    written += [store.put(prefix + name, body.encode(), "text/csv; charset=utf-8") for name, body in files.items()]
+    return written
+
+
+def deliver(
+    report: Report,
+    files: Mapping[str, str],
+    chart: bytes | None,
+    runtime: Runtime,
+    outbox: Outbox,
+) -> tuple[list[str], list[str]]:
+    """Slack (summary with a dashboard link) and email (chart inline, every table attached).
+
+    Returns the channels used and the ones that cannot be used at all (missing secret, no sender); a delivery that
+    fails after its retries raises so the invocation is retried and finally parked in the DLQ.
+    """
+    policy = runtime.policy
+    sent: list[str] = []
+    problems: list[str] = []
+    try:
+        outbox.post_slack(policy.notifications.slack_secret_name, slack_messages(report))
+        sent.append("slack")
+    except UndeliverableError as error:
+        problems.append(str(error))
+    recipients = policy.reports.email_recipients or policy.notifications.email_recipients
+    if recipients:
+        attachments = [Attachment(name, body.encode()) for name, body in files.items()]
+        if chart is not None:
+            attachments.insert(0, Attachment(report.chart_file, chart, "image/png", inline_cid=CHART_CID))
+        email = Email(
+            subject=title(report),
+            html=render_html(report, chart_src=f"cid:{CHART_CID}" if chart is not None else None),
+            text=render_text(report),
+        )
+        try:
+            outbox.send_email(recipients, email, attachments)
+            sent.append("email")
+        except UndeliverableError as error:
+            problems.append(str(error))
+    for problem in problems:
+        logger.error("report channel unusable", extra={"reason": problem})
+    return sent, problems
+
+
+def produce(
+    parsed: ScheduledReport,
+    raw: Any,
+    runtime: Runtime,
+    aws: ReportAws,
+    now: dt.datetime,
+    dashboard_url: str | None = None,
+) -> dict[str, Any]:
+    """Query, read, render, record, archive, then (when enforcing) deliver: a failed delivery never loses a report."""
+    kind = parsed.detail.kind
+    start, end = period_for(kind, parsed.time or now)
+    before_start, before_end = previous_period(start, end)
+    current, errors = run_queries(aws.queries, start, end)
+    previous, _ = run_queries(aws.queries, before_start, before_end)
+    items = ledger_items(runtime, before_start)
+    policy = runtime.policy
+    notes = [f"Athena: {reason}" for reason in errors.values()]
+    report = build_report(
+        kind=kind,
+        start=start,
+        end=end,
+        policy=policy,
+        audit=current,
+        previous_audit=previous,
+        ledger_items=items,
+        errors=errors,
+        notes=notes,
+        now=now,
+    )
+    report.dashboard_url = policy.notifications.dashboard_url or dashboard_url
+    chart: bytes | None = None
+    if aws.chart is not None:
+        widget = utilisation_widget(
+            runtime.region or "us-east-1", start, end, policy.reports.rightsizing_max_utilization
+        )
+        try:
+            chart = aws.chart.render(widget)
+        except Exception as error:  # the chart is decoration: its failure is noted, never fatal
+            report.notes.append(f"chart unavailable ({error.__class__.__name__})")
+    files = csv_files(report, current)
+    enforce = policy.reports.enforce
+    decision = Decision(
+        policy="reports",
+        verdict="act",
+        resource=f"report:{kind}:{start:%Y-%m-%d}",
+        actions=[
+            Action(type="record", enforced=True, target="reports bucket"),
+            Action(type="notify", enforced=enforce, channels=["slack", "email"]),
+        ],
+        reasons=[f"{kind} report for {start.isoformat()} to {end.isoformat()}"]
+        + ([] if enforce else ["reports.enforce is false: archived, not sent"]),
+        evidence={
+            "security_rows": {q.name: q.count for q in report.security},
+            "gpu_hours": report.cost.gpu_hours_total,
+            "savings_usd": report.cost.savings_usd,
+            "query_errors": errors,
+        },
+        rule="reports.scheduled",
+    )
+    runtime.ledger.record(decision, event_id=parsed.id)
+    if errors:
+        runtime.sink.publish(
+            [
+                Finding(
+                    policy="reports",
+                    rule="reports.query-failed",
+                    severity="warning",
+                    resource=f"athena:{name}",
+                    title=f"Audit query {name} failed for the {kind} report",
+                    detail=reason,
+                    event_id=parsed.id,
+                )
+                for name, reason in errors.items()
+            ]
+        )
+    html = render_html(report, chart_src=report.chart_file if chart is not None else None)
+    written = archive(report, files, chart, html, aws.archive)
+    sent: list[str] = []
+    problems: list[str] = []
+    if enforce:
+        sent, problems = deliver(report, files, chart, runtime, aws.outbox)
+    if problems:
+        runtime.dead_letters.send(raw, f"report archived to {written[0]} but " + "; ".join(problems))
+    metrics.add_metric(name="ReportsArchived", unit="Count", value=1)
+    logger.info("report done", extra={"kind": kind, "objects": len(written), "sent": sent, "enforce": enforce})
+    return {
+        "status": "sent" if sent else "archived",
+        "kind": kind,
+        "period": [start.isoformat(), end.isoformat()],
+        "archived": written,
+        "sent": sent,
+        "empty": report.empty,
+        "query_errors": sorted(errors),
+        "undeliverable": problems,
+    }
+
+
+@idempotent_on_event_id()
+def process(
+    *, event: Any, parsed: ScheduledReport, runtime: Runtime, aws: ReportAws, now: dt.datetime
+) -> dict[str, Any]:
+    """One report per scheduled invocation id (Powertools Idempotency when the stack provides the table)."""
+    dashboard = os.environ.get("DASHBOARD_URL")
+    return produce(parsed, event, runtime, aws, now, dashboard)
+
+
+def handle(
+    event: Any, runtime: Runtime, aws: ReportAws | None = None, now: dt.datetime | None = None
+) -> dict[str, Any]:
+    """Parse at the edge, then build, archive and (when enforcing) send the report."""
+    moment = now or dt.datetime.now(dt.UTC)
+
+    def work(parsed: ScheduledReport, rt: Runtime) -> dict[str, Any]:
+        tools = aws or _aws(rt.region, rt.policy.notifications.email_sender)
+        return process(event=event, parsed=parsed, runtime=rt, aws=tools, now=moment)
+
+    return run_edge(event, runtime, parse, work)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """EventBridge Scheduler invokes this daily and weekly (``reports.*_schedule``)."""
+    return handle(event, default_runtime())

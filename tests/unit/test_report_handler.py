@@ -1,0 +1,186 @@
+"""The report function on fakes: archive always, send only when enforcing, failed queries become findings."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from governor.adapters.ses import Attachment
+from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+from governor.domain.notify import Email, Message
+from governor.handlers._runtime import Runtime
+from governor.handlers.notifier import UndeliverableError
+from governor.handlers.report import ReportAws, handle
+from governor.policy import parse_policy
+from tests.unit.test_report import sample_ledger
+
+RUN_AT = dt.datetime(2023, 7, 11, 7, 0, tzinfo=dt.UTC)
+
+
+@dataclass
+class Outcome:
+    name: str
+    rows: list[dict[str, Any]]
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+    def as_result(self) -> dict[str, Any]:
+        return {"count": len(self.rows), "rows": self.rows}
+
+    def problem(self) -> str | None:
+        return self.reason
+
+
+@dataclass
+class FakeAthena:
+    rows: dict[str, list[dict[str, Any]]]
+    failing: set[str] = field(default_factory=set)
+    calls: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def named_queries(self) -> dict[str, str]:
+        return {name: f"SELECT ... -- {name}" for name in [*self.rows, *self.failing]}
+
+    def run(self, name: str, sql: str, parameters: dict[str, Any]) -> Outcome:
+        self.calls.append((name, parameters["start"], parameters["end"]))
+        if name in self.failing:
+            return Outcome(name, [], f"query {name} stopped at the workgroup's bytes-scanned limit")
+        current = parameters["start"].startswith("2023-07-10")
+        return Outcome(name, self.rows[name] if current else [])
+
+
+@dataclass
+class FakeChart:
+    widgets: list[Mapping[str, Any]] = field(default_factory=list)
+
+    def render(self, widget: Mapping[str, Any]) -> bytes:
+        self.widgets.append(widget)
+        return b"\x89PNG fake chart"
+
+
+@dataclass
+class FakeArchive:
+    objects: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+
+    def put(self, key: str, body: bytes, content_type: str) -> str:
+        self.objects[key] = (body, content_type)
+        return f"s3://reports/{key}"
+
+
+@dataclass
+class FakeOutbox:
+    slack: list[tuple[str, list[Message]]] = field(default_factory=list)
+    emails: list[tuple[list[str], Email, list[Attachment]]] = field(default_factory=list)
+    missing_secret: bool = False
+
+    def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None:
+        if self.missing_secret:
+            raise UndeliverableError(f"Slack webhook secret '{secret_name}' not found in Secrets Manager")
+        self.slack.append((secret_name, list(messages)))
+
+    def send_email(self, recipients: Sequence[str], email: Email, attachments: Sequence[Attachment] = ()) -> None:
+        self.emails.append((list(recipients), email, list(attachments)))
+
+
+def scheduled(kind: str = "daily") -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": f"sched-{kind}",
+        "detail-type": "Scheduled Event",
+        "source": "aws.scheduler",
+        "account": "123456789012",
+        "time": RUN_AT.isoformat(),
+        "region": "us-east-1",
+        "resources": ["arn:aws:scheduler:us-east-1:123456789012:schedule/default/report"],
+        "detail": {"kind": kind},
+    }
+
+
+def setup(enforce: bool, failing: set[str] | None = None, missing_secret: bool = False) -> tuple[Runtime, ReportAws]:
+    policy = parse_policy(
+        {
+            "reports": {"enforce": enforce, "email_recipients": ["lead@example.com"]},
+            "notifications": {"email_sender": "governor@example.com"},
+        }
+    )
+    ledger = MemoryLedger()
+    for n, item in enumerate(sample_ledger()):
+        ledger.put_item(item["kind"], f"k{n}", item)
+    rt = Runtime(policy=policy, ledger=ledger, sink=MemorySink(), dead_letters=MemoryDeadLetters(), region="us-east-1")
+    rows = {"world_open_ingress": [{"eventtime": "2023-07-10T11:50:00Z", "groupid": "sg-1", "cidr": "0.0.0.0/0"}]}
+    aws = ReportAws(
+        queries=FakeAthena(rows, failing or set()),
+        chart=FakeChart(),
+        archive=FakeArchive(),
+        outbox=FakeOutbox(missing_secret=missing_secret),
+    )
+    return rt, aws
+
+
+def test_report_only_archives_html_json_csvs_and_chart_without_sending() -> None:
+    rt, aws = setup(enforce=False)
+    result = handle(scheduled(), rt, aws, RUN_AT)
+    assert result["status"] == "archived" and result["period"][0] == "2023-07-10T00:00:00+00:00"
+    keys = set(aws.archive.objects)  # type: ignore[attr-defined]
+    prefix = "reports/daily/2023-07-10/"
+    assert {prefix + n for n in ("report.html", "report.json", "chart.png", "security_world_open_ingress.csv")} <= keys
+    archived = json.loads(aws.archive.objects[prefix + "report.json"][0])  # type: ignore[attr-defined]
+    assert archived["cost"]["savings_usd"] == pytest.approx(85.08)
+    assert aws.outbox.slack == [] and aws.outbox.emails == []  # type: ignore[attr-defined]
+    decision = rt.ledger.decisions[-1][1]  # type: ignore[attr-defined]
+    assert decision.policy == "reports" and "archived, not sent" in decision.reasons[-1]
+
+
+def test_enforced_report_goes_to_slack_with_a_dashboard_link_and_email_with_inline_chart() -> None:
+    rt, aws = setup(enforce=True)
+    result = handle(scheduled("weekly"), rt, aws, RUN_AT)
+    assert result["sent"] == ["slack", "email"]
+    ((secret, messages),) = aws.outbox.slack  # type: ignore[attr-defined]
+    assert secret == "governor/slack-webhook" and messages[0]["blocks"][0]["type"] == "header"
+    recipients, email, attachments = aws.outbox.emails[0]  # type: ignore[attr-defined]
+    assert recipients == ["lead@example.com"] and "cid:fleet-utilisation-chart" in email.html
+    assert attachments[0].inline_cid == "fleet-utilisation-chart"
+    assert any(a.filename == "gpu_hours_by_team.csv" for a in attachments)
+    assert aws.chart.widgets[0]["metrics"][0][0]["expression"].startswith("SEARCH(")  # type: ignore[attr-defined]
+
+
+def test_the_previous_period_is_queried_for_the_change() -> None:
+    rt, aws = setup(enforce=False)
+    handle(scheduled(), rt, aws, RUN_AT)
+    starts = {start for _, start, _ in aws.queries.calls}  # type: ignore[attr-defined]
+    assert starts == {"2023-07-10T00:00:00+00:00", "2023-07-09T00:00:00+00:00"}
+
+
+def test_a_failed_query_is_a_finding_and_a_note_not_a_crash() -> None:
+    rt, aws = setup(enforce=False, failing={"unauthorized_api_calls"})
+    result = handle(scheduled(), rt, aws, RUN_AT)
+    assert result["query_errors"] == ["unauthorized_api_calls"]
+    (finding,) = rt.sink.findings  # type: ignore[attr-defined]
+    assert finding.rule == "reports.query-failed" and "bytes-scanned" in finding.detail
+    html = aws.archive.objects["reports/daily/2023-07-10/report.html"][0].decode()  # type: ignore[attr-defined]
+    assert "bytes-scanned limit" in html
+
+
+def test_a_missing_webhook_secret_still_archives_and_parks_a_clear_message() -> None:
+    rt, aws = setup(enforce=True, missing_secret=True)
+    result = handle(scheduled(), rt, aws, RUN_AT)
+    assert result["sent"] == ["email"] and result["archived"]
+    ((_, reason),) = rt.dead_letters.messages  # type: ignore[attr-defined]
+    assert "report archived to s3://reports/reports/daily/2023-07-10/report.html" in reason and "not found" in reason
+
+
+def test_only_scheduler_events_are_accepted() -> None:
+    rt, aws = setup(enforce=False)
+    bad = scheduled()
+    bad["source"] = "aws.events"
+    assert handle(bad, rt, aws, RUN_AT)["status"] == "rejected"
+    wrong_kind = scheduled("hourly")
+    assert handle(wrong_kind, rt, aws, RUN_AT)["status"] == "rejected"
+    assert aws.archive.objects == {}  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ from infra.constructs.audit import AuditLake
 from infra.constructs.function import GovernorFunction
 from infra.constructs.keys import KeysEnforcer
 from infra.constructs.lifecycle import Lifecycle
+from infra.constructs.network import NetworkEnforcer
 from infra.constructs.notifications import Notifications
 from infra.constructs.shared import SharedResources
 from infra.settings import Settings
@@ -32,6 +33,7 @@ class GovernorStack(Stack):
         self.audit = AuditLake(self, "Audit", policy=policy, settings=settings, shared=self.shared)
         Lifecycle(self, "Lifecycle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         KeysEnforcer(self, "Keys", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
+        NetworkEnforcer(self, "Network", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         Notifications(
             self,
             "Notifications",

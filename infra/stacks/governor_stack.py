@@ -8,6 +8,7 @@ from constructs import Construct
 from governor.policy import Policy
 from infra.constructs.audit import AuditLake
 from infra.constructs.function import GovernorFunction
+from infra.constructs.idle import IdleReclamation
 from infra.constructs.keys import KeysEnforcer
 from infra.constructs.lifecycle import Lifecycle
 from infra.constructs.network import NetworkEnforcer
@@ -33,6 +34,7 @@ class GovernorStack(Stack):
         self.audit = AuditLake(self, "Audit", policy=policy, settings=settings, shared=self.shared)
         Lifecycle(self, "Lifecycle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         KeysEnforcer(self, "Keys", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
+        IdleReclamation(self, "Idle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         NetworkEnforcer(self, "Network", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         Notifications(
             self,

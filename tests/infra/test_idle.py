@@ -1,0 +1,133 @@
+"""The idle sweep's infrastructure: a 15-minute schedule, a role bounded to GPU types and governor tags, and the
+CloudWatch agent GPU configuration stored for State Manager."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Template
+
+from governor.adapters import cloudwatch, ec2, ssm
+from governor.handlers import idle
+from governor.policy import parse_policy
+from infra.constructs.function import GovernorFunction
+from infra.constructs.idle import AGENT_CONFIG_FILE, IdleReclamation
+from infra.constructs.shared import SharedResources
+from infra.settings import Settings
+from tests.infra.conftest import Synth
+from tests.infra.declared_actions import BASE_ACTIONS
+from tests.infra.policy_eval import RolePolicy, role_policy
+
+INSTANCE = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
+DOCUMENT = "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
+CODE_ACTIONS = ec2.IAM_ACTIONS | ec2.Ec2Actions.IAM_ACTIONS | cloudwatch.IAM_ACTIONS | ssm.IAM_ACTIONS
+
+
+def _function(synth: Synth) -> tuple[str, dict[str, Any]]:
+    [(logical_id, function)] = [
+        (k, v)
+        for k, v in synth.resources("AWS::Lambda::Function").items()
+        if v["Properties"].get("Handler") == "governor.handlers.idle.lambda_handler"
+    ]
+    return logical_id, function
+
+
+def _role(synth: Synth) -> RolePolicy:
+    _, function = _function(synth)
+    return role_policy(synth.json, function["Properties"]["Role"]["Fn::GetAtt"][0])
+
+
+def test_sweep_runs_on_the_policy_schedule_with_the_idle_section(synth: Synth) -> None:
+    function_id, function = _function(synth)
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert '"idle":' in variables["GOVERNOR_POLICY"] and '"network":' not in variables["GOVERNOR_POLICY"]
+    schedules = [
+        s["Properties"]
+        for s in synth.resources("AWS::Scheduler::Schedule").values()
+        if s["Properties"]["Target"]["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    ]
+    assert len(schedules) == 1 and schedules[0]["ScheduleExpression"] == "rate(15 minutes)"
+    payload = json.loads(schedules[0]["Target"]["Input"]) if isinstance(schedules[0]["Target"]["Input"], str) else None
+    if payload is not None:
+        assert payload["detail-type"] == "Scheduled Event" and payload["source"] == "aws.scheduler"
+    assert synth.stack.functions["idle"].triggers[0].startswith("schedule rate(15 minutes)")
+
+
+def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth) -> None:
+    granted = _role(synth).granted_actions()
+    assert granted - BASE_ACTIONS == CODE_ACTIONS
+    assert idle.IdleAws.__dataclass_fields__.keys() == {"instances", "actions", "metrics", "commands"}
+
+
+def test_stop_and_terminate_only_gpu_instance_types(synth: Synth) -> None:
+    role = _role(synth)
+    for action in ("ec2:StopInstances", "ec2:TerminateInstances"):
+        for instance_type in ("g5.xlarge", "p4d.24xlarge", "trn1.32xlarge", "inf2.xlarge", "dl1.24xlarge"):
+            assert role.allows(action, INSTANCE, **{"ec2:InstanceType": instance_type}), (action, instance_type)
+        for instance_type in ("m5.large", "c6i.xlarge", "t3.micro", "r7g.2xlarge"):
+            assert not role.allows(action, INSTANCE, **{"ec2:InstanceType": instance_type}), (action, instance_type)
+        assert not role.allows(action, INSTANCE)  # no instance type in the request context: denied
+
+
+def test_tag_writes_only_governor_keys_on_gpu_instances(synth: Synth) -> None:
+    role = _role(synth)
+    gpu = {"ec2:InstanceType": "g5.xlarge"}
+    for action in ("ec2:CreateTags", "ec2:DeleteTags"):
+        assert role.allows(action, INSTANCE, **gpu, **{"aws:TagKeys": ["governor:idle-since"]})
+        assert not role.allows(action, INSTANCE, **gpu, **{"aws:TagKeys": ["owner"]})
+        assert not role.allows(action, INSTANCE, **gpu, **{"aws:TagKeys": ["governor:idle-since", "team"]})
+        assert not role.allows(action, INSTANCE, **{"ec2:InstanceType": "m5.large", "aws:TagKeys": ["governor:x"]})
+
+
+def test_run_command_only_with_the_shell_script_document(synth: Synth) -> None:
+    role = _role(synth)
+    assert role.allows("ssm:SendCommand", DOCUMENT) and role.allows("ssm:SendCommand", INSTANCE)
+    assert not role.allows("ssm:SendCommand", "arn:aws:ssm:us-east-1::document/AWS-RunPowerShellScript")
+
+
+def test_agent_configuration_is_stored_as_an_ssm_parameter(synth: Synth) -> None:
+    [parameter] = [
+        p["Properties"]
+        for p in synth.resources("AWS::SSM::Parameter").values()
+        if p["Properties"].get("Name", "").startswith("AmazonCloudWatch-")
+    ]
+    config = json.loads(parameter["Value"])
+    assert config == json.loads(AGENT_CONFIG_FILE.read_text())
+    metrics = config["metrics"]
+    assert metrics["namespace"] == "CWAgent" and metrics["aggregation_dimensions"] == [["InstanceId"]]
+    assert metrics["append_dimensions"] == {"InstanceId": "${aws:InstanceId}"}
+    assert set(metrics["metrics_collected"]["nvidia_gpu"]["measurement"]) == {
+        "utilization_gpu",
+        "memory_used",
+        "memory_total",
+        "temperature_gpu",
+        "power_draw",
+    }
+    assert not synth.resources("AWS::SSM::Association")  # opt-in, off by default
+
+
+def test_held_back_actions_raise_an_alarm(synth: Synth) -> None:
+    alarms = [a["Properties"] for a in synth.resources("AWS::CloudWatch::Alarm").values()]
+    held = [a for a in alarms if a.get("MetricName") == "IdleActionsHeldBack"]
+    assert held and held[0]["AlarmActions"]
+
+
+def test_opt_in_association_installs_and_configures_the_agent_by_tag() -> None:
+    """A bare stack with only this construct (no cdk-nag, no second app synth), to see the opt-in resources."""
+    policy = parse_policy({"idle": {"cloudwatch_agent_association": True, "association_tag": {"gpu": "yes"}}})
+    stack = Stack(App(), "IdleOnly")
+    shared = SharedResources(stack, "Shared", policy=policy, bus_name="governor")
+    functions: dict[str, GovernorFunction] = {}
+    IdleReclamation(stack, "Idle", shared=shared, policy=policy, settings=Settings(), functions=functions)
+    template = Template.from_stack(stack)
+    associations = template.find_resources("AWS::SSM::Association")
+    by_document = {a["Properties"]["Name"]: a["Properties"] for a in associations.values()}
+    assert set(by_document) == {"AWS-ConfigureAWSPackage", "AmazonCloudWatch-ManageAgent"}
+    configure = by_document["AmazonCloudWatch-ManageAgent"]
+    assert configure["Targets"] == [{"Key": "tag:gpu", "Values": ["yes"]}]
+    assert configure["Parameters"]["optionalConfigurationSource"] == ["ssm"]
+    assert configure["Parameters"]["optionalConfigurationLocation"][0]["Ref"]
+    assert by_document["AWS-ConfigureAWSPackage"]["Parameters"]["name"] == ["AmazonCloudWatchAgent"]
+    assert set(functions) == {"idle"}

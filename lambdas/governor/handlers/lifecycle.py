@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from governor.domain import lifecycle as domain
 from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
-from governor.domain.fleet import Instance
+from governor.domain.fleet import UNKNOWN, Instance
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE, CloudTrailEvent, InvalidEventError, parse_model
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
@@ -88,12 +88,14 @@ def parse(raw: Any) -> Parsed:
     raise InvalidEventError(f"lifecycle does not handle detail-type {kind!r}", event_id)
 
 
-def _publish(runtime: Runtime, decisions: list[Decision], event_id: str) -> None:
+def _publish(runtime: Runtime, decisions: list[Decision], event_id: str, account: str | None) -> None:
     findings = [
         Finding.from_decision(
             d,
             f"GPU instance {d.resource} has no team",
             owner=d.evidence.get("owner"),
+            team=UNKNOWN,
+            account=account,
             event_id=event_id,
             region=runtime.region,
         )
@@ -189,7 +191,7 @@ def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Capabilitie
         _write_closed(runtime, plan.closed)
     if plan.no_team is not None:
         runtime.ledger.record(plan.no_team, event_id=event.id, at=at)
-        _publish(runtime, [plan.no_team], event.id)
+        _publish(runtime, [plan.no_team], event.id, event.account)
     return {"status": "done", "decisions": [plan.decision.public()], "no_team": plan.no_team is not None}
 
 
@@ -214,7 +216,7 @@ def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Capabilities) -> 
         _write_open(runtime, session)
     for decision in plan.no_team:
         runtime.ledger.record(decision, event_id=event.id, at=now)
-    _publish(runtime, plan.no_team, event.id)
+    _publish(runtime, plan.no_team, event.id, event.account)
     metrics.add_metric(name="SessionsReconciled", unit="Count", value=len(plan.opened) + len(plan.closed))
     return {
         "status": "done",

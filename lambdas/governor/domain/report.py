@@ -518,7 +518,7 @@ h3{font-size:15px;margin:18px 0 6px}.muted{color:#6b7280}.tiles{display:flex;gap
 .tile b{display:block;font-size:22px}table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}
 th,td{border:1px solid #e5e7eb;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f3f4f6}
 .up{color:#dc2626}.down{color:#059669}.zero{color:#6b7280}.note{background:#fef3c7;padding:6px 10px;border-radius:6px}
-img{max-width:100%;border:1px solid #e5e7eb;border-radius:8px}
+.wide{overflow-x:auto;max-width:100%}img{max-width:100%;border:1px solid #e5e7eb;border-radius:8px}
 """
 
 
@@ -530,7 +530,7 @@ def _html_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> st
         "<tr>" + "".join(f"<td>{html.escape(_cell(_plain_value(row.get(c))))}</td>" for c in columns) + "</tr>"
         for row in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def render_html(report: Report, chart_src: str | None = None) -> str:
@@ -565,20 +565,11 @@ def render_html(report: Report, chart_src: str | None = None) -> str:
         for q in report.security
     ]
     parts.append(_html_table(["query", "rows", "change", "about"], overview))
-    for query in report.security:
-        if not query.count:
-            continue
-        shown = len(query.top_rows)
-        parts.append(
-            f"<h3>{html.escape(query.name)} <span class='muted'>({query.count} rows, "
-            f"{html.escape(query.change_text())}; first {shown} shown, all in "
-            f"security_{html.escape(query.name)}.csv)</span></h3>"
-        )
-        parts.append(_html_table(query.columns, query.top_rows))
     parts.append("<h2>Cost</h2>")
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in cost.notes]
     parts.append(
-        f"<p>Idle: {cost.idle_instances_detected} instances, {cost.idle_gpu_hours_detected:,.1f} GPU-hours detected, "
+        f"<p>Idle: {cost.idle_gpu_hours_detected:,.1f} GPU-hours detected on "
+        f"{cost.idle_instances_detected} instance(s), "
         f"{cost.idle_actions} stopped or terminated, {cost.idle_gpu_hours_reclaimed:,.1f} GPU-hours reclaimed, "
         f"${cost.savings_usd:,.2f} saved (on-demand prices as of {html.escape(cost.prices_as_of)}).</p>"
     )
@@ -591,6 +582,18 @@ def render_html(report: Report, chart_src: str | None = None) -> str:
     for table in report.tables():
         parts.append(f"<h3>{html.escape(table.title)}</h3>")
         parts.append(_html_table(table.columns, table.rows))
+    if any(q.count for q in report.security):
+        parts.append("<h2>Security details</h2>")
+    for query in report.security:
+        if not query.count:
+            continue
+        shown = len(query.top_rows)
+        parts.append(
+            f"<h3>{html.escape(query.name)} <span class='muted'>({query.count} rows, "
+            f"{html.escape(query.change_text())}; first {shown} shown, all in "
+            f"security_{html.escape(query.name)}.csv)</span></h3>"
+        )
+        parts.append(_html_table(query.columns, query.top_rows))
     if report.dashboard_url:
         url = html.escape(report.dashboard_url)
         parts.append(f"<p><a href='{url}'>CloudWatch dashboard</a></p>")

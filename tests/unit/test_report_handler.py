@@ -184,3 +184,27 @@ def test_only_scheduler_events_are_accepted() -> None:
     wrong_kind = scheduled("hourly")
     assert handle(wrong_kind, rt, aws, RUN_AT)["status"] == "rejected"
     assert aws.archive.objects == {}  # type: ignore[attr-defined]
+
+
+def test_a_long_running_open_session_is_counted_once() -> None:
+    rt, aws = setup(enforce=False)
+    old = {
+        "instance_id": "i-0e55",
+        "instance_type": "g5.xlarge",
+        "gpus": 1,
+        "lifecycle": "on-demand",
+        "team": "vision",
+        "owner": "erin",
+        "start": "2023-05-01T00:00:00+00:00",
+        "end": None,
+        "price_per_hour": 1.006,
+        "session_key": "i-0e55#2023-05-01T00:00:00+00:00",
+    }
+    rt.ledger.put_item("session", old["session_key"], old)
+    rt.ledger.put_item("open-session", "i-0e55", {**old, "open": True})
+    rt.ledger.put_item("open-session", "i-0f66", {**old, "instance_id": "i-0f66", "session_key": "k2", "open": True})
+    rt.ledger.put_item("open-session", "i-0a77", {**old, "instance_id": "i-0a77", "session_key": "k3", "open": False})
+    handle(scheduled(), rt, aws, RUN_AT)
+    archived = json.loads(aws.archive.objects["reports/daily/2023-07-10/report.json"][0])  # type: ignore[attr-defined]
+    owners = {r["owner"]: r for r in archived["cost"]["by_owner"]["rows"]}
+    assert owners["erin"]["sessions"] == 2 and owners["erin"]["gpu_hours"] == pytest.approx(48.0)

@@ -139,11 +139,19 @@ def run_queries(
 
 
 def ledger_items(runtime: Runtime, start: dt.datetime) -> list[dict[str, Any]]:
-    """Decisions, usage sessions and Spot interruption records, from a little before the previous period."""
-    since = start - LEDGER_LOOKBACK
-    items: list[dict[str, Any]] = []
+    """Decisions since ``start`` (the previous period's); sessions and Spot records from further back.
+
+    Idle sweeps write a decision per instance every few minutes, so decisions are read for the two periods only;
+    sessions still open (however old) come from the lifecycle's ``open-session`` items.
+    """
+    items: list[dict[str, Any]] = list(runtime.ledger.query_kind("decision", since=start))
     for kind in LEDGER_KINDS:
-        items.extend(runtime.ledger.query_kind(kind, since=since))
+        if kind != "decision":
+            items.extend(runtime.ledger.query_kind(kind, since=start - LEDGER_LOOKBACK))
+    known = {item.get("session_key") for item in items if item.get("kind") == "session"}
+    for open_session in runtime.ledger.query_kind("open-session"):
+        if open_session.get("open") and open_session.get("session_key") not in known:
+            items.append({**open_session, "kind": "session"})
     return items
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +14,16 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from governor.adapters.aws import client
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.pricing import ENDPOINT_REGION, PriceListPrices, parse_product
 from governor.cli import main
+from governor.demo.bootstrap import LocalStack, create_shared
 from governor.domain.costs import PriceBook, gpu_hours_and_cost
 from governor.domain.memory import MemoryDeadLetters, MemorySink
-from governor.handlers._runtime import Runtime
-from governor.handlers.lifecycle import Capabilities, handle
+from governor.handlers._runtime import Runtime, default_runtime
+from governor.handlers.lifecycle import Capabilities, default_capabilities, handle, lambda_handler
 from governor.policy import parse_policy
 from tests.unit.lifecycle_data import as_gpu_launch, envelope, one
 
@@ -256,3 +259,57 @@ def test_price_list_documents_without_an_hourly_rate() -> None:
     upfront["terms"]["OnDemand"]["S.JRTCKXETXF"]["priceDimensions"]["S.JRTCKXETXF.6YS6EN2CT7"]["unit"] = "Quantity"
     assert parse_product(upfront) is None
     assert parse_product({"product": {"attributes": {"gpu": "NA"}}, "terms": {}}) is None
+
+
+class LambdaContext:
+    function_name = "governor-lifecycle"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:governor-lifecycle"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 290_000
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+    """The function's environment as the stack sets it, on moto, with the idempotency table."""
+    with mock_aws():
+        client.cache_clear()
+        local = create_shared(REGION)
+        policy = parse_policy({"lifecycle": {"enforce": True}})
+        for name, value in local.environment("lifecycle", policy).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+        default_runtime.cache_clear()
+        default_capabilities.cache_clear()
+        yield local
+    default_runtime.cache_clear()
+    default_capabilities.cache_clear()
+    client.cache_clear()
+
+
+def test_entry_point_acts_once_per_event_id_and_parks_bad_input(deployed: LocalStack) -> None:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    instance = ec2.run_instances(ImageId=image, InstanceType="g5.xlarge", MinCount=1, MaxCount=1)["Instances"][0][
+        "InstanceId"
+    ]
+    launch = envelope(launch_record(instance), "launch-1")
+    running = state_event(instance, "running", "2026-12-01T08:00:00Z")
+    first = lambda_handler(launch, LambdaContext())
+    assert first["tagged"] == 1 and tags_of(ec2, instance)["governor:creator"] == CREATOR
+    assert lambda_handler(copy.deepcopy(launch), LambdaContext()) == first  # duplicate delivery: the stored result
+    lambda_handler(running, LambdaContext())
+    lambda_handler(copy.deepcopy(running), LambdaContext())
+    ledger = DynamoLedger(deployed.ledger_table, region=REGION)
+    [session] = ledger.query_kind("session")
+    assert session["owner"] == CREATOR and session["team"] == "unknown"
+    assert len(ledger.query_kind("decision")) == 3  # launch, session, no-team: each once
+    rejected = lambda_handler({**running, "id": "bad", "detail": {"instance-id": instance}}, LambdaContext())
+    assert rejected["status"] == "rejected"
+    [message] = boto3.client("sqs", region_name=REGION).receive_message(
+        QueueUrl=deployed.dlq_urls["lifecycle"], MessageAttributeNames=["All"]
+    )["Messages"]
+    assert "state" in message["MessageAttributes"]["ErrorMessage"]["StringValue"]
+    assert json.loads(message["Body"])["id"] == "bad"

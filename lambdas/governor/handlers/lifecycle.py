@@ -105,6 +105,11 @@ def _publish(runtime: Runtime, decisions: list[Decision], event_id: str, account
         runtime.sink.publish(findings)
 
 
+def _no_team_key(event_id: str) -> str:
+    """The ledger keys a decision by resource, policy and event: the same event's session decision keeps its own."""
+    return f"{event_id}#no-team"
+
+
 def _write_open(runtime: Runtime, session: dict[str, Any]) -> None:
     runtime.ledger.put_item(domain.SESSION, session["session_key"], session)
     runtime.ledger.put_item(domain.OPEN_SESSION, session["instance_id"], {**session, "open": True})
@@ -190,7 +195,7 @@ def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Capabilitie
     if plan.closed is not None:
         _write_closed(runtime, plan.closed)
     if plan.no_team is not None:
-        runtime.ledger.record(plan.no_team, event_id=event.id, at=at)
+        runtime.ledger.record(plan.no_team, event_id=_no_team_key(event.id), at=at)
         _publish(runtime, [plan.no_team], event.id, event.account)
     return {"status": "done", "decisions": [plan.decision.public()], "no_team": plan.no_team is not None}
 
@@ -215,7 +220,7 @@ def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Capabilities) -> 
     for session in plan.refreshed:
         _write_open(runtime, session)
     for decision in plan.no_team:
-        runtime.ledger.record(decision, event_id=event.id, at=now)
+        runtime.ledger.record(decision, event_id=_no_team_key(event.id), at=now)
     _publish(runtime, plan.no_team, event.id, event.account)
     metrics.add_metric(name="SessionsReconciled", unit="Count", value=len(plan.opened) + len(plan.closed))
     return {

@@ -182,7 +182,7 @@ def test_adapter_reads_rules_with_ids_and_revokes_one_by_id(ec2: Any) -> None:
 
 
 def test_enforcing_revokes_only_the_offending_rules_and_says_so(ec2: Any) -> None:
-    _, group = new_group(ec2)
+    _, group = new_group(ec2, tags={"team": "vision", "owner": "alice"})
     event = authorize(ec2, group)
     rt = runtime(enforce=True)
     result = handle(event, rt, aws())
@@ -191,6 +191,7 @@ def test_enforcing_revokes_only_the_offending_rules_and_says_so(ec2: Any) -> Non
     assert event_id == event["id"] and decision.verdict == "act" and len(decision.enforced_actions()) == 3
     (finding,) = rt.sink.findings  # type: ignore[attr-defined]
     assert finding.enforced and finding.severity == "critical" and finding.resource == group
+    assert (finding.team, finding.owner) == ("vision", "alice")  # routed to the group's team
     assert finding.detail.count("revoked sgr-") == 2 and "::/0" in finding.detail
     assert len(result["decisions"][0]["done"]) == 2
 
@@ -362,7 +363,7 @@ def test_run_instances_auto_assigned_address_is_dropped_through_the_network_inte
     eni = instance["NetworkInterfaces"][0]["NetworkInterfaceId"]
     assert calls == [{"NetworkInterfaceId": eni, "AssociatePublicIpAddress": False}]
     (finding,) = rt.sink.findings  # type: ignore[attr-defined]
-    assert f"AssociatePublicIpAddress=false on {eni}" in finding.detail and finding.owner == "unknown"
+    assert f"AssociatePublicIpAddress=false on {eni}" in finding.detail and finding.team == "unknown"
     assert "removed auto-assigned public IPv4" in result["decisions"][0]["done"][0]
 
 

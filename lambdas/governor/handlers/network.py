@@ -42,6 +42,7 @@ from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_e
 from governor.observability import logger, metrics, tracer
 
 SCHEDULED = "Scheduled Event"
+Judged = tuple[Decision, dict[str, str]]  # a decision and the resource's tags (for the finding's owner and team)
 SCHEDULE_SOURCE = "aws.scheduler"
 
 
@@ -83,37 +84,39 @@ def parse(raw: Any) -> CloudTrailEvent | GovernorEvent:
 # --- deciding with live state -----------------------------------------------------------------------------------------
 
 
-def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Decision:
+def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Judged:
     """Judge the rules this call added or changed, as they are now (re-read), never the event's copy alone."""
     live = aws.groups.group(call.group_id, None if call.group_id else call.group_name)
     if live is None:
-        return Decision(
+        gone_group = Decision(
             policy="network",
             verdict="ignored",
             resource=call.group or "unknown",
             reasons=[f"{call.group} no longer exists; nothing to revoke"],
             rule="network.security-group",
         )
+        return gone_group, {}
     gone: list[IngressRule] = []
     if call.name == "CreateSecurityGroup":
         wanted = list(live.rules)
     else:
         wanted, gone = match_live(call.rules, live.rules)
     notes = [f"{rule.describe()} is no longer in the group; nothing to revoke" for rule in gone]
-    return decide_group(live.group_id, wanted, runtime.policy, tags=live.tags, group_name=live.name, notes=notes)
+    decision = decide_group(live.group_id, wanted, runtime.policy, tags=live.tags, group_name=live.name, notes=notes)
+    return decision, live.tags
 
 
-def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> Decision:
+def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> Judged:
     elastic = aws.addresses.elastic([instance.public_ip]) if instance.public_ip else {}
     address = public_address(instance, elastic)
-    return decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now)
+    return decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now), instance.tags
 
 
-def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> list[Decision]:
+def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> list[Judged]:
     if call.name == "RunInstances":
         ids = [launched.id for launched in call.instances if launched.id]
     elif call.name == "ModifyNetworkInterfaceAttribute" and not call.associate_public_ip:
-        return decide_call(call, runtime.policy, now)
+        return [(decision, {}) for decision in decide_call(call, runtime.policy, now)]
     else:
         instance_id = call.instance_id
         if instance_id is None and call.network_interface_id:
@@ -121,15 +124,17 @@ def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now
         if instance_id is None:
             target = call.network_interface_id or "unknown"
             reason = f"{target} is not attached to an instance; no GPU instance gained an address"
-            return [Decision(policy="network", verdict="ignored", resource=target, reasons=[reason])]
+            return [(Decision(policy="network", verdict="ignored", resource=target, reasons=[reason]), {})]
         ids = [instance_id]
     found = {instance.id: instance for instance in aws.instances.instances(ids)} if ids else {}
-    decisions = []
+    decisions: list[Judged] = []
     for instance_id in ids:
         instance = found.get(instance_id)
         if instance is None:
             reason = f"{instance_id} no longer exists"
-            decisions.append(Decision(policy="network", verdict="ignored", resource=instance_id, reasons=[reason]))
+            decisions.append(
+                (Decision(policy="network", verdict="ignored", resource=instance_id, reasons=[reason]), {})
+            )
         else:
             decisions.append(_instance_decision(instance, aws, runtime, now))
     return decisions
@@ -259,13 +264,17 @@ def on_call(event: CloudTrailEvent, runtime: Runtime, aws: NetworkAws) -> dict[s
     record = event.detail
     call = parse_call(record)
     now = event.time
+    decisions: list[Judged]
     if call.failed:
-        decisions = decide_call(call, runtime.policy, now)
+        decisions = [(decision, {}) for decision in decide_call(call, runtime.policy, now)]
     elif call.name in SECURITY_GROUP_EVENTS:
         decisions = [_group_decision(call, aws, runtime)]
     else:
         decisions = _address_decisions(call, aws, runtime, now)
-    results = [settle(d, event_id=event.id, runtime=runtime, aws=aws, account=event.account) for d in decisions]
+    results = [
+        settle(d, event_id=event.id, runtime=runtime, aws=aws, tags=tags, account=event.account)
+        for d, tags in decisions
+    ]
     return {"status": "done", "event_id": event.id, "call": call.name, "decisions": results}
 
 

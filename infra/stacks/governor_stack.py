@@ -13,6 +13,7 @@ from infra.constructs.keys import KeysEnforcer
 from infra.constructs.lifecycle import Lifecycle
 from infra.constructs.network import NetworkEnforcer
 from infra.constructs.notifications import Notifications
+from infra.constructs.operators import OperatorRoles
 from infra.constructs.shared import SharedResources
 from infra.settings import Settings
 
@@ -45,3 +46,4 @@ class GovernorStack(Stack):
             functions=self.functions,
             audit=self.audit,
         )
+        OperatorRoles(self, "Operators", shared=self.shared, policy=policy)  # last: it grants on what exists

@@ -1,0 +1,121 @@
+"""The stack with every feature switched on, checked by cdk-nag's NIST 800-53 rev 5 pack in a separate app.
+
+NIST is not enabled in ``infra/nag.py`` yet (it would fail every synth while capabilities are still landing); this
+test reports what it finds, and is an expected failure only while findings remain, listing each rule and construct.
+The same all-features template proves the other half of least privilege: with every option on, each role grants
+every action its code declares (for a class's ``IAM_ACTIONS``, such as ``Ec2Actions``, at least one: a handler may
+use only some of its methods; the other direction, nothing more than declared, is ``test_least_privilege.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import Validations
+from cdk_nag import NIST80053R5Checks
+
+from governor.policy import Policy, parse_policy
+from infra.app_builder import build_app
+from tests.infra.declared_actions import declared_units
+from tests.infra.policy_eval import role_policy, wildcard_match
+
+EVERYTHING_ON: dict[str, Any] = {
+    "idle": {
+        "enforce": True,
+        "checkpoint_command": "systemctl kill -s USR1 training",
+        "cloudwatch_agent_association": True,
+    },
+    "spot": {
+        "enforce": True,
+        "replacement": "on-demand",
+        "fallback_instance_types": ["g5.2xlarge"],
+        "fallback_zones": ["us-east-1b"],
+    },
+    "network": {"enforce": True},
+    "keys": {"enforce": True, "rotate_on_demand": True},
+    "lifecycle": {"enforce": True, "use_price_list_api": True},
+    "audit": {"enforce": True},
+    "reports": {"enforce": True, "email_recipients": ["platform@example.com"]},
+    "notifications": {
+        "enforce": True,
+        "email_sender": "governor@example.com",
+        "email_recipients": ["oncall@example.com"],
+        "teams": {"vision": {"slack_secret_name": "governor/vision-slack", "email": ["vision@example.com"]}},
+    },
+}
+
+
+class FullStack:
+    """Synthesized once per module: the all-features template and the validation report of both packs."""
+
+    def __init__(self, outdir: Path) -> None:
+        self.policy: Policy = parse_policy(EVERYTHING_ON, source="all-features policy")
+        app, stack = build_app(policy=self.policy, outdir=str(outdir))
+        Validations.of(app).add_plugins(NIST80053R5Checks(app))
+        self.failed = False
+        try:
+            app.synth()
+        except RuntimeError as error:  # jsii surfaces CDK's ValidationFailed as a RuntimeError
+            if "validation-report.json" not in str(error):
+                raise
+            self.failed = True
+        self.stack = stack
+        self.template: dict[str, Any] = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+        self.report: dict[str, Any] = json.loads((outdir / "validation-report.json").read_text())
+
+    def plugin(self, prefix: str) -> dict[str, Any]:
+        return next(p for p in self.report["pluginReports"] if p["pluginName"].startswith(prefix))
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> FullStack:
+    return FullStack(tmp_path_factory.mktemp("cdk.out.nist"))
+
+
+def test_aws_solutions_pack_is_clean_with_every_feature_on(full: FullStack) -> None:
+    solutions = full.plugin("AwsSolutions")
+    problems = [
+        f"{v['ruleName']}: {c['constructPath']}" for v in solutions["violations"] for c in v["violatingConstructs"]
+    ]
+    assert solutions["conclusion"] == "success", "\n".join(problems)
+
+
+def test_every_role_grants_what_its_code_declares_with_every_feature_on(full: FullStack) -> None:
+    problems = []
+    for resource in full.template["Resources"].values():
+        if resource["Type"] != "AWS::Lambda::Function":
+            continue
+        handler = resource["Properties"].get("Handler", "")
+        if not handler.startswith("governor.handlers."):
+            continue
+        name = handler.split(".")[2]
+        granted = role_policy(full.template, resource["Properties"]["Role"]["Fn::GetAtt"][0]).granted_actions()
+
+        def grants(action: str, granted: set[str] = granted) -> bool:
+            return any(wildcard_match(g, action, case_sensitive=False) for g in granted)
+
+        for unit, actions in sorted(declared_units(name).items()):
+            if unit.count(".") > 3:  # a class's IAM_ACTIONS: the handler may use only some of its methods
+                if not any(grants(a) for a in actions):
+                    problems.append(f"{name}: imports {unit} but its role grants none of {sorted(actions)}")
+                continue
+            problems.extend(
+                f"{name}: {unit} declares {a} but its role does not grant it" for a in sorted(actions) if not grants(a)
+            )
+    assert not problems, "\n".join(problems)
+
+
+def test_nist_800_53_rev5_findings(full: FullStack) -> None:
+    nist = full.plugin("NIST")
+    by_rule: dict[str, list[str]] = defaultdict(list)
+    for violation in nist["violations"]:
+        for construct in violation["violatingConstructs"]:
+            by_rule[violation["ruleName"]].append(construct["constructPath"])
+    if by_rule:
+        lines = [f"{rule} ({len(paths)}): {', '.join(sorted(paths))}" for rule, paths in sorted(by_rule.items())]
+        pytest.xfail("NIST 800-53 rev 5 findings remain:\n" + "\n".join(lines))
+    assert nist["conclusion"] == "success"

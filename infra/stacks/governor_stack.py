@@ -15,6 +15,7 @@ from infra.constructs.network import NetworkEnforcer
 from infra.constructs.notifications import Notifications
 from infra.constructs.operators import OperatorRoles
 from infra.constructs.shared import SharedResources
+from infra.constructs.spot import Spot
 from infra.settings import Settings
 
 
@@ -35,6 +36,7 @@ class GovernorStack(Stack):
         self.audit = AuditLake(self, "Audit", policy=policy, settings=settings, shared=self.shared)
         Lifecycle(self, "Lifecycle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         KeysEnforcer(self, "Keys", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
+        Spot(self, "Spot", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         IdleReclamation(self, "Idle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         NetworkEnforcer(self, "Network", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         Notifications(

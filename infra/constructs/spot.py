@@ -1,0 +1,302 @@
+"""The Spot capability: interruption rules, the ``spot`` function, and the checkpoint bucket jobs save to."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from governor.adapters.ssm import DOCUMENT
+from governor.domain.spot import (
+    COMMAND_STATUS,
+    FINAL_COMMAND_STATUSES,
+    FINAL_STATES,
+    REBALANCE,
+    SOURCE,
+    SSM_SOURCE,
+    STATE_CHANGE,
+    WARNING,
+)
+from governor.policy import Policy
+from infra.constructs.function import GovernorFunction
+from infra.constructs.shared import SharedResources
+from infra.nag import acknowledge
+from infra.settings import Settings
+
+CHECKPOINT_PREFIX = "checkpoints"
+ACCESS_LOG_DAYS = 365
+
+
+class Spot(Construct):
+    """One function with reserved concurrency on three rules (warning + rebalance, stop/terminate, SSM status).
+
+    Its role holds only what the policy switches on: load-balancer deregistration, Auto Scaling lifecycle
+    completion and, with ``replacement`` set, RunInstances for GPU types from launch templates.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: SharedResources,
+        policy: Policy,
+        settings: Settings,
+        functions: dict[str, GovernorFunction],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        spot = policy.spot
+        self.function = GovernorFunction(
+            self,
+            "Function",
+            name="spot",
+            description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
+            shared=shared,
+            policy=policy,
+            settings=settings,
+            sections=["spot"],
+            timeout=Duration.minutes(2),
+            reserved_concurrency=spot.reserved_concurrency,
+        )
+        self.function.on_events(
+            "Interruption",
+            events.EventPattern(source=[SOURCE], detail_type=[WARNING, REBALANCE]),
+            "EC2 Spot interruption warnings and rebalance recommendations",
+        )
+        self.function.on_events(
+            "StateChange",
+            events.EventPattern(source=[SOURCE], detail_type=[STATE_CHANGE], detail={"state": list(FINAL_STATES)}),
+            "EC2 instance stopped / terminated (completes interruption records)",
+        )
+        self.function.on_events(
+            "CheckpointStatus",
+            events.EventPattern(
+                source=[SSM_SOURCE],
+                detail_type=[COMMAND_STATUS],
+                detail={"status": list(FINAL_COMMAND_STATUSES), "document-name": [DOCUMENT]},
+            ),
+            "SSM Run Command finished (checkpoint status; releases held Auto Scaling lifecycle actions)",
+        )
+        self._grants(policy)
+        self.bucket: s3.Bucket | None = None
+        self.checkpoint_policy: iam.ManagedPolicy | None = None
+        if spot.checkpoint_bucket.create:
+            self._checkpoint_bucket(shared, policy)
+        functions["spot"] = self.function
+
+    def _grants(self, policy: Policy) -> None:
+        spot = policy.spot
+        stack = Stack.of(self)
+        reads = ["ec2:DescribeInstances", "ssm:GetCommandInvocation"]
+        if spot.deregister_from_target_groups:
+            reads += ["elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetHealth"]
+        if spot.complete_lifecycle_action:
+            reads += ["autoscaling:DescribeAutoScalingInstances", "autoscaling:DescribeLifecycleHooks"]
+        if spot.replacement != "none":
+            reads.append("ec2:DescribeSubnets")
+        self.function.add_unscoped_statement(
+            "Reads",
+            sorted(reads),
+            "Describe* reads and ssm:GetCommandInvocation support no resource-level permissions: the function "
+            "re-reads the interrupted instance, finds the target groups and Auto Scaling group holding it, subnets "
+            "for fallback zones, and the final status of its own checkpoint command.",
+        )
+        instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
+        document = stack.format_arn(service="ssm", account="", resource="document", resource_name=DOCUMENT)
+        self.function.add_statement(["ssm:SendCommand"], [document, instances])
+        acknowledge(
+            self.function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+            "instance/*]",
+            "Interrupted instances are unknown at deploy time. SendCommand is limited to the AWS-RunShellScript "
+            "document; RunInstances (when replacement is on) to GPU-family types by the ec2:InstanceType condition.",
+        )
+        if spot.deregister_from_target_groups:
+            groups = stack.format_arn(service="elasticloadbalancing", resource="targetgroup", resource_name="*/*")
+            self.function.add_statement(["elasticloadbalancing:DeregisterTargets"], [groups])
+            acknowledge(
+                self.function.role,
+                "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:elasticloadbalancing:<AWS::Region>:"
+                "<AWS::AccountId>:targetgroup/*/*]",
+                "Any target group may hold an interrupted instance; only DeregisterTargets is granted, which stops "
+                "new traffic to an instance about to be reclaimed.",
+            )
+        if spot.complete_lifecycle_action:
+            groups = (
+                f"arn:{stack.partition}:autoscaling:{stack.region}:{stack.account}:autoScalingGroup:*:"
+                "autoScalingGroupName/*"
+            )
+            self.function.add_statement(["autoscaling:CompleteLifecycleAction"], [groups])
+            acknowledge(
+                self.function.role,
+                "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:"
+                "<AWS::AccountId>:autoScalingGroup:*:autoScalingGroupName/*]",
+                "Any Auto Scaling group may hold an interrupted instance in Terminating:Wait; CompleteLifecycleAction "
+                "only lets a termination that EC2 performs anyway proceed once the checkpoint finished.",
+            )
+        if spot.replacement != "none":
+            self._replacement_grants(policy)
+
+    def _replacement_grants(self, policy: Policy) -> None:
+        """RunInstances from launch templates, GPU types only; tags only at launch; roles passed only to EC2."""
+        stack = Stack.of(self)
+        families = [f"{family}*" for family in policy.fleet.gpu_families]
+        instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
+        self.function.add_statement(
+            ["ec2:RunInstances"], [instances], conditions={"StringLike": {"ec2:InstanceType": families}}
+        )
+        parts = [
+            stack.format_arn(service="ec2", resource=kind, resource_name="*")
+            for kind in (
+                "subnet",
+                "network-interface",
+                "security-group",
+                "volume",
+                "launch-template",
+                "key-pair",
+                "spot-instances-request",
+            )
+        ]
+        parts.append(stack.format_arn(service="ec2", account="", resource="image", resource_name="*"))
+        self.function.add_statement(["ec2:RunInstances"], parts)
+        tagged = [
+            stack.format_arn(service="ec2", resource=kind, resource_name="*")
+            for kind in ("instance", "volume", "network-interface", "spot-instances-request")
+        ]
+        self.function.add_statement(
+            ["ec2:CreateTags"], tagged, conditions={"StringEquals": {"ec2:CreateAction": "RunInstances"}}
+        )
+        roles = stack.format_arn(service="iam", region="", resource="role", resource_name="*")
+        self.function.add_statement(
+            ["iam:PassRole"], [roles], conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+        )
+        for resource, reason in (
+            (
+                "arn:<AWS::Partition>:ec2:<AWS::Region>::image/*",
+                "The launch template names the AMI; any AMI the template uses must be launchable.",
+            ),
+            (
+                "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*",
+                "The launch template's instance profile role is chosen by fleet owners; PassRole is limited to "
+                "passing roles to EC2 (iam:PassedToService).",
+            ),
+        ):
+            acknowledge(self.function.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::{resource}]", reason)
+        for kind in (
+            "subnet",
+            "network-interface",
+            "security-group",
+            "volume",
+            "launch-template",
+            "key-pair",
+            "spot-instances-request",
+        ):
+            acknowledge(
+                self.function.role,
+                f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+                f"{kind}/*]",
+                "RunInstances from a launch template touches the template's own subnet, interfaces, security groups, "
+                "volumes, key pair and Spot request; tags may be written only in the same call (ec2:CreateAction).",
+            )
+
+    def _checkpoint_bucket(self, shared: SharedResources, policy: Policy) -> None:
+        """Versioned, KMS-encrypted, TLS-only checkpoints, with a managed policy scoped to each team's prefix."""
+        settings = policy.spot.checkpoint_bucket
+        scope = Construct(self, "Checkpoints")
+        # Grant S3 log delivery through the log bucket's policy (ACLs stay disabled), as AWS now recommends.
+        scope.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
+        access_logs = s3.Bucket(
+            scope,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS))],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            access_logs,
+            "AwsSolutions::AwsSolutions-S1",
+            "This bucket receives the checkpoint bucket's server access logs; logging it would need yet another "
+            "bucket and log deliveries about log deliveries.",
+        )
+        rule = s3.LifecycleRule(
+            id="ExpireOldCheckpointVersions",
+            noncurrent_version_expiration=Duration.days(settings.noncurrent_version_expiry_days),
+            noncurrent_versions_to_retain=settings.noncurrent_versions_to_keep or None,
+            abort_incomplete_multipart_upload_after=Duration.days(1),
+        )
+        self.bucket = s3.Bucket(
+            scope,
+            "Bucket",
+            versioned=True,
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=shared.key,
+            bucket_key_enabled=True,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="checkpoint-bucket/",
+            lifecycle_rules=[
+                rule,
+                s3.LifecycleRule(id="RemoveExpiredDeleteMarkers", expired_object_delete_marker=True),
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        team = f"${{aws:PrincipalTag/{policy.fleet.team_tag}}}"
+        prefix = f"{CHECKPOINT_PREFIX}/{team}/*"
+        stack = Stack.of(self)
+        self.checkpoint_policy = iam.ManagedPolicy(
+            scope,
+            "Access",
+            description=(
+                "Attach to GPU fleet instance roles: read and write checkpoints under "
+                f"{CHECKPOINT_PREFIX}/<the role's {policy.fleet.team_tag} tag>/<job>/ in the checkpoint bucket"
+            ),
+            statements=[
+                iam.PolicyStatement(
+                    sid="ListOwnTeamPrefix",
+                    actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                    resources=[self.bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{CHECKPOINT_PREFIX}/{team}/", prefix]}},
+                ),
+                iam.PolicyStatement(
+                    sid="ReadWriteOwnTeamPrefix",
+                    actions=[
+                        "s3:GetObject",
+                        "s3:GetObjectVersion",
+                        "s3:PutObject",
+                        "s3:DeleteObject",
+                        "s3:AbortMultipartUpload",
+                        "s3:ListMultipartUploadParts",
+                    ],
+                    resources=[self.bucket.arn_for_objects(prefix)],
+                ),
+                iam.PolicyStatement(
+                    sid="ProjectKeyThroughS3Only",
+                    actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                    resources=[shared.key.key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}},
+                ),
+            ],
+        )
+        bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
+        acknowledge(
+            self.checkpoint_policy,
+            # cdk-nag writes the policy variable ${aws:PrincipalTag/team} as <aws:PrincipalTag/team>
+            f"AwsSolutions::AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{CHECKPOINT_PREFIX}/"
+            f"<aws:PrincipalTag/{policy.fleet.team_tag}>/*]",
+            "Job names are chosen by each training job; the prefix is fixed to the team in the instance role's own "
+            f"{policy.fleet.team_tag} tag (aws:PrincipalTag), so a team reads and writes only its own checkpoints.",
+        )
+        CfnOutput(self, "CheckpointBucketName", value=self.bucket.bucket_name, description="Spot checkpoint bucket")
+        CfnOutput(
+            self,
+            "CheckpointPolicyArn",
+            value=self.checkpoint_policy.managed_policy_arn,
+            description="Managed policy to attach to GPU fleet instance roles (tag the role with the team)",
+        )

@@ -1,0 +1,676 @@
+"""Spot interruptions: turn the two-minute warning into a checkpoint, a record, a message and, optionally, capacity.
+
+Pure decisions over the policy, the re-read instance and the interruption record kept in the ledger. The handler
+(``handlers/spot.py``) records each decision, then acts through the ports declared here; ``governor explain`` runs
+the same code on the event alone and lists what it could not read under ``assumptions``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from governor.domain.decision import Action, Decision
+from governor.domain.explain import detail_type, explainer
+from governor.domain.fleet import Instance, exemption, ownership
+from governor.events.envelopes import InboundEvent, parse_model
+from governor.policy import Policy
+
+POLICY = "spot"
+SOURCE = "aws.ec2"
+WARNING = "EC2 Spot Instance Interruption Warning"
+REBALANCE = "EC2 Instance Rebalance Recommendation"
+STATE_CHANGE = "EC2 Instance State-change Notification"
+COMMAND_STATUS = "EC2 Command Invocation Status-change Notification"
+SSM_SOURCE = "aws.ssm"
+FINAL_STATES = ("stopped", "terminated")
+FINAL_COMMAND_STATUSES = ("Success", "Failed", "TimedOut", "Cancelled")
+RECORD_KIND = "interruption"
+ASG_TAG = "aws:autoscaling:groupName"
+FLEET_TAGS = ("aws:ec2spot:fleet-request-id", "aws:ec2:fleet-id")
+GONE_STATES = ("shutting-down", "terminated", "stopping", "stopped")
+
+InstanceId = Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,32}$")]
+
+
+class _Detail(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+
+class WarningDetail(_Detail):
+    """``detail`` of "EC2 Spot Instance Interruption Warning" (about two minutes ahead, best effort)."""
+
+    instance_id: InstanceId = Field(alias="instance-id")
+    instance_action: Literal["terminate", "stop", "hibernate"] = Field(alias="instance-action")
+
+
+class RebalanceDetail(_Detail):
+    """``detail`` of "EC2 Instance Rebalance Recommendation": elevated risk, no deadline yet."""
+
+    instance_id: InstanceId = Field(alias="instance-id")
+
+
+class StateChangeDetail(_Detail):
+    """``detail`` of "EC2 Instance State-change Notification"."""
+
+    instance_id: InstanceId = Field(alias="instance-id")
+    state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
+
+
+class CommandStatusDetail(_Detail):
+    """``detail`` of SSM's "EC2 Command Invocation Status-change Notification" for one instance."""
+
+    command_id: str = Field(alias="command-id", min_length=1)
+    instance_id: InstanceId = Field(alias="instance-id")
+    status: str = Field(min_length=1)
+    document_name: str | None = Field(None, alias="document-name")
+
+
+# --- ports -----------------------------------------------------------------------------------------------------
+
+
+class InstanceReader(Protocol):
+    def instance(self, instance_id: str) -> Instance | None: ...
+
+
+class Delivery(Protocol):
+    @property
+    def delivered(self) -> bool: ...
+
+    @property
+    def command_id(self) -> str | None: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+class CheckpointSender(Protocol):
+    """SSM Run Command, as the Spot handler needs it."""
+
+    def send(self, instance_id: str, command: str, timeout_seconds: int, comment: str = "") -> Delivery: ...
+
+    def status(self, command_id: str, instance_id: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One place to try a replacement: an instance type and, optionally, a zone (None: wherever the template says)."""
+
+    instance_type: str
+    zone: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchAttempt:
+    instance_type: str
+    zone: str | None
+    error: str | None = None
+    instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """The replacement's id, or why none was launched; every attempt is kept for the record."""
+
+    instance_id: str | None
+    attempts: tuple[LaunchAttempt, ...] = ()
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LifecycleOutcome:
+    """What happened to the instance's Auto Scaling lifecycle action (``completed`` lists the hooks continued)."""
+
+    auto_scaling_group: str | None
+    state: str | None
+    completed: tuple[str, ...] = ()
+    note: str = ""
+
+
+class SpotRecovery(Protocol):
+    """Load-balancer, Auto Scaling and relaunch operations; implemented by ``adapters/spot_recovery.py``."""
+
+    def deregister(self, instance: Instance) -> list[str]: ...
+
+    def complete_lifecycle_action(self, instance_id: str) -> LifecycleOutcome: ...
+
+    def replace(
+        self, instance: Instance, candidates: Sequence[Candidate], market: Literal["spot", "on-demand"]
+    ) -> Replacement: ...
+
+
+# --- the interruption record -----------------------------------------------------------------------------------
+
+
+class InterruptionRecord(BaseModel):
+    """One interruption as kept in the ledger (kind ``interruption``, key the instance id); reports read these."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    instance_id: str
+    event_id: str
+    warned_at: dt.datetime
+    instance_action: str
+    instance_type: str
+    zone: str | None = None
+    lifecycle: str = "spot"
+    launched_at: dt.datetime
+    age_seconds: float
+    owner: str
+    team: str
+    enforced: bool
+    checkpoint_command: str | None = None
+    checkpoint_source: str | None = None
+    checkpoint_attempted: bool = False
+    checkpoint_delivered: bool = False
+    command_id: str | None = None
+    checkpoint_error: str | None = None
+    checkpoint_status: str | None = None
+    target_groups: list[str] = Field(default_factory=list)
+    auto_scaling_group: str | None = None
+    lifecycle_action: str | None = None
+    replacement_id: str | None = None
+    replacement_attempts: list[dict[str, Any]] = Field(default_factory=list)
+    replacement_reason: str | None = None
+    status: str = "interrupted"
+    final_at: dt.datetime | None = None
+    errors: list[str] = Field(default_factory=list)
+
+    def to_item(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any] | None) -> InterruptionRecord | None:
+        """None for a missing or unreadable item (an old or foreign shape must not break the handler)."""
+        if not item:
+            return None
+        try:
+            return cls.model_validate(dict(item))
+        except ValidationError:
+            return None
+
+
+# --- decisions -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    command: str
+    source: Literal["tag", "policy"]
+    timeout_seconds: int
+
+
+def checkpoint_plan(tags: Mapping[str, str], policy: Policy) -> CheckpointPlan:
+    """The instance's checkpoint tag wins over the policy default; the timeout always stays under the warning."""
+    tagged = tags.get(policy.fleet.checkpoint_command_tag, "").strip()
+    if tagged:
+        return CheckpointPlan(tagged, "tag", policy.spot.checkpoint_timeout_seconds)
+    return CheckpointPlan(policy.spot.checkpoint_command, "policy", policy.spot.checkpoint_timeout_seconds)
+
+
+def candidates(instance_type: str, policy: Policy) -> list[Candidate]:
+    """Ordered relaunch candidates: each fallback type (or the instance's own), in each fallback zone (or any)."""
+    types = list(dict.fromkeys(policy.spot.fallback_instance_types)) or [instance_type]
+    zones: list[str | None] = list(dict.fromkeys(policy.spot.fallback_zones)) or [None]
+    return [Candidate(t, z) for t in types for z in zones]
+
+
+def _age_seconds(instance: Instance, at: dt.datetime) -> float:
+    return max(0.0, (at - instance.launch_time).total_seconds())
+
+
+def _not_actionable(instance_id: str, instance: Instance | None, policy: Policy, now: dt.datetime) -> str | None:
+    """Why an instance is left alone: gone, outside the GPU fleet, or exempt. None: it is ours to protect."""
+    if instance is None:
+        return f"{instance_id} no longer exists; nothing to checkpoint (recorded, not retried)"
+    if instance.state in GONE_STATES:
+        return f"{instance_id} is already {instance.state}; nothing to checkpoint (recorded, not retried)"
+    if not policy.fleet.is_gpu_type(instance.type):
+        return f"{instance.type} is not in the GPU fleet (families {', '.join(policy.fleet.gpu_families)})"
+    why = exemption(instance.id, instance.tags, policy.fleet, policy.spot.exemptions, now)
+    if why:
+        return f"exempt: {why}"
+    return None
+
+
+def _evidence(instance: Instance, at: dt.datetime, policy: Policy) -> dict[str, Any]:
+    who = ownership(instance.tags, policy.fleet)
+    return {
+        "instance_type": instance.type,
+        "zone": instance.zone,
+        "lifecycle": instance.lifecycle,
+        "launched_at": instance.launch_time.isoformat(),
+        "age_seconds": round(_age_seconds(instance, at), 1),
+        "owner": who.owner,
+        "team": who.team,
+        "auto_scaling_group": instance.tags.get(ASG_TAG),
+        "launch_template_id": instance.launch_template_id,
+    }
+
+
+def replacement_blocker(instance: Instance, policy: Policy) -> str | None:
+    """Why no replacement is launched for this instance, or None when the policy asks for one and it can be made."""
+    if policy.spot.replacement == "none":
+        return "replacement is off (spot.replacement: none)"
+    if instance.tags.get(ASG_TAG):
+        return f"Auto Scaling group {instance.tags[ASG_TAG]} replaces its own instances"
+    fleet_tag = next((tag for tag in FLEET_TAGS if instance.tags.get(tag)), None)
+    if fleet_tag:
+        return f"the fleet {instance.tags[fleet_tag]} keeps its own capacity"
+    if not instance.launch_template_id:
+        return "not launched from a launch template, so there is nothing to relaunch from"
+    return None
+
+
+def _warning_actions(
+    policy: Policy,
+    plan: CheckpointPlan,
+    *,
+    owner: str,
+    team: str,
+    auto_scaling_group: str | None,
+    replace_from: tuple[str, str | None] | None,
+    instance_type: str | None,
+    deregister: bool,
+) -> list[Action]:
+    enforce = policy.spot.enforce
+    actions = [
+        Action(
+            type="checkpoint",
+            enforced=enforce,
+            command=plan.command,
+            source=plan.source,
+            timeout_seconds=plan.timeout_seconds,
+        )
+    ]
+    if deregister and policy.spot.deregister_from_target_groups:
+        actions.append(Action(type="deregister", enforced=enforce, target_groups="every target group listing it"))
+    if auto_scaling_group and policy.spot.complete_lifecycle_action:
+        actions.append(
+            Action(
+                type="complete_lifecycle_action",
+                enforced=enforce,
+                auto_scaling_group=auto_scaling_group,
+                when="after the checkpoint command finishes (or at once when it could not be delivered)",
+            )
+        )
+    if replace_from is not None:
+        template, version = replace_from
+        actions.append(
+            Action(
+                type="replace",
+                enforced=enforce,
+                market=policy.spot.replacement,
+                launch_template=template,
+                version=version or "$Default",
+                candidates=[
+                    {"instance_type": c.instance_type, "zone": c.zone or "any"}
+                    for c in candidates(instance_type or "(the interrupted type)", policy)
+                ],
+            )
+        )
+    actions.append(Action(type="record", enforced=enforce, kind=RECORD_KIND))
+    actions.append(Action(type="notify", enforced=enforce, owner=owner, team=team))
+    return actions
+
+
+def decide_warning(
+    instance_id: str, instance: Instance | None, instance_action: str, policy: Policy, at: dt.datetime
+) -> Decision:
+    """An interruption warning for a re-read instance: checkpoint, deregister, record, notify (and replace).
+
+    Gone, non-GPU and exempt instances are recorded as ``ignored`` so a retry never loops on them.
+    """
+    why_not = _not_actionable(instance_id, instance, policy, at)
+    if why_not or instance is None:
+        return Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource=instance_id,
+            reasons=[why_not or f"{instance_id} no longer exists"],
+            evidence={"instance_action": instance_action, **(_evidence(instance, at, policy) if instance else {})},
+            rule="spot-interruption",
+        )
+    plan = checkpoint_plan(instance.tags, policy)
+    who = ownership(instance.tags, policy.fleet)
+    blocker = replacement_blocker(instance, policy)
+    template = (instance.launch_template_id or "", instance.launch_template_version) if blocker is None else None
+    actions = _warning_actions(
+        policy,
+        plan,
+        owner=who.owner,
+        team=who.team,
+        auto_scaling_group=instance.tags.get(ASG_TAG),
+        replace_from=template,
+        instance_type=instance.type,
+        deregister=True,
+    )
+    reasons = [
+        f"Spot will {instance_action} {instance.type} {instance.id} in {instance.zone or 'its zone'} in about two "
+        f"minutes; the job gets {plan.timeout_seconds}s to checkpoint ({plan.source} command)"
+    ]
+    if policy.spot.replacement != "none" and blocker:
+        reasons.append(f"no replacement: {blocker}")
+    if not policy.spot.enforce:
+        reasons.append("report-only (spot.enforce: false): nothing is sent or changed, the interruption is recorded")
+    return Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=instance.id,
+        actions=actions,
+        reasons=reasons,
+        evidence={"instance_action": instance_action, **_evidence(instance, at, policy)},
+        severity="warning",
+        rule="spot-interruption",
+    )
+
+
+def decide_rebalance(instance_id: str, instance: Instance | None, policy: Policy, at: dt.datetime) -> Decision:
+    """A rebalance recommendation: checkpoint early (``on_rebalance: checkpoint``) or only record and notify."""
+    why_not = _not_actionable(instance_id, instance, policy, at)
+    if why_not or instance is None:
+        return Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource=instance_id,
+            reasons=[why_not or f"{instance_id} no longer exists"],
+            rule="spot-rebalance",
+        )
+    who = ownership(instance.tags, policy.fleet)
+    return Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=instance.id,
+        actions=_rebalance_actions(policy, checkpoint_plan(instance.tags, policy), who.owner, who.team),
+        reasons=[_rebalance_reason(policy, f"{instance.type} {instance.id}")],
+        evidence=_evidence(instance, at, policy),
+        severity="info",
+        rule="spot-rebalance",
+    )
+
+
+def _rebalance_actions(policy: Policy, plan: CheckpointPlan, owner: str, team: str) -> list[Action]:
+    enforce = policy.spot.enforce
+    actions: list[Action] = []
+    if policy.spot.on_rebalance == "checkpoint":
+        actions.append(
+            Action(
+                type="checkpoint",
+                enforced=enforce,
+                command=plan.command,
+                source=plan.source,
+                timeout_seconds=plan.timeout_seconds,
+            )
+        )
+    actions.append(Action(type="record", enforced=enforce, kind="decision"))
+    actions.append(Action(type="notify", enforced=enforce, owner=owner, team=team))
+    return actions
+
+
+def _rebalance_reason(policy: Policy, what: str) -> str:
+    if policy.spot.on_rebalance == "checkpoint":
+        return f"EC2 recommends rebalancing {what} (elevated interruption risk): checkpoint early (on_rebalance)"
+    return f"EC2 recommends rebalancing {what} (elevated interruption risk): record and notify only (on_rebalance)"
+
+
+def decide_state_change(instance_id: str, state: str, record: InterruptionRecord | None, policy: Policy) -> Decision:
+    """A stop/termination completes the interruption record; an instance never warned about is ``ignored``."""
+    if state not in FINAL_STATES:
+        return Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource=instance_id,
+            reasons=[f"state {state}: only stopped and terminated complete an interruption record"],
+            rule="spot-interruption-final",
+        )
+    if record is None:
+        return Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource=instance_id,
+            reasons=[f"{instance_id} {state}, but the governor never saw an interruption warning for it"],
+            rule="spot-interruption-final",
+        )
+    return Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=instance_id,
+        actions=[Action(type="record", enforced=policy.spot.enforce, kind=RECORD_KIND, status=state)],
+        reasons=[f"{instance_id} {state} after the interruption warning of {record.warned_at.isoformat()}"],
+        evidence={"warned_event": record.event_id, "command_id": record.command_id},
+        rule="spot-interruption-final",
+    )
+
+
+def decide_command_status(
+    instance_id: str, command_id: str, status: str, record: InterruptionRecord | None, policy: Policy
+) -> Decision:
+    """The checkpoint command finished: complete the record and release a held Auto Scaling lifecycle action."""
+    if record is None or record.command_id != command_id:
+        return Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource=instance_id,
+            reasons=[f"command {command_id} is not a checkpoint the governor sent for an interruption"],
+            rule="spot-checkpoint-status",
+        )
+    if status not in FINAL_COMMAND_STATUSES:
+        return Decision(
+            policy=POLICY,
+            verdict="ok",
+            resource=instance_id,
+            reasons=[f"checkpoint command {command_id} is {status}; waiting for its final status"],
+            rule="spot-checkpoint-status",
+        )
+    actions = [Action(type="record", enforced=policy.spot.enforce, kind=RECORD_KIND, checkpoint_status=status)]
+    if record.auto_scaling_group and policy.spot.complete_lifecycle_action and record.lifecycle_action == "pending":
+        actions.insert(
+            0,
+            Action(
+                type="complete_lifecycle_action",
+                enforced=policy.spot.enforce,
+                auto_scaling_group=record.auto_scaling_group,
+            ),
+        )
+    return Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=instance_id,
+        actions=actions,
+        reasons=[f"checkpoint command {command_id} finished: {status}"],
+        evidence={"command_id": command_id, "status": status},
+        severity="info" if status == "Success" else "warning",
+        rule="spot-checkpoint-status",
+    )
+
+
+def start_record(
+    decision: Decision, instance: Instance, event_id: str, at: dt.datetime, instance_action: str
+) -> InterruptionRecord:
+    """The interruption record for an acted-on warning, before any outcome is known."""
+    checkpoint = next(a for a in decision.actions if a.type == "checkpoint")
+    extra = checkpoint.model_extra or {}
+    evidence = decision.evidence
+    return InterruptionRecord(
+        instance_id=instance.id,
+        event_id=event_id,
+        warned_at=at,
+        instance_action=instance_action,
+        instance_type=instance.type,
+        zone=instance.zone,
+        lifecycle=instance.lifecycle,
+        launched_at=instance.launch_time,
+        age_seconds=_age_seconds(instance, at),
+        owner=str(evidence.get("owner")),
+        team=str(evidence.get("team")),
+        enforced=checkpoint.enforced,
+        checkpoint_command=str(extra.get("command")),
+        checkpoint_source=str(extra.get("source")),
+        auto_scaling_group=instance.tags.get(ASG_TAG),
+    )
+
+
+# --- statistics for reports ------------------------------------------------------------------------------------
+
+
+class PoolWeek(BaseModel):
+    week: str
+    instance_type: str
+    zone: str
+    interruptions: int
+
+
+class InterruptionStats(BaseModel):
+    """What the reports show about Spot pools: where interruptions hit, how late in a run, and if checkpoints landed."""
+
+    total: int
+    by_pool_week: list[PoolWeek]
+    mean_age_hours: float | None
+    checkpoints_attempted: int
+    checkpoints_delivered: int
+    checkpoint_delivery_rate: float | None
+    checkpoints_succeeded: int
+    checkpoint_success_rate: float | None
+    unreadable: int = 0
+
+
+def iso_week(at: dt.datetime) -> str:
+    year, week, _ = at.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def interruption_stats(items: Iterable[Mapping[str, Any]]) -> InterruptionStats:
+    """Interruptions per instance type and zone per ISO week, mean age at interruption, checkpoint delivery rate.
+
+    The delivery rate counts only warnings where a checkpoint was sent (enforcing); report-only records add to the
+    counts but not to the rate. Success rate is over delivered checkpoints whose final SSM status is known.
+    """
+    records: list[InterruptionRecord] = []
+    unreadable = 0
+    for item in items:
+        record = InterruptionRecord.from_item(item)
+        if record is None:
+            unreadable += 1
+        else:
+            records.append(record)
+    pools = Counter((iso_week(r.warned_at), r.instance_type, r.zone or "unknown") for r in records)
+    attempted = [r for r in records if r.checkpoint_attempted]
+    delivered = [r for r in attempted if r.checkpoint_delivered]
+    finished = [r for r in delivered if r.checkpoint_status in FINAL_COMMAND_STATUSES]
+    succeeded = [r for r in finished if r.checkpoint_status == "Success"]
+    return InterruptionStats(
+        total=len(records),
+        by_pool_week=[
+            PoolWeek(week=w, instance_type=t, zone=z, interruptions=n)
+            for (w, t, z), n in sorted(pools.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1], kv[0][2]))
+        ],
+        mean_age_hours=round(sum(r.age_seconds for r in records) / len(records) / 3600, 2) if records else None,
+        checkpoints_attempted=len(attempted),
+        checkpoints_delivered=len(delivered),
+        checkpoint_delivery_rate=round(len(delivered) / len(attempted), 4) if attempted else None,
+        checkpoints_succeeded=len(succeeded),
+        checkpoint_success_rate=round(len(succeeded) / len(finished), 4) if finished else None,
+        unreadable=unreadable,
+    )
+
+
+# --- governor explain ------------------------------------------------------------------------------------------
+
+_LIVE = "explain reads nothing from AWS"
+
+
+@explainer(POLICY, detail_type(SOURCE, WARNING))
+def explain_warning(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """The warning's decision for a running, non-exempt GPU Spot instance, with everything assumed said so."""
+    detail = parse_model(WarningDetail, event.detail)
+    plan = CheckpointPlan(policy.spot.checkpoint_command, "policy", policy.spot.checkpoint_timeout_seconds)
+    replace = policy.spot.replacement != "none"
+    actions = _warning_actions(
+        policy,
+        plan,
+        owner="(owner tag)",
+        team="(team tag)",
+        auto_scaling_group=None,
+        replace_from=("(the instance's launch template)", None) if replace else None,
+        instance_type=None,
+        deregister=False,
+    )
+    assumptions = [
+        f"{detail.instance_id} is a running GPU instance of the fleet and not exempt ({_LIVE}; the handler re-reads it "
+        "and records gone, non-GPU or exempt instances as ignored)",
+        f"the command is the policy default unless the instance's {policy.fleet.checkpoint_command_tag} tag sets one",
+        "the instance runs the SSM agent (else the checkpoint is recorded as not delivered)",
+        "target groups and Auto Scaling membership are not known here: when enforcing, the handler also deregisters "
+        "the instance from every target group listing it and completes a held lifecycle action after the checkpoint",
+    ]
+    if replace:
+        assumptions.append(
+            "the instance was launched from a launch template and not by an Auto Scaling group or EC2/Spot fleet "
+            "(which replace their own capacity)"
+        )
+    reasons = [
+        f"Spot will {detail.instance_action} {detail.instance_id} in about two minutes; the job gets "
+        f"{plan.timeout_seconds}s to checkpoint"
+    ]
+    if not policy.spot.enforce:
+        reasons.append("report-only (spot.enforce: false): nothing is sent or changed, the interruption is recorded")
+    return [
+        Decision(
+            policy=POLICY,
+            verdict="act",
+            resource=detail.instance_id,
+            actions=actions,
+            reasons=reasons,
+            assumptions=assumptions,
+            severity="warning",
+            rule="spot-interruption",
+        )
+    ]
+
+
+@explainer(POLICY, detail_type(SOURCE, REBALANCE))
+def explain_rebalance(event: InboundEvent, policy: Policy) -> list[Decision]:
+    detail = parse_model(RebalanceDetail, event.detail)
+    plan = CheckpointPlan(policy.spot.checkpoint_command, "policy", policy.spot.checkpoint_timeout_seconds)
+    return [
+        Decision(
+            policy=POLICY,
+            verdict="act",
+            resource=detail.instance_id,
+            actions=_rebalance_actions(policy, plan, "(owner tag)", "(team tag)"),
+            reasons=[_rebalance_reason(policy, detail.instance_id)],
+            assumptions=[
+                f"{detail.instance_id} is a running GPU instance of the fleet and not exempt ({_LIVE})",
+                f"the command is the policy default unless the instance's {policy.fleet.checkpoint_command_tag} tag "
+                "sets one",
+            ],
+            rule="spot-rebalance",
+        )
+    ]
+
+
+@explainer(POLICY, detail_type(SOURCE, STATE_CHANGE))
+def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
+    detail = parse_model(StateChangeDetail, event.detail)
+    decision = decide_state_change(detail.instance_id, detail.state, None, policy)
+    if detail.state in FINAL_STATES:
+        decision.assumptions.append(
+            f"the ledger holds no interruption record for {detail.instance_id} ({_LIVE} nor the ledger); had the "
+            f"governor handled a warning for it, the record would now be completed with status {detail.state}"
+        )
+    return [decision]
+
+
+@explainer(POLICY, detail_type(SSM_SOURCE, COMMAND_STATUS))
+def explain_command_status(event: InboundEvent, policy: Policy) -> list[Decision]:
+    detail = parse_model(CommandStatusDetail, event.detail)
+    decision = decide_command_status(detail.instance_id, detail.command_id, detail.status, None, policy)
+    decision.assumptions.append(
+        f"command {detail.command_id} is not a checkpoint recorded in the ledger (explain does not read the ledger)"
+    )
+    return [decision]

@@ -1,0 +1,424 @@
+"""The ``spot`` function: Spot interruption warnings, rebalance recommendations and their aftermath.
+
+On a warning the critical path is one DescribeInstances, one ledger write and one SSM SendCommand: the checkpoint
+goes out within seconds of the event. Deregistration, Auto Scaling and relaunch follow; their failures are recorded
+and reported, never allowed to re-run the checkpoint through a retry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+
+from governor.domain.decision import Decision, Finding
+from governor.domain.fleet import Instance
+from governor.domain.spot import (
+    COMMAND_STATUS,
+    FINAL_COMMAND_STATUSES,
+    REBALANCE,
+    RECORD_KIND,
+    SOURCE,
+    SSM_SOURCE,
+    STATE_CHANGE,
+    WARNING,
+    CheckpointSender,
+    CommandStatusDetail,
+    InstanceReader,
+    InterruptionRecord,
+    RebalanceDetail,
+    SpotRecovery,
+    StateChangeDetail,
+    WarningDetail,
+    candidates,
+    decide_command_status,
+    decide_rebalance,
+    decide_state_change,
+    decide_warning,
+    start_record,
+)
+from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
+from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics, tracer
+
+IAM_ACTIONS = frozenset(
+    {
+        "ec2:DescribeInstances",
+        "ssm:SendCommand",
+        "ssm:GetCommandInvocation",
+        "elasticloadbalancing:DescribeTargetGroups",
+        "elasticloadbalancing:DescribeTargetHealth",
+        "elasticloadbalancing:DeregisterTargets",
+        "autoscaling:DescribeAutoScalingInstances",
+        "autoscaling:DescribeLifecycleHooks",
+        "autoscaling:CompleteLifecycleAction",
+        "ec2:DescribeSubnets",
+        "ec2:RunInstances",
+        "ec2:CreateTags",
+        "iam:PassRole",
+    }
+)
+
+
+class WarningEvent(EventBridgeModel):
+    detail: WarningDetail
+
+
+class RebalanceEvent(EventBridgeModel):
+    detail: RebalanceDetail
+
+
+class StateChangeEvent(EventBridgeModel):
+    detail: StateChangeDetail
+
+
+class CommandStatusEvent(EventBridgeModel):
+    detail: CommandStatusDetail
+
+
+SpotEvent = WarningEvent | RebalanceEvent | StateChangeEvent | CommandStatusEvent
+MODELS: dict[tuple[str, str], type[SpotEvent]] = {
+    (SOURCE, WARNING): WarningEvent,
+    (SOURCE, REBALANCE): RebalanceEvent,
+    (SOURCE, STATE_CHANGE): StateChangeEvent,
+    (SSM_SOURCE, COMMAND_STATUS): CommandStatusEvent,
+}
+
+
+def parse(raw: Any) -> SpotEvent:
+    """The envelope first (for the event id in any error), then the typed detail of the one kind it claims to be."""
+    envelope = parse_model(GovernorEvent, raw)
+    model = MODELS.get((envelope.source, envelope.detail_type))
+    if model is None:
+        raise InvalidEventError(
+            f"the spot function does not handle {envelope.source} '{envelope.detail_type}' events", envelope.id
+        )
+    return parse_model(model, raw)
+
+
+@dataclass
+class SpotPorts:
+    """The AWS-facing pieces the Spot handler acts through; tests pass fakes or moto-backed adapters."""
+
+    reader: InstanceReader
+    commands: CheckpointSender
+    recovery: SpotRecovery
+
+
+@cache
+def default_ports() -> SpotPorts:
+    from governor.adapters.ec2 import Ec2Reader
+    from governor.adapters.spot_recovery import SpotRecoveryActions
+    from governor.adapters.ssm import SsmCommands
+
+    region = default_runtime().region
+    return SpotPorts(Ec2Reader(region), SsmCommands(region), SpotRecoveryActions(region))
+
+
+def _when(event: SpotEvent) -> dt.datetime:
+    return event.time if event.time.tzinfo else event.time.replace(tzinfo=dt.UTC)
+
+
+def _enforced(decision: Decision, kind: str) -> bool:
+    return any(action.type == kind and action.enforced for action in decision.actions)
+
+
+def _finding(decision: Decision, event: SpotEvent, title: str, detail: str, **extra: Any) -> Finding:
+    finding = Finding.from_decision(
+        decision, title, account=event.account, region=event.region, event_id=event.id, **extra
+    )
+    return finding.model_copy(update={"detail": detail})
+
+
+def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> dict[str, Any]:
+    return {
+        "status": status,
+        "event_id": event.id,
+        "instance_id": event.detail.instance_id,
+        "verdict": decision.verdict,
+        **extra,
+    }
+
+
+def _keep_previous(runtime: Runtime, record: InterruptionRecord) -> None:
+    """A stopped instance can be interrupted again: keep the earlier record under its own key before replacing it."""
+    previous = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, record.instance_id))
+    if previous is not None and previous.event_id != record.event_id:
+        runtime.ledger.put_item(RECORD_KIND, f"{previous.instance_id}#{previous.event_id}", previous.to_item())
+
+
+def _recover(
+    decision: Decision, record: InterruptionRecord, instance: Instance, runtime: Runtime, ports: SpotPorts
+) -> None:
+    """Everything after the checkpoint; a failure here is recorded and reported, not retried."""
+    policy = runtime.policy
+    if _enforced(decision, "deregister"):
+        try:
+            record.target_groups = ports.recovery.deregister(instance)
+        except Exception as error:
+            record.errors.append(f"deregister: {error}")
+    if _enforced(decision, "complete_lifecycle_action"):
+        if record.checkpoint_delivered:
+            record.lifecycle_action = "pending"  # released when SSM reports the checkpoint finished
+        else:
+            try:
+                record.lifecycle_action = ports.recovery.complete_lifecycle_action(instance.id).note
+            except Exception as error:
+                record.errors.append(f"complete_lifecycle_action: {error}")
+    if _enforced(decision, "replace"):
+        market: Literal["spot", "on-demand"] = "spot" if policy.spot.replacement == "spot" else "on-demand"
+        try:
+            replacement = ports.recovery.replace(instance, candidates(instance.type, policy), market)
+        except Exception as error:
+            record.errors.append(f"replace: {error}")
+            record.replacement_reason = f"relaunch failed: {error}"
+        else:
+            record.replacement_id = replacement.instance_id
+            record.replacement_reason = replacement.reason
+            record.replacement_attempts = [
+                {"instance_type": a.instance_type, "zone": a.zone, "error": a.error, "instance_id": a.instance_id}
+                for a in replacement.attempts
+            ]
+
+
+def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+    at = _when(event)
+    instance_id = event.detail.instance_id
+    instance = ports.reader.instance(instance_id)
+    decision = decide_warning(instance_id, instance, event.detail.instance_action, runtime.policy, at)
+    runtime.ledger.record(decision, event_id=event.id, at=at)
+    if decision.verdict != "act" or instance is None:
+        return _result("ignored", event, decision, reason=decision.reasons[0])
+    record = start_record(decision, instance, event.id, at, event.detail.instance_action)
+    if _enforced(decision, "checkpoint"):
+        record.checkpoint_attempted = True
+        sent = ports.commands.send(
+            instance.id,
+            record.checkpoint_command or runtime.policy.spot.checkpoint_command,
+            runtime.policy.spot.checkpoint_timeout_seconds,
+            comment=f"governor spot checkpoint {event.id}",
+        )
+        record.checkpoint_delivered = sent.delivered
+        record.command_id = sent.command_id
+        record.checkpoint_error = sent.error
+    _keep_previous(runtime, record)
+    runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
+    _recover(decision, record, instance, runtime, ports)
+    runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
+    runtime.sink.publish(_warning_findings(decision, record, event))
+    return _result(
+        "acted" if runtime.policy.spot.enforce else "reported",
+        event,
+        decision,
+        checkpoint={
+            "attempted": record.checkpoint_attempted,
+            "delivered": record.checkpoint_delivered,
+            "command_id": record.command_id,
+            "error": record.checkpoint_error,
+        },
+        target_groups=record.target_groups,
+        lifecycle_action=record.lifecycle_action,
+        replacement_id=record.replacement_id,
+        errors=record.errors,
+    )
+
+
+def _warning_findings(decision: Decision, record: InterruptionRecord, event: WarningEvent) -> list[Finding]:
+    where = f"{record.instance_type} {record.instance_id} ({record.zone or 'unknown zone'})"
+    if not record.checkpoint_attempted:
+        outcome = "report-only: no checkpoint was sent"
+    elif record.checkpoint_delivered:
+        outcome = f"checkpoint command {record.command_id} sent ({record.checkpoint_source} command)"
+    else:
+        outcome = f"checkpoint NOT delivered: {record.checkpoint_error}"
+    parts = [*decision.reasons, outcome]
+    if record.target_groups:
+        parts.append(f"deregistered from {len(record.target_groups)} target group(s)")
+    if record.lifecycle_action:
+        parts.append(f"lifecycle action: {record.lifecycle_action}")
+    if record.replacement_id:
+        parts.append(f"replacement {record.replacement_id} launched")
+    parts.extend(record.errors)
+    severity = "critical" if record.checkpoint_attempted and not record.checkpoint_delivered else decision.severity
+    findings = [
+        _finding(
+            decision.model_copy(update={"severity": severity}),
+            event,
+            f"Spot interruption: {where}, {outcome.split(':')[0]}",
+            "; ".join(parts),
+            owner=record.owner,
+            team=record.team,
+        )
+    ]
+    if record.replacement_reason and not record.replacement_id:
+        findings.append(
+            _finding(
+                decision.model_copy(update={"severity": "warning", "rule": "spot-replacement"}),
+                event,
+                f"No replacement launched for {where}",
+                record.replacement_reason,
+                owner=record.owner,
+                team=record.team,
+            )
+        )
+    return findings
+
+
+def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+    at = _when(event)
+    instance = ports.reader.instance(event.detail.instance_id)
+    decision = decide_rebalance(event.detail.instance_id, instance, runtime.policy, at)
+    runtime.ledger.record(decision, event_id=event.id, at=at)
+    if decision.verdict != "act" or instance is None:
+        return _result("ignored", event, decision, reason=decision.reasons[0])
+    checkpoint: dict[str, Any] = {"attempted": False}
+    outcome = "report-only: nothing was sent" if not runtime.policy.spot.enforce else "recorded"
+    if _enforced(decision, "checkpoint"):
+        action = next(a for a in decision.actions if a.type == "checkpoint")
+        sent = ports.commands.send(
+            instance.id,
+            str((action.model_extra or {})["command"]),
+            runtime.policy.spot.checkpoint_timeout_seconds,
+            comment=f"governor spot rebalance checkpoint {event.id}",
+        )
+        checkpoint = {
+            "attempted": True,
+            "delivered": sent.delivered,
+            "command_id": sent.command_id,
+            "error": sent.error,
+        }
+        outcome = (
+            f"early checkpoint sent ({sent.command_id})"
+            if sent.delivered
+            else f"early checkpoint NOT delivered: {sent.error}"
+        )
+    evidence = decision.evidence
+    runtime.sink.publish(
+        [
+            _finding(
+                decision,
+                event,
+                f"Spot rebalance recommendation: {instance.type} {instance.id}",
+                "; ".join([*decision.reasons, outcome]),
+                owner=evidence.get("owner"),
+                team=evidence.get("team"),
+            )
+        ]
+    )
+    return _result("acted" if runtime.policy.spot.enforce else "reported", event, decision, checkpoint=checkpoint)
+
+
+def _state_change(event: StateChangeEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+    at = _when(event)
+    instance_id = event.detail.instance_id
+    record = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, instance_id))
+    decision = decide_state_change(instance_id, event.detail.state, record, runtime.policy)
+    runtime.ledger.record(decision, event_id=event.id, at=at)
+    if decision.verdict != "act" or record is None:
+        return _result("ignored", event, decision, reason=decision.reasons[0])
+    record.status = event.detail.state
+    record.final_at = at
+    if record.command_id and record.checkpoint_status not in FINAL_COMMAND_STATUSES:
+        try:
+            record.checkpoint_status = ports.commands.status(record.command_id, instance_id)
+        except Exception as error:
+            record.errors.append(f"checkpoint status: {error}")
+    runtime.ledger.put_item(RECORD_KIND, instance_id, record.to_item())
+    if record.checkpoint_attempted and record.checkpoint_status != "Success":
+        runtime.sink.publish(
+            [
+                _finding(
+                    decision.model_copy(update={"severity": "warning"}),
+                    event,
+                    f"Spot instance {instance_id} {record.status}; "
+                    f"checkpoint {record.checkpoint_status or 'not delivered'}",
+                    f"checkpoint command {record.command_id or '(none)'} ended {record.checkpoint_status or 'unknown'}"
+                    f"{': ' + record.checkpoint_error if record.checkpoint_error else ''}; the job may resume from an "
+                    "older checkpoint",
+                    owner=record.owner,
+                    team=record.team,
+                )
+            ]
+        )
+    return _result("recorded", event, decision, final_status=record.status, checkpoint_status=record.checkpoint_status)
+
+
+def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+    at = _when(event)
+    detail = event.detail
+    record = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, detail.instance_id))
+    decision = decide_command_status(detail.instance_id, detail.command_id, detail.status, record, runtime.policy)
+    runtime.ledger.record(decision, event_id=event.id, at=at)
+    if decision.verdict != "act" or record is None:
+        return _result("ignored" if decision.verdict == "ignored" else "waiting", event, decision)
+    record.checkpoint_status = detail.status
+    if _enforced(decision, "complete_lifecycle_action"):
+        try:
+            record.lifecycle_action = ports.recovery.complete_lifecycle_action(detail.instance_id).note
+        except Exception as error:
+            record.errors.append(f"complete_lifecycle_action: {error}")
+    runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
+    if detail.status != "Success":
+        runtime.sink.publish(
+            [
+                _finding(
+                    decision,
+                    event,
+                    f"Spot checkpoint {detail.status} on {record.instance_type} {detail.instance_id}",
+                    f"checkpoint command {detail.command_id} ended {detail.status}; the job may resume from an older "
+                    "checkpoint",
+                    owner=record.owner,
+                    team=record.team,
+                )
+            ]
+        )
+    return _result(
+        "recorded", event, decision, checkpoint_status=detail.status, lifecycle_action=record.lifecycle_action
+    )
+
+
+def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts, context: Any = None) -> dict[str, Any]:
+    """Decide, record, then act; idempotent on the event id (a duplicate delivery returns the first result)."""
+    if isinstance(event, WarningEvent):
+        return _warning(event, runtime, ports)
+    if isinstance(event, RebalanceEvent):
+        return _rebalance(event, runtime, ports)
+    if isinstance(event, StateChangeEvent):
+        return _state_change(event, runtime, ports)
+    return _command_status(event, runtime, ports)
+
+
+_GUARDED: dict[tuple[str | None, str | None], Callable[..., dict[str, Any]]] = {}
+
+
+def _guarded() -> Callable[..., dict[str, Any]]:
+    """``process`` behind Powertools Idempotency, built once per idempotency table (read when first needed)."""
+    key = (os.environ.get("IDEMPOTENCY_TABLE"), os.environ.get("AWS_ENDPOINT_URL"))
+    if key not in _GUARDED:
+        _GUARDED[key] = idempotent_on_event_id()(process)
+    return _GUARDED[key]
+
+
+def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) -> dict[str, Any]:
+    """Parse at the edge (invalid events go to the DLQ with their reason), then process the event exactly once."""
+    return run_edge(
+        event,
+        runtime,
+        parse,
+        lambda parsed, rt: _guarded()(event=parsed, runtime=rt, ports=ports, context=context),
+    )
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Spot interruption handling: checkpoint within the warning, record, notify, and optionally relaunch."""
+    result = handle(event, default_runtime(), default_ports(), context)
+    metrics.add_metric(name=f"Spot{str(result.get('status', 'unknown')).capitalize()}", unit="Count", value=1)
+    return result

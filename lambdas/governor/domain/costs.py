@@ -288,15 +288,21 @@ def _reclaim_time(decision: Mapping[str, Any]) -> dt.datetime | None:
     return None
 
 
-def _instance_facts(
-    instance_id: str, decisions: list[Mapping[str, Any]], sessions: list[Mapping[str, Any]]
-) -> tuple[str | None, int]:
+def _sessions_by_instance(items: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Sessions grouped by instance once, so per-instance lookups stay linear in the ledger's size."""
+    grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for session in sessions_of(items):
+        grouped[str(session.get("instance_id"))].append(session)
+    return grouped
+
+
+def _instance_facts(decisions: list[Mapping[str, Any]], sessions: list[Mapping[str, Any]]) -> tuple[str | None, int]:
+    """Type and GPU count of one instance: from the idle evidence, else its latest session."""
     for decision in decisions:
         evidence = decision.get("evidence") or {}
         if evidence.get("instance_type"):
             return str(evidence["instance_type"]), int(evidence.get("gpus") or _session_gpus(sessions) or 1)
-    own = [s for s in sessions if s.get("instance_id") == instance_id]
-    latest = max(own, key=lambda s: str(s.get("start", "")), default=None)
+    latest = max(sessions, key=lambda s: str(s.get("start", "")), default=None)
     if latest is None:
         return None, 1
     return str(latest.get("instance_type") or "") or None, int(latest.get("gpus") or 1)
@@ -313,14 +319,14 @@ def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.d
     Reclaimed: from an enforced stop/terminate until the instance's next usage session starts (or ``end``).
     """
     items = list(items)
-    sessions = sessions_of(items)
+    sessions = _sessions_by_instance(items)
     by_instance: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for decision in _idle_decisions(items):
         by_instance[str(decision.get("resource"))].append(decision)
     rows: list[IdleRow] = []
     for instance_id, decisions in sorted(by_instance.items()):
-        own_sessions = [s for s in sessions if s.get("instance_id") == instance_id]
-        instance_type, gpus = _instance_facts(instance_id, decisions, own_sessions)
+        own_sessions = sessions.get(instance_id, [])
+        instance_type, gpus = _instance_facts(decisions, own_sessions)
         idle = 0.0
         for begin, finish in _merge([w for w in map(_idle_interval, decisions) if w]):
             clipped = _clip(begin, finish, start, end)
@@ -388,13 +394,13 @@ def savings(
     counted as unpriced rather than guessed.
     """
     items = list(items)
-    sessions = sessions_of(items)
+    sessions = _sessions_by_instance(items)
     rows: list[SavingsRow] = []
     unpriced = 0
     for row in idle_hours(items, start, end).instances:
         if row.reclaimed_hours <= 0:
             continue
-        price = _on_demand_price(row.instance_id, row.instance_type, sessions, prices)
+        price = _on_demand_price(row.instance_type, sessions.get(row.instance_id, []), prices)
         if price is None:
             unpriced += 1
         rows.append(
@@ -415,9 +421,9 @@ def savings(
 
 
 def _on_demand_price(
-    instance_id: str, instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
+    instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
 ) -> float | None:
-    own = [s for s in sessions if s.get("instance_id") == instance_id and s.get("on_demand_per_hour") is not None]
+    own = [s for s in sessions if s.get("on_demand_per_hour") is not None]
     latest = max(own, key=lambda s: str(s.get("start", "")), default=None)
     if latest is not None:
         return float(latest["on_demand_per_hour"])

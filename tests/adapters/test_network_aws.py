@@ -428,3 +428,18 @@ def test_daily_sweep_finds_drift_in_every_group_and_gpu_instance(ec2: Any) -> No
     verdicts = {d.resource: d.verdict for _, d in rt.ledger.decisions}  # type: ignore[attr-defined]
     assert verdicts[clean_group] == "ok" and verdicts[open_group] == "act"
     assert adapters.groups.calls == 4  # one listing of rules, one of groups (one page each), two revocations
+
+
+def test_launch_the_event_shows_is_not_gpu_needs_no_read(ec2: Any) -> None:
+    event = cloudtrail(
+        "RunInstances",
+        {
+            "instanceType": "m5.large",
+            "networkInterfaceSet": {"items": [{"deviceIndex": 0, "associatePublicIpAddress": True}]},
+        },
+        {"instancesSet": {"items": [{"instanceId": "i-0123456789abcdef0", "instanceType": "m5.large"}]}},
+    )
+    rt, adapters = runtime(enforce=True), aws()
+    handle(event, rt, adapters)
+    assert adapters.instances.calls == 0 and adapters.addresses.calls == 0 and rt.sink.findings == []  # type: ignore[attr-defined]
+    assert rt.ledger.decisions[0][1].verdict == "ignored"  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from governor.domain.decision import Action, Decision, Severity
@@ -272,7 +272,7 @@ def attach_rule_ids(requested: Sequence[IngressRule], recorded: Sequence[Ingress
         match = next((other for other in pool if other.key() == rule.key()), None)
         if match is not None:
             pool.remove(match)
-            rule = IngressRule(**{**rule.__dict__, "rule_id": match.rule_id})
+            rule = replace(rule, rule_id=match.rule_id)
         result.append(rule)
     return result
 

@@ -113,8 +113,14 @@ def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, no
 
 
 def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> list[Judged]:
+    decisions: list[Judged] = []
     if call.name == "RunInstances":
-        ids = [launched.id for launched in call.instances if launched.id]
+        fleet = runtime.policy.fleet
+        ids = [i.id for i in call.instances if i.id and (not i.type or fleet.is_gpu_type(i.type))]
+        for launched in call.instances:  # a launch the event shows is not GPU needs no read
+            if launched.id and launched.type and not fleet.is_gpu_type(launched.type):
+                decision = decide_public_ip(launched.id, launched.type, launched.tags, None, runtime.policy, now)
+                decisions.append((decision, launched.tags))
     elif call.name == "ModifyNetworkInterfaceAttribute" and not call.associate_public_ip:
         return [(decision, {}) for decision in decide_call(call, runtime.policy, now)]
     else:
@@ -127,7 +133,6 @@ def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now
             return [(Decision(policy="network", verdict="ignored", resource=target, reasons=[reason]), {})]
         ids = [instance_id]
     found = {instance.id: instance for instance in aws.instances.instances(ids)} if ids else {}
-    decisions: list[Judged] = []
     for instance_id in ids:
         instance = found.get(instance_id)
         if instance is None:

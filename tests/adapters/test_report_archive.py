@@ -1,0 +1,40 @@
+"""The report's AWS side: archive objects in S3 (moto) and the CloudWatch chart call (stubbed: moto has no widget API)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import boto3
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from governor.adapters.archive import S3Archive
+from governor.adapters.chart import CloudWatchChart
+from governor.domain.report import utilisation_widget
+
+
+@mock_aws
+def test_archive_writes_objects_with_their_content_type() -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="governor-reports")
+    archive = S3Archive("governor-reports", "us-east-1")
+    uri = archive.put("reports/daily/2026-11-20/report.html", b"<html></html>", "text/html; charset=utf-8")
+    assert uri == "s3://governor-reports/reports/daily/2026-11-20/report.html"
+    head = s3.head_object(Bucket="governor-reports", Key="reports/daily/2026-11-20/report.html")
+    assert head["ContentType"] == "text/html; charset=utf-8"
+
+
+def test_chart_sends_the_widget_as_json_and_returns_the_png() -> None:
+    start = dt.datetime(2026, 11, 13, tzinfo=dt.UTC)
+    widget = utilisation_widget("eu-west-1", start, start + dt.timedelta(days=7), 30.0)
+    chart = CloudWatchChart("us-east-1")
+    with Stubber(chart._cloudwatch) as stub:
+        stub.add_response(
+            "get_metric_widget_image",
+            {"MetricWidgetImage": b"\x89PNG..."},
+            {"MetricWidget": json.dumps(widget), "OutputFormat": "png"},
+        )
+        assert chart.render(widget) == b"\x89PNG..."
+    assert widget["period"] == 3600 and widget["region"] == "eu-west-1"
+    assert "nvidia_smi_utilization_gpu" in widget["metrics"][0][0]["expression"]

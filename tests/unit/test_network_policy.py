@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -418,3 +420,19 @@ def test_unrelated_ec2_calls_have_no_network_decision() -> None:
         "event": {"id": "evt-DescribeInstances", "kind": "DescribeInstances"},
         "decisions": [],
     }
+
+
+def test_explain_command_as_installed(tmp_path: Path) -> None:
+    legacy = next(r for r in _dataset_ec2_records() if r["eventID"] == "74bd84b4-6729-4895-b2a4-e2beb7c6b377")
+    event = tmp_path / "ssh-open.json"
+    event.write_text(json.dumps(legacy))
+    done = subprocess.run(
+        [sys.executable, "-m", "governor", "explain", str(event), "--policy", str(ROOT / "governor.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "act" and result["decisions"][0]["actions"][0]["rule_ids"] == ["sgr-0a11552a7d225f5c7"]

@@ -1,0 +1,220 @@
+"""Local audit over synthetic CloudTrail: all library queries on N records spread over 30 days.
+
+Prints: generation time (not counted), for a 30-day and a 1-day range the files opened / pruned, records loaded, load
+time, total query time, the slowest queries, and each run's peak RSS (each measured in a fresh child process).
+
+    .venv/bin/python -m bench.audit_engine                    # 1,000,000 records
+    .venv/bin/python -m bench.audit_engine --records 50000    # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gzip
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ACCOUNT = "111122223333"
+REGION = "us-east-1"
+START = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
+DAYS = 30
+FILE_MINUTES = 5
+USERS = [f"arn:aws:iam::{ACCOUNT}:user/user{i}" for i in range(40)]
+GPU_TYPES = ["g5.xlarge", "g5.12xlarge", "p4d.24xlarge", "p5.48xlarge", "trn1.32xlarge", "inf2.xlarge", "g6e.xlarge"]
+
+
+def _record(rng: random.Random, n: int, at: dt.datetime) -> dict[str, Any]:
+    """A plausible mix: mostly reads, some launches/stops, security group changes, sign-ins, denied calls."""
+    roll = rng.random()
+    user = rng.choice(USERS)
+    base: dict[str, Any] = {
+        "eventVersion": "1.09",
+        "userIdentity": {"type": "IAMUser", "principalId": f"AIDA{n % 997}", "arn": user, "accountId": ACCOUNT},
+        "eventTime": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "eventSource": "ec2.amazonaws.com",
+        "eventName": "DescribeInstances",
+        "awsRegion": REGION,
+        "sourceIPAddress": f"198.51.100.{n % 250}",
+        "userAgent": "aws-cli/2.15.0 Python/3.11",
+        "requestParameters": {"maxResults": 1000, "filterSet": {"items": [{"name": "instance-type", "valueSet": {}}]}},
+        "responseElements": None,
+        "requestID": f"r-{n:010d}",
+        "eventID": f"00000000-0000-4000-8000-{n:012d}",
+        "readOnly": True,
+        "eventType": "AwsApiCall",
+        "managementEvent": True,
+        "recipientAccountId": ACCOUNT,
+        "eventCategory": "Management",
+        "tlsDetails": {
+            "tlsVersion": "TLSv1.3",
+            "cipherSuite": "TLS_AES_128_GCM_SHA256",
+            "clientProvidedHostHeader": "ec2",
+        },
+    }
+    if roll < 0.01:
+        kind = rng.choice([*GPU_TYPES, "t3.micro", "m7i.large"])
+        ids = [f"i-{n:017x}"]
+        base.update(
+            eventName="RunInstances",
+            readOnly=False,
+            requestParameters={
+                "instanceType": kind,
+                "instancesSet": {"items": [{"imageId": "ami-1", "minCount": 1, "maxCount": 1}]},
+            },
+            responseElements={"instancesSet": {"items": [{"instanceId": i, "instanceType": kind} for i in ids]}},
+        )
+        if rng.random() < 0.1:
+            base.update(
+                errorCode="Client.InsufficientInstanceCapacity", errorMessage="no capacity", responseElements=None
+            )
+    elif roll < 0.02:
+        name = rng.choice(["StopInstances", "StartInstances", "TerminateInstances"])
+        items = {"instancesSet": {"items": [{"instanceId": f"i-{rng.randrange(n + 1):017x}"}]}}
+        base.update(eventName=name, readOnly=False, requestParameters=items, responseElements=items)
+    elif roll < 0.025:
+        cidr = rng.choice(["0.0.0.0/0", "10.0.0.0/8", "::/0", "192.0.2.0/24"])
+        key, ranges = ("cidrIpv6", "ipv6Ranges") if ":" in cidr else ("cidrIp", "ipRanges")
+        perm = {"ipProtocol": "tcp", "fromPort": 22, "toPort": 22, ranges: {"items": [{key: cidr}]}}
+        base.update(
+            eventName="AuthorizeSecurityGroupIngress",
+            readOnly=False,
+            requestParameters={"groupId": f"sg-{n % 50:08x}", "ipPermissions": {"items": [perm]}},
+        )
+    elif roll < 0.03:
+        base.update(
+            eventSource="signin.amazonaws.com",
+            eventName="ConsoleLogin",
+            eventType="AwsConsoleSignIn",
+            requestParameters=None,
+            responseElements={"ConsoleLogin": "Success" if rng.random() < 0.9 else "Failure"},
+            additionalEventData={"MFAUsed": rng.choice(["Yes", "No"]), "LoginTo": "https://console.aws.amazon.com"},
+        )
+    elif roll < 0.06:
+        base.update(errorCode="Client.UnauthorizedOperation", errorMessage="You are not authorized")
+    elif roll < 0.065:
+        base.update(
+            eventSource="iam.amazonaws.com",
+            eventName=rng.choice(["PutRolePolicy", "AttachRolePolicy", "CreateAccessKey", "DeleteAccessKey"]),
+            readOnly=False,
+            requestParameters={"roleName": "r", "userName": "u", "policyArn": "arn:aws:iam::aws:policy/ReadOnlyAccess"},
+        )
+    return base
+
+
+def generate(folder: Path, records: int, seed: int = 7) -> int:
+    """Write ``records`` events over 30 days, one ``.json.gz`` per 5 minutes in the AWSLogs layout; returns files."""
+    rng = random.Random(seed)
+    slots = DAYS * 24 * 60 // FILE_MINUTES
+    per_file, extra = divmod(records, slots)
+    n = 0
+    for slot in range(slots):
+        began = START + dt.timedelta(minutes=slot * FILE_MINUTES)
+        count = per_file + (1 if slot < extra else 0)
+        batch = [
+            _record(rng, n + i, began + dt.timedelta(seconds=rng.randrange(FILE_MINUTES * 60))) for i in range(count)
+        ]
+        n += count
+        delivered = began + dt.timedelta(minutes=FILE_MINUTES + 5)  # key date = delivery date (may be the next day)
+        day = delivered.strftime("%Y/%m/%d")
+        target = folder / "AWSLogs" / ACCOUNT / "CloudTrail" / REGION / day
+        target.mkdir(parents=True, exist_ok=True)
+        name = f"{ACCOUNT}_CloudTrail_{REGION}_{delivered:%Y%m%dT%H%MZ}_{slot:06d}.json.gz"
+        (target / name).write_bytes(gzip.compress(json.dumps({"Records": batch}).encode(), compresslevel=1))
+    return slots
+
+
+def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
+    """One audit run (in this process): timings, files and peak RSS."""
+    from governor.audit.engine import LocalLake, discover, in_window
+    from governor.audit.queries import iso, list_queries, parse_time
+
+    began = time.perf_counter()
+    first = parse_time(start) if start else None
+    last = parse_time(end) if end else None
+    files = discover(folder)
+    wanted = [f for f in files if in_window(f, first, last)]
+    lake = LocalLake()
+    lake.load(wanted)
+    loaded = time.perf_counter()
+    span = lake.time_span()
+    assert span is not None
+    parameters = {"start": iso(first or span[0]), "end": iso(last or span[1] + dt.timedelta(seconds=1))}
+    seconds: dict[str, float] = {}
+    rows: dict[str, int] = {}
+    for spec in list_queries():
+        t0 = time.perf_counter()
+        rows[spec.name] = lake.run(spec, parameters)["count"]
+        seconds[spec.name] = time.perf_counter() - t0
+    done = time.perf_counter()
+    return {
+        "files_total": len(files),
+        "files_opened": len(lake.opened),
+        "files_skipped": len(lake.skipped),
+        "records": lake.record_count(),
+        "load_seconds": loaded - began,
+        "query_seconds": done - loaded,
+        "total_seconds": done - began,
+        "slowest": sorted(seconds.items(), key=lambda kv: -kv[1])[:3],
+        "rows": rows,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _child(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
+    args = [sys.executable, "-m", "bench.audit_engine", "--measure", str(folder)]
+    if start and end:
+        args += ["--start", start, "--end", end]
+    output = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--out", help="keep the generated tree here (reused when it exists)")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--start", help=argparse.SUPPRESS)
+    parser.add_argument("--end", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(Path(args.measure), args.start, args.end)))
+        return
+    with tempfile.TemporaryDirectory(prefix="audit-bench-") as scratch:
+        folder = Path(args.out) if args.out else Path(scratch)
+        if not (folder / "AWSLogs").exists():
+            t0 = time.perf_counter()
+            files = generate(folder, args.records)
+            size = sum(p.stat().st_size for p in folder.rglob("*.gz")) / 1024**2
+            print(
+                f"generated {args.records:,} records in {files:,} files ({size:,.0f} MiB gzip) in {time.perf_counter() - t0:.1f}s"
+            )
+        one_day_start = (START + dt.timedelta(days=14)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        one_day_end = (START + dt.timedelta(days=15)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        runs = {
+            "30-day range": _child(folder, None, None),
+            "1-day range": _child(folder, one_day_start, one_day_end),
+        }
+        for label, r in runs.items():
+            slow = ", ".join(f"{name} {sec:.2f}s" for name, sec in r["slowest"])
+            print(
+                f"{label}: opened {r['files_opened']:,} of {r['files_total']:,} files, {r['records']:,} records; "
+                f"load {r['load_seconds']:.1f}s, all {len(r['rows'])} queries {r['query_seconds']:.1f}s, "
+                f"total {r['total_seconds']:.1f}s; peak RSS {r['peak_rss_mib']:,.0f} MiB"
+            )
+            print(f"  slowest: {slow}")
+            print(
+                f"  rows: gpu_instance_launches={r['rows']['gpu_instance_launches']:,}, world_open_ingress={r['rows']['world_open_ingress']:,}, gpu_instance_hours={r['rows']['gpu_instance_hours']:,}"
+            )
+
+
+if __name__ == "__main__":
+    main()

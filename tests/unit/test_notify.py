@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
+import pytest
+
+from governor.cli import main
 from governor.domain.decision import Finding
 from governor.domain.notify import (
     MAX_BLOCKS,
@@ -165,3 +169,32 @@ def test_deliveries_are_grouped_per_destination() -> None:
         "slack:governor/slack-speech": 1,
         "email:platform@example.com": 3,
     }
+
+
+def test_explain_shows_where_a_finding_would_go(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = tmp_path / "governor.yaml"
+    policy.write_text("notifications:\n  teams:\n    vision: {slack_secret_name: governor/slack-vision}\n")
+    event = tmp_path / "finding.json"
+    event.write_text(
+        json.dumps(
+            {
+                "version": "0",
+                "id": "f-1",
+                "detail-type": "Governor Finding",
+                "source": "gpu-fleet-governor",
+                "account": "123456789012",
+                "time": NOW.isoformat(),
+                "region": "us-east-1",
+                "resources": [],
+                "detail": finding().model_dump(mode="json"),
+            }
+        )
+    )
+    assert main(["explain", str(event), "--policy", str(policy), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    (decision,) = [d for d in result["decisions"] if d["policy"] == "notifications"]
+    assert decision["verdict"] == "act"
+    assert decision["actions"] == [
+        {"type": "notify", "enforced": False, "channel": "slack", "target": ["governor/slack-vision"]}
+    ]
+    assert "merge state not read" in decision["assumptions"][0]

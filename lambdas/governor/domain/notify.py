@@ -13,8 +13,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from governor.domain.decision import Finding, Severity
-from governor.policy import NotificationsPolicy
+from pydantic import ValidationError
+
+from governor.domain.decision import Action, Decision, Finding, Severity
+from governor.domain.explain import detail_type, explainer
+from governor.events.envelopes import InboundEvent, InvalidEventError
+from governor.policy import NotificationsPolicy, Policy
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -369,3 +373,51 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
 
 def severity_at_least(severity: Severity, floor: Severity) -> bool:
     return SEVERITY_RANK[severity] >= SEVERITY_RANK[floor]
+
+
+# --- governor explain ----------------------------------------------------------------------------------------------
+
+
+@explainer("notifications", detail_type("gpu-fleet-governor", "Governor Finding"))
+def explain_finding(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """Where a finding would be sent, from the event and the policy; the merge state is the one thing not read."""
+    try:
+        finding = Finding.model_validate(event.detail)
+    except ValidationError as error:
+        raise InvalidEventError(f"invalid Governor Finding: {error.errors()[0]['msg']}", event.id) from None
+    notifications = policy.notifications
+    where = route(finding, notifications)
+    assumptions = [
+        f"merge state not read: a finding about {finding.resource} / {finding.rule} already sent in the last "
+        f"{notifications.merge_window_minutes} min would be merged instead of sent"
+    ]
+    if where.empty:
+        return [
+            Decision(
+                policy="notifications",
+                verdict="ignored",
+                resource=finding.resource,
+                reasons=[where.reason],
+                severity=finding.severity,
+                rule="notifications.route",
+            )
+        ]
+    actions = [
+        Action(type="notify", enforced=notifications.enforce, channel=d.channel, target=list(d.target))
+        for d in plan_deliveries([MergedFinding(finding)], notifications)
+    ]
+    reasons = [f"severity {finding.severity}, routed by {where.reason}"]
+    if not notifications.enforce:
+        reasons.append("notifications.enforce is false: rendered and logged, not sent")
+    return [
+        Decision(
+            policy="notifications",
+            verdict="act",
+            resource=finding.resource,
+            actions=actions,
+            reasons=reasons,
+            assumptions=assumptions,
+            severity=finding.severity,
+            rule="notifications.deliver",
+        )
+    ]

@@ -16,8 +16,11 @@ from typing import Any, TextIO
 
 TEXT_ROWS = 10
 TEXT_WIDTH = 160
-# Context columns left out of the text view (they are in --json and --csv): the text view answers who did what.
-TEXT_HIDDEN = frozenset({"eventid", "account", "identity_type", "sourceipaddress", "eventsource", "request"})
+# The text view answers "when, what, on which resource, who": each query's own columns come right after the event
+# name; context columns are left out of it (they are in --json and --csv).
+TEXT_FIRST = ("eventtime", "eventname")
+TEXT_LAST = ("actor", "errorcode", "errormessage")
+TEXT_HIDDEN = frozenset({"eventid", "account", "region", "identity_type", "sourceipaddress", "eventsource", "request"})
 
 
 def register(subparsers: Any) -> None:
@@ -71,6 +74,11 @@ def write_csv(results: dict[str, dict[str, Any]], out: TextIO) -> None:
             writer.writerow([name, *(_cell(row.get(column)) for column in columns)])
 
 
+def _text_order(row: dict[str, Any]) -> list[str]:
+    own = [k for k in row if k not in TEXT_HIDDEN and k not in TEXT_FIRST and k not in TEXT_LAST]
+    return [k for k in TEXT_FIRST if k in row] + own + [k for k in TEXT_LAST if k in row]
+
+
 def render_text(run: Any, specs: dict[str, Any]) -> str:
     lines = []
     for name, result in run.results.items():
@@ -78,7 +86,7 @@ def render_text(run: Any, specs: dict[str, Any]) -> str:
         cis = f" [CIS {spec.cis}]" if spec.cis else ""
         lines.append(f"{name}{cis}: {result['count']} row{'s' if result['count'] != 1 else ''} ({spec.purpose})")
         for row in result["rows"][:TEXT_ROWS]:
-            text = ", ".join(f"{k}={_cell(v)}" for k, v in row.items() if v is not None and k not in TEXT_HIDDEN)
+            text = ", ".join(f"{k}={_cell(row[k])}" for k in _text_order(row) if row[k] is not None)
             lines.append("  " + (text if len(text) <= TEXT_WIDTH else text[: TEXT_WIDTH - 3] + "..."))
         if result["count"] > TEXT_ROWS:
             lines.append(f"  ... {result['count'] - TEXT_ROWS} more (use --json or --csv for every row)")

@@ -228,3 +228,33 @@ def test_daily_and_weekly_periods_are_whole_utc_days() -> None:
     )
     start, end = period_for("weekly", now)
     assert start.weekday() == 0 and (end - start).days == 7
+
+
+def test_without_a_ledger_gpu_hours_come_from_the_cloudtrail_query() -> None:
+    hours = {
+        "gpu_instance_hours": {
+            "count": 2,
+            "rows": [
+                {
+                    "creator": "arn:aws:iam::1:user/ana",
+                    "instance_type": "g5.12xlarge",
+                    "instances": 2,
+                    "instance_hours": 3.0,
+                },
+                {
+                    "creator": "arn:aws:iam::1:user/bob",
+                    "instance_type": "x9.mystery",
+                    "instances": 1,
+                    "instance_hours": 1.5,
+                },
+            ],
+        }
+    }
+    report = build_report(kind="daily", start=DAY, end=NEXT_DAY, policy=Policy(), audit=hours)
+    assert "gpu_instance_hours" not in {q.name for q in report.security}
+    owners = {r["owner"]: r for r in report.cost.by_owner.rows}
+    assert owners["arn:aws:iam::1:user/ana"]["gpu_hours"] == pytest.approx(12.0)
+    assert owners["arn:aws:iam::1:user/ana"]["cost_usd"] == pytest.approx(3 * 5.672, abs=0.01)
+    assert owners["arn:aws:iam::1:user/bob"]["cost_usd"] == 0
+    assert report.cost.source == "cloudtrail"
+    assert any("x9.mystery" in note and "dollars not" in note for note in report.cost.notes)

@@ -1,7 +1,9 @@
 """Make AWS calls fail on purpose, through botocore's own event hooks, and record every call that was made.
 
 A :class:`FaultInjector` turns a configurable share of API attempts into throttling, 5xx, connect or read timeouts
-or access denied. Faults are injected per *attempt* at ``before-send``, so botocore's real retry logic (standard mode,
+or access denied. While an injector is active, requests reach an in-process emulator one at a time, as AWS executes
+each request atomically (moto alone would let two threads' conditional writes both succeed). Faults are injected
+per *attempt* at ``before-send``, so botocore's real retry logic (standard mode,
 bounded attempts, retry quota) handles them exactly as it would handle AWS; back-off sleeps are counted on a virtual
 clock instead of slept. A read timeout is injected *after* the request was executed (in-process emulator), the
 nastiest case: the change happened but the caller never heard. Only calls made inside :meth:`FaultInjector.label` are
@@ -55,6 +57,7 @@ class ApiCall:
     faults: list[str] = field(default_factory=list)
     status: int | None = None
     error: str | None = None
+    executed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -110,11 +113,19 @@ class _State(threading.local):
     call: ApiCall | None = None
     protocol: str = "json"
     read_timeout: bool = False
+    holding: bool = False
 
 
 _STATE = _State()
 _ACTIVE: FaultInjector | None = None
 _LOCK = threading.Lock()
+_EMULATOR = threading.Lock()  # one request at a time inside an in-process emulator: AWS executes each atomically
+
+
+def _release() -> None:
+    if _STATE.holding:
+        _STATE.holding = False
+        _EMULATOR.release()
 
 
 class _VirtualTime:
@@ -232,6 +243,17 @@ class FaultInjector:
             self.calls.append(call)
 
 
+@contextmanager
+def unlabelled() -> Iterator[None]:
+    """Calls in this block are not the code under test (e.g. Lambda itself parking a failed event): no faults."""
+    previous = _STATE.label
+    _STATE.label = None
+    try:
+        yield
+    finally:
+        _STATE.label = previous
+
+
 def _service_of(event_name: str) -> str:
     parts = event_name.split(".")
     return parts[1] if len(parts) > 2 else ""
@@ -255,9 +277,13 @@ def _before_parameter_build(params: Any, model: Any, context: dict[str, Any], ev
 
 def _before_send(request: Any, event_name: str, **_: Any) -> AWSResponse | None:
     injector = _ACTIVE
-    if injector is None or _STATE.label is None:
+    if injector is None:
         return None
-    kind = injector._pick(_service_of(event_name), event_name.rsplit(".", 1)[-1])
+    kind = injector._pick(_service_of(event_name), event_name.rsplit(".", 1)[-1]) if _STATE.label else None
+    if kind is None or kind == "read_timeout":
+        _release()
+        _EMULATOR.acquire()  # released in _after_send once the emulator has answered
+        _STATE.holding = True
     if kind is None:
         return None
     if _STATE.call is not None:
@@ -277,12 +303,18 @@ def _before_send(request: Any, event_name: str, **_: Any) -> AWSResponse | None:
 
 
 def _after_send(request: Any, **_: Any) -> None:
+    _release()
+    if _ACTIVE is None or _STATE.label is None:
+        return
+    if _STATE.call is not None and request.url != UNROUTABLE:
+        _STATE.call.executed += 1  # the attempt reached the service (an in-process emulator has just executed it)
     if _STATE.read_timeout:
         _STATE.read_timeout = False
         raise ReadTimeoutError(endpoint_url=request.url)
 
 
 def _after_call(http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    _release()
     call = context.get("governor_call")
     if isinstance(call, ApiCall):
         call.status = http_response.status_code
@@ -292,6 +324,7 @@ def _after_call(http_response: Any, parsed: dict[str, Any], context: dict[str, A
 
 
 def _after_call_error(exception: BaseException, context: dict[str, Any], **_: Any) -> None:
+    _release()
     call = context.get("governor_call")
     if isinstance(call, ApiCall):
         call.error = type(exception).__name__

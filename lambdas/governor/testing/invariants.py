@@ -1,0 +1,241 @@
+"""Run a mix of cases through the deployed handlers and check the reliability invariants against a clean run.
+
+For every case of a faulty run, compared with the same case in a fault-free run on a fresh emulator:
+
+* it ended either handled (acted exactly as the clean run did: same actions, each once, however many deliveries,
+  retries and duplicates) or in its function's DLQ with a reason; never neither ("lost");
+* nothing was done outside the policy: no action the clean run did not take, none on a forbidden resource;
+* the ledger holds exactly the clean run's decisions for it, once each.
+
+An action is a change the governor makes (not its own ledger, bus, DLQ or idempotency writes), counted per API call
+that reached the service; ``resent`` counts calls botocore re-sent after the service had executed an attempt whose
+response was lost (a read timeout): the transport's at-least-once, visible only for non-idempotent APIs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from governor.testing.deployment import Delivery, Deployment
+from governor.testing.faults import ApiCall, FaultInjector
+from governor.testing.scenarios import Case
+
+PLUMBING_SERVICES = {"dynamodb"}
+PLUMBING_OPERATIONS = {"PutEvents", "SendMessage", "SendMessageBatch", "PutMetricData"}
+TARGET_KEYS = (
+    "InstanceIds",
+    "Resources",
+    "InstanceId",
+    "GroupId",
+    "KeyId",
+    "SecretId",
+    "AccessKeyId",
+    "UserName",
+    "AssociationId",
+    "NetworkInterfaceId",
+    "Bucket",
+    "AutoScalingGroupName",
+    "TargetGroupArn",
+)
+Action = tuple[str, str]
+
+
+def target_of(params: dict[str, Any]) -> str:
+    for key in TARGET_KEYS:
+        value = params.get(key)
+        if isinstance(value, list) and value:
+            return str(value[0])
+        if isinstance(value, str):
+            return value
+    return "-"
+
+
+def is_action(call: ApiCall) -> bool:
+    return (
+        call.mutating
+        and call.executed > 0
+        and call.service not in PLUMBING_SERVICES
+        and call.operation not in PLUMBING_OPERATIONS
+    )
+
+
+@dataclass
+class CaseRun:
+    """What happened to one case: its deliveries, its actions (resource normalised), its ledger decisions."""
+
+    case: Case
+    deliveries: list[Delivery] = field(default_factory=list)
+    actions: Counter[Action] = field(default_factory=Counter)
+    resent: int = 0
+    ledger: list[tuple[str, str, str]] = field(default_factory=list)
+    parked: bool = False
+
+    @property
+    def settled(self) -> bool:
+        return any(d.status in ("handled", "rejected") for d in self.deliveries)
+
+    @property
+    def rejected(self) -> bool:
+        return any(d.status == "rejected" for d in self.deliveries)
+
+
+def _normalise(case: Case, value: str) -> str:
+    return "<resource>" if case.resource != "-" and case.resource in value else value
+
+
+def run_cases(
+    deployment: Deployment,
+    cases: Sequence[Case],
+    injector: FaultInjector,
+    *,
+    duplicate_share: float = 0.0,
+    seed: int = 11,
+) -> list[CaseRun]:
+    """Deliver every case once, plus a share of them again later in the stream (EventBridge's at-least-once)."""
+    order = list(range(len(cases)))
+    shuffler = random.Random(seed)
+    for index in range(len(cases)):
+        if shuffler.random() < duplicate_share:
+            order.insert(shuffler.randrange(index + 1, len(order) + 1), index)
+    runs = [CaseRun(case) for case in cases]
+    for position, index in enumerate(order):
+        case = cases[index]
+        runs[index].deliveries.append(
+            deployment.deliver(case.function, case.event, injector=injector, label=f"{index}/{position}")
+        )
+    by_case: dict[int, list[ApiCall]] = {}
+    for call in injector.calls:
+        if call.label:
+            by_case.setdefault(int(call.label.split("/", 1)[0]), []).append(call)
+    parked_ids = {
+        message.get("event_id")
+        for function in {c.function for c in cases}
+        for message in deployment.dlq_messages(function)
+    }
+    decisions: dict[str, list[dict[str, Any]]] = {}
+    for item in deployment.ledger_decisions():
+        decisions.setdefault(str(item.get("event_id")), []).append(item)
+    for index, run in enumerate(runs):
+        for call in by_case.get(index, []):
+            if is_action(call):
+                run.actions[(call.operation, _normalise(run.case, target_of(call.params)))] += 1
+                run.resent += max(0, call.executed - 1)
+        run.ledger = sorted(
+            (str(d.get("policy")), str(d.get("verdict")), _normalise(run.case, str(d.get("resource"))))
+            for d in decisions.get(run.case.event_id, [])
+        )
+        run.parked = run.case.event_id in parked_ids
+    return runs
+
+
+@dataclass
+class Verdict:
+    """One row of RELIABILITY.md: how many events, what was injected, what happened, what was lost."""
+
+    mode: str
+    rate: float
+    events: int
+    deliveries: int
+    attempts: int
+    faults: Counter[str]
+    handled: int = 0
+    rejected: int = 0
+    dlq: int = 0
+    partial_before_dlq: int = 0
+    double_actions: int = 0
+    outside_policy: int = 0
+    missed_actions: int = 0
+    ledger_mismatches: int = 0
+    lost: int = 0
+    resent: int = 0
+    slowest_seconds: float = 0.0
+    over_timeout: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (
+            self.double_actions
+            or self.outside_policy
+            or self.missed_actions
+            or self.ledger_mismatches
+            or self.lost
+            or self.over_timeout
+        )
+
+
+def check(
+    mode: str,
+    rate: float,
+    reference: Sequence[CaseRun],
+    faulty: Sequence[CaseRun],
+    injector: FaultInjector,
+    timeouts: dict[str, float] | None = None,
+) -> Verdict:
+    """Compare a faulty run with the clean run of the same cases and count every broken invariant."""
+    verdict = Verdict(
+        mode=mode,
+        rate=rate,
+        events=len(faulty),
+        deliveries=sum(len(r.deliveries) for r in faulty),
+        attempts=sum(d.attempts for r in faulty for d in r.deliveries),
+        faults=Counter(injector.injected),
+    )
+    for clean, run in zip(reference, faulty, strict=True):
+        name = run.case.name
+        verdict.resent += run.resent
+        limit = (timeouts or {}).get(run.case.function)
+        for delivery in run.deliveries:
+            slowest = max(delivery.seconds, default=0.0)
+            verdict.slowest_seconds = max(verdict.slowest_seconds, slowest)
+            if limit is not None and slowest > limit:
+                verdict.over_timeout += 1
+                verdict.problems.append(f"{name}: an attempt needed {slowest:.0f}s, over the {limit:.0f}s timeout")
+        if run.case.forbidden and run.actions:
+            verdict.outside_policy += 1
+            verdict.problems.append(f"{name}: acted on a resource the policy protects: {dict(run.actions)}")
+        extra = set(run.actions) - set(clean.actions)
+        if extra:
+            verdict.outside_policy += 1
+            verdict.problems.append(f"{name}: actions the clean run did not take: {sorted(extra)}")
+        doubled = [a for a, n in run.actions.items() if n > 1]
+        if doubled:
+            verdict.double_actions += 1
+            verdict.problems.append(f"{name}: acted more than once: {doubled}")
+        if run.settled:
+            if run.rejected:
+                verdict.rejected += 1
+            else:
+                verdict.handled += 1
+            missing = set(clean.actions) - set(run.actions)
+            if missing and not run.rejected:
+                verdict.missed_actions += 1
+                verdict.problems.append(f"{name}: handled but did not do {sorted(missing)}")
+            if run.ledger != clean.ledger and not run.rejected:
+                verdict.ledger_mismatches += 1
+                verdict.problems.append(f"{name}: ledger {run.ledger} differs from the clean run's {clean.ledger}")
+        elif run.parked:
+            verdict.dlq += 1
+            if run.actions:
+                verdict.partial_before_dlq += 1
+        else:
+            verdict.lost += 1
+            verdict.problems.append(f"{name}: neither handled nor in the DLQ")
+    return verdict
+
+
+def summarise(verdicts: Iterable[Verdict]) -> dict[str, int]:
+    totals: Counter[str] = Counter()
+    for v in verdicts:
+        totals.update(
+            events=v.events,
+            lost=v.lost,
+            double_actions=v.double_actions,
+            outside_policy=v.outside_policy,
+            ledger_mismatches=v.ledger_mismatches,
+        )
+    return dict(totals)

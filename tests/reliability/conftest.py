@@ -1,0 +1,23 @@
+"""Reliability tests: the fault-injection hooks are installed before any client exists; a deployed governor on the
+in-process emulator with the reliability policy (enforcement on)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from moto import mock_aws
+
+import governor.testing.faults  # noqa: F401  (installs the botocore hooks before clients are created)
+from governor.testing.deployment import Deployment
+from governor.testing.scenarios import soak_policy
+
+
+@pytest.fixture
+def deployment() -> Iterator[Deployment]:
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        deployed = Deployment(soak_policy())
+        try:
+            yield deployed
+        finally:
+            deployed.close()

@@ -133,6 +133,8 @@ class Outcome:
 
 
 class KmsPort(Protocol):
+    """KMS as the keys policy needs it: list, re-read one key, read its tags, and the two rotation changes."""
+
     def key_ids(self) -> list[str]: ...
 
     def key(self, key_id: str) -> KmsKey | None: ...
@@ -145,6 +147,8 @@ class KmsPort(Protocol):
 
 
 class AccessKeysPort(Protocol):
+    """IAM: the account's credential report, one user's keys re-read, and deactivation."""
+
     def credential_report(self) -> str: ...
 
     def user_keys(self, user: str) -> list[AccessKey]: ...
@@ -153,6 +157,8 @@ class AccessKeysPort(Protocol):
 
 
 class SecretsPort(Protocol):
+    """Secrets Manager: list all, re-read one, and set a rotation schedule."""
+
     def secrets(self) -> list[Secret]: ...
 
     def secret(self, secret_id: str) -> Secret | None: ...

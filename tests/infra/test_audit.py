@@ -165,3 +165,38 @@ def test_every_query_file_is_a_named_query_with_its_sql(synth: Synth) -> None:
 @pytest.mark.parametrize("name", ["AWS::Glue::Database", "AWS::Athena::WorkGroup", "AWS::CloudTrail::Trail"])
 def test_one_of_each(synth: Synth, name: str) -> None:
     assert len(synth.resources(name)) == 1
+
+
+def test_existing_organisation_trail_is_used_instead_of_creating_one() -> None:
+    """A small stack of its own (not the app): the policy points at an organisation trail's existing bucket."""
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from governor.policy import parse_policy
+    from infra.constructs.audit import AuditLake
+    from infra.constructs.shared import SharedResources
+    from infra.settings import Settings
+
+    policy = parse_policy(
+        {
+            "audit": {
+                "create_trail": False,
+                "existing_bucket_name": "org-trail-logs",
+                "existing_trail_arn": "arn:aws:cloudtrail:us-east-1:999988887777:trail/org",
+                "organization_trail": True,
+                "organization_id": "o-abcdefghij",
+                "accounts": ["111122223333", "444455556666"],
+            }
+        }
+    )
+    stack = Stack(App(), "AuditOnly")
+    shared = SharedResources(stack, "Shared", policy=policy, bus_name="governor")
+    lake = AuditLake(stack, "Audit", policy=policy, settings=Settings(), shared=shared)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::CloudTrail::Trail", 0)
+    params = next(iter(template.find_resources("AWS::Glue::Table").values()))["Properties"]["TableInput"]["Parameters"]
+    assert params["projection.account.values"] == "111122223333,444455556666"
+    assert params["storage.location.template"] == (
+        "s3://org-trail-logs/AWSLogs/o-abcdefghij/${account}/CloudTrail/${region}/${day}"
+    )
+    assert lake.trail_arn.endswith(":trail/org")

@@ -20,8 +20,8 @@ from governor.adapters.spot_recovery import SpotRecoveryActions
 from governor.adapters.ssm import SsmCommands
 from governor.demo.bootstrap import LocalStack, create_shared
 from governor.domain.spot import interruption_stats
-from governor.handlers._runtime import Runtime
-from governor.handlers.spot import SpotPorts, handle
+from governor.handlers._runtime import Runtime, default_runtime
+from governor.handlers.spot import SpotPorts, default_ports, handle, lambda_handler
 from governor.policy import parse_policy
 from tests.adapters.test_spot_recovery import REGION, Fleet
 from tests.conftest import ROOT
@@ -38,7 +38,12 @@ def event(name: str, instance_id: str, **changes: Any) -> dict[str, Any]:
 
 
 class LambdaContext:
-    """Enough of a Lambda context for Powertools to expire an in-progress idempotency record on time."""
+    """Enough of a Lambda context for Powertools' logger and to expire an in-progress idempotency record on time."""
+
+    function_name = "governor-spot"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:governor-spot"
+    aws_request_id = "req-1"
 
     def get_remaining_time_in_millis(self) -> int:
         return 110_000
@@ -138,3 +143,28 @@ def test_enforced_replacement_relaunches_from_the_launch_template(aws: LocalStac
     result = deployed.run(event("interruption-warning.json", instance_id))
     new = fleet.instance(result["replacement_id"])
     assert new.zone == "us-east-1b" and new.lifecycle == "spot" and new.tags["governor:replaces"] == instance_id
+
+
+def test_entry_point_with_the_stack_environment_checkpoints_once(
+    aws: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in aws.environment("spot", parse_policy({"spot": {"enforce": True}})).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    default_runtime.cache_clear()
+    default_ports.cache_clear()
+    try:
+        fleet = Fleet()
+        (instance_id,) = fleet.launch()
+        warning = event("interruption-warning.json", instance_id)
+        first = lambda_handler(copy.deepcopy(warning), LambdaContext())
+        assert first["status"] == "acted" and first["checkpoint"]["delivered"]
+        assert lambda_handler(copy.deepcopy(warning), LambdaContext()) == first
+        assert len(commands_sent()) == 1
+        assert (
+            lambda_handler({"detail-type": "EC2 Spot Instance Interruption Warning"}, LambdaContext())["status"]
+            == "rejected"
+        )
+    finally:
+        default_runtime.cache_clear()
+        default_ports.cache_clear()

@@ -596,7 +596,7 @@ def explain_warning(event: InboundEvent, policy: Policy) -> list[Decision]:
         owner="(owner tag)",
         team="(team tag)",
         auto_scaling_group=None,
-        replace_from=("(the instance's launch template)", None) if replace else None,
+        replace_from=("(the instance's launch template)", "(the version it was launched with)") if replace else None,
         instance_type=None,
         deregister=False,
     )

@@ -118,3 +118,68 @@ def test_disable_key_rotation_event_turns_it_back_on(aws: None) -> None:
     result = handle(event, runtime(enforce_kms=True), adapters())
     assert result["actions"] == 1
     assert kms.get_key_rotation_status(KeyId=meta["KeyId"])["KeyRotationEnabled"] is True
+
+
+class _Context:
+    function_name = "keys"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:keys"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def test_lambda_handler_wires_the_ledger_bus_and_dlq_from_its_environment(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governor.handlers import keys as handler
+    from governor.handlers._runtime import default_runtime
+
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    dynamodb.create_table(
+        TableName="ledger",
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-kind",
+                "KeySchema": [
+                    {"AttributeName": "kind", "KeyType": "HASH"},
+                    {"AttributeName": "at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )
+    boto3.client("events", region_name=REGION).create_event_bus(Name="governor")
+    queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="keys-dlq")["QueueUrl"]
+    for name, value in {
+        "GOVERNOR_POLICY": json.dumps({"keys": {"enforce": True}}),
+        "LEDGER_TABLE": "ledger",
+        "BUS_NAME": "governor",
+        "DLQ_URL": queue,
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    kms = boto3.client("kms", region_name=REGION)
+    key_id = kms.create_key()["KeyMetadata"]["KeyId"]
+    default_runtime.cache_clear()
+    handler._adapters.cache_clear()
+    try:
+        result = handler.lambda_handler(SWEEP, _Context())
+        rejected = handler.lambda_handler({"id": "bad-1", "source": "aws.kms"}, _Context())
+    finally:
+        default_runtime.cache_clear()
+        handler._adapters.cache_clear()
+    assert result["status"] == "ok" and result["actions"] == 1
+    assert kms.get_key_rotation_status(KeyId=key_id)["KeyRotationEnabled"] is True
+    items = boto3.resource("dynamodb", region_name=REGION).Table("ledger").scan()["Items"]
+    assert {i["kind"] for i in items} == {"decision", "keys-action"}
+    assert rejected["status"] == "rejected"
+    [message] = boto3.client("sqs", region_name=REGION).receive_message(QueueUrl=queue, MessageAttributeNames=["All"])[
+        "Messages"
+    ]
+    assert json.loads(message["Body"]) == {"id": "bad-1", "source": "aws.kms"}
+    assert "invalid GovernorEvent" in message["MessageAttributes"]["ErrorMessage"]["StringValue"]

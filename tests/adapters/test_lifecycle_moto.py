@@ -30,6 +30,7 @@ from tests.unit.lifecycle_data import as_gpu_launch, envelope, one
 TABLE = "governor-ledger"
 REGION = "us-east-1"
 CREATOR = "arn:aws:iam::123837392027:user/bert-jan"
+IMAGE = "ami-12c6146b"
 ASSUMED = one("Client.VcpuLimitExceeded", "AssumedRole")
 
 
@@ -84,7 +85,7 @@ class Fleet:
     def __init__(self, enforce: bool = True) -> None:
         create_ledger_table()
         self.ec2 = boto3.client("ec2", region_name=REGION)
-        self.image = self.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        self.image = IMAGE  # moto accepts any AMI id; listing its catalogue costs seconds
         policy = parse_policy({"lifecycle": {"enforce": enforce}})
         self.ledger = DynamoLedger(TABLE, region=REGION)
         self.sink = MemorySink()
@@ -291,7 +292,7 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
 
 def test_entry_point_acts_once_per_event_id_and_parks_bad_input(deployed: LocalStack) -> None:
     ec2 = boto3.client("ec2", region_name=REGION)
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = IMAGE
     instance = ec2.run_instances(ImageId=image, InstanceType="g5.xlarge", MinCount=1, MaxCount=1)["Instances"][0][
         "InstanceId"
     ]

@@ -15,7 +15,7 @@ from governor.adapters.network_addresses import PublicAddresses
 from governor.adapters.security_groups import SecurityGroups
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.handlers._runtime import Runtime
-from governor.handlers.network import NetworkAws, handle
+from governor.handlers.network import NetworkAws, SweepIncompleteError, handle
 from governor.policy import parse_policy
 
 REGION = "us-east-1"
@@ -443,3 +443,25 @@ def test_launch_the_event_shows_is_not_gpu_needs_no_read(ec2: Any) -> None:
     handle(event, rt, adapters)
     assert adapters.instances.calls == 0 and adapters.addresses.calls == 0 and rt.sink.findings == []  # type: ignore[attr-defined]
     assert rt.ledger.decisions[0][1].verdict == "ignored"  # type: ignore[attr-defined]
+
+
+def test_one_failing_revocation_does_not_stop_the_sweep(ec2: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, first = new_group(ec2, "first")
+    _, second = new_group(ec2, "second")
+    for group in (first, second):
+        ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=MIXED)
+    rt, adapters = runtime(enforce=True), aws()
+    real_revoke = adapters.groups.revoke
+
+    def revoke(group_id: str, rule_id: str) -> bool:
+        if group_id == first:
+            raise RuntimeError("RequestLimitExceeded")
+        return real_revoke(group_id, rule_id)
+
+    monkeypatch.setattr(adapters.groups, "revoke", revoke)
+    with pytest.raises(SweepIncompleteError, match="1 of 2 violations could not be fixed"):
+        handle(scheduled(), rt, adapters)
+    assert ("tcp", 22, "0.0.0.0/0") in live_rules(ec2, first)
+    assert live_rules(ec2, second) == {("tcp", 22, "10.0.0.0/8")}
+    failed = next(f for f in rt.sink.findings if f.resource == first)  # type: ignore[attr-defined]
+    assert "revoke_ingress failed: RequestLimitExceeded" in failed.detail

@@ -283,28 +283,43 @@ def on_call(event: CloudTrailEvent, runtime: Runtime, aws: NetworkAws) -> dict[s
     return {"status": "done", "event_id": event.id, "call": call.name, "decisions": results}
 
 
+class SweepIncompleteError(RuntimeError):
+    """Some actions of a sweep failed; raised after every resource was checked, so Lambda retries the sweep."""
+
+
 def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, Any]:
-    """Re-check every security group and every running GPU instance in the region for drift the events missed."""
+    """Re-check every security group and every running GPU instance in the region for drift the events missed.
+
+    One failing action does not stop the sweep: every resource is still checked, then the failures are raised.
+    """
     now = event.time
-    results = []
+    judged: list[Judged] = []
     groups: list[GroupState] = aws.groups.all_groups()
     for group in groups:
         decision = decide_group(group.group_id, group.rules, runtime.policy, tags=group.tags, group_name=group.name)
-        results.append(
-            settle(decision, event_id=event.id, runtime=runtime, aws=aws, tags=group.tags, account=event.account)
-        )
+        judged.append((decision, group.tags))
     instances = aws.instances.gpu_instances(runtime.policy.fleet, states=("pending", "running"))
     elastic = aws.addresses.elastic([i.public_ip for i in instances if i.public_ip])
     for instance in instances:
         address: PublicAddress | None = public_address(instance, elastic)
         decision = decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now)
-        results.append(
-            settle(decision, event_id=event.id, runtime=runtime, aws=aws, tags=instance.tags, account=event.account)
-        )
-    acted = [r for r in results if r["verdict"] == "act"]
+        judged.append((decision, instance.tags))
+    results: list[dict[str, Any]] = []
+    failed: list[str] = []
+    for decision, tags in judged:
+        try:
+            results.append(
+                settle(decision, event_id=event.id, runtime=runtime, aws=aws, tags=tags, account=event.account)
+            )
+        except Exception as error:  # already logged and reported by settle; the other resources still get checked
+            failed.append(f"{decision.resource}: {error}")
+    acted = [d for d, _ in judged if d.verdict == "act"]
     logger.info(
-        "network sweep", extra={"groups": len(groups), "gpu_instances": len(instances), "violations": len(acted)}
+        "network sweep",
+        extra={"groups": len(groups), "gpu_instances": len(instances), "violations": len(acted), "failed": failed},
     )
+    if failed:
+        raise SweepIncompleteError(f"{len(failed)} of {len(acted)} violations could not be fixed: " + "; ".join(failed))
     return {
         "status": "swept",
         "event_id": event.id,

@@ -21,7 +21,7 @@ from governor.adapters.ssm import SsmCommands
 from governor.demo.bootstrap import LocalStack, create_shared
 from governor.domain.spot import interruption_stats
 from governor.handlers._runtime import Runtime, default_runtime
-from governor.handlers.spot import SpotPorts, default_ports, handle, lambda_handler
+from governor.handlers.spot import SpotPorts, handle, lambda_handler
 from governor.policy import parse_policy
 from tests.adapters.test_spot_recovery import REGION, Fleet
 from tests.conftest import ROOT
@@ -152,7 +152,6 @@ def test_entry_point_with_the_stack_environment_checkpoints_once(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     default_runtime.cache_clear()
-    default_ports.cache_clear()
     try:
         fleet = Fleet()
         (instance_id,) = fleet.launch()
@@ -167,4 +166,3 @@ def test_entry_point_with_the_stack_environment_checkpoints_once(
         )
     finally:
         default_runtime.cache_clear()
-        default_ports.cache_clear()

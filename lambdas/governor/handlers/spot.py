@@ -111,13 +111,17 @@ class SpotPorts:
 
 
 @cache
-def default_ports() -> SpotPorts:
+def _ports(region: str | None, endpoint: str | None) -> SpotPorts:
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.spot_recovery import SpotRecoveryActions
     from governor.adapters.ssm import SsmCommands
 
-    region = default_runtime().region
     return SpotPorts(Ec2Reader(region), SsmCommands(region), SpotRecoveryActions(region))
+
+
+def default_ports() -> SpotPorts:
+    """Built once per container (per region and endpoint, so a local emulator restart gets fresh clients)."""
+    return _ports(default_runtime().region, os.environ.get("AWS_ENDPOINT_URL"))
 
 
 def _when(event: SpotEvent) -> dt.datetime:

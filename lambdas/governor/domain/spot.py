@@ -519,6 +519,8 @@ def start_record(
 
 
 class PoolWeek(BaseModel):
+    """Interruptions of one Spot pool (instance type in a zone) in one ISO week."""
+
     week: str
     instance_type: str
     zone: str
@@ -540,6 +542,7 @@ class InterruptionStats(BaseModel):
 
 
 def iso_week(at: dt.datetime) -> str:
+    """``2026-W49``: the weekly bucket of the reports (ISO weeks, Monday to Sunday, unambiguous across years)."""
     year, week, _ = at.isocalendar()
     return f"{year}-W{week:02d}"
 
@@ -635,6 +638,7 @@ def explain_warning(event: InboundEvent, policy: Policy) -> list[Decision]:
 
 @explainer(POLICY, detail_type(SOURCE, REBALANCE))
 def explain_rebalance(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """The rebalance decision for a running, non-exempt GPU instance (checkpoint early or record, per policy)."""
     detail = parse_model(RebalanceDetail, event.detail)
     plan = CheckpointPlan(policy.spot.checkpoint_command, "policy", policy.spot.checkpoint_timeout_seconds)
     return [
@@ -656,6 +660,7 @@ def explain_rebalance(event: InboundEvent, policy: Policy) -> list[Decision]:
 
 @explainer(POLICY, detail_type(SOURCE, STATE_CHANGE))
 def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """Without the ledger, a stop or termination concerns no known interruption: ``ignored``, with the assumption."""
     detail = parse_model(StateChangeDetail, event.detail)
     decision = decide_state_change(detail.instance_id, detail.state, None, policy)
     if detail.state in FINAL_STATES:
@@ -668,6 +673,7 @@ def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
 
 @explainer(POLICY, detail_type(SSM_SOURCE, COMMAND_STATUS))
 def explain_command_status(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """Without the ledger, a command status matches no checkpoint the governor sent: ``ignored``."""
     detail = parse_model(CommandStatusDetail, event.detail)
     decision = decide_command_status(detail.instance_id, detail.command_id, detail.status, None, policy)
     decision.assumptions.append(

@@ -161,11 +161,8 @@ class LocalLake:
     def _load(self, names: list[str]) -> None:
         self.opened.update(names)
         try:
-            self.con.execute("BEGIN TRANSACTION")
-            self._insert(names)
-            self.con.execute("COMMIT")
+            self._insert(names)  # reading fails before anything is inserted; the INSERT itself is atomic
         except self._duckdb.Error as error:
-            self.con.execute("ROLLBACK")
             if len(names) == 1:
                 self.skipped.append((names[0], _reason(error)))
                 return
@@ -185,7 +182,6 @@ class LocalLake:
             maximum_object_size=MAX_FILE_BYTES,
         ).create("staging")
         empty = self.con.execute("SELECT filename FROM staging WHERE Records IS NULL ORDER BY filename").fetchall()
-        self.skipped.extend((name, "not a CloudTrail log file: no Records array") for (name,) in empty)
         values = ", ".join(column.view_expression(f"rec.{_quoted(column.key)}") for column in COLUMNS)
         self.con.execute(
             f"INSERT INTO {RECORDS} SELECT {values}, "  # noqa: S608 - table and column names are our constants
@@ -197,6 +193,7 @@ class LocalLake:
             {"structure": RECORD_STRUCTURE},
         )
         self.con.execute("DROP TABLE staging")
+        self.skipped.extend((name, "not a CloudTrail log file: no Records array") for (name,) in empty)
 
     def record_count(self) -> int:
         row = self.con.execute(f"SELECT count(*) FROM {TABLE_NAME}").fetchone()  # noqa: S608 - table and column names are our constants

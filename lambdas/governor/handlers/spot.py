@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
@@ -386,6 +385,7 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
     )
 
 
+@idempotent_on_event_id()
 def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts, context: Any = None) -> dict[str, Any]:
     """Decide, record, then act; idempotent on the event id (a duplicate delivery returns the first result)."""
     if isinstance(event, WarningEvent):
@@ -397,24 +397,13 @@ def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts, context: Any =
     return _command_status(event, runtime, ports)
 
 
-_GUARDED: dict[tuple[str | None, str | None], Callable[..., dict[str, Any]]] = {}
-
-
-def _guarded() -> Callable[..., dict[str, Any]]:
-    """``process`` behind Powertools Idempotency, built once per idempotency table (read when first needed)."""
-    key = (os.environ.get("IDEMPOTENCY_TABLE"), os.environ.get("AWS_ENDPOINT_URL"))
-    if key not in _GUARDED:
-        _GUARDED[key] = idempotent_on_event_id()(process)
-    return _GUARDED[key]
-
-
 def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) -> dict[str, Any]:
     """Parse at the edge (invalid events go to the DLQ with their reason), then process the event exactly once."""
     return run_edge(
         event,
         runtime,
         parse,
-        lambda parsed, rt: _guarded()(event=parsed, runtime=rt, ports=ports, context=context),
+        lambda parsed, rt: process(event=parsed, runtime=rt, ports=ports, context=context),
     )
 
 

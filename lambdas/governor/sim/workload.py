@@ -292,3 +292,28 @@ def generate(
         for index, kind in enumerate(kinds)
     ]
     return Workload(start=start, minutes=minutes, instances=fleet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m governor.sim.workload --out metrics.csv``: write a workload CSV for ``governor backtest``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Write a synthetic GPU workload as a backtest CSV.")
+    parser.add_argument("--instances", type=int, default=150)
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--epoch", action="store_true", help="epoch-second timestamps instead of ISO 8601")
+    parser.add_argument("--out", required=True, help="CSV file to write")
+    args = parser.parse_args(argv)
+    workload = generate(args.instances, hours=args.hours, seed=args.seed)
+    rows = workload.write_csv(args.out, epoch=args.epoch)
+    kinds = ", ".join(f"{k} {sum(i.kind == k for i in workload.instances)}" for k in KINDS)
+    print(
+        f"{args.out}: {rows} samples, {len(workload.instances)} instances ({kinds}), "
+        f"{args.hours:g} h from {workload.start.isoformat()}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -19,6 +19,7 @@ from governor.handlers.network import NetworkAws, SweepIncompleteError, handle
 from governor.policy import parse_policy
 
 REGION = "us-east-1"
+IMAGE = "ami-12c6146b"  # moto accepts any AMI id; listing its catalogue costs seconds
 
 
 @pytest.fixture
@@ -332,7 +333,7 @@ def test_bad_input_goes_to_the_dlq_and_nothing_is_acted_on(ec2: Any, bad: Any) -
 
 def _gpu_with_public_ip(ec2: Any, vpc: str, itype: str = "g5.xlarge", cidr: str = "10.0.1.0/24") -> dict[str, Any]:
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr)["Subnet"]["SubnetId"]
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = IMAGE
     return ec2.run_instances(
         ImageId=image,
         InstanceType=itype,
@@ -370,7 +371,7 @@ def test_run_instances_auto_assigned_address_is_dropped_through_the_network_inte
 def test_associate_address_on_a_gpu_instance_is_disassociated(ec2: Any) -> None:
     vpc, _ = new_group(ec2)
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.2.0/24")["Subnet"]["SubnetId"]
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = IMAGE
     gpu, cpu = (
         ec2.run_instances(ImageId=image, InstanceType=t, MinCount=1, MaxCount=1, SubnetId=subnet)["Instances"][0][
             "InstanceId"

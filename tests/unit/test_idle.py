@@ -234,9 +234,10 @@ def test_report_only_warns_and_reports_the_action_once_without_enforcing() -> No
     p = parse_policy({})
     inst = instance()
     warned = _step(inst, None, p, NOW)
-    assert [(a.type, a.enforced) for a in warned.decision.actions] == [("tag", False), ("warn", True)]
+    assert [(a.type, a.enforced) for a in warned.decision.actions] == [("tag", False), ("warn", False)]
     acted = _step(inst, warned.mark, p, NOW + dt.timedelta(minutes=30))
     assert acted.outcome == "acted" and not acted.decision.enforced_actions() and acted.finding
+    assert warned.finding  # the owner is warned in report-only mode too: findings are messages, not changes
     again = _step(inst, acted.mark, p, NOW + dt.timedelta(minutes=45))
     assert again.outcome == "idle" and again.finding is None
 

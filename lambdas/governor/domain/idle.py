@@ -335,7 +335,7 @@ def decide(
         reasons = [*assessment.reasons, f"{action} due at {due.isoformat()} unless the instance is used or snoozed"]
         actions = [
             Action(type="tag", enforced=enforce, tags={IDLE_SINCE_TAG: now.isoformat()}),
-            Action(type="warn", enforced=True, owner=owner.owner, due=due.isoformat(), planned=action),
+            Action(type="warn", enforced=enforce, owner=owner.owner, due=due.isoformat(), planned=action),
         ]
         decision = _decision(instance, "act", "warned", reasons, evidence, actions, "warning")
         title = f"Idle GPU instance {instance.id} ({instance.type}) will be {_PAST[action]} at {due:%Y-%m-%d %H:%M} UTC"
@@ -437,7 +437,7 @@ def sweep(
         policy=POLICY,
         verdict="act",
         resource="gpu-fleet",
-        actions=[Action(type="notify", enforced=True, held_back=sorted(held_ids))],
+        actions=[Action(type="notify", enforced=policy.idle.enforce, held_back=sorted(held_ids))],
         reasons=[message, "check for a metrics outage or a policy change before raising the bounds"],
         evidence={
             "status": "held",

@@ -21,6 +21,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--enforce", action="store_true", help="switch every policy to enforce for the simulation")
     parser.add_argument("--out", default="out", help="folder for the report and logs (default: out)")
     parser.add_argument("--cdk-out", default="cdk.out", help="folder for the synthesized templates")
+    parser.add_argument("--skip-synth", action="store_true", help="only run the simulation")
+    parser.add_argument("--instances", type=int, default=20, help="simulated GPU instances (default 20)")
+    parser.add_argument("--hours", type=float, default=12.0, help="simulated hours (default 12)")
+    parser.add_argument("--port", type=int, default=0, help="emulator port (default: a free one)")
     parser.set_defaults(run=run)
 
 
@@ -66,6 +70,25 @@ def run(args: argparse.Namespace) -> int:
         load_policy(policy_file)
     except PolicyError as error:
         raise UsageError(str(error)) from None
-    for line in synth_summary(root, policy_file, Path(args.cdk_out)):
-        print(line)
+    if not args.skip_synth:
+        for line in synth_summary(root, policy_file, Path(args.cdk_out)):
+            print(line)
+    from governor.demo.emulator import EmulatorError
+    from governor.demo.run import DemoOptions, run_demo, summary_lines
+
+    mode = "ENFORCING every policy" if args.enforce else "report-only (run `governor demo --enforce` to act)"
+    print(f"\nsimulating {args.instances} GPU instances for {args.hours:g} hours on the local emulator, {mode}...")
+    options = DemoOptions(
+        policy=load_policy(policy_file),
+        out=Path(args.out),
+        enforce=args.enforce,
+        instances=args.instances,
+        hours=args.hours,
+        port=args.port,
+    )
+    try:
+        result = run_demo(options)
+    except EmulatorError as error:
+        raise UsageError(str(error)) from None
+    print("\n".join(summary_lines(result)))
     return 0

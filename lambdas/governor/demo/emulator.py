@@ -5,6 +5,7 @@ The demo and the end-to-end tests run the same handlers as Lambda; only ``AWS_EN
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ FAKE_ENVIRONMENT = {
     "AWS_SECRET_ACCESS_KEY": "demo",
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
+    "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
 }
 
 
@@ -49,6 +51,7 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
         raise EmulatorError(f"the local emulator needs moto[server] ({error})") from None
     if port:
         _check_port(host, port)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     try:
         server.start()
@@ -60,12 +63,15 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
     os.environ.update(FAKE_ENVIRONMENT)
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     os.environ.pop("AWS_PROFILE", None)
+    from governor.adapters import ec2
     from governor.adapters.aws import client
 
     client.cache_clear()
+    ec2.WILDCARD_TYPE_FILTER = False
     try:
         yield Emulator(endpoint=endpoint)
     finally:
+        ec2.WILDCARD_TYPE_FILTER = True
         server.stop()
         for key, value in saved.items():
             if value is None:

@@ -1,0 +1,578 @@
+"""A simulated day of a GPU fleet, end to end, on the local emulator, through the handlers Lambda runs.
+
+Every handler is invoked through its ``lambda_handler`` with the environment the Lambda factory gives it. Findings
+travel as in the cloud: published to the ``governor`` bus, routed by an EventBridge rule, delivered to the notifier.
+What happened is also written as CloudTrail records under ``AWSLogs/...`` for the audit queries and the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import importlib
+import io
+import json
+import logging
+import os
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from governor.adapters.aws import client
+from governor.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
+from governor.demo.emulator import running_emulator
+from governor.demo.trail import Principal, Trail
+from governor.policy import Policy
+from governor.sim.workload import SyntheticInstance, Workload, generate
+
+SECTIONS = ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", "notifications")
+TEAMS = ("vision", "nlp", "speech", "research")
+PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}
+DEMO_AMI = "ami-0a1b2c3d4e5f60718"  # the emulator accepts any image id; a Deep Learning AMI in a real account
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What to simulate. The defaults are the README's demo: 20 instances over 12 hours, swept every 15 minutes."""
+
+    policy: Policy
+    out: Path
+    enforce: bool = False
+    instances: int = 20
+    hours: float = 12.0
+    sweep_minutes: int = 15
+    seed: int = 11
+    port: int = 0
+
+
+@dataclass
+class LambdaContext:
+    """The parts of the Lambda context object that Powertools reads."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:governor-{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@dataclass
+class DemoResult:
+    """What the run did, for the summary table and the end-to-end test."""
+
+    enforce: bool
+    invocations: Counter[str] = field(default_factory=Counter)
+    results: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    notified: list[dict[str, Any]] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    open_ingress: list[dict[str, Any]] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    out: Path = Path("out")
+    rotation_enabled: bool = False
+    deactivated_keys: int = 0
+
+
+def enforcing(policy: Policy, on: bool) -> Policy:
+    """The policy with every section's ``enforce`` switched on (``--enforce``) or left as it is."""
+    if not on:
+        return policy
+    return policy.model_copy(
+        update={name: getattr(policy, name).model_copy(update={"enforce": True}) for name in SECTIONS}
+    )
+
+
+class Simulation:
+    """The simulated account: emulated resources, a clock, a trail, and a way to invoke each function."""
+
+    def __init__(self, options: DemoOptions, stack: LocalStack) -> None:
+        self.options = options
+        self.policy = enforcing(options.policy, options.enforce)
+        self.stack = stack
+        self.trail = Trail()
+        self.result = DemoResult(enforce=options.enforce, out=options.out)
+        self.start = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+        self.now = self.start
+        self.ec2 = client("ec2")
+        self.instances: dict[str, SyntheticInstance] = {}
+        self.synthetic_to_real: dict[str, str] = {}
+        self.findings_queue = ""
+        self.spot: dict[str, bool] = {}
+        self.log = io.StringIO()
+
+    # --- plumbing -------------------------------------------------------------------------------------------------
+
+    def invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
+        """Run one function's ``lambda_handler`` as Lambda would, with that function's environment."""
+        from governor.handlers._runtime import default_runtime
+
+        os.environ.update(self.stack.environment(function, self.policy))
+        default_runtime.cache_clear()
+        module = importlib.import_module(f"governor.handlers.{function}")
+        with contextlib.redirect_stdout(self.log):
+            result: dict[str, Any] = module.lambda_handler(event, LambdaContext(function))
+        self.result.invocations[function] += 1
+        self.result.results.append((function, result))
+        return result
+
+    def scheduled(self, detail: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.scheduler",
+            "account": self.trail.account,
+            "time": self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.trail.region,
+            "resources": ["arn:aws:scheduler:us-east-1:123456789012:schedule/default/governor"],
+            "detail": detail or {},
+        }
+
+    def ec2_event(self, detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": detail_type,
+            "source": "aws.ec2",
+            "account": self.trail.account,
+            "time": self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.trail.region,
+            "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{detail['instance-id']}"],
+            "detail": detail,
+        }
+
+    def api_call(self, function: str | tuple[str, ...], who: Principal, source: str, name: str, **kwargs: Any) -> None:
+        """Record the call in the trail and deliver its EventBridge event to the functions whose rules match."""
+        record = self.trail.call(self.now, who, source, name, **kwargs)
+        for target in (function,) if isinstance(function, str) else function:
+            self.invoke(target, self.trail.envelope(record))
+
+    def route_findings(self) -> None:
+        """The bus rule delivered findings to a queue; hand each to the notifier, as its Lambda target would."""
+        sqs = client("sqs")
+        while True:
+            batch = sqs.receive_message(QueueUrl=self.findings_queue, MaxNumberOfMessages=10).get("Messages", [])
+            if not batch:
+                return
+            for message in batch:
+                event = json.loads(message["Body"])
+                event.setdefault("account", self.trail.account)  # moto's bus-to-SQS delivery drops it; AWS sends it
+                self.result.notified.append(event.get("detail", {}))
+                self.invoke("notifier", event)
+                sqs.delete_message(QueueUrl=self.findings_queue, ReceiptHandle=message["ReceiptHandle"])
+
+    # --- the simulated account ------------------------------------------------------------------------------------
+
+    def subscribe_notifier(self) -> None:
+        """The stack's rule on the governor bus, with a queue standing in for the notifier's Lambda target."""
+        sqs, events = client("sqs"), client("events")
+        self.findings_queue = sqs.create_queue(QueueName="governor-findings")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=self.findings_queue, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        events.put_rule(
+            Name="governor-findings",
+            EventBusName=self.stack.bus_name,
+            EventPattern=json.dumps({"source": ["gpu-fleet-governor"], "detail-type": ["Governor Finding"]}),
+        )
+        events.put_targets(
+            Rule="governor-findings", EventBusName=self.stack.bus_name, Targets=[{"Id": "q", "Arn": arn}]
+        )
+
+    def launch_fleet(self, workload: Workload) -> None:
+        """Run each synthetic instance in the emulator and deliver its RunInstances call and running state."""
+        image = DEMO_AMI
+        self.training_group = self.ec2.create_security_group(GroupName="gpu-training", Description="training nodes")[
+            "GroupId"
+        ]
+        spot_left = 3
+        for index, synthetic in enumerate(workload.instances):
+            team = TEAMS[index % len(TEAMS)]
+            tags = {"team": team, "workload": synthetic.kind, "Name": f"{team}-{synthetic.kind}-{index}"}
+            if index % 5 != 4:
+                tags["owner"] = PEOPLE[team]
+            spot = spot_left > 0 and synthetic.kind == "training"
+            extra: dict[str, Any] = {"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}
+            spot_left -= int(spot)
+            launched = self.ec2.run_instances(
+                ImageId=image,
+                InstanceType=synthetic.instance_type,
+                MinCount=1,
+                MaxCount=1,
+                SecurityGroupIds=[self.training_group],
+                TagSpecifications=[
+                    {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+                ],
+                **extra,
+            )["Instances"][0]
+            real = launched["InstanceId"]
+            self.spot[real] = spot
+            self.instances[real] = synthetic
+            self.synthetic_to_real[synthetic.id] = real
+            self.result.kinds[real] = synthetic.kind
+            who = Principal(PEOPLE[team], "AssumedRole", "ml-engineer") if index % 3 else Principal(PEOPLE[team])
+            self.api_call(
+                "lifecycle",
+                who,
+                "ec2.amazonaws.com",
+                "RunInstances",
+                request={
+                    "instancesSet": {"items": [{"imageId": image, "minCount": 1, "maxCount": 1}]},
+                    "instanceType": synthetic.instance_type,
+                    "tagSpecificationSet": {
+                        "items": [
+                            {"resourceType": "instance", "tags": [{"key": k, "value": v} for k, v in tags.items()]}
+                        ]
+                    },
+                    **({"instanceMarketOptions": {"marketType": "spot"}} if spot else {}),
+                },
+                response={
+                    "reservationId": launched.get("ReservationId", "r-0"),
+                    "instancesSet": {
+                        "items": [
+                            {
+                                "instanceId": real,
+                                "instanceType": synthetic.instance_type,
+                                "instanceState": {"code": 0, "name": "pending"},
+                            }
+                        ]
+                    },
+                },
+            )
+            self.invoke(
+                "lifecycle",
+                self.ec2_event("EC2 Instance State-change Notification", {"instance-id": real, "state": "running"}),
+            )
+
+    def put_metrics(self, since: dt.datetime, until: dt.datetime) -> None:
+        """The CloudWatch agent's one-minute samples for the minutes in [since, until)."""
+        cloudwatch = client("cloudwatch")
+        names = {
+            "gpu_utilization": "nvidia_smi_utilization_gpu",
+            "gpu_memory_used": "nvidia_smi_memory_used",
+        }
+        for real, synthetic in self.instances.items():
+            data = []
+            first = int((since - self.start).total_seconds() // 60)
+            last = int((until - self.start).total_seconds() // 60)
+            for minute in range(max(first, 0), min(last, synthetic.minutes)):
+                at = self.start + dt.timedelta(minutes=minute)
+                for field_name, metric in names.items():
+                    value = getattr(synthetic, field_name)[minute]
+                    if value is not None:
+                        data.append(
+                            {
+                                "MetricName": metric,
+                                "Dimensions": [{"Name": "InstanceId", "Value": real}],
+                                "Timestamp": at,
+                                "Value": value,
+                            }
+                        )
+            for chunk in range(0, len(data), 1000):
+                cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[chunk : chunk + 1000])
+        _trim_emulated_metrics(
+            until - dt.timedelta(minutes=self.policy.idle.window_minutes + 2 * self.options.sweep_minutes)
+        )
+
+    def prepare_keys(self) -> str:
+        """A KMS key with rotation on, and IAM users whose access keys are 10, 80 and 120 days old."""
+        kms = client("kms")
+        key_id: str = kms.create_key(Description="training-data", KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]["KeyId"]
+        kms.enable_key_rotation(KeyId=key_id, RotationPeriodInDays=90)
+        iam = client("iam")
+        for user, age in (("ci-deployer", 120), ("notebook-sync", 80), ("metrics-export", 10)):
+            iam.create_user(UserName=user)
+            iam.create_access_key(UserName=user)
+            _backdate_access_keys(user, age)
+        return key_id
+
+    # --- the day --------------------------------------------------------------------------------------------------
+
+    def events_at(self, key_id: str) -> dict[int, Callable[[], None]]:
+        """Scripted incidents, by minute of the day."""
+        spots = self._spot_instances()
+        admin = Principal("ops-admin")
+
+        def world_open_ssh() -> None:
+            self._authorize(admin, self.training_group, "tcp", 22, 22, "0.0.0.0/0")
+
+        def training_port_to_cidr() -> None:
+            self._authorize(Principal("bo"), self.training_group, "tcp", 2222, 2223, "10.20.0.0/16")
+
+        def rotation_off() -> None:
+            client("kms").disable_key_rotation(KeyId=key_id)
+            self.api_call("keys", admin, "kms.amazonaws.com", "DisableKeyRotation", request={"keyId": key_id})
+
+        def keys_sweep() -> None:
+            self.invoke("keys", self.scheduled())
+
+        def rebalance() -> None:
+            if spots:
+                self.invoke("spot", self.ec2_event("EC2 Instance Rebalance Recommendation", {"instance-id": spots[0]}))
+
+        def interruption() -> None:
+            if len(spots) > 1:
+                victim = spots[1]
+                self.invoke(
+                    "spot",
+                    self.ec2_event(
+                        "EC2 Spot Instance Interruption Warning",
+                        {"instance-id": victim, "instance-action": "terminate"},
+                    ),
+                )
+                self.now += dt.timedelta(minutes=2)
+                self.ec2.terminate_instances(InstanceIds=[victim])
+                self.instances.pop(victim, None)
+                change = self.ec2_event(
+                    "EC2 Instance State-change Notification", {"instance-id": victim, "state": "terminated"}
+                )
+                self.invoke("spot", change)
+                self.invoke("lifecycle", change)
+                self.now -= dt.timedelta(minutes=2)
+
+        return {
+            60: world_open_ssh,
+            70: training_port_to_cidr,
+            120: rotation_off,
+            180: keys_sweep,
+            240: rebalance,
+            245: interruption,
+        }
+
+    def _spot_instances(self) -> list[str]:
+        return [real for real, spot in self.spot.items() if spot]
+
+    def _authorize(self, who: Principal, group: str, protocol: str, low: int, high: int, cidr: str) -> None:
+        granted = self.ec2.authorize_security_group_ingress(
+            GroupId=group,
+            IpPermissions=[{"IpProtocol": protocol, "FromPort": low, "ToPort": high, "IpRanges": [{"CidrIp": cidr}]}],
+        )
+        rules = [
+            {
+                "groupOwnerId": self.trail.account,
+                "groupId": group,
+                "securityGroupRuleId": rule["SecurityGroupRuleId"],
+                "isEgress": False,
+                "ipProtocol": protocol,
+                "fromPort": low,
+                "toPort": high,
+                "cidrIpv4": cidr,
+            }
+            for rule in granted.get("SecurityGroupRules", [])
+        ]
+        self.api_call(
+            "network",
+            who,
+            "ec2.amazonaws.com",
+            "AuthorizeSecurityGroupIngress",
+            request={
+                "groupId": group,
+                "ipPermissions": {
+                    "items": [
+                        {
+                            "ipProtocol": protocol,
+                            "fromPort": low,
+                            "toPort": high,
+                            "groups": {},
+                            "ipRanges": {"items": [{"cidrIp": cidr}]},
+                            "ipv6Ranges": {},
+                            "prefixListIds": {},
+                        }
+                    ]
+                },
+            },
+            response={"_return": True, "securityGroupRuleSet": {"items": rules}},
+        )
+
+    def run_day(self, key_id: str) -> None:
+        """Sweep every ``sweep_minutes`` on the simulated clock; scripted incidents happen in between."""
+        incidents = self.events_at(key_id)
+        step = self.options.sweep_minutes
+        total = int(self.options.hours * 60)
+        previous = self.start
+        for minute in range(step, total + 1, step):
+            for at in sorted(m for m in incidents if minute - step < m <= minute):
+                self.now = self.start + dt.timedelta(minutes=at)
+                incidents[at]()
+            self.now = self.start + dt.timedelta(minutes=minute)
+            self.put_metrics(previous, self.now)
+            previous = self.now
+            self.invoke("idle", self.scheduled())
+            self.route_findings()
+        self.invoke("network", self.scheduled({"sweep": "drift"}))
+        self.invoke("lifecycle", self.scheduled({"sweep": "reconcile"}))
+        self.route_findings()
+
+
+def _trim_emulated_metrics(before: dt.datetime) -> None:
+    """Emulator housekeeping: drop points no sweep will read again (moto scans every stored point per query)."""
+    from moto.cloudwatch.models import cloudwatch_backends
+
+    backend = cloudwatch_backends["123456789012"]["us-east-1"]
+    cutoff = before.replace(tzinfo=None)
+    backend.metric_data = [d for d in backend.metric_data if _naive(d.timestamp) >= cutoff]
+
+
+def _naive(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=None) if value.tzinfo else value
+
+
+def _backdate_access_keys(user: str, days: int) -> None:
+    """Emulator set-up only: make the user's access keys ``days`` old (moto stamps keys with the current time)."""
+    from moto.backends import get_backend
+
+    backend = get_backend("iam")["123456789012"]["global"]
+    for key in backend.users[user].access_keys:
+        key.create_date = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(days=days)
+
+
+@contextlib.contextmanager
+def _quiet_powertools(stream: io.StringIO) -> Iterator[None]:
+    """Handlers log JSON and emit EMF metrics to stdout in Lambda; the demo keeps them in out/lambda.log instead."""
+    saved = {k: os.environ.get(k) for k in ("POWERTOOLS_TRACE_DISABLED", "POWERTOOLS_METRICS_DISABLED")}
+    os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
+    from governor.observability import SERVICE
+
+    handlers = logging.getLogger(SERVICE).handlers
+    streams = [(h, h.setStream(stream)) for h in handlers if isinstance(h, logging.StreamHandler)]
+    try:
+        yield
+    finally:
+        for handler, previous in streams:
+            handler.setStream(previous)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_demo(options: DemoOptions) -> DemoResult:
+    """Start the emulator, simulate the day, audit the trail, render the report; the emulator is always stopped."""
+    options.out.mkdir(parents=True, exist_ok=True)
+    log = io.StringIO()
+    with _quiet_powertools(log), running_emulator(options.port):
+        sim = Simulation(options, create_shared())
+        sim.log = log
+        sim.subscribe_notifier()
+        workload = generate(options.instances, hours=options.hours, seed=options.seed, start=sim.start)
+        sim.launch_fleet(workload)
+        key_id = sim.prepare_keys()
+        sim.run_day(key_id)
+        _collect(sim)
+        (options.out / "lambda.log").write_text(sim.log.getvalue(), encoding="utf-8")
+    _report(sim)
+    return sim.result
+
+
+def _collect(sim: Simulation) -> None:
+    """Read back what the emulated account looks like now, and the ledger."""
+    from governor.commands.ledger import write_jsonl
+
+    result = sim.result
+    described = sim.ec2.describe_instances()["Reservations"]
+    result.stopped = [
+        i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in ("stopped", "stopping")
+    ]
+    group = sim.ec2.describe_security_groups(GroupIds=[sim.training_group])["SecurityGroups"][0]
+    result.open_ingress = group.get("IpPermissions", [])
+    status = client("kms").list_keys()["Keys"]
+    result.rotation_enabled = all(
+        client("kms").get_key_rotation_status(KeyId=k["KeyId"])["KeyRotationEnabled"] for k in status
+    )
+    iam = client("iam")
+    result.deactivated_keys = sum(
+        1
+        for user in iam.list_users()["Users"]
+        for key in iam.list_access_keys(UserName=user["UserName"])["AccessKeyMetadata"]
+        if key["Status"] == "Inactive"
+    )
+    table = client("dynamodb")
+    items: list[dict[str, Any]] = []
+    from boto3.dynamodb.types import TypeDeserializer
+
+    deserializer = TypeDeserializer()
+    for page in table.get_paginator("scan").paginate(TableName=sim.stack.ledger_table):
+        items.extend({k: deserializer.deserialize(v) for k, v in item.items()} for item in page["Items"])
+    result.decisions = [json.loads(json.dumps(i, default=_number)) for i in items]
+    write_jsonl(result.decisions, sim.options.out / "ledger.jsonl")
+    trail_root = sim.options.out / "cloudtrail"
+    sim.trail.write(trail_root)
+
+
+def _number(value: Any) -> Any:
+    return int(value) if value == int(value) else float(value)
+
+
+def _report(sim: Simulation) -> None:
+    """``governor report`` over the demo's own trail and ledger: the same code as the scheduled report."""
+    from governor.cli import main
+
+    out = sim.options.out
+    start = (sim.start - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = (sim.start + dt.timedelta(hours=sim.options.hours + 1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    policy_file = out / "policy.json"
+    policy_file.write_text(json.dumps(sim.policy.model_dump(mode="json", by_alias=True)), encoding="utf-8")
+    args = ["report", "--logs", str(out / "cloudtrail"), "--ledger", str(out / "ledger.jsonl"), "--out", str(out)]
+    args += ["--policy", str(policy_file), "--start", start, "--end", end]
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(args)
+    (out / "report.txt").write_text(buffer.getvalue(), encoding="utf-8")
+    if code != 0:
+        raise RuntimeError(f"governor report failed with exit code {code}: {buffer.getvalue()[-500:]}")
+    sim.result.report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+
+def summary_lines(result: DemoResult) -> list[str]:
+    """The short table ``make demo`` prints: found, would do (report-only) or done (enforce), and what it saved."""
+    verb = "done" if result.enforce else "would do"
+    by_policy: dict[str, Counter[str]] = {}
+    found: Counter[str] = Counter()
+    for item in result.decisions:
+        if item.get("kind") != "decision":
+            continue
+        policy = str(item.get("policy"))
+        if item.get("verdict") == "act":
+            found[policy] += 1
+        for action in item.get("actions") or []:
+            if action.get("type") in ("record", "notify"):
+                continue
+            if action.get("enforced") or not result.enforce:
+                by_policy.setdefault(policy, Counter())[str(action.get("type"))] += 1
+    lines = [f"{'policy':<12} {'decisions to act':>16}  {verb}", "-" * 72]
+    for policy in sorted(set(found) | set(by_policy)):
+        actions = ", ".join(f"{n} {t}" for t, n in sorted(by_policy.get(policy, Counter()).items())) or "-"
+        lines.append(f"{policy:<12} {found[policy]:>16}  {actions}")
+    cost = result.report.get("cost", {})
+    lines += [
+        "-" * 72,
+        f"handler invocations: {sum(result.invocations.values())} "
+        + "("
+        + ", ".join(f"{k} {v}" for k, v in sorted(result.invocations.items()))
+        + ")",
+        f"findings routed to the notifier: {len(result.notified)}",
+        f"instances stopped in the emulator: {len(result.stopped)} "
+        + "("
+        + ", ".join(sorted(result.kinds.get(i, "?") for i in result.stopped))
+        + ")",
+        f"world-open or CIDR rules still on the training group: {len(result.open_ingress)}",
+        f"GPU-hours in the period: {cost.get('gpu_hours_total', 0):,.1f}; idle GPU-hours reclaimed: "
+        f"{cost.get('idle_gpu_hours_reclaimed', 0):,.1f}; saved: ${cost.get('savings_usd', 0):,.2f}",
+        f"report: {result.out}/report.html (also slack.json, CSVs, chart); ledger: {result.out}/ledger.jsonl; "
+        f"trail: {result.out}/cloudtrail/",
+    ]
+    return lines
+
+
+__all__ = ["FUNCTIONS", "DemoOptions", "DemoResult", "run_demo", "summary_lines"]

@@ -58,11 +58,10 @@ class LambdaContext:
 
 
 def reset_handler_caches() -> None:
-    """Forget adapters and runtimes built for a previous emulator or environment (functools caches in handlers)."""
-    from governor.adapters.aws import client
+    """Forget runtimes and adapters built for a previous environment (functools caches in handlers). The boto3
+    clients themselves stay cached: an in-process emulator intercepts them whichever world is current."""
     from governor.handlers._runtime import default_runtime
 
-    client.cache_clear()
     default_runtime.cache_clear()
     for name in handler_names():
         for value in vars(handler_module(name)).values():

@@ -11,7 +11,7 @@ touched, so a test's own set-up and checks run clean.
 
 The hooks are added to ``botocore.handlers.BUILTIN_HANDLERS`` on import, so every client created afterwards carries
 them (they do nothing while no injector is active). Import this module before creating clients; entering an injector
-also empties :func:`governor.adapters.aws.client`'s cache.
+empties :func:`governor.adapters.aws.client`'s cache if the hooks had to be re-ordered (an emulator imported later).
 """
 
 from __future__ import annotations
@@ -188,8 +188,8 @@ class FaultInjector:
         with _LOCK:
             if _ACTIVE is not None:
                 raise RuntimeError("another FaultInjector is already active")
-            install_hooks()
-            client.cache_clear()
+            if install_hooks():
+                client.cache_clear()  # clients built before the hooks moved would miss them
             self._saved_time = botocore.endpoint.time
             botocore.endpoint.time = _VirtualTime()
             _ACTIVE = self
@@ -339,15 +339,17 @@ _HOOKS: list[tuple[str, Any]] = [
 ]
 
 
-def install_hooks() -> None:
+def install_hooks() -> bool:
     """Put the hooks in botocore's built-in handler list: the fault first at ``before-send`` (ahead of an in-process
-    emulator), the read-timeout trigger last (after it executed the request). Idempotent; re-orders if needed."""
+    emulator), the read-timeout trigger last (after it executed the request). Returns whether the list changed."""
+    before = list(BUILTIN_HANDLERS)
     for entry in [*_HOOKS, ("before-send", _after_send)]:
         while entry in BUILTIN_HANDLERS:
             BUILTIN_HANDLERS.remove(entry)
     BUILTIN_HANDLERS.insert(0, ("before-send", _before_send))
     BUILTIN_HANDLERS.extend(entry for entry in _HOOKS if entry[1] is not _before_send)
     BUILTIN_HANDLERS.append(("before-send", _after_send))
+    return before != BUILTIN_HANDLERS
 
 
 install_hooks()

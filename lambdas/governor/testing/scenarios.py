@@ -41,6 +41,7 @@ class Case:
     event: dict[str, Any]
     resource: str
     forbidden: bool = False
+    kind: str = ""
 
     @property
     def event_id(self) -> str:
@@ -87,6 +88,16 @@ def _cloudtrail(source: str, name: str, request: dict[str, Any], response: dict[
     )
 
 
+def _kinded(builder: Callable[[int], Case]) -> Callable[[int], Case]:
+    def build(index: int) -> Case:
+        case = builder(index)
+        case.kind = builder.__name__
+        return case
+
+    build.__name__ = builder.__name__
+    return build
+
+
 class Scenarios:
     """Builds cases on the emulator; ``make(n)`` returns ``n`` cases mixed over the capabilities present."""
 
@@ -105,7 +116,9 @@ class Scenarios:
             "keys": [(3, self.keys_rotation_disabled)],
             "lifecycle": [(3, self.lifecycle_gpu_launch), (1, self.lifecycle_not_gpu_launch)],
         }
-        self.builders = [(w, b) for function, items in builders.items() if function in present for w, b in items]
+        self.builders = [
+            (w, _kinded(b)) for function, items in builders.items() if function in present for w, b in items
+        ]
         self.invalid_functions = sorted(present & set(builders))
 
     def make(self, count: int, invalid_share: float = 0.05) -> list[Case]:
@@ -118,6 +131,10 @@ class Scenarios:
             (builder,) = self._random.choices([b for _, b in self.builders], weights)
             cases.append(builder(index))
         return cases
+
+    def one_of_each(self) -> list[Case]:
+        """A case of every kind the present handlers accept: the clean reference each mixed case is compared with."""
+        return [builder(-1 - number) for number, (_, builder) in enumerate(self.builders)]
 
     def _instance(self, instance_type: str, *, spot: bool = False, tags: dict[str, str] | None = None) -> str:
         extra: dict[str, Any] = {}
@@ -226,10 +243,11 @@ class Scenarios:
         return Case(f"non-GPU launch #{index}", "lifecycle", event, instance, forbidden=True)
 
     def invalid(self, index: int) -> Case:
+        """Malformed events for a present function: the clean outcome is a rejection to its DLQ, no action."""
         function = self._random.choice(self.invalid_functions)
         broken: list[dict[str, Any]] = [
             {"id": str(uuid.uuid4()), "detail-type": "EC2 Spot Instance Interruption Warning", "detail": "oops"},
             {"id": str(uuid.uuid4()), "source": "aws.ec2", "detail-type": 42, "detail": {}},
             {**_envelope("AWS API Call via CloudTrail", "aws.ec2", {"eventName": None}), "time": "yesterday"},
         ]
-        return Case(f"invalid event #{index}", function, self._random.choice(broken), "-")
+        return Case(f"invalid event #{index}", function, self._random.choice(broken), "-", kind="invalid")

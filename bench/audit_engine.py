@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import gzip
 import json
+import os
 import random
 import resource
 import subprocess
@@ -131,12 +132,19 @@ def generate(folder: Path, records: int, seed: int = 7) -> int:
     return slots
 
 
+def _cpu() -> float:
+    """CPU seconds of this process (all DuckDB threads): stable when other work shares the machine."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
     """One audit run (in this process): timings, files and peak RSS."""
     from governor.audit.engine import LocalLake, discover, in_window
     from governor.audit.queries import iso, list_queries, parse_time
 
     began = time.perf_counter()
+    cpu_began = _cpu()
     first = parse_time(start) if start else None
     last = parse_time(end) if end else None
     files = discover(folder)
@@ -144,6 +152,7 @@ def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
     lake = LocalLake()
     lake.load(wanted)
     loaded = time.perf_counter()
+    cpu_loaded = _cpu()
     span = lake.time_span()
     assert span is not None
     parameters = {"start": iso(first or span[0]), "end": iso(last or span[1] + dt.timedelta(seconds=1))}
@@ -162,6 +171,8 @@ def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
         "load_seconds": loaded - began,
         "query_seconds": done - loaded,
         "total_seconds": done - began,
+        "load_cpu_seconds": cpu_loaded - cpu_began,
+        "query_cpu_seconds": _cpu() - cpu_loaded,
         "slowest": sorted(seconds.items(), key=lambda kv: -kv[1])[:3],
         "rows": rows,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -199,6 +210,7 @@ def main() -> None:
             )
         one_day_start = (START + dt.timedelta(days=14)).strftime("%Y-%m-%dT%H:%M:%SZ")
         one_day_end = (START + dt.timedelta(days=15)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} before the runs")
         runs = {
             "30-day range": _child(folder, None, None),
             "1-day range": _child(folder, one_day_start, one_day_end),
@@ -208,7 +220,8 @@ def main() -> None:
             print(
                 f"{label}: opened {r['files_opened']:,} of {r['files_total']:,} files, {r['records']:,} records; "
                 f"load {r['load_seconds']:.1f}s, all {len(r['rows'])} queries {r['query_seconds']:.1f}s, "
-                f"total {r['total_seconds']:.1f}s; peak RSS {r['peak_rss_mib']:,.0f} MiB"
+                f"total {r['total_seconds']:.1f}s wall; CPU load {r['load_cpu_seconds']:.1f}s + "
+                f"queries {r['query_cpu_seconds']:.1f}s; peak RSS {r['peak_rss_mib']:,.0f} MiB"
             )
             print(f"  slowest: {slow}")
             print(

@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import shutil
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -460,6 +461,7 @@ def _quiet_powertools(stream: io.StringIO) -> Iterator[None]:
 def run_demo(options: DemoOptions) -> DemoResult:
     """Start the emulator, simulate the day, audit the trail, render the report; the emulator is always stopped."""
     options.out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(options.out / "cloudtrail", ignore_errors=True)  # the demo's own trail from an earlier run
     log = io.StringIO()
     with _quiet_powertools(log), running_emulator(options.port):
         sim = Simulation(options, create_shared())

@@ -6,14 +6,15 @@
 -- Athena (Trino) SQL. An instance counts from its successful RunInstances (or a later StartInstances) until the next
 -- StopInstances / TerminateInstances, or the end of the range; time outside the range is not counted. Instances
 -- launched before the range are not seen (their type and creator are in RunInstances): the lifecycle ledger has
--- exact sessions. Day partitions are pruned with one day of slack each side; events are deduplicated on eventid.
+-- exact sessions. Day partitions run from the start's date to the day after the range's last second (the key date is
+-- the delivery date); events are deduplicated on eventid.
 WITH events AS (
   SELECT
     *,
     row_number() OVER (PARTITION BY eventid ORDER BY eventtime) AS occurrence
   FROM cloudtrail_logs
-  WHERE day BETWEEN date_format(from_iso8601_timestamp(:start) - INTERVAL '1' DAY, '%Y/%m/%d')
-                AND date_format(from_iso8601_timestamp(:end) + INTERVAL '1' DAY, '%Y/%m/%d')
+  WHERE day BETWEEN date_format(from_iso8601_timestamp(:start), '%Y/%m/%d')
+                AND date_format(from_iso8601_timestamp(:end) - INTERVAL '1' SECOND + INTERVAL '1' DAY, '%Y/%m/%d')
     AND from_iso8601_timestamp(eventtime) >= from_iso8601_timestamp(:start)
     AND from_iso8601_timestamp(eventtime) < from_iso8601_timestamp(:end)
     AND eventsource = 'ec2.amazonaws.com'

@@ -3,15 +3,16 @@
 -- cis: none
 -- parameters: :start, :end (ISO 8601 times; start inclusive, end exclusive)
 --
--- Athena (Trino) SQL. Day partitions are pruned with one day of slack each side: the date in an object key is the
--- delivery date, not the event time. Rows are deduplicated on eventid and ordered by time.
+-- Athena (Trino) SQL. Day partitions run from the start's date to the day after the range's last second: the date in
+-- an object key is the delivery date, which can be the day after the event. Rows are deduplicated on eventid and
+-- ordered by time.
 WITH matching AS (
   SELECT
     *,
     row_number() OVER (PARTITION BY eventid ORDER BY eventtime) AS occurrence
   FROM cloudtrail_logs
-  WHERE day BETWEEN date_format(from_iso8601_timestamp(:start) - INTERVAL '1' DAY, '%Y/%m/%d')
-                AND date_format(from_iso8601_timestamp(:end) + INTERVAL '1' DAY, '%Y/%m/%d')
+  WHERE day BETWEEN date_format(from_iso8601_timestamp(:start), '%Y/%m/%d')
+                AND date_format(from_iso8601_timestamp(:end) - INTERVAL '1' SECOND + INTERVAL '1' DAY, '%Y/%m/%d')
     AND from_iso8601_timestamp(eventtime) >= from_iso8601_timestamp(:start)
     AND from_iso8601_timestamp(eventtime) < from_iso8601_timestamp(:end)
     AND (eventsource = 'kms.amazonaws.com'

@@ -1,6 +1,6 @@
 """The local audit engine: the Athena SQL files on DuckDB over CloudTrail files on disk.
 
-Files are pruned by the delivery date in their key (one day of slack each side) without being opened; the rest are
+Files are pruned by the delivery date in their key (one day of slack after the range) without being opened; the rest are
 loaded into a table shaped like the Glue table; each query is translated Trino -> DuckDB by sqlglot and run with
 bound parameters. A file DuckDB cannot read is found by bisection, reported by name and skipped.
 """
@@ -23,6 +23,7 @@ from governor.audit.queries import QueryError, QuerySpec, iso, list_queries, par
 from governor.audit.schema import COLUMNS, PARTITION_KEYS, TABLE_NAME, Column
 
 SLACK = dt.timedelta(days=1)
+LAST_SECOND = dt.timedelta(seconds=1)  # parameters have whole seconds; [start, end) ends a second before end
 RECORDS = "cloudtrail_records"
 MAX_FILE_BYTES = 256 * 1024**2  # one CloudTrail file is one JSON object; real ones are a few MiB
 BATCH_FILES = 512
@@ -83,12 +84,16 @@ def discover(logs: Path) -> list[LogFile]:
 
 
 def in_window(file: LogFile, start: dt.datetime | None, end: dt.datetime | None) -> bool:
-    """Whether a file can hold events in [start, end): its key date within the range, one day of slack each side."""
+    """Whether a file can hold events in [start, end): the same day range as the SQL's partition filter.
+
+    The key date is the delivery date, never before the event, so the range runs from the start's date to the day
+    after the range's last second (an event at 23:58 is often delivered the next day).
+    """
     if file.day is None:
         return True
-    if start is not None and file.day < (start - SLACK).date():
+    if start is not None and file.day < start.date():
         return False
-    return not (end is not None and file.day > (end + SLACK).date())
+    return not (end is not None and file.day > (end - LAST_SECOND + SLACK).date())
 
 
 def _structure(column: Column) -> Any:

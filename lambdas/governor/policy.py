@@ -330,6 +330,8 @@ def parse_policy(data: Any, source: str = "governor.yaml") -> Policy:
         return Policy.model_validate(data)
     except ValidationError as error:
         raise PolicyError(_format_error(source, error)) from None
+    except RecursionError:
+        raise PolicyError(f"{source}: nested too deeply to be a policy") from None
 
 
 def parse_policy_text(text: str, source: str = "governor.yaml") -> Policy:
@@ -342,6 +344,8 @@ def parse_policy_text(text: str, source: str = "governor.yaml") -> Policy:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "not valid YAML"
         raise PolicyError(f"{source}: {problem}{where}") from None
+    except RecursionError:
+        raise PolicyError(f"{source}: nested too deeply to be a policy") from None
     return parse_policy(data, source)
 
 

@@ -198,3 +198,33 @@ def test_an_event_that_is_not_the_schedule_goes_to_the_dlq(fleet: Any) -> None:
     result = handle(event, runtime, _aws())
     assert result["status"] == "rejected" and "schedule" in result["reason"]
     assert runtime.dead_letters.messages and not runtime.ledger.decisions  # type: ignore[attr-defined]
+
+
+class _FailingActions(Ec2Actions):
+    """EC2 refuses to stop one instance (e.g. a Spot instance without a persistent request)."""
+
+    def __init__(self, region: str, refuse: str) -> None:
+        super().__init__(region)
+        self.refuse = refuse
+
+    def stop(self, instance_id: str) -> None:
+        if instance_id == self.refuse:
+            raise RuntimeError("UnsupportedOperation: this instance cannot be stopped")
+        super().stop(instance_id)
+
+
+def test_a_failed_action_is_recorded_and_retried_next_sweep_without_stopping_the_sweep(fleet: Any) -> None:
+    ec2, ids = fleet
+    runtime = _runtime()
+    aws = _aws()
+    aws.actions = _FailingActions("us-east-1", refuse=ids["idle"])
+    handle(_event(T0, "sweep-1"), runtime, aws)
+    second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
+    assert second["done"][ids["idle"]][0].startswith("failed: RuntimeError")
+    assert _state(ec2, ids["idle"]) == "running"
+    assert runtime.ledger.get_item(MARK_KIND, ids["idle"])["idle_since"]  # kept: the next sweep tries again
+    recorded = [d for _, d in runtime.ledger.decisions if d.resource == ids["idle"]]  # type: ignore[attr-defined]
+    assert recorded[-1].evidence["done"][0].startswith("failed")
+    aws.actions = Ec2Actions("us-east-1")
+    third = handle(_event(T0 + dt.timedelta(minutes=45), "sweep-3"), runtime, aws)
+    assert "stopped" in third["done"][ids["idle"]]

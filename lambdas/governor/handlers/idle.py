@@ -219,12 +219,21 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     done: dict[str, list[str]] = {}
     for outcome in plan.outcomes:
         instance_id = outcome.instance.id
-        result, mark = settle(outcome, event, runtime, aws)
+        try:
+            result, mark = settle(outcome, event, runtime, aws)
+        except Exception as error:  # one instance's failure must not stop the sweep; the next sweep retries it
+            logger.exception("idle action failed", extra={"instance_id": instance_id, "event_id": event.id})
+            metrics.add_metric(name="IdleActionFailures", unit="Count", value=1)
+            result, mark = [f"failed: {error.__class__.__name__}: {error}"], outcome.prior
+            runtime.ledger.record(
+                outcome.decision.model_copy(update={"evidence": {**outcome.decision.evidence, "done": result}}),
+                event_id=event.id,
+            )
         if result:
             done[instance_id] = result
         if mark != stored.get(instance_id) and (mark is not None or instance_id in stored):
             _store_mark(runtime, instance_id, mark, now)
-        if outcome.finding and not any(s.startswith("skipped") for s in result):
+        if outcome.finding and not any(s.startswith(("skipped", "failed")) for s in result):
             finding = _finding(outcome.decision, outcome.finding, outcome.instance, event, runtime)
             if result:
                 finding = finding.model_copy(update={"detail": f"{finding.detail}; done: {'; '.join(result)}"})

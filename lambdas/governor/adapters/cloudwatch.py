@@ -45,7 +45,13 @@ class CloudWatchMetrics:
     def fetch(
         self, instance_ids: Sequence[str], signals: Sequence[str], start: dt.datetime, end: dt.datetime
     ) -> dict[str, dict[str, Series]]:
-        """Every signal of every instance between ``start`` and ``end``; an instance without data gets empty series."""
+        """Every signal of every instance between ``start`` and ``end``; an instance without data gets empty series.
+
+        The range is widened to whole minutes, the period's boundaries, so no sample is cut in half.
+        """
+        start = start.replace(second=0, microsecond=0)
+        if end.second or end.microsecond:
+            end = end.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
         plan: dict[str, tuple[str, str]] = {}
         queries: list[dict[str, Any]] = []
         for instance_id in instance_ids:

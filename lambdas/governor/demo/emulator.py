@@ -5,12 +5,15 @@ The demo and the end-to-end tests run the same handlers as Lambda; only ``AWS_EN
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 FAKE_ENVIRONMENT = {
     "AWS_ACCESS_KEY_ID": "demo",
@@ -42,6 +45,74 @@ def _check_port(host: str, port: int) -> None:
             ) from None
 
 
+def _indexed_get_metric_data(original: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's GetMetricData rescans every stored point for every query and every period; index them once instead.
+
+    Same answers for ``MetricStat`` queries (values, timestamps, labels, ordering); anything else (metric math,
+    Metrics Insights) goes to moto's own implementation.
+    """
+
+    def get_metric_data(
+        self: Any, queries: list[dict[str, Any]], start_time: Any, end_time: Any, scan_by: str = "TimestampAscending"
+    ) -> list[dict[str, Any]]:
+        start, end = start_time.replace(microsecond=0), end_time.replace(microsecond=0)
+        if start >= end or any("MetricStat" not in query for query in queries):
+            return original(self, queries, start_time, end_time, scan_by)
+        from moto.cloudwatch.models import Statistics
+
+        index: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Any]] = defaultdict(list)
+        for datum in self.get_all_metrics():
+            if start <= datum.timestamp < end:
+                dims = tuple(sorted((d.name, d.value) for d in datum.dimensions))
+                index[(datum.namespace, datum.name, dims)].append(datum)
+        results = []
+        for query in queries:
+            stat_query = query["MetricStat"]
+            metric = stat_query["Metric"]
+            period = int(stat_query["Period"])
+            stat, unit = stat_query["Stat"], stat_query.get("Unit")
+            dims = tuple(sorted((d["Name"], d["Value"]) for d in metric.get("Dimensions", [])))
+            buckets: dict[int, list[Any]] = defaultdict(list)
+            for datum in index.get((metric["Namespace"], metric["MetricName"], dims), []):
+                if unit is None or datum.unit == unit:
+                    buckets[int((datum.timestamp - start).total_seconds() // period)].append(datum)
+            values, stamps = [], []
+            for slot in sorted(buckets):
+                stats = Statistics([stat], start + dt.timedelta(seconds=slot * period))
+                stats.metric_data = buckets[slot]
+                values.append(stats.get_statistics_for_type(stat))
+                stamps.append(stats.timestamp)
+            if scan_by == "TimestampDescending":
+                values.reverse()
+                stamps.reverse()
+            if query.get("ReturnData", True):
+                label = query.get("Label") or f"{metric['MetricName']} {stat}"
+                results.append(
+                    {
+                        "id": query["Id"],
+                        "label": label,
+                        "values": values,
+                        "timestamps": stamps,
+                        "status_code": "Complete",
+                    }
+                )
+        return results
+
+    return get_metric_data
+
+
+@contextmanager
+def _fast_metric_queries() -> Iterator[None]:
+    from moto.cloudwatch.models import CloudWatchBackend
+
+    original = CloudWatchBackend.get_metric_data
+    CloudWatchBackend.get_metric_data = _indexed_get_metric_data(original)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CloudWatchBackend.get_metric_data = original  # type: ignore[method-assign]
+
+
 @contextmanager
 def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulator]:
     """A moto server for the duration of the block; the environment is restored and the server stopped after."""
@@ -69,7 +140,8 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
     client.cache_clear()
     ec2.WILDCARD_TYPE_FILTER = False
     try:
-        yield Emulator(endpoint=endpoint)
+        with _fast_metric_queries():
+            yield Emulator(endpoint=endpoint)
     finally:
         ec2.WILDCARD_TYPE_FILTER = True
         server.stop()

@@ -1,0 +1,59 @@
+"""The demo emulator's indexed GetMetricData answers exactly as moto's own implementation does."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import boto3
+from moto import mock_aws
+from moto.cloudwatch.models import CloudWatchBackend, cloudwatch_backends
+
+from governor.demo.emulator import _indexed_get_metric_data
+
+
+@mock_aws
+def test_indexed_metric_queries_match_moto() -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    start = dt.datetime(2026, 12, 1, 8, tzinfo=dt.UTC)
+    for instance in ("i-1", "i-2"):
+        data = [
+            {
+                "MetricName": name,
+                "Dimensions": [{"Name": "InstanceId", "Value": instance}],
+                "Timestamp": start + dt.timedelta(seconds=30 * step),
+                "Value": float((step * 7 + len(name)) % 97),
+            }
+            for step in range(240)
+            for name in ("nvidia_smi_utilization_gpu", "nvidia_smi_memory_used")
+        ]
+        cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[:1000])
+    queries = [
+        {
+            "Id": f"q{n}",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": "CWAgent",
+                    "MetricName": name,
+                    "Dimensions": [{"Name": "InstanceId", "Value": instance}],
+                },
+                "Period": period,
+                "Stat": stat,
+            },
+        }
+        for n, (instance, name, period, stat) in enumerate(
+            [
+                ("i-1", "nvidia_smi_utilization_gpu", 60, "Maximum"),
+                ("i-2", "nvidia_smi_memory_used", 300, "Average"),
+                ("i-3", "nvidia_smi_utilization_gpu", 60, "Maximum"),
+            ]
+        )
+    ]
+    backend = cloudwatch_backends["123456789012"]["us-east-1"]
+    window = (start.replace(tzinfo=None) + dt.timedelta(minutes=10), start.replace(tzinfo=None) + dt.timedelta(hours=1))
+    if backend.metric_data and backend.metric_data[0].timestamp.tzinfo:
+        window = (window[0].replace(tzinfo=dt.UTC), window[1].replace(tzinfo=dt.UTC))
+    original = CloudWatchBackend.get_metric_data
+    expected = original(backend, queries, *window)
+    indexed = _indexed_get_metric_data(original)(backend, queries, *window)
+    assert indexed == expected
+    assert expected[0]["values"] and expected[2]["values"] == []

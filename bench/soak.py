@@ -1,0 +1,242 @@
+"""The long fault run: >= 1,000 mixed, independent events through every deployed handler on the in-process emulator,
+one failure mode per row, each case compared with a clean case of its kind. Prints the table and writes
+RELIABILITY.md.
+
+    .venv/bin/python -m bench.soak            # about 10-20 minutes on 2 cores
+    .venv/bin/python -m bench.soak --quick    # 1/5 of the events, for a look
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "lambdas"))
+sys.path.insert(0, str(ROOT))
+
+COMMAND = ".venv/bin/python -m bench.soak"
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    kinds: tuple[str, ...]
+    rate: float
+    events: int
+    duplicates: float = 0.2
+
+
+MODES = [
+    Mode("duplicate deliveries, no fault", (), 0.0, 150, duplicates=0.5),
+    Mode("throttling", ("throttling",), 0.15, 150),
+    Mode("5xx (service unavailable)", ("server_error",), 0.15, 150),
+    Mode("connect timeouts", ("connect_timeout",), 0.10, 150),
+    Mode("read timeouts (executed, answer lost)", ("read_timeout",), 0.05, 150),
+    Mode("access denied", ("access_denied",), 0.05, 150),
+    Mode(
+        "all of the above, mixed",
+        ("throttling", "server_error", "connect_timeout", "read_timeout", "access_denied"),
+        0.10,
+        200,
+    ),
+]
+
+
+def _environment() -> None:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_LOG_LEVEL": "CRITICAL",
+        "POWERTOOLS_IDEMPOTENCY_DISABLED": "false",
+    }.items():
+        os.environ[name] = value
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+
+
+def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) -> dict[str, Any]:
+    """One row: a fresh emulator, a clean case of every kind, then the mode's events under its faults."""
+    _environment()
+    import contextlib
+    import io
+
+    from moto import mock_aws
+
+    from governor.testing.deployment import Deployment
+    from governor.testing.faults import ALL_FAULTS, FaultInjector
+    from governor.testing.invariants import check, references, run_cases
+    from governor.testing.scenarios import Scenarios, soak_policy
+
+    started = time.perf_counter()
+    events = max(10, int(mode.events * scale))
+    quiet = io.StringIO()
+    with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}):
+        deployed = Deployment(soak_policy())
+        try:
+            scenarios = Scenarios(seed=seed)
+            with FaultInjector() as recorder:
+                clean = references(run_cases(deployed, scenarios.one_of_each(), recorder))
+            cases = scenarios.make(events)
+            kinds = mode.kinds or ALL_FAULTS
+            with FaultInjector(mode.rate, kinds, seed=seed) as injector:
+                faulty = run_cases(deployed, cases, injector, duplicate_share=mode.duplicates, seed=seed)
+        finally:
+            deployed.close()
+    verdict = check(mode.name, mode.rate, clean, faulty, injector, timeouts)
+    return {
+        "mode": mode.name,
+        "kinds": list(mode.kinds),
+        "verdict": verdict,
+        "seconds": time.perf_counter() - started,
+        "functions": sorted({c.function for c in cases}),
+    }
+
+
+def function_timeouts() -> dict[str, float]:
+    """Each function's Lambda timeout, read from the synthesized stack (the truth the handlers must fit in)."""
+    import json
+    import tempfile
+
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20,22")
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "20,22")
+    from infra.app_builder import build_app
+
+    with tempfile.TemporaryDirectory() as folder:
+        app, stack = build_app(outdir=folder)
+        app.synth()
+        template = json.loads((Path(folder) / f"{stack.stack_name}.template.json").read_text())
+    found: dict[str, float] = {}
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        handler = props.get("Handler", "")
+        if resource["Type"] == "AWS::Lambda::Function" and handler.startswith("governor.handlers."):
+            found[handler.split(".")[2]] = float(props.get("Timeout", 3))
+    return found
+
+
+def worst_single_call() -> tuple[int, float]:
+    """Attempts and seconds one API call can take when every attempt times out (botocore standard mode)."""
+    from governor.adapters.aws import RETRIES
+
+    attempts = int(RETRIES.retries.get("total_max_attempts") or RETRIES.retries["max_attempts"] + 1)
+    backoff = sum(min(20.0, 2.0**n) for n in range(attempts - 1))  # standard mode: random up to 2^n s, capped at 20
+    return attempts, attempts * float(RETRIES.connect_timeout + RETRIES.read_timeout) + backoff
+
+
+def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: float) -> str:
+    attempts, worst = worst_single_call()
+    total_events = sum(r["verdict"].events for r in results)
+    lost = sum(r["verdict"].lost for r in results)
+    lines = [
+        "# Reliability",
+        "",
+        f"Regenerate with `{COMMAND}` (writes this file; `--quick` runs a fifth of the events). Last run: "
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {total_events} events in {elapsed / 60:.0f} minutes.",
+        "",
+        "Each row is one failure mode injected into every AWS call the deployed handlers make (botocore event hooks, "
+        "per attempt, so the real retry logic handles them), over independent mixed events: Spot interruption "
+        "warnings, security groups opened to the world, KMS rotation switched off, GPU launches, their non-GPU and "
+        "protected look-alikes the policy must leave alone, and malformed events. A share of the events is delivered "
+        "again later (EventBridge's at-least-once). Every case is compared with a clean run of its kind: handled means "
+        "it acted exactly as the clean run did, once; parked means Lambda's retries ran out and the event is in the "
+        "function's DLQ with its reason (`governor dlq list`, `governor dlq replay`); lost means neither. \"Action "
+        'not done" counts events handled without an action the clean run took (the handler recorded the refusal, '
+        'e.g. SSM access denied, instead of retrying); "ledger differs" counts events whose ledger entry says '
+        "something other than the clean run's decision.",
+        "",
+        "| failure mode | events (+ duplicates) | fault rate | faults injected | handled | rejected (invalid) "
+        "| parked in DLQ | action not done | acted twice | outside policy | ledger differs | lost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        v = result["verdict"]
+        injected = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(v.faults.items())) or "none"
+        partial = f" ({v.partial_before_dlq} partly acted)" if v.partial_before_dlq else ""
+        lines.append(
+            f"| {v.mode} | {v.events} (+{v.deliveries - v.events}) | {v.rate:.0%} | {injected} | {v.handled} "
+            f"| {v.rejected} | {v.dlq}{partial} | {v.missed_actions} | {v.double_actions} | {v.outside_policy} "
+            f"| {v.ledger_mismatches} "
+            f"| **{v.lost}** |"
+        )
+    lines += [
+        "",
+        f"**Lost: {lost} of {total_events} events.** Functions exercised: "
+        f"{', '.join(sorted({f for r in results for f in r['functions']}))}.",
+        "",
+        "## Time budget",
+        "",
+        f"Slowest attempt observed (wall time plus injected back-off and timeouts, on the virtual clock): "
+        f"{max(r['verdict'].slowest_seconds for r in results):.1f} s; attempts over their function's Lambda timeout: "
+        f"{sum(r['verdict'].over_timeout for r in results)}. Timeouts: "
+        + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in sorted(timeouts.items()))
+        + ".",
+        "",
+        f"Retry configuration (`adapters/aws.py`): standard mode, {attempts} attempts per call. One call whose every "
+        f"attempt hangs until the read timeout takes up to {worst:.0f} s, "
+        + (
+            "more than the shortest Lambda timeout: Lambda ends such an invocation and retries it; the idempotency "
+            "record expires with the invocation, so the retry runs."
+            if timeouts and worst > min(timeouts.values())
+            else "within every function's timeout."
+        ),
+        "",
+        "## What went wrong",
+        "",
+    ]
+    problems = [(r["mode"], p) for r in results for p in r["verdict"].problems]
+    if not problems:
+        lines.append("Nothing: every event was handled exactly once or parked in its DLQ with its reason.")
+    for mode, problem in problems[:40]:
+        lines.append(f"- {mode}: {problem}")
+    if len(problems) > 40:
+        lines.append(f"- ... and {len(problems) - 40} more (run `{COMMAND}` to see them all).")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a fifth of the events")
+    parser.add_argument("--workers", type=int, default=2, help="parallel failure modes (default 2)")
+    parser.add_argument("--out", default=str(ROOT / "RELIABILITY.md"), help="where to write the table")
+    args = parser.parse_args(argv)
+    _environment()
+    started = time.perf_counter()
+    try:
+        timeouts = function_timeouts()
+    except Exception as error:  # no Node.js: fall back to the factory's default timeout
+        print(f"could not synthesize the stack for timeouts ({error}); assuming 60 s", file=sys.stderr)
+        timeouts = {}
+    scale = 0.2 if args.quick else 1.0
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = [pool.submit(run_mode, mode, 100 + n, scale, timeouts) for n, mode in enumerate(MODES)]
+        results = []
+        for future in futures:
+            result = future.result()
+            v = result["verdict"]
+            print(
+                f"{v.mode:40} events {v.events:4} faults {sum(v.faults.values()):4} handled {v.handled:4} "
+                f"rejected {v.rejected:3} dlq {v.dlq:3} twice {v.double_actions:2} outside {v.outside_policy} "
+                f"ledger {v.ledger_mismatches:2} lost {v.lost} ({result['seconds']:.0f} s)",
+                flush=True,
+            )
+            results.append(result)
+    text = render(results, timeouts, time.perf_counter() - started)
+    Path(args.out).write_text(text, encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0 if sum(r["verdict"].lost for r in results) == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -77,6 +77,7 @@ class SizeResult:
 @contextmanager
 def emulator() -> Iterator[str]:
     """A fresh moto server on a free loopback port, with the environment pointing every client at it."""
+    from moto.moto_api._internal.models import moto_api_backend
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -84,6 +85,8 @@ def emulator() -> Iterator[str]:
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
+    # moto's backends are process-wide: without a reset the previous fleet would still be there.
+    moto_api_backend.reset()
     saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     os.environ.update(
         {
@@ -299,6 +302,8 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[s
         result = run_sweep(event, runtime, aws)
         seconds = time.perf_counter() - began
     flagged = sum(n for outcome, n in result["outcomes"].items() if outcome in IDLE_OUTCOMES)
+    if result["instances"] != sum(result["outcomes"].values()):
+        raise RuntimeError(f"sweep saw {result['instances']} instances but decided {result['outcomes']}")
     return dict(calls), flagged, seconds, dict(result["outcomes"])
 
 
@@ -336,6 +341,8 @@ def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
         governor, custodian = SideResult(), SideResult()
         for _ in range(runs):
             calls, flagged, seconds, outcomes = governor_sweep(now + dt.timedelta(minutes=1))
+            if sum(outcomes.values()) != size:
+                raise RuntimeError(f"the emulated fleet has {sum(outcomes.values())} instances, not {size}")
             governor.calls, governor.matched, governor.outcomes = calls, flagged, outcomes
             governor.walls.append(seconds)
             calls, matched, seconds = custodian_sweep(endpoint)

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pytest
+
 from governor.domain.fleet import Instance
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.domain.spot import Candidate, LaunchAttempt, LifecycleOutcome, Replacement, interruption_stats
@@ -273,3 +275,86 @@ def test_rebalance_checkpoints_early_or_only_records() -> None:
     quiet = World(gpu(), enforce=True, on_rebalance="record")
     assert quiet.run(fixture("rebalance-recommendation.json"))["checkpoint"] == {"attempted": False}
     assert quiet.commands.sent == [] and len(quiet.ledger.decisions) == 1 and quiet.sink.findings
+
+
+class FlakySink(MemorySink):
+    """The findings bus refuses the first batch, as a throttled PutEvents does after botocore's retries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def publish(self, findings: list[Any]) -> None:
+        if not self.refused:
+            self.refused += 1
+            raise RuntimeError("PutEvents throttled")
+        super().publish(findings)
+
+
+def test_a_retry_after_a_failed_publish_neither_resends_the_checkpoint_nor_relaunches() -> None:
+    world = World(gpu(), enforce=True, replacement="spot")
+    world.runtime.sink = world.sink = FlakySink()
+    warning = fixture("interruption-warning.json")
+    with pytest.raises(RuntimeError, match="PutEvents throttled"):  # fails the invocation, so Lambda retries it
+        world.run(warning)
+    retried = world.run(warning)
+    assert len(world.commands.sent) == 1 and len(world.recovery.replaced) == 1
+    assert retried["checkpoint"]["command_id"] == "cmd-1" and retried["replacement_id"] == "i-0fedcba9876543210"
+    assert len(world.sink.findings) == 1
+
+
+def test_a_retried_rebalance_sends_its_early_checkpoint_once() -> None:
+    world = World(gpu(), enforce=True)
+    world.runtime.sink = world.sink = FlakySink()
+    rebalance = fixture("rebalance-recommendation.json")
+    with pytest.raises(RuntimeError):
+        world.run(rebalance)
+    assert world.run(rebalance)["checkpoint"]["command_id"] == "cmd-1"
+    assert len(world.commands.sent) == 1
+
+
+class LedgerFailingOnce(MemoryLedger):
+    """Refuses the n-th interruption write once (AccessDenied is not retried by botocore)."""
+
+    def __init__(self, fail_on: int) -> None:
+        super().__init__()
+        self.fail_on = fail_on
+        self.writes = 0
+
+    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None:
+        self.writes += 1
+        if self.writes == self.fail_on:
+            raise RuntimeError("AccessDeniedException")
+        super().put_item(kind, key, item)
+
+
+def test_a_failure_between_sending_and_recording_never_signals_the_job_twice() -> None:
+    world = World(gpu(), enforce=True)
+    world.runtime.ledger = world.ledger = world.commands.ledger = LedgerFailingOnce(fail_on=2)
+    warning = fixture("interruption-warning.json")
+    with pytest.raises(RuntimeError):
+        world.run(warning)  # the in-flight mark was written, the command sent, its id not recorded
+    world.run(warning)
+    assert len(world.commands.sent) == 1
+    assert world.record()["checkpoint_error"].startswith("in doubt")
+    (finding,) = world.sink.findings
+    assert finding.severity == "warning" and "delivery in doubt" in finding.title
+
+
+def test_a_send_that_failed_is_sent_again_on_the_retry() -> None:
+    world = World(gpu(), enforce=True)
+    calls = {"n": 0}
+    send = world.commands.send
+
+    def throttled_once(*args: Any, **kwargs: Any) -> Sent:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("ThrottlingException after retries")
+        return send(*args, **kwargs)
+
+    world.commands.send = throttled_once  # type: ignore[method-assign]
+    warning = fixture("interruption-warning.json")
+    with pytest.raises(RuntimeError):
+        world.run(warning)
+    assert world.run(warning)["checkpoint"]["delivered"] and calls["n"] == 2
+    assert world.record()["checkpoint_error"] is None

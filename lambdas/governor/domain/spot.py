@@ -31,6 +31,7 @@ SSM_SOURCE = "aws.ssm"
 FINAL_STATES = ("stopped", "terminated")
 FINAL_COMMAND_STATUSES = ("Success", "Failed", "TimedOut", "Cancelled")
 RECORD_KIND = "interruption"
+REBALANCE_KIND = "rebalance"
 ASG_TAG = "aws:autoscaling:groupName"
 FLEET_TAGS = ("aws:ec2spot:fleet-request-id", "aws:ec2:fleet-id")
 GONE_STATES = ("shutting-down", "terminated", "stopping", "stopped")
@@ -177,6 +178,7 @@ class InterruptionRecord(BaseModel):
     replacement_id: str | None = None
     replacement_attempts: list[dict[str, Any]] = Field(default_factory=list)
     replacement_reason: str | None = None
+    recovered: bool = False
     status: str = "interrupted"
     final_at: dt.datetime | None = None
     errors: list[str] = Field(default_factory=list)

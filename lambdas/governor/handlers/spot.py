@@ -1,8 +1,8 @@
 """The ``spot`` function: Spot interruption warnings, rebalance recommendations and their aftermath.
 
-On a warning the critical path is one DescribeInstances, one ledger write and one SSM SendCommand: the checkpoint
-goes out within seconds of the event. Deregistration, Auto Scaling and relaunch follow; their failures are recorded
-and reported, never allowed to re-run the checkpoint through a retry.
+On a warning the critical path is one DescribeInstances, a few DynamoDB writes and one SSM SendCommand: the
+checkpoint goes out within seconds of the event. Deregistration, Auto Scaling and relaunch follow; their failures are
+recorded and reported, and a retried invocation resumes from the interruption record instead of signalling twice.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from governor.domain.spot import (
     COMMAND_STATUS,
     FINAL_COMMAND_STATUSES,
     REBALANCE,
+    REBALANCE_KIND,
     RECORD_KIND,
     SOURCE,
     SSM_SOURCE,
@@ -148,11 +149,10 @@ def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> 
     }
 
 
-def _keep_previous(runtime: Runtime, record: InterruptionRecord) -> None:
-    """A stopped instance can be interrupted again: keep the earlier record under its own key before replacing it."""
-    previous = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, record.instance_id))
-    if previous is not None and previous.event_id != record.event_id:
-        runtime.ledger.put_item(RECORD_KIND, f"{previous.instance_id}#{previous.event_id}", previous.to_item())
+IN_DOUBT = (
+    "in doubt: an earlier attempt failed between sending the command and recording its id; not sent again, so the "
+    "job is not signalled twice"
+)
 
 
 def _recover(
@@ -197,22 +197,39 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
     runtime.ledger.record(decision, event_id=event.id, at=at)
     if decision.verdict != "act" or instance is None:
         return _result("ignored", event, decision, reason=decision.reasons[0])
-    record = start_record(decision, instance, event.id, at, event.detail.instance_action)
-    if _enforced(decision, "checkpoint"):
+    # A retry of this event (after a failed write or publish further down) resumes from what was recorded: the
+    # checkpoint is never sent twice, nor a second replacement launched.
+    existing = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, instance.id))
+    if existing is not None and existing.event_id == event.id:
+        record = existing
+    else:
+        record = start_record(decision, instance, event.id, at, event.detail.instance_action)
+        if existing is not None:  # a stopped instance interrupted again: keep the earlier record under its own key
+            runtime.ledger.put_item(RECORD_KIND, f"{existing.instance_id}#{existing.event_id}", existing.to_item())
+    if record.checkpoint_attempted and not record.command_id and not record.checkpoint_error:
+        record.checkpoint_error = IN_DOUBT
+    elif _enforced(decision, "checkpoint") and not record.checkpoint_attempted:
         record.checkpoint_attempted = True
-        sent = ports.commands.send(
-            instance.id,
-            record.checkpoint_command or runtime.policy.spot.checkpoint_command,
-            runtime.policy.spot.checkpoint_timeout_seconds,
-            comment=f"governor spot checkpoint {event.id}",
-        )
+        runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())  # the command is in flight
+        try:
+            sent = ports.commands.send(
+                instance.id,
+                record.checkpoint_command or runtime.policy.spot.checkpoint_command,
+                runtime.policy.spot.checkpoint_timeout_seconds,
+                comment=f"governor spot checkpoint {event.id}",
+            )
+        except Exception:
+            record.checkpoint_attempted = False  # not sent: the retry sends it
+            runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
+            raise
         record.checkpoint_delivered = sent.delivered
         record.command_id = sent.command_id
         record.checkpoint_error = sent.error
-    _keep_previous(runtime, record)
     runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
-    _recover(decision, record, instance, runtime, ports)
-    runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
+    if not record.recovered:
+        _recover(decision, record, instance, runtime, ports)
+        record.recovered = True
+        runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
     runtime.sink.publish(_warning_findings(decision, record, event))
     return _result(
         "acted" if runtime.policy.spot.enforce else "reported",
@@ -237,6 +254,8 @@ def _warning_findings(decision: Decision, record: InterruptionRecord, event: War
         outcome = "report-only: no checkpoint was sent"
     elif record.checkpoint_delivered:
         outcome = f"checkpoint command {record.command_id} sent ({record.checkpoint_source} command)"
+    elif record.checkpoint_error == IN_DOUBT:
+        outcome = f"checkpoint delivery {IN_DOUBT}"
     else:
         outcome = f"checkpoint NOT delivered: {record.checkpoint_error}"
     parts = [*decision.reasons, outcome]
@@ -247,7 +266,10 @@ def _warning_findings(decision: Decision, record: InterruptionRecord, event: War
     if record.replacement_id:
         parts.append(f"replacement {record.replacement_id} launched")
     parts.extend(record.errors)
-    severity = "critical" if record.checkpoint_attempted and not record.checkpoint_delivered else decision.severity
+    undelivered = (
+        record.checkpoint_attempted and not record.checkpoint_delivered and record.checkpoint_error != IN_DOUBT
+    )
+    severity = "critical" if undelivered else decision.severity
     findings = [
         _finding(
             decision.model_copy(update={"severity": severity}),
@@ -282,23 +304,30 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
     checkpoint: dict[str, Any] = {"attempted": False}
     outcome = "report-only: nothing was sent" if not runtime.policy.spot.enforce else "recorded"
     if _enforced(decision, "checkpoint"):
-        action = next(a for a in decision.actions if a.type == "checkpoint")
-        sent = ports.commands.send(
-            instance.id,
-            str((action.model_extra or {})["command"]),
-            runtime.policy.spot.checkpoint_timeout_seconds,
-            comment=f"governor spot rebalance checkpoint {event.id}",
-        )
-        checkpoint = {
-            "attempted": True,
-            "delivered": sent.delivered,
-            "command_id": sent.command_id,
-            "error": sent.error,
-        }
+        earlier = runtime.ledger.get_item(REBALANCE_KIND, instance.id)
+        if earlier is not None and earlier.get("event_id") == event.id:  # a retry: the command already left
+            checkpoint = dict(earlier["checkpoint"])
+        else:
+            action = next(a for a in decision.actions if a.type == "checkpoint")
+            sent = ports.commands.send(
+                instance.id,
+                str((action.model_extra or {})["command"]),
+                runtime.policy.spot.checkpoint_timeout_seconds,
+                comment=f"governor spot rebalance checkpoint {event.id}",
+            )
+            checkpoint = {
+                "attempted": True,
+                "delivered": sent.delivered,
+                "command_id": sent.command_id,
+                "error": sent.error,
+            }
+            runtime.ledger.put_item(
+                REBALANCE_KIND, instance.id, {"event_id": event.id, "at": at.isoformat(), "checkpoint": checkpoint}
+            )
         outcome = (
-            f"early checkpoint sent ({sent.command_id})"
-            if sent.delivered
-            else f"early checkpoint NOT delivered: {sent.error}"
+            f"early checkpoint sent ({checkpoint['command_id']})"
+            if checkpoint["delivered"]
+            else f"early checkpoint NOT delivered: {checkpoint['error']}"
         )
     evidence = decision.evidence
     runtime.sink.publish(

@@ -15,6 +15,7 @@ from governor.cli import EXIT_FAILED_CHECK, EXIT_OK
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("dlq", help="list or re-drive the events parked in a function's dead-letter queue")
+    parser.set_defaults(run=lambda _: _usage(parser))
     actions = parser.add_subparsers(dest="dlq_command", metavar="ACTION", parser_class=type(parser))
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("function", help="governor function (spot, idle, ...) or its Lambda function name")
@@ -29,6 +30,14 @@ def register(subparsers: Any) -> None:
         "--id", action="append", default=[], dest="ids", help="message id or event id to re-drive (repeatable)"
     )
     replay.set_defaults(run=run_replay)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    """``governor dlq`` without an action: its own help, exit 2 (bad input)."""
+    from governor.cli import EXIT_BAD_INPUT
+
+    parser.print_help()
+    return EXIT_BAD_INPUT
 
 
 def _admin(args: argparse.Namespace) -> tuple[Any, str, str]:

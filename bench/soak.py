@@ -2,7 +2,7 @@
 one failure mode per row, each case compared with a clean case of its kind. Prints the table and writes
 RELIABILITY.md.
 
-    .venv/bin/python -m bench.soak            # about 10-20 minutes on 2 cores
+    .venv/bin/python -m bench.soak            # 3 to 10 minutes on 2 cores, plus one synth for the timeouts
     .venv/bin/python -m bench.soak --quick    # 1/5 of the events, for a look
 """
 

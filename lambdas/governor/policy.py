@@ -92,9 +92,6 @@ class FleetPolicy(_Model):
             return False
         return family.group(1) in self.gpu_families
 
-    def instance_type_patterns(self) -> list[str]:
-        """Server-side DescribeInstances filter values (wildcards, as AWS accepts them)."""
-        return [f"{family}[0-9]*" for family in self.gpu_families] + [f"{family}*.*" for family in self.gpu_families]
 
 
 class IdlePolicy(_Model):

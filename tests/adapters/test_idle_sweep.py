@@ -19,7 +19,9 @@ from governor.handlers._runtime import Runtime
 from governor.handlers.idle import IdleAws, handle
 from governor.policy import parse_policy
 
-NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+# The simulated clock runs ahead of moto's launch times, however late in a parallel run these tests start
+# (the module is imported at collection, its tests may run minutes later).
+NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)
 T0 = NOW + dt.timedelta(minutes=5)  # the first sweep, just after moto's launch time (launch grace is 0 here)
 GIB = 1024**3
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ClientError
 
 from governor.adapters.aws import RETRIES
 from governor.domain.decision import Decision
@@ -61,7 +62,20 @@ class DynamoLedger:
             "expires_at": self._expiry(when),
             **decision.model_dump(mode="json"),
         }
-        self._table.put_item(Item=_to_dynamo(item))
+        if decision.verdict == "act":
+            self._table.put_item(Item=_to_dynamo(item))
+            return f"{pk}|{sk}"
+        try:
+            # A retry of the same event that finds the resource already fixed must not erase the decision that
+            # fixed it: an "act" entry for this event, policy and resource is kept.
+            self._table.put_item(
+                Item=_to_dynamo(item),
+                ConditionExpression="attribute_not_exists(pk) OR verdict <> :act",
+                ExpressionAttributeValues={":act": "act"},
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
         return f"{pk}|{sk}"
 
     def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None:

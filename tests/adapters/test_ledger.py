@@ -1,0 +1,62 @@
+"""The DynamoDB ledger: one entry per decision, kept across retries, and period queries by kind."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import boto3
+from moto import mock_aws
+
+from governor.adapters.ledger import DynamoLedger
+from governor.domain.decision import Action, Decision
+
+
+def _table() -> None:
+    boto3.client("dynamodb", region_name="us-east-1").create_table(
+        TableName="ledger",
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-kind",
+                "KeySchema": [
+                    {"AttributeName": "kind", "KeyType": "HASH"},
+                    {"AttributeName": "at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )
+
+
+def _decision(verdict: str) -> Decision:
+    actions = [Action(type="revoke_ingress", enforced=True)] if verdict == "act" else []
+    return Decision(policy="network", verdict=verdict, resource="sg-1", actions=actions, reasons=[verdict])  # type: ignore[arg-type]
+
+
+@mock_aws
+def test_a_retry_that_finds_the_fix_done_keeps_the_act_entry() -> None:
+    _table()
+    ledger = DynamoLedger("ledger", region="us-east-1")
+    ledger.record(_decision("act"), event_id="e-1")
+    ledger.record(_decision("ok"), event_id="e-1")  # the retry: the rule is already gone
+    entries = ledger.query_kind("decision")
+    assert [(e["verdict"], e["event_id"]) for e in entries] == [("act", "e-1")]
+    assert entries[0]["actions"][0]["type"] == "revoke_ingress"
+
+
+@mock_aws
+def test_one_entry_per_event_and_period_queries() -> None:
+    _table()
+    ledger = DynamoLedger("ledger", region="us-east-1")
+    old = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    ledger.record(_decision("ok"), event_id="e-old", at=old)
+    ledger.record(_decision("ok"), event_id="e-2")
+    ledger.record(_decision("ok"), event_id="e-2")  # a duplicate delivery
+    assert len(ledger.query_kind("decision")) == 2
+    recent = ledger.query_kind("decision", since=dt.datetime(2026, 11, 15, tzinfo=dt.UTC))
+    assert [e["event_id"] for e in recent] == ["e-2"]
+    ledger.put_item("idle-mark", "i-1", {"idle_since": "2026-12-01T00:00:00+00:00"})
+    assert ledger.get_item("idle-mark", "i-1")["idle_since"].startswith("2026-12-01")
+    assert ledger.get_item("idle-mark", "i-2") is None

@@ -6,6 +6,7 @@ Executed by the bench-only c7n virtual environment (``bench/.venv-c7n``), never 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -54,10 +55,8 @@ def main() -> int:
         policy.write(POLICY)
     started = time.perf_counter()
     sys.argv = ["custodian", "run", "--cache-period", "0", "-s", str(outdir), "--region", "us-east-1", policy.name]
-    try:
+    with contextlib.suppress(SystemExit):  # custodian's CLI exits when the run is over
         custodian()
-    except SystemExit:
-        pass
     wall = time.perf_counter() - started
     resources = outdir / "idle-gpu-instances" / "resources.json"
     matched = len(json.loads(resources.read_text())) if resources.exists() else None

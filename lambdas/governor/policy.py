@@ -93,7 +93,6 @@ class FleetPolicy(_Model):
         return family.group(1) in self.gpu_families
 
 
-
 class IdlePolicy(_Model):
     """Reclaim GPU instances that every signal says are idle, warning first; never a working machine."""
 

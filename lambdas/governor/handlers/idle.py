@@ -257,16 +257,21 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
 
 
 @idempotent_on_event_id()
-def process(*, event: dict[str, Any], parsed: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
-    """Side effects run once per schedule execution id (Powertools Idempotency when the stack provides the table)."""
+def process(
+    *, event: dict[str, Any], parsed: GovernorEvent, runtime: Runtime, aws: IdleAws, context: Any = None
+) -> dict[str, Any]:
+    """Side effects run once per schedule execution id (Powertools Idempotency when the stack provides the table).
+
+    ``context`` lets the idempotency record of a sweep that times out expire with the invocation.
+    """
     return run_sweep(parsed, runtime, aws)
 
 
-def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None) -> dict[str, Any]:
+def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: Any = None) -> dict[str, Any]:
     """Parse at the edge (bad input goes to the DLQ with its reason), then sweep."""
 
     def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        return process(event=event, parsed=parsed, runtime=rt, aws=aws or _aws(rt.region))
+        return process(event=event, parsed=parsed, runtime=rt, aws=aws or _aws(rt.region), context=context)
 
     return run_edge(event, runtime, parse, work)
 
@@ -276,4 +281,4 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None) -> dict[str
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes)."""
-    return handle(event, default_runtime())
+    return handle(event, default_runtime(), context=context)

@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 
-import boto3
 from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
+from governor.demo.bootstrap import create_ledger_table
 from governor.domain.decision import Action, Decision
 
 
 def _table() -> None:
-    boto3.client("dynamodb", region_name="us-east-1").create_table(
-        TableName="ledger",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by-kind",
-                "KeySchema": [
-                    {"AttributeName": "kind", "KeyType": "HASH"},
-                    {"AttributeName": "at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-    )
+    create_ledger_table("ledger")
 
 
 def _decision(verdict: str) -> Decision:

@@ -37,13 +37,12 @@ class LocalStack:
         }
 
 
-def create_shared(region: str = "us-east-1") -> LocalStack:
-    stack = LocalStack()
-    dynamodb = client("dynamodb", region)
-    dynamodb.create_table(
-        TableName=stack.ledger_table,
+def create_ledger_table(name: str, region: str = "us-east-1") -> None:
+    """The ledger table as ``infra/constructs/shared.py`` defines it: ``pk``/``sk`` and the ``by-kind`` index."""
+    client("dynamodb", region).create_table(
+        TableName=name,
         BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "kind", "at")],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in ("pk", "sk", "kind", "at")],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[
             {
@@ -56,6 +55,12 @@ def create_shared(region: str = "us-east-1") -> LocalStack:
             }
         ],
     )
+
+
+def create_shared(region: str = "us-east-1") -> LocalStack:
+    stack = LocalStack()
+    dynamodb = client("dynamodb", region)
+    create_ledger_table(stack.ledger_table, region)
     dynamodb.create_table(
         TableName=stack.idempotency_table,
         BillingMode="PAY_PER_REQUEST",

@@ -227,7 +227,11 @@ def render(rows: list[Figure], meta: dict[str, str]) -> str:
         "wall times there cover listing and request round trips only). The governor's figures in section 1 are one",
         "report-only sweep through `governor.handlers.idle.run_sweep` with the real adapters; Custodian's are",
         "`custodian run` of a `metrics` filter policy (`bench/c7n_runner.py`, c7n 0.9.53) in its own virtual",
-        "environment; API calls are counted by wrapping botocore's `_make_api_call` in each process.",
+        "environment; API calls are counted by wrapping botocore's `_make_api_call` in each process. moto's",
+        "GetMetricData (the governor's call) walks each query's datapoints once per 60 s period of the two-hour window,",
+        "its GetMetricStatistics (Custodian's) once per query, so the emulator charges the governor's side more time",
+        "per datapoint than CloudWatch would. The audit engine runs at 250,000 records (three fresh processes per",
+        "range) to keep `make bench` under 20 minutes; `python -m bench.audit_engine` alone runs 1,000,000 records once.",
         "",
     ]
     for section in SECTIONS:

@@ -84,29 +84,14 @@ def run(count: int) -> None:
     from governor.adapters.kms import KmsKeys
     from governor.adapters.ledger import DynamoLedger
     from governor.adapters.secrets import SecretsRotation
+    from governor.demo.bootstrap import create_ledger_table
     from governor.domain.memory import MemoryDeadLetters
     from governor.handlers._runtime import Runtime
     from governor.handlers.keys import KeyAdapters, handle
     from governor.observability import metrics
     from governor.policy import parse_policy
 
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
-    dynamodb.create_table(
-        TableName="ledger",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by-kind",
-                "KeySchema": [
-                    {"AttributeName": "kind", "KeyType": "HASH"},
-                    {"AttributeName": "at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-    )
+    create_ledger_table("ledger", REGION)
     boto3.client("events", region_name=REGION).create_event_bus(Name="governor")
     kms = boto3.client("kms", region_name=REGION)
     keys = []

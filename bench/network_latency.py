@@ -119,6 +119,7 @@ def run(count: int, group_count: int) -> None:
     from governor.adapters.ledger import DynamoLedger
     from governor.adapters.network_addresses import PublicAddresses
     from governor.adapters.security_groups import SecurityGroups
+    from governor.demo.bootstrap import create_ledger_table
     from governor.domain.memory import MemoryDeadLetters
     from governor.domain.network import decide_call, parse_call
     from governor.events.envelopes import CloudTrailRecord
@@ -128,23 +129,7 @@ def run(count: int, group_count: int) -> None:
     from governor.policy import parse_policy
 
     logger.setLevel(logging.WARNING)
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
-    dynamodb.create_table(
-        TableName="ledger",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by-kind",
-                "KeySchema": [
-                    {"AttributeName": "kind", "KeyType": "HASH"},
-                    {"AttributeName": "at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-    )
+    create_ledger_table("ledger", REGION)
     boto3.client("events", region_name=REGION).create_event_bus(Name="governor")
     ec2 = boto3.client("ec2", region_name=REGION)
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]

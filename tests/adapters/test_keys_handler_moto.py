@@ -133,26 +133,11 @@ class _Context:
 def test_lambda_handler_wires_the_ledger_bus_and_dlq_from_its_environment(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from governor.demo.bootstrap import create_ledger_table
     from governor.handlers import keys as handler
     from governor.handlers._runtime import default_runtime
 
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
-    dynamodb.create_table(
-        TableName="ledger",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by-kind",
-                "KeySchema": [
-                    {"AttributeName": "kind", "KeyType": "HASH"},
-                    {"AttributeName": "at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-    )
+    create_ledger_table("ledger", REGION)
     boto3.client("events", region_name=REGION).create_event_bus(Name="governor")
     queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="keys-dlq")["QueueUrl"]
     for name, value in {

@@ -20,6 +20,7 @@ from governor.adapters.ledger import DynamoLedger
 from governor.adapters.pricing import ENDPOINT_REGION, PriceListPrices, parse_product
 from governor.cli import main
 from governor.demo.bootstrap import LocalStack, create_shared
+from governor.demo.bootstrap import create_ledger_table as create_table
 from governor.domain.costs import PriceBook, gpu_hours_and_cost
 from governor.domain.memory import MemoryDeadLetters, MemorySink
 from governor.handlers._runtime import Runtime, default_runtime
@@ -35,22 +36,7 @@ ASSUMED = one("Client.VcpuLimitExceeded", "AssumedRole")
 
 
 def create_ledger_table() -> None:
-    boto3.client("dynamodb", region_name=REGION).create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by-kind",
-                "KeySchema": [
-                    {"AttributeName": "kind", "KeyType": "HASH"},
-                    {"AttributeName": "at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_table(TABLE, REGION)
 
 
 def launch_record(instance_id: str, *, assumed_role: bool = False) -> dict[str, Any]:

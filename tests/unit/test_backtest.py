@@ -39,16 +39,17 @@ def test_idle_box_is_warned_then_stopped_and_busy_box_is_kept(
     code, out, _ = _run(capsys, "--metrics", str(csv), "--policy", str(policy), "--json")
     assert code == 0
     result = json.loads(out)
-    # data starts 00:00; at 01:45 the 2 h window holds 105 of 120 samples (>= min_samples_fraction 0.8): warn
-    # then, stop 30 min later; the data ends at 06:00, so 3.75 hours are reclaimed.
+    # data starts 00:00; at 01:15 the 90 min warning window (2 h window - 30 min warning) holds 75 of 90 samples
+    # (>= min_samples_fraction 0.8): warn. At 01:45 the whole 2 h window holds 105 of 120 samples and the warning is
+    # 30 min old: stop. The data ends at 06:00, so 4.25 hours are reclaimed.
     assert result["instances"]["i-idle"]["actions"] == [
-        {"at": "2026-11-02T01:45:00Z", "type": "warn"},
-        {"at": "2026-11-02T02:15:00Z", "type": "stop"},
+        {"at": "2026-11-02T01:15:00Z", "type": "warn"},
+        {"at": "2026-11-02T01:45:00Z", "type": "stop"},
     ]
-    assert result["instances"]["i-idle"]["gpu_hours_reclaimed"] == 3.75
+    assert result["instances"]["i-idle"]["gpu_hours_reclaimed"] == 4.25
     assert result["instances"]["i-busy"] == {"actions": [], "gpu_hours_reclaimed": 0}
     summary = result["summary"]
-    assert summary["warnings"] == 1 and summary["stops"] == 1 and summary["gpu_hours_reclaimed"] == 3.75
+    assert summary["warnings"] == 1 and summary["stops"] == 1 and summary["gpu_hours_reclaimed"] == 4.25
     assert summary["sweeps"] == 24 and summary["held_back_sweeps"] == []
 
 

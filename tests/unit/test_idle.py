@@ -260,3 +260,42 @@ def test_naive_rule_stops_a_sparse_inference_server_that_the_policy_keeps() -> N
     s = series(util)
     assert naive_stop(s, NOW.timestamp() - 240 * 60, NOW.timestamp()) is not None
     assert assess(instance(), signals(util=util), policy(), NOW).status == "busy"
+
+
+def _sweep_at(at: dt.datetime, util: list[float], marks: dict[str, Mark]) -> Any:
+    """One sweep at ``at`` over an instance whose utilisation per minute ends just before ``at``."""
+    sig = {"i-0a": {GPU_UTILIZATION: series(util, end=at), GPU_MEMORY_USED: series([16_000 * MIB] * len(util), end=at)}}
+    plan = sweep([instance()], sig, marks, policy(max_fleet_percent=100), at)
+    outcome = plan.outcomes[0]
+    if outcome.mark is not None:
+        marks["i-0a"] = outcome.mark
+    else:
+        marks.pop("i-0a", None)
+    return outcome
+
+
+def test_warned_once_after_window_minus_warning_and_acted_when_the_whole_window_is_idle() -> None:
+    """Idle since t: warned at t + 90 min, stopped at t + 120 min, as early as a rule that never warns."""
+    busy_until = NOW - dt.timedelta(hours=3)
+    marks: dict[str, Mark] = {}
+    outcomes = []
+    for step in range(0, 9):  # until the action: a stopped instance is no longer swept
+        at = busy_until + dt.timedelta(minutes=15 * step)
+        minutes = int((at - (busy_until - dt.timedelta(hours=3))).total_seconds() // 60)
+        util = [80.0] * (minutes - 15 * step) + [0.5] * (15 * step)
+        outcomes.append((15 * step, _sweep_at(at, util, marks).outcome))
+    warned = [m for m, o in outcomes if o == "warned"]
+    acted = [m for m, o in outcomes if o == "acted"]
+    assert warned == [90], outcomes  # one warning, when the 90-minute warning window is idle
+    assert acted == [120], outcomes  # the action only once the whole 2 h window is idle and the warning 30 min old
+    assert all(o == "idle" for m, o in outcomes if 90 < m < 120)  # the early mark is kept, not cleared
+
+
+def test_activity_after_an_early_warning_clears_the_mark() -> None:
+    marks: dict[str, Mark] = {}
+    start = NOW - dt.timedelta(hours=4)
+    util = [80.0] * 120 + [0.5] * 90
+    assert _sweep_at(start + dt.timedelta(minutes=210), util, marks).outcome == "warned"
+    util += [60.0] * 15  # the owner came back
+    assert _sweep_at(start + dt.timedelta(minutes=225), util, marks).outcome == "busy"
+    assert "i-0a" not in marks

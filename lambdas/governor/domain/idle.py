@@ -259,6 +259,29 @@ def assess(instance: Instance, signals: Signals, policy: Policy, now: dt.datetim
     return assess_signals(instance.id, signals, idle, now)
 
 
+def warning_window_minutes(policy: IdlePolicy) -> int:
+    """The owner is warned once every signal has been idle for ``window - warning`` minutes (at least 15).
+
+    The action still needs the whole window idle and the warning ``warning_minutes`` old, so an instance idle since
+    ``t`` is warned at ``t + window - warning`` and acted on at ``t + window``: warned first, yet reclaimed as early as
+    a rule that acts after the window without any warning.
+    """
+    return max(15, policy.window_minutes - policy.warning_minutes)
+
+
+def assess_for_sweep(instance: Instance, signals: Signals, policy: Policy, now: dt.datetime) -> tuple[Assessment, bool]:
+    """The assessment to decide on, and whether it allows an action (the whole window idle) or only a warning."""
+    full = assess(instance, signals, policy, now)
+    early_minutes = warning_window_minutes(policy.idle)
+    judged_on_signals = full.status in ("busy", "unmonitored")
+    if judged_on_signals and early_minutes < policy.idle.window_minutes:
+        early_policy = policy.idle.model_copy(update={"window_minutes": early_minutes})
+        early = assess_signals(instance.id, signals, early_policy, now)
+        if early.status == "idle":
+            return early, False
+    return full, True
+
+
 def reclaim_action(instance: Instance, policy: IdlePolicy) -> Literal["stop", "terminate"]:
     """Stop keeps the disks (on-demand, EBS-backed); Spot and instance-store roots cannot be kept, so terminate."""
     if instance.root_device_type == "instance-store":
@@ -307,11 +330,19 @@ def _decision(
 
 
 def decide(
-    instance: Instance, assessment: Assessment, mark: Mark | None, policy: Policy, now: dt.datetime
+    instance: Instance,
+    assessment: Assessment,
+    mark: Mark | None,
+    policy: Policy,
+    now: dt.datetime,
+    *,
+    may_act: bool = True,
 ) -> InstanceOutcome:
     """Mark, then act: warn on the first idle verdict, act only when still idle after the warning period.
 
     Any verdict other than idle clears the mark, so activity (or a data gap) in between starts the clock again.
+    ``may_act`` is false when only the warning window (not yet the whole window) is idle: the owner is warned, the
+    action waits until every signal has been idle for the whole window.
     """
     idle = policy.idle
     enforce = idle.enforce
@@ -344,8 +375,10 @@ def decide(
     evidence["idle_since"] = mark.idle_since.isoformat()
     warned = mark.warned_at or mark.idle_since
     due = warned + dt.timedelta(minutes=idle.warning_minutes)
-    if now < due:
+    if now < due or not may_act:
         reasons = [*assessment.reasons, f"warned at {warned.isoformat()}; action due at {due.isoformat()}"]
+        if not may_act:
+            reasons.append(f"no action before every signal has been idle for the whole {idle.window_minutes} min")
         return InstanceOutcome(instance, "idle", _decision(instance, "ok", "idle", reasons, evidence), mark)
     if mark.reported_at is not None:
         reasons = [*assessment.reasons, f"reported for action at {mark.reported_at.isoformat()} (report-only policy)"]
@@ -422,10 +455,11 @@ def sweep(
     now: dt.datetime,
 ) -> SweepPlan:
     """Decide every running GPU instance; over either blast-radius bound, act on nothing and raise a critical alarm."""
-    outcomes = [
-        decide(i, assess(i, signals.get(i.id, {}), policy, now), current_mark(i, marks.get(i.id)), policy, now)
-        for i in instances
-    ]
+    outcomes = []
+    for instance in instances:
+        assessment, may_act = assess_for_sweep(instance, signals.get(instance.id, {}), policy, now)
+        mark = current_mark(instance, marks.get(instance.id))
+        outcomes.append(decide(instance, assessment, mark, policy, now, may_act=may_act))
     acting = [o for o in outcomes if o.outcome in ("checkpoint", "acted")]
     why = blast_radius(len(acting), len(instances), policy.idle)
     if why is None:

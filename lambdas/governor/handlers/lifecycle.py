@@ -232,17 +232,18 @@ def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Capabilities) -> 
     }
 
 
-def handle(event: Any, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
-    """Parse at the edge, then route to the launch, state-change or reconciliation work."""
+def route(parsed: Parsed, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+    """The launch, state-change or reconciliation work for an event that passed the edge."""
+    if isinstance(parsed, CloudTrailEvent):
+        return on_run_instances(parsed, runtime, caps)
+    if isinstance(parsed, StateChangeEvent):
+        return on_state_change(parsed, runtime, caps)
+    return on_schedule(parsed, runtime, caps)
 
-    def work(parsed: Parsed, rt: Runtime) -> dict[str, Any]:
-        if isinstance(parsed, CloudTrailEvent):
-            return on_run_instances(parsed, rt, caps)
-        if isinstance(parsed, StateChangeEvent):
-            return on_state_change(parsed, rt, caps)
-        return on_schedule(parsed, rt, caps)
 
-    return run_edge(event, runtime, parse, work)
+def handle(event: Any, runtime: Runtime, caps: Capabilities, context: LambdaContext | None = None) -> dict[str, Any]:
+    """Parse at the edge first (a malformed event goes to the DLQ every time it comes), then work exactly once."""
+    return run_edge(event, runtime, parse, lambda parsed, rt: process(event, parsed, rt, caps, context))
 
 
 @cache
@@ -264,9 +265,11 @@ def default_capabilities() -> Capabilities:
 
 
 @idempotent_on_event_id()
-def process(event: Any, context: LambdaContext | None = None) -> dict[str, Any]:
+def process(
+    event: Any, parsed: Parsed, runtime: Runtime, caps: Capabilities, context: LambdaContext | None = None
+) -> dict[str, Any]:
     """Side effects (tags, ledger items, findings) at most once per EventBridge event id."""
-    return handle(event, default_runtime(), default_capabilities())
+    return route(parsed, runtime, caps)
 
 
 @logger.inject_lambda_context
@@ -274,4 +277,4 @@ def process(event: Any, context: LambdaContext | None = None) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point: one event, one idempotent run keyed on the EventBridge event id."""
-    return process(event, context)
+    return handle(event, default_runtime(), default_capabilities(), context)

@@ -27,11 +27,6 @@ AGENT_CONFIG_FILE = Path(__file__).resolve().parent.parent / "cloudwatch-agent-g
 RUN_COMMAND_DOCUMENT = "AWS-RunShellScript"
 
 
-def gpu_type_patterns(policy: Policy) -> list[str]:
-    """IAM ``StringLike`` patterns for ``ec2:InstanceType``: ``g*.*`` matches g5.xlarge, never m5.large."""
-    return [f"{family}*.*" for family in policy.fleet.gpu_families]
-
-
 def agent_config() -> str:
     """The shipped agent configuration, compact (SSM standard parameters hold 4 KB)."""
     return json.dumps(json.loads(AGENT_CONFIG_FILE.read_text(encoding="utf-8")), separators=(",", ":"))
@@ -76,7 +71,7 @@ class IdleReclamation(Construct):
             "list GPU instances, read their metrics and read the outcome of the function's own checkpoint commands.",
         )
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
-        gpu_types: dict[str, object] = {"StringLike": {"ec2:InstanceType": gpu_type_patterns(policy)}}
+        gpu_types: dict[str, object] = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}
         function.add_statement(["ec2:StopInstances", "ec2:TerminateInstances"], [instances], gpu_types)
         function.add_statement(
             ["ec2:CreateTags", "ec2:DeleteTags"],

@@ -92,7 +92,7 @@ class Lifecycle(Construct):
             [TAGGING],
             [instances],
             conditions={
-                "StringLike": {"ec2:InstanceType": [f"{family}*" for family in families]},
+                "StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()},
                 "ForAllValues:StringEquals": {"aws:TagKeys": [lifecycle.creator_tag, lifecycle.launched_at_tag]},
             },
         )

@@ -39,15 +39,6 @@ GLUE_READS = ("glue:GetDatabase", "glue:GetTable", "glue:GetPartition", "glue:Ge
 GOVERNOR_TAG_KEYS = "governor:*"
 
 
-def gpu_type_patterns(policy: Policy) -> list[str]:
-    """IAM ``StringLike`` values matching exactly the GPU families: a family followed by its generation digit.
-
-    IAM wildcards are ``*`` and ``?`` only, so ``g[0-9]*`` cannot be written; ``g0*`` ... ``g9*`` can, and unlike
-    ``g*`` it does not also match ``gr6`` instances.
-    """
-    return [f"{family}{digit}*" for family in policy.fleet.gpu_families for digit in "0123456789"]
-
-
 class OperatorRoles(Construct):
     """``gpu-admin``: start, stop and reboot GPU instances, set ``governor:*`` tags (snooze, exemption), read the ledger
     and the reports. ``auditor``: read the reports and the ledger, and query the audit lake in its Athena workgroup.
@@ -88,7 +79,7 @@ class OperatorRoles(Construct):
             description="GPU Fleet Governor auditor: read-only reports, ledger and audit-lake queries",
         )
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
-        gpu_only = {"StringLike": {"ec2:InstanceType": gpu_type_patterns(policy)}}
+        gpu_only = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}
         self.gpu_admin.add_to_policy(
             iam.PolicyStatement(actions=list(SCHEDULING_ACTIONS), resources=[instances], conditions=gpu_only)
         )

@@ -142,7 +142,7 @@ class Spot(Construct):
     def _replacement_grants(self, policy: Policy) -> None:
         """RunInstances from launch templates, GPU types only; tags only at launch; roles passed only to EC2."""
         stack = Stack.of(self)
-        families = [f"{family}*" for family in policy.fleet.gpu_families]
+        families = policy.fleet.iam_instance_type_patterns()
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         self.function.add_statement(
             ["ec2:RunInstances"], [instances], conditions={"StringLike": {"ec2:InstanceType": families}}

@@ -92,6 +92,14 @@ class FleetPolicy(_Model):
             return False
         return family.group(1) in self.gpu_families
 
+    def iam_instance_type_patterns(self) -> list[str]:
+        """IAM ``StringLike`` values for ``ec2:InstanceType`` that match exactly what :meth:`is_gpu_type` accepts.
+
+        IAM wildcards are ``*`` and ``?`` only, so ``g[0-9]*`` cannot be written; ``g0*`` ... ``g9*`` can, and unlike
+        ``g*`` it does not also match ``gr6`` instances.
+        """
+        return [f"{family}{digit}*" for family in self.gpu_families for digit in "0123456789"]
+
 
 class IdlePolicy(_Model):
     """Reclaim GPU instances that every signal says are idle, warning first; never a working machine."""

@@ -165,7 +165,9 @@ def test_replacement_grants_run_instances_for_gpu_types_only(relaunching: dict[s
         for s in r["Properties"]["PolicyDocument"]["Statement"]
     ]
     launch = [s for s in statements if s["Action"] == "ec2:RunInstances" and "Condition" in s]
-    assert launch and launch[0]["Condition"]["StringLike"]["ec2:InstanceType"] == ["p*", "g*", "trn*", "inf*", "dl*"]
+    patterns = launch[0]["Condition"]["StringLike"]["ec2:InstanceType"] if launch else []
+    assert patterns == parse_policy({}).fleet.iam_instance_type_patterns()
+    assert "g5*" in patterns and "g*" not in patterns  # g* would also let it launch gr6 instances
     (passing,) = [s for s in statements if s["Action"] == "iam:PassRole"]
     assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
     (tagging,) = [s for s in statements if s["Action"] == "ec2:CreateTags"]

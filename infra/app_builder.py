@@ -32,4 +32,5 @@ def build_app(
         env=Environment(account=app.node.try_get_context("account"), region=app.node.try_get_context("region")),
     )
     nag.enable(app)
+    nag.acknowledge_nist(stack)
     return app, stack

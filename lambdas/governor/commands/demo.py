@@ -49,9 +49,8 @@ def synth_summary(root: Path, policy_file: Path, cdk_out: Path) -> list[str]:
     assembly = app.synth()
     template = assembly.get_stack_by_name(stack.stack_name).template
     resources: dict[str, Any] = template["Resources"]
-    lines = [
-        f"stack {stack.stack_name}: {len(resources)} resources, cdk-nag AwsSolutions clean, template in {cdk_out}/"
-    ]
+    packs = "cdk-nag AwsSolutions and NIST 800-53 rev 5 clean"
+    lines = [f"stack {stack.stack_name}: {len(resources)} resources, {packs}, template in {cdk_out}/"]
     policy: Policy = stack.policy
     for name, function in sorted(stack.functions.items()):
         section = getattr(policy, name, None)

@@ -197,13 +197,22 @@ class DeliveryFailed(RuntimeError):
 
 
 @idempotent_on_event_id()
-def process(*, event: Any, parsed: FindingEvent, runtime: Runtime, outbox: Outbox, now: dt.datetime) -> dict[str, Any]:
-    """Deliveries run once per event id (Powertools Idempotency when the stack provides the table)."""
+def process(
+    *, event: Any, parsed: FindingEvent, runtime: Runtime, outbox: Outbox, now: dt.datetime, context: Any = None
+) -> dict[str, Any]:
+    """Deliveries run once per event id (Powertools Idempotency when the stack provides the table).
+
+    ``context`` lets the idempotency record of an invocation that times out expire with it.
+    """
     return notify(parsed, event, runtime, outbox, now)
 
 
 def handle(
-    event: Any, runtime: Runtime, outbox: Outbox | None = None, now: dt.datetime | None = None
+    event: Any,
+    runtime: Runtime,
+    outbox: Outbox | None = None,
+    now: dt.datetime | None = None,
+    context: Any = None,
 ) -> dict[str, Any]:
     """Parse at the edge (anything but a governor finding goes to the DLQ), then route, merge and deliver."""
     box = outbox or _outbox(runtime.region, runtime.policy.notifications.email_sender)
@@ -212,7 +221,7 @@ def handle(
         event,
         runtime,
         parse,
-        lambda parsed, rt: process(event=event, parsed=parsed, runtime=rt, outbox=box, now=moment),
+        lambda parsed, rt: process(event=event, parsed=parsed, runtime=rt, outbox=box, now=moment, context=context),
     )
 
 
@@ -221,4 +230,4 @@ def handle(
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The governor bus rule (source gpu-fleet-governor, detail-type Governor Finding) lands here."""
-    return handle(event, default_runtime())
+    return handle(event, default_runtime(), context=context)

@@ -311,22 +311,29 @@ def produce(
 
 @idempotent_on_event_id()
 def process(
-    *, event: Any, parsed: ScheduledReport, runtime: Runtime, aws: ReportAws, now: dt.datetime
+    *, event: Any, parsed: ScheduledReport, runtime: Runtime, aws: ReportAws, now: dt.datetime, context: Any = None
 ) -> dict[str, Any]:
-    """One report per scheduled invocation id (Powertools Idempotency when the stack provides the table)."""
+    """One report per scheduled invocation id (Powertools Idempotency when the stack provides the table).
+
+    ``context`` lets the idempotency record of an invocation that times out expire with it.
+    """
     dashboard = os.environ.get("DASHBOARD_URL")
     return produce(parsed, event, runtime, aws, now, dashboard)
 
 
 def handle(
-    event: Any, runtime: Runtime, aws: ReportAws | None = None, now: dt.datetime | None = None
+    event: Any,
+    runtime: Runtime,
+    aws: ReportAws | None = None,
+    now: dt.datetime | None = None,
+    context: Any = None,
 ) -> dict[str, Any]:
     """Parse at the edge, then build, archive and (when enforcing) send the report."""
     moment = now or dt.datetime.now(dt.UTC)
 
     def work(parsed: ScheduledReport, rt: Runtime) -> dict[str, Any]:
         tools = aws or _aws(rt.region, rt.policy.notifications.email_sender)
-        return process(event=event, parsed=parsed, runtime=rt, aws=tools, now=moment)
+        return process(event=event, parsed=parsed, runtime=rt, aws=tools, now=moment, context=context)
 
     return run_edge(event, runtime, parse, work)
 
@@ -336,4 +343,4 @@ def handle(
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """EventBridge Scheduler invokes this daily and weekly (``reports.*_schedule``)."""
-    return handle(event, default_runtime())
+    return handle(event, default_runtime(), context=context)

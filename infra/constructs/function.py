@@ -24,7 +24,7 @@ from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from governor.policy import Policy
+from governor.policy import Policy, PolicyError
 from infra.constructs.layer import dependency_layer
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
@@ -34,10 +34,21 @@ RUNTIME = lambda_.Runtime.PYTHON_3_14
 ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "requirements.txt", "*.egg-info"]
 
 
-def policy_subset(policy: Policy, sections: Sequence[str]) -> str:
-    """Only the sections a function uses go into its environment (Lambda allows 4 KB of variables)."""
+#: Bytes of Lambda's 4 KB of environment variables the policy may take; the rest holds resource names and URLs.
+POLICY_ENV_BUDGET = 3072
+
+
+def policy_subset(policy: Policy, sections: Sequence[str], function: str = "governor") -> str:
+    """Only the sections a function uses go into its environment; too large a policy stops the synth, not the deploy."""
     data = policy.model_dump(mode="json", by_alias=True)
-    return json.dumps({name: data[name] for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
+    text = json.dumps({name: data[name] for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
+    if len(text.encode()) > POLICY_ENV_BUDGET:
+        raise PolicyError(
+            f"policy sections {', '.join(sections)} take {len(text.encode())} bytes for the {function} function; "
+            f"Lambda allows 4 KB of environment variables (policy budget {POLICY_ENV_BUDGET} bytes): shorten "
+            "lifecycle.prices or notifications.teams"
+        )
+    return text
 
 
 class GovernorFunction(Construct):
@@ -119,7 +130,7 @@ class GovernorFunction(Construct):
             on_failure=destinations.SqsDestination(self.dlq),
             environment={
                 "GOVERNOR_FUNCTION": name,
-                "GOVERNOR_POLICY": policy_subset(policy, sections),
+                "GOVERNOR_POLICY": policy_subset(policy, sections, name),
                 "LEDGER_TABLE": shared.ledger.table_name,
                 "IDEMPOTENCY_TABLE": shared.idempotency.table_name,
                 "BUS_NAME": shared.bus.event_bus_name,

@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aws_cdk.assertions import Match
 
+from governor.policy import PolicyError, parse_policy
+from infra.app_builder import build_app
 from tests.conftest import ROOT
 from tests.infra.conftest import Synth
 
@@ -115,3 +118,10 @@ def test_bad_policy_stops_synth_with_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "idle.enforec" in done.stderr and str(bad) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_policy_too_large_for_lambda_environment_stops_the_synth() -> None:
+    prices = {f"g5.{n}xlarge": {"on_demand": 1.0 + n, "spot": 0.5, "gpus": 1} for n in range(200)}
+    policy = parse_policy({"lifecycle": {"prices": prices}})
+    with pytest.raises(PolicyError, match=r"bytes for the (lifecycle|report|idle) function; Lambda allows 4 KB"):
+        build_app(policy=policy)

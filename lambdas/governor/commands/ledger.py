@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from governor.domain.costs import parse_time
 from governor.domain.lifecycle import SESSION
+from governor.domain.times import parse_time
 
 DEFAULT_KINDS = ("decision", SESSION)
 

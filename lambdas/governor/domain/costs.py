@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from governor.domain.times import parse_time
 from governor.policy import LifecyclePolicy
 
 GroupBy = Literal["team", "owner", "instance_type"]
@@ -95,20 +96,6 @@ class PriceBook:
                 return HourlyPrice(instance_type, entry.spot, on_demand, gpus, "table spot", table_date)
             return HourlyPrice(instance_type, on_demand, on_demand, gpus, f"{source} on-demand (no spot price)", as_of)
         return HourlyPrice(instance_type, on_demand, on_demand, gpus, f"{source} on-demand", as_of)
-
-
-def parse_time(value: Any) -> dt.datetime | None:
-    """ISO 8601 (``Z`` accepted) or a datetime; naive times are UTC. None for anything else."""
-    if isinstance(value, dt.datetime):
-        parsed = value
-    elif isinstance(value, str) and value:
-        try:
-            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    else:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def _hours(start: dt.datetime, end: dt.datetime) -> float:

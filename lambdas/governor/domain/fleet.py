@@ -10,6 +10,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Literal
 
+from governor.domain.times import parse_time
 from governor.policy import Exemptions, FleetPolicy
 
 UNKNOWN = "unknown"
@@ -61,14 +62,6 @@ def ownership(tags: dict[str, str], fleet: FleetPolicy, creator_tag: str = "gove
     return Ownership(owner=UNKNOWN, team=team or UNKNOWN, source="unknown")
 
 
-def _parse_time(value: str) -> dt.datetime | None:
-    try:
-        parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-
-
 def exemption(
     instance_id: str, tags: dict[str, str], fleet: FleetPolicy, exemptions: Exemptions, now: dt.datetime
 ) -> str | None:
@@ -77,7 +70,7 @@ def exemption(
         return "exempt by policy (id or tag in the section's exemptions)"
     value = tags.get(fleet.exempt_tag)
     if value is not None:
-        until = _parse_time(value)
+        until = parse_time(value)
         if until is None:
             if value.strip().lower() in ("", "false", "no", "0"):
                 return None
@@ -90,5 +83,5 @@ def exemption(
 def snoozed_until(tags: dict[str, str], fleet: FleetPolicy, now: dt.datetime) -> dt.datetime | None:
     """The owner's snooze (``governor:keep-until``) when it is still in the future."""
     value = tags.get(fleet.keep_until_tag)
-    until = _parse_time(value) if value else None
+    until = parse_time(value) if value else None
     return until if until and until > now else None

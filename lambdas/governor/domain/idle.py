@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 from governor.domain.decision import Action, Decision, Severity, Verdict
 from governor.domain.fleet import Instance, exemption, ownership, snoozed_until
+from governor.domain.times import parse_time
 from governor.policy import IdlePolicy, Policy
 
 POLICY = "idle"
@@ -92,16 +93,16 @@ class Mark:
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Mark | None:
         """None for a cleared or unreadable mark."""
-        since = _parse(item.get("idle_since"))
+        since = parse_time(item.get("idle_since"))
         if since is None:
             return None
         return cls(
             idle_since=since,
-            warned_at=_parse(item.get("warned_at")),
-            checkpoint_sent_at=_parse(item.get("checkpoint_sent_at")),
+            warned_at=parse_time(item.get("warned_at")),
+            checkpoint_sent_at=parse_time(item.get("checkpoint_sent_at")),
             checkpoint_command_id=item.get("checkpoint_command_id") or None,
             checkpoint_status=item.get("checkpoint_status") or None,
-            reported_at=_parse(item.get("reported_at")),
+            reported_at=parse_time(item.get("reported_at")),
         )
 
 
@@ -150,18 +151,6 @@ class _Window:
 
 def _iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value else None
-
-
-def _parse(value: Any) -> dt.datetime | None:
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    if not isinstance(value, str) or not value.strip():
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def required_signals(policy: IdlePolicy) -> tuple[str, ...]:
@@ -296,7 +285,7 @@ def checkpoint_command(instance: Instance, policy: Policy) -> str | None:
 
 
 def _mark_from_tag(instance: Instance) -> Mark | None:
-    since = _parse(instance.tags.get(IDLE_SINCE_TAG))
+    since = parse_time(instance.tags.get(IDLE_SINCE_TAG))
     return Mark(idle_since=since, warned_at=since) if since else None
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 from governor.domain.decision import Action, Decision, Finding, Severity
 from governor.domain.explain import cloudtrail_call, explainer
 from governor.domain.fleet import exemption
+from governor.domain.times import parse_time
 from governor.events.envelopes import CloudTrailRecord, InboundEvent
 from governor.policy import Policy
 
@@ -363,17 +364,6 @@ def _decide_manual_rotation(key: KmsKey, base: Decision, policy: Policy, now: dt
 # IAM access keys
 
 
-def _parse_report_time(value: str) -> dt.datetime | None:
-    value = (value or "").strip()
-    if value in ("", "N/A", "not_supported", "no_information"):
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-
-
 def parse_credential_report(text: str) -> list[AccessKey]:
     """Every access key in the account from the one IAM credential report (CSV); rows without a key are skipped.
 
@@ -383,7 +373,7 @@ def parse_credential_report(text: str) -> list[AccessKey]:
     keys: list[AccessKey] = []
     for row in rows:
         for slot in (1, 2):
-            created = _parse_report_time(row.get(f"access_key_{slot}_last_rotated", ""))
+            created = parse_time(row.get(f"access_key_{slot}_last_rotated", ""))
             if created is None:
                 continue
             keys.append(
@@ -392,7 +382,7 @@ def parse_credential_report(text: str) -> list[AccessKey]:
                     user_arn=row.get("arn", ""),
                     active=row.get(f"access_key_{slot}_active", "false").lower() == "true",
                     created=created,
-                    last_used=_parse_report_time(row.get(f"access_key_{slot}_last_used_date", "")),
+                    last_used=parse_time(row.get(f"access_key_{slot}_last_used_date", "")),
                     slot=slot,
                 )
             )

@@ -19,10 +19,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from governor.domain.costs import PriceBook, parse_time
+from governor.domain.costs import PriceBook
 from governor.domain.decision import Action, Decision, Verdict
 from governor.domain.explain import cloudtrail_call, detail_type, explainer
 from governor.domain.fleet import Instance, Ownership, ownership
+from governor.domain.times import parse_time
 from governor.events.envelopes import CloudTrailRecord, InboundEvent, UserIdentity
 from governor.policy import Policy
 

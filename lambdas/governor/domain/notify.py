@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from governor.domain.decision import Action, Decision, Finding, Severity
 from governor.domain.explain import detail_type, explainer
+from governor.domain.times import parse_time
 from governor.events.envelopes import InboundEvent, InvalidEventError
 from governor.policy import NotificationsPolicy, Policy
 
@@ -108,7 +109,7 @@ def merge(finding: Finding, state: dict[str, Any] | None, window_minutes: int, n
     it stands for, so nothing is dropped silently.
     """
     window = dt.timedelta(minutes=window_minutes)
-    opened = _parse_time(state.get("window_start")) if state else None
+    opened = parse_time(state.get("window_start")) if state else None
     folded = int(state.get("merged", 0)) if state else 0
     sent_rank = SEVERITY_RANK.get(str(state.get("severity")), 0) if state else 0
     within = opened is not None and window > dt.timedelta(0) and now - opened < window
@@ -139,16 +140,6 @@ def merge_batch(findings: Iterable[Finding]) -> list[MergedFinding]:
         lead = max(group, key=lambda f: (SEVERITY_RANK[f.severity], f.at))
         merged.append(MergedFinding(lead, len(group) - 1, min(f.at for f in group) if len(group) > 1 else None))
     return merged
-
-
-def _parse_time(value: Any) -> dt.datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 # --- delivery plan -------------------------------------------------------------------------------------------------

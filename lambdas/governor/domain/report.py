@@ -20,8 +20,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from governor.domain import costs, spot
-from governor.domain.costs import parse_time
 from governor.domain.notify import Message, context, escape_mrkdwn, header, pack_messages, section
+from governor.domain.times import parse_time
 from governor.policy import Policy, PriceEntry
 
 ReportKind = Literal["daily", "weekly", "custom"]

@@ -16,14 +16,20 @@ $(VENV)/.installed: requirements.txt lambdas/requirements.txt pyproject.toml
 	$(PIP) install -q --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+$(VENV)/.installed-demo: $(VENV)/.installed requirements-demo.txt
+	$(PIP) install -q -r requirements-demo.txt
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed-demo requirements-dev.txt
 	$(PIP) install -q -r requirements-dev.txt
 	touch $@
 
 ## demo: validate the policy, synthesize the app with cdk-nag, then run the simulated GPU fleet
-demo: $(VENV)/.installed
+##       (e.g. make demo DEMO_ARGS="--enforce", or DEMO_ARGS="--hours 3 --instances 8" for a short run)
+DEMO_ARGS ?=
+demo: $(VENV)/.installed-demo
 	$(VENV)/bin/governor validate governor.yaml
-	$(VENV)/bin/governor demo
+	$(VENV)/bin/governor demo $(DEMO_ARGS)
 
 ## test: ruff, mypy, then pytest (unit, adapters on moto, infra with cdk-nag, e2e on the local emulator)
 test: $(VENV)/.installed-dev lint typecheck

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
-CLOUDTRAIL_DIR = SHARED_DATA / "cloudtrail" / "invictus-aws-dataset"
+# Real CloudTrail records (MIT, invictus-ir/aws_dataset), kept in the repository: see PROVENANCE.md beside them.
+CLOUDTRAIL_DIR = ROOT / "tests" / "fixtures" / "cloudtrail" / "invictus-aws-dataset"
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20,22")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "20,22")

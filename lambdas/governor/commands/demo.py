@@ -60,6 +60,45 @@ def synth_summary(root: Path, policy_file: Path, cdk_out: Path) -> list[str]:
     return lines
 
 
+DEMO_PACKAGES = {"moto": "moto[server]", "flask": "moto[server]", "time_machine": "time-machine"}
+
+
+def check_demo_packages() -> None:
+    """Before the 30-second synth, not after it: the emulator and the simulated clock are installed."""
+    import importlib.util
+
+    from governor.cli import UsageError
+
+    missing = sorted({package for module, package in DEMO_PACKAGES.items() if importlib.util.find_spec(module) is None})
+    if missing:
+        raise UsageError(
+            f"the demo needs {', '.join(missing)}: run `make demo`, or pip install -r requirements-demo.txt"
+        )
+
+
+class ProgressLine:
+    """What the demo is doing: one line rewritten in place on a terminal, plain lines otherwise (CI logs, pipes)."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.width = 0
+
+    def __call__(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+        self.width = 0
+
+
 def run(args: argparse.Namespace) -> int:
     from governor.cli import UsageError
 
@@ -69,14 +108,22 @@ def run(args: argparse.Namespace) -> int:
         load_policy(policy_file)
     except PolicyError as error:
         raise UsageError(str(error)) from None
+    check_demo_packages()
+    progress = ProgressLine()
     if not args.skip_synth:
-        for line in synth_summary(root, policy_file, Path(args.cdk_out)):
-            print(line)
+        progress("synthesizing the CDK app with cdk-nag (about 30 s)")
+        lines = synth_summary(root, policy_file, Path(args.cdk_out))
+        progress.done()
+        for line in lines:
+            print(line, flush=True)
     from governor.demo.emulator import EmulatorError
     from governor.demo.run import DemoOptions, run_demo, summary_lines
 
     mode = "ENFORCING every policy" if args.enforce else "report-only (run `governor demo --enforce` to act)"
-    print(f"\nsimulating {args.instances} GPU instances for {args.hours:g} hours on the local emulator, {mode}...")
+    print(
+        f"\nsimulating {args.instances} GPU instances for {args.hours:g} hours on the local emulator, {mode}...",
+        flush=True,
+    )
     options = DemoOptions(
         policy=load_policy(policy_file),
         out=Path(args.out),
@@ -84,10 +131,13 @@ def run(args: argparse.Namespace) -> int:
         instances=args.instances,
         hours=args.hours,
         port=args.port,
+        progress=progress,
     )
     try:
         result = run_demo(options)
     except EmulatorError as error:
         raise UsageError(str(error)) from None
+    finally:
+        progress.done()
     print("\n".join(summary_lines(result)))
     return 0

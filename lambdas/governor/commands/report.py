@@ -73,7 +73,14 @@ def run(args: argparse.Namespace) -> int:
     from governor.audit.engine import run_audit
     from governor.audit.queries import QueryError, list_queries
     from governor.cli import UsageError
-    from governor.domain.report import build_report, csv_files, previous_period, render_html, slack_messages
+    from governor.domain.report import (
+        build_report,
+        csv_files,
+        previous_period,
+        render_html,
+        slack_messages,
+        would_reclaim_text,
+    )
 
     try:
         policy = load_policy(args.policy)
@@ -135,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         f"  GPU-hours {cost.gpu_hours_total:,.1f}  cost ${cost.cost_total_usd:,.2f}  idle reclaimed "
         f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-h  saved ${cost.savings_usd:,.2f}"
     )
+    if cost.idle_would_act:
+        print(f"  report-only: {would_reclaim_text(cost)} if enforced")
     for note in report.notes:
         print(f"  note: {note}")
     print(f"wrote {out}/report.html, report.json, slack.json ({len(messages)} messages), {len(files)} CSVs, chart.png")

@@ -1,8 +1,12 @@
 """A simulated day of a GPU fleet, end to end, on the local emulator, through the handlers Lambda runs.
 
 Every handler is invoked through its ``lambda_handler`` with the environment the Lambda factory gives it. Findings
-travel as in the cloud: published to the ``governor`` bus, routed by an EventBridge rule, delivered to the notifier.
-What happened is also written as CloudTrail records under ``AWSLogs/...`` for the audit queries and the report.
+travel as in the cloud: published to the ``governor`` bus, routed by an EventBridge rule, delivered to the notifier,
+which posts them to a local Slack capture endpoint and sends email through the emulated SES; both are saved under
+``out/``. What happened is also written as CloudTrail records under ``AWSLogs/...`` for the audit and the report.
+
+One clock: the whole run (handlers, the emulator, the ledger, the report) sees the simulated time, which
+``time-machine`` moves from the start of the simulated day to its end; nothing reads the wall clock.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import importlib
 import io
 import json
 import logging
+import math
 import os
 import shutil
 import uuid
@@ -24,6 +29,7 @@ from typing import Any
 
 from governor.adapters.aws import client
 from governor.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
+from governor.demo.capture import CaptureEndpoint, capture_endpoint
 from governor.demo.emulator import running_emulator
 from governor.demo.trail import Principal, Trail
 from governor.policy import Policy
@@ -33,6 +39,9 @@ SECTIONS = ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", 
 TEAMS = ("vision", "nlp", "speech", "research")
 PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}
 DEMO_AMI = "ami-0a1b2c3d4e5f60718"  # the emulator accepts any image id; a Deep Learning AMI in a real account
+DEMO_SENDER = "gpu-governor@demo.example"  # verified in the emulated SES when the policy names no sender
+DEMO_RECIPIENTS = ("platform-team@demo.example",)
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class DemoOptions:
     sweep_minutes: int = 15
     seed: int = 11
     port: int = 0
+    progress: Progress | None = None
 
 
 @dataclass
@@ -81,6 +91,14 @@ class DemoResult:
     out: Path = Path("out")
     rotation_enabled: bool = False
     deactivated_keys: int = 0
+    start: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    end: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    slack_messages: int = 0
+    report_slack_messages: int = 0
+    emails: int = 0
+    failed_deliveries: int = 0
+    delivery_errors: list[str] = field(default_factory=list)
+    dead_letters: dict[str, int] = field(default_factory=dict)
 
 
 def enforcing(policy: Policy, on: bool) -> Policy:
@@ -92,17 +110,45 @@ def enforcing(policy: Policy, on: bool) -> Policy:
     )
 
 
+def demo_policy(policy: Policy, enforce: bool) -> Policy:
+    """What the simulation runs: ``enforcing(policy, enforce)``, with the notifier always delivering.
+
+    Delivering is safe here (the webhook is the demo's loopback capture endpoint and SES is emulated) and it is the
+    point of the demo: every message the run would send is sent and saved. With no email configured, the demo's own
+    sender and recipient are used so the email path runs too.
+    """
+    chosen = enforcing(policy, enforce)
+    notifications = chosen.notifications.model_copy(
+        update={
+            "enforce": True,
+            "email_sender": chosen.notifications.email_sender or DEMO_SENDER,
+            "email_recipients": list(chosen.notifications.email_recipients) or list(DEMO_RECIPIENTS),
+        }
+    )
+    return chosen.model_copy(update={"notifications": notifications})
+
+
+def simulated_period(hours: float, now: dt.datetime | None = None) -> tuple[dt.datetime, dt.datetime]:
+    """The simulated day ends at the last whole hour before ``now`` (so it is a plausible, recent period)."""
+    end = (now or dt.datetime.now(dt.UTC)).replace(minute=0, second=0, microsecond=0)
+    return end - dt.timedelta(minutes=int(hours * 60)), end
+
+
 class Simulation:
     """The simulated account: emulated resources, a clock, a trail, and a way to invoke each function."""
 
-    def __init__(self, options: DemoOptions, stack: LocalStack) -> None:
+    def __init__(
+        self, options: DemoOptions, stack: LocalStack, start: dt.datetime, clock: Any = None
+    ) -> None:
         self.options = options
-        self.policy = enforcing(options.policy, options.enforce)
+        self.policy = demo_policy(options.policy, options.enforce)
         self.stack = stack
         self.trail = Trail()
         self.result = DemoResult(enforce=options.enforce, out=options.out)
-        self.start = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
-        self.now = self.start
+        self.clock = clock
+        self.start = start
+        self._now = start
+        self.now = start
         self.ec2 = client("ec2")
         self.instances: dict[str, SyntheticInstance] = {}
         self.synthetic_to_real: dict[str, str] = {}
@@ -111,6 +157,21 @@ class Simulation:
         self.log = io.StringIO()
 
     # --- plumbing -------------------------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> dt.datetime:
+        return self._now
+
+    @now.setter
+    def now(self, value: dt.datetime) -> None:
+        """Moving the simulated clock moves it for everything in the process (handlers, emulator, ledger)."""
+        self._now = value
+        if self.clock is not None:
+            self.clock.move_to(value)
+
+    def say(self, text: str) -> None:
+        if self.options.progress is not None:
+            self.options.progress(text)
 
     def invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
         """Run one function's ``lambda_handler`` as Lambda would, with that function's environment."""
@@ -168,8 +229,33 @@ class Simulation:
                 event = json.loads(message["Body"])
                 event.setdefault("account", self.trail.account)  # moto's bus-to-SQS delivery drops it; AWS sends it
                 self.result.notified.append(event.get("detail", {}))
-                self.invoke("notifier", event)
+                self.deliver(event)
                 sqs.delete_message(QueueUrl=self.findings_queue, ReceiptHandle=message["ReceiptHandle"])
+
+    def deliver(self, event: dict[str, Any]) -> None:
+        """Invoke the notifier as Lambda's asynchronous invocation would: a failed invocation is counted and parked in
+        the notifier's DLQ (Lambda's on-failure destination), not allowed to stop the day."""
+        try:
+            result = self.invoke("notifier", event)
+        except Exception as error:
+            self.result.failed_deliveries += 1
+            self.result.delivery_errors.append(f"{error.__class__.__name__}: {error}")
+            client("sqs").send_message(QueueUrl=self.stack.dlq_urls["notifier"], MessageBody=json.dumps(event))
+            return
+        undeliverable = result.get("undeliverable") or []
+        self.result.failed_deliveries += len(undeliverable)
+        self.result.delivery_errors.extend(str(u) for u in undeliverable)
+
+    def connect_notifier(self, webhook_url: str) -> None:
+        """The webhook secret (pointing at the capture endpoint) and a verified SES sender, as an operator sets up."""
+        notifications = self.policy.notifications
+        client("secretsmanager").create_secret(Name=notifications.slack_secret_name, SecretString=webhook_url)
+        for team in notifications.teams.values():
+            name = getattr(team, "slack_secret_name", None)
+            if name and name != notifications.slack_secret_name:
+                client("secretsmanager").create_secret(Name=name, SecretString=webhook_url)
+        if notifications.email_sender:
+            client("sesv2").create_email_identity(EmailIdentity=notifications.email_sender)
 
     # --- the simulated account ------------------------------------------------------------------------------------
 
@@ -349,6 +435,24 @@ class Simulation:
             245: interruption,
         }
 
+    def announce_state_changes(self) -> None:
+        """EC2 emits a state-change event when the governor stops or terminates an instance; lifecycle closes the usage
+        session on it, so nothing is billed after the stop. A stopped instance's agent reports no more metrics."""
+        if not self.instances:
+            return
+        described = self.ec2.describe_instances(InstanceIds=list(self.instances))["Reservations"]
+        for reservation in described:
+            for instance in reservation["Instances"]:
+                state = instance["State"]["Name"]
+                if state in ("stopping", "stopped", "shutting-down", "terminated"):
+                    real = instance["InstanceId"]
+                    self.instances.pop(real, None)
+                    final = "stopped" if state in ("stopping", "stopped") else "terminated"
+                    change = self.ec2_event(
+                        "EC2 Instance State-change Notification", {"instance-id": real, "state": final}
+                    )
+                    self.invoke("lifecycle", change)
+
     def _spot_instances(self) -> list[str]:
         return [real for real, spot in self.spot.items() if spot]
 
@@ -401,6 +505,10 @@ class Simulation:
         total = int(self.options.hours * 60)
         previous = self.start
         for minute in range(step, total + 1, step):
+            self.say(
+                f"simulated hour {math.ceil(minute / 60)} of {math.ceil(total / 60)} "
+                f"({self.start + dt.timedelta(minutes=minute):%Y-%m-%d %H:%M} UTC)"
+            )
             for at in sorted(m for m in incidents if minute - step < m <= minute):
                 self.now = self.start + dt.timedelta(minutes=at)
                 incidents[at]()
@@ -408,6 +516,7 @@ class Simulation:
             self.put_metrics(previous, self.now)
             previous = self.now
             self.invoke("idle", self.scheduled())
+            self.announce_state_changes()
             self.route_findings()
         self.invoke("network", self.scheduled({"sweep": "drift"}))
         self.invoke("lifecycle", self.scheduled({"sweep": "reconcile"}))
@@ -459,26 +568,45 @@ def _quiet_powertools(stream: io.StringIO) -> Iterator[None]:
 
 
 def run_demo(options: DemoOptions) -> DemoResult:
-    """Start the emulator, simulate the day, audit the trail, render the report; the emulator is always stopped."""
+    """Start the emulator and the Slack capture endpoint, simulate the day on its own clock, audit the trail, render
+    and deliver the report; the emulator and the endpoint are always stopped."""
+    import time_machine
+
     options.out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(options.out / "cloudtrail", ignore_errors=True)  # the demo's own trail from an earlier run
+    shutil.rmtree(options.out / "email", ignore_errors=True)
     log = io.StringIO()
-    with _quiet_powertools(log), running_emulator(options.port):
-        sim = Simulation(options, create_shared())
+    start, end = simulated_period(options.hours)
+    say = options.progress or (lambda _text: None)
+    say("starting the local emulator")
+    with (
+        time_machine.travel(start, tick=False) as clock,
+        _quiet_powertools(log),
+        running_emulator(options.port),
+        capture_endpoint(options.out / "slack") as capture,
+    ):
+        sim = Simulation(options, create_shared(), start=start, clock=clock)
+        sim.result.start, sim.result.end = start, end
         sim.log = log
         sim.subscribe_notifier()
+        sim.connect_notifier(capture.url)
+        say(f"emulator up; launching {options.instances} GPU instances")
         workload = generate(options.instances, hours=options.hours, seed=options.seed, start=sim.start)
         sim.launch_fleet(workload)
         key_id = sim.prepare_keys()
         sim.run_day(key_id)
+        sim.now = end
+        say("reading back the account, the ledger and the dead-letter queues")
         _collect(sim)
         (options.out / "lambda.log").write_text(sim.log.getvalue(), encoding="utf-8")
-    _report(sim)
+        say("auditing the trail and rendering the report")
+        _report(sim, capture)
+        sim.result.slack_messages = len(capture.received)
     return sim.result
 
 
 def _collect(sim: Simulation) -> None:
-    """Read back what the emulated account looks like now, and the ledger."""
+    """Read back what the emulated account looks like now, the ledger, the dead letters and the emails sent."""
     from governor.commands.ledger import write_jsonl
 
     result = sim.result
@@ -499,6 +627,12 @@ def _collect(sim: Simulation) -> None:
         for key in iam.list_access_keys(UserName=user["UserName"])["AccessKeyMetadata"]
         if key["Status"] == "Inactive"
     )
+    sqs = client("sqs")
+    for function, url in sim.stack.dlq_urls.items():
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        count = int(attributes["Attributes"].get("ApproximateNumberOfMessages", 0))
+        if count:
+            result.dead_letters[function] = count
     table = client("dynamodb")
     items: list[dict[str, Any]] = []
     from boto3.dynamodb.types import TypeDeserializer
@@ -510,19 +644,34 @@ def _collect(sim: Simulation) -> None:
     write_jsonl(result.decisions, sim.options.out / "ledger.jsonl")
     trail_root = sim.options.out / "cloudtrail"
     sim.trail.write(trail_root)
+    result.emails = _save_emails(sim.options.out / "email")
+
+
+def _save_emails(folder: Path) -> int:
+    """Every message the emulated SES accepted, as the ``.eml`` file a mail client opens (moto keeps them in memory)."""
+    from moto.backends import get_backend
+
+    sent = get_backend("ses")["123456789012"]["us-east-1"].sent_messages
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, message in enumerate(sent, start=1):
+        raw = getattr(message, "raw_data", None) or f"Subject: {message.subject}\n\n{message.body}"
+        (folder / f"{number:04d}.eml").write_text(raw, encoding="utf-8")
+    return len(sent)
 
 
 def _number(value: Any) -> Any:
     return int(value) if value == int(value) else float(value)
 
 
-def _report(sim: Simulation) -> None:
-    """``governor report`` over the demo's own trail and ledger: the same code as the scheduled report."""
+def _report(sim: Simulation, capture: CaptureEndpoint) -> None:
+    """``governor report`` over the demo's own trail and ledger for exactly the simulated period (the same code as the
+    scheduled report), then its Slack messages posted to the webhook as the report Lambda posts them."""
+    from governor.adapters.slack import DeliveryError, SlackWebhook
     from governor.cli import main
 
     out = sim.options.out
-    start = (sim.start - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    end = (sim.start + dt.timedelta(hours=sim.options.hours + 1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    start = sim.result.start.strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = sim.result.end.strftime("%Y-%m-%dT%H:%M:%SZ")
     policy_file = out / "policy.json"
     policy_file.write_text(json.dumps(sim.policy.model_dump(mode="json", by_alias=True)), encoding="utf-8")
     args = ["report", "--logs", str(out / "cloudtrail"), "--ledger", str(out / "ledger.jsonl"), "--out", str(out)]
@@ -534,11 +683,28 @@ def _report(sim: Simulation) -> None:
     if code != 0:
         raise RuntimeError(f"governor report failed with exit code {code}: {buffer.getvalue()[-500:]}")
     sim.result.report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    messages = json.loads((out / "slack.json").read_text(encoding="utf-8"))
+    try:
+        SlackWebhook(capture.url, label="report webhook").post_all(messages)
+        sim.result.report_slack_messages = len(messages)
+    except DeliveryError as error:
+        sim.result.failed_deliveries += 1
+        sim.result.delivery_errors.append(str(error))
+
+
+def align(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
+    """Rows as columns padded to their widest cell; the columns in ``right`` (numbers) are right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        for row in rows
+    ]
 
 
 def summary_lines(result: DemoResult) -> list[str]:
-    """The short table ``make demo`` prints: found, would do (report-only) or done (enforce), and what it saved."""
-    verb = "done" if result.enforce else "would do"
+    """The table ``make demo`` prints: per policy what it found and would do (report-only) or did (enforce); the idle
+    figures and how they relate; what was delivered. Every figure comes from the ledger and the report."""
+    verb = "done" if result.enforce else "would do (report-only)"
     by_policy: dict[str, Counter[str]] = {}
     found: Counter[str] = Counter()
     for item in result.decisions:
@@ -552,28 +718,68 @@ def summary_lines(result: DemoResult) -> list[str]:
                 continue
             if action.get("enforced") or not result.enforce:
                 by_policy.setdefault(policy, Counter())[str(action.get("type"))] += 1
-    lines = [f"{'policy':<12} {'decisions to act':>16}  {verb}", "-" * 72]
+    period = f"{result.start:%Y-%m-%d %H:%M} to {result.end:%Y-%m-%d %H:%M} UTC (simulated)"
+    rows: list[tuple[str, ...]] = [("policy", "decisions to act", verb)]
     for policy in sorted(set(found) | set(by_policy)):
         actions = ", ".join(f"{n} {t}" for t, n in sorted(by_policy.get(policy, Counter()).items())) or "-"
-        lines.append(f"{policy:<12} {found[policy]:>16}  {actions}")
+        rows.append((policy, str(found[policy]), actions))
+    table = align(rows, right=(1,))
+    rule = "-" * max(len(line) for line in table)
     cost = result.report.get("cost", {})
-    lines += [
-        "-" * 72,
-        f"handler invocations: {sum(result.invocations.values())} "
-        + "("
-        + ", ".join(f"{k} {v}" for k, v in sorted(result.invocations.items()))
-        + ")",
-        f"findings routed to the notifier: {len(result.notified)}",
-        f"instances stopped in the emulator: {len(result.stopped)} "
-        + "("
-        + ", ".join(sorted(result.kinds.get(i, "?") for i in result.stopped))
-        + ")",
-        f"world-open or CIDR rules still on the training group: {len(result.open_ingress)}",
-        f"GPU-hours in the period: {cost.get('gpu_hours_total', 0):,.1f}; idle GPU-hours reclaimed: "
-        f"{cost.get('idle_gpu_hours_reclaimed', 0):,.1f}; saved: ${cost.get('savings_usd', 0):,.2f}",
-        f"report: {result.out}/report.html (also slack.json, CSVs, chart); ledger: {result.out}/ledger.jsonl; "
-        f"trail: {result.out}/cloudtrail/",
+    detected = float(cost.get("idle_gpu_hours_detected", 0))
+    billed = float(cost.get("gpu_hours_total", 0))
+    billed_usd = float(cost.get("cost_total_usd", 0))
+    if result.enforce:
+        hours, usd = float(cost.get("idle_gpu_hours_reclaimed", 0)), float(cost.get("savings_usd", 0))
+        idle_rows: list[tuple[str, ...]] = [
+            ("idle GPU-hours detected", f"{detected:,.1f}", "", "judged idle while running (paid for)"),
+            ("reclaimed", f"{hours:,.1f}", f"${usd:,.2f}", f"stopped or terminated {cost.get('idle_actions', 0)}"),
+            ("GPU-hours billed", f"{billed:,.1f}", f"${billed_usd:,.2f}", f"{billed + hours:,.1f} without the stops"),
+        ]
+    else:
+        hours, usd = float(cost.get("idle_gpu_hours_would_reclaim", 0)), float(cost.get("would_save_usd", 0))
+        idle_rows = [
+            ("idle GPU-hours detected", f"{detected:,.1f}", "", "judged idle while running (paid for)"),
+            ("  before the stop decisions", f"{max(detected - hours, 0):,.1f}", "", "paid for in an enforced run too"),
+            (
+                "  after them: would reclaim",
+                f"{hours:,.1f}",
+                f"${usd:,.2f}",
+                f"would stop {cost.get('idle_would_act', 0)} instance(s)",
+            ),
+            ("GPU-hours billed", f"{billed:,.1f}", f"${billed_usd:,.2f}", f"{billed - hours:,.1f} if enforced"),
+        ]
+    dead = ", ".join(f"{name} {count}" for name, count in sorted(result.dead_letters.items())) or "none"
+    facts: list[tuple[str, ...]] = [
+        ("period", period),
+        (
+            "handler invocations",
+            f"{sum(result.invocations.values())} ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(result.invocations.items()))
+            + ")",
+        ),
+        ("findings routed to the notifier", str(len(result.notified))),
+        (
+            "delivered",
+            f"{result.slack_messages} Slack messages ({result.report_slack_messages} of them the report), "
+            f"{result.emails} emails; failed: {result.failed_deliveries}",
+        ),
+        ("dead-letter queues", dead),
+        (
+            "instances stopped in the emulator",
+            f"{len(result.stopped)}"
+            + (f" ({', '.join(sorted(result.kinds.get(i, '?') for i in result.stopped))})" if result.stopped else ""),
+        ),
+        ("world-open or CIDR rules left", f"{len(result.open_ingress)} on the training group"),
+        ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
+        ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
+        ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),
     ]
+    lines = [rule, *table[:1], rule, *table[1:], rule]
+    lines += align(idle_rows, right=(1, 2))
+    lines.append('(each figure is defined once in docs/idle.md, "Idle figures"; GPU-hours, on-demand dollars)')
+    lines.append(rule)
+    lines += align(facts)
     return lines
 
 

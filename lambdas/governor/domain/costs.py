@@ -213,17 +213,22 @@ class IdleRow:
     idle_gpu_hours: float
     reclaimed_hours: float
     reclaimed_gpu_hours: float
+    would_reclaim_hours: float = 0.0
+    would_reclaim_gpu_hours: float = 0.0
 
 
 @dataclass(frozen=True)
 class IdleSummary:
-    """Idle GPU-hours detected by the idle policy and GPU-hours given back by its enforced stops/terminations."""
+    """Idle GPU-hours detected by the idle policy, given back by its enforced stops/terminations, and the hours a
+    report-only policy's stops/terminations would have given back (docs/idle.md, "Idle figures")."""
 
     detected_hours: float
     detected_gpu_hours: float
     reclaimed_hours: float
     reclaimed_gpu_hours: float
     instances: list[IdleRow] = field(default_factory=list)
+    would_reclaim_hours: float = 0.0
+    would_reclaim_gpu_hours: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -275,6 +280,33 @@ def _reclaim_time(decision: Mapping[str, Any]) -> dt.datetime | None:
     return None
 
 
+def _would_reclaim_time(decision: Mapping[str, Any]) -> dt.datetime | None:
+    """When a report-only policy decided to stop/terminate: an ``acted`` decision whose reclaim action was not enforced.
+
+    Held decisions (over the blast radius) do not count: an enforcing policy would not have acted on them either.
+    """
+    if (decision.get("evidence") or {}).get("status") != "acted":
+        return None
+    for action in decision.get("actions") or []:
+        if isinstance(action, Mapping) and action.get("type") in RECLAIM_ACTIONS and not action.get("enforced"):
+            return parse_time(action.get("at")) or parse_time(decision.get("at"))
+    return None
+
+
+def _busy_times(items: Iterable[Mapping[str, Any]]) -> dict[str, list[dt.datetime]]:
+    """Per instance, when an idle sweep judged it not idle (working, or no data): a report-only stop would have been
+    undone by its owner then, so the hours it would have given back end there."""
+    found: dict[str, list[dt.datetime]] = defaultdict(list)
+    for item in items:
+        if item.get("kind") != "decision" or item.get("policy") != "idle":
+            continue
+        status = (item.get("evidence") or {}).get("status")
+        at = parse_time(item.get("at"))
+        if status is not None and status not in IDLE_STATUSES and at is not None:
+            found[str(item.get("resource"))].append(at)
+    return found
+
+
 def _sessions_by_instance(items: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
     """Sessions grouped by instance once, so per-instance lookups stay linear in the ledger's size."""
     grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -304,9 +336,12 @@ def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.d
 
     Detected: the union, per instance, of the windows the idle policy judged idle (``act`` decisions).
     Reclaimed: from an enforced stop/terminate until the instance's next usage session starts (or ``end``).
+    Would reclaim: from a report-only stop/terminate decision until the instance is next judged not idle, its
+    session ends, or ``end``: what the same decision, enforced, would have given back.
     """
     items = list(items)
     sessions = _sessions_by_instance(items)
+    busy = _busy_times(items)
     by_instance: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for decision in _idle_decisions(items):
         by_instance[str(decision.get("resource"))].append(decision)
@@ -330,6 +365,18 @@ def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.d
         for begin, finish in _merge(reclaim_windows):
             clipped = _clip(begin, finish, start, end)
             reclaimed += _hours(*clipped) if clipped else 0.0
+        would = 0.0
+        would_windows = []
+        for decision in decisions:
+            decided_at = _would_reclaim_time(decision)
+            if decided_at is None:
+                continue
+            stops = [t for t in busy.get(instance_id, []) if t > decided_at]
+            stops += [t for t in (parse_time(s.get("end")) for s in own_sessions) if t and t > decided_at]
+            would_windows.append((decided_at, min(stops, default=end)))
+        for begin, finish in _merge(would_windows):
+            clipped = _clip(begin, finish, start, end)
+            would += _hours(*clipped) if clipped else 0.0
         rows.append(
             IdleRow(
                 instance_id=instance_id,
@@ -339,6 +386,8 @@ def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.d
                 idle_gpu_hours=round(idle * gpus, 4),
                 reclaimed_hours=round(reclaimed, 4),
                 reclaimed_gpu_hours=round(reclaimed * gpus, 4),
+                would_reclaim_hours=round(would, 4),
+                would_reclaim_gpu_hours=round(would * gpus, 4),
             )
         )
     return IdleSummary(
@@ -347,6 +396,8 @@ def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.d
         reclaimed_hours=round(sum(r.reclaimed_hours for r in rows), 4),
         reclaimed_gpu_hours=round(sum(r.reclaimed_gpu_hours for r in rows), 4),
         instances=rows,
+        would_reclaim_hours=round(sum(r.would_reclaim_hours for r in rows), 4),
+        would_reclaim_gpu_hours=round(sum(r.would_reclaim_gpu_hours for r in rows), 4),
     )
 
 
@@ -357,6 +408,8 @@ class SavingsRow:
     reclaimed_hours: float
     on_demand_per_hour: float | None
     saved_usd: float
+    would_reclaim_hours: float = 0.0
+    would_save_usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -367,6 +420,8 @@ class Savings:
     saved_usd: float
     unpriced_instances: int
     instances: list[SavingsRow] = field(default_factory=list)
+    would_reclaim_hours: float = 0.0
+    would_save_usd: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -375,7 +430,7 @@ class Savings:
 def savings(
     items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime, prices: PriceBook | None = None
 ) -> Savings:
-    """Reclaimed hours times the on-demand price per instance-hour, in [start, end).
+    """Reclaimed hours (and, for report-only policies, would-reclaim hours) times the on-demand price, in [start, end).
 
     The price is the one recorded on the instance's last session, else ``prices``; instances with neither are
     counted as unpriced rather than guessed.
@@ -385,7 +440,7 @@ def savings(
     rows: list[SavingsRow] = []
     unpriced = 0
     for row in idle_hours(items, start, end).instances:
-        if row.reclaimed_hours <= 0:
+        if row.reclaimed_hours <= 0 and row.would_reclaim_hours <= 0:
             continue
         price = _on_demand_price(row.instance_type, sessions.get(row.instance_id, []), prices)
         if price is None:
@@ -397,13 +452,17 @@ def savings(
                 reclaimed_hours=row.reclaimed_hours,
                 on_demand_per_hour=price,
                 saved_usd=round(row.reclaimed_hours * price, 2) if price is not None else 0.0,
+                would_reclaim_hours=row.would_reclaim_hours,
+                would_save_usd=round(row.would_reclaim_hours * price, 2) if price is not None else 0.0,
             )
         )
     return Savings(
         reclaimed_hours=round(sum(r.reclaimed_hours for r in rows), 4),
         saved_usd=round(sum(r.saved_usd for r in rows), 2),
         unpriced_instances=unpriced,
-        instances=sorted(rows, key=lambda r: (-r.saved_usd, r.instance_id)),
+        instances=sorted(rows, key=lambda r: (-r.saved_usd, -r.would_save_usd, r.instance_id)),
+        would_reclaim_hours=round(sum(r.would_reclaim_hours for r in rows), 4),
+        would_save_usd=round(sum(r.would_save_usd for r in rows), 2),
     )
 
 

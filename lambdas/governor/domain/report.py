@@ -98,6 +98,10 @@ class CostSection(BaseModel):
     idle_instances_detected: int = 0
     idle_actions: int = 0
     savings_usd: float = 0.0
+    # Report-only idle policy: what its stop/terminate decisions, enforced, would have given back (docs/idle.md).
+    idle_gpu_hours_would_reclaim: float = 0.0
+    idle_would_act: int = 0
+    would_save_usd: float = 0.0
     spot: SpotStats = Field(default_factory=SpotStats)
     rightsizing: Table
     prices_as_of: str = ""
@@ -294,6 +298,9 @@ def cost_section(
         idle_instances_detected=sum(1 for r in idle.instances if r.idle_hours > 0),
         idle_actions=sum(1 for r in idle.instances if r.reclaimed_hours > 0),
         savings_usd=round(saved.saved_usd, 2),
+        idle_gpu_hours_would_reclaim=round(idle.would_reclaim_gpu_hours, 2),
+        idle_would_act=sum(1 for r in idle.instances if r.would_reclaim_hours > 0),
+        would_save_usd=round(saved.would_save_usd, 2),
         spot=spot_section(items, start, end),
         rightsizing=rightsizing(items, policy, start, end, {str(k): str(v) for k, v in types.items() if k and v}),
         prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
@@ -533,6 +540,14 @@ def _html_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> st
     return f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
+def would_reclaim_text(cost: CostSection) -> str:
+    """The report-only idle policy's value in one phrase, the same words in HTML, Slack, email and the demo summary."""
+    return (
+        f"would stop {cost.idle_would_act} instance(s), would reclaim {cost.idle_gpu_hours_would_reclaim:,.1f} "
+        f"GPU-hours, ${cost.would_save_usd:,.2f}"
+    )
+
+
 def render_html(report: Report, chart_src: str | None = None) -> str:
     """A self-contained page (inline CSS); the chart is ``chart_src``: a file name, ``cid:...`` or a data URI."""
     cost = report.cost
@@ -543,6 +558,12 @@ def render_html(report: Report, chart_src: str | None = None) -> str:
         ("idle GPU-hours detected", f"{cost.idle_gpu_hours_detected:,.1f}"),
         ("idle GPU-hours reclaimed", f"{cost.idle_gpu_hours_reclaimed:,.1f}"),
         ("estimated savings", f"${cost.savings_usd:,.2f}"),
+        *(
+            [("idle GPU-hours would reclaim (report-only)", f"{cost.idle_gpu_hours_would_reclaim:,.1f}")]
+            + [("would save (report-only)", f"${cost.would_save_usd:,.2f}")]
+            if cost.idle_would_act
+            else []
+        ),
         ("Spot interruptions", str(cost.spot.interruptions)),
     ]
     parts = [
@@ -573,6 +594,8 @@ def render_html(report: Report, chart_src: str | None = None) -> str:
         f"{cost.idle_actions} stopped or terminated, {cost.idle_gpu_hours_reclaimed:,.1f} GPU-hours reclaimed, "
         f"${cost.savings_usd:,.2f} saved (on-demand prices as of {html.escape(cost.prices_as_of)}).</p>"
     )
+    if cost.idle_would_act:
+        parts.append(f"<p>Report-only idle policy: {html.escape(would_reclaim_text(cost))} if enforced.</p>")
     stats = cost.spot
     parts.append(
         f"<p>Spot: {stats.interruptions} interruptions, {stats.rebalance_recommendations} rebalance recommendations; "
@@ -615,7 +638,8 @@ def slack_messages(report: Report, rows_per_query: int = 3) -> list[Message]:
         f"{sum(1 for q in report.security if q.count)} of {len(report.security)} queries",
         f"*GPU-hours* {cost.gpu_hours_total:,.1f} (${cost.cost_total_usd:,.2f})   "
         f"*Idle* {cost.idle_gpu_hours_detected:,.1f} GPU-h detected, {cost.idle_gpu_hours_reclaimed:,.1f} reclaimed, "
-        f"${cost.savings_usd:,.2f} saved",
+        f"${cost.savings_usd:,.2f} saved"
+        + (f"; report-only: {would_reclaim_text(cost)}" if cost.idle_would_act else ""),
         f"*Spot* {cost.spot.interruptions} interruptions, {cost.spot.checkpoints_delivered}/"
         f"{cost.spot.checkpoints_requested} checkpoints delivered",
     ]
@@ -660,6 +684,7 @@ def render_text(report: Report) -> str:
         f"  GPU-hours {cost.gpu_hours_total:,.1f}, estimated cost ${cost.cost_total_usd:,.2f}",
         f"  idle GPU-hours detected {cost.idle_gpu_hours_detected:,.1f}, reclaimed {cost.idle_gpu_hours_reclaimed:,.1f}"
         f", savings ${cost.savings_usd:,.2f}",
+        *([f"  report-only: {would_reclaim_text(cost)} if enforced"] if cost.idle_would_act else []),
         f"  Spot interruptions {cost.spot.interruptions}, checkpoints delivered {cost.spot.checkpoints_delivered}"
         f"/{cost.spot.checkpoints_requested}",
         f"  rightsizing candidates {len(cost.rightsizing.rows)}",

@@ -1,0 +1,85 @@
+"""A local stand-in for Slack's incoming webhook: a loopback HTTP endpoint that saves every message it is sent.
+
+The demo stores its URL in the emulated Secrets Manager under the policy's webhook secret name, so the notifier finds
+it, posts to it and retries exactly as it would against ``hooks.slack.com``. It answers like Slack does (``200 ok``,
+``400 invalid_payload`` for a body that is not a JSON object), and it lives only as long as the demo.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+MAX_BODY = 1_000_000  # Slack refuses far smaller payloads; anything bigger is a bug in the sender
+
+
+@dataclass
+class CaptureEndpoint:
+    """Where messages go (``url``), and what arrived: each saved as ``<folder>/NNNN.json`` in arrival order."""
+
+    url: str
+    folder: Path
+    received: list[dict[str, Any]] = field(default_factory=list)
+    rejected: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def keep(self, message: dict[str, Any]) -> Path:
+        with self._lock:
+            self.received.append(message)
+            path = self.folder / f"{len(self.received):04d}.json"
+        path.write_text(json.dumps(message, indent=2), encoding="utf-8")
+        return path
+
+
+def _handler(endpoint: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(min(length, MAX_BODY))
+            try:
+                message = json.loads(body)
+            except ValueError:
+                message = None
+            if not isinstance(message, dict) or length > MAX_BODY:
+                endpoint.rejected += 1
+                self._answer(400, b"invalid_payload")
+                return
+            endpoint.keep(message)
+            self._answer(200, b"ok")
+
+        def _answer(self, status: int, text: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's signature
+            """Quiet: the saved files are the record, not an access log on the demo's terminal."""
+
+    return Handler
+
+
+@contextmanager
+def capture_endpoint(folder: Path, host: str = "127.0.0.1") -> Iterator[CaptureEndpoint]:
+    """Serve on a free loopback port for the duration of the block; the folder is emptied of an earlier run first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.json"):
+        old.unlink()
+    endpoint = CaptureEndpoint(url="", folder=folder)
+    server = ThreadingHTTPServer((host, 0), _handler(endpoint))
+    endpoint.url = f"http://{host}:{server.server_address[1]}/services/demo"
+    thread = threading.Thread(target=server.serve_forever, name="slack-capture", daemon=True)
+    thread.start()
+    try:
+        yield endpoint
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -361,3 +361,21 @@ def load_policy(path: str | Path) -> Policy:
     except (OSError, UnicodeDecodeError) as error:
         raise PolicyError(f"{file}: cannot read the policy file ({error.__class__.__name__}: {error})") from None
     return parse_policy_text(text, str(file))
+
+
+DEFAULT_POLICY_FILE = "governor.yaml"
+SHIPPED_DEFAULT = "the shipped default policy (report-only; documented in governor.yaml)"
+
+
+def resolve_policy(path: str | Path | None) -> tuple[Policy, str]:
+    """The policy a command runs with, and where it came from: the file given; else ``./governor.yaml``; else the
+    shipped default, so ``governor report`` and ``backtest`` work from any directory.
+
+    The shipped default is the model's own defaults, which the repository's ``governor.yaml`` documents field by
+    field (a test keeps the two equal); it needs no data file, so any install finds it.
+    """
+    if path is not None:
+        return load_policy(path), str(path)
+    if Path(DEFAULT_POLICY_FILE).is_file():
+        return load_policy(DEFAULT_POLICY_FILE), DEFAULT_POLICY_FILE
+    return Policy(), SHIPPED_DEFAULT

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import socket
 from pathlib import Path
 
 import pytest
 
 from governor.cli import main
-from governor.demo.run import DemoOptions, DemoResult, run_demo
+from governor.demo.run import DemoOptions, DemoResult, run_demo, summary_lines
 from governor.policy import load_policy
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
 
 
+def _run(out: Path, enforce: bool) -> DemoResult:
+    options = DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=out, enforce=enforce, instances=12, hours=4.5)
+    return run_demo(options)
+
+
 @pytest.fixture(scope="module")
 def enforced(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
-    out = tmp_path_factory.mktemp("demo-out")
-    options = DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=out, enforce=True, instances=12, hours=4.5)
-    return run_demo(options)
+    return _run(tmp_path_factory.mktemp("demo-out"), enforce=True)
+
+
+@pytest.fixture(scope="module")
+def report_only(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
+    return _run(tmp_path_factory.mktemp("demo-report-only"), enforce=False)
 
 
 def _decisions(result: DemoResult, policy: str) -> list[dict]:
@@ -64,6 +74,63 @@ def test_report_counts_the_incidents_and_the_savings(enforced: DemoResult) -> No
     assert list(Path(enforced.out / "cloudtrail").rglob("*.json.gz"))
 
 
+def test_report_only_shows_what_enforcing_reclaims(report_only: DemoResult, enforced: DemoResult) -> None:
+    would, done = report_only.report["cost"], enforced.report["cost"]
+    assert report_only.stopped == [] and done["idle_actions"] > 0
+    assert would["idle_gpu_hours_would_reclaim"] > 0 and would["would_save_usd"] > 0
+    assert would["idle_gpu_hours_would_reclaim"] == done["idle_gpu_hours_reclaimed"]
+    assert would["would_save_usd"] == done["savings_usd"]
+    assert would["idle_would_act"] == done["idle_actions"]
+    # what the stops give back is what is no longer billed
+    assert round(would["gpu_hours_total"] - done["gpu_hours_total"], 2) == done["idle_gpu_hours_reclaimed"]
+    phrase = f"would reclaim {would['idle_gpu_hours_would_reclaim']:,.1f} GPU-hours, ${would['would_save_usd']:,.2f}"
+    assert phrase in (report_only.out / "report.html").read_text()
+    report_messages = sorted((report_only.out / "slack").glob("*.json"))[-report_only.report_slack_messages :]
+    assert any(phrase in path.read_text() for path in report_messages), "the report's Slack message lacks the figure"
+    summary = "\n".join(summary_lines(report_only))
+    assert f"{would['idle_gpu_hours_would_reclaim']:,.1f}" in summary and f"${would['would_save_usd']:,.2f}" in summary
+
+
+def _at(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def test_every_record_message_and_chart_point_carries_the_simulated_time(report_only: DemoResult) -> None:
+    start, end = report_only.start, report_only.end
+    assert end - start == dt.timedelta(hours=4.5)
+    stamps = [_at(d["at"]) for d in report_only.decisions if d.get("kind") == "decision"]
+    assert stamps and all(start <= t <= end for t in stamps), "a ledger record is stamped outside the simulated day"
+    assert (_at(report_only.report["start"]), _at(report_only.report["end"])) == (start, end)
+    points = [_at(p[0]) for series in report_only.report["utilisation"].values() for p in series]
+    assert min(points) < start + dt.timedelta(hours=1) and max(points) > end - dt.timedelta(hours=1)
+    assert all(start <= t <= end for t in points)
+    dates = [
+        line.split(":", 1)[1].strip()
+        for path in (report_only.out / "email").glob("*.eml")
+        for line in path.read_text().splitlines()
+        if line.startswith("Date:")
+    ]
+    from email.utils import parsedate_to_datetime
+
+    assert dates and all(start <= parsedate_to_datetime(d) <= end for d in dates)
+
+
+def test_every_message_is_delivered_and_saved(report_only: DemoResult, enforced: DemoResult) -> None:
+    for result in (report_only, enforced):
+        saved = sorted((result.out / "slack").glob("*.json"))
+        assert len(saved) == result.slack_messages > result.report_slack_messages > 0
+        assert all("blocks" in json.loads(path.read_text()) for path in saved)
+        assert result.emails == len(list((result.out / "email").glob("*.eml"))) > 0
+        assert result.failed_deliveries == 0 and "notifier" not in result.dead_letters
+
+
+def test_summary_columns_are_aligned(report_only: DemoResult) -> None:
+    lines = summary_lines(report_only)
+    facts = [line for line in lines if line.startswith(("period ", "delivered ", "dead-letter queues "))]
+    assert len(facts) == 3
+    assert len({len(line) - len(line.split("  ", 1)[1].lstrip()) for line in facts}) == 1
+
+
 def test_a_taken_port_exits_2_with_a_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -72,3 +139,19 @@ def test_a_taken_port_exits_2_with_a_message(capsys: pytest.CaptureFixture[str],
         code = main(["demo", "--skip-synth", "--port", str(port), "--out", str(tmp_path)])
     assert code == 2
     assert f"port {port}" in capsys.readouterr().err
+
+
+def test_a_failed_delivery_is_counted_and_dead_lettered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from governor.demo.run import Simulation
+
+    monkeypatch.setattr(Simulation, "connect_notifier", lambda self, url: None)  # no webhook secret, no SES sender
+    options = DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=tmp_path, instances=2, hours=1.5)
+    result = run_demo(options)
+    assert result.notified, "nothing was routed to the notifier"
+    assert result.failed_deliveries >= len(result.notified)
+    assert result.dead_letters.get("notifier", 0) > 0
+    assert any("not found" in error for error in result.delivery_errors)
+    assert any(
+        line.startswith("delivered ") and f"failed: {result.failed_deliveries}" in line
+        for line in summary_lines(result)
+    )

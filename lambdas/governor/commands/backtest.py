@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.domain.idle import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, Replay, Series, replay
-from governor.policy import Policy, PolicyError, load_policy
+from governor.policy import Policy, PolicyError, resolve_policy
 
 HEADER = ["timestamp", "instance_id", "metric", "value"]
 KNOWN_METRICS = frozenset({GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION})
@@ -32,7 +32,7 @@ class MetricsFileError(ValueError):
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("backtest", help="replay the idle policy over exported GPU metrics")
     parser.add_argument("--metrics", required=True, help="CSV with the header timestamp,instance_id,metric,value")
-    parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
+    parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
     parser.add_argument("--interval", default="15m", help="sweep interval, e.g. 15m, 1h, 900s (default: 15m)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(run=run)
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     from governor.cli import UsageError
 
     try:
-        policy = load_policy(args.policy)
+        policy = resolve_policy(args.policy)[0]
     except PolicyError as error:
         raise UsageError(str(error)) from None
     try:

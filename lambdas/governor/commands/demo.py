@@ -121,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
 
     mode = "ENFORCING every policy" if args.enforce else "report-only (run `governor demo --enforce` to act)"
     print(
-        f"\nsimulating {args.instances} GPU instances for {args.hours:g} hours on the local emulator, {mode}...",
+        f"\nsimulating {args.instances} GPU instances for {args.hours:g} hours on the local emulator, {mode}\n"
+        "notifications are delivered: Slack to a capture endpoint on 127.0.0.1, email to the emulated SES, "
+        f"both saved under {args.out}/",
         flush=True,
     )
     options = DemoOptions(

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from governor.policy import PolicyError, load_policy
+from governor.policy import PolicyError, resolve_policy
 
 
 def register(subparsers: Any) -> None:
@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--logs", required=True, help="folder of CloudTrail files (.json / .json.gz)")
     parser.add_argument("--ledger", help="ledger export: JSON lines (governor ledger export) or a JSON array")
     parser.add_argument("--out", required=True, help="folder for report.html, slack.json, CSVs and chart.png")
-    parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
+    parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
     parser.add_argument("--start", help="period start, ISO 8601 (default: the first event in the logs)")
     parser.add_argument("--end", help="period end, ISO 8601 (default: just after the last event)")
     parser.add_argument("--kind", choices=["daily", "weekly", "custom"], default="custom", help="report title")
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     try:
-        policy = load_policy(args.policy)
+        policy = resolve_policy(args.policy)[0]
     except PolicyError as error:
         raise UsageError(str(error)) from None
     logs = Path(args.logs)

@@ -60,7 +60,7 @@ def _handler(endpoint: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(text)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's signature
+        def log_message(self, format: str, *args: Any) -> None:
             """Quiet: the saved files are the record, not an access log on the demo's terminal."""
 
     return Handler

@@ -123,6 +123,9 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
     if port:
         _check_port(host, port)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    from moto.moto_api._internal.models import moto_api_backend
+
+    moto_api_backend.reset()  # moto's accounts live in the process: a second run in it starts from an empty account
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     try:
         server.start()

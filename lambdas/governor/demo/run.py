@@ -137,9 +137,7 @@ def simulated_period(hours: float, now: dt.datetime | None = None) -> tuple[dt.d
 class Simulation:
     """The simulated account: emulated resources, a clock, a trail, and a way to invoke each function."""
 
-    def __init__(
-        self, options: DemoOptions, stack: LocalStack, start: dt.datetime, clock: Any = None
-    ) -> None:
+    def __init__(self, options: DemoOptions, stack: LocalStack, start: dt.datetime, clock: Any = None) -> None:
         self.options = options
         self.policy = demo_policy(options.policy, options.enforce)
         self.stack = stack
@@ -585,6 +583,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
         running_emulator(options.port),
         capture_endpoint(options.out / "slack") as capture,
     ):
+        _fresh_containers()
         sim = Simulation(options, create_shared(), start=start, clock=clock)
         sim.result.start, sim.result.end = start, end
         sim.log = log
@@ -603,6 +602,16 @@ def run_demo(options: DemoOptions) -> DemoResult:
         _report(sim, capture)
         sim.result.slack_messages = len(capture.received)
     return sim.result
+
+
+def _fresh_containers() -> None:
+    """Each run starts with cold Lambda containers: the handlers' per-container caches (clients bound to an earlier
+    emulator's port, outboxes) are dropped, so a second demo in the same process talks to its own emulator."""
+    for function in FUNCTIONS:
+        module = importlib.import_module(f"governor.handlers.{function}")
+        for value in vars(module).values():
+            if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == module.__name__:
+                value.cache_clear()
 
 
 def _collect(sim: Simulation) -> None:

@@ -559,8 +559,10 @@ def render_html(report: Report, chart_src: str | None = None) -> str:
         ("idle GPU-hours reclaimed", f"{cost.idle_gpu_hours_reclaimed:,.1f}"),
         ("estimated savings", f"${cost.savings_usd:,.2f}"),
         *(
-            [("idle GPU-hours would reclaim (report-only)", f"{cost.idle_gpu_hours_would_reclaim:,.1f}")]
-            + [("would save (report-only)", f"${cost.would_save_usd:,.2f}")]
+            [
+                ("idle GPU-hours would reclaim (report-only)", f"{cost.idle_gpu_hours_would_reclaim:,.1f}"),
+                ("would save (report-only)", f"${cost.would_save_usd:,.2f}"),
+            ]
             if cost.idle_would_act
             else []
         ),

@@ -153,7 +153,12 @@ def test_idle_hours_detected_and_reclaimed() -> None:
     assert summary.detected_gpu_hours == 12.5 and summary.reclaimed_gpu_hours == 20.0
     money = savings(items, DAY, NEXT)
     assert money.reclaimed_hours == 5.0 and money.saved_usd == round(5 * 5.672, 2)
-    assert [r.instance_id for r in money.instances] == ["i-1"]
+    # the report-only neighbour would have given back 10:30 to the end of the period, had its stop been enforced
+    assert [(r.instance_id, r.reclaimed_hours, r.would_reclaim_hours) for r in money.instances] == [
+        ("i-1", 5.0, 0.0),
+        ("i-2", 0.0, 13.5),
+    ]
+    assert (summary.would_reclaim_hours, money.would_reclaim_hours) == (13.5, 13.5)
 
 
 def test_terminated_instance_is_reclaimed_until_the_end_of_the_period() -> None:

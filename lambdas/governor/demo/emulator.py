@@ -113,6 +113,17 @@ def _fast_metric_queries() -> Iterator[None]:
         CloudWatchBackend.get_metric_data = original  # type: ignore[method-assign]
 
 
+def _warm_up(endpoint: str) -> None:
+    """Build moto's EC2 backend (seconds of CPU: instance types and offerings of every region) with a patient client
+    before the demo's first call: on a busy machine that first call could otherwise time out and be retried, and a
+    retried CreateSecurityGroup fails as a duplicate."""
+    import boto3
+    from botocore.config import Config
+
+    patient = Config(read_timeout=600, retries={"max_attempts": 1})
+    boto3.client("ec2", endpoint_url=endpoint, region_name="us-east-1", config=patient).describe_vpcs()
+
+
 @contextmanager
 def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulator]:
     """A moto server for the duration of the block; the environment is restored and the server stopped after."""
@@ -143,6 +154,7 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
     client.cache_clear()
     ec2.WILDCARD_TYPE_FILTER = False
     try:
+        _warm_up(endpoint)
         with _fast_metric_queries():
             yield Emulator(endpoint=endpoint)
     finally:

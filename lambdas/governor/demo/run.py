@@ -614,35 +614,44 @@ def _fresh_containers() -> None:
                 value.cache_clear()
 
 
+def _patient(service: str) -> Any:
+    """A client for the demo's own read-back at the end (the ledger scan is the emulator's slowest answer): on a busy
+    machine it waits up to ten minutes instead of timing out after botocore's 60 s and retrying."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(service, config=Config(read_timeout=600, retries={"max_attempts": 1}))
+
+
 def _collect(sim: Simulation) -> None:
     """Read back what the emulated account looks like now, the ledger, the dead letters and the emails sent."""
     from governor.commands.ledger import write_jsonl
 
     result = sim.result
-    described = sim.ec2.describe_instances()["Reservations"]
+    described = _patient("ec2").describe_instances()["Reservations"]
     result.stopped = [
         i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in ("stopped", "stopping")
     ]
-    group = sim.ec2.describe_security_groups(GroupIds=[sim.training_group])["SecurityGroups"][0]
+    group = _patient("ec2").describe_security_groups(GroupIds=[sim.training_group])["SecurityGroups"][0]
     result.open_ingress = group.get("IpPermissions", [])
-    status = client("kms").list_keys()["Keys"]
+    status = _patient("kms").list_keys()["Keys"]
     result.rotation_enabled = all(
-        client("kms").get_key_rotation_status(KeyId=k["KeyId"])["KeyRotationEnabled"] for k in status
+        _patient("kms").get_key_rotation_status(KeyId=k["KeyId"])["KeyRotationEnabled"] for k in status
     )
-    iam = client("iam")
+    iam = _patient("iam")
     result.deactivated_keys = sum(
         1
         for user in iam.list_users()["Users"]
         for key in iam.list_access_keys(UserName=user["UserName"])["AccessKeyMetadata"]
         if key["Status"] == "Inactive"
     )
-    sqs = client("sqs")
+    sqs = _patient("sqs")
     for function, url in sim.stack.dlq_urls.items():
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
         count = int(attributes["Attributes"].get("ApproximateNumberOfMessages", 0))
         if count:
             result.dead_letters[function] = count
-    table = client("dynamodb")
+    table = _patient("dynamodb")
     items: list[dict[str, Any]] = []
     from boto3.dynamodb.types import TypeDeserializer
 

@@ -41,9 +41,7 @@ synth: $(VENV)/.installed
 
 ## layer: the Lambda dependency layer for arm64, without Docker
 layer:
-	rm -rf build/layer && mkdir -p build/layer/python
-	python3 -m pip install -q --platform manylinux2014_aarch64 --implementation cp --python-version 3.14 \
-	  --only-binary=:all: --target build/layer/python -r lambdas/requirements.txt
+	python3 -m infra.build_layer  # pip for manylinux2014_aarch64, then drops boto3/botocore/s3transfer (the runtime's)
 
 bench/.venv-c7n/.installed: bench/requirements-c7n.txt
 	python3 -m venv bench/.venv-c7n

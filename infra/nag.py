@@ -26,9 +26,9 @@ NIST_BY_DESIGN: dict[str, str] = {
         "would deliver each failure twice."
     ),
     "LambdaConcurrency": (
-        "Only the spot function reserves concurrency (spot.reserved_concurrency), so no burst can starve the "
-        "two-minute warning; the others run on schedules or low-rate CloudTrail events, and reserving for each would "
-        "fail to deploy in accounts still at the default concurrency quota of 10."
+        "Reserved concurrency is opt-in for the spot function only (spot.reserved_concurrency, see docs/deploy.md): "
+        "CloudFormation fails the deploy unless the account keeps 100 unreserved executions, and new accounts may "
+        "have a quota of 10. The others run on schedules or low-rate CloudTrail events."
     ),
     "IAMNoInlinePolicy": (
         "Each role's policy is generated from the AWS actions its code declares and scoped to this stack's resources "

@@ -119,9 +119,7 @@ CASES: list[Any] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("name", "event", "expected"), CASES, ids=[getattr(c, "values", c)[0] for c in CASES]
-)
+@pytest.mark.parametrize(("name", "event", "expected"), CASES, ids=[getattr(c, "values", c)[0] for c in CASES])
 def test_each_rule_fires_on_its_events_only(
     patterns: dict[str, EventPattern], name: str, event: dict[str, Any], expected: set[str]
 ) -> None:

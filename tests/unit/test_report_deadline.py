@@ -75,3 +75,20 @@ def test_without_a_context_every_query_runs() -> None:
     athena = SlowAthena(Clock(remaining_ms=1), seconds_each=1000)
     results, errors = run_queries(athena, START, END, Deadline(None))
     assert len(results) == 20 and not errors and athena.timeouts_seen == [240.0] * 20
+
+
+def test_a_regional_stack_without_the_audit_lake_reports_without_queries(monkeypatch: Any) -> None:
+    from governor.handlers import report
+
+    monkeypatch.setenv("REPORTS_BUCKET", "reports")
+    monkeypatch.delenv("ATHENA_WORKGROUP", raising=False)
+    monkeypatch.delenv("ATHENA_DATABASE", raising=False)
+    report._environment.cache_clear()
+    report._aws.cache_clear()
+    try:
+        queries = report._aws("eu-west-1", None).queries
+        assert isinstance(queries, report.NoQueries)
+        assert run_queries(queries, START, END, Deadline(None)) == ({}, {})
+    finally:
+        report._environment.cache_clear()
+        report._aws.cache_clear()

@@ -111,9 +111,20 @@ class ReportEnvironment(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     bucket: str = Field(alias="REPORTS_BUCKET")
-    workgroup: str = Field(alias="ATHENA_WORKGROUP")
-    database: str = Field(alias="ATHENA_DATABASE")
+    # Absent in a regional stack: the audit lake lives in the audit region (docs/deploy.md), so no queries run here.
+    workgroup: str | None = Field(None, alias="ATHENA_WORKGROUP")
+    database: str | None = Field(None, alias="ATHENA_DATABASE")
     dashboard_url: str | None = Field(None, alias="DASHBOARD_URL")
+
+
+class NoQueries:
+    """The query runner of a stack without the audit lake: the report carries the ledger and the chart only."""
+
+    def named_queries(self) -> dict[str, str]:
+        return {}
+
+    def run(self, name: str, sql: str, parameters: dict[str, Any]) -> Any:
+        raise AssertionError(f"no audit lake in this region: {name} cannot run")
 
 
 @cache
@@ -129,7 +140,9 @@ def _aws(region: str | None, sender: str | None) -> ReportAws:
 
     env = _environment()
     return ReportAws(
-        queries=AthenaQueries(env.workgroup, env.database, region=region),
+        queries=AthenaQueries(env.workgroup, env.database, region=region)
+        if env.workgroup and env.database
+        else NoQueries(),
         chart=CloudWatchChart(region),
         archive=S3Archive(env.bucket, region),
         outbox=AwsOutbox(region, sender),

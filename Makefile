@@ -26,7 +26,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/governor demo
 
 ## test: ruff, mypy, then pytest (unit, adapters on moto, infra with cdk-nag, e2e on the local emulator)
-test: $(VENV)/.installed-dev lint typecheck
+test: $(VENV)/.installed-dev .venv-checkov/.installed lint typecheck
 	$(PY) -m pytest -n 2 --dist loadfile
 
 lint: $(VENV)/.installed-dev
@@ -42,6 +42,12 @@ synth: $(VENV)/.installed
 ## layer: the Lambda dependency layer for arm64, without Docker
 layer:
 	python3 -m infra.build_layer  # pip for manylinux2014_aarch64, then drops boto3/botocore/s3transfer (the runtime's)
+
+## checkov in its own venv: its pins (boto3 1.35, policy_sentry 0.13) conflict with ours
+.venv-checkov/.installed: requirements-checkov.txt
+	python3 -m venv .venv-checkov
+	.venv-checkov/bin/pip install -q -r requirements-checkov.txt
+	touch $@
 
 bench/.venv-c7n/.installed: bench/requirements-c7n.txt
 	python3 -m venv bench/.venv-c7n

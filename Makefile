@@ -32,7 +32,7 @@ demo: $(VENV)/.installed-demo
 	$(VENV)/bin/governor demo $(DEMO_ARGS)
 
 ## test: ruff, mypy, then pytest (unit, adapters on moto, infra with cdk-nag, e2e on the local emulator)
-test: $(VENV)/.installed-dev lint typecheck
+test: $(VENV)/.installed-dev .venv-checkov/.installed lint typecheck
 	$(PY) -m pytest -n 2 --dist loadfile
 
 lint: $(VENV)/.installed-dev
@@ -47,9 +47,13 @@ synth: $(VENV)/.installed
 
 ## layer: the Lambda dependency layer for arm64, without Docker
 layer:
-	rm -rf build/layer && mkdir -p build/layer/python
-	python3 -m pip install -q --platform manylinux2014_aarch64 --implementation cp --python-version 3.14 \
-	  --only-binary=:all: --target build/layer/python -r lambdas/requirements.txt
+	python3 -m infra.build_layer  # pip for manylinux2014_aarch64, then drops boto3/botocore/s3transfer (the runtime's)
+
+## checkov in its own venv: its pins (boto3 1.35, policy_sentry 0.13) conflict with ours
+.venv-checkov/.installed: requirements-checkov.txt
+	python3 -m venv .venv-checkov
+	.venv-checkov/bin/pip install -q -r requirements-checkov.txt
+	touch $@
 
 bench/.venv-c7n/.installed: bench/requirements-c7n.txt
 	python3 -m venv bench/.venv-c7n

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""CDK entry point: load governor.yaml, build the stack, run cdk-nag. A bad policy stops here with exit code 2."""
+"""CDK entry point: load cdk.json's context and governor.yaml, build the stack, run cdk-nag.
+
+A bad policy or context stops here with exit code 2. Under ``cdk deploy`` (credentials present) a policy that
+reserves Lambda concurrency is checked against the account's quota first; ``-c preflight=false`` skips that.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +19,37 @@ ensure_paths()
 
 from governor.policy import PolicyError  # noqa: E402
 from infra.app_builder import build_app  # noqa: E402
+from infra.settings import SettingsError  # noqa: E402
+
+
+def _preflight(reserved: int | None, region: str | None) -> str | None:
+    """The account check for reserved concurrency; skipped (None) without credentials, e.g. a local ``cdk synth``."""
+    if not reserved:
+        return None
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from infra.preflight import concurrency_problem
+
+    try:
+        return concurrency_problem(boto3.client("lambda", region_name=region), reserved)
+    except (BotoCoreError, ClientError) as error:
+        print(f"preflight skipped: cannot read the Lambda account settings ({error})", file=sys.stderr)
+        return None
 
 
 def main() -> int:
     try:
-        app, _stack = build_app(outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
-    except PolicyError as error:
+        app, stack = build_app(outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
+    except (PolicyError, SettingsError) as error:
         print(f"cdk synth stopped: {error}", file=sys.stderr)
         return 2
+    if str(app.node.try_get_context("preflight")).lower() != "false":
+        region = stack.settings.region or os.environ.get("CDK_DEFAULT_REGION")
+        problem = _preflight(stack.policy.spot.reserved_concurrency, region)
+        if problem:
+            print(f"cdk synth stopped: {problem}", file=sys.stderr)
+            return 2
     app.synth()
     return 0
 

@@ -1,15 +1,31 @@
-"""Build the CDK app from a policy file: shared by ``app.py``, ``make demo``'s summary and the tests."""
+"""Build the CDK app from a policy file: shared by ``app.py``, ``make demo``'s summary, the tests and the bench.
+
+The context is loaded the way the CDK CLI loads it, so every caller synthesizes the template ``cdk deploy`` deploys:
+``cdk.json``'s ``context`` (feature flags included), then ``cdk.context.json``, then what the CLI passes in
+``CDK_CONTEXT_JSON`` (its ``-c key=value`` values), then the caller's ``context`` overrides.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import App, Environment
 
 from governor.policy import Policy, load_policy
 from infra import nag
-from infra.settings import Settings
+from infra.settings import CDK_JSON, Settings
 from infra.stacks.governor_stack import GovernorStack
+
+
+def project_context(cdk_json: Path = CDK_JSON) -> dict[str, Any]:
+    """``cdk.json``'s context merged with ``cdk.context.json`` (the CLI's cached lookups), as the CLI does."""
+    context: dict[str, Any] = dict(json.loads(cdk_json.read_text(encoding="utf-8")).get("context", {}))
+    cached = cdk_json.parent / "cdk.context.json"
+    if cached.is_file():
+        context.update(json.loads(cached.read_text(encoding="utf-8")))
+    return context
 
 
 def build_app(
@@ -17,10 +33,11 @@ def build_app(
     policy: Policy | None = None,
     policy_file: Path | None = None,
     outdir: str | None = None,
-    context: dict | None = None,
+    context: dict[str, Any] | None = None,
 ) -> tuple[App, GovernorStack]:
-    """Raises ``PolicyError`` for a bad policy file before any construct is created."""
-    app = App(outdir=outdir, context=context or {})
+    """Raises ``PolicyError`` for a bad policy file and ``SettingsError`` for bad context, before any construct."""
+    # App applies `context` first, then CDK_CONTEXT_JSON (the CLI), then `post_cli_context` (explicit overrides).
+    app = App(outdir=outdir, context=project_context(), post_cli_context=context or None)
     settings = Settings.from_context(app.node.try_get_context)
     if policy is None:
         policy = load_policy(policy_file or settings.policy_file)
@@ -29,7 +46,7 @@ def build_app(
         settings.stack_name,
         policy=policy,
         settings=settings,
-        env=Environment(account=app.node.try_get_context("account"), region=app.node.try_get_context("region")),
+        env=Environment(account=app.node.try_get_context("account"), region=settings.region),
     )
     nag.enable(app)
     nag.acknowledge_nist(stack)

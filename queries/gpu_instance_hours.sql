@@ -8,6 +8,9 @@
 -- launched before the range are not seen (their type and creator are in RunInstances): the lifecycle ledger has
 -- exact sessions. Day partitions run from the start's date to the day after the range's last second (the key date is
 -- the delivery date); events are deduplicated on eventid.
+-- Athena binds execution parameters only in WHERE clauses, so a session still running at the end of the range is
+-- measured up to :end by counting whole hours, then minutes, then seconds that fit before it (each count bound in a
+-- WHERE): exact to the second, for sessions of up to 9,999 hours (Trino's sequence() holds at most 10,000 entries).
 WITH events AS (
   SELECT
     *,
@@ -48,16 +51,48 @@ sessions AS (
     instance_id,
     running,
     at AS began,
-    coalesce(lead(at) OVER (PARTITION BY instance_id ORDER BY at, eventid), from_iso8601_timestamp(:end)) AS ended
+    lead(at) OVER (PARTITION BY instance_id ORDER BY at, eventid) AS ended
   FROM transitions
+),
+open_hours AS (
+  SELECT s.instance_id, s.began, max(h.n) AS hours
+  FROM sessions AS s
+  CROSS JOIN UNNEST(sequence(0, 9999)) AS h (n)
+  WHERE s.running = 1
+    AND s.ended IS NULL
+    AND s.began + h.n * INTERVAL '1' HOUR <= from_iso8601_timestamp(:end)
+  GROUP BY s.instance_id, s.began
+),
+open_minutes AS (
+  SELECT o.instance_id, o.began, o.hours, max(m.n) AS minutes
+  FROM open_hours AS o
+  CROSS JOIN UNNEST(sequence(0, 59)) AS m (n)
+  WHERE o.began + o.hours * INTERVAL '1' HOUR + m.n * INTERVAL '1' MINUTE <= from_iso8601_timestamp(:end)
+  GROUP BY o.instance_id, o.began, o.hours
+),
+open_seconds AS (
+  SELECT o.instance_id, o.began, o.hours * 3600 + o.minutes * 60 + max(x.n) AS seconds
+  FROM open_minutes AS o
+  CROSS JOIN UNNEST(sequence(0, 59)) AS x (n)
+  WHERE o.began + o.hours * INTERVAL '1' HOUR + o.minutes * INTERVAL '1' MINUTE + x.n * INTERVAL '1' SECOND
+    <= from_iso8601_timestamp(:end)
+  GROUP BY o.instance_id, o.began, o.hours, o.minutes
+),
+running AS (
+  SELECT instance_id, date_diff('second', began, ended) AS seconds
+  FROM sessions
+  WHERE running = 1 AND ended IS NOT NULL
+  UNION ALL
+  SELECT instance_id, seconds
+  FROM open_seconds
 )
 SELECT
   l.creator,
   l.instance_type,
   l.account,
   count(DISTINCT l.instance_id) AS instances,
-  round(sum(date_diff('second', s.began, s.ended)) / 3600.0, 3) AS instance_hours
+  round(sum(r.seconds) / 3600.0, 3) AS instance_hours
 FROM launches AS l
-JOIN sessions AS s ON s.instance_id = l.instance_id AND s.running = 1
+JOIN running AS r ON r.instance_id = l.instance_id
 GROUP BY l.creator, l.instance_type, l.account
 ORDER BY instance_hours DESC, l.creator, l.instance_type

@@ -15,7 +15,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from governor.adapters.athena import DATA_ACTIONS, IAM_ACTIONS
-from governor.audit.queries import list_queries
+from governor.audit.queries import console_form, list_queries
 from governor.audit.schema import PARTITION_KEYS, REGIONS, TABLE_NAME, hive_columns
 from governor.policy import Policy
 from infra.constructs.function import GovernorFunction
@@ -99,8 +99,9 @@ class AuditLake(Construct):
                     abort_incomplete_multipart_upload_after=Duration.days(1),
                 )
             ],
-            removal_policy=RemovalPolicy.DESTROY,
-            auto_delete_objects=False,
+            # Retained like every other bucket: `cdk destroy` cannot delete a bucket holding results, and
+            # auto-deleting would add a custom-resource function with rights to empty it (docs/deploy.md).
+            removal_policy=RemovalPolicy.RETAIN,
         )
 
         self.database = glue.CfnDatabase(
@@ -149,7 +150,7 @@ class AuditLake(Construct):
                 name=spec.name,
                 description=(spec.purpose + (f" (CIS {spec.cis})" if spec.cis else ""))[:1024],
                 database=self.database_name,
-                query_string=spec.sql,
+                query_string=console_form(spec.sql),
                 work_group=self.workgroup_name,
             )
             named.node.add_dependency(self.workgroup)

@@ -31,7 +31,8 @@ class Dashboard(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, stack_name: str) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.name = f"{stack_name}-fleet"
+        # Dashboard names are global to the account: the region keeps regional stacks apart.
+        self.name = f"{stack_name}-fleet-{stack.region}"
         five = Duration.minutes(5)
         self.dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=self.name, default_interval=Duration.days(1)

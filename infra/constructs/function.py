@@ -122,6 +122,7 @@ class GovernorFunction(Construct):
             timeout=timeout,
             memory_size=memory_mb,
             reserved_concurrent_executions=reserved_concurrency,
+            environment_encryption=shared.key,  # the policy and resource names, encrypted with the project key
             tracing=lambda_.Tracing.ACTIVE,
             logging_format=lambda_.LoggingFormat.JSON,
             log_group=self.log_group,

@@ -73,23 +73,23 @@ class IdleReclamation(Construct):
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         gpu_types: dict[str, object] = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}
         function.add_statement(["ec2:StopInstances", "ec2:TerminateInstances"], [instances], gpu_types)
-        function.add_statement(
-            ["ec2:CreateTags", "ec2:DeleteTags"],
-            [instances],
-            {
-                "ForAllValues:StringLike": {"aws:TagKeys": ["governor:*"]},
-                "Null": {"aws:TagKeys": "false"},
-                **gpu_types,
-            },
-        )
+        governor_keys: dict[str, object] = {
+            "ForAllValues:StringLike": {"aws:TagKeys": ["governor:*"]},
+            "Null": {"aws:TagKeys": "false"},
+        }
+        function.add_statement(["ec2:CreateTags"], [instances], {**governor_keys, **gpu_types})
+        # DeleteTags does not support ec2:InstanceType (Service Authorization Reference): with it the condition is
+        # false and every call is denied, so the idle-since mark could never be cleared. Keys alone bound it.
+        function.add_statement(["ec2:DeleteTags"], [instances], governor_keys)
         document = stack.format_arn(service="ssm", account="", resource="document", resource_name=RUN_COMMAND_DOCUMENT)
         function.add_statement(["ssm:SendCommand"], [document, instances])
         acknowledge(
             function.role,
             "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
             "instance/*]",
-            "GPU instances are launched at run time, so their ids are unknown at deploy time. Stop/Terminate and tag "
-            "writes carry an ec2:InstanceType condition limited to the GPU families; tags only governor:* keys; "
+            "GPU instances are launched at run time, so their ids are unknown at deploy time. Stop/Terminate and "
+            "CreateTags carry an ec2:InstanceType condition limited to the GPU families; tag writes and deletions "
+            "only governor:* keys (DeleteTags supports no ec2:InstanceType condition); "
             "SendCommand only with the AWS-RunShellScript document.",
         )
         self.agent_parameter = ssm.StringParameter(

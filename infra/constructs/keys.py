@@ -68,9 +68,12 @@ class KeysEnforcer(Construct):
             events.EventPattern(
                 source=sorted(EVENT_SOURCES),
                 detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                detail={"eventName": sorted({name for names in EVENT_SOURCES.values() for name in names})},
+                detail={
+                    "eventName": sorted({name for names in EVENT_SOURCES.values() for name in names}),
+                    "errorCode": [{"exists": False}],  # a refused call changed nothing
+                },
             ),
-            "KMS, IAM (us-east-1 only) and Secrets Manager calls that change rotation or credentials",
+            "Successful KMS, IAM (us-east-1 only) and Secrets Manager calls that change rotation or credentials",
         )
 
         key_arns = stack.format_arn(service="kms", resource="key", resource_name="*")

@@ -22,9 +22,10 @@ from infra.settings import Settings
 DECLARED = ec2.IAM_ACTIONS | security_groups.IAM_ACTIONS | network_addresses.IAM_ACTIONS
 DESCRIBE = sorted(action for action in DECLARED if action.startswith("ec2:Describe"))
 # action -> the EC2 resource types (in this account and region) it may touch
+# (the resource types the Service Authorization Reference lists for each action; tests/infra/sar.py checks them)
 SCOPED = {
-    "ec2:RevokeSecurityGroupIngress": ("security-group", "security-group-rule"),
-    "ec2:DisassociateAddress": ("elastic-ip", "network-interface", "instance"),
+    "ec2:RevokeSecurityGroupIngress": ("security-group",),
+    "ec2:DisassociateAddress": ("elastic-ip", "network-interface"),
     "ec2:ModifyNetworkInterfaceAttribute": ("network-interface", "instance"),
 }
 
@@ -60,7 +61,12 @@ class NetworkEnforcer(Construct):
             events.EventPattern(
                 source=["aws.ec2"],
                 detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                detail={"eventSource": ["ec2.amazonaws.com"], "eventName": sorted(EVENT_NAMES)},
+                # A call with an errorCode changed nothing: it must not invoke (and bill) the function.
+                detail={
+                    "eventSource": ["ec2.amazonaws.com"],
+                    "eventName": sorted(EVENT_NAMES),
+                    "errorCode": [{"exists": False}],
+                },
             ),
             "EC2 calls that open ingress rules or give instances public addresses: " + ", ".join(EVENT_NAMES),
         )
@@ -78,14 +84,13 @@ class NetworkEnforcer(Construct):
         reasons = {
             "security-group": "Any security group in this account and region may be opened after deploy; the only "
             "action on it is RevokeSecurityGroupIngress (never Authorize or Delete).",
-            "security-group-rule": "Rules are revoked by their sgr- id, known only at run time; revoke only.",
             "elastic-ip": "Any Elastic IP in this account and region may be attached to a GPU instance; the only "
             "action is DisassociateAddress (the allocation is never released).",
             "network-interface": "Interfaces of GPU instances are created at run time; only DisassociateAddress and "
             "ModifyNetworkInterfaceAttribute (AssociatePublicIpAddress=false; no security-group resource is granted, "
             "so groups cannot be swapped).",
             "instance": "Instances are launched at run time; the instance ARN is in the request context of "
-            "DisassociateAddress and ModifyNetworkInterfaceAttribute only; no instance action is granted.",
+            "ModifyNetworkInterfaceAttribute only; no instance action is granted.",
         }
         for action, types in SCOPED.items():
             function.add_statement(

@@ -65,7 +65,8 @@ class OperatorRoles(Construct):
         self.gpu_admin = iam.Role(
             self,
             "GpuAdmin",
-            role_name=f"{stack.stack_name}-gpu-admin",
+            # IAM is global: the region keeps the names of the stacks in other regions apart.
+            role_name=f"{stack.stack_name}-gpu-admin-{stack.region}",
             assumed_by=principal,
             max_session_duration=Duration.hours(4),
             description="GPU Fleet Governor gpu-admin: GPU instance scheduling, governor:* tags, ledger and reports",
@@ -73,7 +74,7 @@ class OperatorRoles(Construct):
         self.auditor = iam.Role(
             self,
             "Auditor",
-            role_name=f"{stack.stack_name}-auditor",
+            role_name=f"{stack.stack_name}-auditor-{stack.region}",
             assumed_by=principal,
             max_session_duration=Duration.hours(4),
             description="GPU Fleet Governor auditor: read-only reports, ledger and audit-lake queries",
@@ -83,16 +84,19 @@ class OperatorRoles(Construct):
         self.gpu_admin.add_to_policy(
             iam.PolicyStatement(actions=list(SCHEDULING_ACTIONS), resources=[instances], conditions=gpu_only)
         )
+        governor_keys = {
+            "ForAllValues:StringLike": {"aws:TagKeys": [GOVERNOR_TAG_KEYS]},
+            "Null": {"aws:TagKeys": "false"},
+        }
         self.gpu_admin.add_to_policy(
             iam.PolicyStatement(
-                actions=list(TAG_ACTIONS),
-                resources=[instances],
-                conditions={
-                    **gpu_only,
-                    "ForAllValues:StringLike": {"aws:TagKeys": [GOVERNOR_TAG_KEYS]},
-                    "Null": {"aws:TagKeys": "false"},
-                },
+                actions=["ec2:CreateTags"], resources=[instances], conditions={**gpu_only, **governor_keys}
             )
+        )
+        # ec2:DeleteTags does not support ec2:InstanceType; with it the statement never matches and no snooze could
+        # ever be removed. The governor:* key condition alone bounds it.
+        self.gpu_admin.add_to_policy(
+            iam.PolicyStatement(actions=["ec2:DeleteTags"], resources=[instances], conditions=governor_keys)
         )
         self.gpu_admin.add_to_policy(iam.PolicyStatement(actions=list(EC2_READS), resources=["*"]))
         acknowledge(
@@ -105,8 +109,9 @@ class OperatorRoles(Construct):
             self.gpu_admin,
             "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
             "instance/*]",
-            "Instances are launched after deployment; start/stop/reboot and tagging are limited to GPU instance "
-            "types by the ec2:InstanceType condition, and tagging to governor:* keys by aws:TagKeys.",
+            "Instances are launched after deployment; start/stop/reboot and CreateTags are limited to GPU "
+            "instance types by the ec2:InstanceType condition (DeleteTags does not support it), and tag writes and "
+            "deletions to governor:* keys by aws:TagKeys.",
         )
         for role in (self.gpu_admin, self.auditor):
             self._read_ledger(role)

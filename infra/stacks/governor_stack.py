@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Environment, Stack
+from aws_cdk import CfnOutput, Environment, Stack
 from constructs import Construct
 
 from governor.policy import Policy
@@ -33,7 +33,12 @@ class GovernorStack(Stack):
         self.shared = SharedResources(self, "Shared", policy=policy, bus_name=settings.bus_name)
         self.functions: dict[str, GovernorFunction] = {}
         # Capabilities, one construct each; every construct registers its functions in self.functions.
-        self.audit = AuditLake(self, "Audit", policy=policy, settings=settings, shared=self.shared)
+        # The trail is multi-region, so only the audit region's stack holds it (and the lake and reports over it).
+        self.audit = (
+            AuditLake(self, "Audit", policy=policy, settings=settings, shared=self.shared)
+            if settings.holds_audit
+            else None
+        )
         Lifecycle(self, "Lifecycle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         KeysEnforcer(self, "Keys", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         Spot(self, "Spot", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
@@ -49,3 +54,27 @@ class GovernorStack(Stack):
             audit=self.audit,
         )
         OperatorRoles(self, "Operators", shared=self.shared, policy=policy)  # last: it grants on what exists
+        self._outputs()
+
+    def _outputs(self) -> None:
+        """What an operator needs after the deploy: where alarms go, and the table ``governor ledger export`` reads."""
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.shared.alerts.topic_arn,
+            description="SNS topic every governor alarm publishes to: subscribe your on-call email or chat here",
+        )
+        CfnOutput(
+            self,
+            "LedgerTableName",
+            value=self.shared.ledger.table_name,
+            description="Decision ledger (governor ledger export --table <this>)",
+        )
+        CfnOutput(self, "GovernorBusName", value=self.shared.bus.event_bus_name, description="Findings event bus")
+        if self.audit is not None:
+            CfnOutput(
+                self,
+                "AuditWorkGroup",
+                value=self.audit.workgroup_name,
+                description="Athena workgroup holding the named audit queries",
+            )

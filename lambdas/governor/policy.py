@@ -145,7 +145,8 @@ class SpotPolicy(_Model):
     replacement: Literal["none", "spot", "on-demand"] = "none"
     fallback_instance_types: list[str] = Field(default_factory=list)
     fallback_zones: list[str] = Field(default_factory=list)
-    reserved_concurrency: int = Field(5, ge=1, le=100)
+    # Opt-in: reserving fails the deploy unless the account keeps 100 unreserved (new accounts may have 10 in all).
+    reserved_concurrency: int | None = Field(None, ge=1, le=100)
     checkpoint_bucket: CheckpointBucketPolicy = Field(default_factory=CheckpointBucketPolicy)
     exemptions: Exemptions = Field(default_factory=Exemptions)
 

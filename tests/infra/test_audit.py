@@ -9,7 +9,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from governor.audit.engine import LocalLake, table_columns
-from governor.audit.queries import list_queries
+from governor.audit.queries import console_form, list_queries
 from governor.policy import Policy
 from tests.infra.conftest import Synth
 
@@ -158,7 +158,7 @@ def test_every_query_file_is_a_named_query_with_its_sql(synth: Synth) -> None:
     specs = list_queries()
     assert set(named) == {spec.name for spec in specs}
     for spec in specs:
-        assert named[spec.name]["QueryString"] == spec.sql
+        assert named[spec.name]["QueryString"] == console_form(spec.sql)  # ? parameters: runnable in the console
         assert named[spec.name]["Database"] == "gpufleetgovernor_audit"
 
 

@@ -76,7 +76,10 @@ def test_daily_schedule_and_cloudtrail_rule(synth: Synth) -> None:
     ]
     assert rules == [
         {
-            "detail": {"eventName": sorted({n for names in EVENT_SOURCES.values() for n in names})},
+            "detail": {
+                "eventName": sorted({n for names in EVENT_SOURCES.values() for n in names}),
+                "errorCode": [{"exists": False}],
+            },
             "detail-type": ["AWS API Call via CloudTrail"],
             "source": ["aws.iam", "aws.kms", "aws.secretsmanager"],
         }

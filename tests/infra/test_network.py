@@ -46,7 +46,11 @@ def test_cloudtrail_rule_routes_the_six_calls_and_the_sweep_is_daily(synth: Synt
     ]
     assert rules == [
         {
-            "detail": {"eventName": sorted(EVENT_NAMES), "eventSource": ["ec2.amazonaws.com"]},
+            "detail": {
+                "errorCode": [{"exists": False}],
+                "eventName": sorted(EVENT_NAMES),
+                "eventSource": ["ec2.amazonaws.com"],
+            },
             "detail-type": ["AWS API Call via CloudTrail"],
             "source": ["aws.ec2"],
         }
@@ -79,7 +83,6 @@ def test_role_grants_exactly_what_the_code_declares(synth: Synth) -> None:
 def test_role_revokes_and_removes_addresses_only_in_this_account(synth: Synth) -> None:
     role = _role(synth)
     assert role.allows("ec2:RevokeSecurityGroupIngress", f"{ARN}:security-group/sg-0a1b2c3d")
-    assert role.allows("ec2:RevokeSecurityGroupIngress", f"{ARN}:security-group-rule/sgr-0a1b2c3d")
     assert not role.allows("ec2:RevokeSecurityGroupIngress", f"{OTHER_ACCOUNT}:security-group/sg-0a1b2c3d")
     assert role.allows("ec2:DisassociateAddress", f"{ARN}:elastic-ip/eipalloc-0a1b")
     assert role.allows("ec2:ModifyNetworkInterfaceAttribute", f"{ARN}:network-interface/eni-0a1b")

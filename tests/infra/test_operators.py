@@ -51,7 +51,8 @@ def test_roles_are_named_and_assumable_only_from_this_account(synth: Synth) -> N
     operators = _one(synth, OperatorRoles)
     for role, name in ((operators.gpu_admin, "gpu-admin"), (operators.auditor, "auditor")):
         props = synth.json["Resources"][_logical_id(role)]["Properties"]
-        assert props["RoleName"] == f"{synth.stack.stack_name}-{name}"
+        # IAM names are global: the region keeps a second region's stack from colliding
+        assert props["RoleName"] == {"Fn::Join": ["", [f"{synth.stack.stack_name}-{name}-", {"Ref": "AWS::Region"}]]}
         (trust,) = props["AssumeRolePolicyDocument"]["Statement"]
         principal = trust["Principal"]["AWS"]["Fn::Join"][1]
         assert {"Ref": "AWS::AccountId"} in principal and ":root" in principal

@@ -56,10 +56,11 @@ def rule_targeting(synth: Synth, function_id: str, detail_type: str) -> dict[str
     raise AssertionError(f"no rule sends {detail_type} to the spot function")
 
 
-def test_spot_function_has_reserved_concurrency_and_its_own_dlq(synth: Synth) -> None:
+def test_spot_function_reserves_no_concurrency_by_default_and_has_its_own_dlq(synth: Synth) -> None:
+    """Reserving fails the deploy unless the account keeps 100 unreserved executions: opt-in only."""
     _, function = spot_function(synth)
     props = function["Properties"]
-    assert props["ReservedConcurrentExecutions"] == 5
+    assert "ReservedConcurrentExecutions" not in props
     assert props["Timeout"] == 120
     policy = json.loads(props["Environment"]["Variables"]["GOVERNOR_POLICY"])
     assert set(policy) == {"fleet", "ledger", "spot"}

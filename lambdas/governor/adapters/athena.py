@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from governor.adapters.aws import client
-from governor.audit.queries import iso, parse_time, to_positional
+from governor.audit.queries import iso, parse_time, positional
 
 IAM_ACTIONS = frozenset(
     {
@@ -151,7 +151,7 @@ class AthenaQueries:
 
     def run(self, name: str, sql: str, parameters: dict[str, Any]) -> AthenaResult:
         """Start ``sql`` with its ``:name`` parameters as execution parameters, wait for it, read every row."""
-        statement, names = to_positional(sql)
+        statement, names = positional(sql)
         try:
             values = [f"'{iso(parse_time(parameters[p]))}'" for p in names]
         except KeyError as missing:

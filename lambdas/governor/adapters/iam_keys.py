@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from governor.adapters.aws import client
+from governor.adapters.aws import client, refused_reads
 from governor.domain.keys import AccessKey, Outcome
 
 IAM_ACTIONS = frozenset(
@@ -59,6 +59,10 @@ class IamAccessKeys:
 
     def credential_report(self) -> str:
         """The account's credential report as CSV text (every user and both key slots in one read)."""
+        with refused_reads("iam:credential-report"):
+            return self._credential_report()
+
+    def _credential_report(self) -> str:
         for attempt in range(self._attempts):
             self.calls += 2
             self._iam.generate_credential_report()
@@ -75,6 +79,10 @@ class IamAccessKeys:
 
     def user_keys(self, user: str) -> list[AccessKey]:
         """Re-read one user's keys with their last use and the user's tags (for the owner and exemptions)."""
+        with refused_reads(user):
+            return self._user_keys(user)
+
+    def _user_keys(self, user: str) -> list[AccessKey]:
         self.calls += 1
         try:
             listed = self._iam.list_access_keys(UserName=user).get("AccessKeyMetadata", [])

@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from governor.adapters.aws import client
+from governor.adapters.aws import client, refused_reads
 from governor.domain.keys import KmsKey, Outcome
 
 IAM_ACTIONS = frozenset(
@@ -53,13 +53,18 @@ class KmsKeys:
 
     def key_ids(self) -> list[str]:
         ids: list[str] = []
-        for page in self._kms.get_paginator("list_keys").paginate(PaginationConfig={"PageSize": 1000}):
-            self.calls += 1
-            ids.extend(k["KeyId"] for k in page.get("Keys", []))
+        with refused_reads("kms:ListKeys"):
+            for page in self._kms.get_paginator("list_keys").paginate(PaginationConfig={"PageSize": 1000}):
+                self.calls += 1
+                ids.extend(k["KeyId"] for k in page.get("Keys", []))
         return ids
 
     def key(self, key_id: str) -> KmsKey | None:
-        """Re-read one key; None when it no longer exists. Reads the rotation period when AWS reports it."""
+        """Re-read one key; None when it no longer exists; ``ReadRefused`` when its key policy shuts the role out."""
+        with refused_reads(key_id):
+            return self._key(key_id)
+
+    def _key(self, key_id: str) -> KmsKey | None:
         self.calls += 1
         try:
             meta = self._kms.describe_key(KeyId=key_id)["KeyMetadata"]
@@ -114,9 +119,10 @@ class KmsKeys:
 
     def tags(self, key_id: str) -> dict[str, str]:
         tags: dict[str, str] = {}
-        for page in self._kms.get_paginator("list_resource_tags").paginate(KeyId=key_id):
-            self.calls += 1
-            tags.update({t["TagKey"]: t.get("TagValue", "") for t in page.get("Tags", [])})
+        with refused_reads(key_id):
+            for page in self._kms.get_paginator("list_resource_tags").paginate(KeyId=key_id):
+                self.calls += 1
+                tags.update({t["TagKey"]: t.get("TagValue", "") for t in page.get("Tags", [])})
         return tags
 
     def _change(self, call: Any, **kwargs: Any) -> Outcome:

@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from governor.adapters.aws import client
+from governor.adapters.aws import client, refused_reads
 from governor.domain.keys import Outcome, Secret
 
 # RotateSecret also needs lambda:InvokeFunction on the rotation function (AWS checks the caller may invoke it).
@@ -62,15 +62,17 @@ class SecretsRotation:
 
     def secrets(self) -> list[Secret]:
         found: list[Secret] = []
-        for page in self._sm.get_paginator("list_secrets").paginate(PaginationConfig={"PageSize": 100}):
-            self.calls += 1
-            found.extend(to_secret(raw) for raw in page.get("SecretList", []))
+        with refused_reads("secretsmanager:ListSecrets"):
+            for page in self._sm.get_paginator("list_secrets").paginate(PaginationConfig={"PageSize": 100}):
+                self.calls += 1
+                found.extend(to_secret(raw) for raw in page.get("SecretList", []))
         return found
 
     def secret(self, secret_id: str) -> Secret | None:
         self.calls += 1
         try:
-            return to_secret(self._sm.describe_secret(SecretId=secret_id))
+            with refused_reads(secret_id):
+                return to_secret(self._sm.describe_secret(SecretId=secret_id))
         except ClientError as error:
             if error.response["Error"]["Code"] == "ResourceNotFoundException":
                 return None

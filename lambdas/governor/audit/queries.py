@@ -79,6 +79,36 @@ def to_positional(sql: str) -> tuple[str, list[str]]:
     return "".join(pieces), names
 
 
+#: First line of a deployed named query: the order of its ``?`` execution parameters.
+ORDER_LINE = "-- execution parameters, in order: "
+_ORDER = re.compile(r"^-- execution parameters, in order: (.*)$", re.MULTILINE)
+
+
+def console_form(sql: str) -> str:
+    """The query as deployed to Athena: ``?`` placeholders (the console prompts for them), their order on top.
+
+    ``:start`` / ``:end`` are our notation; Athena runs only ``?`` execution parameters, so a named query holding
+    ``:start`` could not run in the console as it is.
+    """
+    statement, names = to_positional(sql)
+    if not names:
+        return sql
+    order = ", ".join(f":{name}" for name in names)
+    hint = "-- in the Athena console enter each value quoted, e.g. '2026-01-05T00:00:00Z' (end exclusive)"
+    return f"{ORDER_LINE}{order}\n{hint}\n{statement}"
+
+
+def positional(sql: str) -> tuple[str, list[str]]:
+    """``(statement, parameter names in order)`` for either form: our ``:name`` SQL or a deployed named query."""
+    statement, names = to_positional(sql)
+    if names:
+        return statement, names
+    match = _ORDER.search(sql)
+    if match is None:
+        return sql, []
+    return sql, [part.strip().lstrip(":") for part in match.group(1).split(",") if part.strip()]
+
+
 def parse_query(path: Path) -> QuerySpec:
     """Read one ``.sql`` file and check its header against its body."""
     try:

@@ -27,7 +27,8 @@ Kind = Literal["kms", "access_keys", "secrets"]
 
 KMS_EVENTS = ("CreateKey", "EnableKeyRotation", "DisableKeyRotation", "ScheduleKeyDeletion")
 IAM_EVENTS = ("CreateAccessKey", "UpdateAccessKey")
-SECRETS_EVENTS = ("RotateSecret", "UpdateSecret")
+# CreateSecret: a new secret starts without rotation; CancelRotateSecret switches rotation off.
+SECRETS_EVENTS = ("CreateSecret", "RotateSecret", "UpdateSecret", "CancelRotateSecret")
 EVENT_SOURCES: dict[str, tuple[str, ...]] = {
     "aws.kms": KMS_EVENTS,
     "aws.iam": IAM_EVENTS,
@@ -725,12 +726,81 @@ def event_target(record: CloudTrailRecord) -> Target | None:
         return Target("kms", str(key)) if key else None
     if name in IAM_EVENTS:
         access_key = response.get("accessKey") or {}
+        if not params.get("userName") and is_root(record):
+            # Without UserName, IAM acts on the caller: a root caller creates or changes a root access key.
+            return Target("access_keys", ROOT_USER)
         user = params.get("userName") or access_key.get("userName") or record.user_identity.user_name
         return Target("access_keys", str(user)) if user else None
     if name in SECRETS_EVENTS:
-        secret = params.get("secretId") or response.get("aRN") or response.get("arn") or response.get("name")
+        secret = (
+            params.get("secretId")
+            or response.get("aRN")
+            or response.get("arn")
+            or response.get("name")
+            or params.get("name")
+        )
         return Target("secrets", str(secret)) if secret else None
     return None
+
+
+def is_root(record: CloudTrailRecord) -> bool:
+    """The call was made with the account's root credentials (``userIdentity.type`` Root)."""
+    return (record.user_identity.type or "") == "Root"
+
+
+def decide_root_key_event(record: CloudTrailRecord) -> Decision:
+    """A root access key created or switched on: the most critical finding the keys policy knows.
+
+    Decided from the event itself: the credential report lags by up to four hours, and nothing is acted on (the
+    governor cannot deactivate root keys), so the record is the evidence.
+    """
+    params, response = _params(record), _response(record)
+    access_key = response.get("accessKey") or {}
+    key_id = str(access_key.get("accessKeyId") or params.get("accessKeyId") or "")
+    status = str(params.get("status") or access_key.get("status") or "Active")
+    base = Decision(
+        policy=POLICY,
+        verdict="ok",
+        resource=key_id or ROOT_USER,
+        evidence={"user": ROOT_USER, "key_id": key_id or None, "event": record.event_name, "status": status},
+    )
+    if record.event_name == "UpdateAccessKey" and status != "Active":
+        return base.model_copy(update={"reasons": [f"a root access key was set {status}"]})
+    verb = "created" if record.event_name == "CreateAccessKey" else "set Active"
+    return base.model_copy(
+        update={
+            "verdict": "act",
+            "severity": "critical",
+            "rule": "keys.access_key.root",
+            "actions": [Action(type="notify", enforced=False)],
+            "reasons": [
+                f"a root user access key was {verb} ({key_id or 'id not in the event'}); the governor cannot "
+                "deactivate root keys: delete it and use roles"
+            ],
+            "evidence": {**base.evidence, "title": f"A root user access key was {verb}"},
+        }
+    )
+
+
+def decide_unreadable(kind: str, resource: str, code: str, message: str) -> Decision:
+    """A resource the governor may not read (a KMS key whose key policy does not delegate to IAM, an SCP): the
+    sweep goes on with the others, and the owner is told the resource is not governed until access is granted."""
+    what = {"kms": "KMS key", "access_keys": "IAM access keys", "secrets": "secret"}.get(kind, kind)
+    hint = (
+        "; add the keys function's role to the key policy, or exempt the key"
+        if kind == "kms"
+        else "; grant the keys function's role read access"
+    )
+    return Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=resource,
+        severity="warning",
+        rule="keys.unreadable",
+        actions=[Action(type="notify", enforced=False)],
+        reasons=[f"{code}: the governor may not read this {what}, so its rotation is not checked{hint}"],
+        evidence={"kind": kind, "error_code": code, "message": message[:500], "title": f"{what} {resource}: {code}"},
+    )
 
 
 def _ignored_failed(record: CloudTrailRecord, resource: str) -> Decision:
@@ -838,6 +908,8 @@ def _explain_iam(record: CloudTrailRecord, policy: Policy) -> Decision:
     user = target.resource_id if target else "unknown"
     params, response = _params(record), _response(record)
     keys = policy.keys
+    if user == ROOT_USER:
+        return decide_root_key_event(record)
     if record.event_name == "CreateAccessKey":
         access_key = response.get("accessKey") or {}
         return Decision(
@@ -907,6 +979,19 @@ def _explain_secret(record: CloudTrailRecord, policy: Policy) -> Decision:
             resource=resource,
             reasons=[f"rotation rules {rules} could not be read from the event"],
             assumptions=[read],
+        )
+    if record.event_name in ("CancelRotateSecret", "CreateSecret"):
+        cancelled = record.event_name == "CancelRotateSecret"
+        started = "rotation was switched off" if cancelled else "a new secret has no rotation"
+        return Decision(
+            policy=POLICY,
+            verdict="act",
+            resource=resource,
+            actions=[Action(type="notify", enforced=False)],
+            reasons=[f"{started}; policy requires rotation at least every {limit} days"],
+            assumptions=[read + " (a schedule set since is seen; with a rotation function, the schedule is set)"],
+            severity="warning",
+            rule="keys.secret.no_rotation",
         )
     what = "rotation started with the stored schedule" if record.event_name == "RotateSecret" else "secret updated"
     return Decision(policy=POLICY, verdict="ok", resource=resource, reasons=[what], assumptions=[read])

@@ -35,5 +35,15 @@ class DeadLetters(Protocol):
     def send(self, event: Any, reason: str) -> None: ...
 
 
+class ReadRefused(Exception):
+    """AWS refused to let the governor read a resource (AccessDenied): one resource is ungoverned, not the run."""
+
+    def __init__(self, resource: str, code: str, message: str = "") -> None:
+        super().__init__(f"{resource}: {code} {message}".strip())
+        self.resource = resource
+        self.code = code
+        self.message = message
+
+
 class Clock(Protocol):
     def now(self) -> dt.datetime: ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -28,14 +28,16 @@ from governor.domain.keys import (
     decide_access_key,
     decide_failed_call,
     decide_kms_key,
+    decide_root_key_event,
     decide_secret,
+    decide_unreadable,
     event_target,
     failure_finding,
     finding_for,
     parse_credential_report,
     with_tags,
 )
-from governor.domain.ports import Clock
+from governor.domain.ports import Clock, ReadRefused
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
     CloudTrailEvent,
@@ -135,7 +137,21 @@ class KeysRun:
         self.decisions = 0
         self.acted = 0
         self.failed = 0
+        self.unreadable = 0
         self._budget_finding = False
+
+    def guarded(self, kind: Kind, read: Callable[[], None]) -> None:
+        """Run one read-decide-act step; a resource AWS will not let us read becomes a finding, not a failed run.
+
+        Without this, the first key whose policy does not delegate to IAM stopped the KMS sweep, so the access-key
+        and secret sweeps never ran and the invocation ended in the DLQ.
+        """
+        try:
+            read()
+        except ReadRefused as refused:
+            self.unreadable += 1
+            logger.warning("read refused", extra={"kind": kind, "resource": refused.resource, "error": refused.code})
+            self.settle(decide_unreadable(kind, refused.resource, refused.code, refused.message), _no_action)
 
     def settle(self, decision: Decision, act: Callable[[Action], Outcome]) -> Decision:
         """Record, queue the finding, then take the enforced actions (the resource was read just before)."""
@@ -223,8 +239,14 @@ class KeysRun:
         self.settle(decision, act)
 
     def sweep_kms(self) -> None:
-        for key_id in self.adapters.kms.key_ids():
-            self.check_kms(key_id)
+        key_ids: list[str] = []
+
+        def listing() -> None:
+            key_ids.extend(self.adapters.kms.key_ids())
+
+        self.guarded("kms", listing)
+        for key_id in key_ids:
+            self.guarded("kms", partial(self.check_kms, key_id))
 
     # IAM access keys ------------------------------------------------------------------------------------------
 
@@ -243,6 +265,9 @@ class KeysRun:
 
     def sweep_access_keys(self) -> None:
         """One credential report for every user; only users with a finding are re-read key by key."""
+        self.guarded("access_keys", self._sweep_access_keys)
+
+    def _sweep_access_keys(self) -> None:
         rows = parse_credential_report(self.adapters.iam.credential_report())
         decided = [(row, decide_access_key(row, self.policy, self.now)) for row in rows]
         flagged = {row.user for row, d in decided if d.verdict == "act" and row.user != ROOT_USER}
@@ -250,7 +275,7 @@ class KeysRun:
             if row.user not in flagged:
                 self.settle(decision, _no_action)
         for user in sorted(flagged):
-            self.check_user(user)
+            self.guarded("access_keys", partial(self.check_user, user))
 
     # Secrets Manager ------------------------------------------------------------------------------------------
 
@@ -270,19 +295,24 @@ class KeysRun:
         self.settle(decision, act)
 
     def sweep_secrets(self) -> None:
-        for secret in self.adapters.secrets.secrets():
+        listed: list[Any] = []
+        self.guarded("secrets", lambda: listed.extend(self.adapters.secrets.secrets()))
+        for secret in listed:
             decision = decide_secret(secret, self.policy, self.now)
             if decision.enforced_actions():
-                self.check_secret(secret.arn)
+                self.guarded("secrets", partial(self.check_secret, secret.arn))
             else:
                 self.settle(decision, _no_action)
 
     # --------------------------------------------------------------------------------------------------------
 
-    def check(self, target: Target) -> None:
-        {"kms": self.check_kms, "access_keys": self.check_user, "secrets": self.check_secret}[target.kind](
-            target.resource_id
-        )
+    def check(self, target: Target, record: CloudTrailRecord | None = None) -> None:
+        """The one resource a CloudTrail call touched; a root access key is judged from the call itself."""
+        if target.kind == "access_keys" and target.resource_id == ROOT_USER and record is not None:
+            self.settle(decide_root_key_event(record), _no_action)
+            return
+        check = {"kms": self.check_kms, "access_keys": self.check_user, "secrets": self.check_secret}[target.kind]
+        self.guarded(target.kind, partial(check, target.resource_id))
 
     def finish(self, **extra: Any) -> dict[str, Any]:
         if self.findings:
@@ -295,6 +325,7 @@ class KeysRun:
             "findings": len(self.findings),
             "actions": self.acted,
             "failed_actions": self.failed,
+            "unreadable": self.unreadable,
             **extra,
         }
 
@@ -318,7 +349,7 @@ def _process(
         run.settle(failed, _no_action)
         return run.finish(trigger=trigger.record.event_name)
     assert trigger.target is not None
-    run.check(trigger.target)
+    run.check(trigger.target, trigger.record)
     return run.finish(trigger=trigger.record.event_name, resource=trigger.target.resource_id)
 
 

@@ -42,6 +42,31 @@ SCHEDULE_SOURCE = "aws.scheduler"
 LEDGER_KINDS = ("decision", "session", "interruption")
 LEDGER_LOOKBACK = dt.timedelta(days=35)
 CHART_CID = "fleet-utilisation-chart"
+#: Seconds kept after the queries for the ledger, the chart, rendering, the archive and delivery.
+RESERVE_SECONDS = 90.0
+#: A query is started only with at least this much of the budget left (Athena needs a few seconds to plan).
+MIN_QUERY_SECONDS = 15.0
+
+
+class Deadline:
+    """The report's overall time budget: the invocation's remaining time less what rendering and delivery need.
+
+    Twenty queries, each allowed minutes, do not fit one Lambda timeout; without a budget a slow run timed out,
+    was retried and ended in the DLQ with no report. With it, the queries that do not fit are reported as not run.
+    """
+
+    def __init__(self, context: Any = None, reserve_seconds: float = RESERVE_SECONDS) -> None:
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        self._remaining_ms = remaining if callable(remaining) else None
+        # A short invocation (the demo's, a test's) keeps a quarter of its time rather than the full reserve.
+        total = float(remaining()) / 1000.0 if callable(remaining) else 0.0
+        self.reserve_seconds = min(reserve_seconds, total / 4) if total else reserve_seconds
+
+    def left(self) -> float | None:
+        """Seconds left for queries; None when there is no deadline (local runs, tests without a context)."""
+        if self._remaining_ms is None:
+            return None
+        return float(self._remaining_ms()) / 1000.0 - self.reserve_seconds
 
 
 class ReportDetail(BaseModel):
@@ -86,9 +111,20 @@ class ReportEnvironment(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     bucket: str = Field(alias="REPORTS_BUCKET")
-    workgroup: str = Field(alias="ATHENA_WORKGROUP")
-    database: str = Field(alias="ATHENA_DATABASE")
+    # Absent in a regional stack: the audit lake lives in the audit region (docs/deploy.md), so no queries run here.
+    workgroup: str | None = Field(None, alias="ATHENA_WORKGROUP")
+    database: str | None = Field(None, alias="ATHENA_DATABASE")
     dashboard_url: str | None = Field(None, alias="DASHBOARD_URL")
+
+
+class NoQueries:
+    """The query runner of a stack without the audit lake: the report carries the ledger and the chart only."""
+
+    def named_queries(self) -> dict[str, str]:
+        return {}
+
+    def run(self, name: str, sql: str, parameters: dict[str, Any]) -> Any:
+        raise AssertionError(f"no audit lake in this region: {name} cannot run")
 
 
 @cache
@@ -104,7 +140,9 @@ def _aws(region: str | None, sender: str | None) -> ReportAws:
 
     env = _environment()
     return ReportAws(
-        queries=AthenaQueries(env.workgroup, env.database, region=region),
+        queries=AthenaQueries(env.workgroup, env.database, region=region)
+        if env.workgroup and env.database
+        else NoQueries(),
         chart=CloudWatchChart(region),
         archive=S3Archive(env.bucket, region),
         outbox=AwsOutbox(region, sender),
@@ -123,18 +161,35 @@ def parse(raw: Any) -> ScheduledReport:
 
 
 def run_queries(
-    queries: QueryRunner, start: dt.datetime, end: dt.datetime
+    queries: QueryRunner, start: dt.datetime, end: dt.datetime, deadline: Deadline | None = None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """Every deployed query for [start, end): results in the local engine's shape, and each failure's reason."""
+    """Every deployed query for [start, end): results in the local engine's shape, and each failure's reason.
+
+    Within ``deadline``: no query starts without ``MIN_QUERY_SECONDS`` left, and none may wait past the budget.
+    """
     results: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     parameters = {"start": start.isoformat(), "end": end.isoformat()}
-    for name, sql in sorted(queries.named_queries().items()):
-        outcome = queries.run(name, sql, parameters)
-        if outcome.ok:
-            results[name] = outcome.as_result()
-        else:
-            errors[name] = outcome.problem() or f"query {name} failed"
+    own_timeout = getattr(queries, "timeout_seconds", None)
+    try:
+        for name, sql in sorted(queries.named_queries().items()):
+            left = deadline.left() if deadline is not None else None
+            if left is not None and left < MIN_QUERY_SECONDS:
+                errors[name] = (
+                    f"query {name} not run: the report's time budget was spent (the function's timeout less "
+                    f"{RESERVE_SECONDS:.0f} s for rendering and delivery)"
+                )
+                continue
+            if left is not None and isinstance(own_timeout, int | float):
+                queries.timeout_seconds = min(float(own_timeout), left)  # type: ignore[attr-defined]
+            outcome = queries.run(name, sql, parameters)
+            if outcome.ok:
+                results[name] = outcome.as_result()
+            else:
+                errors[name] = outcome.problem() or f"query {name} failed"
+    finally:
+        if isinstance(own_timeout, int | float):
+            queries.timeout_seconds = own_timeout  # type: ignore[attr-defined]
     return results, errors
 
 
@@ -219,13 +274,17 @@ def produce(
     aws: ReportAws,
     now: dt.datetime,
     dashboard_url: str | None = None,
+    deadline: Deadline | None = None,
 ) -> dict[str, Any]:
-    """Query, read, render, record, archive, then (when enforcing) deliver: a failed delivery never loses a report."""
+    """Query, read, render, record, archive, then (when enforcing) deliver: a failed delivery never loses a report.
+
+    The current period's queries come first; the previous period's (for the trend) only with budget left.
+    """
     kind = parsed.detail.kind
     start, end = period_for(kind, parsed.time or now)
     before_start, before_end = previous_period(start, end)
-    current, errors = run_queries(aws.queries, start, end)
-    previous, _ = run_queries(aws.queries, before_start, before_end)
+    current, errors = run_queries(aws.queries, start, end, deadline)
+    previous, _ = run_queries(aws.queries, before_start, before_end, deadline)
     items = ledger_items(runtime, before_start)
     policy = runtime.policy
     notes = [f"Athena: {reason}" for reason in errors.values()]
@@ -318,7 +377,7 @@ def process(
     ``context`` lets the idempotency record of an invocation that times out expire with it.
     """
     dashboard = os.environ.get("DASHBOARD_URL")
-    return produce(parsed, event, runtime, aws, now, dashboard)
+    return produce(parsed, event, runtime, aws, now, dashboard, Deadline(context))
 
 
 def handle(

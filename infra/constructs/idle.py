@@ -82,6 +82,8 @@ class IdleReclamation(Construct):
                 **gpu_types,
             },
         )
+        if policy.idle.asg_action == "scale_in":
+            self._scale_in_grants(function)
         document = stack.format_arn(service="ssm", account="", resource="document", resource_name=RUN_COMMAND_DOCUMENT)
         function.add_statement(["ssm:SendCommand"], [document, instances])
         acknowledge(
@@ -120,6 +122,33 @@ class IdleReclamation(Construct):
         held.add_alarm_action(cw_actions.SnsAction(shared.alerts))
         functions["idle"] = function
         self.function = function
+
+    def _scale_in_grants(self, function: GovernorFunction) -> None:
+        """Reclaim Auto Scaling group members through their group (a stopped member would just be replaced).
+
+        TerminateInstanceInAutoScalingGroup's resource is the group (Service Authorization Reference: resource type
+        autoScalingGroup, no instance-type condition key); DescribeAutoScalingGroups has no resource-level scope.
+        """
+        stack = Stack.of(self)
+        groups = (
+            f"arn:{stack.partition}:autoscaling:{stack.region}:{stack.account}:autoScalingGroup:*:"
+            "autoScalingGroupName/*"
+        )
+        function.add_unscoped_statement(
+            "GroupReads",
+            ["autoscaling:DescribeAutoScalingGroups"],
+            "DescribeAutoScalingGroups supports no resource-level permissions; it re-reads a group's minimum and "
+            "desired capacity right before scaling it in.",
+        )
+        function.add_statement(["autoscaling:TerminateInstanceInAutoScalingGroup"], [groups])
+        acknowledge(
+            function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:"
+            "<AWS::AccountId>:autoScalingGroup:*:autoScalingGroupName/*]",
+            "Any Auto Scaling group may hold an idle GPU instance; the function scales a group in only by an instance "
+            "its sweep judged idle and re-read, always decrementing the desired capacity and never below the "
+            "group's minimum (checked first, and enforced by EC2 Auto Scaling).",
+        )
 
     def _associations(self, policy: Policy) -> None:
         """Install the agent, then configure it from the parameter, on every instance with the association tag."""

@@ -9,6 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from governor.adapters.autoscaling import AutoScalingGroups
 from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
@@ -23,10 +24,24 @@ from governor.policy import parse_policy
 # (the module is imported at collection, its tests may run minutes later).
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)
 T0 = NOW + dt.timedelta(minutes=5)  # the first sweep, just after moto's launch time (launch grace is 0 here)
-GIB = 1024**3
+GPU_MEMORY_MB = 12_288.0  # what the CloudWatch agent publishes for 12 GiB in use: MB (nvidia-smi's MiB)
 
 
-def _event(at: dt.datetime, event_id: str) -> dict[str, Any]:
+class Clock:
+    """The function's clock. The scheduler delivers each event on time unless a test says otherwise."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+CLOCK = Clock()
+
+
+def _event(at: dt.datetime, event_id: str, *, delivered: dt.datetime | None = None) -> dict[str, Any]:
+    CLOCK.now = delivered or at
     return {
         "version": "0",
         "id": event_id,
@@ -42,7 +57,7 @@ def _event(at: dt.datetime, event_id: str) -> dict[str, Any]:
 
 def _metrics(instance_id: str, util: float, minutes: int = 200, ahead: int = 60) -> None:
     cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
-    for name, value in (("nvidia_smi_utilization_gpu", util), ("nvidia_smi_memory_used", 12 * GIB)):
+    for name, value in (("nvidia_smi_utilization_gpu", util), ("nvidia_smi_memory_used", GPU_MEMORY_MB)):
         data = [
             {
                 "MetricName": name,
@@ -89,12 +104,14 @@ def _runtime(**idle: Any) -> Runtime:
     )
 
 
-def _aws(reader: Ec2Reader | None = None) -> IdleAws:
+def _aws(reader: Ec2Reader | None = None, metrics: CloudWatchMetrics | None = None) -> IdleAws:
     return IdleAws(
         reader or Ec2Reader("us-east-1", wildcard_type_filter=False),  # moto does not match wildcard filters
         Ec2Actions("us-east-1"),
-        CloudWatchMetrics("us-east-1"),
+        metrics or CloudWatchMetrics("us-east-1"),
         SsmCommands("us-east-1"),
+        AutoScalingGroups("us-east-1"),
+        CLOCK,
     )
 
 
@@ -146,19 +163,21 @@ def test_report_only_warns_and_records_but_changes_nothing(fleet: Any) -> None:
     assert second["outcomes"]["acted"] == 1 and not second["done"]
     assert _state(ec2, ids["idle"]) == "running" and IDLE_SINCE_TAG not in _tags(ec2, ids["idle"])
     titles = [f.title for f in runtime.sink.findings]  # type: ignore[attr-defined]
-    assert any("will be stopped" in t for t in titles) and any("(report-only)" in t for t in titles)
+    assert any("would be stopped at" in t and "(report-only)" in t for t in titles)
+    assert any("would be stopped now (report-only)" in t for t in titles)
 
 
-def test_blast_radius_holds_every_action_and_raises_a_critical_finding(fleet: Any) -> None:
+def test_rate_limit_defers_the_action_and_keeps_the_mark(fleet: Any) -> None:
     ec2, ids = fleet
     runtime = _runtime(max_actions_per_sweep=0)
     aws = _aws()
     handle(_event(T0, "sweep-1"), runtime, aws)
     second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
-    assert second["held_back"] == 1 and second["outcomes"]["held"] == 1
+    assert second["deferred"] == 1 and second["outcomes"]["deferred"] == 1 and second["breaker"] == "closed"
     assert _state(ec2, ids["idle"]) == "running"
-    alarm = runtime.sink.findings[-1]  # type: ignore[attr-defined]
-    assert alarm.severity == "critical" and alarm.rule == "idle.blast-radius"
+    assert not any(f.severity == "critical" for f in runtime.sink.findings)  # type: ignore[attr-defined]
+    recorded = [d for _, d in runtime.ledger.decisions if d.resource == ids["idle"]]  # type: ignore[attr-defined]
+    assert recorded[-1].rule == "idle.deferred" and "longest idle first" in recorded[-1].reasons[-1]
     assert runtime.ledger.get_item(MARK_KIND, ids["idle"])["idle_since"]  # the mark survives for the next sweep
 
 

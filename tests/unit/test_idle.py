@@ -14,11 +14,11 @@ from governor.domain.idle import (
     IDLE_SINCE_TAG,
     Mark,
     Series,
+    action_limit,
     assess,
     checkpoint_command,
     decide,
     naive_stop,
-    action_limit,
     reclaim_action,
     sweep,
 )

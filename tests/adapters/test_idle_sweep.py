@@ -339,7 +339,7 @@ def test_metrics_are_re_read_right_before_acting(fleet: Any) -> None:
 
 def test_a_stale_newest_sample_makes_the_instance_unmonitored(fleet: Any) -> None:
     """Agent samples stopped arriving 10 minutes ago (ingestion delay or a new job not yet visible)."""
-    ec2, ids = fleet
+    _ec2, ids = fleet
     runtime = _runtime()
     result = handle(_event(NOW + dt.timedelta(minutes=70), "late-data"), runtime, _aws())
     # metrics were written up to NOW + 60 min: the newest sample is 10 min old, over max_sample_age_minutes 5
@@ -350,7 +350,7 @@ def test_a_stale_newest_sample_makes_the_instance_unmonitored(fleet: Any) -> Non
 
 def test_gpu_memory_is_read_in_mb_through_the_handler(fleet: Any) -> None:
     """A 2 GB <-> 40 GB swing, published in MB as the agent does, is activity: the instance is not idle."""
-    ec2, ids = fleet
+    _ec2, ids = fleet
     _quiet_then(ids["idle"], memory=[2_048.0, 40_960.0])
     result = handle(_event(T0, "sweep-1"), _runtime(), _aws())
     assert result["outcomes"].get("warned", 0) == 0 and result["outcomes"]["busy"] == 2

@@ -74,7 +74,7 @@ def test_an_outage_that_zeroes_every_gpu_at_once_trips_once_and_nothing_is_stopp
     )
     fleet.run(START + dt.timedelta(hours=HOURS))
     assert fleet.acted() == []
-    assert len(fleet.alarms()) == 1 and fleet.alarms()[0] <= OUTAGE + dt.timedelta(minutes=30)  # before any warning
+    assert len(fleet.alarms()) == 1 and fleet.alarms()[0] <= OUTAGE + dt.timedelta(minutes=60)  # before any warning (+90)
     alarm = next(plan.alarm for _, plan in fleet.plans if plan.alarm is not None)
     assert alarm.severity == "critical" and alarm.rule == "idle.circuit-breaker"
     assert alarm.evidence["held_back"] == 20 and "20 of 20" in alarm.reasons[0]
@@ -123,11 +123,11 @@ def test_small_fleets_never_trip_the_breaker() -> None:
 def test_the_operator_re_arms_and_the_held_instances_proceed_without_tripping_again() -> None:
     data = {f"i-{n:02d}": busy_until(OUTAGE) for n in range(6)}
     fleet = Fleet([instance(i) for i in data], data, policy())
-    fleet.run(OUTAGE + dt.timedelta(minutes=30))
+    fleet.run(OUTAGE + dt.timedelta(minutes=60))
     assert fleet.breaker.open and len(fleet.breaker.held) == 6
     fleet.breaker = fleet.breaker.rearmed()  # what `governor idle rearm` writes
     assert not fleet.breaker.open and fleet.breaker.released == frozenset(data)
-    fleet.run(START + dt.timedelta(hours=HOURS), at=OUTAGE + dt.timedelta(minutes=45))
+    fleet.run(START + dt.timedelta(hours=HOURS), at=OUTAGE + dt.timedelta(minutes=75))
     assert sorted(fleet.acted()) == sorted(data) and len(fleet.alarms()) == 1
 
 

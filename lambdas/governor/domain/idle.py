@@ -638,6 +638,16 @@ def action_limit(fleet_size: int, policy: IdlePolicy) -> int:
     return min(policy.max_actions_per_sweep, share)
 
 
+def breaker_quiet_minutes(policy: IdlePolicy, interval: dt.timedelta) -> float:
+    """How long an instance must have been quiet to count as having turned idle, for the breaker.
+
+    Half the warning window (45 min by default), at least one interval: long enough that a sparse inference server
+    between requests or a job's checkpoint pause is not counted, short enough that the breaker trips before anything
+    that turned idle with the anomaly is warned (``window - warning``) or acted on (``window``).
+    """
+    return max(interval.total_seconds() / 60, warning_window_minutes(policy) / 2)
+
+
 def _trip_count(monitored: int, policy: IdlePolicy) -> int:
     """How many instances turning idle together trip the breaker: more than the share, and at least the minimum."""
     over_share = math.floor(policy.breaker_fleet_percent * monitored / 100) + 1
@@ -671,7 +681,7 @@ def _breaker(
     ``idle_now`` are the instances judged idle this sweep; ``onsets`` when the others' quiet stretches began.
 
     It trips when more than ``breaker_fleet_percent`` of the monitored fleet (and at least ``breaker_min_instances``)
-    turned idle within one interval; it then holds those and every instance whose quiet stretch began up to one
+    turned idle within one interval and stayed quiet ``breaker_quiet_minutes``; it then holds those and every instance whose quiet stretch began up to one
     window before them (their whole window overlaps the anomaly). Held instances that are busy again leave the set.
     Once no more than the trip share is still idle the anomaly has cleared; after one more window of fresh data the
     breaker re-arms and the rest are judged like any other instance.
@@ -720,6 +730,7 @@ def sweep(
     idle = policy.idle
     state = breaker or Breaker()
     since = lookback_start(idle, now, interval)
+    quiet_seconds = breaker_quiet_minutes(idle, interval) * 60
     outcomes: list[InstanceOutcome] = []
     onsets: dict[str, float] = {}
     monitored = 0
@@ -733,7 +744,7 @@ def sweep(
             continue
         monitored += 1
         onset = idle_onset(instance_signals, idle, now, since)
-        if onset is not None and now.timestamp() - onset >= interval.total_seconds():
+        if onset is not None and now.timestamp() - onset >= quiet_seconds:
             onsets[instance.id] = onset
     # An operator (or the owner) releases one held instance with the tag; it is then judged like any other.
     by_tag = {o.instance.id for o in outcomes if o.instance.tags.get(IDLE_BREAKER_TAG, "").strip() == "release"}

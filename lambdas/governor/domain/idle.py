@@ -678,13 +678,12 @@ def _breaker(
 ) -> tuple[Breaker, bool, bool]:
     """The breaker after this sweep, whether it tripped now, and whether it re-armed by itself now.
 
-    ``idle_now`` are the instances judged idle this sweep; ``onsets`` when the others' quiet stretches began.
-
-    It trips when more than ``breaker_fleet_percent`` of the monitored fleet (and at least ``breaker_min_instances``)
-    turned idle within one interval and stayed quiet ``breaker_quiet_minutes``; it then holds those and every instance whose quiet stretch began up to one
-    window before them (their whole window overlaps the anomaly). Held instances that are busy again leave the set.
-    Once no more than the trip share is still idle the anomaly has cleared; after one more window of fresh data the
-    breaker re-arms and the rest are judged like any other instance.
+    ``idle_now`` are the instances judged idle this sweep; ``onsets`` when quiet stretches began (only those quiet
+    for ``breaker_quiet_minutes``). It trips when more than ``breaker_fleet_percent`` of the monitored fleet (and at
+    least ``breaker_min_instances``) turned idle within one interval; it then holds those and every instance whose
+    quiet stretch began up to one window before them (their whole window overlaps the anomaly). Held instances that
+    are busy again leave the set. Once fewer than the trip count are still quiet the anomaly has cleared; after one
+    more window of fresh data the breaker re-arms and the rest are judged like any other instance.
     """
     quiet = idle_now | set(onsets)
     released = frozenset(i for i in state.released if i in quiet)

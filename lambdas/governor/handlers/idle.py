@@ -181,7 +181,9 @@ def _destructive(outcome: InstanceOutcome) -> bool:
     return any(a.type in ("checkpoint", "stop", "terminate") for a in outcome.decision.enforced_actions())
 
 
-def recheck_metrics(outcomes: list[InstanceOutcome], runtime: Runtime, aws: IdleAws) -> dict[str, Assessment]:
+def recheck_metrics(
+    outcomes: list[InstanceOutcome], runtime: Runtime, aws: IdleAws, judged_at: dt.datetime
+) -> dict[str, Assessment]:
     """Re-read, in one batched fetch at the clock's time, the metrics of every instance about to be acted on.
 
     A job started minutes ago may not have shown in the sweep's read (CloudWatch ingests with a delay); the action
@@ -191,7 +193,7 @@ def recheck_metrics(outcomes: list[InstanceOutcome], runtime: Runtime, aws: Idle
     if not ids:
         return {}
     idle = runtime.policy.idle
-    now = aws.clock()
+    now = max(aws.clock(), judged_at)
     fresh = aws.metrics.fetch(ids, required_signals(idle), now - dt.timedelta(minutes=idle.window_minutes), now)
     return {i: assess_signals(i, fresh.get(i, {}), idle, now) for i in ids}
 
@@ -320,8 +322,12 @@ def skip_stale(event: GovernorEvent, runtime: Runtime, now: dt.datetime) -> dict
 
 
 def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
-    """List, read, decide at the clock's time, record every verdict, then act within the rate limit and report."""
-    now = aws.clock()
+    """List, read, decide at the clock's time, record every verdict, then act within the rate limit and report.
+
+    A late event is judged now, not at its own time. An event stamped ahead of the clock (clock skew, or the local
+    demo's simulated day) is judged at its own time: with no samples from then, freshness makes it unmonitored.
+    """
+    now = max(aws.clock(), event.time)
     skipped = skip_stale(event, runtime, now)
     if skipped is not None:
         return skipped
@@ -350,7 +356,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     if plan.rearmed is not None:
         runtime.ledger.record(plan.rearmed, event_id=event.id)
         logger.info("idle circuit breaker re-armed")
-    rechecked = recheck_metrics(plan.outcomes, runtime, aws)
+    rechecked = recheck_metrics(plan.outcomes, runtime, aws, now)
     done: dict[str, list[str]] = {}
     for outcome in plan.outcomes:
         instance_id = outcome.instance.id

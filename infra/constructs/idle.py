@@ -113,8 +113,8 @@ class IdleReclamation(Construct):
         ).create_alarm(
             self,
             "HeldBack",
-            alarm_description="governor idle: a sweep would have acted on more instances than the blast radius allows "
-            "and acted on none; check for a metrics outage before raising idle.max_actions_per_sweep",
+            alarm_description="governor idle: the circuit breaker tripped, many GPU instances turned idle together and "
+            "are held; check the CloudWatch agents and GPU drivers, then `governor idle rearm` if they really are idle",
             threshold=1,
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,

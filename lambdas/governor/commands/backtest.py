@@ -1,7 +1,8 @@
 """``governor backtest --metrics FILE.csv``: replay the idle policy over exported metrics before enabling it.
 
-The same decision code as the sweep Lambda runs every ``--interval`` over the file, with the warning period and the
-blast radius applied, and reports each instance's warnings and actions plus the GPU-hours they would have reclaimed.
+The same decision code as the sweep Lambda runs every ``--interval`` over the file, with the warning period, the rate
+limit and the circuit breaker applied, and reports each instance's warnings and actions plus the GPU-hours they would
+have reclaimed.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The real handler (``governor.handlers.idle.run_sweep``) and the real adapters ru
 EC2 and CloudWatch clients that enforce the AWS limits the adapters must respect: DescribeInstances pages of at most
 1,000 instances, GetMetricData at most 500 queries and 100,800 datapoints per call with ``NextToken`` beyond that.
 Metrics come from the synthetic workload generator. Two sweeps run, enforcing, 30 minutes apart: the first warns
-(tags) idle instances, the second acts within the blast radius. Wall time excludes network latency.
+(tags) idle instances, the second acts within the rate limit and defers the rest. Wall time excludes network latency.
 
 ``--moto`` adds a run of 100 instances on moto (in-process AWS emulator) for EC2 and CloudWatch; moto's
 GetMetricData scans every stored datapoint per query, so larger fleets are impractical there.
@@ -155,12 +155,18 @@ def run_fake(size: int) -> list[str]:
     cloudwatch = FakeCloudWatch(workload)
     policy = _policy()
     runtime = Runtime(policy, MemoryLedger(), MemorySink(), MemoryDeadLetters(), region="us-east-1")
+    first = workload.start + dt.timedelta(minutes=150)
+    clock = [first]  # the scheduler delivers each sweep on time: the function's clock reads the event's time
     aws = IdleAws(
-        Ec2Reader(ec2=ec2), Ec2Actions(ec2=ec2), CloudWatchMetrics(cloudwatch=cloudwatch), SsmCommands(ssm=object())
+        Ec2Reader(ec2=ec2),
+        Ec2Actions(ec2=ec2),
+        CloudWatchMetrics(cloudwatch=cloudwatch),
+        SsmCommands(ssm=object()),
+        clock=lambda: clock[0],
     )
     lines = []
-    first = workload.start + dt.timedelta(minutes=150)
     for n, at in enumerate((first, first + dt.timedelta(minutes=30)), start=1):
+        clock[0] = at
         ec2.calls.clear()
         cloudwatch.calls = 0
         began = time.perf_counter()

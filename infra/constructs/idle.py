@@ -81,6 +81,8 @@ class IdleReclamation(Construct):
         # DeleteTags does not support ec2:InstanceType (Service Authorization Reference): with it the condition is
         # false and every call is denied, so the idle-since mark could never be cleared. Keys alone bound it.
         function.add_statement(["ec2:DeleteTags"], [instances], governor_keys)
+        if policy.idle.asg_action == "scale_in":
+            self._scale_in_grants(function)
         document = stack.format_arn(service="ssm", account="", resource="document", resource_name=RUN_COMMAND_DOCUMENT)
         function.add_statement(["ssm:SendCommand"], [document, instances])
         acknowledge(
@@ -111,8 +113,8 @@ class IdleReclamation(Construct):
         ).create_alarm(
             self,
             "HeldBack",
-            alarm_description="governor idle: a sweep would have acted on more instances than the blast radius allows "
-            "and acted on none; check for a metrics outage before raising idle.max_actions_per_sweep",
+            alarm_description="governor idle: the circuit breaker tripped, many GPU instances turned idle together and "
+            "are held; check the CloudWatch agents and GPU drivers, then `governor idle rearm` if they really are idle",
             threshold=1,
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
@@ -120,6 +122,33 @@ class IdleReclamation(Construct):
         held.add_alarm_action(cw_actions.SnsAction(shared.alerts))
         functions["idle"] = function
         self.function = function
+
+    def _scale_in_grants(self, function: GovernorFunction) -> None:
+        """Reclaim Auto Scaling group members through their group (a stopped member would just be replaced).
+
+        TerminateInstanceInAutoScalingGroup's resource is the group (Service Authorization Reference: resource type
+        autoScalingGroup, no instance-type condition key); DescribeAutoScalingGroups has no resource-level scope.
+        """
+        stack = Stack.of(self)
+        groups = (
+            f"arn:{stack.partition}:autoscaling:{stack.region}:{stack.account}:autoScalingGroup:*:"
+            "autoScalingGroupName/*"
+        )
+        function.add_unscoped_statement(
+            "GroupReads",
+            ["autoscaling:DescribeAutoScalingGroups"],
+            "DescribeAutoScalingGroups supports no resource-level permissions; it re-reads a group's minimum and "
+            "desired capacity right before scaling it in.",
+        )
+        function.add_statement(["autoscaling:TerminateInstanceInAutoScalingGroup"], [groups])
+        acknowledge(
+            function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:"
+            "<AWS::AccountId>:autoScalingGroup:*:autoScalingGroupName/*]",
+            "Any Auto Scaling group may hold an idle GPU instance; the function scales a group in only by an instance "
+            "its sweep judged idle and re-read, always decrementing the desired capacity and never below the "
+            "group's minimum (checked first, and enforced by EC2 Auto Scaling).",
+        )
 
     def _associations(self, policy: Policy) -> None:
         """Install the agent, then configure it from the parameter, on every instance with the association tag."""

@@ -108,7 +108,10 @@ class IdlePolicy(_Model):
     schedule: str = "rate(15 minutes)"
     window_minutes: int = Field(120, ge=15, le=24 * 60)
     gpu_utilization_threshold: float = Field(5.0, gt=0, le=100)
-    memory_change_tolerance_mib: float = Field(256.0, ge=0)
+    # None: GPU memory is not a required signal (for agents that export utilisation only).
+    memory_change_tolerance_mib: float | None = Field(256.0, ge=0, le=1024 * 1024)
+    # The unit the metric source publishes GPU memory in; the CloudWatch agent's nvidia_smi plugin publishes MB (MiB).
+    gpu_memory_unit: Literal["MB", "MiB", "bytes"] = "MB"
     cpu_utilization_threshold: float | None = Field(None, gt=0, le=100)
     network_bytes_threshold: float | None = Field(None, gt=0)
     min_samples_fraction: float = Field(0.8, gt=0, le=1)
@@ -120,6 +123,15 @@ class IdlePolicy(_Model):
     checkpoint_timeout_seconds: int = Field(300, ge=30, le=3600)
     max_actions_per_sweep: int = Field(10, ge=0)
     max_fleet_percent: float = Field(20.0, ge=0, le=100)
+    # The newest GPU sample must be at most this old when judged and again right before acting, else unmonitored.
+    max_sample_age_minutes: int = Field(5, ge=1, le=60)
+    # Circuit breaker: more than this share of the monitored fleet turning idle within one sweep interval (and at
+    # least breaker_min_instances of them) is a correlated anomaly (agent or driver failure): hold those instances.
+    breaker_fleet_percent: float = Field(25.0, gt=0, le=100)
+    breaker_min_instances: int = Field(5, ge=2, le=10_000)
+    # Instances of an Auto Scaling group: reclaimed through the group (desired capacity decremented, never below
+    # its minimum) or reported only. EKS and Karpenter nodes are always reported only.
+    asg_action: Literal["scale_in", "report"] = "scale_in"
     cloudwatch_agent_association: bool = False
     association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})
     exemptions: Exemptions = Field(default_factory=Exemptions)

@@ -9,6 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from governor.adapters.autoscaling import AutoScalingGroups
 from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
@@ -23,10 +24,24 @@ from governor.policy import parse_policy
 # (the module is imported at collection, its tests may run minutes later).
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)
 T0 = NOW + dt.timedelta(minutes=5)  # the first sweep, just after moto's launch time (launch grace is 0 here)
-GIB = 1024**3
+GPU_MEMORY_MB = 12_288.0  # what the CloudWatch agent publishes for 12 GiB in use: MB (nvidia-smi's MiB)
 
 
-def _event(at: dt.datetime, event_id: str) -> dict[str, Any]:
+class Clock:
+    """The function's clock. The scheduler delivers each event on time unless a test says otherwise."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+CLOCK = Clock()
+
+
+def _event(at: dt.datetime, event_id: str, *, delivered: dt.datetime | None = None) -> dict[str, Any]:
+    CLOCK.now = delivered or at
     return {
         "version": "0",
         "id": event_id,
@@ -42,7 +57,7 @@ def _event(at: dt.datetime, event_id: str) -> dict[str, Any]:
 
 def _metrics(instance_id: str, util: float, minutes: int = 200, ahead: int = 60) -> None:
     cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
-    for name, value in (("nvidia_smi_utilization_gpu", util), ("nvidia_smi_memory_used", 12 * GIB)):
+    for name, value in (("nvidia_smi_utilization_gpu", util), ("nvidia_smi_memory_used", GPU_MEMORY_MB)):
         data = [
             {
                 "MetricName": name,
@@ -89,12 +104,14 @@ def _runtime(**idle: Any) -> Runtime:
     )
 
 
-def _aws(reader: Ec2Reader | None = None) -> IdleAws:
+def _aws(reader: Ec2Reader | None = None, metrics: CloudWatchMetrics | None = None) -> IdleAws:
     return IdleAws(
         reader or Ec2Reader("us-east-1", wildcard_type_filter=False),  # moto does not match wildcard filters
         Ec2Actions("us-east-1"),
-        CloudWatchMetrics("us-east-1"),
+        metrics or CloudWatchMetrics("us-east-1"),
         SsmCommands("us-east-1"),
+        AutoScalingGroups("us-east-1"),
+        CLOCK,
     )
 
 
@@ -146,19 +163,21 @@ def test_report_only_warns_and_records_but_changes_nothing(fleet: Any) -> None:
     assert second["outcomes"]["acted"] == 1 and not second["done"]
     assert _state(ec2, ids["idle"]) == "running" and IDLE_SINCE_TAG not in _tags(ec2, ids["idle"])
     titles = [f.title for f in runtime.sink.findings]  # type: ignore[attr-defined]
-    assert any("will be stopped" in t for t in titles) and any("(report-only)" in t for t in titles)
+    assert any("would be stopped at" in t and "(report-only)" in t for t in titles)
+    assert any("would be stopped now (report-only)" in t for t in titles)
 
 
-def test_blast_radius_holds_every_action_and_raises_a_critical_finding(fleet: Any) -> None:
+def test_rate_limit_defers_the_action_and_keeps_the_mark(fleet: Any) -> None:
     ec2, ids = fleet
     runtime = _runtime(max_actions_per_sweep=0)
     aws = _aws()
     handle(_event(T0, "sweep-1"), runtime, aws)
     second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
-    assert second["held_back"] == 1 and second["outcomes"]["held"] == 1
+    assert second["deferred"] == 1 and second["outcomes"]["deferred"] == 1 and second["breaker"] == "closed"
     assert _state(ec2, ids["idle"]) == "running"
-    alarm = runtime.sink.findings[-1]  # type: ignore[attr-defined]
-    assert alarm.severity == "critical" and alarm.rule == "idle.blast-radius"
+    assert not any(f.severity == "critical" for f in runtime.sink.findings)  # type: ignore[attr-defined]
+    recorded = [d for _, d in runtime.ledger.decisions if d.resource == ids["idle"]]  # type: ignore[attr-defined]
+    assert recorded[-1].rule == "idle.deferred" and "longest idle first" in recorded[-1].reasons[-1]
     assert runtime.ledger.get_item(MARK_KIND, ids["idle"])["idle_since"]  # the mark survives for the next sweep
 
 
@@ -230,3 +249,199 @@ def test_a_failed_action_is_recorded_and_retried_next_sweep_without_stopping_the
     aws.actions = Ec2Actions("us-east-1")
     third = handle(_event(T0 + dt.timedelta(minutes=45), "sweep-3"), runtime, aws)
     assert "stopped" in third["done"][ids["idle"]]
+
+
+def _quiet_then(
+    instance_id: str, busy_minutes_ago: int | None = None, *, memory: list[float] | None = None, ahead: int = 60
+) -> None:
+    """Idle samples around NOW (optionally busy from ``busy_minutes_ago`` on), memory in MB as the agent sends."""
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    data = []
+    for m in range(-ahead, 201):
+        at = NOW - dt.timedelta(minutes=m)
+        util = 85.0 if busy_minutes_ago is not None and m <= busy_minutes_ago else 0.3
+        mem = memory[m % len(memory)] if memory else GPU_MEMORY_MB
+        for name, value in (("nvidia_smi_utilization_gpu", util), ("nvidia_smi_memory_used", mem)):
+            data.append(
+                {
+                    "MetricName": name,
+                    "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
+                    "Timestamp": at,
+                    "Value": value,
+                }
+            )
+    for start in range(0, len(data), 500):
+        cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 500])
+
+
+def test_a_sweep_event_older_than_one_interval_is_skipped_and_acts_on_nothing(fleet: Any) -> None:
+    """Lambda retries async events for up to 6 h and a DLQ replay has no limit: a late sweep must not act."""
+    ec2, ids = fleet
+    runtime = _runtime()
+    aws = _aws()
+    handle(_event(T0, "sweep-1"), runtime, aws)
+    late = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2", delivered=T0 + dt.timedelta(hours=6)), runtime, aws)
+    assert late["status"] == "skipped" and "330 min late" in late["reason"]
+    assert _state(ec2, ids["idle"]) == "running"
+    [skipped] = [d for _, d in runtime.ledger.decisions if d.rule == "idle.skipped"]  # type: ignore[attr-defined]
+    assert skipped.evidence["status"] == "skipped" and skipped.verdict == "ignored"
+
+
+def test_a_replayed_sweep_within_the_interval_judges_now_not_its_original_time(fleet: Any) -> None:
+    """The event says T0+30 but arrives 10 min later, after the instance got busy: judged at arrival, kept."""
+    ec2, ids = fleet
+    runtime = _runtime()
+    aws = _aws()
+    handle(_event(T0, "sweep-1"), runtime, aws)
+    arrival = T0 + dt.timedelta(minutes=40)
+    _quiet_then(ids["idle"], busy_minutes_ago=int((NOW - (arrival - dt.timedelta(minutes=3))).total_seconds() // 60))
+    result = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2", delivered=arrival), runtime, aws)
+    assert result["judged_at"] == arrival.isoformat() and result["outcomes"].get("acted", 0) == 0
+    assert _state(ec2, ids["idle"]) == "running"
+
+
+class _JobStartsDuringTheSweep(CloudWatchMetrics):
+    """A job starts on the instance right after the sweep's read: its first samples land before the action."""
+
+    def __init__(self, instance_id: str) -> None:
+        super().__init__("us-east-1")
+        self.instance_id = instance_id
+        self.reads = 0
+
+    def fetch(self, instance_ids: Any, signals: Any, start: dt.datetime, end: dt.datetime) -> Any:
+        self.reads += 1
+        if self.reads == 3:  # sweep-1, sweep-2, then the re-read right before stopping
+            boto3.client("cloudwatch", region_name="us-east-1").put_metric_data(
+                Namespace="CWAgent",
+                MetricData=[
+                    {
+                        "MetricName": "nvidia_smi_utilization_gpu",
+                        "Timestamp": end - dt.timedelta(minutes=1),
+                        "Dimensions": [{"Name": "InstanceId", "Value": self.instance_id}],
+                        "Value": 93.0,
+                    }
+                ],
+            )
+        return super().fetch(instance_ids, signals, start, end)
+
+
+def test_metrics_are_re_read_right_before_acting(fleet: Any) -> None:
+    ec2, ids = fleet
+    runtime = _runtime()
+    metrics = _JobStartsDuringTheSweep(ids["idle"])
+    aws = _aws(metrics=metrics)
+    handle(_event(T0, "sweep-1"), runtime, aws)
+    second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
+    assert metrics.reads == 3 and metrics.calls == 3  # one batched re-read for the instances about to be acted on
+    assert second["done"][ids["idle"]][0].startswith("skipped: metrics re-read before acting say busy")
+    assert _state(ec2, ids["idle"]) == "running"
+
+
+def test_a_stale_newest_sample_makes_the_instance_unmonitored(fleet: Any) -> None:
+    """Agent samples stopped arriving 10 minutes ago (ingestion delay or a new job not yet visible)."""
+    _ec2, ids = fleet
+    runtime = _runtime()
+    result = handle(_event(NOW + dt.timedelta(minutes=70), "late-data"), runtime, _aws())
+    # metrics were written up to NOW + 60 min: the newest sample is 10 min old, over max_sample_age_minutes 5
+    assert result["outcomes"] == {"unmonitored": 2, "busy": 1}  # activity that did arrive still counts
+    recorded = [d for _, d in runtime.ledger.decisions if d.resource == ids["idle"]]  # type: ignore[attr-defined]
+    assert "min old" in recorded[-1].reasons[-1]
+
+
+def test_gpu_memory_is_read_in_mb_through_the_handler(fleet: Any) -> None:
+    """A 2 GB <-> 40 GB swing, published in MB as the agent does, is activity: the instance is not idle."""
+    _ec2, ids = fleet
+    _quiet_then(ids["idle"], memory=[2_048.0, 40_960.0])
+    result = handle(_event(T0, "sweep-1"), _runtime(), _aws())
+    assert result["outcomes"].get("warned", 0) == 0 and result["outcomes"]["busy"] == 2
+
+
+def _asg(min_size: int, desired: int, tags: list[dict[str, Any]] | None = None) -> tuple[Any, list[str]]:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ec2.create_launch_template(
+        LaunchTemplateName="gpu", LaunchTemplateData={"ImageId": image, "InstanceType": "g5.xlarge"}
+    )
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName="train-pool",
+        LaunchTemplate={"LaunchTemplateName": "gpu", "Version": "$Latest"},
+        MinSize=min_size,
+        MaxSize=10,
+        DesiredCapacity=desired,
+        AvailabilityZones=["us-east-1a"],
+        Tags=tags or [],
+    )
+    group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["train-pool"])["AutoScalingGroups"][0]
+    members = sorted(i["InstanceId"] for i in group["Instances"])
+    for member in members:
+        _quiet_then(member)
+    return autoscaling, members
+
+
+@mock_aws
+def test_an_auto_scaling_member_is_reclaimed_through_its_group_within_the_minimum() -> None:
+    autoscaling, members = _asg(min_size=1, desired=2)
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    assert all(_tags(ec2, m)["aws:autoscaling:groupName"] == "train-pool" for m in members)
+    runtime = _runtime(max_actions_per_sweep=5)
+    aws = _aws()
+    handle(_event(T0, "sweep-1"), runtime, aws)
+    second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
+    done = {i: second["done"][i][0] for i in members}
+    reclaimed = [i for i, text in done.items() if text.startswith("terminated through Auto Scaling group train-pool")]
+    refused = [i for i, text in done.items() if text.startswith("reported only") and "at its minimum" in text]
+    assert len(reclaimed) == 1 and len(refused) == 1, done
+    group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["train-pool"])["AutoScalingGroups"][0]
+    assert group["DesiredCapacity"] == 1  # decremented, so the group does not launch a replacement
+    assert _state(ec2, refused[0]) == "running"
+    titles = [f.title for f in runtime.sink.findings]  # type: ignore[attr-defined]
+    assert any("reported, not reclaimed" in t for t in titles)
+
+
+@mock_aws
+def test_an_eks_node_is_reported_only() -> None:
+    _, members = _asg(
+        min_size=0, desired=1, tags=[{"Key": "eks:cluster-name", "Value": "ml", "PropagateAtLaunch": True}]
+    )
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    runtime = _runtime()
+    aws = _aws()
+    handle(_event(T0, "sweep-1"), runtime, aws)
+    second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
+    assert second["outcomes"] == {"reported": 1} and not second["done"]
+    assert _state(ec2, members[0]) == "running"
+    finding = runtime.sink.findings[-1]  # type: ignore[attr-defined]
+    assert "Kubernetes node" in finding.title and "eks:cluster-name" in finding.title
+
+
+@mock_aws
+def test_the_breaker_holds_a_fleet_that_turned_idle_together_with_one_critical_finding() -> None:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    ids = _launch(ec2, "g5.xlarge", 6)
+    for instance_id in ids:
+        _quiet_then(instance_id, ahead=200)  # quiet far ahead; the minutes before T0 are rewritten below
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    for instance_id in ids:  # busy until 20 minutes before T0, then every GPU reads 0% in the same minute
+        data = [
+            {
+                "MetricName": "nvidia_smi_utilization_gpu",
+                "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
+                "Timestamp": T0 - dt.timedelta(minutes=m),
+                "Value": 0.3 if m < 20 else 88.0,
+            }
+            for m in range(0, 200)
+        ]
+        for start in range(0, len(data), 500):
+            cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 500])
+    for enforce in (True, False):
+        runtime = _runtime(enforce=enforce, max_fleet_percent=20)
+        aws = _aws()
+        results = [
+            handle(_event(T0 + dt.timedelta(minutes=15 * k), f"s-{enforce}-{k}"), runtime, aws) for k in range(12)
+        ]
+        assert all(_state(ec2, i) == "running" for i in ids)
+        critical = [f for f in runtime.sink.findings if f.severity == "critical"]  # type: ignore[attr-defined]
+        assert len(critical) == 1 and critical[0].rule == "idle.circuit-breaker"  # once per held set, not per sweep
+        assert results[-1]["breaker"] == "open" and results[-1]["outcomes"] == {"held": 6}
+        assert not [f for f in runtime.sink.findings if f.rule == "idle.warned"]  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ from typing import Any
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
-from governor.adapters import cloudwatch, ec2, ssm
+from governor.adapters import autoscaling, cloudwatch, ec2, ssm
 from governor.handlers import idle
 from governor.policy import parse_policy
 from infra.constructs.function import GovernorFunction
@@ -22,7 +22,14 @@ from tests.infra.policy_eval import RolePolicy, role_policy
 
 INSTANCE = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
 DOCUMENT = "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
-CODE_ACTIONS = ec2.IAM_ACTIONS | ec2.Ec2Actions.IAM_ACTIONS | cloudwatch.IAM_ACTIONS | ssm.IAM_ACTIONS
+CODE_ACTIONS = (
+    ec2.IAM_ACTIONS
+    | ec2.Ec2Actions.IAM_ACTIONS
+    | cloudwatch.IAM_ACTIONS
+    | ssm.IAM_ACTIONS
+    | autoscaling.AutoScalingGroups.IAM_ACTIONS
+)
+GROUP = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0f1e2d3c-aaaa-bbbb-cccc-0123456789ab:autoScalingGroupName/train-pool"
 
 
 def _function(synth: Synth) -> tuple[str, dict[str, Any]]:
@@ -58,7 +65,44 @@ def test_sweep_runs_on_the_policy_schedule_with_the_idle_section(synth: Synth) -
 def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth) -> None:
     granted = _role(synth).granted_actions()
     assert granted - BASE_ACTIONS == CODE_ACTIONS
-    assert idle.IdleAws.__dataclass_fields__.keys() == {"instances", "actions", "metrics", "commands"}
+    assert idle.IdleAws.__dataclass_fields__.keys() == {
+        "instances",
+        "actions",
+        "metrics",
+        "commands",
+        "groups",
+        "clock",
+    }
+
+
+def test_auto_scaling_members_are_scaled_in_through_their_group_only(synth: Synth) -> None:
+    """TerminateInstanceInAutoScalingGroup's resource is the group (Service Authorization Reference)."""
+    role = _role(synth)
+    assert role.allows("autoscaling:TerminateInstanceInAutoScalingGroup", GROUP)
+    assert not role.allows("autoscaling:TerminateInstanceInAutoScalingGroup", INSTANCE)
+    assert role.allows("autoscaling:DescribeAutoScalingGroups", "*")
+    for action in (
+        "autoscaling:UpdateAutoScalingGroup",
+        "autoscaling:SetDesiredCapacity",
+        "autoscaling:DeleteAutoScalingGroup",
+    ):
+        assert not role.allows(action, GROUP), action
+
+
+def test_report_only_groups_get_no_scale_in_grant() -> None:
+    """``asg_action: report``: the role cannot change a group at all."""
+    policy = parse_policy({"idle": {"asg_action": "report"}})
+    stack = Stack(App(), "IdleReportGroups")
+    shared = SharedResources(stack, "Shared", policy=policy, bus_name="governor")
+    functions: dict[str, GovernorFunction] = {}
+    IdleReclamation(stack, "Idle", shared=shared, policy=policy, settings=Settings(), functions=functions)
+    statements = [
+        s
+        for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    actions = {a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
+    assert not any(a.startswith("autoscaling:") for a in actions)
 
 
 def test_stop_and_terminate_only_gpu_instance_types(synth: Synth) -> None:

@@ -12,9 +12,9 @@ from governor.domain.idle import (
     GPU_MEMORY_USED,
     GPU_UTILIZATION,
     IDLE_SINCE_TAG,
-    MIB,
     Mark,
     Series,
+    action_limit,
     assess,
     checkpoint_command,
     decide,
@@ -54,7 +54,7 @@ def series(values: list[float | None], end: dt.datetime = NOW) -> Series:
 def signals(util: list[float | None] | None = None, memory: list[float | None] | None = None) -> dict[str, Series]:
     return {
         GPU_UTILIZATION: series(util if util is not None else [0.5] * 240),
-        GPU_MEMORY_USED: series(memory if memory is not None else [16_000 * MIB] * 240),
+        GPU_MEMORY_USED: series(memory if memory is not None else [16_000.0] * 240),
     }
 
 
@@ -82,7 +82,7 @@ def test_a_spike_before_the_window_does_not_count() -> None:
 
 
 def test_memory_moving_beyond_the_tolerance_is_activity() -> None:
-    memory = [16_000 * MIB] * 200 + [17_000 * MIB] * 40
+    memory = [16_000.0] * 200 + [17_000.0] * 40
     result = assess(instance(), signals(memory=memory), policy(), NOW)
     assert result.status == "busy" and "MiB" in result.reasons[0]
     assert assess(instance(), signals(memory=memory), policy(memory_change_tolerance_mib=2048), NOW).status == "idle"
@@ -212,22 +212,50 @@ def test_within_both_bounds_the_sweep_acts() -> None:
     assert plan.alarm is None and len(plan.acting()) == 10
 
 
-def test_over_max_actions_nothing_is_acted_on_and_a_critical_alarm_is_raised() -> None:
+def test_rate_limit_acts_on_the_longest_idle_first_and_defers_the_rest_with_their_marks() -> None:
     fleet, data, marks = _marked_fleet(total=100, idle=11)
+    newest = fleet[0].id  # marked last: it waits
+    marks[newest] = Mark(idle_since=NOW - dt.timedelta(minutes=31), warned_at=NOW - dt.timedelta(minutes=31))
     plan = sweep(fleet, data, marks, policy(), NOW)
-    assert plan.alarm is not None and plan.alarm.severity == "critical" and plan.held_back == 11
-    held = [o for o in plan.outcomes if o.outcome == "held"]
-    assert len(held) == 11 and not any(o.decision.enforced_actions() for o in held)
-    assert all(o.mark == marks[o.instance.id] for o in held)  # marks kept; the next sweep tries again
-    assert all(o.decision.evidence["status"] == "held" for o in held)
+    assert plan.alarm is None and len(plan.acting()) == 10 and plan.deferred == 1
+    [deferred] = [o for o in plan.outcomes if o.outcome == "deferred"]
+    assert deferred.instance.id == newest and deferred.mark == marks[newest]  # kept: first in line next sweep
+    assert not deferred.decision.enforced_actions() and deferred.decision.rule == "idle.deferred"
+    assert deferred.decision.evidence["status"] == "deferred" and "longest idle first" in deferred.decision.reasons[-1]
 
 
-def test_over_max_fleet_percent_nothing_is_acted_on() -> None:
-    fleet, data, marks = _marked_fleet(total=10, idle=3)
+def test_a_backlog_drains_over_the_next_sweeps_instead_of_blocking_them() -> None:
+    fleet, data, marks = _marked_fleet(total=30, idle=25)  # default bounds: min(10, 20% of 30) = 6 a sweep
+    acted_per_sweep = []
+    at = NOW
+    while True:
+        shifted = {
+            i: {k: Series([t + (at - NOW).total_seconds() for t in s.times], s.values) for k, s in d.items()}
+            for i, d in data.items()
+        }
+        plan = sweep(fleet, shifted, marks, policy(), at)
+        acted = {o.instance.id for o in plan.acting()}
+        if not acted:
+            break
+        acted_per_sweep.append(len(acted))
+        fleet = [i for i in fleet if i.id not in acted]
+        marks = {o.instance.id: o.mark for o in plan.outcomes if o.mark is not None}
+        at += dt.timedelta(minutes=15)
+    # 20% of the running fleet (30, 24, 20, 16, ...) rounded down, never below one action; every instance drained
+    assert acted_per_sweep[:4] == [6, 4, 4, 3] and sum(acted_per_sweep) == 25 and min(acted_per_sweep) == 1
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 5])
+def test_small_fleets_are_reclaimable_the_percent_bound_never_rounds_one_action_away(size: int) -> None:
+    assert action_limit(size, policy().idle) == 1
+    fleet, data, marks = _marked_fleet(total=size, idle=size)
     plan = sweep(fleet, data, marks, policy(), NOW)
-    assert plan.alarm is not None and "max_fleet_percent" in plan.alarm.reasons[0]
-    fleet, data, marks = _marked_fleet(total=10, idle=2)
-    assert sweep(fleet, data, marks, policy(), NOW).alarm is None
+    assert len(plan.acting()) == 1 and plan.alarm is None
+
+
+def test_zero_percent_or_zero_actions_means_nothing_acts() -> None:
+    assert action_limit(100, policy(max_fleet_percent=0).idle) == 0
+    assert action_limit(100, policy(max_actions_per_sweep=0).idle) == 0
 
 
 def test_report_only_warns_and_reports_the_action_once_without_enforcing() -> None:
@@ -264,7 +292,7 @@ def test_naive_rule_stops_a_sparse_inference_server_that_the_policy_keeps() -> N
 
 def _sweep_at(at: dt.datetime, util: list[float], marks: dict[str, Mark]) -> Any:
     """One sweep at ``at`` over an instance whose utilisation per minute ends just before ``at``."""
-    sig = {"i-0a": {GPU_UTILIZATION: series(util, end=at), GPU_MEMORY_USED: series([16_000 * MIB] * len(util), end=at)}}
+    sig = {"i-0a": {GPU_UTILIZATION: series(util, end=at), GPU_MEMORY_USED: series([16_000.0] * len(util), end=at)}}
     plan = sweep([instance()], sig, marks, policy(max_fleet_percent=100), at)
     outcome = plan.outcomes[0]
     if outcome.mark is not None:

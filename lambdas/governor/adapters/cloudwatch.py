@@ -3,6 +3,10 @@
 One query per instance and signal, 500 queries per call (fewer when the window is long, so a call stays under
 100,800 datapoints), ``NextToken`` followed to the end. The period is 60 s with the ``Maximum`` statistic: with the
 agent's InstanceId aggregation that is the busiest GPU's sample for each minute, never an average.
+
+GPU memory arrives in the unit the metric source publishes (``idle.gpu_memory_unit``; the CloudWatch agent's
+nvidia_smi plugin publishes ``nvidia_smi_memory_used`` in MB, which are nvidia-smi's MiB) and is handed to the
+domain in MiB.
 """
 
 from __future__ import annotations
@@ -12,7 +16,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.domain.idle import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, NETWORK_BYTES, Series
+from governor.domain.idle import (
+    CPU_UTILIZATION,
+    GPU_MEMORY_USED,
+    GPU_UTILIZATION,
+    MEMORY_UNITS,
+    NETWORK_BYTES,
+    Series,
+)
 
 IAM_ACTIONS = frozenset({"cloudwatch:GetMetricData"})
 AGENT_NAMESPACE = "CWAgent"
@@ -38,8 +49,11 @@ def queries_per_call(start: dt.datetime, end: dt.datetime) -> int:
 class CloudWatchMetrics:
     """Implements ``domain.idle.MetricSource``; counts its API calls so the benchmarks can report them."""
 
-    def __init__(self, region: str | None = None, cloudwatch: Any = None) -> None:
+    def __init__(self, region: str | None = None, cloudwatch: Any = None, *, memory_unit: str = "MB") -> None:
+        if memory_unit not in MEMORY_UNITS:
+            raise ValueError(f"memory_unit {memory_unit!r}: expected one of {', '.join(sorted(MEMORY_UNITS))}")
         self._cloudwatch = cloudwatch or client("cloudwatch", region)
+        self._memory_scale = MEMORY_UNITS[memory_unit]
         self.calls = 0
 
     def fetch(
@@ -86,7 +100,8 @@ class CloudWatchMetrics:
         found: dict[str, dict[str, Series]] = {instance_id: {} for instance_id in instance_ids}
         for (instance_id, signal), by_time in points.items():
             times = sorted(by_time)
-            found[instance_id][signal] = Series(times, [float(by_time[t]) for t in times])
+            scale = self._memory_scale if signal == GPU_MEMORY_USED else 1.0
+            found[instance_id][signal] = Series(times, [float(by_time[t]) * scale for t in times])
         return found
 
     def _results(self, queries: list[dict[str, Any]], start: dt.datetime, end: dt.datetime) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """``governor backtest --metrics FILE.csv``: replay the idle policy over exported metrics before enabling it.
 
-The same decision code as the sweep Lambda runs every ``--interval`` over the file, with the warning period and the
-blast radius applied, and reports each instance's warnings and actions plus the GPU-hours they would have reclaimed.
+The same decision code as the sweep Lambda runs every ``--interval`` over the file, with the warning period, the rate
+limit and the circuit breaker applied, and reports each instance's warnings and actions plus the GPU-hours they would
+have reclaimed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from governor.domain.idle import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, Replay, Series, replay
+from governor.domain.idle import (
+    CPU_UTILIZATION,
+    GPU_MEMORY_USED,
+    GPU_UTILIZATION,
+    MEMORY_UNITS,
+    Replay,
+    Series,
+    replay,
+)
 from governor.policy import Policy, PolicyError, resolve_policy
 
 HEADER = ["timestamp", "instance_id", "metric", "value"]
@@ -34,6 +43,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--metrics", required=True, help="CSV with the header timestamp,instance_id,metric,value")
     parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
     parser.add_argument("--interval", default="15m", help="sweep interval, e.g. 15m, 1h, 900s (default: 15m)")
+    parser.add_argument(
+        "--memory-unit",
+        choices=sorted(MEMORY_UNITS),
+        default="MB",
+        help="unit of the gpu_memory_used values (default: MB, as the CloudWatch agent publishes them)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(run=run)
 
@@ -62,11 +77,15 @@ def _timestamp(text: str, cache: dict[str, float]) -> float:
     return value
 
 
-def parse_metrics(lines: Iterable[str], source: str = "metrics") -> dict[str, dict[str, Series]]:
+def parse_metrics(
+    lines: Iterable[str], source: str = "metrics", memory_unit: str = "MB"
+) -> dict[str, dict[str, Series]]:
     """Read ``timestamp,instance_id,metric,value`` rows into sorted series; one sample per minute per metric.
 
-    Unknown metric names are skipped; any malformed row raises :class:`MetricsFileError` naming its line.
+    ``gpu_memory_used`` values are in ``memory_unit`` (MB, the agent's unit, by default) and converted to the MiB the
+    domain judges in. Unknown metric names are skipped; any malformed row raises :class:`MetricsFileError`.
     """
+    memory_scale = MEMORY_UNITS[memory_unit]
     reader = csv.reader(lines)
     try:
         header = next(reader)
@@ -104,6 +123,8 @@ def parse_metrics(lines: Iterable[str], source: str = "metrics") -> dict[str, di
                 raise MetricsFileError(f"{source}: line {line}: value {raw!r} is not a number") from None
             if not math.isfinite(value) or value < 0:
                 raise MetricsFileError(f"{source}: line {line}: value {raw!r} must be a finite, non-negative number")
+            if metric == GPU_MEMORY_USED:
+                value *= memory_scale
             minute = when - when % 60
             series = points.setdefault((instance_id, metric), {})
             previous = series.get(minute)
@@ -150,11 +171,16 @@ def to_json(result: Replay, policy: Policy) -> dict[str, Any]:
             "terminations": result.count("terminate"),
             "gpu_hours_reclaimed": round(result.gpu_hours_reclaimed, 2),
             "held_back_sweeps": [_iso(at) for at in result.held_back_sweeps],
+            "breaker_trips": [_iso(at) for at in result.breaker_trips],
+            "deferred_sweeps": result.deferred_sweeps,
             "verdicts": dict(sorted(result.verdicts.items())),
             "policy": {
                 "window_minutes": policy.idle.window_minutes,
                 "gpu_utilization_threshold": policy.idle.gpu_utilization_threshold,
                 "memory_change_tolerance_mib": policy.idle.memory_change_tolerance_mib,
+                "max_actions_per_sweep": policy.idle.max_actions_per_sweep,
+                "max_fleet_percent": policy.idle.max_fleet_percent,
+                "breaker_fleet_percent": policy.idle.breaker_fleet_percent,
                 "cpu_utilization_threshold": policy.idle.cpu_utilization_threshold,
                 "warning_minutes": policy.idle.warning_minutes,
                 "enforce": policy.idle.enforce,
@@ -186,7 +212,9 @@ def render_text(data: dict[str, Any], source: str) -> str:
         "",
         f"verdicts over all sweeps: {verdicts}",
         f"summary: {summary['warnings']} warnings, {summary['stops']} stops, {summary['terminations']} "
-        f"terminations, {len(summary['held_back_sweeps'])} sweeps held back by the blast radius; "
+        f"terminations, {summary['deferred_sweeps']} sweeps deferred actions to the next (rate limit), "
+        f"{len(summary['held_back_sweeps'])} sweeps held instances (circuit breaker, {len(summary['breaker_trips'])} "
+        "trips); "
         f"{summary['gpu_hours_reclaimed']:.2f} GPU-hours reclaimed",
     ]
     return "\n".join(lines)
@@ -206,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.metrics)
     try:
         with path.open(encoding="utf-8", newline="") as handle:
-            signals = parse_metrics(handle, str(path))
+            signals = parse_metrics(handle, str(path), args.memory_unit)
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read the metrics file ({error.__class__.__name__})") from None
     except MetricsFileError as error:

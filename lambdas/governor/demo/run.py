@@ -339,12 +339,14 @@ class Simulation:
             )
 
     def put_metrics(self, since: dt.datetime, until: dt.datetime) -> None:
-        """The CloudWatch agent's one-minute samples for the minutes in [since, until)."""
+        """The CloudWatch agent's one-minute samples for the minutes in [since, until); memory in MB, as the agent
+        publishes ``nvidia_smi_memory_used``."""
         cloudwatch = client("cloudwatch")
         names = {
             "gpu_utilization": "nvidia_smi_utilization_gpu",
             "gpu_memory_used": "nvidia_smi_memory_used",
         }
+        units = {"gpu_utilization": "Percent", "gpu_memory_used": "Megabytes"}
         for real, synthetic in self.instances.items():
             data = []
             first = int((since - self.start).total_seconds() // 60)
@@ -360,6 +362,7 @@ class Simulation:
                                 "Dimensions": [{"Name": "InstanceId", "Value": real}],
                                 "Timestamp": at,
                                 "Value": value,
+                                "Unit": units[field_name],
                             }
                         )
             for chunk in range(0, len(data), 1000):

@@ -2,14 +2,16 @@
 
 Pure code shared by the sweep Lambda, ``governor backtest`` and the benchmarks. Metric series arrive as sorted
 epoch-second timestamps with values (one point per minute, the ``Maximum`` of the busiest GPU); missing or partial
-data is never idle. The first idle verdict marks and warns; only a later sweep, still idle after the warning period,
-acts; and a sweep that would act on more than the blast-radius bounds acts on nothing.
+data is never idle, and neither is stale data. The first idle verdict marks and warns; only a later sweep, still idle
+after the warning period, acts. The blast radius limits the rate (longest idle first, the rest deferred), and a
+separate circuit breaker holds instances that turned idle together (a metrics or driver outage looks like that).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,8 +25,18 @@ from governor.policy import IdlePolicy, Policy
 POLICY = "idle"
 IDLE_SINCE_TAG = "governor:idle-since"
 IDLE_ACTION_TAG = "governor:idle-action"
+IDLE_BREAKER_TAG = "governor:idle-breaker"
 MARK_KIND = "idle-mark"
-MIB = 1024 * 1024
+BREAKER_KIND = "idle-breaker"
+BREAKER_KEY = "fleet"
+# GPU memory is judged in MiB; the CloudWatch agent's nvidia_smi plugin publishes MB, which are nvidia-smi's MiB.
+MEMORY_UNITS: dict[str, float] = {"MB": 1.0, "MiB": 1.0, "bytes": 1.0 / (1024 * 1024)}
+DEFAULT_INTERVAL = dt.timedelta(minutes=15)
+_RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
+# EKS and Karpenter mark their nodes with these tags; the cluster owns such capacity.
+EKS_TAGS = ("eks:cluster-name", "eks:nodegroup-name", "karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
+EKS_TAG_PREFIX = "kubernetes.io/cluster/"
+ASG_TAG = "aws:autoscaling:groupName"
 
 GPU_UTILIZATION = "gpu_utilization"
 GPU_MEMORY_USED = "gpu_memory_used"
@@ -39,8 +51,20 @@ CHECKPOINT_DONE = frozenset({"Success", "Failed", "TimedOut", "Cancelled", "Unde
 
 Status = Literal["grace", "exempt", "snoozed", "unmonitored", "busy", "idle"]
 Outcome = Literal[
-    "grace", "exempt", "snoozed", "unmonitored", "busy", "idle", "warned", "checkpoint", "acted", "held", "reported"
+    "grace",
+    "exempt",
+    "snoozed",
+    "unmonitored",
+    "busy",
+    "idle",
+    "warned",
+    "checkpoint",
+    "acted",
+    "held",
+    "deferred",
+    "reported",
 ]
+_IDLE_OUTCOMES = frozenset({"idle", "warned", "checkpoint", "acted", "reported"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +79,11 @@ class Series:
         low = bisect_left(self.times, start)
         high = bisect_left(self.times, end, lo=low)
         return self.values[low:high]
+
+    def newest(self, before: float) -> float | None:
+        """The time of the newest point before ``before``, or None."""
+        index = bisect_left(self.times, before)
+        return self.times[index - 1] if index else None
 
 
 Signals = Mapping[str, Series]
@@ -129,13 +158,62 @@ class InstanceOutcome:
 
 
 @dataclass(frozen=True)
+class Breaker:
+    """The circuit breaker's state, kept between sweeps (one ledger item): which instances it holds and why.
+
+    ``anomaly_start`` is when the first held instance turned idle; ``cleared_at`` is when no more than the trip share
+    of them was still idle (it then waits one window of fresh data before releasing the rest). ``released`` are
+    instances an operator let go; they are not held again while they stay idle.
+    """
+
+    tripped_at: dt.datetime | None = None
+    anomaly_start: dt.datetime | None = None
+    held: frozenset[str] = frozenset()
+    cleared_at: dt.datetime | None = None
+    released: frozenset[str] = frozenset()
+
+    @property
+    def open(self) -> bool:
+        return self.tripped_at is not None
+
+    def to_item(self) -> dict[str, Any]:
+        return {
+            "tripped_at": _iso(self.tripped_at),
+            "anomaly_start": _iso(self.anomaly_start),
+            "held": sorted(self.held),
+            "cleared_at": _iso(self.cleared_at),
+            "released": sorted(self.released),
+        }
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any] | None) -> Breaker:
+        if not item:
+            return cls()
+        tripped = parse_time(item.get("tripped_at"))
+        return cls(
+            tripped_at=tripped,
+            anomaly_start=parse_time(item.get("anomaly_start")) if tripped else None,
+            held=frozenset(str(i) for i in item.get("held") or ()) if tripped else frozenset(),
+            cleared_at=parse_time(item.get("cleared_at")) if tripped else None,
+            released=frozenset(str(i) for i in item.get("released") or ()),
+        )
+
+    def rearmed(self) -> Breaker:
+        """What an operator's re-arm leaves: closed, with the held instances released."""
+        return Breaker(released=self.released | self.held)
+
+
+@dataclass(frozen=True)
 class SweepPlan:
-    """Every instance's outcome; ``alarm`` is the critical decision raised when the blast radius held actions back."""
+    """Every instance's outcome, and the breaker: ``alarm`` is the one critical decision raised when it trips."""
 
     outcomes: list[InstanceOutcome]
     fleet_size: int
     alarm: Decision | None = None
     held_back: int = 0
+    breaker: Breaker = field(default_factory=Breaker)
+    deferred: int = 0
+    rearmed: Decision | None = None
 
     def acting(self) -> list[InstanceOutcome]:
         return [o for o in self.outcomes if o.outcome in ("checkpoint", "acted")]
@@ -154,13 +232,29 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 
 def required_signals(policy: IdlePolicy) -> tuple[str, ...]:
-    """The signals this policy decides on: GPU utilisation and memory always, CPU and network when configured."""
-    wanted = [GPU_UTILIZATION, GPU_MEMORY_USED]
+    """The signals this policy decides on: GPU utilisation always; memory, CPU and network when configured."""
+    wanted = [GPU_UTILIZATION]
+    if policy.memory_change_tolerance_mib is not None:
+        wanted.append(GPU_MEMORY_USED)
     if policy.cpu_utilization_threshold is not None:
         wanted.append(CPU_UTILIZATION)
     if policy.network_bytes_threshold is not None:
         wanted.append(NETWORK_BYTES)
     return tuple(wanted)
+
+
+def sweep_interval(policy: IdlePolicy) -> dt.timedelta:
+    """The time between sweeps, from a ``rate(...)`` schedule; 15 minutes for a cron expression."""
+    match = _RATE.match(policy.schedule.strip())
+    if not match:
+        return DEFAULT_INTERVAL
+    unit = match.group(2).rstrip("s")
+    return dt.timedelta(**{f"{unit}s": int(match.group(1))})
+
+
+def lookback_start(policy: IdlePolicy, now: dt.datetime, interval: dt.timedelta) -> dt.datetime:
+    """How far back a sweep reads metrics: the window, plus one interval so the breaker sees when idleness began."""
+    return now - dt.timedelta(minutes=policy.window_minutes) - interval
 
 
 def _coverage(values: Sequence[float], signal: str, window: _Window, policy: IdlePolicy) -> str | None:
@@ -172,10 +266,28 @@ def _coverage(values: Sequence[float], signal: str, window: _Window, policy: Idl
     return None
 
 
-def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: dt.datetime) -> Assessment:
-    """Idle only when every configured signal says idle over the whole window; any data gap means unmonitored.
+def _freshness(signals: Signals, policy: IdlePolicy, now: dt.datetime, evidence: dict[str, Any]) -> str | None:
+    """Why the newest GPU sample is too old to act on (CloudWatch ingestion lags; a new job may not show yet)."""
+    series = signals.get(GPU_UTILIZATION)
+    newest = series.newest(now.timestamp() + 1) if series is not None else None
+    if newest is None:
+        return None  # the coverage check already names the missing data
+    age = (now.timestamp() - newest) / 60
+    evidence["newest_sample_age_minutes"] = round(max(age, 0.0), 1)
+    if age > policy.max_sample_age_minutes:
+        return (
+            f"{GPU_UTILIZATION}: newest sample is {age:.1f} min old (max_sample_age_minutes "
+            f"{policy.max_sample_age_minutes}); stale data is never idle"
+        )
+    return None
 
-    This is the heart shared by the sweep and the backtest; grace, exemptions and snoozes are applied by ``assess``.
+
+def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: dt.datetime) -> Assessment:
+    """Idle only when every required signal says idle over the whole window, and the newest sample is fresh.
+
+    Any data gap or stale data means unmonitored. GPU memory is in MiB (see ``MEMORY_UNITS``). This is the heart
+    shared by the sweep, the re-check before acting and the backtest; grace, exemptions and snoozes are applied by
+    ``assess``.
     """
     end = now.timestamp()
     window = _Window(start=end - policy.window_minutes * 60, end=end, minutes=policy.window_minutes)
@@ -194,6 +306,9 @@ def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: 
         gap = _coverage(values, signal, window, policy)
         if gap:
             gaps.append(gap)
+    stale = _freshness(signals, policy, now, window.evidence)
+    if stale:
+        gaps.append(stale)
     busy: list[str] = []
     evidence = window.evidence
     if data[GPU_UTILIZATION]:
@@ -201,14 +316,13 @@ def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: 
         evidence["max_gpu_utilization"] = round(peak, 2)
         if peak >= policy.gpu_utilization_threshold:
             busy.append(f"GPU utilisation reached {peak:.1f}% (threshold {policy.gpu_utilization_threshold:g}%)")
-    if data[GPU_MEMORY_USED]:
-        change = (max(data[GPU_MEMORY_USED]) - min(data[GPU_MEMORY_USED])) / MIB
-        evidence["max_gpu_memory_used_mib"] = round(max(data[GPU_MEMORY_USED]) / MIB, 1)
+    tolerance = policy.memory_change_tolerance_mib
+    if tolerance is not None and data[GPU_MEMORY_USED]:
+        change = max(data[GPU_MEMORY_USED]) - min(data[GPU_MEMORY_USED])
+        evidence["max_gpu_memory_used_mib"] = round(max(data[GPU_MEMORY_USED]), 1)
         evidence["gpu_memory_change_mib"] = round(change, 1)
-        if change > policy.memory_change_tolerance_mib:
-            busy.append(
-                f"GPU memory in use changed by {change:.0f} MiB (tolerance {policy.memory_change_tolerance_mib:g} MiB)"
-            )
+        if change > tolerance:
+            busy.append(f"GPU memory in use changed by {change:.0f} MiB (tolerance {tolerance:g} MiB)")
     if policy.cpu_utilization_threshold is not None and data[CPU_UTILIZATION]:
         peak = max(data[CPU_UTILIZATION])
         evidence["max_cpu_utilization"] = round(peak, 2)
@@ -223,11 +337,41 @@ def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: 
         return Assessment(instance_id, "busy", busy, evidence)
     if gaps:
         return Assessment(instance_id, "unmonitored", gaps, evidence)
+    memory = f", memory moved {evidence['gpu_memory_change_mib']:.0f} MiB" if tolerance is not None else ""
     reasons = [
-        f"idle by every signal for {policy.window_minutes} min: GPU max "
-        f"{evidence['max_gpu_utilization']:.1f}%, memory moved {evidence['gpu_memory_change_mib']:.0f} MiB"
+        f"idle by every signal for {policy.window_minutes} min: GPU max {evidence['max_gpu_utilization']:.1f}%{memory}"
     ]
     return Assessment(instance_id, "idle", reasons, evidence)
+
+
+def idle_onset(signals: Signals, policy: IdlePolicy, now: dt.datetime, since: dt.datetime) -> float | None:
+    """When the instance's current quiet stretch began: just after its last busy sample since ``since``.
+
+    Read from GPU utilisation (and CPU and network when configured), sample by sample; None when no sample since
+    ``since`` was busy (quiet since before the data) or there is no GPU data at all. The breaker groups these.
+    """
+    limits = [(GPU_UTILIZATION, policy.gpu_utilization_threshold)]
+    if policy.cpu_utilization_threshold is not None:
+        limits.append((CPU_UTILIZATION, policy.cpu_utilization_threshold))
+    if policy.network_bytes_threshold is not None:
+        limits.append((NETWORK_BYTES, policy.network_bytes_threshold))
+    gpu = signals.get(GPU_UTILIZATION)
+    if gpu is None or not gpu.times:
+        return None
+    latest: float | None = None
+    first, last = since.timestamp(), now.timestamp()
+    for signal, limit in limits:
+        series = signals.get(signal)
+        if series is None:
+            continue
+        low = bisect_left(series.times, first)
+        high = bisect_left(series.times, last, lo=low)
+        for index in range(high - 1, low - 1, -1):
+            if series.values[index] >= limit:
+                busy_end = series.times[index] + SAMPLE_SECONDS[signal]
+                latest = busy_end if latest is None else max(latest, busy_end)
+                break
+    return latest
 
 
 def assess(instance: Instance, signals: Signals, policy: Policy, now: dt.datetime) -> Assessment:
@@ -272,10 +416,43 @@ def assess_for_sweep(instance: Instance, signals: Signals, policy: Policy, now: 
 
 
 def reclaim_action(instance: Instance, policy: IdlePolicy) -> Literal["stop", "terminate"]:
-    """Stop keeps the disks (on-demand, EBS-backed); Spot and instance-store roots cannot be kept, so terminate."""
-    if instance.root_device_type == "instance-store":
+    """Stop keeps the disks (on-demand, EBS-backed); Spot and instance-store roots cannot be kept, so terminate.
+
+    A member of an Auto Scaling group is always terminated through the group: a stopped member is replaced.
+    """
+    if instance.root_device_type == "instance-store" or auto_scaling_group(instance):
         return "terminate"
     return policy.spot_action if instance.lifecycle == "spot" else policy.on_demand_action
+
+
+def auto_scaling_group(instance: Instance) -> str | None:
+    """The Auto Scaling group the instance belongs to (EC2 Auto Scaling tags its members), or None."""
+    return instance.tags.get(ASG_TAG, "").strip() or None
+
+
+def kubernetes_owner(instance: Instance) -> str | None:
+    """Why a Kubernetes cluster (EKS, Karpenter) owns this node, from the tags they put on it, or None."""
+    for key in EKS_TAGS:
+        if instance.tags.get(key, "").strip():
+            return f"tag {key}={instance.tags[key]}"
+    for key in instance.tags:
+        if key.startswith(EKS_TAG_PREFIX):
+            return f"tag {key}"
+    return None
+
+
+def report_only_reason(instance: Instance, policy: IdlePolicy) -> str | None:
+    """Why this instance may only be reported, never reclaimed: its capacity belongs to a cluster or a group."""
+    node = kubernetes_owner(instance)
+    if node:
+        return (
+            f"a Kubernetes node ({node}): its cluster autoscaler owns the capacity and would replace it, "
+            "so it is reported only; drain or scale the node group instead"
+        )
+    group = auto_scaling_group(instance)
+    if group and policy.asg_action == "report":
+        return f"a member of Auto Scaling group {group}; asg_action is report, so it is reported only"
+    return None
 
 
 def checkpoint_command(instance: Instance, policy: Policy) -> str | None:
@@ -347,18 +524,26 @@ def decide(
         verdict: Verdict = "ignored" if assessment.status in ("grace", "exempt", "snoozed") else "ok"
         severity: Severity = "warning" if assessment.status == "unmonitored" else "info"
         decision = _decision(instance, verdict, assessment.status, reasons, evidence, actions, severity)
-        return InstanceOutcome(instance, assessment.status, decision, None)
+        return InstanceOutcome(instance, assessment.status, decision, None, prior=mark)
 
+    report_only = report_only_reason(instance, idle)
     if mark is None:
         due = now + dt.timedelta(minutes=idle.warning_minutes)
         action = reclaim_action(instance, idle)
-        reasons = [*assessment.reasons, f"{action} due at {due.isoformat()} unless the instance is used or snoozed"]
+        planned = "report" if report_only else action
+        what = "reported" if report_only else _PAST[action]
+        reasons = [*assessment.reasons, f"{planned} due at {due.isoformat()} unless the instance is used or snoozed"]
+        if report_only:
+            reasons.append(report_only)
         actions = [
             Action(type="tag", enforced=enforce, tags={IDLE_SINCE_TAG: now.isoformat()}),
-            Action(type="warn", enforced=enforce, owner=owner.owner, due=due.isoformat(), planned=action),
+            Action(type="warn", enforced=enforce, owner=owner.owner, due=due.isoformat(), planned=planned),
         ]
         decision = _decision(instance, "act", "warned", reasons, evidence, actions, "warning")
-        title = f"Idle GPU instance {instance.id} ({instance.type}) will be {_PAST[action]} at {due:%Y-%m-%d %H:%M} UTC"
+        verb = "will be" if enforce else "would be"
+        title = f"Idle GPU instance {instance.id} ({instance.type}) {verb} {what} at {due:%Y-%m-%d %H:%M} UTC"
+        if not enforce:
+            title += " (report-only)"
         return InstanceOutcome(instance, "warned", decision, Mark(idle_since=now, warned_at=now), title)
 
     evidence["idle_since"] = mark.idle_since.isoformat()
@@ -368,10 +553,17 @@ def decide(
         reasons = [*assessment.reasons, f"warned at {warned.isoformat()}; action due at {due.isoformat()}"]
         if not may_act:
             reasons.append(f"no action before every signal has been idle for the whole {idle.window_minutes} min")
-        return InstanceOutcome(instance, "idle", _decision(instance, "ok", "idle", reasons, evidence), mark)
+        return InstanceOutcome(instance, "idle", _decision(instance, "ok", "idle", reasons, evidence), mark, prior=mark)
     if mark.reported_at is not None:
-        reasons = [*assessment.reasons, f"reported for action at {mark.reported_at.isoformat()} (report-only policy)"]
-        return InstanceOutcome(instance, "idle", _decision(instance, "ok", "idle", reasons, evidence), mark)
+        why = "reported only" if report_only else "report-only policy"
+        reasons = [*assessment.reasons, f"reported for action at {mark.reported_at.isoformat()} ({why})"]
+        return InstanceOutcome(instance, "idle", _decision(instance, "ok", "idle", reasons, evidence), mark, prior=mark)
+    if report_only:
+        reasons = [*assessment.reasons, f"idle since {mark.idle_since.isoformat()}; {report_only}"]
+        actions = [Action(type="notify", enforced=enforce, owner=owner.owner, reason=report_only)]
+        decision = _decision(instance, "act", "reported", reasons, evidence, actions, "warning")
+        title = f"Idle GPU instance {instance.id} ({instance.type}) reported, not reclaimed: {report_only}"
+        return InstanceOutcome(instance, "reported", decision, replace(mark, reported_at=now), title, prior=mark)
 
     command = checkpoint_command(instance, policy)
     if command and mark.checkpoint_sent_at is None:
@@ -388,7 +580,8 @@ def decide(
         deadline = mark.checkpoint_sent_at + dt.timedelta(seconds=idle.checkpoint_timeout_seconds)
         if status not in CHECKPOINT_DONE and now < deadline:
             reasons = [*assessment.reasons, f"checkpoint {status}; waiting until {deadline.isoformat()}"]
-            return InstanceOutcome(instance, "idle", _decision(instance, "ok", "idle", reasons, evidence), mark)
+            decision = _decision(instance, "ok", "idle", reasons, evidence)
+            return InstanceOutcome(instance, "idle", decision, mark, prior=mark)
 
     action = reclaim_action(instance, idle)
     reasons = [
@@ -398,42 +591,123 @@ def decide(
     ]
     if "checkpoint_status" in evidence:
         reasons.append(f"checkpoint command ended {evidence['checkpoint_status']}")
+    group = auto_scaling_group(instance)
+    through: dict[str, Any] = {"via": "autoscaling", "group": group, "decrement_desired": True} if group else {}
+    if group:
+        reasons.append(f"through Auto Scaling group {group}, desired capacity decremented (never below its minimum)")
     actions = [
-        Action(type=action, enforced=enforce, lifecycle=instance.lifecycle, root_device=instance.root_device_type),
+        Action(
+            type=action,
+            enforced=enforce,
+            lifecycle=instance.lifecycle,
+            root_device=instance.root_device_type,
+            **through,
+        ),
         Action(
             type="tag", enforced=enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=[IDLE_SINCE_TAG]
         ),
     ]
     decision = _decision(instance, "act", "acted", reasons, evidence, actions, "warning")
-    title = f"Idle GPU instance {instance.id} ({instance.type}) {_PAST[action]}" + ("" if enforce else " (report-only)")
+    if enforce:
+        title = f"Idle GPU instance {instance.id} ({instance.type}) {_PAST[action]}"
+    else:
+        title = f"Idle GPU instance {instance.id} ({instance.type}) would be {_PAST[action]} now (report-only)"
     next_mark = None if enforce else replace(mark, reported_at=now)
     return InstanceOutcome(instance, "acted", decision, next_mark, title, prior=mark)
 
 
-def _hold(outcome: InstanceOutcome, why: str) -> InstanceOutcome:
+def _withhold(outcome: InstanceOutcome, status: Literal["held", "deferred"], why: str) -> InstanceOutcome:
+    """The same decision with nothing enforced, and the mark as it was before this sweep (its place in line)."""
     decision = outcome.decision
-    held = decision.model_copy(
+    kept = decision.model_copy(
         update={
             "actions": [a.model_copy(update={"enforced": False}) for a in decision.actions],
             "reasons": [*decision.reasons, why],
-            "evidence": {**decision.evidence, "status": "held"},
-            "rule": "idle.held",
+            "evidence": {**decision.evidence, "status": status},
+            "rule": f"idle.{status}",
         }
     )
-    return InstanceOutcome(outcome.instance, "held", held, outcome.prior, prior=outcome.prior)
+    return InstanceOutcome(outcome.instance, status, kept, outcome.prior, prior=outcome.prior)
 
 
-def blast_radius(acting: int, fleet_size: int, policy: IdlePolicy) -> str | None:
-    """Why ``acting`` actions are too many for one sweep, or None. Both bounds must hold."""
-    if acting == 0:
-        return None
-    if acting > policy.max_actions_per_sweep:
-        return f"{acting} actions exceed max_actions_per_sweep {policy.max_actions_per_sweep}"
-    if acting * 100 > policy.max_fleet_percent * fleet_size:
-        share = 100 * acting / max(fleet_size, 1)
-        limit = policy.max_fleet_percent
-        return f"{acting} actions are {share:.1f}% of {fleet_size} instances, over max_fleet_percent {limit:g}%"
-    return None
+def action_limit(fleet_size: int, policy: IdlePolicy) -> int:
+    """Actions one sweep may take: both bounds, the percentage never rounded below one action (small fleets)."""
+    if policy.max_fleet_percent <= 0:
+        return 0
+    share = max(1, math.floor(policy.max_fleet_percent * fleet_size / 100))
+    return min(policy.max_actions_per_sweep, share)
+
+
+def breaker_quiet_minutes(policy: IdlePolicy, interval: dt.timedelta) -> float:
+    """How long an instance must have been quiet to count as having turned idle, for the breaker.
+
+    Half the warning window (45 min by default), at least one interval: long enough that a sparse inference server
+    between requests or a job's checkpoint pause is not counted, short enough that the breaker trips before anything
+    that turned idle with the anomaly is warned (``window - warning``) or acted on (``window``).
+    """
+    return max(interval.total_seconds() / 60, warning_window_minutes(policy) / 2)
+
+
+def _trip_count(monitored: int, policy: IdlePolicy) -> int:
+    """How many instances turning idle together trip the breaker: more than the share, and at least the minimum."""
+    over_share = math.floor(policy.breaker_fleet_percent * monitored / 100) + 1
+    return max(policy.breaker_min_instances, over_share)
+
+
+def _densest(onsets: Mapping[str, float], span: float) -> list[str]:
+    """The largest set of instances whose quiet stretches began within ``span`` seconds of each other."""
+    ordered = sorted(onsets.items(), key=lambda item: (item[1], item[0]))
+    best: tuple[int, int] = (0, 0)
+    low = 0
+    for high in range(len(ordered)):
+        while ordered[high][1] - ordered[low][1] > span:
+            low += 1
+        if high + 1 - low > best[1] - best[0]:
+            best = (low, high + 1)
+    return [instance_id for instance_id, _ in ordered[best[0] : best[1]]]
+
+
+def _breaker(
+    state: Breaker,
+    idle_now: set[str],
+    onsets: Mapping[str, float],
+    monitored: int,
+    policy: IdlePolicy,
+    now: dt.datetime,
+    interval: dt.timedelta,
+) -> tuple[Breaker, bool, bool]:
+    """The breaker after this sweep, whether it tripped now, and whether it re-armed by itself now.
+
+    ``idle_now`` are the instances judged idle this sweep; ``onsets`` when quiet stretches began (only those quiet
+    for ``breaker_quiet_minutes``). It trips when more than ``breaker_fleet_percent`` of the monitored fleet (and at
+    least ``breaker_min_instances``) turned idle within one interval; it then holds those and every instance whose
+    quiet stretch began up to one window before them (their whole window overlaps the anomaly). Held instances that
+    are busy again leave the set. Once fewer than the trip count are still quiet the anomaly has cleared; after one
+    more window of fresh data the breaker re-arms and the rest are judged like any other instance.
+    """
+    quiet = idle_now | set(onsets)
+    released = frozenset(i for i in state.released if i in quiet)
+    window = dt.timedelta(minutes=policy.window_minutes)
+    threshold = _trip_count(monitored, policy)
+    if state.open:
+        held = frozenset(i for i in state.held if i in quiet) - released
+        start = state.anomaly_start or now
+        joined = {i for i, t in onsets.items() if t >= (start - window).timestamp()} - released
+        held |= joined
+        cleared = state.cleared_at
+        if cleared is None and len(held) < threshold:
+            cleared = now
+        if not held or (cleared is not None and now >= cleared + window):
+            return Breaker(released=released), False, True
+        return replace(state, held=held, cleared_at=cleared, released=released), False, False
+    fresh = {i: t for i, t in onsets.items() if i not in released}
+    group = _densest(fresh, interval.total_seconds())
+    if len(group) < threshold:
+        return Breaker(released=released), False, False
+    start_epoch = min(fresh[i] for i in group)
+    held = frozenset(i for i, t in fresh.items() if t >= start_epoch - window.total_seconds())
+    anomaly_start = dt.datetime.fromtimestamp(start_epoch, dt.UTC)
+    return Breaker(tripped_at=now, anomaly_start=anomaly_start, held=held, released=released), True, False
 
 
 def sweep(
@@ -442,37 +716,103 @@ def sweep(
     marks: Mapping[str, Mark],
     policy: Policy,
     now: dt.datetime,
+    *,
+    interval: dt.timedelta = DEFAULT_INTERVAL,
+    breaker: Breaker | None = None,
 ) -> SweepPlan:
-    """Decide every running GPU instance; over either blast-radius bound, act on nothing and raise a critical alarm."""
-    outcomes = []
+    """Decide every running GPU instance; the breaker holds correlated ones, the rate limit defers the surplus.
+
+    The rate limit lets at most ``action_limit`` checkpoints and reclaims through per sweep, longest idle first; the
+    rest are ``deferred`` with their marks kept, so a backlog drains over the next sweeps. The breaker (see
+    ``_breaker``) holds instances that turned idle together and raises one critical alarm per trip.
+    """
+    idle = policy.idle
+    state = breaker or Breaker()
+    since = lookback_start(idle, now, interval)
+    quiet_seconds = breaker_quiet_minutes(idle, interval) * 60
+    outcomes: list[InstanceOutcome] = []
+    onsets: dict[str, float] = {}
+    monitored = 0
     for instance in instances:
-        assessment, may_act = assess_for_sweep(instance, signals.get(instance.id, {}), policy, now)
+        instance_signals = signals.get(instance.id, {})
+        assessment, may_act = assess_for_sweep(instance, instance_signals, policy, now)
         mark = current_mark(instance, marks.get(instance.id))
-        outcomes.append(decide(instance, assessment, mark, policy, now, may_act=may_act))
-    acting = [o for o in outcomes if o.outcome in ("checkpoint", "acted")]
-    why = blast_radius(len(acting), len(instances), policy.idle)
-    if why is None:
-        return SweepPlan(outcomes, len(instances))
-    held_ids = {o.instance.id for o in acting}
-    message = f"blast radius: {why}; nothing acted on this sweep"
-    outcomes = [_hold(o, message) if o.instance.id in held_ids else o for o in outcomes]
-    alarm = Decision(
+        outcome = decide(instance, assessment, mark, policy, now, may_act=may_act)
+        outcomes.append(outcome)
+        if assessment.status not in ("busy", "idle"):
+            continue
+        monitored += 1
+        onset = idle_onset(instance_signals, idle, now, since)
+        if onset is not None and now.timestamp() - onset >= quiet_seconds:
+            onsets[instance.id] = onset
+    # An operator (or the owner) releases one held instance with the tag; it is then judged like any other.
+    by_tag = {o.instance.id for o in outcomes if o.instance.tags.get(IDLE_BREAKER_TAG, "").strip() == "release"}
+    idle_now = {o.instance.id for o in outcomes if o.outcome in _IDLE_OUTCOMES}
+    state = replace(state, released=state.released | (by_tag & idle_now))
+    state, tripped, rearmed_now = _breaker(state, idle_now, onsets, monitored, idle, now, interval)
+    held_ids = state.held
+    note = (
+        f"circuit breaker: {len(held_ids)} instances turned idle together since "
+        f"{state.anomaly_start.isoformat() if state.anomaly_start else now.isoformat()} (a metrics or driver outage "
+        "looks like this); held, nothing done, until the anomaly clears or an operator re-arms"
+    )
+    outcomes = [
+        _withhold(o, "held", note) if o.instance.id in held_ids and o.outcome in _IDLE_OUTCOMES else o for o in outcomes
+    ]
+    acting = sorted(
+        (o for o in outcomes if o.outcome in ("checkpoint", "acted")),
+        key=lambda o: (o.prior.idle_since if o.prior else now, o.instance.id),
+    )
+    limit = action_limit(len(instances), idle)
+    deferred_ids = {o.instance.id for o in acting[limit:]}
+    if deferred_ids:
+        why = (
+            f"deferred: {len(acting)} actions due, at most {limit} per sweep (max_actions_per_sweep "
+            f"{idle.max_actions_per_sweep}, max_fleet_percent {idle.max_fleet_percent:g}% of {len(instances)}); "
+            "longest idle first, next sweep"
+        )
+        outcomes = [_withhold(o, "deferred", why) if o.instance.id in deferred_ids else o for o in outcomes]
+    alarm = _alarm(state, monitored, policy, now) if tripped else None
+    rearmed = None
+    if rearmed_now:
+        rearmed = Decision(
+            policy=POLICY,
+            verdict="ok",
+            resource="gpu-fleet",
+            reasons=["circuit breaker re-armed: the correlated idle anomaly has cleared"],
+            evidence={"status": "rearmed"},
+            rule="idle.breaker-rearmed",
+        )
+    held_now = sum(1 for o in outcomes if o.outcome == "held")
+    return SweepPlan(outcomes, len(instances), alarm, held_now, state, len(deferred_ids), rearmed)
+
+
+def _alarm(state: Breaker, monitored: int, policy: Policy, now: dt.datetime) -> Decision:
+    idle = policy.idle
+    share = 100 * len(state.held) / max(monitored, 1)
+    since = state.anomaly_start.isoformat() if state.anomaly_start else now.isoformat()
+    return Decision(
         policy=POLICY,
         verdict="act",
         resource="gpu-fleet",
-        actions=[Action(type="notify", enforced=policy.idle.enforce, held_back=sorted(held_ids))],
-        reasons=[message, "check for a metrics outage or a policy change before raising the bounds"],
+        actions=[Action(type="notify", enforced=idle.enforce, held_back=sorted(state.held))],
+        reasons=[
+            f"circuit breaker: {len(state.held)} of {monitored} monitored instances ({share:.0f}%) turned idle "
+            f"within one sweep interval from {since}, more than breaker_fleet_percent {idle.breaker_fleet_percent:g}%",
+            "none of them is warned or acted on; it re-arms by itself once they are busy again, or run "
+            "`governor idle rearm` (or tag an instance governor:idle-breaker=release) after checking the agents",
+        ],
         evidence={
             "status": "held",
-            "held_back": len(held_ids),
-            "fleet_size": len(instances),
-            "max_actions_per_sweep": policy.idle.max_actions_per_sweep,
-            "max_fleet_percent": policy.idle.max_fleet_percent,
+            "held_back": len(state.held),
+            "monitored": monitored,
+            "anomaly_start": since,
+            "breaker_fleet_percent": idle.breaker_fleet_percent,
+            "breaker_min_instances": idle.breaker_min_instances,
         },
         severity="critical",
-        rule="idle.blast-radius",
+        rule="idle.circuit-breaker",
     )
-    return SweepPlan(outcomes, len(instances), alarm, len(held_ids))
 
 
 def naive_stop(
@@ -512,7 +852,8 @@ class ReplayedInstance:
 
 @dataclass
 class Replay:
-    """The backtest: per-instance actions, verdict counts over every sweep, and the sweeps the blast radius held."""
+    """The backtest: per-instance actions, verdict counts over every sweep, the sweeps the breaker held (and when it
+    tripped), and how many sweeps deferred actions to the next one."""
 
     start: dt.datetime
     end: dt.datetime
@@ -521,6 +862,8 @@ class Replay:
     instances: dict[str, ReplayedInstance] = field(default_factory=dict)
     verdicts: dict[str, int] = field(default_factory=dict)
     held_back_sweeps: list[dt.datetime] = field(default_factory=list)
+    breaker_trips: list[dt.datetime] = field(default_factory=list)
+    deferred_sweeps: int = 0
 
     def count(self, action: str) -> int:
         return sum(1 for r in self.instances.values() for _, kind in r.actions if kind == action)
@@ -540,7 +883,8 @@ def replay(
     gpus: Mapping[str, int] | None = None,
     launch_times: Mapping[str, dt.datetime] | None = None,
 ) -> Replay:
-    """Run the sweep every ``interval`` over recorded metrics, as if enforcing, with the warning period applied.
+    """Run the sweep every ``interval`` over recorded metrics, as if enforcing, with the warning period, the rate
+    limit and the circuit breaker applied (nobody re-arms it by hand in a replay).
 
     An instance counts as gone after its first stop or terminate; its GPU-hours from then to ``end`` are
     reclaimed (times its GPU count, default 1). A checkpoint command is assumed to succeed by the next sweep.
@@ -563,13 +907,19 @@ def replay(
     result = Replay(start=start, end=end, interval=interval)
     result.instances = {i.id: ReplayedInstance() for i in fleet}
     marks: dict[str, Mark] = {}
+    breaker = Breaker()
     now = start + interval
     while now <= end:
         running = [i for i in fleet if result.instances[i.id].stopped_at is None]
-        plan = sweep(running, signals, marks, enforcing, now)
+        plan = sweep(running, signals, marks, enforcing, now, interval=interval, breaker=breaker)
+        breaker = plan.breaker
         result.sweeps += 1
-        if plan.alarm is not None:
+        if plan.held_back:
             result.held_back_sweeps.append(now)
+        if plan.alarm is not None:
+            result.breaker_trips.append(now)
+        if plan.deferred:
+            result.deferred_sweeps += 1
         for outcome in plan.outcomes:
             instance_id = outcome.instance.id
             result.verdicts[outcome.outcome] = result.verdicts.get(outcome.outcome, 0) + 1

@@ -1,34 +1,46 @@
 """The ``idle`` function: a scheduled sweep that reclaims GPU instances every signal says are idle.
 
-One paginated DescribeInstances, batched GetMetricData, then the pure idle policy for every instance. Each verdict is
-recorded before anything changes; destructive actions re-read the instance first; warnings and actions go to the
-``governor`` bus; a sweep over the blast radius acts on nothing and raises a critical finding.
+One paginated DescribeInstances, batched GetMetricData, then the pure idle policy for every instance, judged at the
+function's own clock (a replayed or late sweep judges now; one older than an interval is skipped). Each verdict is
+recorded before anything changes; destructive actions re-read the instance and its metrics first; Auto Scaling
+members are reclaimed through their group; warnings and actions go to the ``governor`` bus; the rate limit defers
+the surplus and the circuit breaker holds correlated idling with one critical finding per trip.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from governor.adapters.autoscaling import AutoScalingGroups
 from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, exemption, ownership, snoozed_until
 from governor.domain.idle import (
+    BREAKER_KEY,
+    BREAKER_KIND,
     CHECKPOINT_DONE,
     IDLE_SINCE_TAG,
     MARK_KIND,
+    POLICY,
+    Assessment,
+    Breaker,
     InstanceOutcome,
     Mark,
     MetricSource,
     SweepPlan,
+    assess_signals,
+    lookback_start,
     required_signals,
     sweep,
+    sweep_interval,
 )
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
@@ -39,19 +51,31 @@ SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")
 MARK_TTL = dt.timedelta(days=2)
 
 
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
 @dataclass
 class IdleAws:
-    """The AWS reads and writes the sweep uses; tests pass the same classes pointed at moto, or fakes."""
+    """The AWS reads and writes the sweep uses, and its clock; tests pass the same classes pointed at moto, or fakes."""
 
     instances: Ec2Reader
     actions: Ec2Actions
     metrics: MetricSource
     commands: SsmCommands
+    groups: AutoScalingGroups | None = None
+    clock: Callable[[], dt.datetime] = field(default=_utcnow)
 
 
 @cache
-def _aws(region: str | None) -> IdleAws:
-    return IdleAws(Ec2Reader(region), Ec2Actions(region), CloudWatchMetrics(region), SsmCommands(region))
+def _aws(region: str | None, memory_unit: str) -> IdleAws:
+    return IdleAws(
+        Ec2Reader(region),
+        Ec2Actions(region),
+        CloudWatchMetrics(region, memory_unit=memory_unit),
+        SsmCommands(region),
+        AutoScalingGroups(region),
+    )
 
 
 def parse(raw: Any) -> GovernorEvent:
@@ -74,6 +98,15 @@ def load_marks(runtime: Runtime) -> dict[str, Mark]:
         if mark is not None and isinstance(instance_id, str):
             marks[instance_id] = mark
     return marks
+
+
+def load_breaker(runtime: Runtime) -> Breaker:
+    """The circuit breaker's state (closed when never tripped)."""
+    return Breaker.from_item(runtime.ledger.get_item(BREAKER_KIND, BREAKER_KEY))
+
+
+def store_breaker(runtime: Runtime, breaker: Breaker) -> None:
+    runtime.ledger.put_item(BREAKER_KIND, BREAKER_KEY, breaker.to_item())
 
 
 def _store_mark(runtime: Runtime, instance_id: str, mark: Mark | None, now: dt.datetime) -> None:
@@ -133,27 +166,91 @@ def _perform(
     if action.type == "stop":
         aws.actions.stop(instance.id)
         return "stopped", mark
+    if action.type == "terminate" and details.get("via") == "autoscaling":
+        if aws.groups is None:
+            raise RuntimeError("no Auto Scaling client configured")
+        activity = aws.groups.scale_in(instance.id)
+        return f"terminated through Auto Scaling group {details['group']} (desired capacity -1; {activity})", mark
     if action.type == "terminate":
         aws.actions.terminate(instance.id)
         return "terminated", mark
     return "", mark
 
 
+def _destructive(outcome: InstanceOutcome) -> bool:
+    return any(a.type in ("checkpoint", "stop", "terminate") for a in outcome.decision.enforced_actions())
+
+
+def recheck_metrics(
+    outcomes: list[InstanceOutcome], runtime: Runtime, aws: IdleAws, judged_at: dt.datetime
+) -> dict[str, Assessment]:
+    """Re-read, in one batched fetch at the clock's time, the metrics of every instance about to be acted on.
+
+    A job started minutes ago may not have shown in the sweep's read (CloudWatch ingests with a delay); the action
+    goes ahead only if this read still says idle over the whole window with a fresh newest sample.
+    """
+    ids = [o.instance.id for o in outcomes if _destructive(o)]
+    if not ids:
+        return {}
+    idle = runtime.policy.idle
+    now = max(aws.clock(), judged_at)
+    fresh = aws.metrics.fetch(ids, required_signals(idle), now - dt.timedelta(minutes=idle.window_minutes), now)
+    return {i: assess_signals(i, fresh.get(i, {}), idle, now) for i in ids}
+
+
+def _group_refusal(outcome: InstanceOutcome, aws: IdleAws) -> str | None:
+    """For a reclaim through an Auto Scaling group: why the group cannot be scaled in by this instance now."""
+    for action in outcome.decision.enforced_actions():
+        details = action.model_dump()
+        if action.type == "terminate" and details.get("via") == "autoscaling":
+            if aws.groups is None:
+                return "no Auto Scaling client configured"
+            capacity = aws.groups.capacity(str(details["group"]), outcome.instance.id)
+            if capacity is None:
+                return f"Auto Scaling group {details['group']} no longer exists"
+            return capacity.refusal(outcome.instance.id)
+    return None
+
+
 def settle(
-    outcome: InstanceOutcome, event: GovernorEvent, runtime: Runtime, aws: IdleAws
+    outcome: InstanceOutcome,
+    event: GovernorEvent,
+    runtime: Runtime,
+    aws: IdleAws,
+    now: dt.datetime | None = None,
+    recheck: Assessment | None = None,
 ) -> tuple[list[str], Mark | None]:
-    """Act on the enforced actions of one recorded decision, re-reading the instance before anything destructive.
+    """Act on the enforced actions of one recorded decision, re-reading the instance (and its metrics, when the
+    sweep re-read them) before anything destructive.
 
     Returns what was done and the mark to keep for the next sweep.
     """
-    now = event.time
+    now = now or event.time
     decision = outcome.decision
     enforced = decision.enforced_actions()
     mark = outcome.mark
     if not any(a.type in ("tag", "untag", "checkpoint", "stop", "terminate") for a in enforced):
         return [], mark
-    if any(a.type in ("checkpoint", "stop", "terminate") for a in enforced):
+    if _destructive(outcome):
         why = _still_safe(outcome.instance, aws.instances.instance(outcome.instance.id), runtime, now)
+        if why is None and recheck is not None and recheck.status != "idle":
+            why = f"metrics re-read before acting say {recheck.status}: {'; '.join(recheck.reasons)}"
+        if why is None:
+            refusal = _group_refusal(outcome, aws)
+            if refusal:
+                runtime.ledger.record(
+                    decision.model_copy(
+                        update={
+                            "actions": [a.model_copy(update={"enforced": False}) for a in decision.actions],
+                            "reasons": [*decision.reasons, f"reported only: {refusal}"],
+                            "evidence": {**decision.evidence, "status": "reported"},
+                            "rule": "idle.reported",
+                        }
+                    ),
+                    event_id=event.id,
+                )
+                reported = replace(outcome.prior, reported_at=now) if outcome.prior else None
+                return [f"reported only: {refusal}"], reported
         if why:
             runtime.ledger.record(
                 decision.model_copy(
@@ -196,31 +293,75 @@ def _finding(
     )
 
 
+def skip_stale(event: GovernorEvent, runtime: Runtime, now: dt.datetime) -> dict[str, Any] | None:
+    """A sweep event older than one interval (an async retry, a DLQ replay) acts on nothing: recorded as skipped."""
+    interval = sweep_interval(runtime.policy.idle)
+    age = now - event.time
+    if age <= interval:
+        return None
+    minutes = age.total_seconds() / 60
+    reason = (
+        f"sweep scheduled at {event.time.isoformat()} arrived {minutes:.0f} min late, more than one interval "
+        f"({interval.total_seconds() / 60:g} min): skipped, nothing judged or acted on; the next scheduled sweep "
+        "judges fresh data"
+    )
+    runtime.ledger.record(
+        Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource="gpu-fleet",
+            reasons=[reason],
+            evidence={"status": "skipped", "event_time": event.time.isoformat(), "age_minutes": round(minutes, 1)},
+            rule="idle.skipped",
+        ),
+        event_id=event.id,
+    )
+    metrics.add_metric(name="IdleSweepsSkipped", unit="Count", value=1)
+    logger.warning("idle sweep skipped: stale event", extra={"event_id": event.id, "age_minutes": round(minutes, 1)})
+    return {"status": "skipped", "event_id": event.id, "reason": reason}
+
+
 def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
-    """List, read, decide, record every verdict, then act within the blast radius and report."""
-    now = event.time
+    """List, read, decide at the clock's time, record every verdict, then act within the rate limit and report.
+
+    A late event is judged now, not at its own time. An event stamped ahead of the clock (clock skew, or the local
+    demo's simulated day) is judged at its own time: with no samples from then, freshness makes it unmonitored.
+    """
+    now = max(aws.clock(), event.time)
+    skipped = skip_stale(event, runtime, now)
+    if skipped is not None:
+        return skipped
     policy = runtime.policy
+    interval = sweep_interval(policy.idle)
     instances = aws.instances.gpu_instances(policy.fleet)
-    start = now - dt.timedelta(minutes=policy.idle.window_minutes)
+    start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], required_signals(policy.idle), start, now)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
-    plan: SweepPlan = sweep(instances, signals, marks, policy, now)
+    breaker = load_breaker(runtime)
+    plan: SweepPlan = sweep(instances, signals, marks, policy, now, interval=interval, breaker=breaker)
     for outcome in plan.outcomes:
         runtime.ledger.record(outcome.decision, event_id=event.id)
+    if plan.breaker != breaker:
+        store_breaker(runtime, plan.breaker)
     findings: list[Finding] = []
     if plan.alarm is not None:
         runtime.ledger.record(plan.alarm, event_id=event.id)
-        title = f"Idle sweep held back {plan.held_back} actions: over the blast radius, nothing was stopped"
+        held = len(plan.breaker.held)
+        title = f"Idle circuit breaker tripped: {held} GPU instances turned idle together; none will be reclaimed"
         findings.append(_finding(plan.alarm, title, None, event, runtime))
-        metrics.add_metric(name="IdleActionsHeldBack", unit="Count", value=plan.held_back)
-        logger.warning("idle blast radius", extra={"held_back": plan.held_back, "fleet": plan.fleet_size})
+        metrics.add_metric(name="IdleActionsHeldBack", unit="Count", value=held)
+        logger.warning("idle circuit breaker tripped", extra={"held": held, "fleet": plan.fleet_size})
+    if plan.rearmed is not None:
+        runtime.ledger.record(plan.rearmed, event_id=event.id)
+        logger.info("idle circuit breaker re-armed")
+    rechecked = recheck_metrics(plan.outcomes, runtime, aws, now)
     done: dict[str, list[str]] = {}
     for outcome in plan.outcomes:
         instance_id = outcome.instance.id
         try:
-            result, mark = settle(outcome, event, runtime, aws)
+            result, mark = settle(outcome, event, runtime, aws, now, rechecked.get(instance_id))
         except Exception as error:  # one instance's failure must not stop the sweep; the next sweep retries it
             logger.exception("idle action failed", extra={"instance_id": instance_id, "event_id": event.id})
             metrics.add_metric(name="IdleActionFailures", unit="Count", value=1)
@@ -234,7 +375,10 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
         if mark != stored.get(instance_id) and (mark is not None or instance_id in stored):
             _store_mark(runtime, instance_id, mark, now)
         if outcome.finding and not any(s.startswith(("skipped", "failed")) for s in result):
-            finding = _finding(outcome.decision, outcome.finding, outcome.instance, event, runtime)
+            title = outcome.finding
+            if any(s.startswith("reported only") for s in result):
+                title = f"Idle GPU instance {instance_id} ({outcome.instance.type}) reported, not reclaimed"
+            finding = _finding(outcome.decision, title, outcome.instance, event, runtime)
             if result:
                 finding = finding.model_copy(update={"detail": f"{finding.detail}; done: {'; '.join(result)}"})
             findings.append(finding)
@@ -243,15 +387,23 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     counts: dict[str, int] = {}
     for outcome in plan.outcomes:
         counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
-    for name, metric in (("warned", "IdleWarnings"), ("acted", "IdleActions"), ("unmonitored", "UnmonitoredGpus")):
+    for name, metric in (
+        ("warned", "IdleWarnings"),
+        ("acted", "IdleActions"),
+        ("unmonitored", "UnmonitoredGpus"),
+        ("deferred", "IdleActionsDeferred"),
+    ):
         metrics.add_metric(name=metric, unit="Count", value=counts.get(name, 0))
     logger.info("idle sweep", extra={"instances": len(instances), "outcomes": counts})
     return {
         "status": "swept",
         "event_id": event.id,
+        "judged_at": now.isoformat(),
         "instances": len(instances),
         "outcomes": counts,
         "held_back": plan.held_back,
+        "deferred": plan.deferred,
+        "breaker": "open" if plan.breaker.open else "closed",
         "done": done,
     }
 
@@ -271,7 +423,8 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: An
     """Parse at the edge (bad input goes to the DLQ with its reason), then sweep."""
 
     def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        return process(event=event, parsed=parsed, runtime=rt, aws=aws or _aws(rt.region), context=context)
+        chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit)
+        return process(event=event, parsed=parsed, runtime=rt, aws=chosen, context=context)
 
     return run_edge(event, runtime, parse, work)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from governor.domain.idle import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, MIB, Series
+from governor.domain.idle import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, Series
 
 Kind = Literal["training", "inference", "notebook", "idle", "unmonitored"]
 KINDS: tuple[Kind, ...] = ("training", "inference", "notebook", "idle", "unmonitored")
@@ -44,6 +44,8 @@ DEFAULT_MIX: dict[Kind, float] = {
 }
 DEFAULT_START = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 METRICS = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION)
+# GPU memory is in MB, as the CloudWatch agent publishes nvidia_smi_memory_used (nvidia-smi's MiB).
+MIB = 1.0
 GIB = 1024 * MIB
 _TYPES: dict[Kind, tuple[tuple[str, int], ...]] = {
     "training": (("p4d.24xlarge", 8), ("g5.12xlarge", 4), ("p5.48xlarge", 8)),
@@ -120,7 +122,10 @@ class Workload:
         return {i.id: i.series() for i in self.instances}
 
     def write_csv(self, target: str | Path | IO[str], *, epoch: bool = False) -> int:
-        """Write ``timestamp,instance_id,metric,value`` rows (ISO 8601 or epoch seconds); returns the row count."""
+        """Write ``timestamp,instance_id,metric,value`` rows (ISO 8601 or epoch seconds); returns the row count.
+
+        ``gpu_memory_used`` is in MB, the CloudWatch agent's unit and ``governor backtest``'s default ``--memory-unit``.
+        """
         if isinstance(target, str | Path):
             with Path(target).open("w", encoding="utf-8", newline="") as handle:
                 return self.write_csv(handle, epoch=epoch)

@@ -1,0 +1,85 @@
+"""``governor idle status|rearm --table NAME``: see and re-arm the idle sweep's circuit breaker.
+
+The breaker holds instances that turned idle together (a metrics agent or GPU driver failure looks like that) and
+re-arms by itself once they are busy again. When they really are idle (a large job ended on every node at once), an
+operator checks the agents and re-arms it here: the held instances are released and judged like any other on the
+next sweep, starting with their owners' warning. One instance can be released with the tag
+``governor:idle-breaker=release`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Protocol
+
+from governor.domain.idle import BREAKER_KEY, BREAKER_KIND, Breaker
+
+
+class BreakerStore(Protocol):
+    def get_item(self, kind: str, key: str) -> dict[str, Any] | None: ...
+
+    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("idle", help="see or re-arm the idle sweep's circuit breaker")
+    actions = parser.add_subparsers(dest="idle_command", metavar="ACTION")
+    for name, help_text in (
+        ("status", "show whether the breaker is open and which instances it holds"),
+        ("rearm", "close the breaker and release the instances it holds"),
+    ):
+        action = actions.add_parser(name, help=help_text)
+        action.add_argument("--table", required=True, help="the ledger's DynamoDB table name (stack output)")
+        action.add_argument("--region", help="AWS region of the table (default: the environment's)")
+        action.set_defaults(run=run, idle_action=name)
+    parser.set_defaults(run=_usage)
+
+
+def _usage(args: argparse.Namespace) -> int:
+    from governor.cli import UsageError
+
+    raise UsageError("idle needs an action: governor idle status|rearm --table NAME")
+
+
+def describe(breaker: Breaker) -> str:
+    """One line an operator reads: open or closed, since when, and what it holds."""
+    if not breaker.open:
+        released = f"; {len(breaker.released)} instances released by an operator" if breaker.released else ""
+        return f"circuit breaker closed{released}"
+    assert breaker.tripped_at is not None
+    since = breaker.anomaly_start.isoformat() if breaker.anomaly_start else "unknown"
+    cleared = f", anomaly cleared at {breaker.cleared_at.isoformat()}" if breaker.cleared_at else ""
+    held = ", ".join(sorted(breaker.held))
+    return (
+        f"circuit breaker open since {breaker.tripped_at.isoformat()} (instances turned idle from {since}{cleared}); "
+        f"holding {len(breaker.held)}: {held}"
+    )
+
+
+def rearm(store: BreakerStore) -> tuple[Breaker, Breaker]:
+    """Close the breaker, releasing what it held; returns the state before and after."""
+    before = Breaker.from_item(store.get_item(BREAKER_KIND, BREAKER_KEY))
+    after = before.rearmed()
+    store.put_item(BREAKER_KIND, BREAKER_KEY, after.to_item())
+    return before, after
+
+
+def run(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from governor.adapters.ledger import DynamoLedger
+    from governor.cli import UsageError
+
+    try:
+        ledger = DynamoLedger(args.table, region=args.region)
+        if args.idle_action == "status":
+            print(describe(Breaker.from_item(ledger.get_item(BREAKER_KIND, BREAKER_KEY))))
+            return 0
+        before, _ = rearm(ledger)
+    except (ClientError, BotoCoreError) as error:
+        raise UsageError(f"ledger table {args.table}: {error}") from None
+    if before.open:
+        print(f"circuit breaker re-armed: released {len(before.held)} instances ({', '.join(sorted(before.held))})")
+    else:
+        print("circuit breaker was not open; nothing to re-arm")
+    return 0

@@ -1,0 +1,55 @@
+"""``governor idle status|rearm``: an operator re-arms the circuit breaker in the ledger table the sweep reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from governor.adapters.ledger import DynamoLedger
+from governor.cli import main
+from governor.demo.bootstrap import create_ledger_table
+from governor.domain.idle import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.domain.memory import MemoryDeadLetters, MemorySink
+from governor.handlers._runtime import Runtime
+from governor.handlers.idle import load_breaker
+from governor.policy import parse_policy
+
+TABLE = "governor-ledger"
+TRIPPED = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def ledger(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        create_ledger_table(TABLE)
+        yield DynamoLedger(TABLE, region="us-east-1")
+
+
+def test_status_then_rearm_releases_the_held_instances_for_the_next_sweep(
+    ledger: DynamoLedger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held = Breaker(tripped_at=TRIPPED, anomaly_start=TRIPPED, held=frozenset({"i-0a", "i-0b"}))
+    ledger.put_item(BREAKER_KIND, BREAKER_KEY, held.to_item())
+    assert main(["idle", "status", "--table", TABLE, "--region", "us-east-1"]) == 0
+    assert "open since 2026-11-02T09:00:00+00:00" in capsys.readouterr().out
+    assert main(["idle", "rearm", "--table", TABLE, "--region", "us-east-1"]) == 0
+    assert "released 2 instances (i-0a, i-0b)" in capsys.readouterr().out
+    runtime = Runtime(parse_policy({}), ledger, MemorySink(), MemoryDeadLetters(), "us-east-1")
+    after = load_breaker(runtime)  # exactly what the next sweep reads
+    assert not after.open and after.released == frozenset({"i-0a", "i-0b"})
+    assert main(["idle", "rearm", "--table", TABLE, "--region", "us-east-1"]) == 0
+    assert "was not open" in capsys.readouterr().out
+
+
+def test_missing_action_or_table_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["idle"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "idle status|rearm" in err and "Traceback" not in err
+    with mock_aws():
+        assert main(["idle", "rearm", "--table", "no-such-table", "--region", "us-east-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no-such-table" in err

@@ -684,23 +684,13 @@ def _quote(part: str) -> str:
     return shlex.quote(part)
 
 
-def _moto(folder: Path) -> Iterator[dict[str, str]]:
-    """A moto server with a ledger table (one session, one decision) and a DLQ of 25 messages."""
-    import boto3
-    from moto.server import ThreadedMotoServer
+def seed_aws(endpoint: str | None = None) -> dict[str, str]:
+    """A ledger table (one session, one decision) and a DLQ of 25 messages; returns their names for :func:`cases`.
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    ``endpoint`` is the moto server's URL, or None inside ``mock_aws`` (the in-process regression test).
+    """
+    import boto3
+
     session = boto3.session.Session(
         aws_access_key_id="testing",
         aws_secret_access_key="testing",  # noqa: S106 - the local emulator's dummy credentials
@@ -743,8 +733,29 @@ def _moto(folder: Path) -> Iterator[dict[str, str]]:
             MessageBody=json.dumps(event),
             MessageAttributes={"ErrorMessage": {"DataType": "String", "StringValue": "fuzz"}},
         )
-    env["GOVERNOR_HOSTILE_TABLE"] = "hostile-ledger"
-    env["GOVERNOR_HOSTILE_QUEUE"] = url
+    return {"GOVERNOR_HOSTILE_TABLE": "hostile-ledger", "GOVERNOR_HOSTILE_QUEUE": url}
+
+
+def _moto() -> Iterator[dict[str, str]]:
+    """A moto server seeded by :func:`seed_aws`, and the environment that points the command at it."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **seed_aws(endpoint),
+    }
     try:
         yield env
     finally:
@@ -762,7 +773,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="governor-hostile-") as scratch:
         folder = Path(scratch)
         write_inputs(folder)
-        moto = _moto(folder)
+        moto = _moto()
         env = next(moto)
         if args.source:
             env["PYTHONPATH"] = str(Path(args.source).resolve() / "lambdas")

@@ -83,8 +83,8 @@ def test_a_closed_pipe_ends_quietly_with_the_usual_status(hostile: tuple[Path, d
     folder, env = hostile
     bound = _bind(case, folder, env)
     command = " ".join(shlex.quote(part) for part in (sys.executable, "-m", "governor", *bound.argv))
-    done = subprocess.run(  # noqa: S603 - our own interpreter and arguments
-        ["bash", "-c", f"{command} | head -1; exit ${{PIPESTATUS[0]}}"],  # noqa: S607
+    done = subprocess.run(
+        ["bash", "-c", f"{command} | head -1; exit ${{PIPESTATUS[0]}}"],
         capture_output=True,
         text=True,
         timeout=SECONDS_PER_CASE,

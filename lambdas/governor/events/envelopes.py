@@ -140,7 +140,11 @@ def parse_model(model: type[M], raw: Any) -> M:
     if not isinstance(raw, dict):
         raise InvalidEventError(f"an event must be a JSON object, not {type(raw).__name__}", event_id)
     try:
-        return model.model_validate(raw)
+        parsed = model.model_validate(raw)
+        when = getattr(parsed, "time", None)
+        if isinstance(when, dt.datetime):  # every envelope's time, whichever model the handler narrowed it to
+            bounded(when, "time")
+        return parsed
     except ValidationError as error:
         raise InvalidEventError(f"invalid {model.__name__}: {_describe(error, raw)}", event_id) from None
     except (TypeError, ValueError, RecursionError) as error:

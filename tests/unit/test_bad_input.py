@@ -157,3 +157,14 @@ def test_backtest_names_the_line_of_a_time_out_of_range(
 def test_audit_fail_on_rows_over_no_records_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--logs", str(tmp_path), "--fail-on-rows"]) == 2
     assert "no CloudTrail records to check" in capsys.readouterr().err
+
+
+def test_validate_ranges_lists_every_number_and_date_with_both_bounds(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.reliability.test_fuzz_commands import NUMERIC
+
+    assert main(["validate", "--ranges"]) == 0
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    for path in NUMERIC:
+        line = listed[".".join(path)]
+        assert (">" in line and "<" in line) or " .. " in line, line
+    assert "lifecycle.prices.<name>.gpus" in listed

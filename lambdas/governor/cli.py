@@ -7,10 +7,14 @@ the file and what is wrong, never a traceback. Subcommands live in ``governor.co
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import os
 import pkgutil
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
 
 from governor import __version__
 
@@ -23,9 +27,57 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices``, or nothing when none is close enough."""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
+        invalid = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if invalid:
+            message += did_you_mean(invalid.group(1), re.findall(r"'([^']*)'", invalid.group(2)))
         self.exit(EXIT_BAD_INPUT, f"governor: {message}\n")
+
+
+class _PipeSafe:
+    """stdout that survives its reader going away (``governor audit | head -1``).
+
+    The first write to a closed pipe points the descriptor at /dev/null and drops the rest of the output, so the
+    command finishes and exits with its usual status, without the BrokenPipeError traceback Python would print.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._detach()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._detach()
+
+    def _detach(self) -> None:
+        self.broken = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass  # not a real file descriptor (tests capture output in memory)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return EXIT_BAD_INPUT
+    stdout = sys.stdout
+    safe = _PipeSafe(stdout)
+    sys.stdout = safe
     try:
         return int(args.run(args))
     except UsageError as error:
@@ -52,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    finally:
+        safe.flush()
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

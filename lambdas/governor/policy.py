@@ -12,9 +12,45 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from governor.domain.times import EARLIEST, LATEST
 
 DEFAULT_GPU_FAMILIES = ["p", "g", "trn", "inf", "dl"]
+
+# Upper bounds for policy values, so that a policy that validates never overflows a function's date arithmetic or
+# asks AWS for something it refuses. Each is far above any sensible setting; `governor validate --ranges` lists them.
+WEEK_MINUTES = 7 * 24 * 60
+MAX_DAYS = 3650  # ten years: retention, ages and lifecycle periods
+MAX_GPU_MEMORY_MIB = 1024 * 1024  # 1 TiB, several times the largest GPU's memory
+MAX_NETWORK_BYTES = 10.0**15
+MAX_HOURLY_USD = 10_000.0
+MAX_GPUS = 128
+EARLIEST_DATE = EARLIEST.date()  # the range every input time must fit (governor.domain.times)
+LATEST_DATE = (LATEST - dt.timedelta(days=1)).date()
+_SCHEDULE = re.compile(
+    r"^(rate\(\s*[1-9][0-9]{0,5}\s+(minute|minutes|hour|hours|day|days)\s*\)"
+    r"|cron\(\s*\S+(\s+\S+){5}\s*\)"
+    r"|at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\))$"
+)
+
+
+def _bounded_date(value: dt.date) -> dt.date:
+    if not EARLIEST_DATE <= value <= LATEST_DATE:
+        raise ValueError(f"{value.isoformat()} is outside {EARLIEST_DATE.isoformat()} .. {LATEST_DATE.isoformat()}")
+    return value
+
+
+def _schedule_expression(value: str) -> str:
+    """EventBridge Scheduler's three forms; anything else would only fail at deploy time."""
+    if not _SCHEDULE.match(value):
+        raise ValueError(f"{value!r} is not a schedule: use rate(N minutes|hours|days), cron(6 fields) or at(...)")
+    return value
+
+
+PolicyDate = Annotated[dt.date, AfterValidator(_bounded_date)]
+Schedule = Annotated[str, AfterValidator(_schedule_expression)]
+TagKey = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class PolicyError(Exception):
@@ -22,7 +58,7 @@ class PolicyError(Exception):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class PortRange(_Model):
@@ -79,11 +115,11 @@ class FleetPolicy(_Model):
     gpu_families: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9]*$")]] = Field(
         default_factory=lambda: list(DEFAULT_GPU_FAMILIES), min_length=1
     )
-    owner_tag: str = "owner"
-    team_tag: str = "team"
-    exempt_tag: str = "governor:exempt"
-    keep_until_tag: str = "governor:keep-until"
-    checkpoint_command_tag: str = "governor:checkpoint-command"
+    owner_tag: TagKey = "owner"
+    team_tag: TagKey = "team"
+    exempt_tag: TagKey = "governor:exempt"
+    keep_until_tag: TagKey = "governor:keep-until"
+    checkpoint_command_tag: TagKey = "governor:checkpoint-command"
 
     def is_gpu_type(self, instance_type: str) -> bool:
         """``g5.xlarge`` is in family ``g``; ``gr6`` is not in ``g`` (the family is the letters before the digit)."""
@@ -105,23 +141,23 @@ class IdlePolicy(_Model):
     """Reclaim GPU instances that every signal says are idle, warning first; never a working machine."""
 
     enforce: bool = False
-    schedule: str = "rate(15 minutes)"
+    schedule: Schedule = "rate(15 minutes)"
     window_minutes: int = Field(120, ge=15, le=24 * 60)
     gpu_utilization_threshold: float = Field(5.0, gt=0, le=100)
     # None: GPU memory is not a required signal (for agents that export utilisation only).
-    memory_change_tolerance_mib: float | None = Field(256.0, ge=0, le=1024 * 1024)
+    memory_change_tolerance_mib: float | None = Field(256.0, ge=0, le=MAX_GPU_MEMORY_MIB)
     # The unit the metric source publishes GPU memory in; the CloudWatch agent's nvidia_smi plugin publishes MB (MiB).
     gpu_memory_unit: Literal["MB", "MiB", "bytes"] = "MB"
     cpu_utilization_threshold: float | None = Field(None, gt=0, le=100)
-    network_bytes_threshold: float | None = Field(None, gt=0)
+    network_bytes_threshold: float | None = Field(None, gt=0, le=MAX_NETWORK_BYTES)
     min_samples_fraction: float = Field(0.8, gt=0, le=1)
-    launch_grace_minutes: int = Field(30, ge=0)
-    warning_minutes: int = Field(30, ge=0)
+    launch_grace_minutes: int = Field(30, ge=0, le=WEEK_MINUTES)
+    warning_minutes: int = Field(30, ge=0, le=WEEK_MINUTES)
     on_demand_action: Literal["stop", "terminate"] = "stop"
     spot_action: Literal["stop", "terminate"] = "terminate"
     checkpoint_command: str | None = None
     checkpoint_timeout_seconds: int = Field(300, ge=30, le=3600)
-    max_actions_per_sweep: int = Field(10, ge=0)
+    max_actions_per_sweep: int = Field(10, ge=0, le=1000)
     max_fleet_percent: float = Field(20.0, ge=0, le=100)
     # The newest GPU sample must be at most this old when judged and again right before acting, else unmonitored.
     max_sample_age_minutes: int = Field(5, ge=1, le=60)
@@ -142,7 +178,7 @@ class CheckpointBucketPolicy(_Model):
 
     create: bool = True
     noncurrent_versions_to_keep: int = Field(3, ge=0, le=100)
-    noncurrent_version_expiry_days: int = Field(7, ge=1)
+    noncurrent_version_expiry_days: int = Field(7, ge=1, le=MAX_DAYS)
 
 
 class SpotPolicy(_Model):
@@ -173,7 +209,7 @@ class NetworkPolicy(_Model):
     trusted_prefix_lists: list[Annotated[str, Field(pattern=r"^pl-[0-9a-f]+$")]] = Field(default_factory=list)
     protected_groups: Exemptions = Field(default_factory=Exemptions)
     public_ip_on_gpu: Literal["deny", "allow"] = "deny"
-    sweep_schedule: str = "rate(1 day)"
+    sweep_schedule: Schedule = "rate(1 day)"
 
     @field_validator("trusted_cidrs")
     @classmethod
@@ -194,11 +230,11 @@ class KeysPolicy(_Model):
     enforce_secrets: bool | None = None
     kms_max_rotation_days: int = Field(90, ge=90, le=2560)
     rotate_on_demand: bool = False
-    access_key_max_age_days: int = Field(90, ge=1)
-    access_key_warn_days: int = Field(76, ge=1)
-    access_key_unused_days: int = Field(45, ge=1)
+    access_key_max_age_days: int = Field(90, ge=1, le=MAX_DAYS)
+    access_key_warn_days: int = Field(76, ge=1, le=MAX_DAYS)
+    access_key_unused_days: int = Field(45, ge=1, le=MAX_DAYS)
     secret_max_rotation_days: int = Field(90, ge=1, le=1000)
-    schedule: str = "rate(1 day)"
+    schedule: Schedule = "rate(1 day)"
     exemptions: Exemptions = Field(default_factory=Exemptions)
 
     @model_validator(mode="after")
@@ -216,20 +252,20 @@ class KeysPolicy(_Model):
 
 
 class PriceEntry(_Model):
-    on_demand: float = Field(gt=0)
-    spot: float | None = Field(None, gt=0)
-    gpus: int = Field(1, ge=1)
+    on_demand: float = Field(gt=0, le=MAX_HOURLY_USD)
+    spot: float | None = Field(None, gt=0, le=MAX_HOURLY_USD)
+    gpus: int = Field(1, ge=1, le=MAX_GPUS)
 
 
 class LifecyclePolicy(_Model):
     """Know who launched each GPU instance and what it costs; tag launches and keep usage sessions."""
 
     enforce: bool = False
-    creator_tag: str = "governor:creator"
-    launched_at_tag: str = "governor:launched-at"
-    reconcile_schedule: str = "rate(1 day)"
+    creator_tag: TagKey = "governor:creator"
+    launched_at_tag: TagKey = "governor:launched-at"
+    reconcile_schedule: Schedule = "rate(1 day)"
     use_price_list_api: bool = False
-    prices_as_of: dt.date = dt.date(2026, 11, 1)
+    prices_as_of: PolicyDate = dt.date(2026, 11, 1)
     prices: dict[str, PriceEntry] = Field(
         default_factory=lambda: {
             "g4dn.xlarge": PriceEntry(on_demand=0.526, spot=0.21, gpus=1),
@@ -261,10 +297,10 @@ class AuditPolicy(_Model):
     organization_trail: bool = False
     organization_id: str | None = Field(None, pattern=r"^o-[a-z0-9]{10,32}$")
     accounts: list[Annotated[str, Field(pattern=r"^[0-9]{12}$")]] = Field(default_factory=list)
-    transition_to_infrequent_access_days: int = Field(90, ge=30)
-    expire_after_days: int | None = Field(None, ge=1)
-    bytes_scanned_cutoff_per_query: int = Field(10 * 1024**3, ge=10 * 1024**2)
-    projection_start_date: dt.date = dt.date(2024, 1, 1)
+    transition_to_infrequent_access_days: int = Field(90, ge=30, le=MAX_DAYS)
+    expire_after_days: int | None = Field(None, ge=1, le=MAX_DAYS)
+    bytes_scanned_cutoff_per_query: int = Field(10 * 1024**3, ge=10 * 1024**2, le=1024**5)
+    projection_start_date: PolicyDate = dt.date(2024, 1, 1)
 
     @model_validator(mode="after")
     def _existing_or_new(self) -> AuditPolicy:
@@ -272,6 +308,9 @@ class AuditPolicy(_Model):
             raise ValueError("create_trail is false, so existing_bucket_name must name the trail's bucket")
         if self.organization_trail and not self.organization_id:
             raise ValueError("organization_trail needs organization_id (o-...)")
+        if self.expire_after_days is not None and self.expire_after_days <= self.transition_to_infrequent_access_days:
+            # S3 refuses a lifecycle rule whose expiration is not later than its transition
+            raise ValueError("expire_after_days must be greater than transition_to_infrequent_access_days")
         return self
 
 
@@ -279,8 +318,8 @@ class ReportsPolicy(_Model):
     """Scheduled security and cost reports; ``enforce: false`` renders and archives them without sending."""
 
     enforce: bool = False
-    daily_schedule: str = "cron(0 7 * * ? *)"
-    weekly_schedule: str = "cron(0 7 ? * MON *)"
+    daily_schedule: Schedule = "cron(0 7 * * ? *)"
+    weekly_schedule: Schedule = "cron(0 7 ? * MON *)"
     top_rows: int = Field(10, ge=1, le=100)
     rightsizing_max_utilization: float = Field(30.0, gt=0, le=100)
     email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
@@ -307,7 +346,7 @@ class NotificationsPolicy(_Model):
 class LedgerPolicy(_Model):
     """How long decisions stay in the ledger before DynamoDB TTL removes them."""
 
-    retention_days: int = Field(400, ge=1)
+    retention_days: int = Field(400, ge=1, le=MAX_DAYS)
 
 
 class Policy(_Model):
@@ -326,13 +365,31 @@ class Policy(_Model):
     ledger: LedgerPolicy = Field(default_factory=LedgerPolicy)
 
 
+def _fields_at(location: tuple[Any, ...]) -> list[str]:
+    """The field names of the section that holds ``location`` (for "did you mean"), or none when it is not a model."""
+    model: Any = Policy
+    for part in location[:-1]:
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [f.alias or name for name, f in model.model_fields.items()]
+    return []
+
+
 def _format_error(source: str, error: ValidationError) -> str:
+    import difflib
+
     problems = []
-    for item in error.errors():
+    for item in error.errors(include_input=False):
         path = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        reason = item["msg"]
+        reason = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            reason = "unknown field (check the spelling against governor.yaml's documented fields)"
+            close = difflib.get_close_matches(str(item["loc"][-1]), _fields_at(item["loc"]), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "check the spelling against governor.yaml"
+            reason = f"unknown field ({hint})"
         problems.append(f"{path}: {reason}")
     return f"{source}: " + "; ".join(problems)
 
@@ -351,16 +408,60 @@ def parse_policy(data: Any, source: str = "governor.yaml") -> Policy:
         raise PolicyError(f"{source}: nested too deeply to be a policy") from None
 
 
+def _strict_loader() -> Any:
+    """PyYAML's safe loader, stricter in two ways that matter for a policy.
+
+    A key written twice in one mapping is an error naming both lines (YAML 1.2 forbids it; PyYAML silently keeps the
+    last, so ``enforce: false`` then ``enforce: true`` would enforce), and an impossible date (``2026-02-30``) is a
+    YAML error with its line instead of a ``ValueError`` from deep inside the constructor.
+    """
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                first: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # `<<: *anchor` keys may be overridden on purpose
+                    try:
+                        key = self.construct_object(key_node, deep=True)
+                        hash(key)
+                    except (TypeError, yaml.YAMLError):
+                        continue  # the base constructor reports unhashable keys with their position
+                    line = key_node.start_mark.line + 1
+                    if key in first:
+                        raise yaml.constructor.ConstructorError(
+                            None,
+                            None,
+                            f"duplicate key {key!r} (first at line {first[key]})",
+                            key_node.start_mark,
+                        )
+                    first[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+        def construct_yaml_timestamp(self, node: Any) -> Any:
+            try:
+                return super().construct_yaml_timestamp(node)
+            except (ValueError, OverflowError) as error:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"invalid date {node.value!r} ({error})", node.start_mark
+                ) from None
+
+    StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", StrictLoader.construct_yaml_timestamp)
+    return StrictLoader
+
+
 def parse_policy_text(text: str, source: str = "governor.yaml") -> Policy:
     import yaml  # deploy-time and CLI only; Lambdas receive the policy as JSON
 
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(error, "problem", None) or "not valid YAML"
-        raise PolicyError(f"{source}: {problem}{where}") from None
+        raise PolicyError(f"{source}: {where}{problem}") from None
     except RecursionError:
         raise PolicyError(f"{source}: nested too deeply to be a policy") from None
     return parse_policy(data, source)

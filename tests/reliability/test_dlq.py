@@ -166,3 +166,39 @@ def test_aws_errors_are_one_line_exit_2(world: dict[str, Any], capsys: pytest.Ca
 def test_opaque_message_is_still_listed() -> None:
     letter = parse_message({"MessageId": "m", "ReceiptHandle": "h", "Body": "not json"})
     assert letter.event == "not json" and letter.reason == "no reason recorded" and letter.kind == "unknown"
+
+
+def _park(world: dict[str, Any], count: int) -> None:
+    for n in range(count):
+        world["sqs"].send_message(
+            QueueUrl=world["url"],
+            MessageBody=json.dumps(dict(SPOT_EVENT, id=f"many-{n}")),
+            MessageAttributes={"ErrorMessage": {"DataType": "String", "StringValue": "fuzz"}},
+        )
+
+
+def test_list_pages_through_every_message_and_leaves_them_all(
+    world: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _park(world, 25)  # 28 in all: more than one receive (10) can show
+    for _ in range(2):  # a second listing sees the same 28: the first one hid nothing for long
+        assert main(["dlq", "list", "spot", "--region", REGION, "--json"]) == 0
+        ids = [json.loads(line)["event_id"] for line in capsys.readouterr().out.splitlines()]
+        assert len(ids) == 28 and len(set(ids)) == 28
+    assert main(["dlq", "list", "spot", "--region", REGION, "--limit", "12"]) == 0
+    assert capsys.readouterr().out.startswith("12 event(s)")
+
+
+def test_replay_pages_through_every_message(world: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    _park(world, 25)
+    assert main(["dlq", "replay", "spot", "--region", REGION]) == 0
+    assert "re-drove 28 of 28 event(s)" in capsys.readouterr().out
+    assert main(["dlq", "list", "spot", "--region", REGION]) == 0
+    assert capsys.readouterr().out.startswith("0 event(s)")
+
+
+def test_an_unknown_function_suggests_the_closest_one(
+    world: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dlq", "list", "spto", "--region", REGION]) == 2
+    assert "did you mean 'spot'?" in capsys.readouterr().err

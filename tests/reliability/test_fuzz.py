@@ -25,8 +25,10 @@ from governor.testing.faults import FaultInjector
 from governor.testing.invariants import is_action
 from governor.testing.scenarios import soak_policy
 from tests.conftest import ROOT
+from tests.reliability.bounds import time_bound
 
 HANDLERS = handler_names()
+SECONDS_PER_EVENT = 30  # one invocation on the in-process emulator takes milliseconds; this only catches hangs
 FUZZ = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DETAIL_TYPES = [
     "EC2 Spot Instance Interruption Warning",
@@ -100,7 +102,7 @@ def deployed() -> Iterator[Deployment]:
 
 
 def _assert_only_project_outcomes(deployed: Deployment, function: str, event: Any) -> None:
-    with FaultInjector() as recorder, recorder.label("fuzz"):
+    with FaultInjector() as recorder, recorder.label("fuzz"), time_bound(SECONDS_PER_EVENT, function):
         result = deployed.invoke(function, event)  # any exception fails the test: Lambda would retry, then DLQ it
     acted = [f"{c.operation} {c.params}"[:200] for c in recorder.calls if is_action(c)]
     assert not acted, f"{function} acted on fuzzed input: {acted}"
@@ -123,6 +125,58 @@ def test_handlers_reject_non_objects_and_oversized_events(deployed: Deployment, 
         with FaultInjector() as recorder, recorder.label("fuzz"):
             result = deployed.invoke(function, event)
         assert result.get("status") == "rejected", (function, str(event)[:80], result)
+        assert not [c for c in recorder.calls if is_action(c)]
+
+
+def _ec2(detail_type: str, detail: Any, **envelope: Any) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "detail-type": detail_type,
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": "2026-12-01T10:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": detail,
+        **envelope,
+    }
+
+
+UNEXPECTED_SHAPES = {
+    # public fixtures write the id with an underscore; EC2 never does, and "unknown" must never be decided on
+    "state-change with instance_id": (
+        ("lifecycle", "spot"),
+        _ec2("EC2 Instance State-change Notification", {"instance_id": "i-0123456789abcdef0", "state": "stopped"}),
+    ),
+    "spot warning with instance_id": (
+        ("spot",),
+        _ec2(
+            "EC2 Spot Instance Interruption Warning",
+            {"instance_id": "i-0123456789abcdef0", "instance-action": "terminate"},
+        ),
+    ),
+    "state change dated 9999": (
+        ("lifecycle", "spot"),
+        _ec2(
+            "EC2 Instance State-change Notification",
+            {"instance-id": "i-0123456789abcdef0", "state": "stopped"},
+            time="9999-12-31T23:59:59Z",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(UNEXPECTED_SHAPES))
+def test_unexpected_shapes_are_parked_with_a_reason_never_decided(deployed: Deployment, shape: str) -> None:
+    functions, event = UNEXPECTED_SHAPES[shape]
+    for function in functions:
+        with FaultInjector() as recorder, recorder.label("shape"):
+            result = deployed.invoke(function, event)
+        assert result.get("status") == "rejected", (function, result)
+        assert result.get("reason") and "unknown" not in str(result.get("resource", "")), result
+        parked = [c for c in recorder.calls if c.operation == "SendMessage" and c.ok]
+        assert parked and parked[0].params["QueueUrl"] == deployed.local.dlq_urls[function]
         assert not [c for c in recorder.calls if is_action(c)]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,3 +138,61 @@ def test_anything_but_a_governor_finding_is_rejected_to_the_dlq() -> None:
     del malformed["detail"]["severity"]
     assert handle(malformed, rt, FakeOutbox(), NOW)["status"] == "rejected"
     assert len(rt.dead_letters.messages) == 2  # type: ignore[attr-defined]
+
+
+def _slack_answering(code: int, body: bytes) -> FakeOutbox:
+    """An outbox whose Slack goes through the real webhook client, answered by ``code`` and ``body``."""
+    import urllib.error
+    from email.message import Message as Headers
+
+    from governor.adapters.slack import SlackWebhook
+
+    answers: list[int] = []
+
+    def opener(request: Any, timeout: float) -> Any:
+        answers.append(code)
+        raise urllib.error.HTTPError(request.full_url, code, "refused", Headers(), io.BytesIO(body))
+
+    class Outbox(FakeOutbox):
+        def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None:
+            SlackWebhook(
+                "https://hooks.slack.com/services/T000/B000/XXXX", opener=opener, sleep=lambda _: None
+            ).post_all(messages)
+
+    outbox = Outbox()
+    outbox.answers = answers  # type: ignore[attr-defined]
+    return outbox
+
+
+@pytest.mark.parametrize(
+    ("code", "body"), [(403, b"invalid_token"), (404, b"channel_not_found"), (410, b"channel_is_archived")]
+)
+def test_a_slack_answer_no_retry_can_change_parks_the_finding_at_once(code: int, body: bytes) -> None:
+    rt = runtime()
+    outbox = _slack_answering(code, body)
+    result = handle(event(), rt, outbox, NOW)  # no exception: Lambda does not retry the event three times
+    assert result["status"] == "undeliverable"
+    assert outbox.answers == [code]  # type: ignore[attr-defined]  # asked once, not four times
+    ((parked, reason),) = rt.dead_letters.messages  # type: ignore[attr-defined]
+    assert parked["id"] == "e-1" and body.decode() in reason and "hooks.slack.com" not in reason
+
+
+def test_a_slack_outage_is_still_retried_not_parked() -> None:
+    rt = runtime()
+    outbox = _slack_answering(503, b"")
+    with pytest.raises(DeliveryFailed, match="HTTP 503"):
+        handle(event(), rt, outbox, NOW)
+    assert len(outbox.answers) == 4 and rt.dead_letters.messages == []  # type: ignore[attr-defined]
+
+
+def test_an_email_ses_refuses_is_parked_at_once() -> None:
+    from botocore.exceptions import ClientError
+
+    rt = runtime(email_sender="governor@example.com", email_recipients=["platform@example.com"])
+    refused = ClientError(
+        {"Error": {"Code": "MessageRejected", "Message": "Email address is not verified."}}, "SendEmail"
+    )
+    result = handle(event(), rt, FakeOutbox(fail_email=refused), NOW)
+    assert result["status"] == "partly-undeliverable"
+    ((_, reason),) = rt.dead_letters.messages  # type: ignore[attr-defined]
+    assert "MessageRejected" in reason

@@ -8,7 +8,9 @@ under ``requestPayload``, the error under ``responsePayload``), and events Event
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,10 @@ IAM_ACTIONS = frozenset(
         "kms:Decrypt",
     }
 )
+
+
+PEEK_VISIBILITY_SECONDS = 60  # how long a listed message is hidden while the rest of the queue is read
+REPLAY_VISIBILITY_SECONDS = 120
 
 
 class DlqLookupError(LookupError):
@@ -110,13 +116,17 @@ class DlqAdmin:
     """Lists and re-drives one function's DLQ. Re-drive = an asynchronous invocation of the function with the
     original event; the message is deleted only after Lambda accepted the invocation."""
 
-    def __init__(self, region: str | None = None, *, sqs: Any = None, lambda_client: Any = None) -> None:
+    def __init__(
+        self, region: str | None = None, *, sqs: Any = None, lambda_client: Any = None, wait_seconds: int = 1
+    ) -> None:
+        self._wait = wait_seconds  # long polling; 0 only against an emulator, whose empty answers are exact
         self._sqs = sqs or client("sqs", region)
         self._lambda = lambda_client or client("lambda", region)
 
     def function_name(self, name: str) -> str:
         """``name`` is a Lambda function name or a governor function name (its ``GOVERNOR_FUNCTION`` variable)."""
         matches: list[str] = []
+        known: set[str] = set()
         for page in self._lambda.get_paginator("list_functions").paginate():
             for function in page.get("Functions", []):
                 variables = (function.get("Environment") or {}).get("Variables") or {}
@@ -124,8 +134,12 @@ class DlqAdmin:
                     return str(function["FunctionName"])
                 if variables.get("GOVERNOR_FUNCTION") == name:
                     matches.append(str(function["FunctionName"]))
+                if variables.get("GOVERNOR_FUNCTION"):
+                    known.add(str(variables["GOVERNOR_FUNCTION"]))
         if not matches:
-            raise DlqLookupError(f"no Lambda function named {name!r} or with GOVERNOR_FUNCTION={name!r}")
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise DlqLookupError(f"no Lambda function named {name!r} or with GOVERNOR_FUNCTION={name!r}{hint}")
         if len(matches) > 1:
             raise DlqLookupError(f"{name!r} matches several functions ({', '.join(sorted(matches))}); name one")
         return matches[0]
@@ -142,47 +156,64 @@ class DlqAdmin:
             raise DlqLookupError(f"{function_name}: its on-failure destination is not an SQS queue ({arn or 'none'})")
         return str(self._sqs.get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"])
 
-    def _receive(self, queue_url: str, visibility: int, limit: int) -> list[dict[str, Any]]:
-        seen: dict[str, dict[str, Any]] = {}
-        empty_rounds = 0
-        while len(seen) < limit and empty_rounds < 2:
+    def _pages(self, queue_url: str, visibility: int, limit: int | None) -> Iterator[list[dict[str, Any]]]:
+        """Every message in the queue, ten at a time, until the queue has none left to show (or ``limit``).
+
+        Each received message stays invisible for ``visibility`` seconds, so the next receive returns other ones;
+        SQS has no cursor, and a zero visibility timeout would show the same few messages over and over. A receive
+        long-polls (``wait_seconds``): it asks every SQS server, so an empty answer means the queue is drained.
+        """
+        seen: set[str] = set()
+        while limit is None or len(seen) < limit:
+            wanted = 10 if limit is None else min(10, limit - len(seen))
             response = self._sqs.receive_message(
                 QueueUrl=queue_url,
-                MaxNumberOfMessages=10,
+                MaxNumberOfMessages=wanted,
                 VisibilityTimeout=visibility,
-                WaitTimeSeconds=0,
+                WaitTimeSeconds=self._wait,
                 MessageAttributeNames=["All"],
                 MessageSystemAttributeNames=["SentTimestamp", "ApproximateReceiveCount"],
             )
             fresh = [m for m in response.get("Messages", []) if m["MessageId"] not in seen]
-            empty_rounds = 0 if fresh else empty_rounds + 1
-            for message in fresh:
-                seen[message["MessageId"]] = message
-        return list(seen.values())[:limit]
+            if not fresh:
+                return
+            seen.update(m["MessageId"] for m in fresh)
+            yield fresh
 
-    def peek(self, queue_url: str, limit: int = 100) -> list[DeadLetter]:
-        """Peek: messages are received with a zero visibility timeout, so they stay in the queue, untouched."""
-        return [parse_message(m) for m in self._receive(queue_url, 0, limit)]
+    def peek(self, queue_url: str, limit: int | None = None) -> list[DeadLetter]:
+        """Every parked message (or the first ``limit``), left in the queue: each is made visible again at once."""
+        messages = [m for page in self._pages(queue_url, PEEK_VISIBILITY_SECONDS, limit) for m in page]
+        self._release_all(queue_url, [m["ReceiptHandle"] for m in messages])
+        return [parse_message(m) for m in messages]
 
     def replay(
-        self, queue_url: str, function_name: str, ids: set[str] | None = None, limit: int = 100
+        self, queue_url: str, function_name: str, ids: set[str] | None = None, limit: int | None = None
     ) -> list[tuple[DeadLetter, str | None]]:
         """Re-drive the selected messages (by message id or event id; all when ``ids`` is empty).
 
         Returns each selected letter with ``None`` when re-driven and deleted, or the error that kept it queued.
+        Messages not selected are made visible again once the whole queue has been read.
         """
         results: list[tuple[DeadLetter, str | None]] = []
-        for message in self._receive(queue_url, 120, limit):
-            letter = parse_message(message)
-            if ids and letter.message_id not in ids and letter.event_id not in ids:
-                self._release(queue_url, letter)
-                continue
-            error = self._invoke(function_name, letter)
-            if error is None:
-                self._sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=letter.receipt_handle)
-            else:
-                self._release(queue_url, letter)
-            results.append((letter, error))
+        others: list[str] = []
+        try:
+            for page in self._pages(queue_url, REPLAY_VISIBILITY_SECONDS, None if ids else limit):
+                for message in page:
+                    letter = parse_message(message)
+                    if ids and letter.message_id not in ids and letter.event_id not in ids:
+                        others.append(letter.receipt_handle)
+                        continue
+                    if limit is not None and len(results) >= limit:
+                        others.append(letter.receipt_handle)
+                        continue
+                    error = self._invoke(function_name, letter)
+                    if error is None:
+                        self._sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=letter.receipt_handle)
+                    else:
+                        others.append(letter.receipt_handle)
+                    results.append((letter, error))
+        finally:
+            self._release_all(queue_url, others)
         return results
 
     def _invoke(self, function_name: str, letter: DeadLetter) -> str | None:
@@ -197,7 +228,11 @@ class DlqAdmin:
         status = int(response.get("StatusCode", 0))
         return None if status == 202 else f"Lambda answered {status}"
 
-    def _release(self, queue_url: str, letter: DeadLetter) -> None:
-        self._sqs.change_message_visibility(
-            QueueUrl=queue_url, ReceiptHandle=letter.receipt_handle, VisibilityTimeout=0
-        )
+    def _release_all(self, queue_url: str, handles: list[str]) -> None:
+        """Make messages visible again, ten per call (ChangeMessageVisibilityBatch's limit)."""
+        for low in range(0, len(handles), 10):
+            entries = [
+                {"Id": str(n), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                for n, handle in enumerate(handles[low : low + 10])
+            ]
+            self._sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)

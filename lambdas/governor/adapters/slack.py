@@ -23,7 +23,15 @@ _LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 class DeliveryError(RuntimeError):
-    """A message Slack did not accept after every retry; the message never contains the webhook URL."""
+    """A message Slack did not accept after every retry; the message never contains the webhook URL.
+
+    ``permanent`` marks answers that no retry can change (Slack's 4xx: ``invalid_token``, ``channel_not_found``,
+    ``channel_is_archived``, ``invalid_payload``...), so the notifier parks the event at once instead of retrying.
+    """
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class SecretMissingError(RuntimeError):
@@ -131,7 +139,9 @@ class SlackWebhook:
                 if error.code == 429:
                     wait = _retry_after(error.headers.get("Retry-After"), wait, self._max_wait)
                 elif 400 <= error.code < 500:
-                    raise DeliveryError(f"{self.label} rejected the message ({last}); not retried") from None
+                    raise DeliveryError(
+                        f"{self.label} rejected the message ({last}); not retried", permanent=error.code != 408
+                    ) from None
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
                 reason = getattr(error, "reason", error)
                 last = f"webhook unreachable ({type(reason).__name__})"

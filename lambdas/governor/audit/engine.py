@@ -21,6 +21,7 @@ from typing import Any
 
 from governor.audit.queries import QueryError, QuerySpec, iso, list_queries, parse_time, select_queries
 from governor.audit.schema import COLUMNS, PARTITION_KEYS, TABLE_NAME, Column
+from governor.domain.times import EARLIEST, LATEST
 
 SLACK = dt.timedelta(days=1)
 LAST_SECOND = dt.timedelta(seconds=1)  # parameters have whole seconds; [start, end) ends a second before end
@@ -280,8 +281,10 @@ def run_audit(
         lake.load(wanted)
         span = lake.time_span()
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        first = start or (span[0] if span else now)
-        last = end or ((span[1] + dt.timedelta(seconds=1)) if span else now + dt.timedelta(seconds=1))
+        # the default range is the events' own span, held within the supported time range (governor.domain.times)
+        # so that a record dated 9999-12-31 cannot overflow the arithmetic; such records fall outside the range
+        first = start or (max(span[0], EARLIEST) if span else now)
+        last = end or ((min(span[1], LATEST - dt.timedelta(seconds=1)) if span else now) + dt.timedelta(seconds=1))
         parameters = {"start": iso(first), "end": iso(last)}
         results: dict[str, dict[str, Any]] = {}
         seconds: dict[str, float] = {}

@@ -42,15 +42,15 @@ def register(subparsers: Any) -> None:
 
 
 def _time(value: str | None, flag: str) -> dt.datetime | None:
-    from governor.audit.queries import QueryError, parse_time
     from governor.cli import UsageError
+    from governor.domain.times import parse_bounded
 
     if value is None:
         return None
     try:
-        return parse_time(value)
-    except QueryError as error:
-        raise UsageError(f"{flag}: {error}") from None
+        return parse_bounded(value, flag)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _cell(value: Any) -> str:
@@ -99,7 +99,7 @@ def render_text(run: Any, specs: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from governor.audit import QueryError, list_queries, run_audit
-    from governor.cli import UsageError
+    from governor.cli import UsageError, did_you_mean
 
     try:
         specs = {spec.name: spec for spec in list_queries()}
@@ -114,13 +114,24 @@ def run(args: argparse.Namespace) -> int:
     logs = Path(args.logs)
     if not logs.exists():
         raise UsageError(f"{logs}: no such folder")
+    if not logs.is_dir():
+        raise UsageError(f"{logs}: not a folder; --logs takes the folder that holds the CloudTrail files")
+    for name in args.queries or []:
+        if name not in specs:
+            raise UsageError(f"unknown query {name}{did_you_mean(name, specs)}; see governor audit --list")
     start, end = _time(args.start, "--start"), _time(args.end, "--end")
+    if start is not None and end is not None and end <= start:
+        raise UsageError(f"--end {args.end} is not after --start {args.start}")
     try:
         result = run_audit(logs, args.queries, start, end)
     except QueryError as error:
         raise UsageError(str(error)) from None
     for file, reason in result.skipped:
         print(f"governor: skipped {file}: {reason}", file=sys.stderr)
+    if args.fail_on_rows and not result.records:
+        # a check over nothing must not pass: an empty folder, a wrong path or unreadable files all end up here
+        skipped = f" ({len(result.skipped)} file(s) skipped)" if result.skipped else ""
+        raise UsageError(f"{logs}: no CloudTrail records to check{skipped}; --fail-on-rows needs records")
     if args.json:
         print(json.dumps(result.results, indent=2, default=str))
     elif args.csv:

@@ -8,8 +8,10 @@ have reclaimed.
 from __future__ import annotations
 
 import argparse
+import bisect
 import csv
 import datetime as dt
+import itertools
 import json
 import math
 import re
@@ -23,15 +25,18 @@ from governor.domain.idle import (
     GPU_UTILIZATION,
     MEMORY_UNITS,
     Replay,
+    ReplayedInstance,
     Series,
     replay,
 )
+from governor.domain.times import EARLIEST, LATEST, RANGE_TEXT, TimeRangeError, bounded
 from governor.policy import Policy, PolicyError, resolve_policy
 
 HEADER = ["timestamp", "instance_id", "metric", "value"]
 KNOWN_METRICS = frozenset({GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION})
 _INTERVAL = re.compile(r"^\s*(\d+)\s*([smh]?)\s*$")
 _EPOCH = re.compile(r"^\s*\d+(\.\d+)?\s*$")
+MAX_INTERVAL_SECONDS = 24 * 3600
 
 
 class MetricsFileError(ValueError):
@@ -54,25 +59,38 @@ def register(subparsers: Any) -> None:
 
 
 def parse_interval(text: str) -> dt.timedelta:
-    """``15m``, ``1h``, ``900s`` or a bare number of minutes; at least one minute."""
+    """``15m``, ``1h``, ``900s`` or a bare number of minutes; from one minute to one day (EventBridge's range)."""
     match = _INTERVAL.match(text)
-    if not match:
-        raise ValueError(f"--interval {text!r}: use a number with s, m or h, e.g. 15m")
+    if not match or len(match.group(1)) > 6:
+        raise ValueError(f"--interval {text!r}: use a whole number with s, m or h, from 1m to 24h, e.g. 15m")
     amount = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "": 60}[match.group(2)]
     if amount < 60:
         raise ValueError(f"--interval {text!r}: the sweep cannot run more often than once a minute")
+    if amount > MAX_INTERVAL_SECONDS:
+        raise ValueError(f"--interval {text!r}: at most 24h; a sweep rarer than daily cannot keep an idle window")
     return dt.timedelta(seconds=amount)
 
 
 def _timestamp(text: str, cache: dict[str, float]) -> float:
+    """Epoch seconds or ISO 8601 within the supported time range; raises ValueError saying what is wrong."""
     found = cache.get(text)
     if found is not None:
         return found
     if _EPOCH.match(text):
         value = float(text)
+        if not EARLIEST.timestamp() <= value < LATEST.timestamp():
+            hint = (
+                " (epoch milliseconds? use seconds)"
+                if EARLIEST.timestamp() <= value / 1000 < LATEST.timestamp()
+                else ""
+            )
+            raise TimeRangeError(f"epoch {text.strip()} is outside the supported range {RANGE_TEXT}{hint}")
     else:
-        parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-        value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
+        try:
+            parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{text!r} is neither ISO 8601 nor epoch seconds") from None
+        value = bounded(parsed, "timestamp").timestamp()
     cache[text] = value
     return value
 
@@ -111,12 +129,12 @@ def parse_metrics(
             instance_id = instance_id.strip()
             if not instance_id:
                 raise MetricsFileError(f"{source}: line {line}: empty instance_id")
+            if not instance_id.isprintable() or len(instance_id) > 256:
+                raise MetricsFileError(f"{source}: line {line}: instance_id {instance_id[:40]!r} is not a printable id")
             try:
                 when = _timestamp(stamp, stamps)
-            except ValueError:
-                raise MetricsFileError(
-                    f"{source}: line {line}: timestamp {stamp!r} is neither ISO 8601 nor epoch seconds"
-                ) from None
+            except ValueError as error:
+                raise MetricsFileError(f"{source}: line {line}: timestamp {error}") from None
             try:
                 value = float(raw)
             except ValueError:
@@ -138,6 +156,77 @@ def parse_metrics(
         times = sorted(by_time)
         result.setdefault(instance_id, {})[metric] = Series(times, [by_time[t] for t in times])
     return result
+
+
+def stretches(signals: dict[str, dict[str, Series]], gap: dt.timedelta) -> list[tuple[float, float]]:
+    """The spans of the file that hold data: sample minutes closer than ``gap`` to the next one share a stretch.
+
+    A sweep between stretches would see no sample in its window and decide nothing (missing data never reads as
+    idle), so the replay skips those sweeps and its time grows with the samples, not with the span between them.
+    """
+    minutes = sorted({t for series in signals.values() for s in series.values() for t in s.times})
+    found: list[tuple[float, float]] = []
+    first = previous = minutes[0]
+    for minute in minutes[1:]:
+        if minute - previous > gap.total_seconds():
+            found.append((first, previous))
+            first = minute
+        previous = minute
+    found.append((first, previous))
+    return found
+
+
+def _slice(signals: dict[str, dict[str, Series]], low: float, high: float) -> dict[str, dict[str, Series]]:
+    part: dict[str, dict[str, Series]] = {}
+    for instance_id, series in signals.items():
+        for metric, s in series.items():
+            a, b = bisect.bisect_left(s.times, low), bisect.bisect_right(s.times, high)
+            if a < b:
+                part.setdefault(instance_id, {})[metric] = Series(s.times[a:b], s.values[a:b])
+    return part
+
+
+def replay_stretches(
+    signals: dict[str, dict[str, Series]], policy: Policy, interval: dt.timedelta
+) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
+    """Replay each stretch of data on its own, then add them up; returns the total and the gaps skipped.
+
+    Launch grace counts from an instance's first sample in the whole file; an instance stopped in one stretch and
+    back in a later one was started again. GPU-hours reclaimed by a stop count to the end of its stretch.
+    """
+    start, end = bounds(signals)
+    gap = dt.timedelta(minutes=policy.idle.window_minutes) + interval
+    spans = stretches(signals, gap)
+    if len(spans) == 1:
+        return replay(signals, policy, start=start, end=end, interval=interval), []
+    launches = {
+        instance_id: dt.datetime.fromtimestamp(min(s.times[0] for s in series.values()), dt.UTC)
+        for instance_id, series in signals.items()
+    }
+    total = Replay(start=start, end=end, interval=interval)
+    for low, high in spans:
+        part = replay(
+            _slice(signals, low, high),
+            policy,
+            start=dt.datetime.fromtimestamp(low, dt.UTC),
+            end=dt.datetime.fromtimestamp(high + 60, dt.UTC),
+            interval=interval,
+            launch_times=launches,
+        )
+        total.sweeps += part.sweeps
+        total.held_back_sweeps.extend(part.held_back_sweeps)
+        for verdict, count in part.verdicts.items():
+            total.verdicts[verdict] = total.verdicts.get(verdict, 0) + count
+        for instance_id, record in part.instances.items():
+            mine = total.instances.setdefault(instance_id, ReplayedInstance())
+            mine.actions.extend(record.actions)
+            mine.gpu_hours_reclaimed = round(mine.gpu_hours_reclaimed + record.gpu_hours_reclaimed, 4)
+            mine.stopped_at = record.stopped_at or mine.stopped_at
+    gaps = [
+        (dt.datetime.fromtimestamp(a[1] + 60, dt.UTC), dt.datetime.fromtimestamp(b[0], dt.UTC))
+        for a, b in itertools.pairwise(spans)
+    ]
+    return total, gaps
 
 
 def bounds(signals: dict[str, dict[str, Series]]) -> tuple[dt.datetime, dt.datetime]:
@@ -211,6 +300,11 @@ def render_text(data: dict[str, Any], source: str) -> str:
     lines += [
         "",
         f"verdicts over all sweeps: {verdicts}",
+        *(
+            [f"skipped {len(summary['gaps_skipped'])} stretch(es) without data, e.g. {gap['from']} .. {gap['to']}"]
+            if (gap := next(iter(summary.get("gaps_skipped", [])), None))
+            else []
+        ),
         f"summary: {summary['warnings']} warnings, {summary['stops']} stops, {summary['terminations']} "
         f"terminations, {summary['deferred_sweeps']} sweeps deferred actions to the next (rate limit), "
         f"{len(summary['held_back_sweeps'])} sweeps held instances (circuit breaker, {len(summary['breaker_trips'])} "
@@ -233,14 +327,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     path = Path(args.metrics)
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:  # -sig: spreadsheets start with a BOM
             signals = parse_metrics(handle, str(path), args.memory_unit)
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read the metrics file ({error.__class__.__name__})") from None
     except MetricsFileError as error:
         raise UsageError(str(error)) from None
-    start, end = bounds(signals)
-    result = replay(signals, policy, start=start, end=end, interval=interval)
+    result, gaps = replay_stretches(signals, policy, interval)
     data = to_json(result, policy)
+    data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
     print(json.dumps(data, indent=2) if args.json else render_text(data, str(path)))
     return 0

@@ -7,6 +7,7 @@ emulator through the same handlers.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -99,6 +100,29 @@ class ProgressLine:
         self.width = 0
 
 
+MAX_INSTANCES = 500
+MAX_HOURS = 7 * 24.0
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Every flag in range before anything starts: a bad one is one line naming it, never a half-started demo."""
+    from governor.cli import UsageError
+
+    if not 1 <= args.instances <= MAX_INSTANCES:
+        raise UsageError(f"--instances {args.instances}: simulate 1 to {MAX_INSTANCES} GPU instances")
+    if not (math.isfinite(args.hours) and 0 < args.hours <= MAX_HOURS):
+        raise UsageError(f"--hours {args.hours:g}: simulate more than 0 and at most {MAX_HOURS:g} hours (a week)")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: a TCP port is 1..65535 (0 picks a free one)")
+    folders = [("--out", args.out)] + ([] if args.skip_synth else [("--cdk-out", args.cdk_out)])
+    for flag, value in folders:
+        folder = Path(value)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UsageError(f"{flag} {value}: cannot create the folder ({error.strerror or error})") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from governor.cli import UsageError
 
@@ -108,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         load_policy(policy_file)
     except PolicyError as error:
         raise UsageError(str(error)) from None
+    check_options(args)
     check_demo_packages()
     progress = ProgressLine()
     if not args.skip_synth:

@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
     common.add_argument("function", help="governor function (spot, idle, ...) or its Lambda function name")
     common.add_argument("--queue-url", help="the DLQ's URL, instead of the function's on-failure destination")
     common.add_argument("--region", help="AWS region (default: the environment's)")
-    common.add_argument("--limit", type=int, default=100, help="at most this many messages (default: 100)")
+    common.add_argument("--limit", type=int, help="at most this many messages (default: every message in the queue)")
     listing = actions.add_parser("list", parents=[common], help="show the parked events and why each failed")
     listing.add_argument("--json", action="store_true", help="one JSON object per line, including the event")
     listing.set_defaults(run=run_list)
@@ -45,7 +45,7 @@ def _admin(args: argparse.Namespace) -> tuple[Any, str, str]:
     from governor.adapters.dlq_admin import DlqAdmin, DlqLookupError
     from governor.cli import UsageError
 
-    if args.limit < 1:
+    if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
     admin = DlqAdmin(args.region)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,11 @@ from governor.policy import PolicyError, load_policy
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("explain", help="show what the governor would decide for one event")
-    parser.add_argument("event", help="an EventBridge event or a CloudTrail record, as JSON")
+    parser.add_argument(
+        "event",
+        help='an EventBridge event, a CloudTrail record or a whole CloudTrail file ({"Records": [...]}, one result '
+        "per record), as JSON; - reads standard input",
+    )
     parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
     parser.add_argument("--json", action="store_true", help="print the decision object as JSON")
     parser.set_defaults(run=run)
@@ -23,15 +28,36 @@ def _read_event(path: str) -> Any:
     from governor.cli import UsageError
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: cannot read the event ({error.__class__.__name__})") from None
+        detail = getattr(error, "strerror", None) or error.__class__.__name__
+        raise UsageError(f"{_name(path)}: cannot read the event ({detail})") from None
+    if not text.strip():
+        raise UsageError(f"{_name(path)}: empty, expected an event as JSON")
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise UsageError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
+        raise UsageError(f"{_name(path)}: not valid JSON (line {error.lineno}: {error.msg})") from None
     except RecursionError:
-        raise UsageError(f"{path}: JSON nested too deeply") from None
+        raise UsageError(f"{_name(path)}: JSON nested too deeply") from None
+
+
+def _name(path: str) -> str:
+    return "standard input" if path == "-" else path
+
+
+def _records(raw: Any, source: str) -> list[Any] | None:
+    """The records of a whole CloudTrail file (``{"Records": [...]}``), or None for a single event."""
+    from governor.cli import UsageError
+
+    if not (isinstance(raw, dict) and "Records" in raw and "detail" not in raw and "eventName" not in raw):
+        return None
+    records = raw["Records"]
+    if not isinstance(records, list):
+        raise UsageError(f"{source}: Records must be a list of CloudTrail records, not {type(records).__name__}")
+    if not records:
+        raise UsageError(f"{source}: Records is empty, there is nothing to explain")
+    return records
 
 
 def render_text(result: dict[str, Any]) -> str:
@@ -59,10 +85,24 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.policy)
     except PolicyError as error:
         raise UsageError(str(error)) from None
+    source = _name(args.event)
     raw = _read_event(args.event)
-    try:
-        result = explain(raw, policy)
-    except InvalidEventError as error:
-        raise UsageError(f"{args.event}: {error}") from None
-    print(json.dumps(result, indent=2, default=str) if args.json else render_text(result))
+    records = _records(raw, source)
+    if records is None:
+        try:
+            result = explain(raw, policy)
+        except InvalidEventError as error:
+            raise UsageError(f"{source}: {error}") from None
+        print(json.dumps(result, indent=2, default=str) if args.json else render_text(result))
+        return 0
+    results = []
+    for index, record in enumerate(records):
+        try:
+            results.append(explain(record, policy))
+        except InvalidEventError as error:
+            raise UsageError(f"{source}: Records[{index}]: {error}") from None
+    if args.json:
+        print(json.dumps(results, indent=2, default=str))
+    else:
+        print("\n\n".join(render_text(result) for result in results))
     return 0

@@ -14,10 +14,25 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from governor.domain.lifecycle import SESSION
-from governor.domain.times import parse_time
+from governor.domain.idle import MARK_KIND
+from governor.domain.lifecycle import LAUNCH, OPEN_SESSION, SESSION
+from governor.domain.notify import DELIVERY_KIND, MERGE_KIND
+from governor.domain.spot import REBALANCE_KIND, RECORD_KIND
+from governor.domain.times import parse_bounded, parse_time
 
 DEFAULT_KINDS = ("decision", SESSION)
+# every kind of item the governor's functions write to the ledger (``--kind`` accepts only these)
+KINDS = (
+    "decision",
+    SESSION,
+    OPEN_SESSION,
+    LAUNCH,
+    RECORD_KIND,
+    REBALANCE_KIND,
+    MARK_KIND,
+    MERGE_KIND,
+    DELIVERY_KIND,
+)
 
 
 class LedgerReader(Protocol):
@@ -35,7 +50,7 @@ def register(subparsers: Any) -> None:
         "--kind",
         action="append",
         dest="kinds",
-        help=f"item kind to export; repeat for several (default: {', '.join(DEFAULT_KINDS)})",
+        help=f"item kind to export, one of {', '.join(KINDS)}; repeatable (default: {', '.join(DEFAULT_KINDS)})",
     )
     export.add_argument("--region", help="AWS region of the table (default: the environment's)")
     export.set_defaults(run=run)
@@ -57,14 +72,22 @@ def parse_since(value: str | None) -> dt.datetime | None:
 
     if value is None:
         return None
-    parsed = parse_time(value)
-    if parsed is None:
-        try:
-            day = dt.date.fromisoformat(value)
-        except ValueError:
-            raise UsageError(f"--since {value!r}: not an ISO 8601 date or time (e.g. 2026-11-01)") from None
-        parsed = dt.datetime.combine(day, dt.time(), dt.UTC)
-    return parsed
+    try:
+        return parse_bounded(value, "--since")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def check_kinds(kinds: list[str] | None) -> list[str]:
+    """The kinds to export; an unknown one is an error with the closest known kind, never a silent empty export."""
+    from governor.cli import UsageError, did_you_mean
+
+    for kind in kinds or []:
+        if kind not in KINDS:
+            raise UsageError(
+                f"--kind {kind}: no such ledger item kind{did_you_mean(kind, KINDS)}; one of {', '.join(KINDS)}"
+            )
+    return list(dict.fromkeys(kinds)) if kinds else list(DEFAULT_KINDS)
 
 
 def export_items(ledger: LedgerReader, kinds: Iterable[str], since: dt.datetime | None) -> Iterator[dict[str, Any]]:
@@ -96,16 +119,21 @@ def run(args: argparse.Namespace) -> int:
     from governor.cli import UsageError
 
     since = parse_since(args.since)
+    kinds = check_kinds(args.kinds)
     out = Path(args.out)
     if not out.parent.is_dir():
         raise UsageError(f"{out}: folder {out.parent} does not exist")
-    kinds = args.kinds or list(DEFAULT_KINDS)
+    if out.is_dir():
+        raise UsageError(f"{out}: is a folder; --out takes the file to write")
     try:
         ledger = DynamoLedger(args.table, region=args.region)
         items = list(export_items(ledger, kinds, since))
     except (ClientError, BotoCoreError) as error:
         raise UsageError(f"ledger table {args.table}: {error}") from None
-    count = write_jsonl(items, out)
+    try:
+        count = write_jsonl(items, out)
+    except OSError as error:
+        raise UsageError(f"{out}: cannot write the export ({error.strerror or error.__class__.__name__})") from None
     by_kind = {kind: sum(1 for item in items if item["kind"] == kind) for kind in kinds}
     summary = ", ".join(f"{n} {kind}" for kind, n in by_kind.items())
     print(f"{out}: {count} items ({summary})")

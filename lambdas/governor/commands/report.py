@@ -10,8 +10,11 @@ import argparse
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from governor.domain.times import bounded, parse_bounded, parse_time
 from governor.policy import PolicyError, resolve_policy
 
 
@@ -27,6 +30,72 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def _ledger_time(value: str | None) -> str | None:
+    if value is None:
+        return value
+    parsed = parse_time(value)
+    if parsed is None:
+        raise ValueError(f"{value[:40]!r} is not an ISO 8601 time")
+    bounded(parsed, "time")
+    return value
+
+
+LedgerTime = Annotated[str | None, AfterValidator(_ledger_time)]
+Count = Annotated[float | None, Field(ge=0, le=10**6, allow_inf_nan=False)]
+
+
+class LedgerItem(BaseModel):
+    """The fields the report reads from ledger items, with their types; anything else passes through untouched.
+
+    Numbers may come as text: ``governor ledger export`` writes DynamoDB's decimals with ``str``.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str | None = None
+    policy: str | None = None
+    verdict: str | None = None
+    resource: str | None = None
+    rule: str | None = None
+    instance_id: str | None = None
+    instance_type: str | None = None
+    owner: str | None = None
+    team: str | None = None
+    creator: str | None = None
+    status: str | None = None
+    source: str | None = None
+    at: LedgerTime = None
+    start: LedgerTime = None
+    end: LedgerTime = None
+    warned_at: LedgerTime = None
+    window_start: LedgerTime = None
+    window_end: LedgerTime = None
+    idle_since: LedgerTime = None
+    gpus: Count = None
+    price_per_hour: Count = None
+    on_demand_per_hour: Count = None
+    window_minutes: Count = None
+    evidence: dict[str, Any] | None = None
+    actions: list[Any] | None = None
+    enforced: bool | None = None
+
+
+def _check_items(path: Path, items: list[Any], lines: list[int] | None) -> None:
+    from governor.cli import UsageError
+
+    for index, item in enumerate(items):
+        where = f"line {lines[index]}" if lines else f"item {index + 1}"
+        if not isinstance(item, dict):
+            raise UsageError(f"{path}: {where}: a ledger item must be a JSON object, not {type(item).__name__}")
+        try:
+            LedgerItem.model_validate(item)
+        except ValidationError as error:
+            first = error.errors(include_input=False)[0]
+            field = ".".join(str(part) for part in first["loc"])
+            reason = first["msg"].removeprefix("Value error, ")
+            raise UsageError(f"{path}: {where}: {field}: {reason}") from None
+
+
 def read_ledger(path: Path) -> list[dict[str, Any]]:
     """JSON lines or one JSON array of ledger items; a bad line is named, never skipped silently."""
     from governor.cli import UsageError
@@ -36,14 +105,17 @@ def read_ledger(path: Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read the ledger export ({error.__class__.__name__})") from None
     stripped = text.lstrip()
+    lines: list[int] | None = None
     if stripped.startswith("["):
         try:
             data = json.loads(stripped)
         except json.JSONDecodeError as error:
             raise UsageError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
+        except RecursionError:
+            raise UsageError(f"{path}: JSON nested too deeply to be a ledger export") from None
         items = data
     else:
-        items = []
+        items, lines = [], []
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -51,8 +123,10 @@ def read_ledger(path: Path) -> list[dict[str, Any]]:
                 items.append(json.loads(line))
             except json.JSONDecodeError as error:
                 raise UsageError(f"{path}: line {number} is not valid JSON ({error.msg})") from None
-    if not all(isinstance(item, dict) for item in items):
-        raise UsageError(f"{path}: every ledger item must be a JSON object")
+            except RecursionError:
+                raise UsageError(f"{path}: line {number} is nested too deeply to be a ledger item") from None
+            lines.append(number)
+    _check_items(path, items, lines)
     return items
 
 
@@ -62,10 +136,9 @@ def _time(value: str | None, label: str) -> dt.datetime | None:
     if value is None:
         return None
     try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"--{label} {value!r} is not an ISO 8601 time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+        return parse_bounded(value, f"--{label}")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,8 +164,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{logs}: not a folder of CloudTrail files")
     ledger = read_ledger(Path(args.ledger)) if args.ledger else []
     start, end = _time(args.start, "start"), _time(args.end, "end")
+    if start is not None and end is not None and end <= start:
+        raise UsageError(f"--end {args.end} is not after --start {args.start}")
     try:
         current = run_audit(logs, start=start, end=end)
+        if not current.records and not (start and end):
+            skipped = f", {len(current.skipped)} file(s) skipped" if current.skipped else ""
+            raise UsageError(
+                f"{logs}: no CloudTrail records found{skipped}; give --start and --end for an empty report"
+            )
         begin = dt.datetime.fromisoformat(current.start.replace("Z", "+00:00"))
         finish = dt.datetime.fromisoformat(current.end.replace("Z", "+00:00"))
         before_start, before_end = previous_period(begin, finish)

@@ -19,7 +19,7 @@ from governor.domain.decision import Action, Decision, Finding, Severity
 from governor.domain.explain import cloudtrail_call, explainer
 from governor.domain.fleet import exemption
 from governor.domain.times import parse_time
-from governor.events.envelopes import CloudTrailRecord, InboundEvent
+from governor.events.envelopes import CloudTrailRecord, InboundEvent, InvalidEventError
 from governor.policy import Policy
 
 POLICY = "keys"
@@ -42,6 +42,20 @@ ROOT_USER = "<root_account>"
 
 # ---------------------------------------------------------------------------------------------------------------
 # What the governor reads about each resource (adapters build these; tests build them by hand).
+
+
+def _requested_rotation_days(requested: Any, record: CloudTrailRecord) -> int:
+    """KMS accepts 90..2560 days, so a successful call that records anything else is a malformed event, not a fact."""
+    if requested is None:
+        return KMS_DEFAULT_ROTATION_DAYS
+    text = str(requested).strip() if isinstance(requested, int | str) and not isinstance(requested, bool) else ""
+    if not text.isdigit() or not 90 <= int(text) <= 2560:
+        raise InvalidEventError(
+            f"requestParameters.rotationPeriodInDays {str(requested)[:40]!r} is not a whole number of days in "
+            "90..2560, as KMS requires",
+            record.event_id,
+        )
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -862,7 +876,7 @@ def _explain_kms(record: CloudTrailRecord, policy: Policy) -> Decision:
         )
     if name == "EnableKeyRotation":
         requested = params.get("rotationPeriodInDays")
-        period = int(requested) if requested is not None else KMS_DEFAULT_ROTATION_DAYS
+        period = _requested_rotation_days(requested, record)
         said = f"{period} days" if requested is not None else f"no period given, so AWS's default {period} days"
         if period > limit:
             return Decision(

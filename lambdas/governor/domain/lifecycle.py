@@ -24,7 +24,7 @@ from governor.domain.decision import Action, Decision, Verdict
 from governor.domain.explain import cloudtrail_call, detail_type, explainer
 from governor.domain.fleet import Instance, Ownership, ownership
 from governor.domain.times import parse_time
-from governor.events.envelopes import CloudTrailRecord, InboundEvent, UserIdentity
+from governor.events.envelopes import CloudTrailRecord, InboundEvent, InstanceStateDetail, UserIdentity, parse_model
 from governor.policy import Policy
 
 POLICY = "lifecycle"
@@ -543,8 +543,8 @@ def explain_run_instances(event: InboundEvent, policy: Policy) -> list[Decision]
 @explainer(POLICY, detail_type("aws.ec2", STATE_CHANGE))
 def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
     """Running opens a usage session, stopping/stopped/terminated closes it; the type is read at run time."""
-    instance_id = str(event.detail.get("instance-id") or "unknown")
-    state = str(event.detail.get("state") or "")
+    detail = parse_model(InstanceStateDetail, event.detail)  # never a decision about instance "unknown"
+    instance_id, state = detail.instance_id, detail.state
     assumptions = [
         "the instance is a GPU instance (its type is read with DescribeInstances at run time; others are ignored)"
     ]

@@ -40,7 +40,8 @@ InstanceId = Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,32}$")]
 
 
 class _Detail(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+    # AWS's field names only: a detail that says ``instance_id`` is not an EC2 event and is parked, not guessed at
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
 class WarningDetail(_Detail):

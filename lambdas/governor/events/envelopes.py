@@ -7,10 +7,12 @@ bare CloudTrail record and normalises both into an :class:`InboundEvent`.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from governor.domain.times import bounded
 
 CLOUDTRAIL_DETAIL_TYPE = "AWS API Call via CloudTrail"
 M = TypeVar("M", bound=BaseModel)
@@ -22,6 +24,14 @@ class InvalidEventError(ValueError):
     def __init__(self, message: str, event_id: str | None = None) -> None:
         super().__init__(message)
         self.event_id = event_id
+
+
+def _bounded_time(value: dt.datetime | None) -> dt.datetime | None:
+    """Event times must lie in the supported range: a record dated 9999-12-31 is malformed, not far-future work."""
+    return bounded(value, "time") if value is not None else None
+
+
+BoundedTime = Annotated[dt.datetime, AfterValidator(_bounded_time)]
 
 
 class UserIdentity(BaseModel):
@@ -41,7 +51,7 @@ class CloudTrailRecord(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     event_version: str | None = Field(None, alias="eventVersion")
-    event_time: dt.datetime = Field(alias="eventTime")
+    event_time: BoundedTime = Field(alias="eventTime")
     event_source: str = Field(alias="eventSource")
     event_name: str = Field(alias="eventName")
     aws_region: str | None = Field(None, alias="awsRegion")
@@ -60,13 +70,24 @@ class CloudTrailRecord(BaseModel):
         return bool(self.error_code)
 
 
+class InstanceStateDetail(BaseModel):
+    """``detail`` of "EC2 Instance State-change Notification": ``instance-id`` and ``state``, as EC2 writes them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-f]{8,17}$")
+    state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
+
+
 class GovernorEvent(EventBridgeModel):
     """An EventBridge event as delivered to a Lambda target; subclasses narrow ``detail``."""
 
+    time: BoundedTime
     detail: dict[str, Any]
 
 
 class CloudTrailEvent(EventBridgeModel):
+    time: BoundedTime
     detail: CloudTrailRecord
 
 
@@ -88,12 +109,28 @@ class InboundEvent(BaseModel):
         return self.cloudtrail.event_name if self.cloudtrail else None
 
 
-def _describe(error: ValidationError) -> str:
+def _near_miss(raw: Any, location: tuple[Any, ...]) -> str:
+    """`` (found 'instance_id'; AWS writes 'instance-id')`` when a required field is there under another spelling."""
+    parent = raw
+    for part in location[:-1]:
+        parent = parent.get(part) if isinstance(parent, dict) else None
+    name = location[-1] if location else None
+    if not isinstance(parent, dict) or not isinstance(name, str):
+        return ""
+    for other in (name.replace("-", "_"), name.replace("_", "-")):
+        if other != name and other in parent:
+            return f" (found '{other}'; AWS writes '{name}')"
+    return ""
+
+
+def _describe(error: ValidationError, raw: Any = None) -> str:
     parts = []
-    for item in error.errors()[:5]:
+    problems = error.errors(include_input=False)
+    for item in problems[:5]:
         path = ".".join(str(p) for p in item["loc"]) or "(event)"
-        parts.append(f"{path}: {item['msg']}")
-    more = len(error.errors()) - 5
+        hint = _near_miss(raw, item["loc"]) if item["type"] == "missing" else ""
+        parts.append(f"{path}: {item['msg']}{hint}")
+    more = len(problems) - 5
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
@@ -103,9 +140,13 @@ def parse_model(model: type[M], raw: Any) -> M:
     if not isinstance(raw, dict):
         raise InvalidEventError(f"an event must be a JSON object, not {type(raw).__name__}", event_id)
     try:
-        return model.model_validate(raw)
+        parsed = model.model_validate(raw)
+        when = getattr(parsed, "time", None)
+        if isinstance(when, dt.datetime):  # every envelope's time, whichever model the handler narrowed it to
+            bounded(when, "time")
+        return parsed
     except ValidationError as error:
-        raise InvalidEventError(f"invalid {model.__name__}: {_describe(error)}", event_id) from None
+        raise InvalidEventError(f"invalid {model.__name__}: {_describe(error, raw)}", event_id) from None
     except (TypeError, ValueError, RecursionError) as error:
         raise InvalidEventError(f"invalid {model.__name__}: {error}", event_id) from None
 

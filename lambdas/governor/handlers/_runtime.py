@@ -94,12 +94,19 @@ def reject(event: Any, error: InvalidEventError, runtime: Runtime) -> dict[str, 
 def run_edge(
     event: Any, runtime: Runtime, parse: Callable[[Any], T], work: Callable[[T, Runtime], dict[str, Any]]
 ) -> dict[str, Any]:
-    """Parse at the edge; only a valid event reaches ``work``. Transient AWS errors propagate so Lambda retries."""
+    """Parse at the edge; only a valid event reaches ``work``. Transient AWS errors propagate so Lambda retries.
+
+    Decision code may still find a field that parses but cannot be true (a KMS rotation period of "half a year"); it
+    raises ``InvalidEventError`` before acting, and the event is parked with that reason like any edge rejection.
+    """
     try:
         parsed = parse(event)
     except InvalidEventError as error:
         return reject(event, error, runtime)
-    return work(parsed, runtime)
+    try:
+        return work(parsed, runtime)
+    except InvalidEventError as error:
+        return reject(event, error, runtime)
 
 
 def _lambda_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -29,7 +29,8 @@ SCHEDULED = "Scheduled Event"
 
 
 class StateChangeDetail(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # AWS's field names only: a detail that says ``instance_id`` is not an EC2 event and is parked, not guessed at
+    model_config = ConfigDict(extra="allow")
 
     instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-f]{8,17}$")
     state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]

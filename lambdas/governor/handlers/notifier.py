@@ -175,6 +175,10 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
             undeliverable.append(str(error))
             continue
         except Exception as error:  # every failure is logged, then raised below so the event is retried
+            if (reason := undeliverable_reason(error)) is not None:
+                logger.error("channel unusable", extra={**_describe(delivery), "reason": reason})
+                undeliverable.append(reason)
+                continue
             logger.error("delivery failed", extra={**_describe(delivery), "reason": str(error)})
             failures.append(f"{delivery.channel}: {error}")
             continue
@@ -190,6 +194,32 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     runtime.ledger.put_item(MERGE_KIND, key, step.state)
     status = "sent" if not undeliverable else "partly-undeliverable" if sent else "undeliverable"
     return {"status": status, "sent": sent, "undeliverable": undeliverable}
+
+
+# SESv2 errors that say the message or the account cannot send; throttling and 5xx are absent on purpose
+SES_PERMANENT_ERRORS = frozenset(
+    {
+        "MessageRejected",
+        "MailFromDomainNotVerifiedException",
+        "AccountSuspendedException",
+        "SendingPausedException",
+        "NotFoundException",
+        "BadRequestException",
+    }
+)
+
+
+def undeliverable_reason(error: Exception) -> str | None:
+    """Why a delivery can never succeed (Slack 403 ``invalid_token``, 404 ``channel_not_found``, an SES rejection),
+    or None when a retry might: retrying the first kind through three Lambda invocations only delays the DLQ."""
+    if isinstance(error, UndeliverableError) or getattr(error, "permanent", False):
+        return str(error)
+    response = getattr(error, "response", None)
+    code = ((response or {}).get("Error") or {}).get("Code") if isinstance(response, dict) else None
+    if code in SES_PERMANENT_ERRORS:
+        message = (response or {}).get("Error", {}).get("Message") or ""
+        return f"email refused by SES: {code}: {message}".rstrip(": ")
+    return None
 
 
 class DeliveryFailed(RuntimeError):

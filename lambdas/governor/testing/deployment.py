@@ -197,7 +197,7 @@ class Deployment:
 
         return [
             letter.summary() | {"event": letter.event}
-            for letter in DlqAdmin(self.region).peek(self.local.dlq_urls[function], 10_000)
+            for letter in DlqAdmin(self.region, wait_seconds=0).peek(self.local.dlq_urls[function], 10_000)
         ]
 
     def ledger_decisions(self) -> list[dict[str, Any]]:

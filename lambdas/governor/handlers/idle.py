@@ -207,8 +207,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
     plan: SweepPlan = sweep(instances, signals, marks, policy, now)
-    for outcome in plan.outcomes:
-        runtime.ledger.record(outcome.decision, event_id=event.id)
+    runtime.ledger.record_many([outcome.decision for outcome in plan.outcomes], event_id=event.id)
     findings: list[Finding] = []
     if plan.alarm is not None:
         runtime.ledger.record(plan.alarm, event_id=event.id)

@@ -1,7 +1,10 @@
 """Local audit over synthetic CloudTrail: all library queries on N records spread over 30 days.
 
 Prints: generation time (not counted), for a 30-day and a 1-day range the files opened / pruned, records loaded, load
-time, total query time, the slowest queries, and each run's peak RSS (each measured in a fresh child process).
+time, total query time, the slowest queries, and each run's peak RSS (each measured in a fresh child process); and the
+peer: one raw DuckDB ``read_json`` scan of the same files (the schema auto-detected, every record unnested and
+counted) in a fresh process. The target compares CPU time (user + system, all DuckDB threads) and peak RSS of all 20
+queries over the 30-day range (load included) with that raw scan's; ``--runs`` fresh processes each, medians.
 
     .venv/bin/python -m bench.audit_engine                    # 1,000,000 records
     .venv/bin/python -m bench.audit_engine --records 50000    # a quick run
@@ -140,7 +143,7 @@ def _cpu() -> float:
 
 def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
     """One audit run (in this process): timings, files and peak RSS."""
-    from governor.audit.engine import LocalLake, discover, in_window
+    from governor.audit.engine import LocalLake, discover, in_window, used_columns
     from governor.audit.queries import iso, list_queries, parse_time
 
     began = time.perf_counter()
@@ -149,7 +152,8 @@ def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
     last = parse_time(end) if end else None
     files = discover(folder)
     wanted = [f for f in files if in_window(f, first, last)]
-    lake = LocalLake()
+    specs = list_queries()
+    lake = LocalLake(used_columns(specs))
     lake.load(wanted)
     loaded = time.perf_counter()
     cpu_loaded = _cpu()
@@ -158,7 +162,7 @@ def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
     parameters = {"start": iso(first or span[0]), "end": iso(last or span[1] + dt.timedelta(seconds=1))}
     seconds: dict[str, float] = {}
     rows: dict[str, int] = {}
-    for spec in list_queries():
+    for spec in specs:
         t0 = time.perf_counter()
         rows[spec.name] = lake.run(spec, parameters)["count"]
         seconds[spec.name] = time.perf_counter() - t0
@@ -179,10 +183,33 @@ def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
     }
 
 
-def _child(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
+def raw_scan(folder: Path) -> dict[str, Any]:
+    """The peer: one plain DuckDB ``read_json`` over the same files, every record unnested and counted."""
+    import duckdb
+
+    from governor.audit.engine import MAX_FILE_BYTES, discover
+
+    began = time.perf_counter()
+    cpu_began = _cpu()
+    names = [str(f.path) for f in discover(folder)]
+    con = duckdb.connect(":memory:")
+    relation = con.read_json(names, format="auto", maximum_object_size=MAX_FILE_BYTES)  # type: ignore[arg-type]
+    con.register("raw", relation)
+    row = con.execute("SELECT count(*) FROM (SELECT unnest(Records) FROM raw)").fetchone()
+    return {
+        "records": int(row[0]) if row else 0,
+        "total_seconds": time.perf_counter() - began,
+        "cpu_seconds": _cpu() - cpu_began,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _child(folder: Path, start: str | None, end: str | None, raw: bool = False) -> dict[str, Any]:
     args = [sys.executable, "-m", "bench.audit_engine", "--measure", str(folder)]
     if start and end:
         args += ["--start", start, "--end", end]
+    if raw:
+        args += ["--raw"]
     output = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     result: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     return result
@@ -192,12 +219,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--out", help="keep the generated tree here (reused when it exists)")
+    parser.add_argument("--runs", type=int, default=1, help="fresh processes per figure (medians)")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start", help=argparse.SUPPRESS)
     parser.add_argument("--end", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(Path(args.measure), args.start, args.end)))
+        result = raw_scan(Path(args.measure)) if args.raw else measure(Path(args.measure), args.start, args.end)
+        print(json.dumps(result))
         return
     with tempfile.TemporaryDirectory(prefix="audit-bench-") as scratch:
         folder = Path(args.out) if args.out else Path(scratch)
@@ -211,22 +241,52 @@ def main() -> None:
         one_day_start = (START + dt.timedelta(days=14)).strftime("%Y-%m-%dT%H:%M:%SZ")
         one_day_end = (START + dt.timedelta(days=15)).strftime("%Y-%m-%dT%H:%M:%SZ")
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} before the runs")
-        runs = {
-            "30-day range": _child(folder, None, None),
-            "1-day range": _child(folder, one_day_start, one_day_end),
-        }
-        for label, r in runs.items():
-            slow = ", ".join(f"{name} {sec:.2f}s" for name, sec in r["slowest"])
-            print(
-                f"{label}: opened {r['files_opened']:,} of {r['files_total']:,} files, {r['records']:,} records; "
-                f"load {r['load_seconds']:.1f}s, all {len(r['rows'])} queries {r['query_seconds']:.1f}s, "
-                f"total {r['total_seconds']:.1f}s wall; CPU load {r['load_cpu_seconds']:.1f}s + "
-                f"queries {r['query_cpu_seconds']:.1f}s; peak RSS {r['peak_rss_mib']:,.0f} MiB"
-            )
-            print(f"  slowest: {slow}")
-            print(
-                f"  rows: gpu_instance_launches={r['rows']['gpu_instance_launches']:,}, world_open_ingress={r['rows']['world_open_ingress']:,}, gpu_instance_hours={r['rows']['gpu_instance_hours']:,}"
-            )
+        for line in report(folder, args.runs, one_day_start, one_day_end):
+            print(line)
+
+
+def _median_run(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median CPU (its other figures with it), and the median peak RSS."""
+    key = "cpu_seconds" if "cpu_seconds" in samples[0] else "load_cpu_seconds"
+    ordered = sorted(samples, key=lambda r: r[key] + r.get("query_cpu_seconds", 0.0))
+    chosen = dict(ordered[len(ordered) // 2])
+    chosen["peak_rss_mib"] = sorted(r["peak_rss_mib"] for r in samples)[len(samples) // 2]
+    return chosen
+
+
+def report(folder: Path, runs: int, one_day_start: str, one_day_end: str) -> list[str]:
+    """Every figure as a printed line; each kind of run ``runs`` times, interleaved, in fresh processes."""
+    samples: dict[str, list[dict[str, Any]]] = {"raw": [], "30-day range": [], "1-day range": []}
+    for _ in range(max(1, runs)):
+        samples["raw"].append(_child(folder, None, None, raw=True))
+        samples["30-day range"].append(_child(folder, None, None))
+        samples["1-day range"].append(_child(folder, one_day_start, one_day_end))
+    raw = _median_run(samples["raw"])
+    lines = [
+        f"raw DuckDB read_json scan: {raw['records']:,} records, CPU {raw['cpu_seconds']:.1f}s, "
+        f"{raw['total_seconds']:.1f}s wall, peak RSS {raw['peak_rss_mib']:,.0f} MiB (median of {runs})"
+    ]
+    for label in ("30-day range", "1-day range"):
+        r = _median_run(samples[label])
+        cpu = r["load_cpu_seconds"] + r["query_cpu_seconds"]
+        slow = ", ".join(f"{name} {sec:.2f}s" for name, sec in r["slowest"])
+        lines.append(
+            f"{label}: opened {r['files_opened']:,} of {r['files_total']:,} files, {r['records']:,} records; "
+            f"load {r['load_seconds']:.1f}s, all {len(r['rows'])} queries {r['query_seconds']:.1f}s, "
+            f"total {r['total_seconds']:.1f}s wall; CPU load {r['load_cpu_seconds']:.1f}s + "
+            f"queries {r['query_cpu_seconds']:.1f}s; peak RSS {r['peak_rss_mib']:,.0f} MiB (median of {runs})"
+        )
+        lines.append(
+            f"  vs raw scan: CPU {cpu / raw['cpu_seconds']:.2f}x (target <= 2x), "
+            f"peak RSS {r['peak_rss_mib'] / raw['peak_rss_mib']:.2f}x (target <= 2x)"
+        )
+        lines.append(f"  slowest: {slow}")
+        lines.append(
+            f"  rows: gpu_instance_launches={r['rows']['gpu_instance_launches']:,}, "
+            f"world_open_ingress={r['rows']['world_open_ingress']:,}, "
+            f"gpu_instance_hours={r['rows']['gpu_instance_hours']:,}"
+        )
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,11 +1,16 @@
 """Cold start: handler import time, first invocation in a fresh process, code asset and layer sizes; c7n's too.
 
-* Import time: ``python -X importtime -c "import governor.handlers.<name>"`` in a fresh process, the sum of every
-  module's own time (what the interpreter spent importing), median of ``--runs``; c7n's ``c7n.handler`` likewise in
-  its virtual environment.
+* Import cost: CPU time (user + system, ``getrusage`` of the child) of ``python -c "import <module>"`` in a fresh
+  process, minus the CPU of ``python -c pass`` (the interpreter's own start), median of ``--runs``. CPU, not wall
+  time: the machine is shared, and CPU time does not count the time spent waiting for a core. Every round runs the
+  peers and every handler once, interleaved, so drift hits them alike. Peers: the baseline
+  ``import boto3, aws_lambda_powertools, pydantic`` and Custodian's Lambda entry ``import c7n.handler,
+  c7n.resources.ec2`` (in bench/.venv-c7n). Ratios are of medians from the same run.
 * First invocation: a fresh process that imports the handler and calls ``lambda_handler`` twice with a
   representative event, the environment the Lambda factory gives the function, against a local emulator running in
-  the parent process (so the child pays for every import itself); median of ``--runs`` fresh processes.
+  the parent process (so the child pays for every import itself); the child's CPU time from its start to the first
+  request it sends to AWS (botocore ``before-send``) is set against the baseline import plus one boto3 Session
+  creating three clients (ec2, cloudwatch, dynamodb); median of ``--runs`` fresh processes.
 * Sizes: the code asset as CDK packages it (``lambdas/`` minus ASSET_EXCLUDES), the dependency layer built as
   ``make layer`` builds it (pip for manylinux2014_aarch64, into a temporary folder), c7n with its dependencies as
   installed in its virtual environment; each unzipped and zipped (deflate).
@@ -19,6 +24,7 @@ import argparse
 import fnmatch
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -29,28 +35,47 @@ from typing import Any
 
 from bench.common import C7N_PYTHON, PY, ROOT, Figure, human_bytes, median
 
+BASELINE = "import boto3, aws_lambda_powertools, pydantic"
+CUSTODIAN = "import c7n.handler, c7n.resources.ec2"
+CLIENTS = (
+    "import boto3, aws_lambda_powertools, pydantic; s = boto3.session.Session(); "
+    "[s.client(n, region_name='us-east-1') for n in ('ec2', 'cloudwatch', 'dynamodb')]"
+)
+IMPORT_TARGET = 1.3  # every handler's import <= 1.3x the baseline
+CUSTODIAN_TARGET = 0.8  # ... and <= 0.8x Custodian's entry
+FIRST_CALL_TARGET = 1.5  # import + first invocation to the first AWS call <= 1.5x baseline + three clients
+
 HANDLERS = ("idle", "keys", "lifecycle", "network", "notifier", "report", "spot")
 INVOKED = ("idle", "keys", "network", "spot")
 ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "requirements.txt", "*.egg-info"]
 REGION = "us-east-1"
 
 
-def import_microseconds(python: str, module: str, env: dict[str, str] | None = None) -> int:
-    """Total import time of ``module`` in a fresh interpreter: the sum of every module's self time (-X importtime)."""
-    done = subprocess.run(
-        [python, "-X", "importtime", "-c", f"import {module}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    )
-    total = 0
-    for line in done.stderr.splitlines():
-        if line.startswith("import time:") and "|" in line:
-            own = line.split(":", 1)[1].split("|")[0].strip()
-            if own.isdigit():
-                total += int(own)
-    return total
+def child_cpu_ms(python: str, code: str, env: dict[str, str] | None = None) -> float:
+    """CPU milliseconds (user + system) a fresh ``python -c code`` used, from ``getrusage`` of children."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([python, "-c", code], check=True, env=env, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+
+
+def import_cpu(runs: int) -> dict[str, float]:
+    """Median import CPU ms per label (interpreter start subtracted), every label once per round, interleaved."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lambdas")}
+    jobs: list[tuple[str, str, str]] = [("start", PY, "pass"), ("baseline", PY, BASELINE), ("clients", PY, CLIENTS)]
+    if C7N_PYTHON.exists():
+        jobs += [("c7n start", str(C7N_PYTHON), "pass"), ("custodian", str(C7N_PYTHON), CUSTODIAN)]
+    jobs += [(name, PY, f"import governor.handlers.{name}") for name in HANDLERS]
+    samples: dict[str, list[float]] = {label: [] for label, _, _ in jobs}
+    for _ in range(runs):
+        for label, python, code in jobs:
+            samples[label].append(child_cpu_ms(python, code, env))
+    medians = {label: median(values) for label, values in samples.items()}
+    out = {label: value - medians["start"] for label, value in medians.items() if label not in ("start", "c7n start")}
+    out["start_abs"] = medians["start"]
+    if "custodian" in medians:
+        out["custodian"] = medians["custodian"] - medians["c7n start"]
+    return out
 
 
 def _excluded(relative: str) -> bool:
@@ -129,20 +154,47 @@ def c7n_installed() -> tuple[int, int, int, int]:
     return (*folder_sizes(site, own), *folder_sizes(site, everything))
 
 
+class _Context:
+    """What Powertools reads from the Lambda context (the demo's own class would import the emulator)."""
+
+    memory_limit_in_mb = 512
+
+    def __init__(self, function: str) -> None:
+        self.function_name = function
+        self.aws_request_id = f"cold-{time.monotonic_ns()}"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:governor-{function}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
 def _child_invoke(function: str, event_file: str) -> None:
-    """Runs in the fresh process: import the handler, invoke it twice, print the timings as JSON."""
+    """Runs in the fresh process: import the handler, invoke it twice, print CPU and wall figures as JSON.
+
+    ``first_send_cpu_ms`` is this process's CPU time (from its start) when its first request to AWS was about to be
+    sent, taken by a botocore ``before-send`` hook registered before any Session exists.
+    """
     started = time.perf_counter()
     import importlib
 
     module = importlib.import_module(f"governor.handlers.{function}")
     imported = time.perf_counter()
-    from governor.demo.run import LambdaContext
+    import_cpu_ms = time.process_time() * 1000
+    import botocore.handlers
 
+    marks: dict[str, float] = {}
+
+    def first_send(**_: Any) -> None:
+        marks.setdefault("cpu", time.process_time() * 1000)
+
+    botocore.handlers.BUILTIN_HANDLERS.append(("before-send", first_send))
     events = json.loads(Path(event_file).read_text())
     context_ready = time.perf_counter()
-    first = module.lambda_handler(events[0], LambdaContext(function))
+    first = module.lambda_handler(events[0], _Context(function))
     invoked = time.perf_counter()
-    module.lambda_handler(events[1], LambdaContext(function))
+    first_cpu_ms = time.process_time() * 1000
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    module.lambda_handler(events[1], _Context(function))
     second = time.perf_counter()
     print(
         json.dumps(
@@ -150,6 +202,10 @@ def _child_invoke(function: str, event_file: str) -> None:
                 "import_ms": (imported - started) * 1000,
                 "first_ms": (invoked - context_ready) * 1000,
                 "second_ms": (second - invoked) * 1000,
+                "import_cpu_ms": import_cpu_ms,
+                "first_send_cpu_ms": marks.get("cpu", first_cpu_ms),
+                "first_cpu_ms": first_cpu_ms,
+                "peak_mib": peak,
                 "status": str(first.get("status")) if isinstance(first, dict) else str(type(first)),
             }
         )
@@ -266,6 +322,8 @@ def first_invocations(runs: int) -> dict[str, dict[str, Any]]:
                     "import_ms": median([s["import_ms"] for s in samples]),
                     "first_ms": median([s["first_ms"] for s in samples]),
                     "second_ms": median([s["second_ms"] for s in samples]),
+                    "first_send_cpu_ms": median([s["first_send_cpu_ms"] for s in samples]),
+                    "peak_mib": median([s["peak_mib"] for s in samples]),
                     "process_s": median(walls),
                     "status": samples[-1]["status"],
                     "runs": len(samples),
@@ -277,25 +335,31 @@ def measure(runs: int, build_layer: bool, command: str) -> list[Figure]:
     """Every cold-start figure as table rows."""
     section = "2. Cold start and package size"
     rows: list[Figure] = []
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "lambdas")}
-    for name in HANDLERS:
-        micros = [import_microseconds(PY, f"governor.handlers.{name}", env) for _ in range(runs)]
+    cpu = import_cpu(runs)
+    base, custodian = cpu["baseline"], cpu.get("custodian")
+    rows.append(Figure(section, f"baseline: {BASELINE} (CPU, median of {runs})", f"{base:.0f} ms", command))
+    if custodian is not None:
         rows.append(
-            Figure(
-                section,
-                f"import governor.handlers.{name} (median of {runs})",
-                f"{median(micros) / 1000:.0f} ms",
-                command,
-            )
+            Figure(section, f"Custodian's entry: {CUSTODIAN} (CPU, median of {runs})", f"{custodian:.0f} ms", command)
         )
-    if C7N_PYTHON.exists():
-        micros = [import_microseconds(str(C7N_PYTHON), "c7n.handler") for _ in range(runs)]
+    rows.append(
+        Figure(
+            section,
+            f"baseline import + one Session creating 3 clients (CPU, median of {runs})",
+            f"{cpu['clients']:.0f} ms",
+            command,
+        )
+    )
+    for name in HANDLERS:
+        value = cpu[name]
+        verdict = "met" if value <= IMPORT_TARGET * base else "not met"
+        versus = f"{value / base:.2f}x baseline (target <= {IMPORT_TARGET}x, {verdict})"
+        if custodian:
+            met = "met" if value <= CUSTODIAN_TARGET * custodian else "not met"
+            versus += f", {value / custodian:.2f}x Custodian (target <= {CUSTODIAN_TARGET}x, {met})"
         rows.append(
             Figure(
-                section,
-                f"import c7n.handler, Custodian's Lambda entry (median of {runs})",
-                f"{median(micros) / 1000:.0f} ms",
-                command,
+                section, f"import governor.handlers.{name} (CPU, median of {runs})", f"{value:.0f} ms", command, versus
             )
         )
     for function, r in first_invocations(runs).items():
@@ -307,10 +371,22 @@ def measure(runs: int, build_layer: bool, command: str) -> list[Figure]:
         rows.append(
             Figure(
                 section,
-                f"{function}: fresh process, import + first / second invocation (median of {r['runs']})",
+                f"{function}: fresh process, import + first / second invocation, wall (median of {r['runs']})",
                 f"{r['import_ms']:.0f} ms + {r['first_ms']:.0f} ms / {r['second_ms']:.0f} ms",
                 command,
                 f"lambda_handler on the local emulator, default (report-only) policy; result {r['status']}",
+            )
+        )
+        to_call = r["first_send_cpu_ms"] - cpu["start_abs"]
+        met = "met" if to_call <= FIRST_CALL_TARGET * cpu["clients"] else "not met"
+        rows.append(
+            Figure(
+                section,
+                f"{function}: import + first invocation to its first AWS request, CPU (median of {r['runs']})",
+                f"{to_call:.0f} ms",
+                command,
+                f"{to_call / cpu['clients']:.2f}x baseline + 3 clients (target <= {FIRST_CALL_TARGET}x, {met}); "
+                f"peak RSS after the first invocation {r['peak_mib']:.0f} MiB",
             )
         )
     files, unzipped, zipped = code_asset()

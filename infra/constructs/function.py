@@ -142,7 +142,13 @@ class GovernorFunction(Construct):
             },
         )
         self.add_statement(
-            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query"],
+            [
+                "dynamodb:PutItem",
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:BatchWriteItem",
+                "dynamodb:BatchGetItem",
+            ],
             [shared.ledger.table_arn, f"{shared.ledger.table_arn}/index/by-kind"],
         )
         self.add_statement(

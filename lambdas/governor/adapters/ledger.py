@@ -2,24 +2,59 @@
 
 Keys are deterministic, so a retried delivery of the same event overwrites its own entry instead of adding one.
 Layout: ``pk`` / ``sk``; the ``by-kind`` index (``kind``, ``at``) serves the reports' period queries.
+A sweep records thousands of decisions at once through :meth:`DynamoLedger.record_many`: ``BatchWriteItem`` (25 items
+a request), unprocessed items retried with capped exponential backoff and jitter, as AWS asks of batch callers.
+The adapter speaks to the low-level client (the shared one from ``adapters.aws``); ``boto3.resource`` would build a
+second resource model on the cold start for nothing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
-import boto3
-from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
-from governor.adapters.aws import RETRIES
+from governor.adapters.aws import client
 from governor.domain.decision import Decision
 
-IAM_ACTIONS = frozenset({"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query"})
+IAM_ACTIONS = frozenset(
+    {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:BatchGetItem"}
+)
 KIND_INDEX = "by-kind"
+BATCH_WRITE_ITEMS = 25  # BatchWriteItem's limit per request
+BATCH_GET_KEYS = 100  # BatchGetItem's limit per request
+BATCH_ATTEMPTS = 8  # a request plus retries of what DynamoDB left unprocessed
+BACKOFF_BASE = 0.05
+BACKOFF_CAP = 5.0
+
+
+class UnprocessedItemsError(RuntimeError):
+    """DynamoDB still had unprocessed items after every retry; the sweep fails so Lambda retries it."""
+
+
+def _wire(item: dict[str, Any]) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeSerializer  # boto3 itself is imported with the first client
+
+    serializer = TypeSerializer()
+    return {k: serializer.serialize(v) for k, v in item.items()}
+
+
+def _unwire(item: dict[str, Any]) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeDeserializer
+
+    deserializer = TypeDeserializer()
+    return {k: deserializer.deserialize(v) for k, v in item.items()}
+
+
+def _backoff(attempt: int) -> float:
+    """Full jitter: a random wait up to base * 2^attempt, capped (AWS Architecture Blog, "Exponential Backoff")."""
+    return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
 
 
 def _to_dynamo(value: Any) -> Any:
@@ -43,17 +78,25 @@ def decision_key(decision: Decision, event_id: str) -> tuple[str, str]:
 class DynamoLedger:
     """Implements ``domain.ports.Ledger`` on the ledger table."""
 
-    def __init__(self, table_name: str, retention_days: int = 400, region: str | None = None) -> None:
-        self._table = boto3.resource("dynamodb", region_name=region, config=RETRIES).Table(table_name)
+    def __init__(
+        self,
+        table_name: str,
+        retention_days: int = 400,
+        region: str | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._client = client("dynamodb", region)
+        self._name = table_name
         self._retention = dt.timedelta(days=retention_days)
+        self._sleep = sleep
 
     def _expiry(self, at: dt.datetime) -> int:
         return int((at + self._retention).timestamp())
 
-    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str:
-        when = at or dt.datetime.now(dt.UTC)
+    def _decision_item(self, decision: Decision, event_id: str, when: dt.datetime) -> dict[str, Any]:
         pk, sk = decision_key(decision, event_id)
-        item = {
+        return {
             "pk": pk,
             "sk": sk,
             "kind": "decision",
@@ -62,41 +105,124 @@ class DynamoLedger:
             "expires_at": self._expiry(when),
             **decision.model_dump(mode="json"),
         }
+
+    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str:
+        when = at or dt.datetime.now(dt.UTC)
+        item = self._decision_item(decision, event_id, when)
+        ref = f"{item['pk']}|{item['sk']}"
         if decision.verdict == "act":
-            self._table.put_item(Item=_to_dynamo(item))
-            return f"{pk}|{sk}"
+            self._client.put_item(TableName=self._name, Item=_wire(_to_dynamo(item)))
+            return ref
         try:
             # A retry of the same event that finds the resource already fixed must not erase the decision that
             # fixed it: an "act" entry for this event, policy and resource is kept.
-            self._table.put_item(
-                Item=_to_dynamo(item),
+            self._client.put_item(
+                TableName=self._name,
+                Item=_wire(_to_dynamo(item)),
                 ConditionExpression="attribute_not_exists(pk) OR verdict <> :act",
-                ExpressionAttributeValues={":act": "act"},
+                ExpressionAttributeValues={":act": {"S": "act"}},
             )
         except ClientError as error:
             if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
-        return f"{pk}|{sk}"
+        return ref
+
+    def record_many(self, decisions: Sequence[Decision], *, event_id: str, at: dt.datetime | None = None) -> list[str]:
+        """Record a sweep's decisions in batches, keeping ``record``'s promise that an "act" entry is never erased.
+
+        BatchWriteItem takes no conditions, so the "no action" entries are first looked up (BatchGetItem, verdict
+        only, strongly consistent) and an existing "act" entry for the same event is skipped. Only a duplicate of the
+        same event could write the same key in between, and idempotency holds those back while this one runs.
+        """
+        when = at or dt.datetime.now(dt.UTC)
+        items: dict[tuple[str, str], dict[str, Any]] = {}
+        for decision in decisions:
+            item = self._decision_item(decision, event_id, when)
+            items[(item["pk"], item["sk"])] = item  # one resource decided twice: the last word, as ``record`` does
+        guarded = [key for key, item in items.items() if item["verdict"] != "act"]
+        for key in self._acted(guarded):
+            del items[key]
+        self._write_all(_to_dynamo(item) for item in items.values())
+        return [f"{pk}|{sk}" for pk, sk in (decision_key(d, event_id) for d in decisions)]
+
+    def _acted(self, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The keys among ``keys`` that already hold an "act" entry."""
+        found: set[tuple[str, str]] = set()
+        for offset in range(0, len(keys), BATCH_GET_KEYS):
+            pending: dict[str, Any] = {
+                self._name: {
+                    "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys[offset : offset + BATCH_GET_KEYS]],
+                    "ProjectionExpression": "pk, sk, verdict",
+                    "ConsistentRead": True,
+                }
+            }
+            for attempt in range(BATCH_ATTEMPTS):
+                answer = self._client.batch_get_item(RequestItems=pending)
+                for raw in answer.get("Responses", {}).get(self._name, []):
+                    row = _unwire(raw)
+                    if row.get("verdict") == "act":
+                        found.add((str(row["pk"]), str(row["sk"])))
+                pending = answer.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                self._sleep(_backoff(attempt))
+            else:
+                raise UnprocessedItemsError(f"{self._name}: DynamoDB left keys unread after {BATCH_ATTEMPTS} attempts")
+        return found
+
+    def _write_all(self, items: Iterable[dict[str, Any]]) -> None:
+        """BatchWriteItem in requests of 25; what DynamoDB leaves unprocessed is resent after a backoff."""
+        batch: list[dict[str, Any]] = []
+        for item in items:
+            batch.append({"PutRequest": {"Item": _wire(item)}})
+            if len(batch) == BATCH_WRITE_ITEMS:
+                self._write_batch(batch)
+                batch = []
+        if batch:
+            self._write_batch(batch)
+
+    def _write_batch(self, requests: list[dict[str, Any]]) -> None:
+        pending: dict[str, Any] = {self._name: requests}
+        for attempt in range(BATCH_ATTEMPTS):
+            answer = self._client.batch_write_item(RequestItems=pending)
+            pending = answer.get("UnprocessedItems") or {}
+            if not pending:
+                return
+            self._sleep(_backoff(attempt))
+        left = len(pending.get(self._name, []))
+        raise UnprocessedItemsError(f"{self._name}: {left} items unprocessed after {BATCH_ATTEMPTS} attempts")
 
     def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None:
         now = dt.datetime.now(dt.UTC)
         body = {"at": now.isoformat(), **item, "pk": f"{kind}#{key}", "sk": "item", "kind": kind}
         body.setdefault("expires_at", self._expiry(now))
-        self._table.put_item(Item=_to_dynamo(body))
+        self._client.put_item(TableName=self._name, Item=_wire(_to_dynamo(body)))
 
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None:
-        found = self._table.get_item(Key={"pk": f"{kind}#{key}", "sk": "item"}, ConsistentRead=True).get("Item")
-        return _from_dynamo(found) if found else None
+        found = self._client.get_item(
+            TableName=self._name, Key={"pk": {"S": f"{kind}#{key}"}, "sk": {"S": "item"}}, ConsistentRead=True
+        ).get("Item")
+        return _from_dynamo(_unwire(found)) if found else None
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
-        condition = Key("kind").eq(kind)
+        condition = "#kind = :kind"
+        names = {"#kind": "kind"}
+        values: dict[str, Any] = {":kind": {"S": kind}}
         if since is not None:
-            condition = condition & Key("at").gte(since.isoformat())
+            condition += " AND #at >= :since"
+            names["#at"] = "at"
+            values[":since"] = {"S": since.isoformat()}
         items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"IndexName": KIND_INDEX, "KeyConditionExpression": condition}
+        kwargs: dict[str, Any] = {
+            "TableName": self._name,
+            "IndexName": KIND_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
         while True:
-            page = self._table.query(**kwargs)
-            items.extend(_from_dynamo(item) for item in page.get("Items", []))
+            page = self._client.query(**kwargs)
+            items.extend(_from_dynamo(_unwire(item)) for item in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return items
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -1,8 +1,11 @@
 """The local audit engine: the Athena SQL files on DuckDB over CloudTrail files on disk.
 
-Files are pruned by the delivery date in their key (one day of slack after the range) without being opened; the rest are
-loaded into a table shaped like the Glue table; each query is translated Trino -> DuckDB by sqlglot and run with
-bound parameters. A file DuckDB cannot read is found by bisection, reported by name and skipped.
+Files are pruned by the delivery date in their key (one day of slack after the range) without being opened. The rest
+are read by DuckDB's own ``read_json`` over the file list with the record schema given, so its JSON reader parses
+each record straight into typed columns; only the columns the selected queries name are read (the others are typed
+NULLs in the view, so every query still sees the Glue table's shape). The records are materialised once per run and
+every query runs on that table, translated Trino -> DuckDB by sqlglot with bound parameters. A file DuckDB cannot read
+is found by bisection, reported by name and skipped.
 """
 
 from __future__ import annotations
@@ -10,17 +13,16 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import decimal
-import json
 import re
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from governor.audit.queries import QueryError, QuerySpec, iso, list_queries, parse_time, select_queries
-from governor.audit.schema import COLUMNS, PARTITION_KEYS, TABLE_NAME, Column
+from governor.audit.schema import COLUMNS, PARTITION_KEYS, TABLE_NAME
 from governor.domain.times import EARLIEST, LATEST
 
 SLACK = dt.timedelta(days=1)
@@ -97,17 +99,16 @@ def in_window(file: LogFile, start: dt.datetime | None, end: dt.datetime | None)
     return not (end is not None and file.day > (end - LAST_SECOND + SLACK).date())
 
 
-def _structure(column: Column) -> Any:
-    if column.kind == "string":
-        return "VARCHAR"
-    if column.kind == "json":
-        return "JSON"
-    inner = {field.key: _structure(field) for field in column.fields}
-    return inner if column.kind == "struct" else [inner]
+# Read for every record whatever the queries name: the partition fallbacks (a file whose key says nothing) need these.
+ALWAYS_READ = frozenset({"eventtime", "recipientaccountid", "awsregion"})
 
 
-# json_transform's description of a raw (camelCase) CloudTrail record: parsed once per record, then renamed.
-RECORD_STRUCTURE = json.dumps({column.key: _structure(column) for column in COLUMNS})
+def used_columns(specs: Iterable[QuerySpec]) -> frozenset[str]:
+    """The table columns the queries name (a word match on their SQL: a false match only reads one column more)."""
+    words: set[str] = set()
+    for spec in specs:
+        words.update(re.findall(r"[a-z_][a-z0-9_]*", spec.sql.lower()))
+    return frozenset(column.name for column in COLUMNS if column.name in words) | ALWAYS_READ
 
 
 def _json_value(value: Any) -> Any:
@@ -127,19 +128,38 @@ def _json_value(value: Any) -> Any:
 
 
 class LocalLake:
-    """An in-process DuckDB database holding the in-range CloudTrail records as ``cloudtrail_logs``."""
+    """An in-process DuckDB database holding the in-range CloudTrail records as ``cloudtrail_logs``.
 
-    def __init__(self) -> None:
+    ``columns`` are the column names to read (all by default); the view still has every column of the Glue table.
+    """
+
+    def __init__(self, columns: Collection[str] | None = None) -> None:
         import duckdb
 
         self._duckdb = duckdb
+        self.columns = tuple(c for c in COLUMNS if columns is None or c.name in columns or c.name in ALWAYS_READ)
         self.con = duckdb.connect(":memory:")
+        # A compressed in-memory database: DuckDB's columnar compression on the loaded records, as on disk.
+        self.con.execute("ATTACH ':memory:' AS lake (COMPRESS)")
+        self.con.execute("USE lake")
         self.con.execute("SET TimeZone = 'UTC'")
-        columns = ", ".join(f"{column.name} {column.view_type()}" for column in COLUMNS)
+        # Loading need not keep the files' row order (every query orders its own output); DuckDB then streams the
+        # insert without buffering rows to restore that order, which bounds the load's memory.
+        self.con.execute("SET preserve_insertion_order = false")
+        stored = ", ".join(f"{column.name} {column.view_type()}" for column in self.columns)
         partitions = ", ".join(f"{name} VARCHAR" for name in PARTITION_KEYS)
-        self.con.execute(f"CREATE TABLE {RECORDS} ({columns}, {partitions})")
-        self.con.execute(f"CREATE VIEW {TABLE_NAME} AS SELECT * FROM {RECORDS}")  # noqa: S608 - table and column names are our constants
+        self.con.execute(f"CREATE TABLE {RECORDS} ({stored}, {partitions})")
+        read = {column.name for column in self.columns}
+        shaped = ", ".join(
+            column.name if column.name in read else f"CAST(NULL AS {column.view_type()}) AS {column.name}"
+            for column in COLUMNS
+        )
+        self.con.execute(
+            f"CREATE VIEW {TABLE_NAME} AS SELECT {shaped}, {', '.join(PARTITION_KEYS)} FROM {RECORDS}"  # noqa: S608 - table and column names are our constants
+        )
         self.con.execute("CREATE TEMP TABLE files (filename VARCHAR, account VARCHAR, region VARCHAR, day VARCHAR)")
+        # DuckDB's reader parses each record straight into these types (camelCase keys, as CloudTrail writes them).
+        self._records_type = "STRUCT(" + ", ".join(f"{_quoted(c.key)} {c.read_type()}" for c in self.columns) + ")[]"
         self.opened: set[str] = set()
         self.skipped: list[tuple[str, str]] = []
 
@@ -177,28 +197,31 @@ class LocalLake:
             self._load(names[middle:])
 
     def _insert(self, names: list[str]) -> None:
-        # Records as JSON first (fast to read per file), then one json_transform per record into typed columns.
-        # The relation API takes the file list natively (the stubs say one path; DuckDB accepts a list).
-        self.con.execute("DROP TABLE IF EXISTS staging")
-        self.con.read_json(
-            names,  # type: ignore[arg-type]
-            columns={"Records": "JSON[]"},
+        # One statement: read_json over the file list with the schema given, unnest the records, rename the struct
+        # fields to the Hive names and add the partitions. Nothing is staged, and reading fails before anything is
+        # inserted (the INSERT is atomic). A file without a Records array reads as NULL and is reported.
+        records = self.con.read_json(
+            names,  # type: ignore[arg-type]  # the relation API takes the file list natively; the stubs say one path
+            columns={"Records": self._records_type},
             format="auto",
             filename=True,
             maximum_object_size=MAX_FILE_BYTES,
-        ).create("staging")
-        empty = self.con.execute("SELECT filename FROM staging WHERE Records IS NULL ORDER BY filename").fetchall()
-        values = ", ".join(column.view_expression(f"rec.{_quoted(column.key)}") for column in COLUMNS)
-        self.con.execute(
-            f"INSERT INTO {RECORDS} SELECT {values}, "  # noqa: S608 - table and column names are our constants
-            "coalesce(f.account, rec.recipientAccountId), coalesce(f.region, rec.awsRegion), "
-            "coalesce(f.day, strftime(try_cast(rec.eventTime AS TIMESTAMPTZ), '%Y/%m/%d')) "
-            "FROM (SELECT filename, json_transform(raw, $structure) AS rec "
-            "      FROM (SELECT filename, unnest(Records) AS raw FROM staging WHERE Records IS NOT NULL)) AS s "
-            "JOIN files AS f USING (filename)",
-            {"structure": RECORD_STRUCTURE},
         )
-        self.con.execute("DROP TABLE staging")
+        self.con.register("batch_files", records)
+        try:
+            values = ", ".join(column.view_expression(f"rec.{_quoted(column.key)}") for column in self.columns)
+            self.con.execute(
+                f"INSERT INTO {RECORDS} SELECT {values}, "  # noqa: S608 - table and column names are our constants
+                "coalesce(f.account, rec.recipientAccountId), coalesce(f.region, rec.awsRegion), "
+                "coalesce(f.day, strftime(try_cast(rec.eventTime AS TIMESTAMPTZ), '%Y/%m/%d')) "
+                "FROM (SELECT filename, unnest(Records) AS rec FROM batch_files WHERE Records IS NOT NULL) AS s "
+                "JOIN files AS f USING (filename)"
+            )
+            empty = self.con.execute(
+                "SELECT filename FROM batch_files WHERE Records IS NULL ORDER BY filename"
+            ).fetchall()
+        finally:
+            self.con.unregister("batch_files")
         self.skipped.extend((name, "not a CloudTrail log file: no Records array") for (name,) in empty)
 
     def record_count(self) -> int:
@@ -276,7 +299,7 @@ def run_audit(
         raise QueryError(f"the range is empty: end {iso(end)} is not after start {iso(start)}")
     files = discover(Path(logs))
     wanted = [f for f in files if in_window(f, start, end)]
-    lake = LocalLake()
+    lake = LocalLake(used_columns(specs))
     try:
         lake.load(wanted)
         span = lake.time_span()

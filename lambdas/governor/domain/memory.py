@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,9 @@ class MemoryLedger:
     def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str:
         self.decisions.append((event_id, decision))
         return str(uuid.uuid4())
+
+    def record_many(self, decisions: Sequence[Decision], *, event_id: str, at: dt.datetime | None = None) -> list[str]:
+        return [self.record(decision, event_id=event_id, at=at) for decision in decisions]
 
     def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None:
         self.items[(kind, key)] = dict(item)

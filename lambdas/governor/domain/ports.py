@@ -6,6 +6,7 @@ Adapters implement them against AWS; ``memory`` implements them in memory for te
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from governor.domain.decision import Decision, Finding
@@ -15,6 +16,10 @@ class Ledger(Protocol):
     """Every decision, including "no action" and dry runs, with its reason and evidence."""
 
     def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str: ...
+
+    def record_many(self, decisions: Sequence[Decision], *, event_id: str, at: dt.datetime | None = None) -> list[str]:
+        """A sweep's decisions in as few requests as the store allows, with ``record``'s guarantees."""
+        ...
 
     def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
 

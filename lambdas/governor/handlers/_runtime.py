@@ -122,7 +122,7 @@ def idempotent_on_event_id() -> Callable[[Callable[..., dict[str, Any]]], Callab
 
     A duplicate delivery returns the first result without acting again; a concurrent duplicate raises
     ``IdempotencyAlreadyInProgressError`` so Lambda retries it later. The table is read from the environment at call
-    time (not import time) and the DynamoDB client is built on first use with the project's bounded retries; without
+    time (not import time) and the DynamoDB client is the runtime's shared one (``adapters.aws``); without
     a table (unit tests, ``explain``) the function runs unwrapped. ``event`` may be passed by position or keyword.
     When the Lambda context is among the arguments, an invocation that dies mid-way (timeout) frees its in-progress
     record when its time is up instead of blocking retries for the whole expiry period.
@@ -141,7 +141,7 @@ def idempotent_on_event_id() -> Callable[[Callable[..., dict[str, Any]]], Callab
                 idempotent_function,
             )
 
-            from governor.adapters.aws import RETRIES
+            from governor.adapters.aws import client
 
             key = (table, os.environ.get("AWS_REGION"), os.environ.get("AWS_ENDPOINT_URL"))
             with lock:
@@ -149,7 +149,10 @@ def idempotent_on_event_id() -> Callable[[Callable[..., dict[str, Any]]], Callab
                     config = IdempotencyConfig(
                         event_key_jmespath="id", expires_after_seconds=24 * 3600, raise_on_no_idempotency_key=False
                     )
-                    persistence = DynamoDBPersistenceLayer(table_name=table, boto_config=RETRIES)
+                    # The runtime's shared client (bounded retries): no second Session on the first invocation.
+                    persistence = DynamoDBPersistenceLayer(
+                        table_name=table, boto3_client=client("dynamodb", key[1], key[2])
+                    )
 
                     def call(*, event: Any, thunk: Callable[[], dict[str, Any]]) -> dict[str, Any]:
                         return thunk()

@@ -341,8 +341,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     _refresh_checkpoints(marks, aws)
     breaker = load_breaker(runtime)
     plan: SweepPlan = sweep(instances, signals, marks, policy, now, interval=interval, breaker=breaker)
-    for outcome in plan.outcomes:
-        runtime.ledger.record(outcome.decision, event_id=event.id)
+    runtime.ledger.record_many([outcome.decision for outcome in plan.outcomes], event_id=event.id)
     if plan.breaker != breaker:
         store_breaker(runtime, plan.breaker)
     findings: list[Finding] = []

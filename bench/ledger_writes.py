@@ -1,0 +1,66 @@
+"""Ledger requests per idle sweep: one report-only sweep's decisions written one by one (PutItem) and batched
+(BatchWriteItem, with the BatchGetItem that keeps an "act" entry), counted at botocore's ``before-call`` on moto.
+
+    .venv/bin/python -m bench.ledger_writes [--instances 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+from typing import Any
+
+
+def sweep_requests(instances: int) -> dict[str, Counter[str]]:
+    """Requests by operation for ``instances`` decisions, per-item and batched, each into a fresh ledger table."""
+    from moto import mock_aws
+
+    from governor.adapters.aws import client
+    from governor.adapters.ledger import DynamoLedger
+    from governor.demo.bootstrap import create_ledger_table
+    from governor.domain.decision import Decision
+
+    decisions = [
+        Decision(policy="idle", verdict="ok", resource=f"i-{n:017x}", reasons=["busy"], evidence={"gpu_max": 71.5})
+        for n in range(instances)
+    ]
+    out: dict[str, Counter[str]] = {}
+    with mock_aws():
+        client.cache_clear()
+        dynamodb = client("dynamodb", "us-east-1")
+        calls: Counter[str] = Counter()
+
+        def count(model: Any, **_: Any) -> None:
+            calls[model.name] += 1
+
+        dynamodb.meta.events.register("before-call.dynamodb", count)
+        for label, table in (("one by one", "ledger-single"), ("batched", "ledger-batched")):
+            create_ledger_table(table)
+            calls.clear()
+            ledger = DynamoLedger(table, region="us-east-1")
+            if label == "batched":
+                ledger.record_many(decisions, event_id="sweep")
+            else:
+                for decision in decisions:
+                    ledger.record(decision, event_id="sweep")
+            out[label] = Counter(calls)
+    client.cache_clear()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--instances", type=int, default=10_000)
+    args = parser.parse_args()
+    began = time.perf_counter()
+    results = sweep_requests(args.instances)
+    for label, calls in results.items():
+        detail = ", ".join(f"{name} {count:,}" for name, count in sorted(calls.items()))
+        print(f"{args.instances:,}-instance sweep, ledger writes {label}: {sum(calls.values()):,} requests ({detail})")
+    single, batched = (sum(results[k].values()) for k in ("one by one", "batched"))
+    print(f"ratio one by one / batched: {single / batched:.1f}x fewer requests ({time.perf_counter() - began:.0f}s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""What a handler's cold start loads: no boto3 until the first client, no X-Ray SDK unless tracing is switched on,
+and no report, audit or CLI code in an enforcement function (each checked in a fresh interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from governor.observability import LazyTracer, tracing_enabled
+from tests.conftest import ROOT
+
+ENFORCERS = ("idle", "spot", "network", "keys", "lifecycle")
+NEVER_IN_ENFORCERS = (
+    "governor.audit",
+    "governor.cli",
+    "governor.commands",
+    "governor.demo",
+    "governor.sim",
+    "governor.testing",
+    "governor.domain.report",
+    "governor.handlers.report",
+    "duckdb",
+    "sqlglot",
+)
+
+
+def _loaded_after_import(module: str, **env: str) -> list[str]:
+    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GOVERNOR_", "POWERTOOLS_TRACE"))}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**environ, "PYTHONPATH": str(ROOT / "lambdas"), **env},
+    )
+    loaded: list[str] = json.loads(done.stdout)
+    return loaded
+
+
+@pytest.mark.parametrize("name", ENFORCERS)
+def test_an_enforcer_imports_no_report_audit_or_cli_code(name: str) -> None:
+    loaded = _loaded_after_import(f"governor.handlers.{name}")
+    assert [m for m in loaded if m.startswith(NEVER_IN_ENFORCERS)] == []
+
+
+@pytest.mark.parametrize("name", [*ENFORCERS, "notifier", "report"])
+def test_importing_a_handler_builds_no_aws_client_and_no_tracer(name: str) -> None:
+    loaded = _loaded_after_import(f"governor.handlers.{name}")
+    assert "boto3" not in loaded and "botocore.session" not in loaded  # boto3 comes with the first client
+    assert not any(m.startswith("aws_xray_sdk") for m in loaded)
+
+
+def test_tracing_switched_on_loads_the_xray_sdk() -> None:
+    loaded = _loaded_after_import("governor.handlers.keys", GOVERNOR_TRACING="true")
+    assert any(m.startswith("aws_xray_sdk") for m in loaded)
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, False),
+        ({"GOVERNOR_TRACING": "true"}, True),
+        ({"GOVERNOR_TRACING": "off"}, False),
+        ({"POWERTOOLS_TRACE_DISABLED": "false"}, True),
+        ({"POWERTOOLS_TRACE_DISABLED": "true"}, False),
+        ({"GOVERNOR_TRACING": "false", "POWERTOOLS_TRACE_DISABLED": "false"}, False),
+    ],
+)
+def test_tracing_is_off_unless_switched_on(environ: dict[str, str], expected: bool) -> None:
+    assert tracing_enabled(environ) is expected
+
+
+def test_an_untraced_handler_is_the_handler_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GOVERNOR_TRACING", raising=False)
+    monkeypatch.delenv("POWERTOOLS_TRACE_DISABLED", raising=False)
+    tracer = LazyTracer("test")
+
+    def handler(event: dict[str, str], context: object) -> dict[str, str]:
+        return event
+
+    assert tracer.capture_lambda_handler(handler) is handler
+    assert not tracer.active

@@ -38,11 +38,18 @@ def _decisions(result: DemoResult, policy: str) -> list[dict]:
 
 def test_only_truly_idle_instances_are_warned_then_stopped(enforced: DemoResult) -> None:
     assert enforced.stopped, "the idle policy stopped nothing"
-    assert {enforced.kinds[i] for i in enforced.stopped} <= {"idle", "notebook"}
+    # idle boxes, abandoned notebooks and training jobs that finished; never a server or a box it cannot see
+    assert {enforced.kinds[i] for i in enforced.stopped} <= {"idle", "notebook", "training"}
     warned = {d["resource"] for d in _decisions(enforced, "idle") if any(a["type"] == "warn" for a in d["actions"])}
     assert set(enforced.stopped) <= warned, "an instance was stopped without a warning first"
-    working = {i for i, kind in enforced.kinds.items() if kind in ("training", "inference", "unmonitored")}
+    working = {i for i, kind in enforced.kinds.items() if kind in ("inference", "unmonitored")}
     assert not working & set(enforced.stopped)
+    acted = {
+        d["resource"]: d["evidence"]["window_end"] for d in _decisions(enforced, "idle") if d["rule"] == "idle.acted"
+    }
+    for instance_id in enforced.stopped:  # ground truth: nothing was working when it was stopped
+        stopped_at = dt.datetime.fromisoformat(acted[instance_id]).timestamp()
+        assert not enforced.truth[instance_id].working_at(stopped_at), (instance_id, enforced.kinds[instance_id])
 
 
 def test_world_open_ssh_and_training_port_to_cidr_are_revoked(enforced: DemoResult) -> None:

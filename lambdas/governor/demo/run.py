@@ -87,6 +87,8 @@ class DemoResult:
     stopped: list[str] = field(default_factory=list)
     open_ingress: list[dict[str, Any]] = field(default_factory=list)
     kinds: dict[str, str] = field(default_factory=dict)
+    # Ground truth per real instance id (whether it was working, minute by minute), to judge every stop.
+    truth: dict[str, SyntheticInstance] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
     out: Path = Path("out")
     rotation_enabled: bool = False
@@ -304,6 +306,7 @@ class Simulation:
             self.instances[real] = synthetic
             self.synthetic_to_real[synthetic.id] = real
             self.result.kinds[real] = synthetic.kind
+            self.result.truth[real] = synthetic
             who = Principal(PEOPLE[team], "AssumedRole", "ml-engineer") if index % 3 else Principal(PEOPLE[team])
             self.api_call(
                 "lifecycle",

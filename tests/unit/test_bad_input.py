@@ -57,7 +57,7 @@ def test_a_bad_record_in_a_trail_file_is_named_by_its_index(tmp_path: Path, caps
     [
         (["valdate"], "did you mean 'validate'?"),
         (
-            ["ledger", "export", "--table", "t", "--out", "/tmp/x.jsonl", "--kind", "decison"],
+            ["ledger", "export", "--table", "governor-ledger", "--out", "/tmp/x.jsonl", "--kind", "decison"],
             "did you mean 'decision'?",
         ),
         (["audit", "--logs", ".", "--query", "root_acount_usage"], "did you mean 'root_account_usage'?"),
@@ -77,7 +77,7 @@ def test_unknown_names_get_the_closest_known_one(
 
 
 def test_ledger_export_refuses_an_unknown_kind_before_reading_aws(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["ledger", "export", "--table", "t", "--out", "/tmp/x.jsonl", "--kind", "bogus"]) == 2
+    assert main(["ledger", "export", "--table", "governor-ledger", "--out", "/tmp/x.jsonl", "--kind", "bogus"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such ledger item kind" in err and "decision" in err
 

@@ -69,9 +69,10 @@ def _aws_errors(func: Any) -> Any:
             return int(func(args))
         except ClientError as error:
             info = error.response.get("Error", {})
-            raise UsageError(f"AWS refused {error.operation_name}: {info.get('Code')}: {info.get('Message')}") from None
+            message = " ".join(str(info.get("Message")).split())
+            raise UsageError(f"AWS refused {error.operation_name}: {info.get('Code')}: {message}") from None
         except BotoCoreError as error:
-            raise UsageError(f"cannot reach AWS: {error}") from None
+            raise UsageError(f"cannot reach AWS: {' '.join(str(error).split())}") from None
 
     return run
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +22,7 @@ from governor.domain.spot import REBALANCE_KIND, RECORD_KIND
 from governor.domain.times import parse_bounded, parse_time
 
 DEFAULT_KINDS = ("decision", SESSION)
+_TABLE = re.compile(r"^([a-zA-Z0-9_.-]{3,255}|arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[a-zA-Z0-9_.-]{3,255})$")
 # every kind of item the governor's functions write to the ledger (``--kind`` accepts only these)
 KINDS = (
     "decision",
@@ -118,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
     from governor.adapters.ledger import DynamoLedger
     from governor.cli import UsageError
 
+    if not _TABLE.match(args.table):
+        raise UsageError(f"--table {args.table!r}: a DynamoDB table name (3-255 of a-z A-Z 0-9 _ . -) or table ARN")
     since = parse_since(args.since)
     kinds = check_kinds(args.kinds)
     out = Path(args.out)
@@ -129,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         ledger = DynamoLedger(args.table, region=args.region)
         items = list(export_items(ledger, kinds, since))
     except (ClientError, BotoCoreError) as error:
-        raise UsageError(f"ledger table {args.table}: {error}") from None
+        raise UsageError(f"ledger table {args.table}: {' '.join(str(error).split())}") from None
     try:
         count = write_jsonl(items, out)
     except OSError as error:

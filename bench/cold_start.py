@@ -385,8 +385,7 @@ def measure(runs: int, build_layer: bool, command: str) -> list[Figure]:
                 f"{function}: import + first invocation to its first AWS request, CPU (median of {r['runs']})",
                 f"{to_call:.0f} ms",
                 command,
-                f"{to_call / cpu['clients']:.2f}x baseline + 3 clients (target <= {FIRST_CALL_TARGET}x, {met}); "
-                f"peak RSS after the first invocation {r['peak_mib']:.0f} MiB",
+                f"{to_call / cpu['clients']:.2f}x baseline + 3 clients (target <= {FIRST_CALL_TARGET}x, {met})",
             )
         )
     files, unzipped, zipped = code_asset()

@@ -12,8 +12,8 @@ from collections import Counter
 from typing import Any
 
 
-def sweep_requests(instances: int) -> dict[str, Counter[str]]:
-    """Requests by operation for ``instances`` decisions, per-item and batched, each into a fresh ledger table."""
+def sweep_requests(instances: int, single: int) -> dict[str, Counter[str]]:
+    """Requests by operation for ``instances`` decisions batched and ``single`` decisions written one by one."""
     from moto import mock_aws
 
     from governor.adapters.aws import client
@@ -35,14 +35,14 @@ def sweep_requests(instances: int) -> dict[str, Counter[str]]:
             calls[model.name] += 1
 
         dynamodb.meta.events.register("before-call.dynamodb", count)
-        for label, table in (("one by one", "ledger-single"), ("batched", "ledger-batched")):
+        for label, table in (("batched", "ledger-batched"), ("one by one", "ledger-single")):
             create_ledger_table(table)
             calls.clear()
             ledger = DynamoLedger(table, region="us-east-1")
             if label == "batched":
                 ledger.record_many(decisions, event_id="sweep")
             else:
-                for decision in decisions:
+                for decision in decisions[:single]:
                     ledger.record(decision, event_id="sweep")
             out[label] = Counter(calls)
     client.cache_clear()
@@ -52,14 +52,23 @@ def sweep_requests(instances: int) -> dict[str, Counter[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--instances", type=int, default=10_000)
+    parser.add_argument(
+        "--single", type=int, help="decisions written one by one (default: all; moto answers ~10 PutItem a second here)"
+    )
     args = parser.parse_args()
+    single = args.single or args.instances
     began = time.perf_counter()
-    results = sweep_requests(args.instances)
+    results = sweep_requests(args.instances, single)
     for label, calls in results.items():
+        size = args.instances if label == "batched" else single
         detail = ", ".join(f"{name} {count:,}" for name, count in sorted(calls.items()))
-        print(f"{args.instances:,}-instance sweep, ledger writes {label}: {sum(calls.values()):,} requests ({detail})")
-    single, batched = (sum(results[k].values()) for k in ("one by one", "batched"))
-    print(f"ratio one by one / batched: {single / batched:.1f}x fewer requests ({time.perf_counter() - began:.0f}s)")
+        print(f"{size:,}-instance sweep, ledger writes {label}: {sum(calls.values()):,} requests ({detail})")
+    per_single = sum(results["one by one"].values()) / single
+    batched = sum(results["batched"].values())
+    print(
+        f"per {args.instances:,} instances: one by one {per_single * args.instances:,.0f}, batched {batched:,} "
+        f"({per_single * args.instances / batched:.1f}x fewer requests; {time.perf_counter() - began:.0f}s)"
+    )
 
 
 if __name__ == "__main__":

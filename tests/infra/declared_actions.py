@@ -26,6 +26,8 @@ BASE_ACTIONS = frozenset(
         "dynamodb:PutItem",
         "dynamodb:GetItem",
         "dynamodb:Query",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:BatchGetItem",
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
         "events:PutEvents",

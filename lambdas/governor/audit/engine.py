@@ -143,9 +143,6 @@ class LocalLake:
         self.con.execute("ATTACH ':memory:' AS lake (COMPRESS)")
         self.con.execute("USE lake")
         self.con.execute("SET TimeZone = 'UTC'")
-        # Loading need not keep the files' row order (every query orders its own output); DuckDB then streams the
-        # insert without buffering rows to restore that order, which bounds the load's memory.
-        self.con.execute("SET preserve_insertion_order = false")
         stored = ", ".join(f"{column.name} {column.view_type()}" for column in self.columns)
         partitions = ", ".join(f"{name} VARCHAR" for name in PARTITION_KEYS)
         self.con.execute(f"CREATE TABLE {RECORDS} ({stored}, {partitions})")

@@ -19,7 +19,7 @@ from constructs import Construct
 from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources
+from infra.constructs.shared import SharedResources, send_command_grant
 from infra.nag import acknowledge
 from infra.settings import Settings
 
@@ -82,15 +82,15 @@ class IdleReclamation(Construct):
                 **gpu_types,
             },
         )
-        document = stack.format_arn(service="ssm", account="", resource="document", resource_name=RUN_COMMAND_DOCUMENT)
-        function.add_statement(["ssm:SendCommand"], [document, instances])
+        send_command_grant(function, policy, RUN_COMMAND_DOCUMENT)
         acknowledge(
             function.role,
             "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
             "instance/*]",
             "GPU instances are launched at run time, so their ids are unknown at deploy time. Stop/Terminate and tag "
             "writes carry an ec2:InstanceType condition limited to the GPU families; tags only governor:* keys; "
-            "SendCommand only with the AWS-RunShellScript document.",
+            "SendCommand only with the AWS-RunShellScript document and only on instances carrying fleet.fleet_tags "
+            "(ssm:resourceTag condition).",
         )
         self.agent_parameter = ssm.StringParameter(
             self,

@@ -29,8 +29,9 @@ def ec2() -> Iterator[Any]:
 
 
 def runtime(**network: Any) -> Runtime:
+    """These tests judge rules in groups with no GPU instance attached, so they opt in to ``scope: all``."""
     return Runtime(
-        policy=parse_policy({"network": network}),
+        policy=parse_policy({"network": {"scope": "all", **network}}),
         ledger=MemoryLedger(),
         sink=MemorySink(),
         dead_letters=MemoryDeadLetters(),

@@ -96,7 +96,7 @@ def gpu(**tags: str) -> Instance:
         type="g5.xlarge",
         state="running",
         launch_time=WARNED - dt.timedelta(hours=10),
-        tags={"owner": "ana", "team": "vision", **tags},
+        tags={"owner": "ana", "team": "vision", "gpu-fleet": "true", **tags},
         lifecycle="spot",
         zone="us-east-2a",
         launch_template_id="lt-0abc",

@@ -18,7 +18,7 @@ from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Action, Decision, Finding
-from governor.domain.fleet import Instance, exemption, ownership, snoozed_until
+from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.idle import (
     CHECKPOINT_DONE,
     IDLE_SINCE_TAG,
@@ -27,6 +27,7 @@ from governor.domain.idle import (
     Mark,
     MetricSource,
     SweepPlan,
+    mark_tag_problems,
     required_signals,
     sweep,
 )
@@ -196,6 +197,37 @@ def _finding(
     )
 
 
+def ignored_tags(
+    instances: list[Instance], stored: dict[str, Mark], runtime: Runtime, now: dt.datetime
+) -> list[Decision]:
+    """One decision per instance whose governor tags were not honoured: bad or unbounded exemptions and snoozes,
+    marks the ledger does not back, checkpoint names outside the allow-list. Each becomes a finding, so a tag meant to
+    steer the governor is seen by people instead of silently obeyed or silently dropped."""
+    fleet = runtime.policy.fleet
+    decisions = []
+    for instance in instances:
+        problems = [str(p) for p in tag_problems(instance.tags, fleet, now)]
+        problems += [str(p) for p in mark_tag_problems(instance, stored.get(instance.id), now)]
+        choice = checkpoint_choice(instance.tags, fleet, runtime.policy.idle.checkpoint_command)
+        if choice.problem:
+            problems.append(choice.problem)
+        if not problems:
+            continue
+        decisions.append(
+            Decision(
+                policy="idle",
+                verdict="act",
+                resource=instance.id,
+                actions=[Action(type="notify", enforced=runtime.policy.idle.enforce)],
+                reasons=problems,
+                evidence={"status": "tags-ignored", "tags": {k: v for k, v in instance.tags.items() if ":" in k}},
+                severity="warning",
+                rule="idle.tags-ignored",
+            )
+        )
+    return decisions
+
+
 def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
     """List, read, decide, record every verdict, then act within the blast radius and report."""
     now = event.time
@@ -210,6 +242,11 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     for outcome in plan.outcomes:
         runtime.ledger.record(outcome.decision, event_id=event.id)
     findings: list[Finding] = []
+    by_id = {i.id: i for i in instances}
+    for ignored in ignored_tags(instances, stored, runtime, now):
+        runtime.ledger.record(ignored, event_id=event.id)
+        title = f"Governor tags ignored on {ignored.resource}: {len(ignored.reasons)} not honoured"
+        findings.append(_finding(ignored, title, by_id.get(ignored.resource), event, runtime))
     if plan.alarm is not None:
         runtime.ledger.record(plan.alarm, event_id=event.id)
         title = f"Idle sweep held back {plan.held_back} actions: over the blast radius, nothing was stopped"

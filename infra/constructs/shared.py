@@ -85,6 +85,10 @@ class SharedResources(Construct):
             retention=Duration.days(policy.ledger.retention_days),
             kms_key=self.key,
         )
+        # EventBus.archive() in this CDK version renders KmsKeyIdentifier as "" (an AWS-owned key): set it here.
+        archive_resource = self.archive.node.default_child
+        assert isinstance(archive_resource, events.CfnArchive)
+        archive_resource.kms_key_identifier = self.key.key_arn
         self._only_governor_functions_publish()
         self.alerts = sns.Topic(
             self, "Alerts", display_name="GPU Fleet Governor alerts", master_key=self.key, enforce_ssl=True

@@ -63,9 +63,13 @@ class AuditLake(Construct):
         self.trail: cloudtrail.Trail | None = None
         if audit.create_trail:
             self.bucket: s3.IBucket = self._trail_bucket(policy)
+            trail_name = f"{settings.stack_name}-trail"
+            # Built from the name, not a reference: the bucket policy must exist before the trail (no cycle).
+            self.own_trail_arn = f"arn:{Aws.PARTITION}:cloudtrail:{Aws.REGION}:{Aws.ACCOUNT_ID}:trail/{trail_name}"
             self.trail = cloudtrail.Trail(
                 self,
                 "Trail",
+                trail_name=trail_name,
                 bucket=self.bucket,
                 encryption_key=shared.key,
                 is_multi_region_trail=True,
@@ -77,6 +81,7 @@ class AuditLake(Construct):
                 org_id=audit.organization_id if audit.organization_trail else None,
             )
             self._allow_cloudtrail_to_encrypt()
+            self._only_own_trail_writes()
             self.trail_arn = self.trail.trail_arn
         else:
             assert audit.existing_bucket_name is not None  # the policy model enforces it
@@ -189,21 +194,41 @@ class AuditLake(Construct):
         )
 
     def _allow_cloudtrail_to_encrypt(self) -> None:
-        """CloudTrail encrypts log files with the project key, for this account's trails only."""
+        """CloudTrail encrypts log files with the project key, for this stack's trail only (aws:SourceArn, as the
+        CloudTrail guide recommends for key policies)."""
         principal = iam.ServicePrincipal("cloudtrail.amazonaws.com")
         trails = f"arn:{Aws.PARTITION}:cloudtrail:*:{Aws.ACCOUNT_ID}:trail/*"
+        own = {"StringEquals": {"aws:SourceArn": self.own_trail_arn}}
         self._shared.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="CloudTrailEncryptLogs",
                 principals=[principal],
                 actions=["kms:GenerateDataKey*"],
                 resources=["*"],
-                conditions={"StringLike": {"kms:EncryptionContext:aws:cloudtrail:arn": trails}},
+                conditions={"StringLike": {"kms:EncryptionContext:aws:cloudtrail:arn": trails}, **own},
             )
         )
         self._shared.key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="CloudTrailDescribeKey", principals=[principal], actions=["kms:DescribeKey"], resources=["*"]
+                sid="CloudTrailDescribeKey",
+                principals=[principal],
+                actions=["kms:DescribeKey"],
+                resources=["*"],
+                conditions=own,
+            )
+        )
+
+    def _only_own_trail_writes(self) -> None:
+        """CDK's Trail grants cloudtrail.amazonaws.com the bucket without aws:SourceArn; deny every other trail, so no
+        other account's trail can write into (or probe) this bucket through the service (confused deputy)."""
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyThisStacksTrail",
+                effect=iam.Effect.DENY,
+                principals=[iam.ServicePrincipal("cloudtrail.amazonaws.com")],
+                actions=["s3:GetBucketAcl", "s3:PutObject"],
+                resources=[self.bucket.bucket_arn, self.bucket.arn_for_objects("*")],
+                conditions={"StringNotEquals": {"aws:SourceArn": self.own_trail_arn}},
             )
         )
 

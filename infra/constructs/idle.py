@@ -19,7 +19,7 @@ from constructs import Construct
 from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources
+from infra.constructs.shared import SharedResources, send_command_grant
 from infra.nag import acknowledge
 from infra.settings import Settings
 
@@ -83,8 +83,7 @@ class IdleReclamation(Construct):
         function.add_statement(["ec2:DeleteTags"], [instances], governor_keys)
         if policy.idle.asg_action == "scale_in":
             self._scale_in_grants(function)
-        document = stack.format_arn(service="ssm", account="", resource="document", resource_name=RUN_COMMAND_DOCUMENT)
-        function.add_statement(["ssm:SendCommand"], [document, instances])
+        send_command_grant(function, policy, RUN_COMMAND_DOCUMENT)
         acknowledge(
             function.role,
             "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
@@ -92,7 +91,8 @@ class IdleReclamation(Construct):
             "GPU instances are launched at run time, so their ids are unknown at deploy time. Stop/Terminate and "
             "CreateTags carry an ec2:InstanceType condition limited to the GPU families; tag writes and deletions "
             "only governor:* keys (DeleteTags supports no ec2:InstanceType condition); "
-            "SendCommand only with the AWS-RunShellScript document.",
+            "SendCommand only with the AWS-RunShellScript document and only on instances carrying fleet.fleet_tags "
+            "(ssm:resourceTag condition).",
         )
         self.agent_parameter = ssm.StringParameter(
             self,

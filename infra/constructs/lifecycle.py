@@ -66,6 +66,32 @@ class Lifecycle(Construct):
             ),
             "successful RunInstances of GPU families (CloudTrail)",
         )
+        fleet = policy.fleet
+        self.function.on_events(
+            "GovernorTags",
+            events.EventPattern(
+                source=["aws.ec2"],
+                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
+                detail={
+                    "eventSource": ["ec2.amazonaws.com"],
+                    "eventName": ["CreateTags"],
+                    "errorCode": [{"exists": False}],
+                    "requestParameters": {
+                        "tagSet": {
+                            "items": {
+                                "key": [
+                                    fleet.exempt_tag,
+                                    fleet.keep_until_tag,
+                                    fleet.checkpoint_command_tag,
+                                    "governor:idle-since",
+                                ]
+                            }
+                        }
+                    },
+                },
+            ),
+            "CreateTags setting an exemption, snooze, checkpoint name or idle mark (CloudTrail): who and when",
+        )
         self.function.on_events(
             "StateChange",
             events.EventPattern(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from typing import TYPE_CHECKING
+
+import jsii
+from aws_cdk import Aws, Duration, IStableListProducer, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -11,6 +14,21 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from governor.policy import Policy
+
+if TYPE_CHECKING:
+    from infra.constructs.function import GovernorFunction
+
+# The services that use the project key on the stack's behalf, and the ARNs of the resources they act for. Each
+# statement carries aws:SourceAccount and aws:SourceArn, so another account's alarm, rule or queue cannot have the
+# service use this key for it (the confused-deputy guard AWS recommends for service principals).
+_KEY_USERS: dict[str, str] = {
+    "sns": "sns:{region}:{account}:*",
+    "events": "events:{region}:{account}:*",
+    "cloudwatch": "cloudwatch:{region}:{account}:alarm:*",
+    "sqs": "sqs:{region}:{account}:*",
+    "scheduler": "scheduler:{region}:{account}:schedule/*",
+}
+KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
 
 
 class SharedResources(Construct):
@@ -65,10 +83,107 @@ class SharedResources(Construct):
             description="Every governor finding, replayable",
             event_pattern=events.EventPattern(source=["gpu-fleet-governor"]),
             retention=Duration.days(policy.ledger.retention_days),
+            kms_key=self.key,
         )
+        # EventBus.archive() in this CDK version renders KmsKeyIdentifier as "" (an AWS-owned key): set it here.
+        archive_resource = self.archive.node.default_child
+        assert isinstance(archive_resource, events.CfnArchive)
+        archive_resource.kms_key_identifier = self.key.key_arn
+        self._only_governor_functions_publish()
         self.alerts = sns.Topic(
             self, "Alerts", display_name="GPU Fleet Governor alerts", master_key=self.key, enforce_ssl=True
         )
-        region = Stack.of(self).region
-        for service in (f"logs.{region}", "sns", "events", "cloudwatch", "sqs", "scheduler"):
-            self.key.grant_encrypt_decrypt(iam.ServicePrincipal(f"{service}.amazonaws.com"))
+        self._key_service_principals()
+
+    def _key_service_principals(self) -> None:
+        """Services may use the key only for this account's resources (aws:SourceAccount / aws:SourceArn); CloudWatch
+        Logs, which AWS documents with an encryption-context condition instead, only for this account's log groups."""
+        partition, region, account = Aws.PARTITION, Aws.REGION, Aws.ACCOUNT_ID
+        for service, resources in _KEY_USERS.items():
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=f"KeyUseBy{service.capitalize()}ForThisAccountOnly",
+                    principals=[iam.ServicePrincipal(f"{service}.amazonaws.com")],
+                    actions=KEY_ACTIONS,
+                    resources=["*"],
+                    conditions={
+                        "StringEquals": {"aws:SourceAccount": account},
+                        "ArnLike": {
+                            "aws:SourceArn": f"arn:{partition}:" + resources.format(region=region, account=account)
+                        },
+                    },
+                )
+            )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="KeyUseByLogsForThisAccountsLogGroupsOnly",
+                principals=[iam.ServicePrincipal(f"logs.{Stack.of(self).region}.amazonaws.com")],
+                actions=KEY_ACTIONS,
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"
+                    }
+                },
+            )
+        )
+
+    def _only_governor_functions_publish(self) -> None:
+        """Only the stack's own function roles may put events on the governor bus; everyone else is denied.
+
+        Same-account principals with ``events:PutEvents`` in their identity policy would otherwise be allowed, so
+        this is an explicit deny on every other principal (``aws:PrincipalArn``), resolved at synth time from the
+        functions the capability constructs registered.
+        """
+        self.bus.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyGovernorFunctionsPublish",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["events:PutEvents"],
+                resources=[self.bus.event_bus_arn],
+                conditions={
+                    "ArnNotEquals": {
+                        "aws:PrincipalArn": Lazy.list(_Publishers(self)),
+                    }
+                },
+            )
+        )
+
+    def publisher_role_arns(self) -> list[str]:
+        """The execution role ARNs of every governor function in this stack (the only allowed publishers)."""
+        from infra.constructs.function import GovernorFunction
+
+        functions: list[GovernorFunction] = [
+            node for node in Stack.of(self).node.find_all() if isinstance(node, GovernorFunction)
+        ]
+        return sorted({function.role.role_arn for function in functions}, key=str)
+
+
+@jsii.implements(IStableListProducer)
+class _Publishers:
+    """Resolves, at synth time, to the role ARNs of every function the capability constructs added after the bus."""
+
+    def __init__(self, shared: SharedResources) -> None:
+        self._shared = shared
+
+    def produce(self) -> list[str] | None:
+        return self._shared.publisher_role_arns()
+
+
+def send_command_grant(function: GovernorFunction, policy: Policy, document: str) -> None:
+    """``ssm:SendCommand`` with one document, on instances carrying every ``fleet.fleet_tags`` pair only.
+
+    The Service Authorization Reference lists ``ssm:resourceTag/${TagKey}`` for SendCommand's instance resource, and
+    AWS's own examples put the document and the tagged instances in two statements, since the document carries no
+    such tag. Without the condition, the role could run shell on any instance in the region.
+    """
+    stack = Stack.of(function)
+    instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
+    arn = stack.format_arn(service="ssm", account="", resource="document", resource_name=document)
+    function.add_statement(["ssm:SendCommand"], [arn])
+    function.add_statement(
+        ["ssm:SendCommand"],
+        [instances],
+        {"StringEquals": {f"ssm:resourceTag/{key}": value for key, value in policy.fleet.fleet_tags.items()}},
+    )

@@ -21,7 +21,7 @@ from governor.domain.spot import (
 )
 from governor.policy import Policy
 from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources
+from infra.constructs.shared import SharedResources, send_command_grant
 from infra.nag import acknowledge
 from infra.settings import Settings
 
@@ -103,15 +103,14 @@ class Spot(Construct):
             "re-reads the interrupted instance, finds the target groups and Auto Scaling group holding it, subnets "
             "for fallback zones, and the final status of its own checkpoint command.",
         )
-        instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
-        document = stack.format_arn(service="ssm", account="", resource="document", resource_name=DOCUMENT)
-        self.function.add_statement(["ssm:SendCommand"], [document, instances])
+        send_command_grant(self.function, policy, DOCUMENT)
         acknowledge(
             self.function.role,
             "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
             "instance/*]",
             "Interrupted instances are unknown at deploy time. SendCommand is limited to the AWS-RunShellScript "
-            "document; RunInstances (when replacement is on) to GPU-family types by the ec2:InstanceType condition.",
+            "document and to instances carrying fleet.fleet_tags (ssm:resourceTag); RunInstances (when replacement "
+            "is on) to GPU-family types by the ec2:InstanceType condition.",
         )
         if spot.deregister_from_target_groups:
             groups = stack.format_arn(service="elasticloadbalancing", resource="targetgroup", resource_name="*/*")

@@ -109,6 +109,9 @@ class Exemptions(_Model):
         return any(k in tags and (v == "*" or tags[k] == v) for k, v in self.tags.items())
 
 
+CommandName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
 class FleetPolicy(_Model):
     """What counts as the GPU fleet and which tags carry ownership; shared by every capability."""
 
@@ -120,6 +123,19 @@ class FleetPolicy(_Model):
     exempt_tag: TagKey = "governor:exempt"
     keep_until_tag: TagKey = "governor:keep-until"
     checkpoint_command_tag: TagKey = "governor:checkpoint-command"
+    checkpoint_commands: dict[CommandName, Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        default_factory=dict
+    )
+    fleet_tags: dict[Annotated[str, Field(min_length=1, max_length=128)], Annotated[str, Field(max_length=256)]] = (
+        Field(default_factory=lambda: {"gpu-fleet": "true"}, min_length=1)
+    )
+    max_snooze_days: int = Field(7, ge=0, le=90)
+    max_exemption_days: int = Field(90, ge=0, le=366)
+
+    def carries_fleet_tags(self, tags: dict[str, str]) -> bool:
+        """Whether a resource carries every ``fleet_tags`` pair: SendCommand is granted only on such instances, and
+        ``network.scope: fleet`` judges such security groups."""
+        return all(tags.get(key) == value for key, value in self.fleet_tags.items())
 
     def is_gpu_type(self, instance_type: str) -> bool:
         """``g5.xlarge`` is in family ``g``; ``gr6`` is not in ``g`` (the family is the letters before the digit)."""
@@ -210,6 +226,8 @@ class NetworkPolicy(_Model):
     protected_groups: Exemptions = Field(default_factory=Exemptions)
     public_ip_on_gpu: Literal["deny", "allow"] = "deny"
     sweep_schedule: Schedule = "rate(1 day)"
+    scope: Literal["fleet", "all"] = "fleet"
+    max_revocations_per_sweep: int = Field(10, ge=0, le=1000)
 
     @field_validator("trusted_cidrs")
     @classmethod
@@ -341,6 +359,9 @@ class NotificationsPolicy(_Model):
     merge_window_minutes: int = Field(60, ge=0, le=24 * 60)
     teams: dict[str, TeamRoute] = Field(default_factory=dict)
     dashboard_url: str | None = None
+    owner_email_domains: list[Annotated[str, Field(pattern=r"^([a-z0-9-]+\.)+[a-z]{2,}$")]] = Field(
+        default_factory=list
+    )
 
 
 class LedgerPolicy(_Model):

@@ -71,9 +71,12 @@ def _metrics(instance_id: str, util: float, minutes: int = 200, ahead: int = 60)
             cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 500])
 
 
+FLEET_TAG = {"Key": "gpu-fleet", "Value": "true"}  # fleet.fleet_tags: the SendCommand grant requires it
+
+
 def _launch(ec2: Any, instance_type: str, count: int = 1) -> list[str]:
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    tags = [{"Key": "owner", "Value": "ana@example.com"}, {"Key": "team", "Value": "vision"}]
+    tags = [{"Key": "owner", "Value": "ana@example.com"}, {"Key": "team", "Value": "vision"}, FLEET_TAG]
     found = ec2.run_instances(
         ImageId=image,
         InstanceType=instance_type,

@@ -29,8 +29,9 @@ def ec2() -> Iterator[Any]:
 
 
 def runtime(**network: Any) -> Runtime:
+    """These tests judge rules in groups with no GPU instance attached, so they opt in to ``scope: all``."""
     return Runtime(
-        policy=parse_policy({"network": network}),
+        policy=parse_policy({"network": {"scope": "all", **network}}),
         ledger=MemoryLedger(),
         sink=MemorySink(),
         dead_letters=MemoryDeadLetters(),
@@ -428,7 +429,9 @@ def test_daily_sweep_finds_drift_in_every_group_and_gpu_instance(ec2: Any) -> No
     assert cpu["InstanceId"] not in " ".join(result["done"])
     verdicts = {d.resource: d.verdict for _, d in rt.ledger.decisions}  # type: ignore[attr-defined]
     assert verdicts[clean_group] == "ok" and verdicts[open_group] == "act"
-    assert adapters.groups.calls == 4  # one listing of rules, one of groups (one page each), two revocations
+    # one listing of rules and one of groups (one page each), the open group re-read before revoking (group and
+    # rules), two revocations
+    assert adapters.groups.calls == 6
 
 
 def test_launch_the_event_shows_is_not_gpu_needs_no_read(ec2: Any) -> None:

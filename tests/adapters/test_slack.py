@@ -117,7 +117,7 @@ def test_webhook_url_from_secret_plain_json_and_missing() -> None:
     secrets = boto3.client("secretsmanager", region_name="us-east-1")
     secrets.create_secret(Name="governor/slack-webhook", SecretString="https://hooks.slack.com/services/T/B/X")
     secrets.create_secret(Name="team/slack", SecretString=json.dumps({"url": "https://hooks.slack.com/services/1"}))
-    secrets.create_secret(Name="bad/slack", SecretString="not a url")
+    secrets.create_secret(Name="bad/slack", SecretString="ftp://hooks.slack.com/services/T/B/X")
     assert webhook_url_from_secret("governor/slack-webhook", "us-east-1").endswith("/T/B/X")
     assert webhook_url_from_secret("team/slack", "us-east-1").endswith("/services/1")
     with pytest.raises(SecretMissingError, match="does not hold an https:// URL"):

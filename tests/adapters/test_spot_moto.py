@@ -53,7 +53,7 @@ class Deployed:
     def __init__(self, local: LocalStack, **spot: Any) -> None:
         self.local = local
         self.runtime = Runtime(
-            policy=parse_policy({"spot": spot}),
+            policy=parse_policy({"spot": spot, "fleet": {"checkpoint_commands": {"train": "pkill -USR1 -f train.py"}}}),
             ledger=DynamoLedger(local.ledger_table, region=REGION),
             sink=EventBusSink(local.bus_name, REGION),
             dead_letters=SqsDeadLetters(local.dlq_urls["spot"], REGION),
@@ -81,7 +81,7 @@ def commands_sent() -> list[dict[str, Any]]:
 
 def test_duplicate_delivery_sends_the_checkpoint_once(aws: LocalStack) -> None:
     fleet = Fleet()
-    (instance_id,) = fleet.launch(tags={"governor:checkpoint-command": "pkill -USR1 -f train.py"})
+    (instance_id,) = fleet.launch(tags={"governor:checkpoint-command": "train"})
     deployed = Deployed(aws, enforce=True)
     warning = event("interruption-warning.json", instance_id)
     first = deployed.run(warning)

@@ -34,7 +34,7 @@ class Fleet:
         )["LaunchTemplate"]["LaunchTemplateId"]
 
     def launch(self, count: int = 1, tags: dict[str, str] | None = None, instance_type: str = "g5.xlarge") -> list[str]:
-        tags = {"owner": "ana", "team": "vision", **(tags or {})}
+        tags = {"owner": "ana", "team": "vision", "gpu-fleet": "true", **(tags or {})}
         launched = self.ec2.run_instances(
             LaunchTemplate={"LaunchTemplateId": self.template, "Version": "1"},
             InstanceType=instance_type,

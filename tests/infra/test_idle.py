@@ -131,7 +131,9 @@ def test_tag_writes_only_governor_keys_on_gpu_instances(synth: Synth) -> None:
 
 def test_run_command_only_with_the_shell_script_document(synth: Synth) -> None:
     role = _role(synth)
-    assert role.allows("ssm:SendCommand", DOCUMENT) and role.allows("ssm:SendCommand", INSTANCE)
+    fleet = {"ssm:resourceTag/gpu-fleet": "true"}
+    assert role.allows("ssm:SendCommand", DOCUMENT) and role.allows("ssm:SendCommand", INSTANCE, **fleet)
+    assert not role.allows("ssm:SendCommand", INSTANCE)  # an instance without the fleet's tags
     assert not role.allows("ssm:SendCommand", "arn:aws:ssm:us-east-1::document/AWS-RunPowerShellScript")
 
 

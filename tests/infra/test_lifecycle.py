@@ -37,13 +37,17 @@ def test_function_carries_the_lifecycle_policy(synth: Synth) -> None:
 
 def test_triggers_successful_gpu_launches_and_state_changes(synth: Synth) -> None:
     function_id, _ = _function(synth)
-    patterns = {p["detail-type"][0]: p for p in _rules_for(synth, function_id)}
+    rules = _rules_for(synth, function_id)
+    patterns = {p["detail-type"][0]: p for p in rules if p["detail"].get("eventName") != ["CreateTags"]}
     launch = patterns["AWS API Call via CloudTrail"]["detail"]
     assert launch["eventName"] == ["RunInstances"] and launch["errorCode"] == [{"exists": False}]
     prefixes = launch["responseElements"]["instancesSet"]["items"]["instanceType"]
     assert prefixes == [{"prefix": f} for f in ("p", "g", "trn", "inf", "dl")]
     states = patterns["EC2 Instance State-change Notification"]["detail"]["state"]
     assert sorted(states) == ["running", "shutting-down", "stopped", "stopping", "terminated"]
+    (tags,) = [p["detail"] for p in rules if p["detail"].get("eventName") == ["CreateTags"]]
+    assert tags["errorCode"] == [{"exists": False}]
+    assert "governor:keep-until" in tags["requestParameters"]["tagSet"]["items"]["key"]
 
 
 def test_daily_reconciliation_schedule(synth: Synth) -> None:

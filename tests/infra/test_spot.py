@@ -94,10 +94,13 @@ def test_role_grants_only_declared_actions_and_no_relaunch_by_default(synth: Syn
 
 def test_send_command_is_limited_to_the_shell_document_and_instances(synth: Synth) -> None:
     function_id, _ = spot_function(synth)
-    (send,) = [s for s in statements_of(synth.json, function_id) if s["Action"] == "ssm:SendCommand"]
-    resources = json.dumps(send["Resource"])
-    assert "::document/AWS-RunShellScript" in resources and ":instance/*" in resources
-    assert len(send["Resource"]) == 2
+    document, instances = sorted(
+        (s for s in statements_of(synth.json, function_id) if s["Action"] == "ssm:SendCommand"),
+        key=lambda s: "instance" in json.dumps(s["Resource"]),
+    )
+    assert "::document/AWS-RunShellScript" in json.dumps(document["Resource"]) and "Condition" not in document
+    assert ":instance/*" in json.dumps(instances["Resource"])
+    assert instances["Condition"] == {"StringEquals": {"ssm:resourceTag/gpu-fleet": "true"}}
 
 
 def checkpoint_bucket(synth: Synth) -> dict[str, Any]:

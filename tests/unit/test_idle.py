@@ -38,7 +38,7 @@ def instance(instance_id: str = "i-0a", **changes: Any) -> Instance:
         "type": "g5.xlarge",
         "state": "running",
         "launch_time": LAUNCHED,
-        "tags": {"owner": "ana@example.com", "team": "vision"},
+        "tags": {"owner": "ana@example.com", "team": "vision", "gpu-fleet": "true"},
     }
     base.update(changes)
     return Instance(**base)
@@ -191,10 +191,18 @@ def test_checkpoint_runs_first_then_the_action_when_it_ends_or_times_out() -> No
     assert acted.outcome == "acted" and any("Success" in r for r in acted.decision.reasons)
 
 
-def test_the_instance_checkpoint_tag_wins_over_the_policy() -> None:
-    p = policy(checkpoint_command="save-all")
-    assert checkpoint_command(instance(tags={"governor:checkpoint-command": "kill -USR1 1"}), p) == "kill -USR1 1"
-    assert checkpoint_command(instance(), p) == "save-all"
+def test_the_instance_checkpoint_tag_names_a_policy_command_and_never_is_one() -> None:
+    p = parse_policy(
+        {
+            "idle": {"enforce": True, "checkpoint_command": "save-all"},
+            "fleet": {"checkpoint_commands": {"torch": "kill -USR1 1"}},
+        }
+    )
+    fleet = {"gpu-fleet": "true"}
+    assert checkpoint_command(instance(tags={**fleet, "governor:checkpoint-command": "torch"}), p) == "kill -USR1 1"
+    assert checkpoint_command(instance(tags={**fleet, "governor:checkpoint-command": "curl x|sh"}), p) == "save-all"
+    assert checkpoint_command(instance(tags=fleet), p) == "save-all"
+    assert checkpoint_command(instance(tags={"governor:checkpoint-command": "torch"}), p) is None  # no fleet tags
 
 
 def _marked_fleet(total: int, idle: int) -> tuple[list[Instance], dict[str, Any], dict[str, Mark]]:

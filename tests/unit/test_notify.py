@@ -55,15 +55,16 @@ def test_below_min_severity_goes_nowhere_and_says_why() -> None:
     assert "below notifications.min_severity warning" in where.reason
 
 
-def test_team_route_replaces_the_default_channel_and_owner_email_is_copied() -> None:
+def test_team_route_replaces_the_default_channel_and_the_owner_gets_a_message_of_their_own() -> None:
     policy = NotificationsPolicy(
         email_sender="governor@example.com",
         email_recipients=["platform@example.com"],
         teams={"vision": TeamRoute(slack_secret_name="governor/slack-vision", email=["vision@example.com"])},
+        owner_email_domains=["example.com"],
     )
     ours = route(finding(owner="ana@example.com"), policy)
     assert ours.slack_secrets == ("governor/slack-vision",)
-    assert set(ours.emails) == {"vision@example.com", "ana@example.com"}
+    assert ours.emails == ("vision@example.com",) and ours.owner_email == "ana@example.com"
     other = route(finding(team="speech", owner="bob"), policy)
     assert other.slack_secrets == ("governor/slack-webhook",)
     assert other.emails == ("platform@example.com",)

@@ -78,15 +78,18 @@ def test_report_only_renders_and_records_but_sends_nothing() -> None:
     assert decision.policy == "notifications" and decision.actions[0].enforced is False
 
 
-def test_enforced_finding_goes_to_slack_and_email_with_owner_copied() -> None:
-    rt = runtime(email_sender="governor@example.com", email_recipients=["platform@example.com"])
+def test_enforced_finding_goes_to_slack_and_email_and_to_the_owner_separately() -> None:
+    rt = runtime(
+        email_sender="governor@example.com",
+        email_recipients=["platform@example.com"],
+        owner_email_domains=["example.com"],
+    )
     outbox = FakeOutbox()
     assert handle(event(), rt, outbox, NOW)["status"] == "sent"
     assert outbox.slack[0][0] == "governor/slack-webhook"
     assert "sg-0123" in str(outbox.slack[0][1])
-    recipients, email = outbox.emails[0]
-    assert set(recipients) == {"platform@example.com", "ana@example.com"}
-    assert "port 22" in email.subject
+    assert sorted(recipients for recipients, _ in outbox.emails) == [["ana@example.com"], ["platform@example.com"]]
+    assert all("port 22" in email.subject for _, email in outbox.emails)
 
 
 def test_repeats_within_the_window_are_merged_across_invocations() -> None:

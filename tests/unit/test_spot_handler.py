@@ -96,7 +96,7 @@ def gpu(**tags: str) -> Instance:
         type="g5.xlarge",
         state="running",
         launch_time=WARNED - dt.timedelta(hours=10),
-        tags={"owner": "ana", "team": "vision", **tags},
+        tags={"owner": "ana", "team": "vision", "gpu-fleet": "true", **tags},
         lifecycle="spot",
         zone="us-east-2a",
         launch_template_id="lt-0abc",
@@ -125,7 +125,10 @@ class World:
 
 
 def test_enforced_warning_records_first_then_checkpoints_and_notifies_owner_and_team() -> None:
-    world = World(gpu(**{"governor:checkpoint-command": "pkill -USR1 -f train.py"}), enforce=True)
+    world = World(gpu(**{"governor:checkpoint-command": "train"}), enforce=True)
+    world.runtime.policy = parse_policy(
+        {"spot": {"enforce": True}, "fleet": {"checkpoint_commands": {"train": "pkill -USR1 -f train.py"}}}
+    )
     result = world.run(fixture("interruption-warning.json"))
     assert result["status"] == "acted" and result["checkpoint"]["delivered"]
     assert world.commands.sent == [(INSTANCE_ID, "pkill -USR1 -f train.py", 90)]

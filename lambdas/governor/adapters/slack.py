@@ -7,6 +7,7 @@ still fails raises :class:`DeliveryError`, so the invocation fails and the event
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -51,13 +52,28 @@ def _urlopen(request: urllib.request.Request, timeout: float) -> Any:
     return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - scheme checked in check_webhook_url
 
 
+# RFC 3986 characters only: a space, newline or other odd character makes urllib raise InvalidURL with the URL's path
+# (the webhook's secret part) in its message, which would then reach logs and the DLQ.
+_URL_CHARS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
+
+
 def check_webhook_url(url: str) -> str:
-    """https only (plain http just for a local test server), so a mistyped secret cannot leak messages."""
-    parts = urlsplit(url.strip())
-    if parts.scheme == "https" and parts.hostname:
-        return url.strip()
-    if parts.scheme == "http" and parts.hostname in _LOCAL_HOSTS:
-        return url.strip()
+    """https only (plain http just for a local test server), so a mistyped secret cannot leak messages.
+
+    The error never repeats the value: it is a secret.
+    """
+    value = url.strip()
+    if not _URL_CHARS.fullmatch(value):
+        raise SecretMissingError("the webhook secret holds characters a URL cannot contain (space, newline, ...)")
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:
+        raise SecretMissingError("the webhook secret does not hold a well-formed URL") from None
+    if parts.scheme == "https" and host:
+        return value
+    if parts.scheme == "http" and host in _LOCAL_HOSTS:
+        return value
     raise SecretMissingError("the webhook secret does not hold an https:// URL")
 
 
@@ -85,8 +101,8 @@ def webhook_url_from_secret(secret_name: str, region: str | None = None) -> str:
         raise SecretMissingError(f"Slack webhook secret '{secret_name}' is empty")
     try:
         return check_webhook_url(value)
-    except SecretMissingError:
-        raise SecretMissingError(f"Slack webhook secret '{secret_name}' does not hold an https:// URL") from None
+    except SecretMissingError as error:
+        raise SecretMissingError(f"Slack webhook secret '{secret_name}': {error}") from None
 
 
 class SlackWebhook:
@@ -145,6 +161,8 @@ class SlackWebhook:
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
                 reason = getattr(error, "reason", error)
                 last = f"webhook unreachable ({type(reason).__name__})"
+            except Exception as error:
+                raise DeliveryError(f"{self.label}: request failed ({type(error).__name__}); not retried") from None
             if attempt < self._attempts:
                 self.waits.append(wait)
                 self._sleep(wait)

@@ -71,7 +71,14 @@ def write_csv(results: dict[str, dict[str, Any]], out: TextIO) -> None:
     writer.writerow(["query", *columns])
     for name, result in results.items():
         for row in result["rows"]:
-            writer.writerow([name, *(_cell(row.get(column)) for column in columns)])
+            writer.writerow([name, *(_safe_cell(row.get(column)) for column in columns)])
+
+
+def _safe_cell(value: Any) -> str:
+    """Text from CloudTrail is neutralised against spreadsheet formulas (OWASP); numbers are written as they are."""
+    from governor.domain.report import csv_safe
+
+    return str(csv_safe(_cell(value))) if isinstance(value, str) else _cell(value)
 
 
 def _text_order(row: dict[str, Any]) -> list[str]:

@@ -285,6 +285,7 @@ class Simulation:
         for index, synthetic in enumerate(workload.instances):
             team = TEAMS[index % len(TEAMS)]
             tags = {"team": team, "workload": synthetic.kind, "Name": f"{team}-{synthetic.kind}-{index}"}
+            tags.update(self.policy.fleet.fleet_tags)  # the fleet's tags: the SendCommand grant requires them
             if index % 5 != 4:
                 tags["owner"] = PEOPLE[team]
             spot = spot_left > 0 and synthetic.kind == "training"

@@ -62,26 +62,132 @@ def ownership(tags: dict[str, str], fleet: FleetPolicy, creator_tag: str = "gove
     return Ownership(owner=UNKNOWN, team=team or UNKNOWN, source="unknown")
 
 
+EXEMPT_TRUE = "true"
+
+
+@dataclass(frozen=True)
+class TagProblem:
+    """A governor tag whose value the governor refuses to honour, reported so a person can fix or explain it."""
+
+    key: str
+    value: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"tag {self.key}={self.value!r} ignored: {self.reason}"
+
+
+def _dated(value: str) -> dt.datetime | None:
+    """A strict ISO date or date-time (what ``date -I`` or ``date -Iseconds`` print); nothing looser."""
+    text = value.strip()
+    if not text or not text[:4].isdigit() or len(text) < 10 or text[4] != "-":
+        return None
+    return parse_time(text)
+
+
+def exempt_tag_problem(value: str, fleet: FleetPolicy, now: dt.datetime) -> TagProblem | None:
+    """Why an exempt tag value is not honoured: only ``true`` or an ISO date at most ``max_exemption_days`` ahead."""
+    if value.strip().lower() in (EXEMPT_TRUE, "false"):
+        return None
+    until = _dated(value)
+    if until is None:
+        return TagProblem(fleet.exempt_tag, value, "the value must be 'true' or an ISO date (YYYY-MM-DD)")
+    limit = now + dt.timedelta(days=fleet.max_exemption_days)
+    if until > limit:
+        return TagProblem(
+            fleet.exempt_tag,
+            value,
+            f"more than fleet.max_exemption_days ({fleet.max_exemption_days}) ahead; "
+            "ask for a policy exemption instead",
+        )
+    return None
+
+
+def snooze_tag_problem(value: str, fleet: FleetPolicy, now: dt.datetime) -> TagProblem | None:
+    """Why a snooze is not honoured: it must be an ISO date-time at most ``max_snooze_days`` ahead."""
+    until = _dated(value)
+    if until is None:
+        return TagProblem(fleet.keep_until_tag, value, "the value must be an ISO date or date-time")
+    if until > now + dt.timedelta(days=fleet.max_snooze_days):
+        return TagProblem(
+            fleet.keep_until_tag, value, f"more than fleet.max_snooze_days ({fleet.max_snooze_days}) ahead"
+        )
+    return None
+
+
+def tag_problems(tags: dict[str, str], fleet: FleetPolicy, now: dt.datetime) -> list[TagProblem]:
+    """Every exemption or snooze tag on a resource that is ignored, with why (each becomes a finding)."""
+    problems = []
+    if fleet.exempt_tag in tags:
+        problem = exempt_tag_problem(tags[fleet.exempt_tag], fleet, now)
+        if problem:
+            problems.append(problem)
+    if fleet.keep_until_tag in tags:
+        problem = snooze_tag_problem(tags[fleet.keep_until_tag], fleet, now)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
 def exemption(
     instance_id: str, tags: dict[str, str], fleet: FleetPolicy, exemptions: Exemptions, now: dt.datetime
 ) -> str | None:
-    """Why the instance is exempt right now, or None. The exempt tag may carry an ISO expiry date."""
+    """Why the instance is exempt right now, or None.
+
+    The policy's own exemptions always hold. The exempt tag is honoured only as ``true`` or as an ISO date no more than
+    ``fleet.max_exemption_days`` ahead: any account user can tag, so ``nope``, ``off`` or ``9999-01-01`` exempt nothing
+    (:func:`tag_problems` reports them).
+    """
     if exemptions.matches(instance_id, tags):
         return "exempt by policy (id or tag in the section's exemptions)"
     value = tags.get(fleet.exempt_tag)
-    if value is not None:
-        until = parse_time(value)
-        if until is None:
-            if value.strip().lower() in ("", "false", "no", "0"):
-                return None
-            return f"tag {fleet.exempt_tag}={value}"
-        if until > now:
-            return f"tag {fleet.exempt_tag} until {until.isoformat()}"
+    if value is None or exempt_tag_problem(value, fleet, now) is not None:
+        return None
+    if value.strip().lower() == EXEMPT_TRUE:
+        return f"tag {fleet.exempt_tag}=true"
+    until = _dated(value)
+    if until is not None and until > now:
+        return f"tag {fleet.exempt_tag} until {until.isoformat()}"
     return None
 
 
 def snoozed_until(tags: dict[str, str], fleet: FleetPolicy, now: dt.datetime) -> dt.datetime | None:
-    """The owner's snooze (``governor:keep-until``) when it is still in the future."""
+    """The owner's snooze (``governor:keep-until``) when it is in the future and within ``fleet.max_snooze_days``."""
     value = tags.get(fleet.keep_until_tag)
-    until = parse_time(value) if value else None
+    if not value or snooze_tag_problem(value, fleet, now) is not None:
+        return None
+    until = _dated(value)
     return until if until and until > now else None
+
+
+@dataclass(frozen=True)
+class CommandChoice:
+    """The checkpoint command for one instance: always a policy string; ``name`` is the allow-list entry the tag named.
+
+    ``problem`` says why the instance's tag was not honoured (an unknown name, or a tag that looks like a command);
+    the caller reports it as a finding and never runs the tag's value.
+    """
+
+    command: str | None
+    source: Literal["tag", "policy"]
+    name: str | None = None
+    problem: str | None = None
+
+
+def checkpoint_choice(tags: dict[str, str], fleet: FleetPolicy, default: str | None) -> CommandChoice:
+    """The tag may only *name* one of ``fleet.checkpoint_commands``; anything else falls back to the policy default.
+
+    Any account user who can tag an instance would otherwise choose what runs as root on it through SSM.
+    """
+    named = tags.get(fleet.checkpoint_command_tag, "").strip()
+    if not named:
+        return CommandChoice(default, "policy")
+    if named in fleet.checkpoint_commands:
+        return CommandChoice(fleet.checkpoint_commands[named], "tag", named)
+    known = ", ".join(sorted(fleet.checkpoint_commands)) or "none are defined"
+    shown = named if len(named) <= 80 else named[:79] + "…"
+    problem = (
+        f"tag {fleet.checkpoint_command_tag}={shown!r} names no entry of fleet.checkpoint_commands ({known}); "
+        "it was not run"
+    )
+    return CommandChoice(default, "policy", problem=problem)

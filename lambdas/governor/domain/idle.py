@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from governor.domain.decision import Action, Decision, Severity, Verdict
-from governor.domain.fleet import Instance, exemption, ownership, snoozed_until
+from governor.domain.fleet import Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.times import parse_time
 from governor.policy import IdlePolicy, Policy
 
@@ -456,22 +456,59 @@ def report_only_reason(instance: Instance, policy: IdlePolicy) -> str | None:
 
 
 def checkpoint_command(instance: Instance, policy: Policy) -> str | None:
-    """The instance's own checkpoint tag wins over the policy's command."""
-    tagged = instance.tags.get(policy.fleet.checkpoint_command_tag, "").strip()
-    return tagged or policy.idle.checkpoint_command
+    """The command to run before acting: the allow-list entry the tag names, else ``idle.checkpoint_command``.
+
+    Never the tag's own text, and nothing for an instance without ``fleet.fleet_tags`` (the SendCommand grant's
+    condition would refuse it anyway).
+    """
+    if not policy.fleet.carries_fleet_tags(instance.tags):
+        return None
+    return checkpoint_choice(instance.tags, policy.fleet, policy.idle.checkpoint_command).command
 
 
-def _mark_from_tag(instance: Instance) -> Mark | None:
-    since = parse_time(instance.tags.get(IDLE_SINCE_TAG))
-    return Mark(idle_since=since, warned_at=since) if since else None
+def checkpoint_notes(instance: Instance, policy: Policy) -> list[str]:
+    """Why the checkpoint is not what the instance's tags ask for: an unknown command name, or no command tags."""
+    choice = checkpoint_choice(instance.tags, policy.fleet, policy.idle.checkpoint_command)
+    notes = [choice.problem] if choice.problem else []
+    if choice.command and not policy.fleet.carries_fleet_tags(instance.tags):
+        wanted = ", ".join(f"{k}={v}" for k, v in policy.fleet.fleet_tags.items())
+        notes.append(f"no checkpoint sent: the instance lacks fleet.fleet_tags ({wanted})")
+    return notes
+
+
+def mark_tag_problems(instance: Instance, stored: Mark | None, now: dt.datetime) -> list[TagProblem]:
+    """The governor's own marks on the instance that its ledger does not back, or that lie in the future.
+
+    Anyone who can tag could otherwise skip the warning (an old ``idle-since``) or postpone reclamation forever (one
+    in the future); the ledger is the only source of marks, the tags are a mirror for people.
+    """
+    problems: list[TagProblem] = []
+    value = instance.tags.get(IDLE_SINCE_TAG)
+    if value is not None:
+        since = parse_time(value)
+        if since is None:
+            problems.append(TagProblem(IDLE_SINCE_TAG, value, "not an ISO date-time"))
+        elif since > now:
+            problems.append(TagProblem(IDLE_SINCE_TAG, value, "in the future"))
+        elif stored is None or abs((stored.idle_since - since).total_seconds()) >= 1:
+            problems.append(TagProblem(IDLE_SINCE_TAG, value, "the governor's ledger holds no such mark"))
+    action = instance.tags.get(IDLE_ACTION_TAG)
+    if action is not None:
+        _, _, when = action.partition("@")
+        at = parse_time(when)
+        if at is None or at > now:
+            problems.append(TagProblem(IDLE_ACTION_TAG, action, "not an action@time the governor wrote in the past"))
+    return problems
 
 
 def current_mark(instance: Instance, stored: Mark | None) -> Mark | None:
-    """The stored mark, else the tag; a mark from before the instance's last start is stale and ignored."""
-    mark = stored or _mark_from_tag(instance)
-    if mark is None or mark.idle_since < instance.launch_time:
+    """The ledger's mark; a mark from before the instance's last start is stale and ignored.
+
+    The ``governor:idle-since`` tag is never read back as a mark (see :func:`mark_tag_problems`).
+    """
+    if stored is None or stored.idle_since < instance.launch_time:
         return None
-    return mark
+    return stored
 
 
 def _decision(
@@ -566,8 +603,12 @@ def decide(
         return InstanceOutcome(instance, "reported", decision, replace(mark, reported_at=now), title, prior=mark)
 
     command = checkpoint_command(instance, policy)
+    notes = checkpoint_notes(instance, policy)
+    if notes:
+        evidence["checkpoint_notes"] = notes
     if command and mark.checkpoint_sent_at is None:
         reasons = [*assessment.reasons, "still idle after the warning; checkpoint first, then act on the next sweep"]
+        reasons += notes
         actions = [
             Action(type="checkpoint", enforced=enforce, command=command, timeout=idle.checkpoint_timeout_seconds)
         ]
@@ -595,6 +636,7 @@ def decide(
     through: dict[str, Any] = {"via": "autoscaling", "group": group, "decrement_desired": True} if group else {}
     if group:
         reasons.append(f"through Auto Scaling group {group}, desired capacity decremented (never below its minimum)")
+    reasons += notes
     actions = [
         Action(
             type=action,

@@ -22,7 +22,7 @@ from typing import Any
 from governor.domain.costs import PriceBook
 from governor.domain.decision import Action, Decision, Verdict
 from governor.domain.explain import cloudtrail_call, detail_type, explainer
-from governor.domain.fleet import Instance, Ownership, ownership
+from governor.domain.fleet import Instance, Ownership, exempt_tag_problem, ownership, snooze_tag_problem
 from governor.domain.times import parse_time
 from governor.events.envelopes import CloudTrailRecord, InboundEvent, InstanceStateDetail, UserIdentity, parse_model
 from governor.policy import Policy
@@ -586,3 +586,96 @@ def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
             rule="lifecycle.session",
         )
     ]
+
+
+# --- who set a governor tag ------------------------------------------------------------------------------------------
+
+TAG_SET = "governor-tag"
+TAGGING_CALL = "CreateTags"
+
+
+@dataclass(frozen=True)
+class TagSetting:
+    """One governor tag written by someone: the exemption, snooze, checkpoint name or mark, who wrote it and when."""
+
+    resource_id: str
+    key: str
+    value: str
+    who: str
+    at: dt.datetime
+    event_id: str
+    problem: str | None = None
+
+    def item(self) -> dict[str, Any]:
+        return {
+            "kind": TAG_SET,
+            "resource_id": self.resource_id,
+            "key": self.key,
+            "value": self.value,
+            "who": self.who,
+            "at": self.at.isoformat(),
+            "event_id": self.event_id,
+            "problem": self.problem,
+        }
+
+
+def watched_tag_keys(policy: Policy) -> tuple[str, ...]:
+    """The tags that ask the governor to hold back or to run something; each setting is recorded with its author."""
+    fleet = policy.fleet
+    return (fleet.exempt_tag, fleet.keep_until_tag, fleet.checkpoint_command_tag, "governor:idle-since")
+
+
+def tag_settings(record: CloudTrailRecord, policy: Policy, event_id: str) -> list[TagSetting]:
+    """The watched tags a successful ``CreateTags`` call set on instances, each with the caller and the time.
+
+    A value the governor would not honour (unbounded snooze, exempt value other than ``true`` or a date, a checkpoint
+    name outside the allow-list) carries the reason, so the finding and the report say so.
+    """
+    if record.event_name != TAGGING_CALL or record.failed:
+        return []
+    params = record.request_parameters or {}
+    resources = [
+        str(item.get("resourceId"))
+        for item in ((params.get("resourcesSet") or {}).get("items") or [])
+        if isinstance(item, Mapping) and str(item.get("resourceId", "")).startswith("i-")
+    ]
+    watched = watched_tag_keys(policy)
+    fleet = policy.fleet
+    who = creator(record.user_identity) or "unknown"
+    at = record.event_time if record.event_time.tzinfo else record.event_time.replace(tzinfo=dt.UTC)
+    settings: list[TagSetting] = []
+    for tag in (params.get("tagSet") or {}).get("items") or []:
+        if not isinstance(tag, Mapping) or tag.get("key") not in watched:
+            continue
+        key, value = str(tag["key"]), str(tag.get("value") or "")
+        problem = None
+        if key == fleet.exempt_tag:
+            found = exempt_tag_problem(value, fleet, at)
+            problem = found.reason if found else None
+        elif key == fleet.keep_until_tag:
+            found = snooze_tag_problem(value, fleet, at)
+            problem = found.reason if found else None
+        elif key == fleet.checkpoint_command_tag and value.strip() not in fleet.checkpoint_commands:
+            problem = "names no entry of fleet.checkpoint_commands; never run"
+        settings.extend(TagSetting(r, key, value, who, at, event_id, problem) for r in resources)
+    return settings
+
+
+def decide_tag_setting(setting: TagSetting, policy: Policy) -> Decision:
+    """Every watched tag setting is recorded; one the governor will not honour is also a finding for people."""
+    reasons = [
+        f"{setting.who} set {setting.key}={setting.value!r} on {setting.resource_id} at {setting.at.isoformat()}"
+    ]
+    if setting.problem:
+        reasons.append(f"ignored by the governor: {setting.problem}")
+    return Decision(
+        policy=POLICY,
+        verdict="act" if setting.problem else "ok",
+        resource=setting.resource_id,
+        actions=[Action(type="record", enforced=True, kind=TAG_SET)]
+        + ([Action(type="notify", enforced=True)] if setting.problem else []),
+        reasons=reasons,
+        evidence=setting.item(),
+        severity="warning" if setting.problem else "info",
+        rule="lifecycle.governor-tag",
+    )

@@ -813,3 +813,75 @@ def explain_network(event: InboundEvent, policy: Policy) -> list[Decision]:
     """Security-group and public-address calls, decided from the CloudTrail record and the policy alone."""
     assert event.cloudtrail is not None  # guaranteed by the matcher
     return decide_call(parse_call(event.cloudtrail), policy, event.time or event.cloudtrail.event_time)
+
+
+# --- scope and blast radius ------------------------------------------------------------------------------------------
+
+
+def fleet_group_ids(instances: Iterable[Instance], policy: Policy) -> set[str]:
+    """The security groups attached to GPU instances of the fleet: what ``scope: fleet`` judges, with tagged groups."""
+    return {group for i in instances if policy.fleet.is_gpu_type(i.type) for group in i.security_groups}
+
+
+def out_of_scope(group_id: str, tags: Mapping[str, str] | None, fleet_groups: set[str], policy: Policy) -> str | None:
+    """Why a group is outside the network policy's scope, or None when the governor judges it.
+
+    A GPU governor must not break a company's websites: by default only groups attached to GPU instances, or carrying
+    ``fleet.fleet_tags``, are judged; ``network.scope: all`` opts in to every group in the region.
+    """
+    if policy.network.scope == "all":
+        return None
+    if group_id in fleet_groups or policy.fleet.carries_fleet_tags(dict(tags or {})):
+        return None
+    wanted = ", ".join(f"{k}={v}" for k, v in policy.fleet.fleet_tags.items())
+    return (
+        f"{group_id} is attached to no GPU instance and lacks fleet.fleet_tags ({wanted}); outside network.scope "
+        "'fleet' (set scope: all to judge every group)"
+    )
+
+
+def scoped_out(group_id: str, why: str) -> Decision:
+    """The record of a group the policy does not judge: nothing read beyond its tags, nothing changed."""
+    return Decision(policy=POLICY, verdict="ignored", resource=group_id, reasons=[why], rule=RULE_GROUP)
+
+
+def revocations(decision: Decision) -> int:
+    """How many rules the decision's enforced actions would revoke."""
+    return sum(
+        max(1, len((a.model_extra or {}).get("rule_ids") or []))
+        for a in decision.enforced_actions()
+        if a.type == "revoke_ingress"
+    )
+
+
+def limit_revocations(decisions: Sequence[Decision], limit: int) -> tuple[list[Decision], int]:
+    """Keep the sweep within ``network.max_revocations_per_sweep``: whole groups in order until the budget is spent.
+
+    The groups past the budget are reported with their revocations deferred (not enforced) to the next sweep, so a
+    wrong policy or a mass change breaks at most ``limit`` rules before a person looks. Returns the decisions and how
+    many revocations were deferred.
+    """
+    spent = 0
+    deferred = 0
+    limited: list[Decision] = []
+    for decision in decisions:
+        count = revocations(decision)
+        if count == 0 or spent + count <= limit:
+            spent += count
+            limited.append(decision)
+            continue
+        deferred += count
+        limited.append(
+            decision.model_copy(
+                update={
+                    "actions": [a.model_copy(update={"enforced": False}) for a in decision.actions],
+                    "reasons": [
+                        *decision.reasons,
+                        f"blast radius: {count} revocation(s) deferred to the next sweep "
+                        f"(network.max_revocations_per_sweep {limit} already spent)",
+                    ],
+                    "evidence": {**decision.evidence, "deferred": count},
+                }
+            )
+        )
+    return limited, deferred

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -46,34 +47,47 @@ class Route:
     slack_secrets: tuple[str, ...] = ()
     emails: tuple[str, ...] = ()
     reason: str = ""
+    owner_email: str | None = None
 
     @property
     def empty(self) -> bool:
-        return not self.slack_secrets and not self.emails
+        return not self.slack_secrets and not self.emails and not self.owner_email
 
 
 def route(finding: Finding, policy: NotificationsPolicy) -> Route:
-    """Severity gate first, then the finding's team route (else the default channel), plus the owner by email.
+    """Severity gate first, then the finding's team route (else the default channel); recipients come only from there.
 
-    A team listed in ``notifications.teams`` replaces the default Slack channel and recipients with its own where it
-    names them; an owner whose tag is an email address is copied on the email when a sender is configured.
+    The owner (a tag any account user can set) is emailed on a message of its own, and only when the tag is one
+    well-formed address in ``notifications.owner_email_domains``: a tag never adds a recipient to a team's message.
     """
     if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[policy.min_severity]:
         return Route(reason=f"severity {finding.severity} is below notifications.min_severity {policy.min_severity}")
     team = policy.teams.get(finding.team or "")
     slack = (team.slack_secret_name if team and team.slack_secret_name else None) or policy.slack_secret_name
     emails: list[str] = list(team.email) if team and team.email else list(policy.email_recipients)
-    if finding.owner and _looks_like_email(finding.owner) and finding.owner not in emails:
-        emails.append(finding.owner)
+    owner = owner_address(finding.owner, policy)
     if not policy.email_sender:
         emails = []
+        owner = None
     why = f"team {finding.team}" if team else "default route"
-    return Route(slack_secrets=(slack,), emails=tuple(emails), reason=why)
+    return Route(slack_secrets=(slack,), emails=tuple(emails), reason=why, owner_email=owner)
 
 
-def _looks_like_email(value: str) -> bool:
-    local, _, domain = value.partition("@")
-    return bool(local) and "." in domain and " " not in value
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]{1,64}@((?:[A-Za-z0-9-]{1,63}\.)+[A-Za-z]{2,63})")
+
+
+def owner_address(value: str | None, policy: NotificationsPolicy) -> str | None:
+    """The owner tag as an email address when it is exactly one address in an allowed domain, else None.
+
+    ``a@corp.example,b@attacker.example``, display names and addresses in other domains are never used.
+    """
+    if not value or not policy.owner_email_domains:
+        return None
+    match = _EMAIL.fullmatch(value.strip())
+    if not match:
+        return None
+    domain = match.group(1).lower()
+    return value.strip() if domain in policy.owner_email_domains else None
 
 
 # --- merging -------------------------------------------------------------------------------------------------------
@@ -169,6 +183,9 @@ def plan_deliveries(items: Sequence[MergedFinding], policy: NotificationsPolicy)
         if where.emails:
             key = ("email", tuple(sorted(where.emails)))
             deliveries.setdefault(key, Delivery("email", key[1])).items.append(item)
+        if where.owner_email and where.owner_email not in where.emails:
+            key = ("email", (where.owner_email,))
+            deliveries.setdefault(key, Delivery("email", key[1])).items.append(item)
     return list(deliveries.values())
 
 
@@ -208,6 +225,7 @@ def section(text: str) -> list[Block]:
 
 
 def header(text: str) -> Block:
+    """A plain-text header; callers pass text already escaped, since Slack parses ``<...>`` in every text field."""
     clipped = text if len(text) <= MAX_HEADER_CHARS else text[: MAX_HEADER_CHARS - 1] + "…"
     return {"type": "header", "text": {"type": "plain_text", "text": clipped, "emoji": True}}
 
@@ -297,8 +315,8 @@ def summary_line(items: Sequence[MergedFinding]) -> str:
 def slack_messages(items: Sequence[MergedFinding]) -> list[Message]:
     """Block Kit messages for a set of findings, split so every message is within Slack's limits."""
     ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
-    title = header(summary_line(ordered))
-    return pack_messages([finding_blocks(item) for item in ordered], summary_line(ordered), title)
+    summary = escape_mrkdwn(summary_line(ordered))  # the fallback ``text`` drives notifications: <!channel> too
+    return pack_messages([finding_blocks(item) for item in ordered], summary, header(summary))
 
 
 # --- email ---------------------------------------------------------------------------------------------------------

@@ -108,6 +108,10 @@ class CostSection(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+GOVERNOR_TAGS_TITLE = "Exemptions, snoozes and checkpoint names, by who set them"
+GOVERNOR_TAGS_COLUMNS = ("who", "resource_id", "key", "value", "at", "honoured")
+
+
 class Report(BaseModel):
     """Everything one report says; rendered to HTML, Slack, CSV and archived as JSON."""
 
@@ -121,6 +125,11 @@ class Report(BaseModel):
     notes: list[str] = Field(default_factory=list)
     dashboard_url: str | None = None
     chart_file: str = "chart.png"
+    governor_tags: Table = Field(
+        default_factory=lambda: Table(
+            name="governor_tags", title=GOVERNOR_TAGS_TITLE, columns=list(GOVERNOR_TAGS_COLUMNS)
+        )
+    )
 
     @property
     def empty(self) -> bool:
@@ -128,7 +137,33 @@ class Report(BaseModel):
 
     def tables(self) -> list[Table]:
         cost = self.cost
-        return [cost.by_team, cost.by_owner, cost.by_type, cost.spot.by_pool, cost.rightsizing]
+        return [cost.by_team, cost.by_owner, cost.by_type, cost.spot.by_pool, cost.rightsizing, self.governor_tags]
+
+
+def governor_tags_table(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime) -> Table:
+    """Every exemption, snooze and checkpoint name set in the period, grouped by the person who set it (CloudTrail).
+
+    Any account user can tag; this table is how the security team sees who keeps what out of the governor's reach.
+    """
+    rows = []
+    for item in items:
+        if item.get("kind") != "governor-tag":
+            continue
+        at = parse_time(item.get("at"))
+        if at is None or not start <= at < end:
+            continue
+        rows.append(
+            {
+                "who": str(item.get("who") or "unknown"),
+                "resource_id": str(item.get("resource_id") or ""),
+                "key": str(item.get("key") or ""),
+                "value": str(item.get("value") or ""),
+                "at": at.isoformat(),
+                "honoured": "no: " + str(item["problem"]) if item.get("problem") else "yes",
+            }
+        )
+    rows.sort(key=lambda r: (r["who"], r["at"]))
+    return Table(name="governor_tags", title=GOVERNOR_TAGS_TITLE, columns=list(GOVERNOR_TAGS_COLUMNS), rows=rows)
 
 
 # --- periods -------------------------------------------------------------------------------------------------------
@@ -431,6 +466,7 @@ def build_report(
         utilisation=utilisation_series(ledger_items, start, end),
         notes=list(notes),
         dashboard_url=policy.notifications.dashboard_url,
+        governor_tags=governor_tags_table(ledger_items, start, end),
     )
     if report.empty:
         report.notes.append("nothing happened in this period: no audit rows, no GPU usage, no utilisation samples")
@@ -503,8 +539,22 @@ def _csv(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _plain_value(v) for k, v in row.items()})
+        writer.writerow({k: csv_safe(_plain_value(v)) for k, v in row.items()})
     return buffer.getvalue()
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: Any) -> Any:
+    """OWASP's CSV-injection rule: a text cell starting with = + - @ tab or CR gets a leading ``'``.
+
+    CloudTrail values (``userAgent``, ``errorMessage``, user names) are chosen by whoever made the call, and a failed
+    console login is enough to plant ``=HYPERLINK(...)`` in a spreadsheet the security team opens. Numbers stay numbers.
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _plain_value(value: Any) -> Any:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from governor.domain.decision import Action, Decision
 from governor.domain.explain import detail_type, explainer
-from governor.domain.fleet import Instance, exemption, ownership
+from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership
 from governor.events.envelopes import InboundEvent, parse_model
 from governor.policy import Policy
 
@@ -203,17 +203,51 @@ class InterruptionRecord(BaseModel):
 
 @dataclass(frozen=True)
 class CheckpointPlan:
+    """What runs on the instance: always a string from the policy; the tag can only pick an allow-list ``name``.
+
+    ``problem`` says why the tag was not honoured; ``blocked`` why nothing can be sent (the SendCommand grant is
+    limited to instances carrying ``fleet.fleet_tags``).
+    """
+
     command: str
     source: Literal["tag", "policy"]
     timeout_seconds: int
+    name: str | None = None
+    problem: str | None = None
+    blocked: str | None = None
+
+    def notes(self) -> list[str]:
+        return [note for note in (self.problem, self.blocked) if note]
 
 
 def checkpoint_plan(tags: Mapping[str, str], policy: Policy) -> CheckpointPlan:
-    """The instance's checkpoint tag wins over the policy default; the timeout always stays under the warning."""
-    tagged = tags.get(policy.fleet.checkpoint_command_tag, "").strip()
-    if tagged:
-        return CheckpointPlan(tagged, "tag", policy.spot.checkpoint_timeout_seconds)
-    return CheckpointPlan(policy.spot.checkpoint_command, "policy", policy.spot.checkpoint_timeout_seconds)
+    """The command the instance's tag names in ``fleet.checkpoint_commands``, else ``spot.checkpoint_command``.
+
+    An unknown name (or a command written into the tag) is reported and never run; the timeout stays under the warning.
+    """
+    choice = checkpoint_choice(dict(tags), policy.fleet, policy.spot.checkpoint_command)
+    blocked = None
+    if not policy.fleet.carries_fleet_tags(dict(tags)):
+        wanted = ", ".join(f"{k}={v}" for k, v in policy.fleet.fleet_tags.items())
+        blocked = f"no checkpoint sent: the instance lacks fleet.fleet_tags ({wanted})"
+    return CheckpointPlan(
+        choice.command or policy.spot.checkpoint_command,
+        choice.source,
+        policy.spot.checkpoint_timeout_seconds,
+        name=choice.name,
+        problem=choice.problem,
+        blocked=blocked,
+    )
+
+
+def _checkpoint_action(policy: Policy, plan: CheckpointPlan) -> Action:
+    """Enforced only when the policy enforces and the instance may receive commands at all."""
+    details: dict[str, Any] = {"command": plan.command, "source": plan.source, "timeout_seconds": plan.timeout_seconds}
+    if plan.name:
+        details["name"] = plan.name
+    if plan.blocked:
+        details["blocked"] = plan.blocked
+    return Action(type="checkpoint", enforced=policy.spot.enforce and plan.blocked is None, **details)
 
 
 def candidates(instance_type: str, policy: Policy) -> list[Candidate]:
@@ -282,15 +316,7 @@ def _warning_actions(
     deregister: bool,
 ) -> list[Action]:
     enforce = policy.spot.enforce
-    actions = [
-        Action(
-            type="checkpoint",
-            enforced=enforce,
-            command=plan.command,
-            source=plan.source,
-            timeout_seconds=plan.timeout_seconds,
-        )
-    ]
+    actions = [_checkpoint_action(policy, plan)]
     if deregister and policy.spot.deregister_from_target_groups:
         actions.append(Action(type="deregister", enforced=enforce, target_groups="every target group listing it"))
     if auto_scaling_group and policy.spot.complete_lifecycle_action:
@@ -357,6 +383,7 @@ def decide_warning(
         f"Spot will {instance_action} {instance.type} {instance.id} in {instance.zone or 'its zone'} in about two "
         f"minutes; the job gets {plan.timeout_seconds}s to checkpoint ({plan.source} command)"
     ]
+    reasons += plan.notes()
     if policy.spot.replacement != "none" and blocker:
         reasons.append(f"no replacement: {blocker}")
     if not policy.spot.enforce:
@@ -385,14 +412,15 @@ def decide_rebalance(instance_id: str, instance: Instance | None, policy: Policy
             rule="spot-rebalance",
         )
     who = ownership(instance.tags, policy.fleet)
+    plan = checkpoint_plan(instance.tags, policy)
     return Decision(
         policy=POLICY,
         verdict="act",
         resource=instance.id,
-        actions=_rebalance_actions(policy, checkpoint_plan(instance.tags, policy), who.owner, who.team),
-        reasons=[_rebalance_reason(policy, f"{instance.type} {instance.id}")],
+        actions=_rebalance_actions(policy, plan, who.owner, who.team),
+        reasons=[_rebalance_reason(policy, f"{instance.type} {instance.id}"), *plan.notes()],
         evidence=_evidence(instance, at, policy),
-        severity="info",
+        severity="warning" if plan.problem else "info",
         rule="spot-rebalance",
     )
 
@@ -401,15 +429,7 @@ def _rebalance_actions(policy: Policy, plan: CheckpointPlan, owner: str, team: s
     enforce = policy.spot.enforce
     actions: list[Action] = []
     if policy.spot.on_rebalance == "checkpoint":
-        actions.append(
-            Action(
-                type="checkpoint",
-                enforced=enforce,
-                command=plan.command,
-                source=plan.source,
-                timeout_seconds=plan.timeout_seconds,
-            )
-        )
+        actions.append(_checkpoint_action(policy, plan))
     actions.append(Action(type="record", enforced=enforce, kind="decision"))
     actions.append(Action(type="notify", enforced=enforce, owner=owner, team=team))
     return actions
@@ -609,7 +629,8 @@ def explain_warning(event: InboundEvent, policy: Policy) -> list[Decision]:
     assumptions = [
         f"{detail.instance_id} is a running GPU instance of the fleet and not exempt ({_LIVE}; the handler re-reads it "
         "and records gone, non-GPU or exempt instances as ignored)",
-        f"the command is the policy default unless the instance's {policy.fleet.checkpoint_command_tag} tag sets one",
+        f"the command is the policy default unless the instance's {policy.fleet.checkpoint_command_tag} tag names an "
+        "entry of fleet.checkpoint_commands, and it is sent only to instances carrying fleet.fleet_tags",
         "the instance runs the SSM agent (else the checkpoint is recorded as not delivered)",
         "target groups and Auto Scaling membership are not known here: when enforcing, the handler also deregisters "
         "the instance from every target group listing it and completes a held lifecycle action after the checkpoint",
@@ -654,7 +675,7 @@ def explain_rebalance(event: InboundEvent, policy: Policy) -> list[Decision]:
             assumptions=[
                 f"{detail.instance_id} is a running GPU instance of the fleet and not exempt ({_LIVE})",
                 f"the command is the policy default unless the instance's {policy.fleet.checkpoint_command_tag} tag "
-                "sets one",
+                "names an entry of fleet.checkpoint_commands",
             ],
             rule="spot-rebalance",
         )

@@ -22,7 +22,7 @@ from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Action, Decision, Finding
-from governor.domain.fleet import Instance, exemption, ownership, snoozed_until
+from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.idle import (
     BREAKER_KEY,
     BREAKER_KIND,
@@ -38,6 +38,7 @@ from governor.domain.idle import (
     SweepPlan,
     assess_signals,
     lookback_start,
+    mark_tag_problems,
     required_signals,
     sweep,
     sweep_interval,
@@ -321,6 +322,37 @@ def skip_stale(event: GovernorEvent, runtime: Runtime, now: dt.datetime) -> dict
     return {"status": "skipped", "event_id": event.id, "reason": reason}
 
 
+def ignored_tags(
+    instances: list[Instance], stored: dict[str, Mark], runtime: Runtime, now: dt.datetime
+) -> list[Decision]:
+    """One decision per instance whose governor tags were not honoured: bad or unbounded exemptions and snoozes,
+    marks the ledger does not back, checkpoint names outside the allow-list. Each becomes a finding, so a tag meant to
+    steer the governor is seen by people instead of silently obeyed or silently dropped."""
+    fleet = runtime.policy.fleet
+    decisions = []
+    for instance in instances:
+        problems = [str(p) for p in tag_problems(instance.tags, fleet, now)]
+        problems += [str(p) for p in mark_tag_problems(instance, stored.get(instance.id), now)]
+        choice = checkpoint_choice(instance.tags, fleet, runtime.policy.idle.checkpoint_command)
+        if choice.problem:
+            problems.append(choice.problem)
+        if not problems:
+            continue
+        decisions.append(
+            Decision(
+                policy="idle",
+                verdict="act",
+                resource=instance.id,
+                actions=[Action(type="notify", enforced=runtime.policy.idle.enforce)],
+                reasons=problems,
+                evidence={"status": "tags-ignored", "tags": {k: v for k, v in instance.tags.items() if ":" in k}},
+                severity="warning",
+                rule="idle.tags-ignored",
+            )
+        )
+    return decisions
+
+
 def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
     """List, read, decide at the clock's time, record every verdict, then act within the rate limit and report.
 
@@ -345,6 +377,11 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     if plan.breaker != breaker:
         store_breaker(runtime, plan.breaker)
     findings: list[Finding] = []
+    by_id = {i.id: i for i in instances}
+    for ignored in ignored_tags(instances, stored, runtime, now):
+        runtime.ledger.record(ignored, event_id=event.id)
+        title = f"Governor tags ignored on {ignored.resource}: {len(ignored.reasons)} not honoured"
+        findings.append(_finding(ignored, title, by_id.get(ignored.resource), event, runtime))
     if plan.alarm is not None:
         runtime.ledger.record(plan.alarm, event_id=event.id)
         held = len(plan.breaker.held)

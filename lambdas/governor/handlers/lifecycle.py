@@ -79,8 +79,10 @@ def parse(raw: Any) -> Parsed:
     event_id = raw.get("id") if isinstance(raw.get("id"), str) else None
     if kind == CLOUDTRAIL_DETAIL_TYPE:
         event = parse_model(CloudTrailEvent, raw)
-        if event.detail.event_name != "RunInstances" or event.source != "aws.ec2":
-            raise InvalidEventError(f"lifecycle handles RunInstances, not {event.detail.event_name}", event_id)
+        if event.detail.event_name not in ("RunInstances", domain.TAGGING_CALL) or event.source != "aws.ec2":
+            raise InvalidEventError(
+                f"lifecycle handles RunInstances and CreateTags, not {event.detail.event_name}", event_id
+            )
         return event
     if kind == domain.STATE_CHANGE:
         return parse_model(StateChangeEvent, raw)
@@ -161,6 +163,32 @@ def on_run_instances(event: CloudTrailEvent, runtime: Runtime, caps: Capabilitie
     }
 
 
+def on_create_tags(event: CloudTrailEvent, runtime: Runtime) -> dict[str, Any]:
+    """Record who set each exemption, snooze or checkpoint name, and when (CloudTrail is the only witness).
+
+    Reports list them by person; a value the governor will not honour is also published as a finding at once.
+    """
+    settings = domain.tag_settings(event.detail, runtime.policy, event.id)
+    findings: list[Finding] = []
+    for setting in settings:
+        decision = domain.decide_tag_setting(setting, runtime.policy)
+        runtime.ledger.record(decision, event_id=f"{event.id}#{setting.resource_id}#{setting.key}", at=setting.at)
+        runtime.ledger.put_item(domain.TAG_SET, f"{setting.resource_id}#{setting.key}", setting.item())
+        if setting.problem:
+            findings.append(
+                Finding.from_decision(
+                    decision,
+                    f"{setting.key} on {setting.resource_id} set by {setting.who} is not honoured",
+                    account=event.account,
+                    region=event.region or runtime.region,
+                    event_id=event.id,
+                )
+            )
+    if findings:
+        runtime.sink.publish(findings)
+    return {"status": "done", "tags": [s.item() for s in settings], "refused": len(findings)}
+
+
 def _adopt_creator(runtime: Runtime, launch: domain.Launch) -> None:
     """A session opened before the launch event arrived (events reorder) learns its creator as owner."""
     item = runtime.ledger.get_item(domain.OPEN_SESSION, launch.instance_id)
@@ -236,6 +264,8 @@ def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Capabilities) -> 
 def route(parsed: Parsed, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
     """The launch, state-change or reconciliation work for an event that passed the edge."""
     if isinstance(parsed, CloudTrailEvent):
+        if parsed.detail.event_name == domain.TAGGING_CALL:
+            return on_create_tags(parsed, runtime)
         return on_run_instances(parsed, runtime, caps)
     if isinstance(parsed, StateChangeEvent):
         return on_state_change(parsed, runtime, caps)

@@ -27,9 +27,14 @@ from governor.domain.network import (
     decide_call,
     decide_group,
     decide_public_ip,
+    fleet_group_ids,
+    limit_revocations,
     match_live,
+    out_of_scope,
     parse_call,
     public_address,
+    revocations,
+    scoped_out,
 )
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
@@ -96,6 +101,12 @@ def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Jud
             rule="network.security-group",
         )
         return gone_group, {}
+    if runtime.policy.network.scope != "all":
+        gpus = aws.instances.gpu_instances(runtime.policy.fleet, states=("pending", "running"))
+        fleet_groups = fleet_group_ids(gpus, runtime.policy)
+        why = out_of_scope(live.group_id, live.tags, fleet_groups, runtime.policy)
+        if why:
+            return scoped_out(live.group_id, why), live.tags
     gone: list[IngressRule] = []
     if call.name == "CreateSecurityGroup":
         wanted = list(live.rules)
@@ -143,6 +154,28 @@ def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now
         else:
             decisions.append(_instance_decision(instance, aws, runtime, now))
     return decisions
+
+
+def _reread(decision: Decision, aws: NetworkAws, runtime: Runtime) -> Decision:
+    """Judge a group again from a fresh read right before revoking: a rule fixed, replaced or protected since the sweep
+    listed it is not revoked, and never more revocations than the listing allowed (the budget was spent on those)."""
+    live = aws.groups.group(decision.resource)
+    if live is None:
+        return scoped_out(decision.resource, f"{decision.resource} no longer exists; nothing to revoke")
+    planned = {
+        rule_id
+        for action in decision.enforced_actions()
+        if action.type == "revoke_ingress"
+        for rule_id in (action.model_extra or {}).get("rule_ids") or []
+    }
+    fresh = decide_group(live.group_id, live.rules, runtime.policy, tags=live.tags, group_name=live.name)
+    kept = []
+    for action in fresh.actions:
+        ids = (action.model_extra or {}).get("rule_ids") or []
+        if action.type == "revoke_ingress" and action.enforced and not set(ids) <= planned:
+            action = action.model_copy(update={"enforced": False})  # new since the listing: the next sweep judges it
+        kept.append(action)
+    return fresh.model_copy(update={"actions": kept, "reasons": [*fresh.reasons, "re-read right before revoking"]})
 
 
 # --- acting -----------------------------------------------------------------------------------------------------------
@@ -293,17 +326,37 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, 
     One failing action does not stop the sweep: every resource is still checked, then the failures are raised.
     """
     now = event.time
+    policy = runtime.policy
     judged: list[Judged] = []
     groups: list[GroupState] = aws.groups.all_groups()
-    for group in groups:
-        decision = decide_group(group.group_id, group.rules, runtime.policy, tags=group.tags, group_name=group.name)
-        judged.append((decision, group.tags))
-    instances = aws.instances.gpu_instances(runtime.policy.fleet, states=("pending", "running"))
+    instances = aws.instances.gpu_instances(policy.fleet, states=("pending", "running"))
+    fleet_groups = fleet_group_ids(instances, policy)
+    group_decisions: list[Decision] = []
+    group_tags: dict[str, dict[str, str]] = {}
+    outside = 0
+    for group in sorted(groups, key=lambda g: g.group_id):
+        group_tags[group.group_id] = group.tags
+        why = out_of_scope(group.group_id, group.tags, fleet_groups, policy)
+        if why:
+            outside += 1
+            group_decisions.append(scoped_out(group.group_id, why))
+            continue
+        group_decisions.append(
+            decide_group(group.group_id, group.rules, policy, tags=group.tags, group_name=group.name)
+        )
+    limited, deferred = limit_revocations(group_decisions, policy.network.max_revocations_per_sweep)
+    for decision in limited:
+        if revocations(decision):
+            decision = _reread(decision, aws, runtime)
+        judged.append((decision, group_tags.get(decision.resource, {})))
     elastic = aws.addresses.elastic([i.public_ip for i in instances if i.public_ip])
     for instance in instances:
         address: PublicAddress | None = public_address(instance, elastic)
-        decision = decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now)
+        decision = decide_public_ip(instance.id, instance.type, instance.tags, address, policy, now)
         judged.append((decision, instance.tags))
+    if deferred:
+        metrics.add_metric(name="NetworkRevocationsDeferred", unit="Count", value=deferred)
+        logger.warning("network blast radius", extra={"deferred": deferred})
     results: list[dict[str, Any]] = []
     failed: list[str] = []
     for decision, tags in judged:
@@ -316,7 +369,14 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, 
     acted = [d for d, _ in judged if d.verdict == "act"]
     logger.info(
         "network sweep",
-        extra={"groups": len(groups), "gpu_instances": len(instances), "violations": len(acted), "failed": failed},
+        extra={
+            "groups": len(groups),
+            "out_of_scope": outside,
+            "gpu_instances": len(instances),
+            "violations": len(acted),
+            "deferred": deferred,
+            "failed": failed,
+        },
     )
     if failed:
         raise SweepIncompleteError(f"{len(failed)} of {len(acted)} violations could not be fixed: " + "; ".join(failed))
@@ -326,6 +386,8 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, 
         "groups": len(groups),
         "gpu_instances": len(instances),
         "violations": len(acted),
+        "out_of_scope": outside,
+        "deferred": deferred,
         "done": [outcome for r in results for outcome in r["done"]],
     }
 

@@ -96,8 +96,12 @@ def _outbox(region: str | None, sender: str | None) -> AwsOutbox:
     return AwsOutbox(region, sender)
 
 
-def parse(raw: Any) -> FindingEvent:
-    """Only findings from the governor itself; anything else is rejected to the DLQ with its reason."""
+def parse(raw: Any, account: str | None = None) -> FindingEvent:
+    """Only findings from the governor itself, in its own account; anything else is rejected to the DLQ with its reason.
+
+    The bus policy already lets only the stack's function roles put events; checking the envelope's ``account`` too
+    means a finding forwarded from another account's bus (or a test event) is never sent to people.
+    """
     event = parse_model(FindingEvent, raw)
     if event.source != SOURCE or event.detail_type != DETAIL_TYPE:
         raise InvalidEventError(
@@ -105,7 +109,20 @@ def parse(raw: Any) -> FindingEvent:
             f"from {SOURCE}",
             event.id,
         )
+    if account is not None and event.account != account:
+        raise InvalidEventError(
+            f"finding from account {event.account!r} refused: the notifier takes findings only from its own account "
+            f"{account}",
+            event.id,
+        )
     return event
+
+
+def account_of(context: Any) -> str | None:
+    """The function's own account, from the invoked function ARN (``arn:aws:lambda:REGION:ACCOUNT:function:...``)."""
+    arn = getattr(context, "invoked_function_arn", None)
+    parts = arn.split(":") if isinstance(arn, str) else []
+    return parts[4] if len(parts) > 4 and parts[4].isdigit() else None
 
 
 def _decision(finding: Finding, verdict: Any, reasons: list[str], actions: list[Action], rule: str) -> Decision:
@@ -243,14 +260,19 @@ def handle(
     outbox: Outbox | None = None,
     now: dt.datetime | None = None,
     context: Any = None,
+    account: str | None = None,
 ) -> dict[str, Any]:
-    """Parse at the edge (anything but a governor finding goes to the DLQ), then route, merge and deliver."""
+    """Parse at the edge (anything but a governor finding from this account goes to the DLQ), then route and deliver.
+
+    ``account`` defaults to the one in the Lambda context's function ARN, so the check always runs in the cloud.
+    """
     box = outbox or _outbox(runtime.region, runtime.policy.notifications.email_sender)
     moment = now or dt.datetime.now(dt.UTC)
+    own = account or account_of(context)
     return run_edge(
         event,
         runtime,
-        parse,
+        lambda raw: parse(raw, own),
         lambda parsed, rt: process(event=event, parsed=parsed, runtime=rt, outbox=box, now=moment, context=context),
     )
 

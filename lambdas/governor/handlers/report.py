@@ -39,7 +39,7 @@ from governor.handlers.notifier import AwsOutbox, Outbox, UndeliverableError
 from governor.observability import logger, metrics, tracer
 
 SCHEDULE_SOURCE = "aws.scheduler"
-LEDGER_KINDS = ("decision", "session", "interruption")
+LEDGER_KINDS = ("decision", "session", "interruption", "governor-tag")
 LEDGER_LOOKBACK = dt.timedelta(days=35)
 CHART_CID = "fleet-utilisation-chart"
 #: Seconds kept after the queries for the ledger, the chart, rendering, the archive and delivery.

@@ -248,9 +248,20 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
     )
 
 
+def _blocked(decision: Decision) -> str | None:
+    """Why the checkpoint could not be sent at all (the instance lacks the tags the SendCommand grant requires)."""
+    for action in decision.actions:
+        if action.type == "checkpoint" and (action.model_extra or {}).get("blocked"):
+            return str((action.model_extra or {})["blocked"])
+    return None
+
+
 def _warning_findings(decision: Decision, record: InterruptionRecord, event: WarningEvent) -> list[Finding]:
     where = f"{record.instance_type} {record.instance_id} ({record.zone or 'unknown zone'})"
-    if not record.checkpoint_attempted:
+    blocked = _blocked(decision)
+    if not record.checkpoint_attempted and blocked:
+        outcome = f"checkpoint not sent: {blocked}"
+    elif not record.checkpoint_attempted:
         outcome = "report-only: no checkpoint was sent"
     elif record.checkpoint_delivered:
         outcome = f"checkpoint command {record.command_id} sent ({record.checkpoint_source} command)"
@@ -303,6 +314,8 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
         return _result("ignored", event, decision, reason=decision.reasons[0])
     checkpoint: dict[str, Any] = {"attempted": False}
     outcome = "report-only: nothing was sent" if not runtime.policy.spot.enforce else "recorded"
+    if runtime.policy.spot.enforce and _blocked(decision):
+        outcome = f"checkpoint not sent: {_blocked(decision)}"
     if _enforced(decision, "checkpoint"):
         earlier = runtime.ledger.get_item(REBALANCE_KIND, instance.id)
         if earlier is not None and earlier.get("event_id") == event.id:  # a retry: the command already left

@@ -20,8 +20,10 @@ from governor.testing.deployment import REGION, handler_names
 ACCOUNT = "123456789012"
 PROTECTED_TAG = "governor:protected"
 SOAK_POLICY: dict[str, Any] = {
+    "fleet": {"checkpoint_commands": {"train": "pkill -USR1 train"}},
     "spot": {"enforce": True},
-    "network": {"enforce": True, "protected_groups": {"tags": {PROTECTED_TAG: "true"}}},
+    # The scenarios' security groups carry no GPU instance: judging them all keeps every network case meaningful.
+    "network": {"enforce": True, "scope": "all", "protected_groups": {"tags": {PROTECTED_TAG: "true"}}},
     "keys": {"enforce": True},
     "lifecycle": {"enforce": True},
 }
@@ -140,7 +142,7 @@ class Scenarios:
         extra: dict[str, Any] = {}
         if spot:
             extra["InstanceMarketOptions"] = {"MarketType": "spot"}
-        all_tags = {"team": "vision", "owner": "alice@example.com", **(tags or {})}
+        all_tags = {"team": "vision", "owner": "alice@example.com", "gpu-fleet": "true", **(tags or {})}
         return str(
             self._ec2.run_instances(
                 ImageId=self._image,
@@ -155,7 +157,7 @@ class Scenarios:
         )
 
     def spot_warning(self, index: int) -> Case:
-        instance = self._instance("g5.xlarge", spot=True, tags={"governor:checkpoint-command": "pkill -USR1 train"})
+        instance = self._instance("g5.xlarge", spot=True, tags={"governor:checkpoint-command": "train"})
         event = _envelope(
             "EC2 Spot Instance Interruption Warning",
             "aws.ec2",

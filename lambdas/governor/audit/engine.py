@@ -231,7 +231,7 @@ class LocalLake:
             rows = [dict(zip(names, (_json_value(v) for v in values), strict=True)) for values in cursor.fetchall()]
         except self._duckdb.Error as error:
             raise QueryError(f"{spec.path}: DuckDB could not run the translated query: {_reason(error)}") from None
-        return {"count": len(rows), "rows": rows}
+        return {"count": len(rows), "rows": rows, "columns": names}
 
     def close(self) -> None:
         self.con.close()
@@ -306,3 +306,17 @@ def run_audit(
 def table_columns(lake: LocalLake) -> Iterable[tuple[str, str]]:
     """(name, DuckDB type) of the local ``cloudtrail_logs`` table, for comparing with the Glue table."""
     return [(str(r[0]), str(r[1])) for r in lake.con.execute(f"DESCRIBE {TABLE_NAME}").fetchall()]
+
+
+def event_span(logs: Path) -> tuple[dt.datetime, dt.datetime] | None:
+    """The earliest and latest event time in the CloudTrail files under ``logs`` (None when there are none).
+
+    ``governor report`` uses it to end a daily or weekly period after the last event, and to compare with the
+    previous period only when the logs reach back into it.
+    """
+    lake = LocalLake()
+    try:
+        lake.load(discover(Path(logs)))
+        return lake.time_span()
+    finally:
+        lake.close()

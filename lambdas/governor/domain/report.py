@@ -65,6 +65,8 @@ FINDING_COLUMNS = (
     "rule",
 )
 TREND_PERIODS = 8
+# Rows of open (and of resolved) findings shown in the HTML; findings.csv has them all.
+FINDING_ROWS = 25
 UTILISATION_KEYS = ("max_gpu_utilization", "gpu_utilization_max", "max_utilization")
 
 
@@ -1245,13 +1247,17 @@ def _findings_html(report: Report) -> str:
         )
         return f"<div class='wide'><table><thead>{head}</thead><tbody>{''.join(out)}</tbody></table></div>"
 
+    def more(shown: int, total: int) -> str:
+        return f"<p class='muted'>…and {total - shown:,} more in findings.csv.</p>" if total > shown else ""
+
     open_ = report.open_findings
     resolved = [f for f in report.findings if f.status == "resolved"]
-    parts = [rows(open_) if open_ else "<p>No open warning or critical findings.</p>"]
+    parts = [rows(open_[:FINDING_ROWS]) if open_ else "<p>No open warning or critical findings.</p>"]
+    parts.append(more(min(len(open_), FINDING_ROWS), len(open_)))
     if resolved:
         parts.append(
             f"<details><summary>{_plural(len(resolved), 'finding')} resolved in the period</summary>"
-            f"{rows(resolved)}</details>"
+            f"{rows(resolved[:FINDING_ROWS])}{more(min(len(resolved), FINDING_ROWS), len(resolved))}</details>"
         )
     return "".join(parts)
 

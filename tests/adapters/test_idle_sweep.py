@@ -146,7 +146,9 @@ def test_report_only_warns_and_records_but_changes_nothing(fleet: Any) -> None:
     assert second["outcomes"]["acted"] == 1 and not second["done"]
     assert _state(ec2, ids["idle"]) == "running" and IDLE_SINCE_TAG not in _tags(ec2, ids["idle"])
     titles = [f.title for f in runtime.sink.findings]  # type: ignore[attr-defined]
-    assert any("will be stopped" in t for t in titles) and any("(report-only)" in t for t in titles)
+    assert any("will be stopped" in t for t in titles) and any(
+        "would be stopped (report-only: not done)" in t for t in titles
+    )
 
 
 def test_blast_radius_holds_every_action_and_raises_a_critical_finding(fleet: Any) -> None:

@@ -144,7 +144,7 @@ def test_audit_activity_is_not_counted_as_findings() -> None:
     report = report_over([], audit=audit)
     assert report.findings == []
     page = render_html(report)
-    assert "Nothing needs doing today" in page and "0 · 0" in page
+    assert "Nothing needs doing today" in page and "<b>0 open</b>findings" in page
     assert "activity worth a look, not findings" in page
 
 
@@ -383,3 +383,53 @@ def test_a_huge_fleet_digest_is_still_one_valid_message() -> None:
     _validate(messages)
     assert len(messages) == 1
     assert "more open finding" in json.dumps(messages) and "more team" in json.dumps(messages)
+
+
+# --- finding notifications -----------------------------------------------------------------------------------------
+
+
+def test_finding_messages_speak_in_sentences_and_say_how_to_snooze() -> None:
+    from governor.domain.decision import Finding
+    from governor.domain.notify import MergedFinding, action_sentence
+    from governor.domain.notify import slack_messages as finding_messages
+
+    warn = {
+        "type": "warn",
+        "enforced": False,
+        "owner": "ana",
+        "due": "2026-11-20T09:00:00+00:00",
+        "planned": "stop",
+        "snooze_tag": "team:keep",
+        "exempt_tag": "team:exempt",
+    }
+    sentence = action_sentence(warn) or ""
+    assert sentence.startswith("ana: it would be stopped at 2026-11-20 09:00 UTC if idle enforcement were on")
+    assert "tag it team:keep=<ISO 8601 time> (snooze until then) or team:exempt=true (exempt)" in sentence
+    assert action_sentence({**warn, "enforced": True}) == (
+        "ana: it will be stopped at 2026-11-20 09:00 UTC unless it is used. To keep it, tag it "
+        "team:keep=<ISO 8601 time> (snooze until then) or team:exempt=true (exempt)."
+    )
+    assert action_sentence({"type": "stop", "enforced": False}) == "Would stop the instance (report-only: not done)"
+    assert action_sentence({"type": "stop", "enforced": True}) == "Stopped the instance"
+    revoke = {"type": "revoke_ingress", "enforced": True, "protocol": "tcp", "ports": "22", "source": "0.0.0.0/0"}
+    assert action_sentence({**revoke, "group_id": "sg-1"}) == "Revoked the ingress rule tcp 22 from 0.0.0.0/0 on sg-1"
+    for quiet in ("notify", "record", "tag", "untag"):
+        assert action_sentence({"type": quiet, "enforced": False}) is None
+    finding = Finding(
+        policy="idle",
+        rule="idle.acted",
+        severity="warning",
+        resource="i-0a11",
+        title="Idle GPU instance i-0a11 (g5.12xlarge) would be stopped (report-only: not done)",
+        actions=[
+            {"type": "stop", "enforced": False},
+            {"type": "tag", "enforced": False, "tags": {"governor:idle-action": "stop@2026-11-20T09:00:00+00:00"}},
+            {"type": "notify", "enforced": False},
+        ],
+    )
+    messages = finding_messages([MergedFinding(finding)])
+    _validate(messages)
+    text = json.dumps(messages)
+    assert "Would stop the instance (report-only: not done)" in text
+    assert "tags=" not in text and "{'" not in text and "`notify`" not in text
+    assert " stopped (report-only)" not in text

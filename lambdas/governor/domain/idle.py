@@ -355,7 +355,15 @@ def decide(
         reasons = [*assessment.reasons, f"{action} due at {due.isoformat()} unless the instance is used or snoozed"]
         actions = [
             Action(type="tag", enforced=enforce, tags={IDLE_SINCE_TAG: now.isoformat()}),
-            Action(type="warn", enforced=enforce, owner=owner.owner, due=due.isoformat(), planned=action),
+            Action(
+                type="warn",
+                enforced=enforce,
+                owner=owner.owner,
+                due=due.isoformat(),
+                planned=action,
+                snooze_tag=policy.fleet.keep_until_tag,
+                exempt_tag=policy.fleet.exempt_tag,
+            ),
         ]
         decision = _decision(instance, "act", "warned", reasons, evidence, actions, "warning")
         title = f"Idle GPU instance {instance.id} ({instance.type}) will be {_PAST[action]} at {due:%Y-%m-%d %H:%M} UTC"
@@ -405,7 +413,11 @@ def decide(
         ),
     ]
     decision = _decision(instance, "act", "acted", reasons, evidence, actions, "warning")
-    title = f"Idle GPU instance {instance.id} ({instance.type}) {_PAST[action]}" + ("" if enforce else " (report-only)")
+    title = (
+        f"Idle GPU instance {instance.id} ({instance.type}) {_PAST[action]}"
+        if enforce
+        else f"Idle GPU instance {instance.id} ({instance.type}) would be {_PAST[action]} (report-only: not done)"
+    )
     next_mark = None if enforce else replace(mark, reported_at=now)
     return InstanceOutcome(instance, "acted", decision, next_mark, title, prior=mark)
 

@@ -1183,9 +1183,10 @@ def _tiles(report: Report) -> str:
     share = f"{100 * cost.idle_cost_usd / cost.cost_total_usd:.0f}% of spend" if cost.cost_total_usd else ""
     tiles = [
         _tile(
-            f"{critical} · {warning}",
-            "open critical · warning findings",
-            f"{len(report.findings) - len(report.open_findings):,} resolved in the period",
+            f"{critical + warning:,} open",
+            "findings",
+            f"{critical:,} critical · {warning:,} warning · "
+            f"{len(report.findings) - len(report.open_findings):,} resolved",
             "bad" if critical else ("warn" if warning else ""),
         ),
         _tile(

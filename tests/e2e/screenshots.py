@@ -31,7 +31,9 @@ def shoot(page: Path, width: int, name: str, full: bool) -> None:
     print(f"wrote docs/img/{name} ({width} x {height})")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """``--no-demo`` skips the demo (minutes on a busy machine) and keeps its image."""
+    skip_demo = "--no-demo" in (sys.argv[1:] if argv is None else argv)
     if CHROMIUM is None:
         print("chromium is not installed (apt-get install chromium)", file=sys.stderr)
         return 2
@@ -47,6 +49,8 @@ def main() -> int:
         shoot(out / "report.html", 1400, "report-cloudtrail-1400.png", full=True)
         shoot(out / "report.html", 700, "report-cloudtrail-700.png", full=False)
         shutil.copyfile(out / "chart.png", IMG / "report-chart.png")
+        if skip_demo:
+            return 0
         demo = folder / "demo"
         run_demo(DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=demo, instances=12, hours=6.0))
         shoot(demo / "report.html", 1400, "report-demo-1400.png", full=True)

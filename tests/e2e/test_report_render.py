@@ -132,6 +132,8 @@ def test_report_command_writes_html_email_slack_csvs_and_chart(cloudtrail_report
         assert (cloudtrail_report / name).is_file(), name
     for name in ("findings.csv", "gpu_hours_by_team.csv", "idle_offenders.csv", "rightsizing.csv"):
         assert (cloudtrail_report / name).read_text().strip(), f"{name} has no header row"
+    # A query that matched nothing still gets its real columns as the header row.
+    assert (cloudtrail_report / "security_root_account_usage.csv").read_text().startswith("eventtime,eventid,")
     report = json.loads((cloudtrail_report / "report.json").read_text())
     assert report["cost"]["gpu_hours_total"] == pytest.approx(182.0)
     assert (report["start"], report["end"]) == ("2023-07-10T00:00:00Z", "2023-07-11T00:00:00Z")

@@ -58,6 +58,8 @@ class AuditRun:
     start: str = ""
     end: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    # Each query's column names, known even when it returned no rows (a CSV still gets its header row).
+    columns: dict[str, list[str]] = field(default_factory=dict)
 
 
 def describe_file(path: Path) -> LogFile:
@@ -141,6 +143,7 @@ class LocalLake:
         self.con.execute("CREATE TEMP TABLE files (filename VARCHAR, account VARCHAR, region VARCHAR, day VARCHAR)")
         self.opened: set[str] = set()
         self.skipped: list[tuple[str, str]] = []
+        self.columns: dict[str, list[str]] = {}
 
     def load(self, files: list[LogFile]) -> None:
         """Load files in batches; on an error, bisect the batch to name and skip the bad files, keep the good ones."""
@@ -231,7 +234,8 @@ class LocalLake:
             rows = [dict(zip(names, (_json_value(v) for v in values), strict=True)) for values in cursor.fetchall()]
         except self._duckdb.Error as error:
             raise QueryError(f"{spec.path}: DuckDB could not run the translated query: {_reason(error)}") from None
-        return {"count": len(rows), "rows": rows, "columns": names}
+        self.columns[spec.name] = names
+        return {"count": len(rows), "rows": rows}
 
     def close(self) -> None:
         self.con.close()
@@ -298,6 +302,7 @@ def run_audit(
             start=parameters["start"],
             end=parameters["end"],
             seconds=seconds,
+            columns=dict(lake.columns),
         )
     finally:
         lake.close()

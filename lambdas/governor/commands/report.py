@@ -190,7 +190,10 @@ def run(args: argparse.Namespace) -> int:
         (out / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
         messages = slack_messages(report)
         (out / "slack.json").write_text(json.dumps(messages, indent=2), encoding="utf-8")
-        files = csv_files(report, current.results)
+        files = csv_files(
+            report,
+            {name: {**result, "columns": current.columns.get(name, [])} for name, result in current.results.items()},
+        )
         for name, content in files.items():
             (out / name).write_text(content, encoding="utf-8")
     except OSError as error:

@@ -215,7 +215,7 @@ def usage_svg(charts: FleetCharts, end: dt.datetime) -> str:
         y = top + plot_h - plot_h * value / y_max
         parts.append(f"<line x1='{left}' x2='{width - 8}' y1='{y:.1f}' y2='{y:.1f}' stroke='{PALETTE['grid']}'/>")
         parts.append(
-            f"<text x='{left - 6}' y='{y + 4:.1f}' text-anchor='end' font-size='11' fill='{PALETTE['text']}'>"
+            f"<text x='{left - 6}' y='{y + 4:.1f}' text-anchor='end' font-size='13' fill='{PALETTE['text']}'>"
             f"{value:,g}</text>"
         )
     span = end - buckets[0].start
@@ -242,7 +242,7 @@ def usage_svg(charts: FleetCharts, end: dt.datetime) -> str:
         if i % every == 0:
             label = _tick_label(bucket.start, charts.bucket_minutes, span)
             parts.append(
-                f"<text x='{x + bar / 2:.1f}' y='{height - 10}' text-anchor='middle' font-size='11' "
+                f"<text x='{x + bar / 2:.1f}' y='{height - 10}' text-anchor='middle' font-size='13' "
                 f"fill='{PALETTE['text']}'>{label}</text>"
             )
     parts.append("</svg>")

@@ -4,16 +4,20 @@ The bucket's default encryption is the project key (SSE-KMS), so objects are enc
 Reading back serves two things: earlier reports' ``summary.json`` for the trend, and a pre-signed link to the
 archived HTML for Slack. A pre-signed URL is signed with the Lambda role's temporary credentials, so it stops
 working when they expire (at most a few hours after the invocation) even if ``ExpiresIn`` is longer: the link's
-stated expiry is the shorter of the two (``link_expiry``).
+stated expiry is the shorter of the two (``link_expiry``). Links are signed with SigV4: S3 refuses SigV2 for
+objects encrypted with KMS (and for buckets created since 2020), and botocore still presigns us-east-1 with SigV2
+unless told otherwise.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
+import boto3
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from governor.adapters.aws import client
+from governor.adapters.aws import RETRIES, client
 
 IAM_ACTIONS = frozenset({"s3:PutObject", "s3:GetObject"})
 # SigV4 pre-signed URLs are valid for at most seven days.
@@ -26,6 +30,9 @@ class S3Archive:
     def __init__(self, bucket: str, region: str | None = None) -> None:
         self.bucket = bucket
         self._s3 = client("s3", region)
+        self._signer = boto3.session.Session().client(
+            "s3", region_name=region, config=RETRIES.merge(Config(signature_version="s3v4"))
+        )
 
     def put(self, key: str, body: bytes, content_type: str) -> str:
         self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
@@ -44,7 +51,7 @@ class S3Archive:
     def presign(self, key: str, expires_in: int) -> tuple[str, dt.datetime]:
         """A GET link to ``key`` and when it stops working (see the module docstring on temporary credentials)."""
         seconds = max(1, min(int(expires_in), MAX_PRESIGN_SECONDS))
-        url = self._s3.generate_presigned_url(
+        url = self._signer.generate_presigned_url(
             "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=seconds
         )
         return str(url), link_expiry(seconds, self._credential_expiry())
@@ -52,7 +59,7 @@ class S3Archive:
     def _credential_expiry(self) -> dt.datetime | None:
         # botocore has no public accessor for the signing credentials' expiry; refreshable (assumed-role)
         # credentials carry it, static ones (Lambda's environment variables) do not.
-        signer = getattr(self._s3, "_request_signer", None)
+        signer = getattr(self._signer, "_request_signer", None)
         expiry = getattr(getattr(signer, "_credentials", None), "_expiry_time", None)
         return expiry if isinstance(expiry, dt.datetime) else None
 

@@ -618,6 +618,7 @@ FIXING_ACTIONS = frozenset(
         "deactivate_access_key",
         "set_secret_rotation",
         "replace",
+        "checkpoint",
     }
 )
 
@@ -764,6 +765,7 @@ def _done_phrase(action: str) -> str:
         "deactivate_access_key": "access key deactivated",
         "set_secret_rotation": "secret rotation set",
         "replace": "replaced",
+        "checkpoint": "checkpoint sent",
     }.get(action, action.replace("_", " ") + " done")
 
 

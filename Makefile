@@ -7,7 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20,22
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck synth layer bench soak clean
+.PHONY: demo test lint typecheck synth layer bench soak clean screenshots
 
 $(VENV)/.installed: requirements.txt lambdas/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -70,3 +70,7 @@ soak: $(VENV)/.installed-dev
 
 clean:
 	rm -rf cdk.out build out .mypy_cache .ruff_cache .pytest_cache
+
+## screenshots: regenerate docs/img/ (reports rendered by headless Chromium from real runs); needs chromium
+screenshots: $(VENV)/.installed-dev
+	$(PY) -m tests.e2e.screenshots

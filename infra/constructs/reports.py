@@ -77,17 +77,19 @@ class Reports(Construct):
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["reports", "notifications", "lifecycle"],
+            sections=["reports", "notifications", "lifecycle", "budgets"],
             timeout=Duration.minutes(10),
             memory_mb=1024,
             environment={"REPORTS_BUCKET": self.bucket.bucket_name, "DASHBOARD_URL": dashboard_url},
         )
-        self.function.add_statement(["s3:PutObject"], [self.bucket.arn_for_objects(f"{PREFIX}/*")])
+        # GetObject: earlier reports' summary.json for the trend, and signing the Slack link to the archived HTML.
+        self.function.add_statement(["s3:GetObject", "s3:PutObject"], [self.bucket.arn_for_objects(f"{PREFIX}/*")])
         bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
         acknowledge(
             self.function.role,
             f"AwsSolutions::AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{PREFIX}/*]",
-            "Each report is written under reports/<kind>/<date>/; the key is only known at run time. PutObject only.",
+            "Each report is written under reports/<kind>/<date>/ and read back from there (trend, signed link); the "
+            "key is only known at run time. GetObject and PutObject only.",
         )
         self.function.add_unscoped_statement(
             "Chart",

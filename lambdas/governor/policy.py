@@ -364,6 +364,25 @@ class NotificationsPolicy(_Model):
     )
 
 
+class BudgetsPolicy(_Model):
+    """Optional monthly GPU budgets per team, in USD: the report shows burn rate and month-end forecast, and the
+    report function raises one finding per team, month and threshold crossed (80 % and 100 % by default)."""
+
+    teams: dict[Annotated[str, Field(min_length=1, max_length=64)], Annotated[float, Field(gt=0, le=1e9)]] = Field(
+        default_factory=dict
+    )
+    alert_thresholds: list[Annotated[int, Field(ge=1, le=1000)]] = Field(
+        default_factory=lambda: [80, 100], max_length=5
+    )
+
+    @field_validator("alert_thresholds")
+    @classmethod
+    def _sorted_unique(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError("alert_thresholds must not repeat a percentage")
+        return sorted(value)
+
+
 class LedgerPolicy(_Model):
     """How long decisions stay in the ledger before DynamoDB TTL removes them."""
 
@@ -384,6 +403,7 @@ class Policy(_Model):
     reports: ReportsPolicy = Field(default_factory=ReportsPolicy)
     notifications: NotificationsPolicy = Field(default_factory=NotificationsPolicy)
     ledger: LedgerPolicy = Field(default_factory=LedgerPolicy)
+    budgets: BudgetsPolicy = Field(default_factory=BudgetsPolicy)
 
 
 def _fields_at(location: tuple[Any, ...]) -> list[str]:

@@ -167,7 +167,7 @@ def test_report_only_warns_and_records_but_changes_nothing(fleet: Any) -> None:
     assert _state(ec2, ids["idle"]) == "running" and IDLE_SINCE_TAG not in _tags(ec2, ids["idle"])
     titles = [f.title for f in runtime.sink.findings]  # type: ignore[attr-defined]
     assert any("would be stopped at" in t and "(report-only)" in t for t in titles)
-    assert any("would be stopped now (report-only)" in t for t in titles)
+    assert any("would be stopped now (report-only: not done)" in t for t in titles)
 
 
 def test_rate_limit_defers_the_action_and_keeps_the_mark(fleet: Any) -> None:

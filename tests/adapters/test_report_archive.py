@@ -38,3 +38,32 @@ def test_chart_sends_the_widget_as_json_and_returns_the_png() -> None:
         assert chart.render(widget) == b"\x89PNG..."
     assert widget["period"] == 3600 and widget["region"] == "eu-west-1"
     assert "nvidia_smi_utilization_gpu" in widget["metrics"][0][0]["expression"]
+
+
+@mock_aws
+def test_archive_reads_back_summaries_and_signs_a_link_that_works() -> None:
+    import urllib.parse
+
+    from governor.adapters.archive import MAX_PRESIGN_SECONDS, link_expiry
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="governor-reports")
+    archive = S3Archive("governor-reports", "us-east-1")
+    assert archive.get("reports/daily/2026-11-19/summary.json") is None  # an earlier report that never ran
+    archive.put("reports/daily/2026-11-20/summary.json", b'{"kind": "daily"}', "application/json")
+    assert archive.get("reports/daily/2026-11-20/summary.json") == b'{"kind": "daily"}'
+    before = dt.datetime.now(dt.UTC)
+    url, expires = archive.presign("reports/daily/2026-11-20/summary.json", 10 * 24 * 3600)
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    assert "/reports/daily/2026-11-20/summary.json" in url
+    # SigV4 (S3 refuses SigV2 for KMS-encrypted objects), capped at SigV4's seven days.
+    assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+    assert query["X-Amz-Expires"] == [str(MAX_PRESIGN_SECONDS)]
+    import requests  # moto answers requests' HTTP calls inside mock_aws
+
+    assert requests.get(url, timeout=5).content == b'{"kind": "daily"}'  # the link really fetches the object
+    assert before + dt.timedelta(days=6, hours=23) < expires <= dt.datetime.now(dt.UTC) + dt.timedelta(days=7)
+    # Temporary credentials that expire first shorten the link, and the stated expiry says so.
+    soon = before + dt.timedelta(hours=1)
+    assert link_expiry(24 * 3600, soon, now=before) == soon
+    assert link_expiry(600, soon, now=before) == before + dt.timedelta(seconds=600)

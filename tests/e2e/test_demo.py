@@ -90,18 +90,18 @@ def test_report_counts_the_incidents_and_the_savings(enforced: DemoResult) -> No
 def test_report_only_shows_what_enforcing_reclaims(report_only: DemoResult, enforced: DemoResult) -> None:
     would, done = report_only.report["cost"], enforced.report["cost"]
     assert report_only.stopped == [] and done["idle_actions"] > 0
-    assert would["idle_gpu_hours_would_reclaim"] > 0 and would["would_save_usd"] > 0
-    assert would["idle_gpu_hours_would_reclaim"] == done["idle_gpu_hours_reclaimed"]
+    assert would["would_reclaim_gpu_hours"] > 0 and would["would_save_usd"] > 0
+    assert would["would_reclaim_gpu_hours"] == done["idle_gpu_hours_reclaimed"]
     assert would["would_save_usd"] == done["savings_usd"]
     assert would["idle_would_act"] == done["idle_actions"]
     # what the stops give back is what is no longer billed
     assert round(would["gpu_hours_total"] - done["gpu_hours_total"], 2) == done["idle_gpu_hours_reclaimed"]
-    phrase = f"would reclaim {would['idle_gpu_hours_would_reclaim']:,.1f} GPU-hours, ${would['would_save_usd']:,.2f}"
+    phrase = f"would reclaim {would['would_reclaim_gpu_hours']:,.1f} GPU-hours, ${would['would_save_usd']:,.2f}"
     assert phrase in (report_only.out / "report.html").read_text()
     report_messages = sorted((report_only.out / "slack").glob("*.json"))[-report_only.report_slack_messages :]
     assert any(phrase in path.read_text() for path in report_messages), "the report's Slack message lacks the figure"
     summary = "\n".join(summary_lines(report_only))
-    assert f"{would['idle_gpu_hours_would_reclaim']:,.1f}" in summary and f"${would['would_save_usd']:,.2f}" in summary
+    assert f"{would['would_reclaim_gpu_hours']:,.1f}" in summary and f"${would['would_save_usd']:,.2f}" in summary
 
 
 def _at(value: str) -> dt.datetime:

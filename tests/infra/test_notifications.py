@@ -92,7 +92,7 @@ def test_report_role_writes_reports_renders_charts_and_queries_athena(synth: Syn
     statements = _statements(synth, _function_id(synth, "report"))
     actions = {a for s in statements for a in _actions(s)}
     assert {"s3:PutObject", "cloudwatch:GetMetricWidgetImage", "athena:StartQueryExecution"} <= actions
-    put = next(s for s in statements if _actions(s) == ["s3:PutObject"])
+    put = next(s for s in statements if _actions(s) == ["s3:GetObject", "s3:PutObject"])  # trend, signed link
     assert json.dumps(put["Resource"]).endswith('/reports/*"]]}')
     chart = next(s for s in statements if "cloudwatch:GetMetricWidgetImage" in _actions(s))
     assert _actions(chart) == ["cloudwatch:GetMetricWidgetImage"]

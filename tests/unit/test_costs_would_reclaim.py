@@ -91,6 +91,6 @@ def test_held_decisions_over_the_blast_radius_would_reclaim_nothing() -> None:
 
 def test_report_and_its_phrase_carry_the_would_reclaim_figures() -> None:
     section = cost_section(_day(enforce=False), parse_policy({}), DAY, END)
-    assert (section.idle_would_act, section.idle_gpu_hours_would_reclaim) == (1, 22.0)
+    assert (section.idle_would_act, section.would_reclaim_gpu_hours) == (1, 22.0)
     assert section.would_save_usd == round(5.5 * PRICE, 2)
     assert would_reclaim_text(section) == f"would stop 1 instance(s), would reclaim 22.0 GPU-hours, ${5.5 * PRICE:,.2f}"

@@ -144,13 +144,13 @@ def test_user_text_cannot_inject_slack_links_or_mentions() -> None:
 
 def test_report_only_actions_are_labelled_so_owners_know_nothing_was_done() -> None:
     text = json.dumps(slack_messages([MergedFinding(finding())]))
-    assert "`stop` (report-only, not done)" in text
+    assert "Would stop the instance (report-only: not done)" in text and "`stop`" not in text
 
 
 def test_email_has_html_and_a_plain_text_alternative_with_the_same_facts() -> None:
     email = email_for([MergedFinding(finding(detail="opened <22> to the world"))])
     assert email.subject.startswith("GPU Fleet Governor: Idle GPU instance i-0abc")
-    for fact in ("i-0abc", "idle.warned", "ana", "vision", "stop (report-only, not done)"):
+    for fact in ("i-0abc", "idle.warned", "ana", "vision", "Would stop the instance (report-only: not done)"):
         assert fact in email.text and fact in email.html
     assert "&lt;22&gt;" in email.html and "<22>" in email.text
 

@@ -54,6 +54,8 @@ def _idle(instance: str, when: str, status: str, utilisation: float, **extra: An
         "resource": instance,
         "at": when,
         "rule": f"idle.{status}",
+        "severity": "warning" if status in ("warned", "acted") else "info",
+        "reasons": [extra.pop("reason", f"idle policy: {status}")],
         "actions": extra.pop("actions", []),
         "evidence": {"status": status, "max_gpu_utilization": utilisation, "window_minutes": 120, **extra},
     }
@@ -102,6 +104,42 @@ def sample_ledger() -> list[dict[str, Any]]:
             "checkpoint_status": "Success",
         }
     )
+    items += [
+        {
+            "kind": "decision",
+            "policy": "network",
+            "rule": "network.security-group",
+            "resource": "sg-0123456789abcdef0",
+            "at": at(11.8),
+            "verdict": "act",
+            "severity": "warning",
+            "reasons": ["ingress 0.0.0.0/0 on tcp/22 is open to the whole internet"],
+            "actions": [{"type": "revoke_ingress", "enforced": False}],
+            "evidence": {"owner": "arn:aws:sts::123456789012:assumed-role/ml-engineer/ana", "team": "vision"},
+        },
+        {
+            "kind": "decision",
+            "policy": "keys",
+            "rule": "keys.kms.rotation_off",
+            "resource": "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+            "at": at(3),
+            "verdict": "act",
+            "severity": "warning",
+            "reasons": ["automatic rotation is off"],
+            "actions": [{"type": "enable_key_rotation", "enforced": False}],
+            "evidence": {"owner": "bob", "team": "speech"},
+        },
+        {
+            "kind": "decision",
+            "policy": "keys",
+            "rule": "keys.kms.rotation_off",
+            "resource": "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+            "at": at(5),
+            "verdict": "ok",
+            "severity": "info",
+            "reasons": ["rotation is on, every 90 days"],
+        },
+    ]
     items.append(
         {
             "kind": "decision",
@@ -192,9 +230,11 @@ def test_html_slack_and_text_show_the_same_figures(audit: Any) -> None:
     report = build_report(
         kind="daily", start=DAY, end=NEXT_DAY, policy=Policy(), audit=audit.results, ledger_items=sample_ledger()
     )
-    page = render_html(report, chart_src="chart.png")
-    for needle in ("world_open_ingress", "182.0", "$85.08", "g5.12xlarge (saves $10.62/hour)", "src='chart.png'"):
+    page = render_html(report)
+    for needle in ("unauthorized api calls", "182.0", "$85.08", "$164.66", "g5.12xlarge (saves $10.62/hour)", "<svg"):
         assert needle in page, needle
+    email = render_html(report, chart_src="cid:chart", inline_svg=False)
+    assert "src='cid:chart'" in email and "<svg" not in email
     messages = slack_messages(report)
     for message in messages:
         assert len(message["blocks"]) <= MAX_BLOCKS
@@ -202,8 +242,9 @@ def test_html_slack_and_text_show_the_same_figures(audit: Any) -> None:
             if block["type"] == "section":
                 assert len(block["text"]["text"]) <= MAX_SECTION_CHARS
     slack = json.dumps(messages)
-    assert "unauthorized_api_calls*: 60 rows" in slack and "$85.08 saved" in slack
-    assert "GPU-hours 182.0" in render_text(report)
+    assert "$164.66 on 182.0 GPU-hours" in slack and "$85.08 reclaimed" in slack
+    text = render_text(report)
+    assert "GPU spend $164.66 on 182.0 GPU-hours" in text and "reclaimed 60.0 GPU-hours, $85.08" in text
 
 
 def test_an_empty_period_says_so_instead_of_failing() -> None:
@@ -236,13 +277,13 @@ def test_without_a_ledger_gpu_hours_come_from_the_cloudtrail_query() -> None:
             "count": 2,
             "rows": [
                 {
-                    "creator": "arn:aws:iam::1:user/ana",
+                    "creator": "arn:aws:iam::123456789012:user/Ana",
                     "instance_type": "g5.12xlarge",
                     "instances": 2,
                     "instance_hours": 3.0,
                 },
                 {
-                    "creator": "arn:aws:iam::1:user/bob",
+                    "creator": "arn:aws:sts::123456789012:assumed-role/ml/bob",
                     "instance_type": "x9.mystery",
                     "instances": 1,
                     "instance_hours": 1.5,
@@ -253,8 +294,8 @@ def test_without_a_ledger_gpu_hours_come_from_the_cloudtrail_query() -> None:
     report = build_report(kind="daily", start=DAY, end=NEXT_DAY, policy=Policy(), audit=hours)
     assert "gpu_instance_hours" not in {q.name for q in report.security}
     owners = {r["owner"]: r for r in report.cost.by_owner.rows}
-    assert owners["arn:aws:iam::1:user/ana"]["gpu_hours"] == pytest.approx(12.0)
-    assert owners["arn:aws:iam::1:user/ana"]["cost_usd"] == pytest.approx(3 * 5.672, abs=0.01)
-    assert owners["arn:aws:iam::1:user/bob"]["cost_usd"] == 0
+    assert owners["ana"]["gpu_hours"] == pytest.approx(12.0)  # the IAM user ARN is counted under the person
+    assert owners["ana"]["cost_usd"] == pytest.approx(3 * 5.672, abs=0.01)
+    assert owners["bob"]["cost_usd"] == 0
     assert report.cost.source == "cloudtrail"
     assert any("x9.mystery" in note and "dollars not" in note for note in report.cost.notes)

@@ -73,6 +73,15 @@ class FakeArchive:
         self.objects[key] = (body, content_type)
         return f"s3://reports/{key}"
 
+    def get(self, key: str) -> bytes | None:
+        found = self.objects.get(key)
+        return found[0] if found else None
+
+    def presign(self, key: str, expires_in: int) -> tuple[str, dt.datetime]:
+        return f"https://reports.s3.amazonaws.com/{key}?X-Amz-Expires={expires_in}", RUN_AT + dt.timedelta(
+            seconds=expires_in
+        )
+
 
 @dataclass
 class FakeOutbox:
@@ -148,7 +157,62 @@ def test_enforced_report_goes_to_slack_with_a_dashboard_link_and_email_with_inli
     assert recipients == ["lead@example.com"] and "cid:fleet-utilisation-chart" in email.html
     assert attachments[0].inline_cid == "fleet-utilisation-chart"
     assert any(a.filename == "gpu_hours_by_team.csv" for a in attachments)
-    assert aws.chart.widgets[0]["metrics"][0][0]["expression"].startswith("SEARCH(")  # type: ignore[attr-defined]
+    assert attachments[0].content.startswith(b"\x89PNG\r\n")  # the fleet chart drawn from the report's own data
+    assert aws.chart.widgets == []  # type: ignore[attr-defined]  # CloudWatch only when matplotlib is missing
+    digest = json.dumps(messages)
+    assert "https://reports.s3.amazonaws.com/reports/weekly/2023-07-04/report.html" in digest
+    assert "The link expires 12 Jul 2023 07:00 UTC" in digest
+
+
+def test_without_matplotlib_the_chart_comes_from_cloudwatch_in_the_same_colours(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    rt, aws = setup(enforce=False)
+    handle(scheduled(), rt, aws, RUN_AT)
+    (widget,) = aws.chart.widgets  # type: ignore[attr-defined]
+    assert widget["metrics"][0][0]["expression"].startswith("SEARCH(")
+    assert widget["metrics"][0][0]["color"] == "#0072b2"  # charts.PALETTE["busy"]
+    assert aws.archive.objects["reports/daily/2023-07-10/chart.png"][0] == b"\x89PNG fake chart"  # type: ignore[attr-defined]
+
+
+def test_each_report_archives_its_summary_and_the_next_one_draws_the_trend() -> None:
+    rt, aws = setup(enforce=False)
+    earlier = scheduled()
+    earlier["id"], earlier["time"] = "sched-earlier", (RUN_AT - dt.timedelta(days=1)).isoformat()
+    handle(earlier, rt, aws, RUN_AT - dt.timedelta(days=1))
+    summary = json.loads(aws.archive.objects["reports/daily/2023-07-09/summary.json"][0])  # type: ignore[attr-defined]
+    assert summary["kind"] == "daily" and summary["start"].startswith("2023-07-09")
+    handle(scheduled(), rt, aws, RUN_AT)
+    archived = json.loads(aws.archive.objects["reports/daily/2023-07-10/report.json"][0])  # type: ignore[attr-defined]
+    assert [t["start"][:10] for t in archived["trends"]] == ["2023-07-09"]
+    page = aws.archive.objects["reports/daily/2023-07-10/report.html"][0].decode()  # type: ignore[attr-defined]
+    assert "Trend over the last 2 daily reports" in page and "vs the period before" in page
+
+
+def test_a_budget_threshold_is_alerted_once_per_team_and_month() -> None:
+    rt, aws = setup(enforce=False)
+    rt.policy.budgets.teams.update({"speech": 120.0, "vision": 10_000.0})
+    handle(scheduled(), rt, aws, RUN_AT)
+    alerts = [f for f in rt.sink.findings if f.rule == "budgets.threshold"]  # type: ignore[attr-defined]
+    # speech spent $111.60 of $120 by 11 Jul (93%): the 80% threshold, not yet 100%; vision nowhere near.
+    assert [(f.team, f.severity) for f in alerts] == [("speech", "warning")]
+    assert "$111.60 of $120.00" in alerts[0].detail and "budgets.teams" in alerts[0].detail
+    again = scheduled()
+    again["id"] = "sched-again"
+    handle(again, rt, aws, RUN_AT)
+    assert len([f for f in rt.sink.findings if f.rule == "budgets.threshold"]) == 1  # type: ignore[attr-defined]
+    weekly = handle(scheduled("weekly"), rt, aws, RUN_AT)
+    assert weekly["budget_alerts"] == []  # only the daily report raises them
 
 
 def test_the_previous_period_is_queried_for_the_change() -> None:

@@ -61,6 +61,8 @@ class AuditRun:
     start: str = ""
     end: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    # Each query's column names, known even when it returned no rows (a CSV still gets its header row).
+    columns: dict[str, list[str]] = field(default_factory=dict)
 
 
 def describe_file(path: Path) -> LogFile:
@@ -159,6 +161,7 @@ class LocalLake:
         self._records_type = "STRUCT(" + ", ".join(f"{_quoted(c.key)} {c.read_type()}" for c in self.columns) + ")[]"
         self.opened: set[str] = set()
         self.skipped: list[tuple[str, str]] = []
+        self.result_columns: dict[str, list[str]] = {}
 
     def load(self, files: list[LogFile]) -> None:
         """Load files in batches; on an error, bisect the batch to name and skip the bad files, keep the good ones."""
@@ -252,6 +255,7 @@ class LocalLake:
             rows = [dict(zip(names, (_json_value(v) for v in values), strict=True)) for values in cursor.fetchall()]
         except self._duckdb.Error as error:
             raise QueryError(f"{spec.path}: DuckDB could not run the translated query: {_reason(error)}") from None
+        self.result_columns[spec.name] = names
         return {"count": len(rows), "rows": rows}
 
     def close(self) -> None:
@@ -321,6 +325,7 @@ def run_audit(
             start=parameters["start"],
             end=parameters["end"],
             seconds=seconds,
+            columns=dict(lake.result_columns),
         )
     finally:
         lake.close()
@@ -329,3 +334,17 @@ def run_audit(
 def table_columns(lake: LocalLake) -> Iterable[tuple[str, str]]:
     """(name, DuckDB type) of the local ``cloudtrail_logs`` table, for comparing with the Glue table."""
     return [(str(r[0]), str(r[1])) for r in lake.con.execute(f"DESCRIBE {TABLE_NAME}").fetchall()]
+
+
+def event_span(logs: Path) -> tuple[dt.datetime, dt.datetime] | None:
+    """The earliest and latest event time in the CloudTrail files under ``logs`` (None when there are none).
+
+    ``governor report`` uses it to end a daily or weekly period after the last event, and to compare with the
+    previous period only when the logs reach back into it.
+    """
+    lake = LocalLake()
+    try:
+        lake.load(discover(Path(logs)))
+        return lake.time_span()
+    finally:
+        lake.close()

@@ -26,7 +26,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
     parser.add_argument("--start", help="period start, ISO 8601 (default: the first event in the logs)")
     parser.add_argument("--end", help="period end, ISO 8601 (default: just after the last event)")
-    parser.add_argument("--kind", choices=["daily", "weekly", "custom"], default="custom", help="report title")
+    parser.add_argument(
+        "--kind",
+        choices=["daily", "weekly", "custom"],
+        default="custom",
+        help="daily: the one UTC day before --end; weekly: the seven days before --end; custom: --start to --end "
+        "(default: custom, the logs' own span)",
+    )
+    parser.add_argument(
+        "--history",
+        help="folder of earlier runs' summaries for the trend (default: OUT/history); this run's summary is added",
+    )
     parser.set_defaults(run=run)
 
 
@@ -141,9 +151,48 @@ def _time(value: str | None, label: str) -> dt.datetime | None:
         raise UsageError(str(error)) from None
 
 
+def period(
+    kind: str, start: dt.datetime | None, end: dt.datetime | None, last_event: dt.datetime | None
+) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """A daily report covers one whole UTC day and a weekly one seven, ending at ``--end`` (default: midnight after
+    the last event); ``--start``, when given with them, must agree. A custom report is ``--start`` to ``--end``."""
+    from governor.cli import UsageError
+
+    if kind == "custom":
+        return start, end
+    days = 7 if kind == "weekly" else 1
+    if end is None:
+        if start is not None:
+            end = start + dt.timedelta(days=days)
+        else:
+            anchor = last_event or dt.datetime.now(dt.UTC)
+            end = anchor.replace(hour=0, minute=0, second=0, microsecond=0) + dt.timedelta(days=1)
+    expected = end - dt.timedelta(days=days)
+    if start is not None and start != expected:
+        raise UsageError(
+            f"--kind {kind} covers {days} day{'s' if days > 1 else ''} ending at --end: --start must be "
+            f"{expected.isoformat()} (or use --kind custom)"
+        )
+    return expected, end
+
+
+def read_history(folder: Path) -> list[Any]:
+    """Earlier runs' ``summary.json`` points; an unreadable one is skipped with a note, never fatal."""
+    from governor.domain.report import TrendPoint
+
+    points = []
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.json")):
+            try:
+                points.append(TrendPoint.model_validate_json(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                continue
+    return points
+
+
 def run(args: argparse.Namespace) -> int:
-    from governor.adapters.chart import render_local_png
-    from governor.audit.engine import run_audit
+    from governor.adapters.chart import render_fleet_png
+    from governor.audit.engine import event_span, run_audit
     from governor.audit.queries import QueryError, list_queries
     from governor.cli import UsageError
     from governor.domain.report import (
@@ -151,7 +200,9 @@ def run(args: argparse.Namespace) -> int:
         csv_files,
         previous_period,
         render_html,
+        render_text,
         slack_messages,
+        with_history,
         would_reclaim_text,
     )
 
@@ -167,6 +218,11 @@ def run(args: argparse.Namespace) -> int:
     if start is not None and end is not None and end <= start:
         raise UsageError(f"--end {args.end} is not after --start {args.start}")
     try:
+        span = event_span(logs)
+    except QueryError as error:
+        raise UsageError(str(error)) from None
+    start, end = period(args.kind, start, end, span[1] if span else None)
+    try:
         current = run_audit(logs, start=start, end=end)
         if not current.records and not (start and end):
             skipped = f", {len(current.skipped)} file(s) skipped" if current.skipped else ""
@@ -177,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         finish = dt.datetime.fromisoformat(current.end.replace("Z", "+00:00"))
         before_start, before_end = previous_period(begin, finish)
         previous = run_audit(logs, start=before_start, end=before_end)
+        previous_results = previous.results if span is not None and span[0] < begin else None
         descriptions = {spec.name: spec.purpose + (f" (CIS {spec.cis})" if spec.cis else "") for spec in list_queries()}
     except QueryError as error:
         raise UsageError(str(error)) from None
@@ -187,44 +244,76 @@ def run(args: argparse.Namespace) -> int:
         end=finish,
         policy=policy,
         audit=current.results,
-        previous_audit=previous.results,
+        previous_audit=previous_results,
         ledger_items=ledger,
         descriptions=descriptions,
         notes=notes,
     )
     out = Path(args.out)
+    history = Path(args.history) if args.history else out / "history"
+    with_history(report, read_history(history))
     try:
         out.mkdir(parents=True, exist_ok=True)
-        chart = render_local_png(
-            report.utilisation,
-            title="Fleet GPU utilisation (busiest GPU per instance)",
-            threshold=policy.reports.rightsizing_max_utilization,
-            period=(report.start, report.end),
+        chart = render_fleet_png(
+            report.charts, title="Fleet GPU-hours: busy, idle and unmonitored", period=(report.start, report.end)
         )
         (out / report.chart_file).write_bytes(chart)
-        (out / "report.html").write_text(render_html(report, chart_src=report.chart_file), encoding="utf-8")
+        (out / "report.html").write_text(render_html(report), encoding="utf-8")
+        (out / "email.html").write_text(
+            render_html(report, chart_src=report.chart_file, inline_svg=False), encoding="utf-8"
+        )
+        (out / "email.txt").write_text(render_text(report), encoding="utf-8")
+        history.mkdir(parents=True, exist_ok=True)
+        point = report.trend_point()
+        (history / f"{point.kind}-{point.start:%Y%m%dT%H%M}-{point.end:%Y%m%dT%H%M}.json").write_text(
+            point.model_dump_json(indent=2), encoding="utf-8"
+        )
         (out / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
         messages = slack_messages(report)
         (out / "slack.json").write_text(json.dumps(messages, indent=2), encoding="utf-8")
-        files = csv_files(report, current.results)
+        files = csv_files(
+            report,
+            {name: {**result, "columns": current.columns.get(name, [])} for name, result in current.results.items()},
+        )
         for name, content in files.items():
             (out / name).write_text(content, encoding="utf-8")
     except OSError as error:
         raise UsageError(f"{out}: cannot write the report ({error.__class__.__name__}: {error.strerror})") from None
     cost = report.cost
-    print(f"{report.kind} report {current.start} .. {current.end}: {current.records} CloudTrail records")
+    opened = report.open_findings
+    print(f"{report.kind} report {current.start} .. {current.end}: {current.records:,} CloudTrail records")
+    print(
+        f"  findings: {sum(1 for f in opened if f.severity == 'critical')} critical and "
+        f"{sum(1 for f in opened if f.severity == 'warning')} warning open, "
+        f"{len(report.findings) - len(opened)} resolved"
+    )
+    reclaim = (
+        f"reclaimed {cost.idle_gpu_hours_reclaimed:,.1f} GPU-h, saved ${cost.savings_usd:,.2f}"
+        if cost.idle_enforced or cost.savings_usd
+        else f"would reclaim {cost.would_reclaim_gpu_hours:,.1f} GPU-h, ${cost.would_save_usd:,.2f}"
+    )
+    print(
+        f"  GPU-hours {cost.gpu_hours_total:,.1f}  spend ${cost.cost_total_usd:,.2f}  "
+        f"idle ${cost.idle_cost_usd:,.2f}  {reclaim}"
+    )
+    for budget in report.budgets:
+        print(
+            f"  budget {budget.team}: ${budget.spent_usd:,.2f} of ${budget.budget_usd:,.2f}, "
+            f"forecast ${budget.forecast_usd:,.2f}"
+        )
     for query in report.security:
         if query.count:
-            print(f"  {query.name:<28} {query.count:>5} rows  ({query.change_text()})")
+            change = f" ({query.change_text()})" if query.change is not None else ""
+            print(f"  audit {query.name:<28} {query.count:>6,} event{'' if query.count == 1 else 's'}{change}")
     quiet = sum(1 for q in report.security if not q.count)
-    print(f"  ({quiet} other queries returned no rows)")
-    print(
-        f"  GPU-hours {cost.gpu_hours_total:,.1f}  cost ${cost.cost_total_usd:,.2f}  idle reclaimed "
-        f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-h  saved ${cost.savings_usd:,.2f}"
-    )
-    if cost.idle_would_act:
+    print(f"  ({quiet} other audit queries matched nothing)")
+    if not cost.idle_enforced and cost.idle_would_act:
         print(f"  report-only: {would_reclaim_text(cost)} if enforced")
     for note in report.notes:
         print(f"  note: {note}")
-    print(f"wrote {out}/report.html, report.json, slack.json ({len(messages)} messages), {len(files)} CSVs, chart.png")
+    trend = f", trend over {len(report.trends) + 1} reports" if report.trends else ""
+    print(
+        f"wrote {out}/report.html, email.html, email.txt, report.json, slack.json "
+        f"({len(messages)} message{'s' if len(messages) != 1 else ''}), {len(files)} CSVs, chart.png{trend}"
+    )
     return 0

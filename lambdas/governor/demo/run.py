@@ -762,7 +762,7 @@ def summary_lines(result: DemoResult) -> list[str]:
             ("GPU-hours billed", f"{billed:,.1f}", f"${billed_usd:,.2f}", f"{billed + hours:,.1f} without the stops"),
         ]
     else:
-        hours, usd = float(cost.get("idle_gpu_hours_would_reclaim", 0)), float(cost.get("would_save_usd", 0))
+        hours, usd = float(cost.get("would_reclaim_gpu_hours", 0)), float(cost.get("would_save_usd", 0))
         idle_rows = [
             ("idle GPU-hours detected", f"{detected:,.1f}", "", "judged idle while running (paid for)"),
             ("  before the stop decisions", f"{max(detected - hours, 0):,.1f}", "", "paid for in an enforced run too"),

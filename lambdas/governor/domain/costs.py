@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
 from governor.policy import LifecyclePolicy
 
@@ -169,6 +170,8 @@ def gpu_hours_and_cost(
 ) -> list[CostRow]:
     """GPU-hours and estimated dollars per team, owner or instance type in [start, end), most expensive first.
 
+    Owners are grouped by ``identity.normalise_owner``, so a person's role sessions, IAM user and tag are one row.
+
     Sessions are clipped to the period; a session still open counts up to ``end`` (pass the current time as
     ``end`` for a live view). A session recorded without a price is priced from ``prices`` when given.
     """
@@ -180,7 +183,8 @@ def gpu_hours_and_cost(
         usage = session_usage(session, start, end)
         if usage.hours <= 0:
             continue
-        group = groups[str(session.get(by) or UNKNOWN)]
+        key = normalise_owner(session.get("owner")) if by == "owner" else str(session.get(by) or UNKNOWN)
+        group = groups[key]
         group["sessions"] += 1
         group["hours"] += usage.hours
         group["gpu_hours"] += usage.gpu_hours
@@ -273,9 +277,14 @@ def _idle_interval(decision: Mapping[str, Any]) -> tuple[dt.datetime, dt.datetim
     return (begin, finish) if finish > begin else None
 
 
-def _reclaim_time(decision: Mapping[str, Any]) -> dt.datetime | None:
+def _reclaim_time(decision: Mapping[str, Any], enforced: bool = True) -> dt.datetime | None:
+    """When a stop/terminate was done (``enforced``) or, report-only, when it would have been done."""
     for action in decision.get("actions") or []:
-        if isinstance(action, Mapping) and action.get("type") in RECLAIM_ACTIONS and action.get("enforced"):
+        if (
+            isinstance(action, Mapping)
+            and action.get("type") in RECLAIM_ACTIONS
+            and bool(action.get("enforced")) is enforced
+        ):
             return parse_time(action.get("at")) or parse_time(decision.get("at"))
     return None
 
@@ -305,6 +314,16 @@ def _busy_times(items: Iterable[Mapping[str, Any]]) -> dict[str, list[dt.datetim
         if status is not None and status not in IDLE_STATUSES and at is not None:
             found[str(item.get("resource"))].append(at)
     return found
+
+
+def idle_windows(items: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[dt.datetime, dt.datetime]]]:
+    """Per instance, the merged windows the idle policy judged idle (the "idle" band of the fleet chart)."""
+    windows: dict[str, list[tuple[dt.datetime, dt.datetime]]] = defaultdict(list)
+    for decision in _idle_decisions(items):
+        window = _idle_interval(decision)
+        if window:
+            windows[str(decision.get("resource"))].append(window)
+    return {instance: _merge(found) for instance, found in windows.items()}
 
 
 def _sessions_by_instance(items: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -399,6 +418,69 @@ def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.d
         would_reclaim_hours=round(sum(r.would_reclaim_hours for r in rows), 4),
         would_reclaim_gpu_hours=round(sum(r.would_reclaim_gpu_hours for r in rows), 4),
     )
+
+
+def instance_price(
+    instance_id: str, instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
+) -> float | None:
+    """USD per instance-hour as billed: the instance's latest recorded price, else the price book's."""
+    own = [s for s in sessions if s.get("price_per_hour") is not None]
+    latest = max(own, key=lambda s: str(s.get("start", "")), default=None)
+    if latest is not None:
+        return float(latest["price_per_hour"])
+    if prices is not None and instance_type:
+        lifecycle = str(sessions[-1].get("lifecycle", "on-demand")) if sessions else "on-demand"
+        return prices.price(instance_type, lifecycle).per_hour
+    return None
+
+
+@dataclass(frozen=True)
+class OffenderRow:
+    """One instance's idle time in money: who owns it and what the idle hours cost (or would save)."""
+
+    instance_id: str
+    instance_type: str
+    owner: str
+    team: str
+    idle_gpu_hours: float
+    idle_usd: float
+    reclaimed_usd: float
+    would_reclaim_usd: float
+    priced: bool
+
+
+def idle_offenders(
+    items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime, prices: PriceBook | None = None
+) -> list[OffenderRow]:
+    """Every instance with idle time, costliest first: idle, reclaimed and would-reclaim dollars at its price.
+
+    Owner and team come from the instance's latest session (owner normalised); an unpriced instance has 0 dollars
+    and ``priced`` false, so the report can say so instead of guessing.
+    """
+    items = list(items)
+    sessions = _sessions_by_instance(items)
+    rows = []
+    for row in idle_hours(items, start, end).instances:
+        if row.idle_hours <= 0 and row.reclaimed_hours <= 0 and row.would_reclaim_hours <= 0:
+            continue
+        own = sorted(sessions.get(row.instance_id, []), key=lambda s: str(s.get("start", "")))
+        price = instance_price(row.instance_id, row.instance_type, own, prices)
+        on_demand = _on_demand_price(row.instance_type, own, prices)
+        latest = own[-1] if own else {}
+        rows.append(
+            OffenderRow(
+                instance_id=row.instance_id,
+                instance_type=row.instance_type or UNKNOWN,
+                owner=normalise_owner(latest.get("owner")),
+                team=str(latest.get("team") or UNKNOWN),
+                idle_gpu_hours=row.idle_gpu_hours,
+                idle_usd=round(row.idle_hours * price, 2) if price is not None else 0.0,
+                reclaimed_usd=round(row.reclaimed_hours * on_demand, 2) if on_demand is not None else 0.0,
+                would_reclaim_usd=round(row.would_reclaim_hours * on_demand, 2) if on_demand is not None else 0.0,
+                priced=price is not None,
+            )
+        )
+    return sorted(rows, key=lambda r: (-r.idle_usd, -r.would_reclaim_usd, -r.idle_gpu_hours, r.instance_id))
 
 
 @dataclass(frozen=True)

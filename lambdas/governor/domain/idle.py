@@ -574,7 +574,15 @@ def decide(
             reasons.append(report_only)
         actions = [
             Action(type="tag", enforced=enforce, tags={IDLE_SINCE_TAG: now.isoformat()}),
-            Action(type="warn", enforced=enforce, owner=owner.owner, due=due.isoformat(), planned=planned),
+            Action(
+                type="warn",
+                enforced=enforce,
+                owner=owner.owner,
+                due=due.isoformat(),
+                planned=planned,
+                snooze_tag=policy.fleet.keep_until_tag,
+                exempt_tag=policy.fleet.exempt_tag,
+            ),
         ]
         decision = _decision(instance, "act", "warned", reasons, evidence, actions, "warning")
         verb = "will be" if enforce else "would be"
@@ -653,7 +661,9 @@ def decide(
     if enforce:
         title = f"Idle GPU instance {instance.id} ({instance.type}) {_PAST[action]}"
     else:
-        title = f"Idle GPU instance {instance.id} ({instance.type}) would be {_PAST[action]} now (report-only)"
+        title = (
+            f"Idle GPU instance {instance.id} ({instance.type}) would be {_PAST[action]} now (report-only: not done)"
+        )
     next_mark = None if enforce else replace(mark, reported_at=now)
     return InstanceOutcome(instance, "acted", decision, next_mark, title, prior=mark)
 

@@ -262,10 +262,60 @@ def pack_messages(groups: Sequence[list[Block]], fallback: str, title: Block | N
     return messages
 
 
-def _action_line(action: dict[str, Any]) -> str:
-    mode = "done" if action.get("enforced") else "report-only, not done"
-    details = ", ".join(f"{k}={v}" for k, v in action.items() if k not in {"type", "enforced"})
-    return f"• `{escape_mrkdwn(str(action.get('type')))}` ({mode}){': ' + escape_mrkdwn(details) if details else ''}"
+# Bookkeeping a person needs not read about in a notification (the ledger keeps them).
+QUIET_ACTIONS = frozenset({"notify", "record", "tag", "untag"})
+REPORT_ONLY = " (report-only: not done)"
+_DONE = {
+    "stop": ("Stopped the instance", "Would stop the instance"),
+    "terminate": ("Terminated the instance", "Would terminate the instance"),
+    "checkpoint": ("Sent the checkpoint command", "Would send the checkpoint command"),
+    "replace": ("Requested a replacement instance", "Would request a replacement instance"),
+    "remove_public_ip": ("Removed the public IP address", "Would remove the public IP address"),
+    "enable_key_rotation": ("Turned on automatic key rotation", "Would turn on automatic key rotation"),
+    "rotate_key": ("Rotated the key", "Would rotate the key"),
+    "deactivate_access_key": ("Deactivated the access key", "Would deactivate the access key"),
+    "set_secret_rotation": ("Set the secret's rotation schedule", "Would set the secret's rotation schedule"),
+}
+
+
+def action_sentence(action: dict[str, Any]) -> str | None:
+    """One plain sentence for an action, or None for bookkeeping; report-only ones say "would" and "not done".
+
+    A warning says exactly how to keep the instance (the snooze and exempt tags the policy reads).
+    """
+    kind = str(action.get("type", ""))
+    done = bool(action.get("enforced"))
+    if kind in QUIET_ACTIONS:
+        return None
+    if kind == "warn":
+        planned = {"stop": "stopped", "terminate": "terminated"}.get(str(action.get("planned")), "reclaimed")
+        due = parse_time(action.get("due"))
+        when = f" at {due:%Y-%m-%d %H:%M} UTC" if due else ""
+        owner = action.get("owner")
+        who = f"{owner}: " if owner and owner != "unknown" else ""
+        keep = (
+            f" To keep it, tag it {action.get('snooze_tag', 'governor:keep-until')}=<ISO 8601 time> (snooze until "
+            f"then) or {action.get('exempt_tag', 'governor:exempt')}=true (exempt)."
+        )
+        if done:
+            return f"{who}it will be {planned}{when} unless it is used.{keep}"
+        return f"{who}it would be {planned}{when} if idle enforcement were on (report-only: nothing will happen).{keep}"
+    if kind == "revoke_ingress":
+        rule = " ".join(str(action[k]) for k in ("protocol", "ports") if action.get(k) not in (None, "", [])).strip()
+        source = action.get("source")
+        what = f"the ingress rule {rule} from {source}" if rule and source else "the world-open ingress rule"
+        group = f" on {action['group_id']}" if action.get("group_id") else ""
+        return f"Revoked {what}{group}" if done else f"Would revoke {what}{group}{REPORT_ONLY}"
+    if kind in _DONE:
+        yes, would = _DONE[kind]
+        return yes if done else would + REPORT_ONLY
+    words = kind.replace("_", " ")
+    return f"Did: {words}" if done else f"Would do: {words}{REPORT_ONLY}"
+
+
+def _action_line(action: dict[str, Any]) -> str | None:
+    sentence = action_sentence(action)
+    return f"• {escape_mrkdwn(sentence)}" if sentence else None
 
 
 def finding_blocks(item: MergedFinding) -> list[Block]:
@@ -280,8 +330,9 @@ def finding_blocks(item: MergedFinding) -> list[Block]:
     if f.detail:
         lines.append(escape_mrkdwn(f.detail))
     blocks = section("\n".join(lines))
-    if f.actions:
-        blocks += section("\n".join(_action_line(a) for a in f.actions))
+    lines = [line for line in map(_action_line, f.actions) if line]
+    if lines:
+        blocks += section("\n".join(lines))
     where = " · ".join(
         part
         for part in (
@@ -339,7 +390,7 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
     html_parts: list[str] = []
     for item in ordered:
         f = item.finding
-        actions = [f"{a.get('type')} ({'done' if a.get('enforced') else 'report-only, not done'})" for a in f.actions]
+        actions = [sentence for sentence in map(action_sentence, f.actions) if sentence]
         facts = [
             ("Severity", f.severity),
             ("Rule", f.rule),

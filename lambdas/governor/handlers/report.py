@@ -1,8 +1,10 @@
 """The ``report`` function: the daily and weekly security and cost report, on EventBridge Scheduler.
 
-It runs the audit queries on Athena for the period and the one before, reads the ledger, renders the report with a
-CloudWatch chart, archives HTML, JSON, CSVs and chart to the reports bucket, and, when ``reports.enforce`` is true,
-posts it to Slack and emails it. The archive comes first, so a failed delivery never loses a report.
+It runs the audit queries on Athena for the period and the one before, reads the ledger, renders the report with
+the fleet chart, archives HTML, JSON, CSVs, chart and ``summary.json`` (the trend point later reports read back) to
+the reports bucket, and, when ``reports.enforce`` is true, posts a Slack digest with a pre-signed link to the archived
+HTML and emails the report. The archive comes first, so a failed delivery never loses a report. The daily report also
+raises one finding per team, month and budget threshold crossed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from governor.adapters.ses import Attachment
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.notify import Email
 from governor.domain.report import (
+    TREND_PERIODS,
     Report,
+    TrendPoint,
+    budget_alerts,
     build_report,
     csv_files,
     period_for,
@@ -32,6 +37,7 @@ from governor.domain.report import (
     slack_messages,
     title,
     utilisation_widget,
+    with_history,
 )
 from governor.events.envelopes import InvalidEventError, parse_model
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
@@ -69,6 +75,12 @@ class Deadline:
         return float(self._remaining_ms()) / 1000.0 - self.reserve_seconds
 
 
+SUMMARY_FILE = "summary.json"
+BUDGET_ALERT_KIND = "budget-alert"
+# The Slack link to the archived HTML; the archive adapter states the real expiry (credentials may end sooner).
+LINK_SECONDS = 24 * 3600
+
+
 class ReportDetail(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -95,6 +107,10 @@ class ChartSource(Protocol):
 
 class Archive(Protocol):
     def put(self, key: str, body: bytes, content_type: str) -> str: ...
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def presign(self, key: str, expires_in: int) -> tuple[str, dt.datetime]: ...
 
 
 @dataclass
@@ -211,15 +227,35 @@ def ledger_items(runtime: Runtime, start: dt.datetime) -> list[dict[str, Any]]:
 
 
 def _prefix(report: Report) -> str:
-    return f"reports/{report.kind}/{report.start:%Y-%m-%d}/"
+    return prefix_for(report.kind, report.start)
+
+
+def prefix_for(kind: str, start: dt.datetime) -> str:
+    return f"reports/{kind}/{start:%Y-%m-%d}/"
+
+
+def history(store: Archive, kind: str, start: dt.datetime, end: dt.datetime, periods: int) -> list[TrendPoint]:
+    """The ``summary.json`` of up to ``periods`` earlier reports of this kind (missing ones are simply absent)."""
+    step = end - start
+    points = []
+    for back in range(1, periods + 1):
+        body = store.get(prefix_for(kind, start - step * back) + SUMMARY_FILE)
+        if body is None:
+            continue
+        try:
+            points.append(TrendPoint.model_validate_json(body))
+        except ValueError:
+            logger.warning("unreadable report summary skipped", extra={"kind": kind, "periods_back": back})
+    return points
 
 
 def archive(report: Report, files: Mapping[str, str], chart: bytes | None, html: str, store: Archive) -> list[str]:
-    """HTML (chart beside it), JSON and every CSV under one dated prefix."""
+    """HTML, JSON, the trend summary, the chart and every CSV under one dated prefix."""
     prefix = _prefix(report)
     written = [
         store.put(prefix + "report.html", html.encode(), "text/html; charset=utf-8"),
         store.put(prefix + "report.json", report.model_dump_json(indent=2).encode(), "application/json"),
+        store.put(prefix + SUMMARY_FILE, report.trend_point().model_dump_json().encode(), "application/json"),
     ]
     if chart is not None:
         written.append(store.put(prefix + report.chart_file, chart, "image/png"))
@@ -254,7 +290,7 @@ def deliver(
             attachments.insert(0, Attachment(report.chart_file, chart, "image/png", inline_cid=CHART_CID))
         email = Email(
             subject=title(report),
-            html=render_html(report, chart_src=f"cid:{CHART_CID}" if chart is not None else None),
+            html=render_html(report, chart_src=f"cid:{CHART_CID}" if chart is not None else None, inline_svg=False),
             text=render_text(report),
         )
         try:
@@ -301,15 +337,8 @@ def produce(
         now=now,
     )
     report.dashboard_url = policy.notifications.dashboard_url or dashboard_url
-    chart: bytes | None = None
-    if aws.chart is not None:
-        widget = utilisation_widget(
-            runtime.region or "us-east-1", start, end, policy.reports.rightsizing_max_utilization
-        )
-        try:
-            chart = aws.chart.render(widget)
-        except Exception as error:  # the chart is decoration: its failure is noted, never fatal
-            report.notes.append(f"chart unavailable ({error.__class__.__name__})")
+    with_history(report, history(aws.archive, kind, start, end, TREND_PERIODS))
+    chart = chart_png(report, aws.chart, runtime.region or "us-east-1", policy.reports.rightsizing_max_utilization)
     files = csv_files(report, current)
     enforce = policy.reports.enforce
     decision = Decision(
@@ -346,11 +375,18 @@ def produce(
                 for name, reason in errors.items()
             ]
         )
-    html = render_html(report, chart_src=report.chart_file if chart is not None else None)
+    alerts = raise_budget_alerts(report, runtime, parsed.id) if kind == "daily" else []
+    html = render_html(report)
     written = archive(report, files, chart, html, aws.archive)
     sent: list[str] = []
     problems: list[str] = []
     if enforce:
+        try:
+            report.report_url, report.report_url_expires = aws.archive.presign(
+                _prefix(report) + "report.html", LINK_SECONDS
+            )
+        except Exception as error:  # a missing link degrades the message, it never stops delivery
+            logger.warning("no pre-signed report link", extra={"error": error.__class__.__name__})
         sent, problems = deliver(report, files, chart, runtime, aws.outbox)
     if problems:
         runtime.dead_letters.send(raw, f"report archived to {written[0]} but " + "; ".join(problems))
@@ -365,7 +401,71 @@ def produce(
         "empty": report.empty,
         "query_errors": sorted(errors),
         "undeliverable": problems,
+        "budget_alerts": alerts,
     }
+
+
+def chart_png(report: Report, fallback: ChartSource | None, region: str, threshold: float) -> bytes | None:
+    """The fleet chart drawn with matplotlib from the report's data; CloudWatch's widget image if that is missing.
+
+    The chart is decoration: a failure is a note in the report, never a failed report.
+    """
+    try:
+        from governor.adapters.chart import render_fleet_png
+
+        return render_fleet_png(
+            report.charts, title="Fleet GPU-hours: busy, idle and unmonitored", period=(report.start, report.end)
+        )
+    except ImportError:
+        if fallback is None:
+            report.notes.append("chart unavailable (matplotlib is not in the layer and no CloudWatch fallback)")
+            return None
+    except Exception as error:
+        report.notes.append(f"chart unavailable ({error.__class__.__name__})")
+        return None
+    from governor.adapters.chart import widget_colours
+
+    try:
+        return fallback.render(widget_colours(utilisation_widget(region, report.start, report.end, threshold)))
+    except Exception as error:
+        report.notes.append(f"chart unavailable ({error.__class__.__name__})")
+        return None
+
+
+def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list[str]:
+    """One finding per team, month and threshold crossed: the ledger remembers which were raised already.
+
+    Only the daily report raises them (the weekly one runs at the same hour and would race it); the notifier then
+    routes them to the team like any finding (critical at 100 % and over, else warning).
+    """
+    raised: list[str] = []
+    findings: list[Finding] = []
+    for row, threshold in budget_alerts(report.budgets, runtime.policy.budgets.alert_thresholds):
+        key = f"{row.team}#{report.end - dt.timedelta(microseconds=1):%Y-%m}#{threshold}"
+        if runtime.ledger.get_item(BUDGET_ALERT_KIND, key) is not None:
+            continue
+        findings.append(
+            Finding(
+                policy="budgets",
+                rule="budgets.threshold",
+                severity="critical" if threshold >= 100 else "warning",
+                resource=f"budget:{row.team}",
+                team=row.team,
+                title=f"Team {row.team} has spent {row.spent_percent:.0f}% of its monthly GPU budget",
+                detail=(
+                    f"${row.spent_usd:,.2f} of ${row.budget_usd:,.2f} by {report.end:%d %b}; at "
+                    f"${row.burn_per_day_usd:,.2f} a day the month ends near ${row.forecast_usd:,.2f}. Stop idle "
+                    "instances of the team, or raise budgets.teams in governor.yaml."
+                ),
+                event_id=event_id,
+            )
+        )
+        raised.append(key)
+    if findings:
+        runtime.sink.publish(findings)  # first: a failure here retries the invocation, and nothing is marked sent
+    for key, finding in zip(raised, findings, strict=True):
+        runtime.ledger.put_item(BUDGET_ALERT_KIND, key, {"team": finding.team, "title": finding.title})
+    return raised
 
 
 @idempotent_on_event_id()

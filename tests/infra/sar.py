@@ -152,7 +152,7 @@ def resolve(value: Any, resources: dict[str, Any]) -> Any:
 
 
 def statements(template: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, statement)`` for every statement in roles, policies, key, bucket, queue and topic policies."""
+    """``(where, statement)`` for every statement in roles, policies, key, bucket, queue, topic and bus policies."""
     resources = template["Resources"]
     for logical_id, resource in resources.items():
         kind = resource["Type"]
@@ -166,6 +166,9 @@ def statements(template: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
             body = resolve(document, resources)
             for index, statement in enumerate(body["Statement"]):
                 yield f"{logical_id}.{prop}[{index}]", statement
+        if kind == "AWS::Events::EventBusPolicy" and props.get("Statement"):
+            # One statement per resource (the property is the statement, not a document).
+            yield f"{logical_id}.Statement[0]", resolve(props["Statement"], resources)
 
 
 # -- the Service Authorization Reference ---------------------------------------------------------------------------

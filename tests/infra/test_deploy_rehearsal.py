@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import urllib.request
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ MOTO_CANNOT_CREATE: dict[str, str] = {
     "AWS::Athena::WorkGroup": "properties asserted in tests/infra/test_audit.py; cfn-lint checks the schema",
     "AWS::CloudTrail::Trail": "properties asserted in tests/infra/test_audit.py; cfn-lint checks the schema",
     "AWS::CloudWatch::Alarm": "every function's alarms asserted in tests/infra/test_foundation.py; cfn-lint schema",
+    "AWS::Events::EventBusPolicy": "statements asserted in tests/infra/test_trust_boundaries.py, validated in test_sar.py",
     "AWS::Glue::Database": "the name and catalog asserted in tests/infra/test_audit.py; cfn-lint checks the schema",
     "AWS::S3::BucketPolicy": "statements validated against the SAR in tests/infra/test_sar.py",
     "AWS::SQS::QueuePolicy": "TLS-only statements asserted in test_foundation.py and validated in test_sar.py",
@@ -71,8 +73,11 @@ def endpoint() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    # The server shares moto's in-process backends with every earlier test in this worker: start from nothing.
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=30).close()  # noqa: S310 - loopback emulator
     try:
-        yield f"http://{host}:{port}"
+        yield url
     finally:
         server.stop()
 

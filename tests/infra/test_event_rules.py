@@ -19,7 +19,8 @@ from tests.infra.conftest import Synth
 
 FIXTURES = ROOT / "tests" / "fixtures"
 RULES = ("SpotFunctionInterruption", "SpotFunctionStateChange", "SpotFunctionCheckpointStatus",
-         "LifecycleFunctionRunInstances", "LifecycleFunctionStateChange", "NetworkCloudTrailCalls",
+         "LifecycleFunctionRunInstances", "LifecycleFunctionGovernorTags", "LifecycleFunctionStateChange",
+         "NetworkCloudTrailCalls",
          "KeysCloudTrailCalls", "NotificationsFindings")  # fmt: skip
 
 
@@ -85,9 +86,30 @@ def fired(patterns: dict[str, EventPattern], event: dict[str, Any]) -> set[str]:
     return {name for name, pattern in patterns.items() if pattern.matches_event(event)}
 
 
+def with_tag_key(event: dict[str, Any], key: str) -> dict[str, Any]:
+    copied = copy.deepcopy(event)
+    for item in copied["detail"]["requestParameters"]["tagSet"]["items"]:
+        item["key"] = key
+    return copied
+
+
+def invictus_record(file: str, event_id: str) -> dict[str, Any]:
+    """One genuine record from the Invictus AWS dataset the audit tests use (see its PROVENANCE.md)."""
+    records = load(f"cloudtrail/invictus-aws-dataset/{file}")["Records"]
+    record: dict[str, Any] = next(r for r in records if r["eventID"] == event_id)
+    return record
+
+
 STATE = load("events/custodian-event-instance-state.json")
 RUN = via_cloudtrail(load("events/custodian-event-cloud-trail-run-instances.json"))
 GPU_RUN = with_instance_type(RUN, "g5.12xlarge")
+
+TAGS = via_cloudtrail(
+    invictus_record(
+        "218007301253_CloudTrail_us-east-1_20230710T1215Z_YMDRJwtmC82bUwAo.json", "166db627-7c52-4552-ac56-5aad1d09bde8"
+    )
+)
+EXEMPT_TAGS = with_tag_key(TAGS, "governor:exempt")
 
 CASES: list[Any] = [
     # genuine samples
@@ -103,6 +125,7 @@ CASES: list[Any] = [
     ("docs: Secrets Manager RotateSecret", via_cloudtrail(load("keys/rotate_secret.json")), {"KeysCloudTrailCalls"}),
     ("docs: EnableKeyRotation refused", via_cloudtrail(load("keys/enable_key_rotation_failed.json")), set()),
     ("network: AuthorizeSecurityGroupIngress", load("network/authorize_nested.json"), {"NetworkCloudTrailCalls"}),
+    ("invictus: CreateTags StratusRedTeam on an AMI", TAGS, set()),
     # derived look-alikes
     ("derived: instance terminated", with_state(STATE, "terminated"),
      {"SpotFunctionStateChange", "LifecycleFunctionStateChange"}),
@@ -112,6 +135,11 @@ CASES: list[Any] = [
         marks=pytest.mark.xfail(strict=True, reason=MOTO_ARRAY_GAP),
     ),
     ("derived: RunInstances g5 refused", failed(GPU_RUN), set()),
+    pytest.param(
+        "derived: CreateTags governor:exempt", EXEMPT_TAGS, {"LifecycleFunctionGovernorTags"},
+        marks=pytest.mark.xfail(strict=True, reason=MOTO_ARRAY_GAP),
+    ),
+    ("derived: CreateTags governor:exempt refused", failed(EXEMPT_TAGS), set()),
     ("derived: RunInstances t2.micro refused", failed(RUN), set()),
     ("derived: AuthorizeSecurityGroupIngress refused", failed(load("network/authorize_nested.json")), set()),
     ("derived: CreateAccessKey refused", failed(via_cloudtrail(load("keys/create_access_key.json")), "AccessDenied"),

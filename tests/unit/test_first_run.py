@@ -41,7 +41,7 @@ def test_backtest_and_report_run_from_any_folder(
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["instances"] == 4 and summary["policy"]["enforce"] is False
     assert main(["report", "--logs", str(CLOUDTRAIL_DIR), "--out", "out"]) == 0
-    assert "2900 CloudTrail records" in capsys.readouterr().out
+    assert "2,900 CloudTrail records" in capsys.readouterr().out
     assert (tmp_path / "out" / "report.html").is_file()
 
 

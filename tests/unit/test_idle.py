@@ -335,3 +335,29 @@ def test_activity_after_an_early_warning_clears_the_mark() -> None:
     util += [60.0] * 15  # the owner came back
     assert _sweep_at(start + dt.timedelta(minutes=225), util, marks).outcome == "busy"
     assert "i-0a" not in marks
+
+
+def test_report_only_leaves_instances_it_would_have_stopped_out_of_the_rate_limits_fleet() -> None:
+    """The preview must defer exactly what enforcing would: stopped instances no longer count towards the 20%."""
+    fleet, data, marks = _marked_fleet(total=12, idle=6)
+    gone = NOW - dt.timedelta(minutes=15)
+    for i in fleet[:4]:  # reported (would have been stopped) a sweep ago, still idle
+        marks[i.id] = Mark(idle_since=marks[i.id].idle_since, warned_at=marks[i.id].warned_at, reported_at=gone)
+    report_only = sweep(fleet, data, marks, parse_policy({"idle": {"enforce": False}}), NOW)
+    enforced = sweep(
+        fleet[4:], data, {k: v for k, v in marks.items() if k not in {i.id for i in fleet[:4]}}, policy(), NOW
+    )
+    # 8 left running: 20% of 8 is 1 action, both ways (12 would have allowed 2)
+    assert len(report_only.acting()) == len(enforced.acting()) == 1
+    assert report_only.deferred == enforced.deferred == 1
+    [deferred] = [o for o in report_only.outcomes if o.outcome == "deferred"]
+    assert "20% of 8" in deferred.decision.reasons[-1]
+
+
+def test_switching_enforcement_on_warns_again_before_acting_on_a_reported_instance() -> None:
+    early = NOW - dt.timedelta(hours=3)
+    reported = Mark(idle_since=early, warned_at=early, reported_at=early + dt.timedelta(minutes=30))
+    outcome = decide(instance(), assess(instance(), signals(), policy(), NOW), reported, policy(), NOW)
+    assert outcome.outcome == "warned" and not [a for a in outcome.decision.actions if a.type == "stop"]
+    assert outcome.mark == Mark(idle_since=early, warned_at=NOW)  # idle_since kept: first in line once due
+    assert "warned again" in outcome.decision.reasons[-1] and "will be stopped" in (outcome.finding or "")

@@ -564,7 +564,10 @@ def decide(
         return InstanceOutcome(instance, assessment.status, decision, None, prior=mark)
 
     report_only = report_only_reason(instance, idle)
-    if mark is None:
+    # A report-only policy's "would be stopped" is not a warning that it will be: once enforcement is switched on,
+    # an instance reported earlier is warned again (its idle_since kept) before anything is done to it.
+    rewarn = enforce and mark is not None and mark.reported_at is not None and not report_only
+    if mark is None or rewarn:
         due = now + dt.timedelta(minutes=idle.warning_minutes)
         action = reclaim_action(instance, idle)
         planned = "report" if report_only else action
@@ -572,8 +575,11 @@ def decide(
         reasons = [*assessment.reasons, f"{planned} due at {due.isoformat()} unless the instance is used or snoozed"]
         if report_only:
             reasons.append(report_only)
+        since = mark.idle_since if mark is not None and rewarn else now
+        if rewarn:
+            reasons.append("idle.enforce is now on: warned again, the report-only notice did not say it would be done")
         actions = [
-            Action(type="tag", enforced=enforce, tags={IDLE_SINCE_TAG: now.isoformat()}),
+            Action(type="tag", enforced=enforce, tags={IDLE_SINCE_TAG: since.isoformat()}),
             Action(
                 type="warn",
                 enforced=enforce,
@@ -589,7 +595,7 @@ def decide(
         title = f"Idle GPU instance {instance.id} ({instance.type}) {verb} {what} at {due:%Y-%m-%d %H:%M} UTC"
         if not enforce:
             title += " (report-only)"
-        return InstanceOutcome(instance, "warned", decision, Mark(idle_since=now, warned_at=now), title)
+        return InstanceOutcome(instance, "warned", decision, Mark(idle_since=since, warned_at=now), title, prior=mark)
 
     evidence["idle_since"] = mark.idle_since.isoformat()
     warned = mark.warned_at or mark.idle_since
@@ -815,12 +821,13 @@ def sweep(
         (o for o in outcomes if o.outcome in ("checkpoint", "acted")),
         key=lambda o: (o.prior.idle_since if o.prior else now, o.instance.id),
     )
-    limit = action_limit(len(instances), idle)
+    fleet = len(instances) - len(_reported_for_action(outcomes, idle))
+    limit = action_limit(fleet, idle)
     deferred_ids = {o.instance.id for o in acting[limit:]}
     if deferred_ids:
         why = (
             f"deferred: {len(acting)} actions due, at most {limit} per sweep (max_actions_per_sweep "
-            f"{idle.max_actions_per_sweep}, max_fleet_percent {idle.max_fleet_percent:g}% of {len(instances)}); "
+            f"{idle.max_actions_per_sweep}, max_fleet_percent {idle.max_fleet_percent:g}% of {fleet}); "
             "longest idle first, next sweep"
         )
         outcomes = [_withhold(o, "deferred", why) if o.instance.id in deferred_ids else o for o in outcomes]
@@ -837,6 +844,25 @@ def sweep(
         )
     held_now = sum(1 for o in outcomes if o.outcome == "held")
     return SweepPlan(outcomes, len(instances), alarm, held_now, state, len(deferred_ids), rearmed)
+
+
+def _reported_for_action(outcomes: Sequence[InstanceOutcome], policy: IdlePolicy) -> set[str]:
+    """Report-only: instances already reported as "would be stopped" and still idle.
+
+    An enforcing policy would have stopped them, so they are left out of the fleet the rate limit is a share of, as
+    they would be; that is what keeps the report-only "would reclaim" figure equal to what enforcing reclaims.
+    Instances that may only be reported (Kubernetes nodes, ``asg_action: report``) stay in the fleet.
+    """
+    if policy.enforce:
+        return set()
+    return {
+        o.instance.id
+        for o in outcomes
+        if o.outcome in _IDLE_OUTCOMES
+        and o.prior is not None
+        and o.prior.reported_at is not None
+        and report_only_reason(o.instance, policy) is None
+    }
 
 
 def _alarm(state: Breaker, monitored: int, policy: Policy, now: dt.datetime) -> Decision:

@@ -1535,7 +1535,7 @@ def slack_messages(report: Report, teams: int = 5) -> list[Message]:
     reclaim = (
         f"{money(cost.savings_usd)} reclaimed"
         if cost.idle_enforced or cost.savings_usd
-        else f"{money(cost.would_save_usd)} would be reclaimed with idle.enforce on"
+        else f"report-only: {would_reclaim_text(cost)} with idle.enforce on"
     )
     money_lines = [
         f"*Money* {money(cost.cost_total_usd)} on {cost.gpu_hours_total:,.1f} GPU-hours; "

@@ -361,3 +361,13 @@ def test_switching_enforcement_on_warns_again_before_acting_on_a_reported_instan
     assert outcome.outcome == "warned" and not [a for a in outcome.decision.actions if a.type == "stop"]
     assert outcome.mark == Mark(idle_since=early, warned_at=NOW)  # idle_since kept: first in line once due
     assert "warned again" in outcome.decision.reasons[-1] and "will be stopped" in (outcome.finding or "")
+
+
+@pytest.mark.parametrize("ids", [("i-000", "i-fff"), ("i-fff", "i-000")])
+def test_among_equally_long_idle_the_dearest_goes_first_whatever_the_ids(ids: tuple[str, str]) -> None:
+    """Which instance waits a sweep must not depend on random instance ids: the one that gives back most goes first."""
+    cheap, dear = instance(ids[0], type="g5.xlarge"), instance(ids[1], type="p4d.24xlarge")
+    early = NOW - dt.timedelta(minutes=45)
+    marks = {i.id: Mark(idle_since=early, warned_at=early) for i in (cheap, dear)}
+    plan = sweep([cheap, dear], {cheap.id: signals(), dear.id: signals()}, marks, policy(max_actions_per_sweep=1), NOW)
+    assert [o.instance.id for o in plan.acting()] == [dear.id] and plan.deferred == 1

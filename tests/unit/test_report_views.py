@@ -206,7 +206,8 @@ def test_report_only_says_would_reclaim_never_saved() -> None:
     assert "</b>would reclaim<" in page and "</b>reclaimed<" not in page and "saved" not in page
     assert "switching idle.enforce on would have reclaimed 56.0 GPU-hours, $79.41" in page
     digest = json.dumps(slack_messages(report))
-    assert "would be reclaimed with idle.enforce on" in digest and "stopped" not in digest
+    assert "report-only: would stop 1 instance(s), would reclaim 56.0 GPU-hours, $79.41 with idle.enforce on" in digest
+    assert "stopped" not in digest
 
 
 # --- budgets -------------------------------------------------------------------------------------------------------

@@ -817,9 +817,17 @@ def sweep(
     outcomes = [
         _withhold(o, "held", note) if o.instance.id in held_ids and o.outcome in _IDLE_OUTCOMES else o for o in outcomes
     ]
+    prices = policy.lifecycle.prices
+
+    def hourly(instance: Instance) -> float:
+        entry = prices.get(instance.type)
+        return entry.on_demand if entry is not None else 0.0
+
+    # Longest idle first; among as long idle, the dearest first (it gives back the most), then by id, so which one
+    # waits never depends on the order EC2 listed them or on their random ids.
     acting = sorted(
         (o for o in outcomes if o.outcome in ("checkpoint", "acted")),
-        key=lambda o: (o.prior.idle_since if o.prior else now, o.instance.id),
+        key=lambda o: (o.prior.idle_since if o.prior else now, -hourly(o.instance), o.instance.id),
     )
     fleet = len(instances) - len(_reported_for_action(outcomes, idle))
     limit = action_limit(fleet, idle)
@@ -828,7 +836,7 @@ def sweep(
         why = (
             f"deferred: {len(acting)} actions due, at most {limit} per sweep (max_actions_per_sweep "
             f"{idle.max_actions_per_sweep}, max_fleet_percent {idle.max_fleet_percent:g}% of {fleet}); "
-            "longest idle first, next sweep"
+            "longest idle first (then the dearest), next sweep"
         )
         outcomes = [_withhold(o, "deferred", why) if o.instance.id in deferred_ids else o for o in outcomes]
     alarm = _alarm(state, monitored, policy, now) if tripped else None

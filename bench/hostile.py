@@ -697,22 +697,9 @@ def seed_aws(endpoint: str | None = None) -> dict[str, str]:
         region_name="us-east-1",
     )
     ddb = session.client("dynamodb", endpoint_url=endpoint)
-    ddb.create_table(
-        TableName="hostile-ledger",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "kind", "at")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by-kind",
-                "KeySchema": [
-                    {"AttributeName": "kind", "KeyType": "HASH"},
-                    {"AttributeName": "at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-    )
+    from governor.demo.bootstrap import create_ledger_table
+
+    create_ledger_table("hostile-ledger", dynamodb=ddb)
     for kind, key in (("session", "i-0abc#1"), ("decision", "idle#e1")):
         ddb.put_item(
             TableName="hostile-ledger",

@@ -107,6 +107,19 @@ def test_an_unreachable_webhook_fails_clearly_after_retries() -> None:
     assert "SECRETTOKEN" not in str(raised.value)
 
 
+def test_the_transport_is_slack_sdks_and_it_logs_nothing_about_the_url(
+    slack: FakeSlack, caplog: pytest.LogCaptureFixture
+) -> None:
+    from slack_sdk.webhook import WebhookClient
+
+    slack.script = [(503, {}, "unavailable")] * 10
+    webhook = SlackWebhook(slack.url, sleep=lambda _: None, max_attempts=2)
+    assert isinstance(webhook._client, WebhookClient)  # slack_sdk's client and retry loop, our retry policy
+    with caplog.at_level("DEBUG"), pytest.raises(DeliveryError):
+        webhook.post({"text": "x"})
+    assert len(slack.bodies) == 2 and "SECRETTOKEN" not in caplog.text
+
+
 def test_plain_http_is_refused_except_for_a_local_test_server() -> None:
     with pytest.raises(SecretMissingError):
         SlackWebhook("http://hooks.slack.com/services/x")

@@ -1,21 +1,30 @@
-"""Slack incoming webhooks: the URL comes from Secrets Manager and never appears in a log line or an error.
+"""Slack incoming webhooks through ``slack_sdk``'s WebhookClient: the URL comes from Secrets Manager and never
+appears in a log line or an error.
 
-Posting honours ``Retry-After`` on HTTP 429 and retries 5xx / connection errors with bounded backoff; a message that
+slack_sdk does the HTTP and the retry loop; our retry handler decides what is retried (HTTP 429 after its
+``Retry-After``, capped; 5xx and connection errors with bounded exponential backoff) and how often. A message that
 still fails raises :class:`DeliveryError`, so the invocation fails and the event ends in the DLQ.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import ClientError
+from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.webhook import WebhookClient, WebhookResponse
 
 from governor.adapters.aws import client
 
@@ -37,12 +46,6 @@ class DeliveryError(RuntimeError):
 
 class SecretMissingError(RuntimeError):
     """The webhook secret does not exist, is empty or is not a webhook URL: retrying will not help."""
-
-
-class Response(Protocol):
-    status: int
-
-    def read(self) -> bytes: ...
 
 
 Opener = Callable[[urllib.request.Request, float], Any]
@@ -105,6 +108,71 @@ def webhook_url_from_secret(secret_name: str, region: str | None = None) -> str:
         raise SecretMissingError(f"Slack webhook secret '{secret_name}': {error}") from None
 
 
+_QUIET = logging.getLogger("governor.slack.transport")
+# slack_sdk logs a failed request with the error's text, which can carry the webhook's path (the secret part).
+_QUIET.disabled = True
+_QUIET.propagate = False
+
+
+class _BoundedRetry(RetryHandler):
+    """slack_sdk retry handler: 429 after ``Retry-After`` (capped), 5xx and connection errors with 1, 2, 4... s.
+
+    Waits go through ``sleep`` (injectable in tests) and are recorded in ``waits``.
+    """
+
+    def __init__(self, attempts: int, max_wait: float, sleep: Callable[[float], None], waits: list[float]) -> None:
+        super().__init__(max_retry_count=max(0, attempts - 1))
+        self._max_wait = max_wait
+        self._sleep = sleep
+        self._waits = waits
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if response is not None:
+            return response.status_code == 429 or response.status_code >= 500
+        return isinstance(error, urllib.error.URLError | TimeoutError | ConnectionError | OSError)
+
+    def prepare_for_next_attempt(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        wait = min(2.0**state.current_attempt, self._max_wait)
+        if response is not None and response.status_code == 429:
+            header = next((v[0] for k, v in response.headers.items() if k.lower() == "retry-after" and v), None)
+            wait = _retry_after(header, wait, self._max_wait)
+        self._waits.append(wait)
+        self._sleep(wait)
+        state.next_attempt_requested = True
+        state.increment_current_attempt()
+
+
+class _Client(WebhookClient):
+    """slack_sdk's WebhookClient; ``opener`` (tests only) stands in for the socket, everything else is slack_sdk's."""
+
+    def __init__(self, url: str, opener: Opener | None, **options: Any) -> None:
+        super().__init__(url, **options)
+        self._opener = opener
+
+    def _perform_http_request_internal(self, url: str, req: urllib.request.Request) -> WebhookResponse:
+        if self._opener is None:
+            response: WebhookResponse = super()._perform_http_request_internal(url, req)
+            return response
+        with self._opener(req, float(self.timeout)) as answer:
+            status = getattr(answer, "status", 200)
+            text = answer.read().decode(errors="replace")
+        return WebhookResponse(url=url, status_code=status, body=text, headers={})
+
+
 class SlackWebhook:
     """Posts Block Kit messages to one webhook; ``opener`` and ``sleep`` are injectable for tests."""
 
@@ -112,21 +180,23 @@ class SlackWebhook:
         self,
         url: str,
         *,
-        opener: Opener = _urlopen,
+        opener: Opener | None = None,
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 4,
         max_wait_seconds: float = 30.0,
         timeout_seconds: float = 10.0,
         label: str = "slack",
     ) -> None:
-        self._url = check_webhook_url(url)
-        self._open = opener
-        self._sleep = sleep
         self._attempts = max_attempts
-        self._max_wait = max_wait_seconds
-        self._timeout = timeout_seconds
         self.label = label
         self.waits: list[float] = []
+        self._client = _Client(
+            check_webhook_url(url),
+            opener,
+            timeout=max(1, math.ceil(timeout_seconds)),
+            logger=_QUIET,
+            retry_handlers=[_BoundedRetry(max_attempts, max_wait_seconds, sleep, self.waits)],
+        )
 
     def post_all(self, messages: Sequence[dict[str, Any]]) -> int:
         """Post messages in order; returns how many were posted."""
@@ -135,37 +205,22 @@ class SlackWebhook:
         return len(messages)
 
     def post(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message).encode()
-        last = "no attempt made"
-        for attempt in range(1, self._attempts + 1):
-            request = urllib.request.Request(  # noqa: S310 - scheme checked in check_webhook_url
-                self._url, data=body, method="POST", headers={"Content-Type": "application/json"}
-            )
-            wait = min(2.0 ** (attempt - 1), self._max_wait)
-            try:
-                with self._open(request, self._timeout) as response:
-                    status = getattr(response, "status", 200)
-                    text = response.read().decode(errors="replace")[:200]
-                if 200 <= status < 300:
-                    return
-                last = f"HTTP {status}: {text}"
-            except urllib.error.HTTPError as error:
-                text = error.read().decode(errors="replace")[:200] if error.fp else ""
-                last = f"HTTP {error.code}: {text}".strip()
-                if error.code == 429:
-                    wait = _retry_after(error.headers.get("Retry-After"), wait, self._max_wait)
-                elif 400 <= error.code < 500:
-                    raise DeliveryError(
-                        f"{self.label} rejected the message ({last}); not retried", permanent=error.code != 408
-                    ) from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
-                reason = getattr(error, "reason", error)
-                last = f"webhook unreachable ({type(reason).__name__})"
-            except Exception as error:
-                raise DeliveryError(f"{self.label}: request failed ({type(error).__name__}); not retried") from None
-            if attempt < self._attempts:
-                self.waits.append(wait)
-                self._sleep(wait)
+        try:
+            response = self._client.send_dict(dict(message))
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise DeliveryError(
+                f"{self.label}: message not delivered after {self._attempts} attempts "
+                f"(webhook unreachable ({type(reason).__name__}))"
+            ) from None
+        except Exception as error:
+            raise DeliveryError(f"{self.label}: request failed ({type(error).__name__}); not retried") from None
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        last = f"HTTP {status}: {str(response.body or '')[:200]}".strip()
+        if 400 <= status < 500 and status != 429:
+            raise DeliveryError(f"{self.label} rejected the message ({last}); not retried", permanent=status != 408)
         raise DeliveryError(f"{self.label}: message not delivered after {self._attempts} attempts ({last})")
 
 

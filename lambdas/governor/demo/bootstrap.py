@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from governor.adapters.aws import client
 from governor.policy import Policy
@@ -37,9 +38,12 @@ class LocalStack:
         }
 
 
-def create_ledger_table(name: str, region: str = "us-east-1") -> None:
-    """The ledger table as ``infra/constructs/shared.py`` defines it: ``pk``/``sk`` and the ``by-kind`` index."""
-    client("dynamodb", region).create_table(
+def create_ledger_table(name: str, region: str = "us-east-1", dynamodb: Any = None) -> None:
+    """The ledger table as ``infra/constructs/shared.py`` defines it: ``pk``/``sk`` and the ``by-kind`` index.
+
+    ``dynamodb`` is a client to use instead of the runtime's (a bench's own session against an emulator).
+    """
+    (dynamodb or client("dynamodb", region)).create_table(
         TableName=name,
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in ("pk", "sk", "kind", "at")],

@@ -272,3 +272,25 @@ def test_a_long_running_open_session_is_counted_once() -> None:
     archived = json.loads(aws.archive.objects["reports/daily/2023-07-10/report.json"][0])  # type: ignore[attr-defined]
     owners = {r["owner"]: r for r in archived["cost"]["by_owner"]["rows"]}
     assert owners["erin"]["sessions"] == 2 and owners["erin"]["gpu_hours"] == pytest.approx(48.0)
+
+
+def test_each_team_with_its_own_channel_gets_its_own_digest_on_the_same_schedule() -> None:
+    rt, aws = setup(enforce=True)
+    rt = Runtime(
+        policy=parse_policy(
+            {
+                "reports": {"enforce": True},
+                "notifications": {"teams": {"vision": {"slack_secret_name": "vision/slack"}, "nlp": {"email": []}}},
+            }
+        ),
+        ledger=rt.ledger,
+        sink=rt.sink,
+        dead_letters=rt.dead_letters,
+        region="us-east-1",
+    )
+    result = handle(scheduled(), rt, aws, RUN_AT)
+    assert result["sent"] == ["slack", "slack:vision"]  # nlp has no channel of its own: the fleet digest covers it
+    (_, fleet), (secret, team) = aws.outbox.slack  # type: ignore[attr-defined]
+    assert secret == "vision/slack"
+    assert team[0]["blocks"][0]["text"]["text"].startswith("GPU daily report for team vision")
+    assert "Audit activity" not in json.dumps(team) and "Audit activity" in json.dumps(fleet)

@@ -434,3 +434,28 @@ def test_finding_messages_speak_in_sentences_and_say_how_to_snooze() -> None:
     assert "Would stop the instance (report-only: not done)" in text
     assert "tags=" not in text and "{'" not in text and "`notify`" not in text
     assert " stopped (report-only)" not in text
+
+
+def test_a_team_view_is_that_teams_share_of_the_fleet_report() -> None:
+    from governor.domain.report import team_view
+
+    items = [
+        _session("i-7", "g5.12xlarge", 4, 5.672, "vision", "ana", start=at(0), end=None),
+        _session("i-8", "g5.xlarge", 1, 1.006, "nlp", "bo", start=at(0), end=None),
+        _idle(
+            "i-7",
+            at(10),
+            "acted",
+            1.0,
+            idle_since=at(8),
+            actions=[{"type": "stop", "enforced": False}, {"type": "tag", "enforced": False}],
+        ),
+    ]
+    fleet = report_over(items)
+    vision, nlp = team_view(fleet, "vision"), team_view(fleet, "nlp")
+    assert vision.cost.cost_total_usd + nlp.cost.cost_total_usd == pytest.approx(fleet.cost.cost_total_usd)
+    assert vision.cost.would_reclaim_gpu_hours == fleet.cost.would_reclaim_gpu_hours == pytest.approx(56.0)
+    assert nlp.cost.would_reclaim_gpu_hours == 0 and nlp.cost.would_save_usd == 0
+    assert [r["team"] for r in vision.cost.by_team.rows] == ["vision"] and not vision.security
+    assert all(f.team == "vision" for f in vision.findings)
+    assert "for team vision" in json.dumps(slack_messages(vision))

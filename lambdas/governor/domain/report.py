@@ -199,6 +199,8 @@ class CostSection(BaseModel):
     idle_enforced: bool = False
     # Report-only idle policy: how many stop/terminate decisions it made that enforcing would have carried out.
     idle_would_act: int = 0
+    #: The same, per team (``team_view``): GPU-hours report-only stops would have given back.
+    would_reclaim_gpu_hours_by_team: dict[str, float] = Field(default_factory=dict)
     offenders: Table = Field(
         default_factory=lambda: Table(name="idle_offenders", title="Top idle offenders", columns=list(OFFENDER_COLUMNS))
     )
@@ -231,6 +233,8 @@ class Report(BaseModel):
     report_url: str | None = None
     report_url_expires: dt.datetime | None = None
     chart_file: str = "chart.png"
+    #: The team a per-team digest is for (``team_view``); None for the fleet report.
+    audience: str | None = None
     governor_tags: Table = Field(
         default_factory=lambda: Table(
             name="governor_tags", title=GOVERNOR_TAGS_TITLE, columns=list(GOVERNOR_TAGS_COLUMNS)
@@ -527,11 +531,21 @@ def cost_section(
         idle_actions=sum(1 for r in idle.instances if r.reclaimed_hours > 0),
         savings_usd=round(saved.saved_usd, 2),
         idle_would_act=sum(1 for r in idle.instances if r.would_reclaim_hours > 0),
+        would_reclaim_gpu_hours_by_team=_would_by_team(idle.instances, offenders),
         spot=spot_section(items, start, end),
         rightsizing=rightsizing(items, policy, start, end, {str(k): str(v) for k, v in types.items() if k and v}),
         prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
         notes=notes,
     )
+
+
+def _would_by_team(rows: Iterable[costs.IdleRow], offenders: Iterable[costs.OffenderRow]) -> dict[str, float]:
+    teams = {o.instance_id: o.team for o in offenders}
+    found: dict[str, float] = defaultdict(float)
+    for row in rows:
+        if row.would_reclaim_gpu_hours > 0:
+            found[teams.get(row.instance_id, "unknown")] += row.would_reclaim_gpu_hours
+    return {team: round(hours, 2) for team, hours in sorted(found.items())}
 
 
 def _idle_enforced(items: Iterable[Mapping[str, Any]], policy: Policy) -> bool:
@@ -1083,7 +1097,43 @@ def _period_text(report: Report) -> str:
 
 def title(report: Report) -> str:
     label = {"daily": "daily", "weekly": "weekly", "custom": "fleet"}[report.kind]
-    return f"GPU {label} report, {_period_text(report)}"
+    audience = f" for team {report.audience}" if report.audience else ""
+    return f"GPU {label} report{audience}, {_period_text(report)}"
+
+
+def team_view(report: Report, team: str) -> Report:
+    """The report narrowed to one team, for its own digest: its open findings, its spend, idle and budget.
+
+    Audit activity and the fleet trend stay in the fleet report (the security channel's); the money figures are the
+    team's row of "spend by team" and its idle offenders, so a team sees exactly its share of the fleet report.
+    """
+    cost = report.cost
+    row = next((r for r in cost.by_team.rows if str(r.get("team")) == team), None)
+    offenders = [r for r in cost.offenders.rows if str(r.get("team")) == team]
+    narrowed = cost.model_copy(
+        update={
+            "by_team": cost.by_team.model_copy(update={"rows": [row] if row else []}),
+            "offenders": cost.offenders.model_copy(update={"rows": offenders}),
+            "gpu_hours_total": float(row["gpu_hours"]) if row else 0.0,
+            "cost_total_usd": float(row["cost_usd"]) if row else 0.0,
+            "idle_cost_usd": round(sum(float(r.get("idle_usd") or 0.0) for r in offenders), 2),
+            "savings_usd": round(sum(float(r.get("reclaimed_usd") or 0.0) for r in offenders), 2),
+            "would_save_usd": round(sum(float(r.get("would_reclaim_usd") or 0.0) for r in offenders), 2),
+            "would_reclaim_gpu_hours": cost.would_reclaim_gpu_hours_by_team.get(team, 0.0),
+            "would_reclaim_gpu_hours_by_team": {},
+            "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
+        }
+    )
+    return report.model_copy(
+        update={
+            "audience": team,
+            "cost": narrowed,
+            "findings": [f for f in report.findings if f.team == team],
+            "budgets": [b for b in report.budgets if b.team == team],
+            "security": [],
+            "trends": [],
+        }
+    )
 
 
 def _delta(now: float, before: float | None, money_unit: bool = True) -> str:

@@ -35,6 +35,7 @@ from governor.domain.report import (
     render_html,
     render_text,
     slack_messages,
+    team_view,
     title,
     utilisation_widget,
     with_history,
@@ -283,6 +284,15 @@ def deliver(
         sent.append("slack")
     except UndeliverableError as error:
         problems.append(str(error))
+    # One digest per team with its own channel (notifications.teams), narrowed to that team, same schedule.
+    for team, route in sorted(policy.notifications.teams.items()):
+        if not route.slack_secret_name or route.slack_secret_name == policy.notifications.slack_secret_name:
+            continue
+        try:
+            outbox.post_slack(route.slack_secret_name, slack_messages(team_view(report, team)))
+            sent.append(f"slack:{team}")
+        except UndeliverableError as error:
+            problems.append(f"team {team}: {error}")
     recipients = policy.reports.email_recipients or policy.notifications.email_recipients
     if recipients:
         attachments = [Attachment(name, body.encode()) for name, body in files.items()]

@@ -88,6 +88,12 @@ def test_owner_team_or_admin_and_nobody_else(email: str | None, owner: str, team
     assert ok is allowed and why
 
 
+def test_a_bare_user_name_tag_matches_only_a_person_the_policy_names() -> None:
+    policy = _policy()
+    assert authorise(Person("U1", "ana@example.com", "policy"), "ana", "vision", policy)[0]
+    assert not authorise(Person("U1", "ana@guest.example", "slack"), "ana", "vision", policy)[0]
+
+
 def test_tomorrow_nine_follows_the_teams_clock_across_daylight_saving() -> None:
     # 2026-11-01 is the day New York leaves daylight saving time: 09:00 there is 14:00 UTC, not 13:00.
     now = dt.datetime(2026, 10, 31, 20, 0, tzinfo=dt.UTC)

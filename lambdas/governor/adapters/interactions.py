@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
-from governor.adapters.slack import DeliveryError, SlackWebhook
+from governor.observability import logger
 
 
 class SecretUnavailable(RuntimeError):
@@ -97,14 +97,24 @@ class SlackDirectory:
         return str(email).lower() if email else None
 
 
-def answer(response_url: str, message: dict[str, Any], opener: Callable[..., Any] | None = None) -> bool:
-    """Post to the click's ``response_url`` (checked to be Slack's); a failure is logged by the caller, not raised:
-    the effect is done and recorded, only the message update is lost."""
-    options: dict[str, Any] = {"label": "Slack response_url", "max_attempts": 2}
-    if opener is not None:
-        options["opener"] = opener
+def answer(response_url: str, message: dict[str, Any], client_factory: Callable[[str], Any] | None = None) -> bool:
+    """Post to the click's ``response_url`` (checked to be Slack's when the click was parsed) with ``slack_sdk``'s
+    webhook client, which retries connection errors and honours ``Retry-After``. A failure is logged and returned,
+    not raised: the effect is done and recorded, only the message update is lost. The URL is never logged."""
+    if client_factory is None:
+        from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+        from slack_sdk.webhook import WebhookClient
+
+        def client_factory(url: str) -> Any:
+            handlers = [ConnectionErrorRetryHandler(max_retry_count=1), RateLimitErrorRetryHandler(max_retry_count=1)]
+            return WebhookClient(url, timeout=5, retry_handlers=handlers)
+
     try:
-        SlackWebhook(response_url, **options).post(message)
-    except DeliveryError:
+        response = client_factory(response_url).send_dict(message)
+    except Exception as error:  # a lost message update must not undo or repeat a recorded action
+        logger.warning("Slack response_url not reached", extra={"error": type(error).__name__})
+        return False
+    if not 200 <= int(response.status_code) < 300:
+        logger.warning("Slack response_url refused the update", extra={"status": response.status_code})
         return False
     return True

@@ -206,14 +206,20 @@ def person_from_policy(slack_user: str, policy: Policy) -> Person | None:
 
 
 def authorise(person: Person, owner: str | None, team: str | None, policy: Policy) -> tuple[bool, str]:
-    """Owner (the owner tag equals the person's email), a member of the owning team, or an admin; nobody else."""
+    """Owner, a member of the owning team, or an admin; nobody else.
+
+    The owner tag matches the person's email, or, for a person the policy's ``slack_users`` names, the email's user
+    name (tag ``ana`` for ``ana@corp.example``): the policy is written by admins, whereas an address from Slack's
+    ``users.info`` may belong to a guest of another organisation in a shared channel, so it must match in full.
+    """
     if person.email is None:
         return False, f"Slack user {person.slack_user} resolves to no person (not in interactions.slack_users)"
     email = person.email.lower()
     if email in {a.lower() for a in policy.interactions.admins}:
         return True, f"{email} is in interactions.admins"
-    if owner and owner.strip().lower() == email:
-        return True, f"{email} owns it (tag {policy.fleet.owner_tag})"
+    tag = (owner or "").strip().lower()
+    if tag and (tag == email or (person.source == "policy" and tag == email.partition("@")[0])):
+        return True, f"{email} owns it (tag {policy.fleet.owner_tag}={owner})"
     members = policy.interactions.teams.get(team or "")
     if team and members and email in {m.lower() for m in members.members}:
         return True, f"{email} is a member of team {team}"

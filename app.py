@@ -46,7 +46,8 @@ def main() -> int:
         return 2
     if str(app.node.try_get_context("preflight")).lower() != "false":
         region = stack.settings.region or os.environ.get("CDK_DEFAULT_REGION")
-        problem = _preflight(stack.policy.spot.reserved_concurrency, region)
+        reserved = (stack.policy.spot.reserved_concurrency or 0) + (stack.policy.interactions.reserved_concurrency or 0)
+        problem = _preflight(reserved, region)
         if problem:
             print(f"cdk synth stopped: {problem}", file=sys.stderr)
             return 2

@@ -26,9 +26,10 @@ NIST_BY_DESIGN: dict[str, str] = {
         "would deliver each failure twice."
     ),
     "LambdaConcurrency": (
-        "Reserved concurrency is opt-in for the spot function only (spot.reserved_concurrency, see docs/deploy.md): "
-        "CloudFormation fails the deploy unless the account keeps 100 unreserved executions, and new accounts may "
-        "have a quota of 10. The others run on schedules or low-rate CloudTrail events."
+        "Reserved concurrency is opt-in for the spot and interactions functions only (spot.reserved_concurrency, "
+        "interactions.reserved_concurrency, see docs/deploy.md): CloudFormation fails the deploy unless the account "
+        "keeps 100 unreserved executions, and new accounts may have a quota of 10. The others run on schedules or "
+        "low-rate CloudTrail events."
     ),
     "IAMNoInlinePolicy": (
         "Each role's policy is generated from the AWS actions its code declares and scoped to this stack's resources "

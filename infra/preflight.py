@@ -22,7 +22,7 @@ def concurrency_problem(lambda_client: Any, reserved: int) -> str | None:
         return None
     total = int(limit["ConcurrentExecutions"])
     return (
-        f"spot.reserved_concurrency {reserved} would leave {unreserved - reserved} unreserved concurrent executions "
-        f"(account quota {total}); Lambda requires {MIN_UNRESERVED}. Ask for a higher 'Concurrent executions' "
-        "quota in Service Quotas, or set spot.reserved_concurrency to null"
+        f"reserved concurrency {reserved} (spot.reserved_concurrency + interactions.reserved_concurrency) would "
+        f"leave {unreserved - reserved} unreserved concurrent executions (account quota {total}); Lambda requires "
+        f"{MIN_UNRESERVED}. Ask for a higher 'Concurrent executions' quota in Service Quotas, or set them to null"
     )

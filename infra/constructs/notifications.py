@@ -77,7 +77,7 @@ class Notifications(Construct):
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["notifications"],
+            sections=["notifications", "interactions"],
             timeout=Duration.minutes(3),
         )
         rule = events.Rule(

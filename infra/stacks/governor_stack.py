@@ -9,6 +9,7 @@ from governor.policy import Policy
 from infra.constructs.audit import AuditLake
 from infra.constructs.function import GovernorFunction
 from infra.constructs.idle import IdleReclamation
+from infra.constructs.interactions import SlackInteractions
 from infra.constructs.keys import KeysEnforcer
 from infra.constructs.lifecycle import Lifecycle
 from infra.constructs.network import NetworkEnforcer
@@ -43,6 +44,9 @@ class GovernorStack(Stack):
         KeysEnforcer(self, "Keys", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         Spot(self, "Spot", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         IdleReclamation(self, "Idle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
+        SlackInteractions(
+            self, "Interactions", shared=self.shared, policy=policy, settings=settings, functions=self.functions
+        )
         NetworkEnforcer(self, "Network", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
         Notifications(
             self,

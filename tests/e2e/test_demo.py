@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from governor.cli import main
-from governor.demo.run import DemoOptions, DemoResult, run_demo, summary_lines
+from governor.demo.run import DemoOptions, DemoResult, run_demo, stopped_by_governor, summary_lines
+from governor.domain.interactions import KEEP_HOURS, STOP_NOW
 from governor.policy import load_policy
 from tests.conftest import ROOT
 
@@ -45,7 +46,9 @@ def test_only_truly_idle_instances_are_warned_then_stopped(enforced: DemoResult)
     working = {i for i, kind in enforced.kinds.items() if kind in ("inference", "unmonitored")}
     assert not working & set(enforced.stopped)
     acted = {
-        d["resource"]: d["evidence"]["window_end"] for d in _decisions(enforced, "idle") if d["rule"] == "idle.acted"
+        d["resource"]: d["evidence"]["window_end"]
+        for d in _decisions(enforced, "idle")
+        if d["rule"] in ("idle.acted", "idle.stop-now")  # the sweep's stops, and Stop now from Slack
     }
     for instance_id in enforced.stopped:  # ground truth: nothing was working when it was stopped
         stopped_at = dt.datetime.fromisoformat(acted[instance_id]).timestamp()
@@ -163,3 +166,25 @@ def test_a_failed_delivery_is_counted_and_dead_lettered(tmp_path: Path, monkeypa
         line.startswith("delivered ") and f"failed: {result.failed_deliveries}" in line
         for line in summary_lines(result)
     )
+
+
+def test_slack_buttons_keep_one_instance_and_stop_another_at_once(enforced: DemoResult) -> None:
+    clicks = {c["button"]: c for c in enforced.clicks}
+    keep, stop = clicks[KEEP_HOURS], clicks[STOP_NOW]
+    assert keep["http"] == stop["http"] == 200 and keep["instance"] != stop["instance"]
+    assert keep["status"] == "kept" and stop["status"] == "stopped"
+    assert not stopped_by_governor(enforced, keep["instance"], _at(keep["until"]).isoformat())
+    assert stop["instance"] in enforced.stopped
+    kept = [d for d in _decisions(enforced, "interactions") if d["rule"] == "interactions.keep"]
+    assert kept[0]["evidence"]["clicked_by"] == f"{keep['person']}@demo.example"
+    (stopped,) = [d for d in _decisions(enforced, "idle") if d["rule"] == "idle.stop-now"]
+    assert stopped["evidence"]["requested_by"] == f"{stop['person']}@demo.example"
+    assert stopped["evidence"]["done"][0] == "stopped"
+    summary = "\n".join(summary_lines(enforced))
+    assert f"Stop now on {stop['instance']} by {stop['person']}: stopped at once" in summary
+    assert "not stopped while kept" in summary
+
+
+def test_report_only_clicks_are_recorded_and_change_nothing(report_only: DemoResult) -> None:
+    assert {c["status"] for c in report_only.clicks} == {"report-only"}
+    assert report_only.stopped == []

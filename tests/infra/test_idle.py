@@ -72,6 +72,7 @@ def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth)
         "commands",
         "groups",
         "clock",
+        "respond",  # Slack's response_url for Stop now: plain HTTPS to hooks.slack.com, no AWS permission
     }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from governor.adapters.aws import client
 from governor.policy import Policy
 
-FUNCTIONS = ("network", "idle", "spot", "keys", "lifecycle", "notifier", "report")
+FUNCTIONS = ("network", "idle", "spot", "keys", "lifecycle", "notifier", "report", "interactions")
 
 
 @dataclass
@@ -35,6 +35,7 @@ class LocalStack:
             "DLQ_URL": self.dlq_urls[function],
             "POWERTOOLS_SERVICE_NAME": "gpu-fleet-governor",
             "POWERTOOLS_METRICS_NAMESPACE": "GpuFleetGovernor",
+            "IDLE_FUNCTION": "governor-idle",
         }
 
 

@@ -31,11 +31,14 @@ from governor.adapters.aws import client
 from governor.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor.demo.capture import CaptureEndpoint, capture_endpoint
 from governor.demo.emulator import running_emulator
+from governor.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
 from governor.demo.trail import Principal, Trail
+from governor.domain.interactions import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor.policy import Policy
 from governor.sim.workload import SyntheticInstance, Workload, generate
 
-SECTIONS = ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", "notifications")
+SECTIONS = ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", "notifications", "interactions")
+SLACK_ACTIONS_PATH = "T0DEMO"
 TEAMS = ("vision", "nlp", "speech", "research")
 PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}
 DEMO_AMI = "ami-0a1b2c3d4e5f60718"  # the emulator accepts any image id; a Deep Learning AMI in a real account
@@ -101,6 +104,8 @@ class DemoResult:
     failed_deliveries: int = 0
     delivery_errors: list[str] = field(default_factory=list)
     dead_letters: dict[str, int] = field(default_factory=dict)
+    # Slack buttons the demo clicked: button, instance, person, what the governor answered, and when.
+    clicks: list[dict[str, Any]] = field(default_factory=list)
 
 
 def enforcing(policy: Policy, on: bool) -> Policy:
@@ -120,6 +125,15 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
     sender and recipient are used so the email path runs too.
     """
     chosen = enforcing(policy, enforce)
+    interactions = chosen.interactions.model_copy(
+        update={
+            "buttons": True,
+            "slack_users": {
+                **chosen.interactions.slack_users,
+                **{slack_user(p): f"{p}@demo.example" for p in PEOPLE.values()},
+            },
+        }
+    )
     notifications = chosen.notifications.model_copy(
         update={
             "enforce": True,
@@ -127,7 +141,7 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
             "email_recipients": list(chosen.notifications.email_recipients) or list(DEMO_RECIPIENTS),
         }
     )
-    return chosen.model_copy(update={"notifications": notifications})
+    return chosen.model_copy(update={"notifications": notifications, "interactions": interactions})
 
 
 def simulated_period(hours: float, now: dt.datetime | None = None) -> tuple[dt.datetime, dt.datetime]:
@@ -153,6 +167,9 @@ class Simulation:
         self.instances: dict[str, SyntheticInstance] = {}
         self.synthetic_to_real: dict[str, str] = {}
         self.findings_queue = ""
+        self.capture: CaptureEndpoint | None = None
+        self.signing_secret = new_signing_secret()
+        self.invoker = QueuedInvoker()
         self.spot: dict[str, bool] = {}
         self.log = io.StringIO()
 
@@ -185,6 +202,97 @@ class Simulation:
         self.result.invocations[function] += 1
         self.result.results.append((function, result))
         return result
+
+    def endpoint(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The ``interactions`` handler as its Function URL or its own async invocation runs it; what it hands on
+        asynchronously is queued (``QueuedInvoker``) instead of reaching Lambda, and run after it has answered."""
+        from dataclasses import replace
+
+        from governor.handlers import interactions
+        from governor.handlers._runtime import default_runtime
+
+        os.environ.update(self.stack.environment("interactions", self.policy))
+        default_runtime.cache_clear()
+        aws = replace(interactions._aws(self.trail.region), invoker=self.invoker)  # type: ignore[arg-type]
+        with contextlib.redirect_stdout(self.log):
+            result = interactions.handle(event, default_runtime(), aws, LambdaContext("interactions"))
+        self.result.invocations["interactions"] += 1
+        self.result.results.append(("interactions", result))
+        return result
+
+    def click(self, message: dict[str, Any], action_id: str, person: str, instance: str) -> None:
+        """Click one button of a posted message as ``person`` would in Slack, then let the async work run."""
+        buttons = buttons_of(message)
+        if buttons is None or self.capture is None:
+            return
+        token = buttons[0]
+        response_url = f"{self.capture.url}/actions/{SLACK_ACTIONS_PATH}/{token[:8]}"
+        request = click_request(
+            message, token, action_id, slack_user(person), response_url, self.now, self.signing_secret
+        )
+        answer = self.endpoint(request)
+        results = drain(self.invoker, lambda f, e: self.endpoint(e) if f == "interactions" else self.invoke(f, e))
+        status = str(results[-1].get("status")) if results else f"HTTP {answer.get('statusCode')}"
+        until = next((str(r["until"]) for r in results if r.get("until")), None)
+        self.result.clicks.append(
+            {
+                "button": action_id,
+                "instance": instance,
+                "person": person,
+                "http": answer.get("statusCode"),
+                "status": status,
+                "at": self.now.isoformat(),
+                "until": until,
+            }
+        )
+
+    def click_warnings(self) -> None:
+        """As idle warnings with buttons arrive, their owners answer: "Keep 4 h" on the first, "Stop now" on the next
+        (another instance, still running); then the demo clicks nothing more."""
+        done = {str(c["button"]) for c in self.result.clicks}
+        if self.capture is None or {KEEP_HOURS, STOP_NOW} <= done:
+            return
+        owners = {f"{p}@demo.example": p for p in PEOPLE.values()} | {p: p for p in PEOPLE.values()}
+        clicked = {str(c["instance"]) for c in self.result.clicks}
+        for message in list(self.capture.received):
+            buttons = buttons_of(message)
+            if buttons is None or STOP_NOW not in buttons[1]:
+                continue
+            record = self.button_record(buttons[0])
+            person = owners.get(str(record.get("owner")))
+            instance = str(record.get("resource"))
+            if not person or instance in clicked or self._state(instance) != "running":
+                continue
+            button = KEEP_HOURS if KEEP_HOURS not in done else STOP_NOW
+            self.click(message, button, person, instance)
+            done.add(button)
+            clicked.add(instance)
+            if {KEEP_HOURS, STOP_NOW} <= done:
+                break
+        self.route_findings()
+
+    def _state(self, instance: str) -> str:
+        found = self.ec2.describe_instances(InstanceIds=[instance])["Reservations"]
+        return str(found[0]["Instances"][0]["State"]["Name"]) if found else "gone"
+
+    def button_record(self, token: str) -> dict[str, Any]:
+        """What the notifier stored for a token (the demo reads the ledger to name the clicked instance)."""
+        from boto3.dynamodb.types import TypeDeserializer
+
+        item = (
+            client("dynamodb")
+            .get_item(
+                TableName=self.stack.ledger_table, Key={"pk": {"S": f"{BUTTON_KIND}#{token}"}, "sk": {"S": "item"}}
+            )
+            .get("Item")
+            or {}
+        )
+        return {k: TypeDeserializer().deserialize(v) for k, v in item.items()}
+
+    def connect_slack_app(self) -> None:
+        """The Slack app's signing secret, as an operator stores it (docs/slack.md)."""
+        name = self.policy.interactions.signing_secret_name
+        client("secretsmanager").create_secret(Name=name, SecretString=self.signing_secret)
 
     def scheduled(self, detail: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
@@ -523,6 +631,7 @@ class Simulation:
             self.invoke("idle", self.scheduled())
             self.announce_state_changes()
             self.route_findings()
+            self.click_warnings()
         self.invoke("network", self.scheduled({"sweep": "drift"}))
         self.invoke("lifecycle", self.scheduled({"sweep": "reconcile"}))
         self.route_findings()
@@ -596,6 +705,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
         sim.log = log
         sim.subscribe_notifier()
         sim.connect_notifier(capture.url)
+        sim.capture = capture
+        sim.connect_slack_app()
         say(f"emulator up; launching {options.instances} GPU instances")
         workload = generate(options.instances, hours=options.hours, seed=options.seed, start=sim.start)
         sim.launch_fleet(workload)
@@ -726,6 +837,41 @@ def align(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]
     ]
 
 
+def stopped_by_governor(result: DemoResult, instance: str, before: str | None = None) -> bool:
+    """Whether the ledger shows the governor stopping or terminating ``instance`` (before ``before``, if given)."""
+    for item in result.decisions:
+        if item.get("kind") != "decision" or item.get("policy") != "idle" or item.get("resource") != instance:
+            continue
+        done = (item.get("evidence") or {}).get("done") or []
+        acted = any(str(d).startswith(("stopped", "terminated")) for d in done)
+        if acted and (before is None or str(item.get("at", "")) < before):
+            return True
+    return False
+
+
+def click_facts(result: DemoResult) -> list[tuple[str, ...]]:
+    """One summary line per button the demo clicked, with what came of it (from the ledger and the emulator)."""
+    labels = {KEEP_HOURS: "Keep 4 h", STOP_NOW: "Stop now"}
+    facts: list[tuple[str, ...]] = []
+    for click in result.clicks:
+        label = labels.get(str(click["button"]), str(click["button"]))
+        who = f"{label} on {click['instance']} by {click['person']}"
+        if click["button"] == KEEP_HOURS and click.get("until"):
+            until = dt.datetime.fromisoformat(str(click["until"]).replace("Z", "+00:00"))
+            kept = (
+                "stopped while kept!"
+                if stopped_by_governor(result, click["instance"], until.isoformat())
+                else ("not stopped while kept")
+            )
+            outcome = f"{click['status']} until {until:%H:%M} UTC, {kept}"
+        elif click["button"] == STOP_NOW:
+            outcome = "stopped at once" if click["instance"] in result.stopped else str(click["status"])
+        else:
+            outcome = str(click["status"])
+        facts.append(("Slack button clicked", f"{who}: {outcome}"))
+    return facts
+
+
 def summary_lines(result: DemoResult) -> list[str]:
     """The table ``make demo`` prints: per policy what it found and would do (report-only) or did (enforce); the idle
     figures and how they relate; what was delivered. Every figure comes from the ledger and the report."""
@@ -796,6 +942,7 @@ def summary_lines(result: DemoResult) -> list[str]:
             + (f" ({', '.join(sorted(result.kinds.get(i, '?') for i in result.stopped))})" if result.stopped else ""),
         ),
         ("world-open or CIDR rules left", f"{len(result.open_ingress)} on the training group"),
+        *click_facts(result),
         ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),

@@ -100,6 +100,7 @@ class MergedFinding:
     finding: Finding
     merged: int = 0
     since: dt.datetime | None = None
+    buttons: Block | None = None  # a Block Kit actions block whose buttons carry only an opaque token
 
 
 @dataclass(frozen=True)
@@ -333,6 +334,8 @@ def finding_blocks(item: MergedFinding) -> list[Block]:
     lines = [line for line in map(_action_line, f.actions) if line]
     if lines:
         blocks += section("\n".join(lines))
+    if item.buttons is not None:
+        blocks.append(item.buttons)
     where = " · ".join(
         part
         for part in (

@@ -16,10 +16,12 @@ from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, Field
 
 from governor.adapters.autoscaling import AutoScalingGroups
 from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+from governor.adapters.interactions import answer
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
@@ -27,6 +29,7 @@ from governor.domain.idle import (
     BREAKER_KEY,
     BREAKER_KIND,
     CHECKPOINT_DONE,
+    IDLE_ACTION_TAG,
     IDLE_SINCE_TAG,
     MARK_KIND,
     POLICY,
@@ -36,13 +39,21 @@ from governor.domain.idle import (
     Mark,
     MetricSource,
     SweepPlan,
+    assess_for_sweep,
     assess_signals,
+    auto_scaling_group,
+    checkpoint_command,
+    current_mark,
     lookback_start,
     mark_tag_problems,
+    reclaim_action,
+    report_only_reason,
     required_signals,
     sweep,
     sweep_interval,
 )
+from governor.domain.interactions import SOURCE as INTERACTIONS_SOURCE
+from governor.domain.interactions import STOP_REQUESTED, updated_message
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
@@ -50,6 +61,8 @@ from governor.observability import logger, metrics, tracer
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")
 MARK_TTL = dt.timedelta(days=2)
+#: A Stop now request older than this when it arrives (an async retry, a DLQ replay) stops nothing.
+STOP_REQUEST_MAX_AGE = dt.timedelta(minutes=15)
 
 
 def _utcnow() -> dt.datetime:
@@ -66,6 +79,7 @@ class IdleAws:
     commands: SsmCommands
     groups: AutoScalingGroups | None = None
     clock: Callable[[], dt.datetime] = field(default=_utcnow)
+    respond: Callable[[str, dict[str, Any]], bool] = answer
 
 
 @cache
@@ -79,9 +93,27 @@ def _aws(region: str | None, memory_unit: str) -> IdleAws:
     )
 
 
+class StopRequest(BaseModel):
+    """Stop now, as the interactions function hands it over after verifying and authorising the click."""
+
+    instance_id: str = Field(pattern=r"^i-[0-9a-f]{8,17}$")
+    requested_by: str | None = Field(None, max_length=254)
+    slack_user: str = Field(pattern=r"^[UW][A-Z0-9]{2,30}$")
+    response_url: str = Field(max_length=2000)
+    token: str = Field(pattern=r"^[0-9a-f]{32}$")
+    message_blocks: list[dict[str, Any]] = Field(default_factory=list, max_length=50)
+
+
+class StopRequestEvent(GovernorEvent):
+    detail: StopRequest  # type: ignore[assignment]
+
+
 def parse(raw: Any) -> GovernorEvent:
-    """Only the sweep's Scheduled Event is accepted; anything else goes to the DLQ with the reason."""
+    """The sweep's Scheduled Event, or Stop now from the interactions function (only its role may invoke this one);
+    anything else goes to the DLQ with the reason."""
     event = parse_model(GovernorEvent, raw)
+    if event.source == INTERACTIONS_SOURCE and event.detail_type == STOP_REQUESTED:
+        return parse_model(StopRequestEvent, raw)
     if event.detail_type != SCHEDULED or event.source not in SCHEDULE_SOURCES:
         raise InvalidEventError(
             f"unsupported event {event.source}/{event.detail_type!r}: the idle function runs on its schedule only",
@@ -444,14 +476,150 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     }
 
 
+def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
+    """Stop now from Slack: the sweep's act path for one instance, without waiting for the warning to run out.
+
+    The instance is re-read and its metrics fetched afresh; it is stopped only if it is still running, in the fleet,
+    idle by the same test that warned about it, not held by the circuit breaker, not owned by a cluster, and its
+    checkpoint (when the policy has one) has finished. The decision is recorded, naming who asked, before acting;
+    then ``settle`` re-reads once more and acts exactly as a sweep would. Enforced only when ``idle.enforce`` is.
+    """
+    request = event.detail
+    instance_id = request.instance_id
+    policy = runtime.policy
+    idle = policy.idle
+    now = max(aws.clock(), event.time)
+    who = f"{request.requested_by or 'unknown person'} (Slack {request.slack_user})"
+    asked = {"requested_by": request.requested_by, "slack_user": request.slack_user, "token": request.token}
+
+    def finish(status: str, note: str) -> dict[str, Any]:
+        aws.respond(request.response_url, updated_message(request.message_blocks, request.token, note))
+        return {"status": status, "event_id": event.id, "instance": instance_id, "note": note}
+
+    def refuse(why: str) -> dict[str, Any]:
+        runtime.ledger.record(
+            Decision(
+                policy=POLICY,
+                verdict="ok",
+                resource=instance_id,
+                reasons=[f"Stop now from {who} not done: {why}"],
+                evidence={"status": "stop-now-refused", **asked},
+                rule="idle.stop-now-refused",
+            ),
+            event_id=event.id,
+        )
+        metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
+        return finish("refused", f"Not stopped: {why} (Stop now by {who})")
+
+    if now - event.time > STOP_REQUEST_MAX_AGE:
+        return refuse(f"the request arrived more than {STOP_REQUEST_MAX_AGE} after the click")
+    live = aws.instances.instance(instance_id)
+    if live is None or live.state != "running":
+        return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
+    if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
+        return refuse(f"{instance_id} is not a GPU fleet instance")
+    if load_breaker(runtime).open:
+        return refuse("the idle circuit breaker is open (many instances turned idle together); nothing is reclaimed")
+    cluster = report_only_reason(live, idle)
+    if cluster:
+        return refuse(cluster)
+    start = lookback_start(idle, now, sweep_interval(idle))
+    signals = aws.metrics.fetch([instance_id], required_signals(idle), start, now)
+    assessment, _ = assess_for_sweep(live, signals.get(instance_id, {}), policy, now)
+    if assessment.status != "idle":
+        return refuse(f"it is {assessment.status} now: {'; '.join(assessment.reasons)}")
+    stored_item = runtime.ledger.get_item(MARK_KIND, instance_id)
+    stored = Mark.from_item(stored_item) if stored_item else None
+    mark = current_mark(live, stored)
+    command = checkpoint_command(live, policy)
+    if command:
+        marks = {instance_id: mark} if mark else {}
+        _refresh_checkpoints(marks, aws)
+        mark = marks.get(instance_id)
+        if mark is not None and mark.checkpoint_sent_at is not None and mark.checkpoint_status not in CHECKPOINT_DONE:
+            return refuse(f"its checkpoint is {mark.checkpoint_status or 'Pending'}; click Stop now again once done")
+        if mark is None or mark.checkpoint_sent_at is None:
+            base = mark or Mark(idle_since=now, warned_at=now)
+            decision = Decision(
+                policy=POLICY,
+                verdict="act",
+                resource=instance_id,
+                actions=[
+                    Action(
+                        type="checkpoint",
+                        enforced=idle.enforce,
+                        command=command,
+                        timeout=idle.checkpoint_timeout_seconds,
+                    )
+                ],
+                reasons=[*assessment.reasons, f"Stop now from {who}: checkpoint first, stop once it has finished"],
+                evidence={**assessment.evidence, "status": "checkpoint", **asked},
+                rule="idle.stop-now-checkpoint",
+            )
+            runtime.ledger.record(decision, event_id=event.id)
+            outcome = InstanceOutcome(live, "checkpoint", decision, replace(base, checkpoint_sent_at=now), prior=mark)
+            done, kept = settle(outcome, event, runtime, aws, now, assessment)
+            if kept != stored:
+                _store_mark(runtime, instance_id, kept, now)
+            return finish(
+                "checkpointing",
+                f"{'; '.join(done) or 'checkpoint recorded'} for {who}: click Stop now again once it has finished",
+            )
+    action = reclaim_action(live, idle)
+    group = auto_scaling_group(live)
+    through: dict[str, Any] = {"via": "autoscaling", "group": group, "decrement_desired": True} if group else {}
+    remove = [IDLE_SINCE_TAG] if IDLE_SINCE_TAG in live.tags else []
+    decision = Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=instance_id,
+        actions=[
+            Action(
+                type=action,
+                enforced=idle.enforce,
+                lifecycle=live.lifecycle,
+                root_device=live.root_device_type,
+                requested_by=request.requested_by,
+                **through,
+            ),
+            Action(
+                type="tag", enforced=idle.enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=remove
+            ),
+        ],
+        reasons=[*assessment.reasons, f"Stop now clicked by {who}: acted at once instead of waiting for the sweep"],
+        evidence={**assessment.evidence, "status": "acted", **asked},
+        severity="warning",
+        rule="idle.stop-now",
+    )
+    runtime.ledger.record(decision, event_id=event.id)
+    verb = {"stop": "stopped", "terminate": "terminated"}[action]
+    title = f"Idle GPU instance {instance_id} ({live.type}) {verb} on request of {request.requested_by or who}"
+    outcome = InstanceOutcome(live, "acted", decision, None, title, prior=mark)
+    done, _ = settle(outcome, event, runtime, aws, now, assessment)
+    if any(s.startswith(("skipped", "reported only")) for s in done):
+        metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
+        return finish("refused", f"Not {verb}: {'; '.join(done)} (Stop now by {who})")
+    if not idle.enforce:
+        return finish("report-only", f"Would be {verb} now for {who} (idle is report-only: nothing changed)")
+    if stored is not None:
+        _store_mark(runtime, instance_id, None, now)
+    finding = _finding(decision, title, live, event, runtime)
+    runtime.sink.publish([finding.model_copy(update={"detail": f"{finding.detail}; done: {'; '.join(done)}"})])
+    metrics.add_metric(name="IdleActions", unit="Count", value=1)
+    return finish(verb, f"{instance_id} {verb} for {who}")
+
+
 @idempotent_on_event_id()
 def process(
     *, event: dict[str, Any], parsed: GovernorEvent, runtime: Runtime, aws: IdleAws, context: Any = None
 ) -> dict[str, Any]:
-    """Side effects run once per schedule execution id (Powertools Idempotency when the stack provides the table).
+    """Side effects run once per schedule execution id, or once per Stop now click (Powertools Idempotency when the
+    stack provides the table).
 
     ``context`` lets the idempotency record of a sweep that times out expire with the invocation.
     """
+    if isinstance(parsed, StopRequestEvent):
+        return stop_now(parsed, runtime, aws)
     return run_sweep(parsed, runtime, aws)
 
 
@@ -469,5 +637,6 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: An
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes)."""
+    """EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes); the interactions function
+    invokes it asynchronously for Stop now."""
     return handle(event, default_runtime(), context=context)

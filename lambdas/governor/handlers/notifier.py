@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, Protocol
 
@@ -19,11 +19,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.ses import Attachment
 from governor.domain.decision import Action, Decision, Finding
+from governor.domain.interactions import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
 from governor.domain.notify import (
     DELIVERY_KIND,
     MERGE_KIND,
     Delivery,
     Email,
+    MergedFinding,
     Message,
     email_for,
     merge,
@@ -38,6 +40,8 @@ from governor.observability import logger, metrics, tracer
 
 SOURCE = "gpu-fleet-governor"
 DETAIL_TYPE = "Governor Finding"
+#: How long a message's buttons work: a warning's instance is long stopped or kept by then.
+BUTTON_TTL = dt.timedelta(days=7)
 
 
 class FindingEvent(EventBridgeModel):
@@ -138,6 +142,18 @@ def _decision(finding: Finding, verdict: Any, reasons: list[str], actions: list[
     )
 
 
+def with_buttons(item: MergedFinding, runtime: Runtime, now: dt.datetime) -> MergedFinding:
+    """Keep 4 h / Keep until tomorrow / Stop now on idle warnings, Acknowledge on Spot and security findings, when
+    ``interactions.buttons`` is on. The buttons carry an opaque token; what it stands for stays in the ledger."""
+    chosen = buttons_for(item.finding)
+    if not runtime.policy.interactions.buttons or not chosen:
+        return item
+    token = button_token(item.finding)
+    record = {**button_record(item.finding, token), "expires_at": int((now + BUTTON_TTL).timestamp())}
+    runtime.ledger.put_item(BUTTON_KIND, token, record)
+    return replace(item, buttons=actions_block(token, chosen, runtime.policy))
+
+
 def _describe(delivery: Delivery) -> dict[str, Any]:
     """What a log line may say about a destination: the secret's name and the recipients, never the webhook URL."""
     return {"channel": delivery.channel, "target": list(delivery.target)}
@@ -160,7 +176,8 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
         runtime.ledger.put_item(MERGE_KIND, key, step.state)
         metrics.add_metric(name="FindingsMerged", unit="Count", value=1)
         return {"status": "merged", "merged": step.item.merged}
-    deliveries = plan_deliveries([step.item], policy)
+    item = with_buttons(step.item, runtime, now)
+    deliveries = plan_deliveries([item], policy)
     actions = [
         Action(type="notify", enforced=policy.enforce, channel=d.channel, target=list(d.target)) for d in deliveries
     ]

@@ -1,0 +1,164 @@
+"""Slack interactivity: the ``interactions`` function behind a Lambda Function URL, its bounded role and its alarms.
+
+A Function URL rather than an API Gateway HTTP API: Slack authenticates with its own HMAC signature, which neither
+offers to check (IAM auth cannot be used by Slack), so the function verifies it either way; an HTTP API would add a
+stage, a route, an integration, access logs and a per-request charge, and its only extra here, throttling, is
+covered by the opt-in reserved concurrency. The role may write only the snooze tag, only on GPU instances carrying
+``fleet.fleet_tags``, read only the two Slack secrets, and invoke only itself (the click's worker) and the idle
+function (Stop now).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from governor.observability import NAMESPACE, SERVICE
+from governor.policy import Policy
+from infra.constructs.function import GovernorFunction
+from infra.constructs.shared import SharedResources
+from infra.nag import acknowledge
+from infra.settings import Settings
+
+
+def slack_app_secret_names(policy: Policy) -> list[str]:
+    """The signing secret, and the bot token when the policy resolves users through ``users.info``."""
+    names = {policy.interactions.signing_secret_name}
+    if policy.interactions.bot_token_secret_name:
+        names.add(policy.interactions.bot_token_secret_name)
+    return sorted(names)
+
+
+class SlackInteractions(Construct):
+    """Slack's Request URL for button clicks: verified, authorised, recorded, bounded; Stop now goes to idle."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shared: SharedResources,
+        policy: Policy,
+        settings: Settings,
+        functions: dict[str, GovernorFunction],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        idle = functions["idle"]
+        function = GovernorFunction(
+            self,
+            "Interactions",
+            name="interactions",
+            description="Slack buttons: Keep, Keep until tomorrow, Stop now, Acknowledge (verified, authorised)",
+            shared=shared,
+            policy=policy,
+            settings=settings,
+            sections=["interactions"],
+            timeout=Duration.seconds(30),
+            memory_mb=512,
+            reserved_concurrency=policy.interactions.reserved_concurrency,
+            environment={"IDLE_FUNCTION": idle.function.function_name},
+        )
+        self.url = function.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
+        function.triggers.append("Function URL (auth NONE; every request must carry Slack's v0 signature)")
+        acknowledge(
+            function.function,
+            "NIST.800.53.R5::NIST.800.53.R5-LambdaFunctionPublicAccessProhibited",
+            "Slack's interactivity Request URL must be reachable from Slack, which cannot sign with IAM: the two "
+            "permissions CDK adds allow invoking only through the Function URL (lambda:FunctionUrlAuthType NONE, "
+            "lambda:InvokedViaFunctionUrl), and the function refuses every request whose Slack v0 signature "
+            "(signing secret in Secrets Manager) is wrong or older than five minutes before reading anything else.",
+        )
+        secrets = [
+            stack.format_arn(
+                service="secretsmanager",
+                resource="secret",
+                resource_name=f"{name}-??????",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+            for name in slack_app_secret_names(policy)
+        ]
+        function.add_statement(["secretsmanager:GetSecretValue"], secrets)
+        function.add_unscoped_statement(
+            "Reads",
+            ["ec2:DescribeInstances"],
+            "DescribeInstances supports no resource-level permissions; it re-reads the one instance a click's "
+            "button stands for (its state, owner and team tags) before anything is decided.",
+        )
+        instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
+        fleet_tags = {f"aws:ResourceTag/{key}": value for key, value in policy.fleet.fleet_tags.items()}
+        function.add_statement(
+            ["ec2:CreateTags"],
+            [instances],
+            {
+                "StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()},
+                "StringEquals": fleet_tags,
+                "ForAllValues:StringEquals": {"aws:TagKeys": [policy.fleet.keep_until_tag]},
+                "Null": {"aws:TagKeys": "false"},
+            },
+        )
+        acknowledge(
+            function.role,
+            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+            "instance/*]",
+            "GPU instances are launched at run time, so their ids are unknown at deploy time. CreateTags is held to "
+            "the snooze tag key, GPU instance types and instances carrying fleet.fleet_tags.",
+        )
+        # A policy of its own: on the role's default policy, a grant on the function itself would make the function
+        # depend on its own ARN (a CloudFormation circular dependency).
+        invoke = iam.Policy(
+            self,
+            "Invoke",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"],
+                    resources=[function.function.function_arn, idle.function.function_arn],
+                )
+            ],
+        )
+        function.role.attach_inline_policy(invoke)
+        self._alarms(shared, function)
+        CfnOutput(
+            stack,
+            "SlackInteractivityUrl",
+            value=self.url.url,
+            description="Paste into the Slack app's Interactivity Request URL (docs/slack.md)",
+        )
+        functions["interactions"] = function
+        self.function = function
+
+    def _alarms(self, shared: SharedResources, function: GovernorFunction) -> None:
+        """Forged or stale requests, and a signing secret the function cannot read, reach the alarm topic."""
+        action = cw_actions.SnsAction(shared.alerts)
+        for metric, threshold, what in (
+            ("InteractionsForged", 10, "requests with a bad, stale or missing Slack signature (forged or replayed?)"),
+            ("InteractionsRefused", 20, "clicks refused (not yours, unknown buttons, a missing signing secret)"),
+        ):
+            alarm = cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name=metric,
+                dimensions_map={"service": SERVICE},
+                statistic="Sum",
+                period=Duration.minutes(5),
+            ).create_alarm(
+                self,
+                metric,
+                alarm_description=f"governor interactions: {what}",
+                threshold=threshold,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            alarm.add_alarm_action(action)
+        throttles = function.function.metric_throttles(period=Duration.minutes(5), statistic="Sum").create_alarm(
+            self,
+            "Throttles",
+            alarm_description="governor interactions: Slack requests throttled (reserved concurrency reached)",
+            threshold=1,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        throttles.add_alarm_action(action)

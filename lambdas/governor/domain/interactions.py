@@ -1,0 +1,277 @@
+"""Slack buttons on governor messages: which buttons a finding gets, what a click says, who may click, how long a Keep.
+
+Pure. A button carries only an opaque token; the notifier keeps what the token stands for (the finding's resource,
+rule, owner and team) in the ledger, so nothing in a click chooses what the governor touches. The endpoint verifies
+Slack's signature before :func:`parse_click` ever sees the body.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import zoneinfo
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
+
+from pydantic import BaseModel, Field, ValidationError
+
+from governor.domain.decision import Finding
+from governor.policy import Policy
+
+KEEP_HOURS = "governor_keep_hours"
+KEEP_MORNING = "governor_keep_morning"
+STOP_NOW = "governor_stop_now"
+ACKNOWLEDGE = "governor_acknowledge"
+IDLE_BUTTONS = (KEEP_HOURS, KEEP_MORNING, STOP_NOW)
+ActionId = Literal["governor_keep_hours", "governor_keep_morning", "governor_stop_now", "governor_acknowledge"]
+#: Findings whose messages carry "Acknowledge": Spot interruptions and the security capabilities.
+ACKNOWLEDGED_POLICIES = frozenset({"spot", "network", "keys"})
+BUTTON_KIND = "slack-button"
+SOURCE = "gpu-fleet-governor.interactions"
+CLICKED = "Slack Button Clicked"
+STOP_REQUESTED = "Stop Requested"
+TOKEN = re.compile(r"^[0-9a-f]{32}$")
+SLACK_HOSTS = frozenset({"hooks.slack.com"})
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_MESSAGE_BLOCKS = 50
+
+
+class ClickError(ValueError):
+    """A signed request that is not a click on one of the governor's buttons; the answer is one line, nothing acts."""
+
+
+def button_token(finding: Finding) -> str:
+    """Opaque and stable: the same finding delivered twice gets the same token (the ledger entry is overwritten)."""
+    seed = f"{finding.event_id}|{finding.rule}|{finding.resource}|{finding.at.isoformat()}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:32]
+
+
+def buttons_for(finding: Finding) -> list[str]:
+    """Idle warnings: Keep 4 h, Keep until tomorrow, Stop now. Spot and security findings: Acknowledge."""
+    if finding.rule == "idle.warned":
+        return list(IDLE_BUTTONS)
+    if finding.policy in ACKNOWLEDGED_POLICIES:
+        return [ACKNOWLEDGE]
+    return []
+
+
+def button_record(finding: Finding, token: str) -> dict[str, Any]:
+    """What the token stands for, kept in the ledger: the only source of the resource a click acts on."""
+    return {
+        "token": token,
+        "policy": finding.policy,
+        "rule": finding.rule,
+        "resource": finding.resource,
+        "owner": finding.owner,
+        "team": finding.team,
+        "account": finding.account,
+        "region": finding.region,
+        "event_id": finding.event_id,
+        "title": finding.title,
+        "buttons": buttons_for(finding),
+    }
+
+
+def actions_block(token: str, buttons: list[str], policy: Policy) -> dict[str, Any]:
+    """The Block Kit actions block; every button's value is the token and nothing else."""
+    hours = policy.interactions.keep_hours
+    morning = policy.interactions.morning_hour
+    labels = {
+        KEEP_HOURS: (f"Keep {hours} h", None),
+        KEEP_MORNING: (f"Keep until tomorrow {morning:02d}:00", None),
+        STOP_NOW: ("Stop now", "danger"),
+        ACKNOWLEDGE: ("Acknowledge", "primary"),
+    }
+    elements = []
+    for action_id in buttons:
+        label, style = labels[action_id]
+        button: dict[str, Any] = {
+            "type": "button",
+            "action_id": action_id,
+            "text": {"type": "plain_text", "text": label},
+            "value": token,
+        }
+        if style:
+            button["style"] = style
+        if action_id == STOP_NOW:
+            button["confirm"] = {
+                "title": {"type": "plain_text", "text": "Stop this instance now?"},
+                "text": {"type": "mrkdwn", "text": "The governor re-checks that it is still idle, then stops it."},
+                "confirm": {"type": "plain_text", "text": "Stop now"},
+                "deny": {"type": "plain_text", "text": "Cancel"},
+            }
+        elements.append(button)
+    return {"type": "actions", "block_id": f"governor:{token}", "elements": elements}
+
+
+class Click(BaseModel):
+    """One verified button click, as the endpoint hands it to its worker."""
+
+    token: str = Field(pattern=TOKEN.pattern)
+    action_id: ActionId
+    action_ts: str = Field(min_length=1, max_length=40)
+    user_id: str = Field(pattern=r"^[UW][A-Z0-9]{2,30}$")
+    user_name: str | None = Field(None, max_length=200)
+    workspace: str | None = Field(None, max_length=40)
+    response_url: str = Field(max_length=2000)
+    message_blocks: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_MESSAGE_BLOCKS)
+
+    @property
+    def key(self) -> str:
+        """Slack's action: the same click delivered again (a retry, a replayed request) has the same key."""
+        return f"slack:{self.action_id}:{self.token}:{self.user_id}:{self.action_ts}"
+
+
+def check_response_url(url: str) -> str:
+    """Slack's own hooks host over https (loopback http only for the local demo and tests)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ClickError("response_url is not a URL") from None
+    if parts.scheme == "https" and parts.hostname in SLACK_HOSTS:
+        return url
+    if parts.scheme == "http" and parts.hostname in LOCAL_HOSTS:
+        return url
+    raise ClickError("response_url is not a https://hooks.slack.com/ address")
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def parse_click(body: str) -> Click:
+    """``application/x-www-form-urlencoded`` with one ``payload`` field of JSON: a ``block_actions`` click on one of
+    the governor's buttons. Anything else raises :class:`ClickError` with one line saying what is wrong."""
+    fields = parse_qs(body, keep_blank_values=True, max_num_fields=20)
+    values = fields.get("payload") or []
+    if len(values) != 1:
+        raise ClickError("the body has no single payload= field")
+    try:
+        payload = json.loads(values[0])
+    except (json.JSONDecodeError, RecursionError):
+        raise ClickError("payload is not JSON") from None
+    if not isinstance(payload, dict) or payload.get("type") != "block_actions":
+        kind = payload.get("type") if isinstance(payload, dict) else type(payload).__name__
+        raise ClickError(f"payload type {kind!r} is not a block_actions click")
+    actions = payload.get("actions")
+    if not isinstance(actions, list) or len(actions) != 1 or not isinstance(actions[0], dict):
+        raise ClickError("a click carries exactly one action")
+    action = actions[0]
+    user = _mapping(payload.get("user"))
+    team = _mapping(payload.get("team"))
+    message = _mapping(payload.get("message"))
+    raw_blocks = message.get("blocks")
+    blocks: list[Any] = raw_blocks if isinstance(raw_blocks, list) else []
+    try:
+        click = Click(
+            token=str(action.get("value") or ""),
+            action_id=action.get("action_id"),
+            action_ts=str(action.get("action_ts") or ""),
+            user_id=str(user.get("id") or ""),
+            user_name=user.get("username") or user.get("name"),
+            workspace=team.get("id"),
+            response_url=str(payload.get("response_url") or ""),
+            message_blocks=[b for b in blocks if isinstance(b, dict)][:MAX_MESSAGE_BLOCKS],
+        )
+    except ValidationError as error:
+        first = error.errors(include_input=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "payload"
+        raise ClickError(f"{where}: {first['msg']}") from None
+    check_response_url(click.response_url)
+    return click
+
+
+# --- who may click ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Person:
+    """The person behind a Slack user: an email from the policy's ``slack_users`` or Slack's ``users.info``."""
+
+    slack_user: str
+    email: str | None
+    source: Literal["policy", "slack", "unknown"]
+
+    @property
+    def label(self) -> str:
+        return f"{self.email or 'unknown person'} (Slack {self.slack_user})"
+
+
+def person_from_policy(slack_user: str, policy: Policy) -> Person | None:
+    email = policy.interactions.slack_users.get(slack_user)
+    return Person(slack_user, email.lower(), "policy") if email else None
+
+
+def authorise(person: Person, owner: str | None, team: str | None, policy: Policy) -> tuple[bool, str]:
+    """Owner, a member of the owning team, or an admin; nobody else.
+
+    The owner tag matches the person's email, or, for a person the policy's ``slack_users`` names, the email's user
+    name (tag ``ana`` for ``ana@corp.example``): the policy is written by admins, whereas an address from Slack's
+    ``users.info`` may belong to a guest of another organisation in a shared channel, so it must match in full.
+    """
+    if person.email is None:
+        return False, f"Slack user {person.slack_user} resolves to no person (not in interactions.slack_users)"
+    email = person.email.lower()
+    if email in {a.lower() for a in policy.interactions.admins}:
+        return True, f"{email} is in interactions.admins"
+    tag = (owner or "").strip().lower()
+    if tag and (tag == email or (person.source == "policy" and tag == email.partition("@")[0])):
+        return True, f"{email} owns it (tag {policy.fleet.owner_tag}={owner})"
+    members = policy.interactions.teams.get(team or "")
+    if team and members and email in {m.lower() for m in members.members}:
+        return True, f"{email} is a member of team {team}"
+    return False, f"{email} is not its owner ({owner or 'unknown'}), not in team {team or 'unknown'} and not an admin"
+
+
+# --- how long a Keep ----------------------------------------------------------------------------------------------
+
+
+def team_zone(team: str | None, policy: Policy) -> tuple[dt.tzinfo, str]:
+    """The team's time zone from ``interactions.teams``; UTC when none is set or the zone database lacks it."""
+    members = policy.interactions.teams.get(team or "")
+    name = members.timezone if members else "UTC"
+    try:
+        return zoneinfo.ZoneInfo(name), name
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return dt.UTC, "UTC"
+
+
+def keep_until(action_id: str, now: dt.datetime, team: str | None, policy: Policy) -> tuple[dt.datetime | None, str]:
+    """The snooze a Keep button asks for, never beyond ``fleet.max_snooze_days``; None when snoozing is off."""
+    limit_days = policy.fleet.max_snooze_days
+    if limit_days <= 0:
+        return None, "fleet.max_snooze_days is 0: snoozes are switched off"
+    if action_id == KEEP_HOURS:
+        hours = policy.interactions.keep_hours
+        until, what = now + dt.timedelta(hours=hours), f"{hours} h"
+    else:
+        zone, name = team_zone(team, policy)
+        local = now.astimezone(zone)
+        morning = dt.datetime.combine(
+            local.date() + dt.timedelta(days=1), dt.time(policy.interactions.morning_hour), tzinfo=zone
+        )
+        until, what = morning.astimezone(dt.UTC), f"tomorrow {policy.interactions.morning_hour:02d}:00 {name}"
+    limit = now + dt.timedelta(days=limit_days)
+    if until > limit:
+        return limit, f"{what} capped at fleet.max_snooze_days ({limit_days})"
+    return until, what
+
+
+# --- what the message says afterwards ---------------------------------------------------------------------------
+
+
+def updated_message(blocks: list[dict[str, Any]], token: str, note: str) -> dict[str, Any]:
+    """The original message without this token's buttons, plus one line saying who did what."""
+    blocks = [b for b in blocks if b.get("block_id") != f"governor:{token}"]
+    blocks = blocks[: MAX_MESSAGE_BLOCKS - 1]
+    shown = note.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")[:3000]
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": shown}]})
+    return {"replace_original": True, "text": note[:3000], "blocks": blocks}
+
+
+def ephemeral(text: str) -> dict[str, Any]:
+    """An answer only the clicking user sees; the message stays as it was."""
+    return {"response_type": "ephemeral", "replace_original": False, "text": text[:3000]}

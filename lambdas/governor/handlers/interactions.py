@@ -1,0 +1,375 @@
+"""The ``interactions`` function: Slack's button clicks (Keep 4 h, Keep until tomorrow, Stop now, Acknowledge).
+
+One function, two entries. Behind its Lambda Function URL it answers Slack within the 3-second limit: it verifies the
+v0 signature with ``slack_sdk``'s ``SignatureVerifier`` (signing secret from Secrets Manager, requests older than five
+minutes refused, constant-time comparison), parses the click, hands it to itself as an asynchronous invocation and
+returns 200. The asynchronous invocation does the work once per click (Powertools Idempotency on Slack's action):
+it resolves the button's token in the ledger, re-reads the instance, resolves the Slack user to a person, checks they
+may act, records the decision with who clicked, acts (the snooze tag; Stop now through the idle function's own act
+path), and updates the message through ``response_url``.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from governor.adapters.ec2 import Ec2Reader
+from governor.adapters.interactions import (
+    AsyncInvoker,
+    SecretUnavailable,
+    SlackDirectory,
+    SlackSecrets,
+    SnoozeTagger,
+    answer,
+)
+from governor.domain.decision import Action, Decision
+from governor.domain.fleet import ownership
+from governor.domain.interactions import (
+    ACKNOWLEDGED_POLICIES,
+    BUTTON_KIND,
+    CLICKED,
+    IDLE_BUTTONS,
+    KEEP_HOURS,
+    KEEP_MORNING,
+    SOURCE,
+    STOP_NOW,
+    STOP_REQUESTED,
+    Click,
+    ClickError,
+    Person,
+    authorise,
+    ephemeral,
+    keep_until,
+    parse_click,
+    person_from_policy,
+    updated_message,
+)
+from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
+from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics, tracer
+
+POLICY = "interactions"
+#: A click older than this when its worker runs (a retry hours later, a DLQ replay) acts on nothing.
+MAX_CLICK_AGE = dt.timedelta(minutes=30)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class InteractionsAws:
+    """What the endpoint calls; tests and the demo pass the same classes pointed at moto, or fakes."""
+
+    secrets: SlackSecrets
+    instances: Ec2Reader
+    tagger: SnoozeTagger
+    invoker: AsyncInvoker
+    idle_function: str | None = None
+    directory: Callable[[str], SlackDirectory] = SlackDirectory
+    respond: Callable[[str, dict[str, Any]], bool] = answer
+    clock: Callable[[], dt.datetime] = field(default=_utcnow)
+
+
+@cache
+def _aws(region: str | None) -> InteractionsAws:
+    return InteractionsAws(
+        SlackSecrets(region),
+        Ec2Reader(region),
+        SnoozeTagger(region),
+        AsyncInvoker(region),
+        idle_function=os.environ.get("IDLE_FUNCTION") or None,
+    )
+
+
+class ClickEvent(GovernorEvent):
+    """A verified click, as the endpoint hands it to its own asynchronous invocation."""
+
+    detail: Click  # type: ignore[assignment]
+
+
+class _Clock:
+    """``SignatureVerifier`` asks a clock for epoch seconds; this one is the handler's (simulated in the demo)."""
+
+    def __init__(self, now: Callable[[], dt.datetime]) -> None:
+        self._now = now
+
+    def now(self) -> float:
+        return self._now().timestamp()
+
+
+def _http(status: int, text: str = "") -> dict[str, Any]:
+    body = json.dumps({"text": text}) if text else ""
+    return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": body}
+
+
+def is_http(event: Any) -> bool:
+    """A Function URL request (payload format 2.0) rather than the function's own asynchronous invocation."""
+    return (
+        isinstance(event, dict) and isinstance(event.get("requestContext"), dict) and "http" in event["requestContext"]
+    )
+
+
+def verified_body(event: dict[str, Any], secret: str, clock: Callable[[], dt.datetime]) -> str | None:
+    """The raw body when Slack's v0 signature over it is valid and its timestamp within five minutes, else None."""
+    from slack_sdk.signature import SignatureVerifier
+
+    raw = event.get("body") or ""
+    try:
+        body = base64.b64decode(raw).decode() if event.get("isBase64Encoded") else str(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    timestamp = headers.get("x-slack-request-timestamp")
+    signature = headers.get("x-slack-signature")
+    if not timestamp or not signature or not timestamp.isdigit():
+        return None
+    verifier = SignatureVerifier(secret, clock=_Clock(clock))  # type: ignore[arg-type]
+    return body if verifier.is_valid(body=body, timestamp=timestamp, signature=signature) else None
+
+
+def receive(event: dict[str, Any], runtime: Runtime, aws: InteractionsAws, context: Any = None) -> dict[str, Any]:
+    """Verify, parse, hand over, answer: nothing is read or changed on Slack's say-so before the signature holds."""
+    try:
+        secret = aws.secrets.value(runtime.policy.interactions.signing_secret_name)
+    except SecretUnavailable as error:
+        logger.error("signing secret unavailable", extra={"reason": str(error)})
+        metrics.add_metric(name="InteractionsRefused", unit="Count", value=1)
+        return _http(503, "the governor cannot verify requests: its signing secret is missing")
+    body = verified_body(event, secret, aws.clock)
+    if body is None:
+        logger.warning("interaction refused: bad, stale or missing signature")
+        metrics.add_metric(name="InteractionsForged", unit="Count", value=1)
+        return _http(401, "invalid or stale signature")
+    try:
+        click = parse_click(body)
+    except ClickError as error:
+        logger.warning("interaction refused", extra={"reason": str(error)})
+        metrics.add_metric(name="InteractionsRefused", unit="Count", value=1)
+        return _http(400, str(error))
+    worker = getattr(context, "invoked_function_arn", None) or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+    if not worker:
+        raise RuntimeError("no function to hand the click to (no Lambda context)")
+    now = aws.clock()
+    aws.invoker.invoke(worker, click_event(click, now, runtime))
+    metrics.add_metric(name="InteractionsAccepted", unit="Count", value=1)
+    logger.info("click accepted", extra={"action": click.action_id, "slack_user": click.user_id})
+    return _http(200)
+
+
+def click_event(click: Click, now: dt.datetime, runtime: Runtime) -> dict[str, Any]:
+    """The worker's event: the click's key is its id, so idempotency holds a retried or replayed click back."""
+    return {
+        "version": "0",
+        "id": click.key,
+        "detail-type": CLICKED,
+        "source": SOURCE,
+        "account": "",
+        "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": runtime.region or "",
+        "resources": [],
+        "detail": click.model_dump(mode="json"),
+    }
+
+
+def parse(raw: Any) -> ClickEvent:
+    """Only the endpoint's own hand-over; anything else goes to the DLQ with the reason."""
+    event = parse_model(ClickEvent, raw)
+    if event.source != SOURCE or event.detail_type != CLICKED:
+        raise InvalidEventError(
+            f"unsupported event {event.source}/{event.detail_type!r}: the interactions worker takes '{CLICKED}' "
+            "events from its own endpoint",
+            event.id,
+        )
+    return event
+
+
+def resolve(click: Click, runtime: Runtime, aws: InteractionsAws) -> Person:
+    """The policy's ``slack_users`` first; else ``users.info`` with the bot token, when one is configured."""
+    known = person_from_policy(click.user_id, runtime.policy)
+    if known is not None:
+        return known
+    token_name = runtime.policy.interactions.bot_token_secret_name
+    if token_name:
+        try:
+            email = aws.directory(aws.secrets.value(token_name)).email(click.user_id)
+        except SecretUnavailable as error:
+            logger.error("bot token unavailable", extra={"reason": str(error)})
+            email = None
+        if email:
+            return Person(click.user_id, email, "slack")
+    return Person(click.user_id, None, "unknown")
+
+
+def _record(
+    runtime: Runtime,
+    event: ClickEvent,
+    resource: str,
+    verdict: Any,
+    rule: str,
+    reasons: list[str],
+    person: Person | None,
+    actions: list[Action] | None = None,
+    **evidence: Any,
+) -> None:
+    click = event.detail
+    runtime.ledger.record(
+        Decision(
+            policy=POLICY,
+            verdict=verdict,
+            resource=resource,
+            actions=actions or [],
+            reasons=reasons,
+            evidence={
+                "button": click.action_id,
+                "token": click.token,
+                "slack_user": click.user_id,
+                "clicked_by": person.email if person else None,
+                "person_source": person.source if person else None,
+                "action_ts": click.action_ts,
+                **evidence,
+            },
+            severity="info",
+            rule=rule,
+        ),
+        event_id=event.id,
+    )
+
+
+def _refuse(
+    event: ClickEvent, runtime: Runtime, aws: InteractionsAws, resource: str, why: str, person: Person | None
+) -> dict[str, Any]:
+    """A recorded refusal and an answer only the clicking user sees."""
+    _record(runtime, event, resource, "ignored", "interactions.refused", [why], person)
+    metrics.add_metric(name="InteractionsRefused", unit="Count", value=1)
+    aws.respond(event.detail.response_url, ephemeral(f"Not done: {why}"))
+    return {"status": "refused", "reason": why}
+
+
+def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, Any]:
+    """Token → finding → fresh instance → person → authorised? → record → act → update the message."""
+    click = event.detail
+    policy = runtime.policy
+    now = max(aws.clock(), event.time)
+    if now - event.time > MAX_CLICK_AGE:
+        return _refuse(event, runtime, aws, "gpu-fleet", f"the click is older than {MAX_CLICK_AGE}", None)
+    record = runtime.ledger.get_item(BUTTON_KIND, click.token)
+    if not record or click.action_id not in (record.get("buttons") or []):
+        return _refuse(event, runtime, aws, "gpu-fleet", "this button belongs to no message the governor sent", None)
+    resource = str(record.get("resource") or "")
+    person = resolve(click, runtime, aws)
+    owner, team = record.get("owner"), record.get("team")
+    instance = None
+    if click.action_id in IDLE_BUTTONS:
+        instance = aws.instances.instance(resource)
+        if instance is None or instance.state != "running":
+            state = instance.state if instance else "gone"
+            return _refuse(event, runtime, aws, resource, f"{resource} is {state} now", person)
+        if not (policy.fleet.is_gpu_type(instance.type) and policy.fleet.carries_fleet_tags(instance.tags)):
+            return _refuse(event, runtime, aws, resource, f"{resource} is not a GPU fleet instance", person)
+        who = ownership(instance.tags, policy.fleet)
+        owner, team = who.owner, who.team
+    elif record.get("policy") not in ACKNOWLEDGED_POLICIES:
+        return _refuse(event, runtime, aws, resource, "this finding takes no acknowledgement", person)
+    allowed, why = authorise(person, owner, team, policy)
+    if not allowed:
+        return _refuse(event, runtime, aws, resource, f"not yours: {why}", person)
+    enforce = policy.interactions.enforce
+    suffix = "" if enforce else " (report-only: nothing changed)"
+    if click.action_id in (KEEP_HOURS, KEEP_MORNING):
+        until, what = keep_until(click.action_id, now, team, policy)
+        if until is None:
+            return _refuse(event, runtime, aws, resource, what, person)
+        value = until.strftime("%Y-%m-%dT%H:%M:%SZ")
+        tag = policy.fleet.keep_until_tag
+        reasons = [f"Keep {what} clicked by {person.label}; {why}", f"snoozed until {value}"]
+        actions = [Action(type="tag", enforced=enforce, tags={tag: value})]
+        _record(runtime, event, resource, "act", "interactions.keep", reasons, person, actions, until=value)
+        if enforce:
+            aws.tagger.snooze(resource, tag, value)
+        note = f"Kept until {value} ({what}) by {person.label}{suffix}"
+        aws.respond(click.response_url, updated_message(click.message_blocks, click.token, note))
+        metrics.add_metric(name="InteractionsKeep", unit="Count", value=1)
+        return {"status": "kept" if enforce else "report-only", "instance": resource, "until": value}
+    if click.action_id == STOP_NOW:
+        if not aws.idle_function:
+            raise RuntimeError("IDLE_FUNCTION is not set: Stop now has nowhere to go")
+        reasons = [f"Stop now clicked by {person.label}; {why}", "handed to the idle function to re-check and stop"]
+        actions = [Action(type="stop", enforced=enforce, via="idle function")]
+        _record(runtime, event, resource, "act", "interactions.stop-now", reasons, person, actions)
+        if enforce:
+            aws.invoker.invoke(aws.idle_function, stop_request(event, resource, person, now))
+            note = f"Stop now requested by {person.label}: re-checking that {resource} is still idle"
+        else:
+            note = f"Stop now clicked by {person.label}{suffix}"
+        aws.respond(click.response_url, updated_message(click.message_blocks, click.token, note))
+        metrics.add_metric(name="InteractionsStopNow", unit="Count", value=1)
+        return {"status": "stop-requested" if enforce else "report-only", "instance": resource}
+    reasons = [f"acknowledged by {person.label}; {why}"]
+    _record(runtime, event, resource, "act", "interactions.acknowledge", reasons, person, [Action(type="record")])
+    aws.respond(
+        click.response_url, updated_message(click.message_blocks, click.token, f"Acknowledged by {person.label}")
+    )
+    metrics.add_metric(name="InteractionsAcknowledged", unit="Count", value=1)
+    return {"status": "acknowledged", "resource": resource}
+
+
+def stop_request(event: ClickEvent, instance_id: str, person: Person, now: dt.datetime) -> dict[str, Any]:
+    """What the idle function receives: the instance comes from the ledger's button record, never from Slack."""
+    click = event.detail
+    return {
+        "version": "0",
+        "id": event.id,
+        "detail-type": STOP_REQUESTED,
+        "source": SOURCE,
+        "account": event.account or "",
+        "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": event.region or "",
+        "resources": [],
+        "detail": {
+            "instance_id": instance_id,
+            "requested_by": person.email,
+            "slack_user": person.slack_user,
+            "response_url": click.response_url,
+            "token": click.token,
+            "message_blocks": click.message_blocks,
+        },
+    }
+
+
+@idempotent_on_event_id()
+def process(
+    *, event: dict[str, Any], parsed: ClickEvent, runtime: Runtime, aws: InteractionsAws, context: Any = None
+) -> dict[str, Any]:
+    """Once per click (the event id is Slack's action: action id, token, user and action timestamp)."""
+    return act(parsed, runtime, aws)
+
+
+def handle(event: Any, runtime: Runtime, aws: InteractionsAws | None = None, context: Any = None) -> dict[str, Any]:
+    """Slack's request through the Function URL, or the function's own hand-over of a verified click."""
+    chosen = aws or _aws(runtime.region)
+    if is_http(event):
+        return receive(event, runtime, chosen, context)
+    return run_edge(
+        event,
+        runtime,
+        parse,
+        lambda parsed, rt: process(event=event, parsed=parsed, runtime=rt, aws=chosen, context=context),
+    )
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The Function URL (Slack's interactivity Request URL) and the function's own asynchronous invocations."""
+    return handle(event, default_runtime(), context=context)

@@ -1,0 +1,88 @@
+"""The Slack interaction endpoint's infrastructure: a Function URL Slack can reach, a role that can do almost nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governor.adapters import ec2
+from governor.adapters.interactions import AsyncInvoker, SlackSecrets, SnoozeTagger
+from tests.infra.conftest import Synth
+from tests.infra.declared_actions import BASE_ACTIONS
+from tests.infra.policy_eval import RolePolicy, arn_of, role_policy
+
+FLEET_GPU = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
+
+
+def _function(synth: Synth, handler: str) -> tuple[str, dict[str, Any]]:
+    [(logical_id, function)] = [
+        (k, v)
+        for k, v in synth.resources("AWS::Lambda::Function").items()
+        if v["Properties"].get("Handler") == f"governor.handlers.{handler}.lambda_handler"
+    ]
+    return logical_id, function
+
+
+def _role(synth: Synth) -> RolePolicy:
+    _, function = _function(synth, "interactions")
+    return role_policy(synth.json, function["Properties"]["Role"]["Fn::GetAtt"][0])
+
+
+def test_slack_reaches_the_function_through_a_url_that_only_invokes_it(synth: Synth) -> None:
+    function_id, _ = _function(synth, "interactions")
+    [url] = synth.resources("AWS::Lambda::Url").values()
+    assert url["Properties"]["AuthType"] == "NONE"
+    assert url["Properties"]["TargetFunctionArn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    public = [
+        p["Properties"]
+        for p in synth.resources("AWS::Lambda::Permission").values()
+        if p["Properties"].get("Principal") == "*"
+    ]
+    assert public and all(p["FunctionName"] == {"Fn::GetAtt": [function_id, "Arn"]} for p in public)
+    assert all(p.get("FunctionUrlAuthType") == "NONE" or p.get("InvokedViaFunctionUrl") is True for p in public)
+    output = synth.json["Outputs"]["SlackInteractivityUrl"]["Value"]
+    assert output["Fn::GetAtt"][1] == "FunctionUrl"
+
+
+def test_the_role_grants_what_the_endpoint_code_declares_and_nothing_more(synth: Synth) -> None:
+    declared = ec2.IAM_ACTIONS | SlackSecrets.IAM_ACTIONS | SnoozeTagger.IAM_ACTIONS | AsyncInvoker.IAM_ACTIONS
+    assert _role(synth).granted_actions() - BASE_ACTIONS == declared
+
+
+def test_only_the_snooze_tag_only_on_fleet_gpu_instances(synth: Synth) -> None:
+    role = _role(synth)
+    fleet = {"ec2:InstanceType": "g5.xlarge", "aws:ResourceTag/gpu-fleet": "true"}
+    assert role.allows("ec2:CreateTags", FLEET_GPU, **fleet, **{"aws:TagKeys": ["governor:keep-until"]})
+    assert not role.allows("ec2:CreateTags", FLEET_GPU, **fleet, **{"aws:TagKeys": ["governor:exempt"]})
+    assert not role.allows("ec2:CreateTags", FLEET_GPU, **fleet, **{"aws:TagKeys": ["governor:keep-until", "owner"]})
+    outside = {"ec2:InstanceType": "g5.xlarge", "aws:ResourceTag/gpu-fleet": "false"}
+    assert not role.allows("ec2:CreateTags", FLEET_GPU, **outside, **{"aws:TagKeys": ["governor:keep-until"]})
+    cpu = {"ec2:InstanceType": "m5.large", "aws:ResourceTag/gpu-fleet": "true"}
+    assert not role.allows("ec2:CreateTags", FLEET_GPU, **cpu, **{"aws:TagKeys": ["governor:keep-until"]})
+    for action in ("ec2:StopInstances", "ec2:TerminateInstances", "ec2:DeleteTags", "ssm:SendCommand"):
+        assert not role.allows(action, FLEET_GPU, **fleet)
+
+
+def test_it_invokes_only_itself_and_the_idle_function_and_reads_only_the_signing_secret(synth: Synth) -> None:
+    role = _role(synth)
+    own, _ = _function(synth, "interactions")
+    idle, _ = _function(synth, "idle")
+    notifier, _ = _function(synth, "notifier")
+    assert role.allows("lambda:InvokeFunction", arn_of(synth.json, own))
+    assert role.allows("lambda:InvokeFunction", arn_of(synth.json, idle))
+    assert not role.allows("lambda:InvokeFunction", arn_of(synth.json, notifier))
+    secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:governor/slack-signing-secret-AbCdEf"
+    webhook = "arn:aws:secretsmanager:us-east-1:123456789012:secret:governor/slack-webhook-AbCdEf"
+    assert role.allows("secretsmanager:GetSecretValue", secret)
+    assert not role.allows("secretsmanager:GetSecretValue", webhook)
+
+
+def test_stop_now_goes_to_the_idle_function_named_in_the_environment(synth: Synth) -> None:
+    _, function = _function(synth, "interactions")
+    idle, _ = _function(synth, "idle")
+    assert function["Properties"]["Environment"]["Variables"]["IDLE_FUNCTION"] == {"Ref": idle}
+    assert "ReservedConcurrentExecutions" not in function["Properties"]  # opt-in (interactions.reserved_concurrency)
+
+
+def test_forged_requests_and_throttles_raise_alarms(synth: Synth) -> None:
+    metrics = {a["Properties"].get("MetricName") for a in synth.resources("AWS::CloudWatch::Alarm").values()}
+    assert {"InteractionsForged", "InteractionsRefused", "Throttles"} <= metrics

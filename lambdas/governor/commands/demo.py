@@ -26,6 +26,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--instances", type=int, default=20, help="simulated GPU instances (default 20)")
     parser.add_argument("--hours", type=float, default=12.0, help="simulated hours (default 12)")
     parser.add_argument("--port", type=int, default=0, help="emulator port (default: a free one)")
+    parser.add_argument(
+        "--no-clicks",
+        action="store_true",
+        help="owners click no Slack button (with --enforce: reclaims exactly what the report-only run says it would)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -159,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         hours=args.hours,
         port=args.port,
         progress=progress,
+        clicks=not args.no_clicks,
     )
     try:
         result = run_demo(options)

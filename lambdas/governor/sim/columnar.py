@@ -20,6 +20,7 @@ import csv
 import datetime as dt
 import itertools
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ HEADER = ["timestamp", "instance_id", "metric", "value"]
 LOADED = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION)  # the metrics a metrics file may hold, in array order
 # Values the row-by-row reader's float() reads the same way as DuckDB's cast; anything else goes to that reader.
 _PLAIN_NUMBER = r"\s*\+?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
+LARGE_FILE = 1 << 30  # bytes of CSV from which the DuckDB pass uses every core
 # Minutes per Parquet partition; the replay holds one partition plus the lookback per metric as a dense array.
 PART_MINUTES = 240
 
@@ -98,7 +100,8 @@ def load(path: Path, memory_unit: str, folder: Path) -> Samples:
     out = folder / "samples"
     codes = " ".join(f"WHEN '{m}' THEN {n}" for n, m in enumerate(LOADED))
     memory = LOADED.index(GPU_MEMORY_USED)
-    con = _connect(folder)
+    # A file of a few hundred MB is read in seconds by one thread; larger ones are worth the second core's buffers.
+    con = _connect(folder, threads=1 if path.stat().st_size < LARGE_FILE else os.cpu_count() or 1)
     try:
         # One pass over the file: each row's instance id and timestamp as written, metric code (NULL: a metric the
         # reader skips, whose name is then kept), value, epoch minute as DuckDB reads the timestamp, and whether the
@@ -122,7 +125,7 @@ def load(path: Path, memory_unit: str, folder: Path) -> Samples:
                                         columns = {{'timestamp': 'VARCHAR', 'instance_id': 'VARCHAR',
                                                    'metric': 'VARCHAR', 'value': 'VARCHAR'}}))
                 )
-            ) TO '{_quoted(out)}' (FORMAT parquet, PARTITION_BY (part), OVERWRITE_OR_IGNORE true)
+            ) TO '{_quoted(out)}' (FORMAT parquet, PARTITION_BY (part), OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 16384)
             """,  # noqa: S608 - our constants and our own temporary folder; the user's file is a parameter
             [MEMORY_UNITS[memory_unit], str(path)],
         )
@@ -174,10 +177,16 @@ def _parts(folder: Path) -> set[int]:
     return {int(p.name[5:]) for p in folder.glob("part=*") if p.name[5:].lstrip("-").isdigit()}
 
 
-def _connect(folder: Path) -> Any:
+def _connect(folder: Path, threads: int = 1) -> Any:
+    """One DuckDB thread unless asked: each writer thread keeps a buffer per open partition (about 100 MiB for two)."""
     import duckdb
 
-    con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB", "preserve_insertion_order": False})
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "threads": threads,
+        "memory_limit": "1GB",
+        "preserve_insertion_order": False,
+    }
+    con = duckdb.connect(config=config)
     con.execute(f"SET temp_directory = '{_quoted(folder / 'spill')}'")
     con.execute("SET TimeZone = 'UTC'")  # a timestamp without an offset is UTC, as the row-by-row reader takes it
     return con

@@ -501,10 +501,7 @@ def _one_sweep(
         monitored=int(quick_busy.sum()),
         onsets={samples.ids[ix]: float(onset[ix]) for ix in np.nonzero(counted)[0]},
     )
-    signals = {
-        samples.ids[ix]: _series(window, int(ix), look_lo, look_hi, base, state.gpu[ix])
-        for ix in np.nonzero(careful)[0]
-    }
+    signals = _series(window, np.nonzero(careful)[0], look_lo, look_hi, base, state.gpu, samples.ids)
     fleet = [instance(ix) for ix in np.nonzero(careful)[0]]
     at = dt.datetime.fromtimestamp(now, dt.UTC)
     plan = sweep(fleet, signals, state.marks, enforcing, at, interval=interval, breaker=state.breaker, settled=settled)
@@ -555,20 +552,32 @@ def _succeeded(mark: Mark) -> Mark:
     return replace(mark, checkpoint_status="Success")
 
 
-def _series(window: Window, ix: int, lo: int, hi: int, base: int, reports_gpu: bool) -> dict[str, Series]:
-    """One instance's samples of the lookback as the sweep reads them."""
+def _series(
+    window: Window, rows: Any, lo: int, hi: int, base: int, reports_gpu: Any, ids: list[str]
+) -> dict[str, dict[str, Series]]:
+    """The lookback's samples of the instances in ``rows``, as the sweep reads them (one list per metric and
+    instance; the minutes list is shared by every row without a gap)."""
     import numpy as np
 
-    found: dict[str, Series] = {}
-    block = window.view(lo, hi)
+    found: dict[str, dict[str, Series]] = {ids[ix]: {} for ix in rows}
+    if not len(rows):
+        return found
+    block = window.view(lo, hi)[:, rows, :]
+    minutes = (base + np.arange(lo, hi) * 60.0).tolist()
+    gaps = np.isnan(block)
     for n, name in enumerate(LOADED):
-        row = block[n, ix]
-        where = np.nonzero(~np.isnan(row))[0]
-        if not len(where):
-            continue
-        found[name] = Series((base + (lo + where) * 60.0).tolist(), row[where].tolist())
-    if GPU_UTILIZATION not in found and reports_gpu:
-        # The instance reports GPU utilisation elsewhere in this stretch, which idle_onset checks; the placeholder
-        # lies after every window the sweep reads.
-        found[GPU_UTILIZATION] = Series([base + hi * 60.0 + 86400.0], [0.0])
+        values = block[n].tolist()
+        complete = ~gaps[n].any(axis=1)
+        for k, ix in enumerate(rows.tolist()):
+            if complete[k]:
+                found[ids[ix]][name] = Series(minutes, values[k])
+                continue
+            pairs = [(t, v) for t, v in zip(minutes, values[k], strict=True) if v == v]  # NaN != NaN: no sample
+            if pairs:
+                found[ids[ix]][name] = Series([t for t, _ in pairs], [v for _, v in pairs])
+    for ix in rows.tolist():
+        if GPU_UTILIZATION not in found[ids[ix]] and reports_gpu[ix]:
+            # The instance reports GPU utilisation elsewhere in this stretch, which idle_onset checks; the
+            # placeholder lies after every window the sweep reads.
+            found[ids[ix]][GPU_UTILIZATION] = Series([base + hi * 60.0 + 86400.0], [0.0])
     return found

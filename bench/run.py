@@ -298,6 +298,7 @@ def main() -> None:
         choices=["backtest"],
         help="measure one section and replace it in the existing README (the others stay as they are)",
     )
+    parser.add_argument("--backtest-dir", default="/tmp/backtest-scale", help="where the backtest's CSV files are kept")
     args = parser.parse_args()
     began = time.perf_counter()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -305,7 +306,7 @@ def main() -> None:
     backtest_sizes = ["150x24", "1500x24"] if quick else ["150x24", "1500x24", "150x168", "10000x24", "10000x72"]
     backtest_reference = ["150x24"] if quick else ["150x24", "1500x24", "150x168"]
     if args.only == "backtest":
-        found = backtest(backtest_sizes, backtest_reference, "/tmp/backtest-scale")
+        found = backtest(backtest_sizes, backtest_reference, args.backtest_dir)
         section = SECTIONS[-1]
         out = Path(args.out)
         out.write_text(splice(out.read_text(), section, section_block(section, found, BACKTEST_NOTE, date)))
@@ -317,7 +318,7 @@ def main() -> None:
         ("latency", lambda: latency(20 if quick else 200)),
         ("audit", lambda: audit(5000 if quick else 250_000, 1 if quick else 3)),
         ("quality", lambda: quality(150, 24.0, 7)),
-        ("backtest", lambda: backtest(backtest_sizes, backtest_reference, "/tmp/backtest-scale")),
+        ("backtest", lambda: backtest(backtest_sizes, backtest_reference, args.backtest_dir)),
     ]
     rows: list[Figure] = []
     durations: dict[str, float] = {}

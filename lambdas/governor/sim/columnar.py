@@ -185,6 +185,7 @@ def _connect(folder: Path, threads: int = 1) -> Any:
         "threads": threads,
         "memory_limit": "1GB",
         "preserve_insertion_order": False,
+        "enable_progress_bar": False,  # it would draw on the user's terminal
     }
     con = duckdb.connect(config=config)
     con.execute(f"SET temp_directory = '{_quoted(folder / 'spill')}'")

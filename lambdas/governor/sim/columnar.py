@@ -185,10 +185,10 @@ def _connect(folder: Path, threads: int = 1) -> Any:
         "threads": threads,
         "memory_limit": "1GB",
         "preserve_insertion_order": False,
-        "enable_progress_bar": False,  # it would draw on the user's terminal
     }
     con = duckdb.connect(config=config)
     con.execute(f"SET temp_directory = '{_quoted(folder / 'spill')}'")
+    con.execute("SET enable_progress_bar = false")  # it would draw on the user's terminal
     con.execute("SET TimeZone = 'UTC'")  # a timestamp without an offset is UTC, as the row-by-row reader takes it
     return con
 

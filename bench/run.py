@@ -228,9 +228,13 @@ go through `sweep()` itself. Each file is written by the workload generator (see
 figure is one fresh `governor backtest --json` process (wall, user + system CPU of the whole process, its peak RSS
 from `wait4`). "Row by row" is the reader and replay the command used before (kept as the reference, and the test
 `tests/unit/test_backtest_columnar.py` checks both make the same decisions on the 150-instance day); the bench
-also fails if their summaries differ on any reference size. How it grows: CPU with the CSV rows (the DuckDB pass is
-most of it, about 1.3 us a row on this machine), plus the sweeps times the instances still deciding (the rate
-limit keeps idle instances in the careful path while they wait their turn)."""
+also fails if their summaries differ on any reference size. How it grows: CPU with the CSV rows (the DuckDB pass
+is about 1.2 us a row on this machine, one thread under 1 GiB of CSV, both cores above), plus the sweeps times the
+instances still deciding: with the shipped rate limit (10 actions a sweep) a 10,000-instance fleet's ~3,000 idle
+boxes wait their turn for days, each through `sweep()` every 15 minutes, which is most of the 10,000-instance CPU.
+Memory: about 100 MiB of libraries, DuckDB's writer buffers, and three dense arrays of fleet x (lookback + 4 h);
+it rose from 769 to 965 MiB between 1 and 3 days at 10,000 instances (not explained yet; the arrays do not grow).
+The machine was shared (1-minute load 5-9 on 2 cores), so wall times are high; read the CPU column."""
 
 
 def splice(readme: str, section: str, block: str) -> str:

@@ -29,6 +29,7 @@ SECTIONS = (
     "3. Handler latency on the local emulator",
     "4. Audit engine",
     "5. Idle policy quality vs the naive rule",
+    "7. Backtest at scale",
 )
 
 
@@ -209,6 +210,52 @@ def quality(instances: int, hours: float, seed: int) -> list[Figure]:
     return rows
 
 
+def backtest(sizes: list[str], reference: list[str], folder: str) -> list[Figure]:
+    from bench.backtest_scale import figures, run
+
+    # The generated files stay in ``folder`` and are reused by the next run (10,000 x 3 days is 2.7 GB).
+    results = run(sizes, Path(folder), keep=True, jobs=os.cpu_count() or 1, reference=reference)
+    command = "python -m bench.backtest_scale --sizes " + " ".join(sizes) + " --reference " + " ".join(reference)
+    return figures(results, command)
+
+
+BACKTEST_NOTE = """Added by issue 24 (item 3). `governor backtest` reads the metrics CSV with DuckDB in one pass into Parquet
+partitions of 4 hours, then replays the sweeps in time order holding, per metric, one dense instance-by-minute array
+of the lookback plus one partition: memory follows the fleet size and the window, not the history. Each sweep
+computes every instance's window statistics with NumPy and applies the idle rule's own checks
+(`domain/idle.py: idle_checks`); instances that are not idle, unmarked and not exempt are only counted, the others
+go through `sweep()` itself. Each file is written by the workload generator (seed 7) first, not counted; every
+figure is one fresh `governor backtest --json` process (wall, user + system CPU of the whole process, its peak RSS
+from `wait4`). "Row by row" is the reader and replay the command used before (kept as the reference, and the test
+`tests/unit/test_backtest_columnar.py` checks both make the same decisions on the 150-instance day); the bench
+also fails if their summaries differ on any reference size. How it grows: CPU with the CSV rows (the DuckDB pass
+is about 1.2 us a row on this machine, one thread under 1 GiB of CSV, both cores above), plus the sweeps times the
+instances still deciding: with the shipped rate limit (10 actions a sweep) a 10,000-instance fleet's ~3,000 idle
+boxes wait their turn for days, each through `sweep()` every 15 minutes, which is most of the 10,000-instance CPU.
+Memory: about 100 MiB of libraries, DuckDB's writer buffers, and three dense arrays of fleet x (lookback + 4 h);
+it rose from 769 to 965 MiB between 1 and 3 days at 10,000 instances (not explained yet; the arrays do not grow).
+The machine was shared (1-minute load 5-9 on 2 cores), so wall times are high; read the CPU column."""
+
+
+def splice(readme: str, section: str, block: str) -> str:
+    """``readme`` with the section titled ``section`` replaced by ``block`` (appended when absent)."""
+    title = f"## {section}"
+    if title not in readme:
+        return readme.rstrip("\n") + "\n\n" + block
+    head, _, rest = readme.partition(title)
+    tail = rest.find("\n## ")
+    return head + block + ("" if tail < 0 else rest[tail + 1 :])
+
+
+def section_block(section: str, rows: list[Figure], note: str, when: str) -> str:
+    lines = [f"## {section}", "", f"Regenerated on its own at {when} with `python -m bench.run --only backtest`.", ""]
+    lines += [note, "", "| Figure | Value | Command | Note |", "|---|---|---|---|"]
+    for r in rows:
+        cells = [r.name, r.value, f"`{r.command}`", r.note]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render(rows: list[Figure], meta: dict[str, str]) -> str:
     lines = [
         "# Benchmarks against peers",
@@ -250,16 +297,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the harness (not for the README)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "README.md"))
+    parser.add_argument(
+        "--only",
+        choices=["backtest"],
+        help="measure one section and replace it in the existing README (the others stay as they are)",
+    )
+    parser.add_argument("--backtest-dir", default="/tmp/backtest-scale", help="where the backtest's CSV files are kept")
     args = parser.parse_args()
     began = time.perf_counter()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     quick = args.quick
+    backtest_sizes = ["150x24", "1500x24"] if quick else ["150x24", "1500x24", "150x168", "10000x24", "10000x72"]
+    backtest_reference = ["150x24"] if quick else ["150x24", "1500x24", "150x168"]
+    if args.only == "backtest":
+        found = backtest(backtest_sizes, backtest_reference, args.backtest_dir)
+        section = SECTIONS[-1]
+        out = Path(args.out)
+        out.write_text(splice(out.read_text(), section, section_block(section, found, BACKTEST_NOTE, date)))
+        print(f"wrote section {section} of {args.out} in {(time.perf_counter() - began) / 60:.1f} min", file=sys.stderr)
+        return
     steps: list[tuple[str, Callable[[], list[Figure]]]] = [
         ("idle sweep", lambda: idle_sweep([20, 50] if quick else [100, 1000, 10000], 2 if quick else 3, 1000)),
         ("cold start", lambda: cold_start(1 if quick else 3, build_layer=True)),
         ("latency", lambda: latency(20 if quick else 200)),
         ("audit", lambda: audit(5000 if quick else 250_000, 1 if quick else 3)),
         ("quality", lambda: quality(150, 24.0, 7)),
+        ("backtest", lambda: backtest(backtest_sizes, backtest_reference, args.backtest_dir)),
     ]
     rows: list[Figure] = []
     durations: dict[str, float] = {}

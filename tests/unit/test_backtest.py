@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -127,13 +126,11 @@ def test_missing_file_and_bad_interval_exit_2(tmp_path: Path, capsys: pytest.Cap
     assert code == 2 and "--interval" in err
 
 
-def test_a_day_of_minute_samples_for_150_instances_in_under_30_seconds(
+def test_a_day_of_minute_samples_for_150_instances_replays_every_instance(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Speed is measured in bench/ (bench/backtest_scale.py, bench/README.md section 7), never asserted here."""
     csv = tmp_path / "day.csv"
     generate(150, hours=24).write_csv(csv)
-    began = time.process_time()  # CPU time: the machine's load from other processes does not count
     code, out, _ = _run(capsys, "--metrics", str(csv), "--json")
-    elapsed = time.process_time() - began
     assert code == 0 and json.loads(out)["summary"]["instances"] == 150
-    assert elapsed < 30, f"backtest took {elapsed:.1f} s"

@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -229,6 +230,30 @@ def replay_stretches(
     return total, gaps
 
 
+def replay_file(
+    path: Path, policy: Policy, interval: dt.timedelta, memory_unit: str = "MB"
+) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
+    """The columnar replay of a metrics file (see :mod:`governor.sim.columnar`): the decisions of
+    :func:`replay_stretches`, with time growing with the samples and memory with the fleet and the window.
+
+    A file the columnar reader does not vouch for is read row by row instead, which raises
+    :class:`MetricsFileError` naming the line for anything malformed.
+    """
+    from governor.sim import columnar
+
+    with tempfile.TemporaryDirectory(prefix="governor-backtest-") as scratch:
+        folder = Path(scratch)
+        if not path.is_file():
+            path.open(encoding="utf-8").close()  # the OSError a missing file or a folder raises
+        try:
+            samples = columnar.load(path, memory_unit, folder)
+        except columnar.Unsure:
+            with path.open(encoding="utf-8-sig", newline="") as handle:  # -sig: spreadsheets start with a BOM
+                signals = parse_metrics(handle, str(path), memory_unit)
+            samples = columnar.from_signals(signals, folder)
+        return columnar.replay_columnar(samples, policy, interval)
+
+
 def bounds(signals: dict[str, dict[str, Series]]) -> tuple[dt.datetime, dt.datetime]:
     """From the first sample's minute to the end of the last sample's minute."""
     times = [t for series in signals.values() for s in series.values() for t in (s.times[0], s.times[-1])]
@@ -327,13 +352,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     path = Path(args.metrics)
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:  # -sig: spreadsheets start with a BOM
-            signals = parse_metrics(handle, str(path), args.memory_unit)
+        result, gaps = replay_file(path, policy, interval, args.memory_unit)
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read the metrics file ({error.__class__.__name__})") from None
     except MetricsFileError as error:
         raise UsageError(str(error)) from None
-    result, gaps = replay_stretches(signals, policy, interval)
     data = to_json(result, policy)
     data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
     print(json.dumps(data, indent=2) if args.json else render_text(data, str(path)))

@@ -204,6 +204,19 @@ class Breaker:
 
 
 @dataclass(frozen=True)
+class Settled:
+    """Instances the caller already judged not idle, carrying no mark and exempt by no policy (the backtest's bulk).
+
+    Their outcome cannot change this sweep's decisions about them, yet they count: in the fleet size the rate limit
+    takes its share of, in the monitored fleet the breaker compares with, and with their quiet-stretch onsets.
+    """
+
+    count: int = 0
+    monitored: int = 0
+    onsets: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SweepPlan:
     """Every instance's outcome, and the breaker: ``alarm`` is the one critical decision raised when it trips."""
 
@@ -217,14 +230,6 @@ class SweepPlan:
 
     def acting(self) -> list[InstanceOutcome]:
         return [o for o in self.outcomes if o.outcome in ("checkpoint", "acted")]
-
-
-@dataclass
-class _Window:
-    start: float
-    end: float
-    minutes: float
-    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -257,81 +262,111 @@ def lookback_start(policy: IdlePolicy, now: dt.datetime, interval: dt.timedelta)
     return now - dt.timedelta(minutes=policy.window_minutes) - interval
 
 
-def _coverage(values: Sequence[float], signal: str, window: _Window, policy: IdlePolicy) -> str | None:
-    expected = max(1, math.floor(window.minutes * 60 / SAMPLE_SECONDS[signal]))
-    window.evidence.setdefault("samples", {})[signal] = len(values)
-    window.evidence.setdefault("expected_samples", {})[signal] = expected
-    if len(values) < policy.min_samples_fraction * expected:
-        return f"{signal}: {len(values)} of {expected} expected samples in the window (missing data is never idle)"
-    return None
+def expected_samples(signal: str, minutes: float) -> int:
+    """How many samples of ``signal`` a window of ``minutes`` should hold (at least one)."""
+    return max(1, math.floor(minutes * 60 / SAMPLE_SECONDS[signal]))
 
 
-def _freshness(signals: Signals, policy: IdlePolicy, now: dt.datetime, evidence: dict[str, Any]) -> str | None:
-    """Why the newest GPU sample is too old to act on (CloudWatch ingestion lags; a new job may not show yet)."""
-    series = signals.get(GPU_UTILIZATION)
-    newest = series.newest(now.timestamp() + 1) if series is not None else None
-    if newest is None:
-        return None  # the coverage check already names the missing data
-    age = (now.timestamp() - newest) / 60
-    evidence["newest_sample_age_minutes"] = round(max(age, 0.0), 1)
-    if age > policy.max_sample_age_minutes:
-        return (
-            f"{GPU_UTILIZATION}: newest sample is {age:.1f} min old (max_sample_age_minutes "
-            f"{policy.max_sample_age_minutes}); stale data is never idle"
-        )
-    return None
+def idle_checks(
+    stats: Mapping[str, tuple[Any, Any, Any]], newest_age: Any, policy: IdlePolicy, minutes: float
+) -> dict[str, Any]:
+    """Every check of the idle rule on one window's statistics: which signals show activity, which lack data.
+
+    ``stats`` maps each required signal to (sample count, maximum, minimum) over the window, NaN maximum and minimum
+    without samples; ``newest_age`` is the newest GPU sample's age in minutes (NaN without one). It works on plain
+    numbers (the sweep) and on NumPy arrays with one element per instance (the backtest), so both apply one rule.
+    """
+    checks: dict[str, Any] = {}
+    for signal in required_signals(policy):
+        checks[f"gap:{signal}"] = stats[signal][0] < policy.min_samples_fraction * expected_samples(signal, minutes)
+    checks["stale"] = newest_age > policy.max_sample_age_minutes
+    checks[f"busy:{GPU_UTILIZATION}"] = stats[GPU_UTILIZATION][1] >= policy.gpu_utilization_threshold
+    if policy.memory_change_tolerance_mib is not None:
+        _, high, low = stats[GPU_MEMORY_USED]
+        checks[f"busy:{GPU_MEMORY_USED}"] = high - low > policy.memory_change_tolerance_mib
+    if policy.cpu_utilization_threshold is not None:
+        checks[f"busy:{CPU_UTILIZATION}"] = stats[CPU_UTILIZATION][1] >= policy.cpu_utilization_threshold
+    if policy.network_bytes_threshold is not None:
+        checks[f"busy:{NETWORK_BYTES}"] = stats[NETWORK_BYTES][1] >= policy.network_bytes_threshold
+    return checks
+
+
+def checks_status(checks: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(any activity, any missing or stale data) from :func:`idle_checks`; activity wins, idle is neither."""
+    busy: Any = False
+    gap: Any = False
+    for name, flag in checks.items():
+        if name.startswith("busy:"):
+            busy = busy | flag
+        else:
+            gap = gap | flag
+    return busy, gap
+
+
+def _window_stats(values: Sequence[float]) -> tuple[int, float, float]:
+    return (len(values), max(values), min(values)) if values else (0, math.nan, math.nan)
 
 
 def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: dt.datetime) -> Assessment:
     """Idle only when every required signal says idle over the whole window, and the newest sample is fresh.
 
     Any data gap or stale data means unmonitored. GPU memory is in MiB (see ``MEMORY_UNITS``). This is the heart
-    shared by the sweep, the re-check before acting and the backtest; grace, exemptions and snoozes are applied by
-    ``assess``.
+    shared by the sweep, the re-check before acting and the backtest (whose columnar replay applies the same
+    :func:`idle_checks`); grace, exemptions and snoozes are applied by ``assess``.
     """
     end = now.timestamp()
-    window = _Window(start=end - policy.window_minutes * 60, end=end, minutes=policy.window_minutes)
-    window.evidence.update(
-        {
-            "window_start": dt.datetime.fromtimestamp(window.start, dt.UTC).isoformat(),
-            "window_end": now.isoformat(),
-        }
-    )
-    data: dict[str, Sequence[float]] = {}
+    start = end - policy.window_minutes * 60
+    evidence: dict[str, Any] = {
+        "window_start": dt.datetime.fromtimestamp(start, dt.UTC).isoformat(),
+        "window_end": now.isoformat(),
+    }
+    stats: dict[str, tuple[int, float, float]] = {}
+    required = required_signals(policy)
+    for signal in SIGNALS:
+        series = signals.get(signal) if signal in required else None
+        stats[signal] = _window_stats(series.window(start, end) if series is not None else ())
+    gpu = signals.get(GPU_UTILIZATION)
+    newest = gpu.newest(end + 1) if gpu is not None else None
+    age = (end - newest) / 60 if newest is not None else math.nan
+    checks = idle_checks(stats, age, policy, policy.window_minutes)
     gaps: list[str] = []
-    for signal in required_signals(policy):
-        series = signals.get(signal)
-        values = series.window(window.start, window.end) if series is not None else ()
-        data[signal] = values
-        gap = _coverage(values, signal, window, policy)
-        if gap:
-            gaps.append(gap)
-    stale = _freshness(signals, policy, now, window.evidence)
-    if stale:
-        gaps.append(stale)
+    for signal in required:
+        count = stats[signal][0]
+        expected = expected_samples(signal, policy.window_minutes)
+        evidence.setdefault("samples", {})[signal] = count
+        evidence.setdefault("expected_samples", {})[signal] = expected
+        if checks[f"gap:{signal}"]:
+            gaps.append(f"{signal}: {count} of {expected} expected samples in the window (missing data is never idle)")
+    if newest is not None:
+        evidence["newest_sample_age_minutes"] = round(max(age, 0.0), 1)
+        if checks["stale"]:
+            gaps.append(
+                f"{GPU_UTILIZATION}: newest sample is {age:.1f} min old (max_sample_age_minutes "
+                f"{policy.max_sample_age_minutes}); stale data is never idle"
+            )
     busy: list[str] = []
-    evidence = window.evidence
-    if data[GPU_UTILIZATION]:
-        peak = max(data[GPU_UTILIZATION])
+    count, peak, _ = stats[GPU_UTILIZATION]
+    if count:
         evidence["max_gpu_utilization"] = round(peak, 2)
-        if peak >= policy.gpu_utilization_threshold:
+        if checks[f"busy:{GPU_UTILIZATION}"]:
             busy.append(f"GPU utilisation reached {peak:.1f}% (threshold {policy.gpu_utilization_threshold:g}%)")
     tolerance = policy.memory_change_tolerance_mib
-    if tolerance is not None and data[GPU_MEMORY_USED]:
-        change = max(data[GPU_MEMORY_USED]) - min(data[GPU_MEMORY_USED])
-        evidence["max_gpu_memory_used_mib"] = round(max(data[GPU_MEMORY_USED]), 1)
+    count, high, low = stats[GPU_MEMORY_USED]
+    if tolerance is not None and count:
+        change = high - low
+        evidence["max_gpu_memory_used_mib"] = round(high, 1)
         evidence["gpu_memory_change_mib"] = round(change, 1)
-        if change > tolerance:
+        if checks[f"busy:{GPU_MEMORY_USED}"]:
             busy.append(f"GPU memory in use changed by {change:.0f} MiB (tolerance {tolerance:g} MiB)")
-    if policy.cpu_utilization_threshold is not None and data[CPU_UTILIZATION]:
-        peak = max(data[CPU_UTILIZATION])
+    count, peak, _ = stats[CPU_UTILIZATION]
+    if policy.cpu_utilization_threshold is not None and count:
         evidence["max_cpu_utilization"] = round(peak, 2)
-        if peak >= policy.cpu_utilization_threshold:
+        if checks[f"busy:{CPU_UTILIZATION}"]:
             busy.append(f"CPU utilisation reached {peak:.1f}% (threshold {policy.cpu_utilization_threshold:g}%)")
-    if policy.network_bytes_threshold is not None and data[NETWORK_BYTES]:
-        peak = max(data[NETWORK_BYTES])
+    count, peak, _ = stats[NETWORK_BYTES]
+    if policy.network_bytes_threshold is not None and count:
         evidence["max_network_bytes"] = round(peak, 1)
-        if peak >= policy.network_bytes_threshold:
+        if checks[f"busy:{NETWORK_BYTES}"]:
             busy.append(f"network traffic reached {peak:.0f} bytes (threshold {policy.network_bytes_threshold:g})")
     if busy:
         return Assessment(instance_id, "busy", busy, evidence)
@@ -344,17 +379,23 @@ def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: 
     return Assessment(instance_id, "idle", reasons, evidence)
 
 
+def onset_limits(policy: IdlePolicy) -> list[tuple[str, float]]:
+    """The signals and thresholds whose busy samples end a quiet stretch (see :func:`idle_onset`)."""
+    limits = [(GPU_UTILIZATION, policy.gpu_utilization_threshold)]
+    if policy.cpu_utilization_threshold is not None:
+        limits.append((CPU_UTILIZATION, policy.cpu_utilization_threshold))
+    if policy.network_bytes_threshold is not None:
+        limits.append((NETWORK_BYTES, policy.network_bytes_threshold))
+    return limits
+
+
 def idle_onset(signals: Signals, policy: IdlePolicy, now: dt.datetime, since: dt.datetime) -> float | None:
     """When the instance's current quiet stretch began: just after its last busy sample since ``since``.
 
     Read from GPU utilisation (and CPU and network when configured), sample by sample; None when no sample since
     ``since`` was busy (quiet since before the data) or there is no GPU data at all. The breaker groups these.
     """
-    limits = [(GPU_UTILIZATION, policy.gpu_utilization_threshold)]
-    if policy.cpu_utilization_threshold is not None:
-        limits.append((CPU_UTILIZATION, policy.cpu_utilization_threshold))
-    if policy.network_bytes_threshold is not None:
-        limits.append((NETWORK_BYTES, policy.network_bytes_threshold))
+    limits = onset_limits(policy)
     gpu = signals.get(GPU_UTILIZATION)
     if gpu is None or not gpu.times:
         return None
@@ -777,20 +818,24 @@ def sweep(
     *,
     interval: dt.timedelta = DEFAULT_INTERVAL,
     breaker: Breaker | None = None,
+    settled: Settled | None = None,
 ) -> SweepPlan:
     """Decide every running GPU instance; the breaker holds correlated ones, the rate limit defers the surplus.
 
     The rate limit lets at most ``action_limit`` checkpoints and reclaims through per sweep, longest idle first; the
     rest are ``deferred`` with their marks kept, so a backlog drains over the next sweeps. The breaker (see
-    ``_breaker``) holds instances that turned idle together and raises one critical alarm per trip.
+    ``_breaker``) holds instances that turned idle together and raises one critical alarm per trip. ``settled``
+    summarises instances decided outside this call (see :class:`Settled`); the sweep Lambda passes none.
     """
     idle = policy.idle
     state = breaker or Breaker()
+    bulk = settled or Settled()
     since = lookback_start(idle, now, interval)
     quiet_seconds = breaker_quiet_minutes(idle, interval) * 60
     outcomes: list[InstanceOutcome] = []
-    onsets: dict[str, float] = {}
-    monitored = 0
+    onsets: dict[str, float] = dict(bulk.onsets)
+    monitored = bulk.monitored
+    fleet_size = len(instances) + bulk.count
     for instance in instances:
         instance_signals = signals.get(instance.id, {})
         assessment, may_act = assess_for_sweep(instance, instance_signals, policy, now)
@@ -829,7 +874,7 @@ def sweep(
         (o for o in outcomes if o.outcome in ("checkpoint", "acted")),
         key=lambda o: (o.prior.idle_since if o.prior else now, -hourly(o.instance), o.instance.id),
     )
-    fleet = len(instances) - len(_reported_for_action(outcomes, idle))
+    fleet = fleet_size - len(_reported_for_action(outcomes, idle))
     limit = action_limit(fleet, idle)
     deferred_ids = {o.instance.id for o in acting[limit:]}
     if deferred_ids:
@@ -851,7 +896,7 @@ def sweep(
             rule="idle.breaker-rearmed",
         )
     held_now = sum(1 for o in outcomes if o.outcome == "held")
-    return SweepPlan(outcomes, len(instances), alarm, held_now, state, len(deferred_ids), rearmed)
+    return SweepPlan(outcomes, fleet_size, alarm, held_now, state, len(deferred_ids), rearmed)
 
 
 def _reported_for_action(outcomes: Sequence[InstanceOutcome], policy: IdlePolicy) -> set[str]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
@@ -126,27 +126,33 @@ class Workload:
 
         ``gpu_memory_used`` is in MB, the CloudWatch agent's unit and ``governor backtest``'s default ``--memory-unit``.
         """
-        if isinstance(target, str | Path):
-            with Path(target).open("w", encoding="utf-8", newline="") as handle:
-                return self.write_csv(handle, epoch=epoch)
-        writer = csv.writer(target, lineterminator="\n")
+        return write_rows(target, self.instances, epoch=epoch)
+
+
+def write_rows(
+    target: str | Path | IO[str], instances: Iterable[SyntheticInstance], *, epoch: bool = False, header: bool = True
+) -> int:
+    """The CSV of ``instances`` (any iterable, so a fleet can be written one instance at a time); returns the rows."""
+    if isinstance(target, str | Path):
+        with Path(target).open("w", encoding="utf-8", newline="") as handle:
+            return write_rows(handle, instances, epoch=epoch, header=header)
+    writer = csv.writer(target, lineterminator="\n")
+    if header:
         writer.writerow(["timestamp", "instance_id", "metric", "value"])
-        stamps: dict[int, str] = {}
-        count = 0
-        for instance in self.instances:
-            for second, metric, value in instance.rows():
-                stamp = stamps.get(second)
-                if stamp is None:
-                    stamp = (
-                        str(second)
-                        if epoch
-                        else dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                    )
-                    stamps[second] = stamp
-                text = str(int(value)) if metric == GPU_MEMORY_USED else f"{value:.1f}"
-                writer.writerow([stamp, instance.id, metric, text])
-                count += 1
-        return count
+    stamps: dict[int, str] = {}
+    count = 0
+    for instance in instances:
+        for second, metric, value in instance.rows():
+            stamp = stamps.get(second)
+            if stamp is None:
+                stamp = (
+                    str(second) if epoch else dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                )
+                stamps[second] = stamp
+            text = str(int(value)) if metric == GPU_MEMORY_USED else f"{value:.1f}"
+            writer.writerow([stamp, instance.id, metric, text])
+            count += 1
+    return count
 
 
 def _clip(value: float, low: float = 0.0, high: float = 100.0) -> float:
@@ -290,13 +296,32 @@ def generate(
 ) -> Workload:
     """A fleet of ``instances``, kinds in proportion to ``mix`` (default :data:`DEFAULT_MIX`), a sample a minute."""
     minutes = int(hours * 60)
+    return Workload(
+        start=start, minutes=minutes, instances=list(stream(instances, hours=hours, seed=seed, start=start, mix=mix))
+    )
+
+
+def stream(
+    instances: int = 150,
+    *,
+    hours: float = 24.0,
+    seed: int = 7,
+    start: dt.datetime = DEFAULT_START,
+    mix: Mapping[Kind, float] | None = None,
+    part: tuple[int, int] = (0, 1),
+) -> Iterator[SyntheticInstance]:
+    """The instances :func:`generate` makes, one at a time, so a fleet's month fits in memory one instance at a time.
+
+    ``part=(k, n)`` yields only the k-th of n consecutive blocks of instances (to write a large fleet in parallel
+    processes; the blocks' files, concatenated in order, are the whole fleet's file).
+    """
+    minutes = int(hours * 60)
     first = int(start.timestamp())
     kinds = _kinds(instances, mix or DEFAULT_MIX, random.Random(seed))
-    fleet = [
-        make_instance(kind, f"i-0{seed % 4096:03x}{index:013x}", first, minutes, random.Random(f"{seed}:{index}"))
-        for index, kind in enumerate(kinds)
-    ]
-    return Workload(start=start, minutes=minutes, instances=fleet)
+    block, blocks = part
+    for index in range(block * len(kinds) // blocks, (block + 1) * len(kinds) // blocks):
+        rng = random.Random(f"{seed}:{index}")
+        yield make_instance(kinds[index], f"i-0{seed % 4096:03x}{index:013x}", first, minutes, rng)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,12 +335,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epoch", action="store_true", help="epoch-second timestamps instead of ISO 8601")
     parser.add_argument("--out", required=True, help="CSV file to write")
     args = parser.parse_args(argv)
-    workload = generate(args.instances, hours=args.hours, seed=args.seed)
-    rows = workload.write_csv(args.out, epoch=args.epoch)
-    kinds = ", ".join(f"{k} {sum(i.kind == k for i in workload.instances)}" for k in KINDS)
+    counts = dict.fromkeys(KINDS, 0)
+
+    def counted() -> Iterator[SyntheticInstance]:
+        for instance in stream(args.instances, hours=args.hours, seed=args.seed):
+            counts[instance.kind] += 1
+            yield instance
+
+    rows = write_rows(args.out, counted(), epoch=args.epoch)  # one instance in memory at a time
+    kinds = ", ".join(f"{k} {n}" for k, n in counts.items())
     print(
-        f"{args.out}: {rows} samples, {len(workload.instances)} instances ({kinds}), "
-        f"{args.hours:g} h from {workload.start.isoformat()}"
+        f"{args.out}: {rows} samples, {args.instances} instances ({kinds}), "
+        f"{args.hours:g} h from {DEFAULT_START.isoformat()}"
     )
     return 0
 

@@ -1,0 +1,584 @@
+"""The backtest's columnar, streaming replay: DuckDB reads the CSV, NumPy computes each sweep's windows for the fleet.
+
+Two passes over the file with DuckDB: the first collects the distinct timestamps and instance ids (each parsed and
+checked by the same Python code as the row-by-row reader) and flags any row that reader might judge differently; the
+second writes the samples, as (instance, metric, minute, value), into Parquet files partitioned by time. The replay
+then walks the sweeps in time order holding only the minutes a window can reach (the lookback plus one partition) as
+one dense instance-by-minute array per metric, so memory grows with the fleet and the window, not the history.
+
+Each sweep computes every instance's window statistics at once (count, maximum, minimum, newest sample, when its
+quiet stretch began) and applies the idle rule's own checks (:func:`governor.domain.idle.idle_checks`) to them. An
+instance that is not idle in either window, carries no mark and no policy exemption cannot be warned or acted on this
+sweep, so it is only counted (:class:`governor.domain.idle.Settled`); every other instance goes through
+:func:`governor.domain.idle.sweep` itself, with its samples of the lookback, as in the row-by-row replay. Any row the
+fast reader is unsure of sends the whole file to the row-by-row reader, which names the line and what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import itertools
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from governor.domain.fleet import Instance, exemption
+from governor.domain.idle import (
+    CPU_UTILIZATION,
+    GPU_MEMORY_USED,
+    GPU_UTILIZATION,
+    MEMORY_UNITS,
+    NETWORK_BYTES,
+    SAMPLE_SECONDS,
+    Breaker,
+    Mark,
+    Replay,
+    ReplayedInstance,
+    Series,
+    Settled,
+    breaker_quiet_minutes,
+    checks_status,
+    idle_checks,
+    onset_limits,
+    sweep,
+    warning_window_minutes,
+)
+from governor.policy import Policy
+
+if TYPE_CHECKING:
+    pass
+
+HEADER = ["timestamp", "instance_id", "metric", "value"]
+LOADED = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION)  # the metrics a metrics file may hold, in array order
+# Values the row-by-row reader's float() reads the same way as DuckDB's cast; anything else goes to that reader.
+_PLAIN_NUMBER = r"\s*\+?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
+LARGE_FILE = 1 << 30  # bytes of CSV from which the DuckDB pass uses every core
+# Minutes per Parquet partition; the replay holds one partition plus the lookback per metric as a dense array.
+PART_MINUTES = 240
+
+
+class Unsure(Exception):
+    """The fast reader cannot vouch for the file; the row-by-row reader decides (and names the line)."""
+
+
+@dataclass
+class Samples:
+    """A metrics file as Parquet partitions of :data:`PART_MINUTES` (by epoch minute), with its ids and minutes."""
+
+    folder: Path
+    ids: list[str]
+    minutes: Any  # sorted distinct epoch minutes (epoch seconds / 60) holding a sample, np.ndarray[int64]
+    parts: set[int] = field(default_factory=set)
+    part_minutes: int = PART_MINUTES
+    base: int = 0  # minute indices are epoch minutes
+
+    def partition(self, part: int) -> Path:
+        return self.folder / f"part={part}"
+
+    def files(self) -> str:
+        return str(self.folder / "*" / "*.parquet")
+
+
+def load(path: Path, memory_unit: str, folder: Path) -> Samples:
+    """Read ``path`` into Parquet partitions under ``folder``; :class:`Unsure` when a row needs the careful reader."""
+    import duckdb
+    import numpy as np
+
+    from governor.commands.backtest import KNOWN_METRICS, _timestamp
+
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        try:
+            header = next(csv.reader([handle.readline()]), [])
+        except csv.Error:
+            raise Unsure("header") from None
+    if [h.strip().lower() for h in header] != HEADER:
+        raise Unsure("header")
+    out = folder / "samples"
+    codes = " ".join(f"WHEN '{m}' THEN {n}" for n, m in enumerate(LOADED))
+    memory = LOADED.index(GPU_MEMORY_USED)
+    # A file of a few hundred MB is read in seconds by one thread; larger ones are worth the second core's buffers.
+    con = _connect(folder, threads=1 if path.stat().st_size < LARGE_FILE else os.cpu_count() or 1)
+    try:
+        # One pass over the file: each row's instance id and timestamp as written, metric code (NULL: a metric the
+        # reader skips, whose name is then kept), value, epoch minute as DuckDB reads the timestamp, and whether the
+        # value is anything but a plain non-negative number. Partitioned by time.
+        con.execute(
+            f"""
+            COPY (
+                SELECT *, em // {PART_MINUTES} AS part FROM (
+                    SELECT timestamp AS ts, instance_id AS iid, m,
+                           CASE WHEN m IS NULL THEN metric END AS other,
+                           CASE WHEN m = {memory} THEN TRY_CAST(value AS DOUBLE) * ? ELSE TRY_CAST(value AS DOUBLE)
+                           END AS v,
+                           m IS NOT NULL AND (timestamp IS NULL OR instance_id IS NULL OR value IS NULL
+                               OR NOT regexp_full_match(value, '{_PLAIN_NUMBER}')
+                               OR NOT coalesce(isfinite(TRY_CAST(value AS DOUBLE)), false)) AS bad,
+                           floor(coalesce(epoch(TRY_CAST(timestamp AS TIMESTAMPTZ)), TRY_CAST(timestamp AS DOUBLE))
+                                 / 60)::BIGINT AS em
+                    FROM (SELECT *, (CASE metric {codes} END)::UTINYINT AS m
+                          FROM read_csv(?, header = true, auto_detect = false, delim = ',', quote = '"', escape = '"',
+                                        strict_mode = true, null_padding = false,
+                                        columns = {{'timestamp': 'VARCHAR', 'instance_id': 'VARCHAR',
+                                                   'metric': 'VARCHAR', 'value': 'VARCHAR'}}))
+                )
+            ) TO '{_quoted(out)}' (FORMAT parquet, PARTITION_BY (part), OVERWRITE_OR_IGNORE true, ROW_GROUP_SIZE 16384)
+            """,  # noqa: S608 - our constants and our own temporary folder; the user's file is a parameter
+            [MEMORY_UNITS[memory_unit], str(path)],
+        )
+        # The distinct timestamps (checked by the reader's own parser), ids and skipped metric names; bad values.
+        groups = con.execute(
+            f"""
+            SELECT grouping(ts) = 0 AS by_ts, grouping(iid) = 0 AS by_id, ts, em, iid, other, count(*) FILTER (bad)
+            FROM (SELECT CASE WHEN m IS NOT NULL THEN ts END AS ts, CASE WHEN m IS NOT NULL THEN em END AS em,
+                         CASE WHEN m IS NOT NULL THEN iid END AS iid, other, bad
+                  FROM read_parquet('{_quoted(out)}/*/*.parquet', hive_partitioning = false))
+            GROUP BY GROUPING SETS ((ts, em), (iid), (other))
+            """  # noqa: S608 - our constants and our own temporary folder
+        ).fetchall()
+    except duckdb.Error as error:
+        raise Unsure(str(error)) from None
+    finally:
+        con.close()
+    stamps: dict[str, float] = {}
+    ids: list[str] = []
+    minutes: list[int] = []
+    for by_ts, by_id, ts, em, iid, other, bad in groups:
+        if bad:
+            raise Unsure("a value the fast reader does not vouch for")
+        if by_id:
+            if iid is None:
+                continue
+            if iid != iid.strip() or not iid or not iid.isprintable() or len(iid) > 256:
+                raise Unsure("instance id")
+            ids.append(iid)
+        elif by_ts:
+            if ts is None:
+                continue
+            try:
+                when = _timestamp(ts, stamps)
+            except ValueError:
+                raise Unsure("timestamp") from None
+            if em is None or em != (when - when % 60) // 60:
+                raise Unsure("timestamp read differently")
+            minutes.append(em)
+        elif other is not None and other.strip() in KNOWN_METRICS:
+            raise Unsure("metric name with spaces")  # the reader strips them; the fast one matches exactly
+    if not ids:
+        raise Unsure("no samples")
+    return Samples(out, sorted(ids), np.unique(np.array(minutes, dtype=np.int64)), _parts(out))
+
+
+def _parts(folder: Path) -> set[int]:
+    """The partitions written (rows of skipped metrics with unreadable times land in ``part=NULL``; never read)."""
+    return {int(p.name[5:]) for p in folder.glob("part=*") if p.name[5:].lstrip("-").isdigit()}
+
+
+def _connect(folder: Path, threads: int = 1) -> Any:
+    """One DuckDB thread unless asked: each writer thread keeps a buffer per open partition (about 100 MiB for two)."""
+    import duckdb
+
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "threads": threads,
+        "memory_limit": "1GB",
+        "preserve_insertion_order": False,
+    }
+    con = duckdb.connect(config=config)
+    con.execute(f"SET temp_directory = '{_quoted(folder / 'spill')}'")
+    con.execute("SET enable_progress_bar = false")  # it would draw on the user's terminal
+    con.execute("SET TimeZone = 'UTC'")  # a timestamp without an offset is UTC, as the row-by-row reader takes it
+    return con
+
+
+def from_signals(signals: dict[str, dict[str, Series]], folder: Path) -> Samples:
+    """The same partitions from series the row-by-row reader built (a file only it could read)."""
+    import numpy as np
+
+    ids = sorted(signals)
+    rows = [
+        (instance_id, code, int(t // 60), repr(v))
+        for instance_id in ids
+        for code, name in enumerate(LOADED)
+        for t, v in zip(*_times_values(signals[instance_id].get(name)), strict=True)
+    ]
+    out = folder / "samples"
+    con = _connect(folder)
+    try:
+        _table(con, folder / "rows.csv", "s", {"iid": "VARCHAR", "m": "UTINYINT", "em": "BIGINT", "v": "DOUBLE"}, rows)
+        con.execute(
+            f"COPY (SELECT iid, m, em, v, em // {PART_MINUTES} AS part FROM s) TO '{_quoted(out)}' "  # noqa: S608 - our constants and our own temporary folder; the user's file is a parameter
+            "(FORMAT parquet, PARTITION_BY (part), OVERWRITE_OR_IGNORE true)"
+        )
+    finally:
+        con.close()
+    return Samples(out, ids, np.unique(np.array([r[2] for r in rows], dtype=np.int64)), _parts(out))
+
+
+def _times_values(series: Series | None) -> tuple[Any, Any]:
+    return (series.times, series.values) if series is not None else ((), ())
+
+
+def _table(con: Any, path: Path, name: str, columns: dict[str, str], rows: Iterable[tuple[Any, ...]]) -> None:
+    """A small lookup table through a file: DuckDB converts large Python lists one object at a time."""
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    spec = ", ".join(f"'{k}': '{v}'" for k, v in columns.items())
+    con.execute(
+        f"CREATE TEMP TABLE {name} AS SELECT * FROM read_csv(?, header = false, auto_detect = false, delim = ',', "  # noqa: S608 - our constants and our own temporary folder; the user's file is a parameter
+        f"quote = '\"', escape = '\"', columns = {{{spec}}})",
+        [str(path)],
+    )
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def stretches(minutes: Any, gap_seconds: float) -> list[tuple[int, int]]:
+    """Runs of sample minutes closer than ``gap_seconds`` (see :func:`governor.commands.backtest.stretches`)."""
+    import numpy as np
+
+    breaks = np.nonzero(np.diff(minutes) * 60 > gap_seconds)[0]
+    starts = [int(minutes[0]), *(int(minutes[b + 1]) for b in breaks)]
+    ends = [*(int(minutes[b]) for b in breaks), int(minutes[-1])]
+    return list(zip(starts, ends, strict=True))
+
+
+class Window:
+    """Dense ``[metric, instance, minute]`` samples (NaN where none) for the minutes ``lo`` .. ``hi`` - 1."""
+
+    def __init__(self, samples: Samples) -> None:
+        import numpy as np
+
+        self.samples = samples
+        scratch = samples.folder.parent
+        self.con = _connect(scratch)
+        _table(
+            self.con,
+            scratch / "ids.csv",
+            "ids",
+            {"iid": "VARCHAR", "ix": "INTEGER"},
+            ((i, n) for n, i in enumerate(samples.ids)),
+        )
+        self.lo = 0
+        self.hi = 0
+        self.data = np.empty((len(LOADED), len(samples.ids), 0))
+
+    def cover(self, lo: int, hi: int) -> None:
+        """Hold at least minutes ``lo`` .. ``hi`` - 1 (time only moves forward): drop the minutes before ``lo``, keep
+        what is held, and load the partitions after it."""
+        import numpy as np
+
+        if self.lo <= lo and hi <= self.hi:
+            return
+        size = self.samples.part_minutes
+        overlap = lo < self.hi
+        new_hi = -(-(max(hi, self.hi) if overlap else hi) // size) * size
+        data = np.full((len(LOADED), len(self.samples.ids), new_hi - lo), np.nan)
+        loaded_until = lo
+        if overlap:
+            keep = max(lo, self.lo)
+            data[:, :, keep - lo : self.hi - lo] = self.data[:, :, keep - self.lo :]
+            loaded_until = self.hi
+        fresh = [p for p in range(loaded_until // size, (new_hi - 1) // size + 1) if p in self.samples.parts]
+        for part in fresh:
+            got = self.con.execute(
+                "SELECT ids.ix AS inst, m, em AS mi, v FROM read_parquet(?, hive_partitioning = false) AS p "
+                "JOIN ids ON p.iid = ids.iid WHERE m IS NOT NULL AND em >= ? AND em < ?",
+                [str(self.samples.partition(part) / "*.parquet"), max(lo, loaded_until), new_hi],
+            ).fetchnumpy()
+            flat = (got["m"].astype(np.int64) * len(self.samples.ids) + got["inst"]) * (new_hi - lo) + (got["mi"] - lo)
+            np.fmax.at(data.reshape(-1), flat, got["v"])  # two samples in one minute: the larger, as the reader keeps
+        self.data, self.lo, self.hi = data, lo, new_hi
+
+    def view(self, lo: int, hi: int) -> Any:
+        return self.data[:, :, lo - self.lo : hi - self.lo]
+
+
+def _column(epoch: float, base: int) -> int:
+    """The first minute index whose minute starts at or after ``epoch``."""
+    return math.ceil((epoch - base) / 60)
+
+
+def _stats(block: Any) -> tuple[Any, Any, Any]:
+    """Per metric and instance: sample count, maximum and minimum (NaN without samples) over the block's minutes."""
+    import numpy as np
+
+    count = np.count_nonzero(~np.isnan(block), axis=2)
+    if block.shape[2] == 0:
+        high = np.full(count.shape, np.nan)
+        return count, high, high
+    return count, np.fmax.reduce(block, axis=2), np.fmin.reduce(block, axis=2)
+
+
+def _merge(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+    """The statistics of two adjacent blocks together."""
+    import numpy as np
+
+    return a[0] + b[0], np.fmax(a[1], b[1]), np.fmin(a[2], b[2])
+
+
+def _by_signal(stats: tuple[Any, Any, Any]) -> dict[str, tuple[Any, Any, Any]]:
+    """The shape :func:`governor.domain.idle.idle_checks` reads; a signal no metrics file holds has no samples."""
+    import numpy as np
+
+    count, high, low = stats
+    found = {name: (count[n], high[n], low[n]) for n, name in enumerate(LOADED)}
+    none = np.full(count.shape[1], np.nan)
+    found[NETWORK_BYTES] = (np.zeros(count.shape[1], dtype=np.int64), none, none)
+    return found
+
+
+def _last(mask: Any) -> tuple[Any, Any]:
+    """Per row: whether any element is set, and the index of the last one."""
+    import numpy as np
+
+    if mask.shape[1] == 0:
+        return np.zeros(mask.shape[0], dtype=bool), np.zeros(mask.shape[0], dtype=np.int64)
+    return mask.any(axis=1), mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1)
+
+
+@dataclass
+class _Stretch:
+    """One stretch's replay state: who is in it, launched when, stopped, marked; the breaker."""
+
+    fleet: Any  # bool per instance: has a sample in the stretch
+    gpu: Any  # bool per instance: has a GPU utilisation sample in the stretch (idle_onset reads it)
+    stopped: Any
+    marked: Any
+    marks: dict[str, Mark] = field(default_factory=dict)
+    breaker: Breaker = field(default_factory=Breaker)
+
+
+def replay_columnar(
+    samples: Samples, policy: Policy, interval: dt.timedelta
+) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
+    """The replay of :func:`governor.commands.backtest.replay_stretches`, sweep by sweep over the partitions."""
+    import numpy as np
+
+    idle = policy.idle
+    enforcing = policy.model_copy(update={"idle": idle.model_copy(update={"enforce": True})})
+    ids = samples.ids
+    n = len(ids)
+    base = samples.base
+    step = interval.total_seconds()
+    window_s = idle.window_minutes * 60
+    early_minutes = warning_window_minutes(idle)
+    quiet_s = breaker_quiet_minutes(idle, interval) * 60
+    spans = stretches(samples.minutes, window_s + step)
+    # Which instances each stretch holds, whether it reports GPU utilisation there, and each one's first sample.
+    con = _connect(samples.folder.parent)
+    try:
+        _table(
+            con,
+            samples.folder.parent / "spans.csv",
+            "spans",
+            {"lo": "BIGINT", "hi": "BIGINT", "sid": "INTEGER"},
+            ((a, b, n) for n, (a, b) in enumerate(spans)),
+        )
+        membership = con.execute(
+            "SELECT iid, sid, min(em), bool_or(m = 0) FROM read_parquet(?, hive_partitioning = false) AS p "
+            "JOIN spans ON p.em BETWEEN spans.lo AND spans.hi WHERE m IS NOT NULL GROUP BY ALL",
+            [samples.files()],
+        ).fetchall()
+    finally:
+        con.close()
+    position = {instance_id: n for n, instance_id in enumerate(ids)}
+    inst_col = np.array([position[row[0]] for row in membership], dtype=np.int64)
+    sid_col = np.array([row[1] for row in membership], dtype=np.int64)
+    first_col = np.array([row[2] for row in membership], dtype=np.int64)
+    gpu_col = np.array([bool(row[3]) for row in membership], dtype=bool)
+    launch_minute = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(launch_minute, inst_col.astype(np.int64), first_col.astype(np.int64))
+    launch = base + launch_minute * 60.0
+    launch_dt = [dt.datetime.fromtimestamp(t, dt.UTC) for t in launch]
+    grace_until = launch + idle.launch_grace_minutes * 60
+    start_dt = dt.datetime.fromtimestamp(base + spans[0][0] * 60, dt.UTC)
+    # Without tags only the policy's own exemptions (by id) apply, and they do not depend on the time.
+    exempt = np.array([exemption(i, {}, policy.fleet, idle.exemptions, start_dt) is not None for i in ids])
+
+    end_dt = dt.datetime.fromtimestamp(base + (spans[-1][1] + 1) * 60, dt.UTC)
+    total = Replay(start=start_dt, end=end_dt, interval=interval)
+    window = Window(samples)
+    instances: dict[int, Instance] = {}
+
+    def instance(ix: int) -> Instance:
+        found = instances.get(ix)
+        if found is None:
+            found = instances[ix] = Instance(id=ids[ix], type="unknown", state="running", launch_time=launch_dt[ix])
+        return found
+
+    for sid, (lo, hi) in enumerate(spans):
+        mine = sid_col == sid
+        state = _Stretch(
+            fleet=np.zeros(n, dtype=bool),
+            gpu=np.zeros(n, dtype=bool),
+            stopped=np.zeros(n, dtype=bool),
+            marked=np.zeros(n, dtype=bool),
+        )
+        state.fleet[inst_col[mine]] = True
+        state.gpu[inst_col[mine][gpu_col[mine]]] = True
+        for ix in np.nonzero(state.fleet)[0]:
+            total.instances.setdefault(ids[ix], ReplayedInstance())
+        begin = base + lo * 60.0
+        end = base + (hi + 1) * 60.0
+        end_at = dt.datetime.fromtimestamp(end, dt.UTC)
+        now = begin + step
+        while now <= end:
+            _one_sweep(
+                now, window, state, samples, policy, enforcing, interval, total, instance, grace_until, exempt,
+                early_minutes, quiet_s, end_at,
+            )  # fmt: skip
+            now += step
+    gaps = [
+        (dt.datetime.fromtimestamp(base + (a[1] + 1) * 60, dt.UTC), dt.datetime.fromtimestamp(base + b[0] * 60, dt.UTC))
+        for a, b in itertools.pairwise(spans)
+    ]
+    for record in total.instances.values():
+        record.gpu_hours_reclaimed = round(record.gpu_hours_reclaimed, 4)
+    return total, gaps
+
+
+def _one_sweep(
+    now: float,
+    window: Window,
+    state: _Stretch,
+    samples: Samples,
+    policy: Policy,
+    enforcing: Policy,
+    interval: dt.timedelta,
+    total: Replay,
+    instance: Any,
+    grace_until: Any,
+    exempt: Any,
+    early_minutes: int,
+    quiet_s: float,
+    end_at: dt.datetime,
+) -> None:
+    import numpy as np
+
+    idle = policy.idle
+    base = samples.base
+    step = interval.total_seconds()
+    window_s = idle.window_minutes * 60
+    since = now - window_s - step
+    look_lo, look_hi = _column(since, base), _column(now + 1, base)
+    window.cover(look_lo, look_hi)
+    gpu_look = window.view(look_lo, look_hi)[0]
+    has_newest, newest_ix = _last(~np.isnan(gpu_look))
+    age = np.where(has_newest, (now - (base + (look_lo + newest_ix) * 60.0)) / 60, np.nan)
+    full_lo, end = _column(now - window_s, base), _column(now, base)
+    if early_minutes < idle.window_minutes:
+        early_lo = _column(now - early_minutes * 60, base)
+        early = _stats(window.view(early_lo, end))
+        busy_e, gap_e = checks_status(idle_checks(_by_signal(early), age, idle, early_minutes))
+        early_idle = ~busy_e & ~gap_e
+        full = _merge(_stats(window.view(full_lo, early_lo)), early)
+    else:
+        early_idle = np.zeros(len(samples.ids), dtype=bool)
+        full = _stats(window.view(full_lo, end))
+    busy, gap = checks_status(idle_checks(_by_signal(full), age, idle, idle.window_minutes))
+    full_idle = ~busy & ~gap
+    running = state.fleet & ~state.stopped
+    grace = now < grace_until
+    careful = running & (state.marked | exempt | (~grace & (full_idle | early_idle)))
+    quick = running & ~careful
+    quick_busy = quick & ~grace & busy
+    # When each quick, busy instance's quiet stretch began: idle_onset's rule, over the same lookback.
+    onset = np.full(len(samples.ids), np.nan)
+    block = window.view(look_lo, _column(now, base))
+    for signal, limit in onset_limits(idle):
+        if signal not in LOADED:
+            continue
+        found, last = _last(block[LOADED.index(signal)] >= limit)
+        ends = np.where(found, base + (look_lo + last) * 60.0 + SAMPLE_SECONDS[signal], np.nan)
+        onset = np.fmax(onset, ends)
+    counted = quick_busy & state.gpu & ~np.isnan(onset) & (now - onset >= quiet_s)
+    settled = Settled(
+        count=int(quick.sum()),
+        monitored=int(quick_busy.sum()),
+        onsets={samples.ids[ix]: float(onset[ix]) for ix in np.nonzero(counted)[0]},
+    )
+    signals = _series(window, np.nonzero(careful)[0], look_lo, look_hi, base, state.gpu, samples.ids)
+    fleet = [instance(ix) for ix in np.nonzero(careful)[0]]
+    at = dt.datetime.fromtimestamp(now, dt.UTC)
+    plan = sweep(fleet, signals, state.marks, enforcing, at, interval=interval, breaker=state.breaker, settled=settled)
+    state.breaker = plan.breaker
+    total.sweeps += 1
+    if plan.held_back:
+        total.held_back_sweeps.append(at)
+    if plan.alarm is not None:
+        total.breaker_trips.append(at)
+    if plan.deferred:
+        total.deferred_sweeps += 1
+    verdicts = total.verdicts
+    for name, count in (
+        ("grace", int((quick & grace).sum())),
+        ("busy", int((quick & ~grace & busy).sum())),
+        ("unmonitored", int((quick & ~grace & ~busy).sum())),
+    ):
+        if count:
+            verdicts[name] = verdicts.get(name, 0) + count
+    index = {samples.ids[ix]: ix for ix in np.nonzero(careful)[0]}
+    for outcome in plan.outcomes:
+        instance_id = outcome.instance.id
+        verdicts[outcome.outcome] = verdicts.get(outcome.outcome, 0) + 1
+        record = total.instances[instance_id]
+        mark = outcome.mark
+        if outcome.outcome == "warned":
+            record.actions.append((at, "warn"))
+        elif outcome.outcome == "checkpoint" and mark is not None:
+            mark = _succeeded(mark)
+        elif outcome.outcome == "acted":
+            kind = next(a.type for a in outcome.decision.actions if a.type in ("stop", "terminate"))
+            record.actions.append((at, kind))
+            record.stopped_at = at
+            state.stopped[index[instance_id]] = True
+            hours = round((end_at - at).total_seconds() / 3600, 4)
+            record.gpu_hours_reclaimed = round(record.gpu_hours_reclaimed + hours, 4)
+        if mark is None:
+            state.marks.pop(instance_id, None)
+            state.marked[index[instance_id]] = False
+        else:
+            state.marks[instance_id] = mark
+            state.marked[index[instance_id]] = True
+
+
+def _succeeded(mark: Mark) -> Mark:
+    from dataclasses import replace
+
+    return replace(mark, checkpoint_status="Success")
+
+
+def _series(
+    window: Window, rows: Any, lo: int, hi: int, base: int, reports_gpu: Any, ids: list[str]
+) -> dict[str, dict[str, Series]]:
+    """The lookback's samples of the instances in ``rows``, as the sweep reads them (one list per metric and
+    instance; the minutes list is shared by every row without a gap)."""
+    import numpy as np
+
+    found: dict[str, dict[str, Series]] = {ids[ix]: {} for ix in rows}
+    if not len(rows):
+        return found
+    block = window.view(lo, hi)[:, rows, :]
+    minutes = (base + np.arange(lo, hi) * 60.0).tolist()
+    gaps = np.isnan(block)
+    for n, name in enumerate(LOADED):
+        values = block[n].tolist()
+        complete = ~gaps[n].any(axis=1)
+        for k, ix in enumerate(rows.tolist()):
+            if complete[k]:
+                found[ids[ix]][name] = Series(minutes, values[k])
+                continue
+            pairs = [(t, v) for t, v in zip(minutes, values[k], strict=True) if v == v]  # NaN != NaN: no sample
+            if pairs:
+                found[ids[ix]][name] = Series([t for t, _ in pairs], [v for _, v in pairs])
+    for ix in rows.tolist():
+        if GPU_UTILIZATION not in found[ids[ix]] and reports_gpu[ix]:
+            # The instance reports GPU utilisation elsewhere in this stretch, which idle_onset checks; the
+            # placeholder lies after every window the sweep reads.
+            found[ids[ix]][GPU_UTILIZATION] = Series([base + hi * 60.0 + 86400.0], [0.0])
+    return found

@@ -356,6 +356,9 @@ class NotificationsPolicy(_Model):
     email_sender: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+$")
     email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
     min_severity: Literal["info", "warning", "critical"] = "info"
+    #: What is posted the moment it happens; the rest waits for the team's daily report digest. ``actionable``:
+    #: criticals, and idle / Spot / button findings (time-bound); ``critical``: criticals only; ``all``: everything.
+    immediate: Literal["actionable", "critical", "all"] = "actionable"
     merge_window_minutes: int = Field(60, ge=0, le=24 * 60)
     teams: dict[str, TeamRoute] = Field(default_factory=dict)
     dashboard_url: str | None = None

@@ -111,6 +111,32 @@ def test_below_min_severity_is_recorded_not_sent() -> None:
     assert rt.ledger.decisions[-1][1].verdict == "ignored"  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(
+    ("immediate", "policy", "severity", "posted"),
+    [
+        ("actionable", "network", "critical", True),
+        ("actionable", "network", "warning", False),  # in the team's daily digest instead
+        ("actionable", "keys", "warning", False),
+        ("actionable", "idle", "warning", True),  # the stop is due at the end of the warning period
+        ("actionable", "spot", "warning", True),
+        ("critical", "idle", "warning", False),
+        ("critical", "spot", "critical", True),
+        ("all", "keys", "warning", True),
+    ],
+)
+def test_only_criticals_and_time_bound_findings_are_posted_at_once(
+    immediate: str, policy: str, severity: str, posted: bool
+) -> None:
+    rt = runtime(immediate=immediate)
+    outbox = FakeOutbox()
+    result = handle(event(policy=policy, rule=f"{policy}.x", severity=severity), rt, outbox, NOW)
+    assert (result["status"] == "sent") is posted and (len(outbox.slack) == 1) is posted
+    if not posted:
+        decision = rt.ledger.decisions[-1][1]  # type: ignore[attr-defined]
+        assert result["status"] == "digest" and decision.rule == "notifications.digest"
+        assert f"notifications.immediate: {immediate}" in decision.reasons[0]
+
+
 def test_missing_secret_parks_the_finding_in_the_dlq_with_a_clear_reason_and_does_not_crash() -> None:
     rt = runtime()
     outbox = FakeOutbox(fail_slack=UndeliverableError("Slack webhook secret 'governor/slack-webhook' not found"))

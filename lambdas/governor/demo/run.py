@@ -935,6 +935,11 @@ def summary_lines(result: DemoResult) -> list[str]:
         ),
         ("findings routed to the notifier", str(len(result.notified))),
         (
+            "held for the daily digest",
+            f"{sum(1 for name, r in result.results if name == 'notifier' and r.get('status') == 'digest')} "
+            "(notifications.immediate: warnings that are not time-bound)",
+        ),
+        (
             "delivered",
             f"{result.slack_messages} Slack messages ({result.report_slack_messages} of them the report), "
             f"{result.emails} emails; failed: {result.failed_deliveries}",

@@ -48,6 +48,8 @@ class Route:
     emails: tuple[str, ...] = ()
     reason: str = ""
     owner_email: str | None = None
+    #: Held for the team's daily digest (``notifications.immediate``) rather than posted now.
+    digest: bool = False
 
     @property
     def empty(self) -> bool:
@@ -62,6 +64,12 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
     """
     if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[policy.min_severity]:
         return Route(reason=f"severity {finding.severity} is below notifications.min_severity {policy.min_severity}")
+    if not posts_now(finding, policy):
+        return Route(
+            reason=f"a {finding.severity} {finding.policy} finding waits for the daily report digest "
+            f"(notifications.immediate: {policy.immediate})",
+            digest=True,
+        )
     team = policy.teams.get(finding.team or "")
     slack = (team.slack_secret_name if team and team.slack_secret_name else None) or policy.slack_secret_name
     emails: list[str] = list(team.email) if team and team.email else list(policy.email_recipients)
@@ -71,6 +79,19 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
         owner = None
     why = f"team {finding.team}" if team else "default route"
     return Route(slack_secrets=(slack,), emails=tuple(emails), reason=why, owner_email=owner)
+
+
+#: Findings whose point is lost if they wait for the daily digest: an idle stop is due at the end of the warning
+#: period, a Spot interruption comes within two minutes, a clicked button's answer is awaited now.
+TIME_BOUND_POLICIES = frozenset({"idle", "spot", "interactions"})
+
+
+def posts_now(finding: Finding, policy: NotificationsPolicy) -> bool:
+    """``immediate: all`` posts everything at once; ``critical`` only criticals; ``actionable`` (the default) criticals
+    and the time-bound policies' findings. Everything else is in the team's daily report digest (open findings)."""
+    if policy.immediate == "all" or finding.severity == "critical":
+        return True
+    return policy.immediate == "actionable" and finding.policy in TIME_BOUND_POLICIES
 
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]{1,64}@((?:[A-Za-z0-9-]{1,63}\.)+[A-Za-z]{2,63})")

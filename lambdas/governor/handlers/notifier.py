@@ -164,6 +164,10 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     policy = runtime.policy.notifications
     finding: Finding = parsed.detail
     where = route(finding, policy)
+    if where.digest:
+        runtime.ledger.record(_decision(finding, "ok", [where.reason], [], "notifications.digest"), event_id=parsed.id)
+        metrics.add_metric(name="FindingsHeldForDigest", unit="Count", value=1)
+        return {"status": "digest", "reason": where.reason}
     if where.empty:
         runtime.ledger.record(
             _decision(finding, "ignored", [where.reason], [], "notifications.route"), event_id=parsed.id

@@ -112,4 +112,10 @@ CHECKOV_ACKNOWLEDGED: dict[str, tuple[tuple[str, ...] | str, str]] = {
         "S3 access logs are written once and never overwritten; Athena results are re-created by re-running the "
         "query and expire by lifecycle (as UNVERSIONED_BUCKETS says for cdk-nag).",
     ),
+    "CKV_AWS_258": (
+        ("InteractionsFunctionFunctionUrl",),
+        "Slack's interactivity Request URL must be reachable from Slack, which cannot sign requests with IAM (SigV4); "
+        "the function refuses every request whose Slack v0 signature (signing secret in Secrets Manager) is wrong or "
+        "older than five minutes before reading anything else (docs/slack.md; tests/adapters/test_interactions.py).",
+    ),
 }

@@ -10,7 +10,7 @@ function (Stop now).
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
@@ -20,6 +20,7 @@ from constructs import Construct
 from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from infra.constructs.function import GovernorFunction
+from infra.constructs.notifications import grant_secret_reads
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
 from infra.settings import Settings
@@ -73,16 +74,7 @@ class SlackInteractions(Construct):
             "lambda:InvokedViaFunctionUrl), and the function refuses every request whose Slack v0 signature "
             "(signing secret in Secrets Manager) is wrong or older than five minutes before reading anything else.",
         )
-        secrets = [
-            stack.format_arn(
-                service="secretsmanager",
-                resource="secret",
-                resource_name=f"{name}-??????",
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
-            )
-            for name in slack_app_secret_names(policy)
-        ]
-        function.add_statement(["secretsmanager:GetSecretValue"], secrets)
+        grant_secret_reads(function, slack_app_secret_names(policy))
         function.add_unscoped_statement(
             "Reads",
             ["ec2:DescribeInstances"],

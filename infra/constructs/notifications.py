@@ -28,8 +28,8 @@ def slack_secret_names(policy: Policy) -> list[str]:
     return sorted(names)
 
 
-def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
-    """Read only the named webhook secrets (any version suffix) and send email only as the configured sender."""
+def grant_secret_reads(function: GovernorFunction, names: list[str]) -> None:
+    """GetSecretValue on exactly these secrets (Secrets Manager appends a random six-character suffix to each ARN)."""
     stack = Stack.of(function)
     secrets = [
         stack.format_arn(
@@ -38,9 +38,15 @@ def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
             resource_name=f"{name}-??????",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
-        for name in slack_secret_names(policy)
+        for name in names
     ]
     function.add_statement(["secretsmanager:GetSecretValue"], secrets)
+
+
+def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
+    """Read only the named webhook secrets (any version suffix) and send email only as the configured sender."""
+    stack = Stack.of(function)
+    grant_secret_reads(function, slack_secret_names(policy))
     sender = policy.notifications.email_sender
     if sender:
         domain = sender.partition("@")[2]

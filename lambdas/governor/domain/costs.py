@@ -296,10 +296,7 @@ def _would_reclaim_time(decision: Mapping[str, Any]) -> dt.datetime | None:
     """
     if (decision.get("evidence") or {}).get("status") != "acted":
         return None
-    for action in decision.get("actions") or []:
-        if isinstance(action, Mapping) and action.get("type") in RECLAIM_ACTIONS and not action.get("enforced"):
-            return parse_time(action.get("at")) or parse_time(decision.get("at"))
-    return None
+    return _reclaim_time(decision, enforced=False)
 
 
 def _busy_times(items: Iterable[Mapping[str, Any]]) -> dict[str, list[dt.datetime]]:

@@ -13,13 +13,9 @@ import sys
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20,22")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "20,22")
 
-from governor_paths import ensure_paths
-
-ensure_paths()
-
-from governor.policy import PolicyError  # noqa: E402
-from infra.app_builder import build_app  # noqa: E402
-from infra.settings import SettingsError  # noqa: E402
+from governor.policy import PolicyError
+from infra.app_builder import build_app
+from infra.settings import SettingsError
 
 
 def _preflight(reserved: int | None, region: str | None) -> str | None:

@@ -29,7 +29,7 @@ TARGETS = {(1500, 24.0): (5.0, 300.0), (10000, 720.0): (900.0, 4096.0)}
 
 
 def _write_block(path: str, instances: int, hours: float, block: int, blocks: int) -> int:
-    from governor.sim.workload import stream, write_rows
+    from governor_cli.sim.workload import stream, write_rows
 
     return write_rows(path, stream(instances, hours=hours, seed=SEED, part=(block, blocks)), header=block == 0)
 
@@ -73,7 +73,7 @@ def measure(path: Path, instances: int, hours: float, samples: int, *, row_by_ro
     ``row_by_row`` runs the reference path instead (the reader and replay the command used before issue 24), in the
     same way, for the comparison.
     """
-    command = ["-m", "bench.backtest_scale", "--row-by-row", str(path)] if row_by_row else ["-m", "governor.cli"]
+    command = ["-m", "bench.backtest_scale", "--row-by-row", str(path)] if row_by_row else ["-m", "governor_cli"]
     command += [] if row_by_row else ["backtest", "--metrics", str(path), "--json"]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         began = time.perf_counter()
@@ -98,8 +98,8 @@ def row_by_row(path: Path) -> None:
     """The reference: ``parse_metrics`` + ``replay_stretches``, printing what ``governor backtest --json`` prints."""
     import datetime as dt
 
-    from governor.commands.backtest import parse_metrics, replay_stretches, to_json
     from governor.policy import resolve_policy
+    from governor_cli.commands.backtest import parse_metrics, replay_stretches, to_json
 
     policy = resolve_policy(None)[0]
     with path.open(encoding="utf-8-sig", newline="") as handle:

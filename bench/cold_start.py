@@ -264,8 +264,8 @@ def first_invocations(runs: int) -> dict[str, dict[str, Any]]:
     import boto3
 
     from bench.idle_vs_custodian import emulator
-    from governor.demo.bootstrap import create_shared
     from governor.policy import parse_policy
+    from governor_cli.demo.bootstrap import create_shared
 
     out: dict[str, dict[str, Any]] = {}
     with emulator() as endpoint, tempfile.TemporaryDirectory(prefix="cold-") as scratch:

@@ -641,8 +641,8 @@ class Outcome:
         return found
 
 
-def run_case(case: Case, env: dict[str, str], timeout: float) -> Outcome:
-    command = [sys.executable, "-m", "governor", *case.argv]
+def run_case(case: Case, env: dict[str, str], timeout: float, entry: str = "governor_cli") -> Outcome:
+    command = [sys.executable, "-m", entry, *case.argv]
     began = time.monotonic()
     try:
         if case.head:
@@ -697,7 +697,7 @@ def seed_aws(endpoint: str | None = None) -> dict[str, str]:
         region_name="us-east-1",
     )
     ddb = session.client("dynamodb", endpoint_url=endpoint)
-    from governor.demo.bootstrap import create_ledger_table
+    from governor_cli.demo.bootstrap import create_ledger_table
 
     create_ledger_table("hostile-ledger", dynamodb=ddb)
     for kind, key in (("session", "i-0abc#1"), ("decision", "idle#e1")):
@@ -762,13 +762,17 @@ def main(argv: list[str] | None = None) -> int:
         write_inputs(folder)
         moto = _moto()
         env = next(moto)
+        entry = "governor_cli"
         if args.source:
-            env["PYTHONPATH"] = str(Path(args.source).resolve() / "lambdas")
+            source = Path(args.source).resolve()
+            env["PYTHONPATH"] = os.pathsep.join(str(source / part) for part in ("lambdas", "cli"))
+            if not (source / "cli" / "governor_cli").is_dir():
+                entry = "governor"  # a checkout from before the CLI left the Lambda package
         try:
             selected = [c for c in cases(folder, env) if not args.only or args.only in c.name]
             began = time.monotonic()
             with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                outcomes = list(pool.map(lambda c: run_case(c, env, args.timeout), selected))
+                outcomes = list(pool.map(lambda c: run_case(c, env, args.timeout, entry), selected))
             elapsed = time.monotonic() - began
         finally:
             next(moto, None)

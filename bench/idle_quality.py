@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from governor.domain.idle import GPU_UTILIZATION, naive_stop, replay
 from governor.policy import Policy, parse_policy
-from governor.sim.workload import SyntheticInstance, Workload, generate
+from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 
 SHIPPED: dict[str, object] = {}
 RELAXED: dict[str, object] = {"max_actions_per_sweep": 1000, "max_fleet_percent": 100, "breaker_fleet_percent": 100}

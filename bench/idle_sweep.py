@@ -32,7 +32,7 @@ from governor.handlers._runtime import Runtime
 from governor.handlers.idle import IdleAws, run_sweep
 from governor.observability import logger
 from governor.policy import Policy, parse_policy
-from governor.sim.workload import Workload, generate
+from governor_cli.sim.workload import Workload, generate
 
 AGENT_METRICS = {"nvidia_smi_utilization_gpu": GPU_UTILIZATION, "nvidia_smi_memory_used": GPU_MEMORY_USED}
 

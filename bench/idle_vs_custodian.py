@@ -193,7 +193,7 @@ def seed(size: int, with_data: bool, now: dt.datetime) -> int:
     """Launch ``size`` GPU instances (workload types) and, if asked, put their last two hours of GPU samples."""
     import boto3
 
-    from governor.sim.workload import generate
+    from governor_cli.sim.workload import generate
 
     workload = generate(size, hours=WINDOW_MINUTES / 60, seed=11, start=now - dt.timedelta(minutes=WINDOW_MINUTES))
     ec2 = boto3.client("ec2", region_name=REGION)

@@ -84,12 +84,12 @@ def run(count: int) -> None:
     from governor.adapters.kms import KmsKeys
     from governor.adapters.ledger import DynamoLedger
     from governor.adapters.secrets import SecretsRotation
-    from governor.demo.bootstrap import create_ledger_table
     from governor.domain.memory import MemoryDeadLetters
     from governor.handlers._runtime import Runtime
     from governor.handlers.keys import KeyAdapters, handle
     from governor.observability import metrics
     from governor.policy import parse_policy
+    from governor_cli.demo.bootstrap import create_ledger_table
 
     create_ledger_table("ledger", REGION)
     boto3.client("events", region_name=REGION).create_event_bus(Name="governor")

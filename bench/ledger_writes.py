@@ -18,8 +18,8 @@ def sweep_requests(instances: int, single: int) -> dict[str, Counter[str]]:
 
     from governor.adapters.aws import client
     from governor.adapters.ledger import DynamoLedger
-    from governor.demo.bootstrap import create_ledger_table
     from governor.domain.decision import Decision
+    from governor_cli.demo.bootstrap import create_ledger_table
 
     decisions = [
         Decision(policy="idle", verdict="ok", resource=f"i-{n:017x}", reasons=["busy"], evidence={"gpu_max": 71.5})

@@ -29,13 +29,13 @@ def reconcile_figures(instances: int, vanished: int) -> None:
     from governor.adapters.aws import client
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ledger import DynamoLedger
-    from governor.demo.bootstrap import create_shared
     from governor.domain import lifecycle
     from governor.domain.costs import PriceBook
     from governor.domain.memory import MemoryDeadLetters, MemorySink
     from governor.handlers._runtime import Runtime
     from governor.handlers.lifecycle import Capabilities, handle
     from governor.policy import parse_policy
+    from governor_cli.demo.bootstrap import create_shared
 
     with mock_aws():
         client.cache_clear()

@@ -119,7 +119,6 @@ def run(count: int, group_count: int) -> None:
     from governor.adapters.ledger import DynamoLedger
     from governor.adapters.network_addresses import PublicAddresses
     from governor.adapters.security_groups import SecurityGroups
-    from governor.demo.bootstrap import create_ledger_table
     from governor.domain.memory import MemoryDeadLetters
     from governor.domain.network import decide_call, parse_call
     from governor.events.envelopes import CloudTrailRecord
@@ -127,6 +126,7 @@ def run(count: int, group_count: int) -> None:
     from governor.handlers.network import NetworkAws, handle
     from governor.observability import logger, metrics
     from governor.policy import parse_policy
+    from governor_cli.demo.bootstrap import create_ledger_table
 
     logger.setLevel(logging.WARNING)
     create_ledger_table("ledger", REGION)

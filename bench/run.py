@@ -147,7 +147,7 @@ def audit(records: int, runs: int) -> list[Figure]:
 def quality(instances: int, hours: float, seed: int) -> list[Figure]:
     from bench.idle_quality import score_governor, score_naive
     from governor.policy import parse_policy
-    from governor.sim.workload import Workload, generate
+    from governor_cli.sim.workload import Workload, generate
 
     section = SECTIONS[4]
     command = f"python -m bench.idle_quality --instances {instances} --hours {hours:g} --seed {seed}"

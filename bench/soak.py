@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "lambdas"))
-sys.path.insert(0, str(ROOT))
 
 COMMAND = ".venv/bin/python -m bench.soak"
 
@@ -73,10 +71,10 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
 
     from moto import mock_aws
 
-    from governor.testing.deployment import Deployment
-    from governor.testing.faults import ALL_FAULTS, FaultInjector
-    from governor.testing.invariants import check, references, run_cases
-    from governor.testing.scenarios import Scenarios, soak_policy
+    from governor_cli.testing.deployment import Deployment
+    from governor_cli.testing.faults import ALL_FAULTS, FaultInjector
+    from governor_cli.testing.invariants import check, references, run_cases
+    from governor_cli.testing.scenarios import Scenarios, soak_policy
 
     started = time.perf_counter()
     events = max(10, int(mode.events * scale))

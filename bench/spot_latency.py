@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from governor.demo.emulator import running_emulator
+from governor_cli.demo.emulator import running_emulator
 
 
 @dataclass
@@ -58,10 +58,10 @@ def run(events: int, instances: int) -> dict[str, Any]:
     from governor.adapters.ledger import DynamoLedger
     from governor.adapters.spot_recovery import SpotRecoveryActions
     from governor.adapters.ssm import SsmCommands
-    from governor.demo.bootstrap import create_shared
     from governor.handlers._runtime import Runtime
     from governor.handlers.spot import SpotPorts, handle
     from governor.policy import parse_policy
+    from governor_cli.demo.bootstrap import create_shared
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the emulator's access log
     with running_emulator() as emulator:

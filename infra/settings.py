@@ -3,7 +3,6 @@ context, which ``infra.app_builder`` loads from ``cdk.json`` exactly as the CDK 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +12,6 @@ LAMBDAS_DIR = ROOT / "lambdas"
 QUERIES_DIR = ROOT / "queries"
 LAYER_BUILD_DIR = ROOT / "build" / "layer"
 CDK_JSON = ROOT / "cdk.json"
-
-sys.path.insert(0, str(LAMBDAS_DIR))
 
 
 class SettingsError(ValueError):

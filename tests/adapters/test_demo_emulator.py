@@ -8,7 +8,7 @@ import boto3
 from moto import mock_aws
 from moto.cloudwatch.models import CloudWatchBackend, cloudwatch_backends
 
-from governor.demo.emulator import _indexed_get_metric_data
+from governor_cli.demo.emulator import _indexed_get_metric_data
 
 
 @mock_aws

@@ -9,13 +9,13 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
-from governor.cli import main
-from governor.demo.bootstrap import create_ledger_table
 from governor.domain.idle import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.memory import MemoryDeadLetters, MemorySink
 from governor.handlers._runtime import Runtime
 from governor.handlers.idle import load_breaker
 from governor.policy import parse_policy
+from governor_cli.demo.bootstrap import create_ledger_table
+from governor_cli.main import main
 
 TABLE = "governor-ledger"
 TRIPPED = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)

@@ -23,7 +23,6 @@ from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.interactions import SlackSecrets, SnoozeTagger
 from governor.adapters.ssm import SsmCommands
-from governor.demo.bootstrap import create_shared
 from governor.domain.decision import Finding
 from governor.domain.interactions import (
     ACKNOWLEDGE,
@@ -41,6 +40,7 @@ from governor.handlers import interactions
 from governor.handlers._runtime import Runtime
 from governor.handlers.notifier import with_buttons
 from governor.policy import parse_policy
+from governor_cli.demo.bootstrap import create_shared
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example signing secret
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)

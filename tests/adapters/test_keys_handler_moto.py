@@ -133,9 +133,9 @@ class _Context:
 def test_lambda_handler_wires_the_ledger_bus_and_dlq_from_its_environment(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from governor.demo.bootstrap import create_ledger_table
     from governor.handlers import keys as handler
     from governor.handlers._runtime import default_runtime
+    from governor_cli.demo.bootstrap import create_ledger_table
 
     create_ledger_table("ledger", REGION)
     boto3.client("events", region_name=REGION).create_event_bus(Name="governor")

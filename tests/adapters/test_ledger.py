@@ -7,8 +7,8 @@ import datetime as dt
 from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
-from governor.demo.bootstrap import create_ledger_table
 from governor.domain.decision import Action, Decision
+from governor_cli.demo.bootstrap import create_ledger_table
 
 
 def _table() -> None:

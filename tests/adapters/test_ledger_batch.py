@@ -11,8 +11,8 @@ from moto import mock_aws
 from governor.adapters import ledger as ledger_module
 from governor.adapters.aws import client
 from governor.adapters.ledger import BATCH_ATTEMPTS, DynamoLedger, UnprocessedItemsError
-from governor.demo.bootstrap import create_ledger_table
 from governor.domain.decision import Action, Decision
+from governor_cli.demo.bootstrap import create_ledger_table
 
 
 def _decision(resource: str, verdict: str = "ok") -> Decision:

@@ -18,11 +18,11 @@ from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.spot_recovery import SpotRecoveryActions
 from governor.adapters.ssm import SsmCommands
-from governor.demo.bootstrap import LocalStack, create_shared
 from governor.domain.spot import interruption_stats
 from governor.handlers._runtime import Runtime, default_runtime
 from governor.handlers.spot import SpotPorts, handle, lambda_handler
 from governor.policy import parse_policy
+from governor_cli.demo.bootstrap import LocalStack, create_shared
 from tests.adapters.test_spot_recovery import REGION, Fleet
 from tests.conftest import ROOT
 

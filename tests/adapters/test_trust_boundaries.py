@@ -24,7 +24,6 @@ from governor.adapters.network_addresses import PublicAddresses
 from governor.adapters.security_groups import SecurityGroups
 from governor.adapters.ses import Attachment
 from governor.adapters.slack import DeliveryError, SlackWebhook
-from governor.cli import main
 from governor.domain.idle import IDLE_SINCE_TAG, MARK_KIND
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.domain.notify import Email, Message
@@ -34,6 +33,7 @@ from governor.handlers.idle import handle as idle_handle
 from governor.handlers.network import NetworkAws
 from governor.handlers.network import handle as network_handle
 from governor.policy import parse_policy
+from governor_cli.main import main
 from tests.adapters.test_idle_sweep import NOW, T0, _aws, _event, _metrics, _state
 
 REGION = "us-east-1"

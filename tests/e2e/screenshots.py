@@ -16,9 +16,9 @@ from pathlib import Path
 
 from PIL import Image
 
-from governor.cli import main as governor
-from governor.demo.run import DemoOptions, run_demo
 from governor.policy import load_policy
+from governor_cli.demo.run import DemoOptions, run_demo
+from governor_cli.main import main as governor
 from tests.conftest import CLOUDTRAIL_DIR, ROOT
 from tests.e2e.test_report_render import CHROMIUM, measure, screenshot
 from tests.unit.test_report import sample_ledger

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from governor.cli import main
-from governor.demo.run import DemoOptions, DemoResult, run_demo, stopped_by_governor, summary_lines
 from governor.domain.interactions import KEEP_HOURS, STOP_NOW
 from governor.policy import load_policy
+from governor_cli.demo.run import DemoOptions, DemoResult, run_demo, stopped_by_governor, summary_lines
+from governor_cli.main import main
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -163,7 +163,7 @@ def test_a_taken_port_exits_2_with_a_message(capsys: pytest.CaptureFixture[str],
 
 
 def test_a_failed_delivery_is_counted_and_dead_lettered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from governor.demo.run import Simulation
+    from governor_cli.demo.run import Simulation
 
     monkeypatch.setattr(Simulation, "connect_notifier", lambda self, url: None)  # no webhook secret, no SES sender
     options = DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=tmp_path, instances=2, hours=1.5)

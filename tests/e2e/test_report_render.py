@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from governor.cli import main
-from governor.demo.run import DemoOptions, run_demo
 from governor.policy import load_policy
+from governor_cli.demo.run import DemoOptions, run_demo
+from governor_cli.main import main
 from tests.conftest import CLOUDTRAIL_DIR, ROOT
 from tests.unit.test_report import sample_ledger
 

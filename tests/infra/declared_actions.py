@@ -16,7 +16,7 @@ from typing import Any
 from tests.conftest import ROOT
 
 PACKAGE_ROOT = ROOT / "lambdas"
-NOT_RUNTIME = ("governor.testing", "governor.commands", "governor.cli", "governor.demo")
+NOT_RUNTIME = ("governor_cli",)
 # Granted by the Lambda factory to every function (infra/constructs/function.py), for the shared runtime:
 # logs, ledger, idempotency (Powertools), findings bus, DLQ (also CDK's on-failure destination grant), KMS, X-Ray.
 BASE_ACTIONS = frozenset(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from governor.testing.secrets import find_secrets
+from governor_cli.testing.secrets import find_secrets
 from tests.infra.conftest import Synth
 from tests.infra.declared_actions import BASE_ACTIONS, declared, handler_modules, module_file
 from tests.infra.policy_eval import ACCOUNT, REGION, RolePolicy, role_policy, wildcard_match

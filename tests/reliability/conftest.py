@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
-import governor.testing.faults  # noqa: F401  (installs the botocore hooks before clients are created)
-from governor.testing.deployment import Deployment
-from governor.testing.scenarios import soak_policy
+import governor_cli.testing.faults  # noqa: F401  (installs the botocore hooks before clients are created)
+from governor_cli.testing.deployment import Deployment
+from governor_cli.testing.scenarios import soak_policy
 
 
 @pytest.fixture

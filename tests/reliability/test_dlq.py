@@ -14,8 +14,8 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.dlq_admin import parse_message
-from governor.cli import main
-from governor.testing.faults import FaultInjector
+from governor_cli.main import main
+from governor_cli.testing.faults import FaultInjector
 
 REGION = "us-east-1"
 SPOT_EVENT = {

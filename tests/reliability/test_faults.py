@@ -13,10 +13,10 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutErr
 from moto import mock_aws
 
 from governor.adapters.aws import RETRIES, client
-from governor.testing.deployment import Deployment
-from governor.testing.faults import FaultInjector
-from governor.testing.invariants import check, references, run_cases
-from governor.testing.scenarios import Scenarios, soak_policy
+from governor_cli.testing.deployment import Deployment
+from governor_cli.testing.faults import FaultInjector
+from governor_cli.testing.invariants import check, references, run_cases
+from governor_cli.testing.scenarios import Scenarios, soak_policy
 
 REGION = "us-east-1"
 # botocore: max_attempts counts retries after the first call; once a client is built it stores total_max_attempts.

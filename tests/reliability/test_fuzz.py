@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from governor.cli import main
 from governor.policy import Policy, PolicyError, parse_policy_text
-from governor.testing.deployment import Deployment, handler_names
-from governor.testing.faults import FaultInjector
-from governor.testing.invariants import is_action
-from governor.testing.scenarios import soak_policy
+from governor_cli.main import main
+from governor_cli.testing.deployment import Deployment, handler_names
+from governor_cli.testing.faults import FaultInjector
+from governor_cli.testing.invariants import is_action
+from governor_cli.testing.scenarios import soak_policy
 from tests.conftest import ROOT
 from tests.reliability.bounds import time_bound
 

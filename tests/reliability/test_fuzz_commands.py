@@ -22,15 +22,15 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from pydantic import BaseModel
 
-from governor.cli import UsageError, main
-from governor.commands.demo import MAX_HOURS, MAX_INSTANCES, check_options
-from governor.commands.ledger import KINDS
-from governor.commands.report import read_ledger
 from governor.domain.explain import explain
 from governor.domain.report import build_report
 from governor.domain.times import EARLIEST, LATEST
 from governor.events.envelopes import InvalidEventError
 from governor.policy import Policy, PolicyError, parse_policy, parse_policy_text
+from governor_cli.commands.demo import MAX_HOURS, MAX_INSTANCES, check_options
+from governor_cli.commands.ledger import KINDS
+from governor_cli.commands.report import read_ledger
+from governor_cli.main import UsageError, main
 from tests.conftest import ROOT
 from tests.reliability.bounds import time_bound
 
@@ -349,7 +349,7 @@ def test_a_policy_that_validates_never_crashes_the_decision_code(path: tuple[str
         for fixture in sorted(folder.glob("*/*.json")):
             with contextlib.suppress(InvalidEventError):
                 explain(json.loads(fixture.read_text(encoding="utf-8")), policy)
-        from governor.commands.backtest import parse_interval, parse_metrics, replay_stretches
+        from governor_cli.commands.backtest import parse_interval, parse_metrics, replay_stretches
 
         signals = parse_metrics(
             ["timestamp,instance_id,metric,value"]

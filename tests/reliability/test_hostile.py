@@ -1,6 +1,6 @@
 """The hostile set (``bench/hostile.py``) as regression cases: every input the issue listed, and ~270 more.
 
-Each case runs ``governor.cli.main`` in-process with a time bound and must end as the contract says (DESIGN.md §6):
+Each case runs ``governor_cli.main.main`` in-process with a time bound and must end as the contract says (DESIGN.md §6):
 the expected exit code, never an exception, and for exit 2 one line on stderr. The few cases that pipe stdout into
 ``head -1`` run as real subprocesses, because a closed pipe only exists between processes.
 """
@@ -20,7 +20,7 @@ import pytest
 from moto import mock_aws
 
 from bench.hostile import Case, cases, seed_aws, write_inputs
-from governor.cli import main
+from governor_cli.main import main
 from tests.conftest import ROOT
 from tests.reliability.bounds import time_bound
 
@@ -82,7 +82,7 @@ def test_hostile_input_ends_as_the_contract_says(
 def test_a_closed_pipe_ends_quietly_with_the_usual_status(hostile: tuple[Path, dict[str, str]], case: Case) -> None:
     folder, env = hostile
     bound = _bind(case, folder, env)
-    command = " ".join(shlex.quote(part) for part in (sys.executable, "-m", "governor", *bound.argv))
+    command = " ".join(shlex.quote(part) for part in (sys.executable, "-m", "governor_cli", *bound.argv))
     done = subprocess.run(
         ["bash", "-c", f"{command} | head -1; exit ${{PIPESTATUS[0]}}"],
         capture_output=True,

@@ -13,12 +13,12 @@ import pytest
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from moto import mock_aws
 
-from governor.demo.bootstrap import create_shared
 from governor.handlers._runtime import idempotent_on_event_id
-from governor.testing.deployment import Deployment, LambdaContext
-from governor.testing.faults import FaultInjector
-from governor.testing.invariants import is_action, target_of
-from governor.testing.scenarios import Case, Scenarios
+from governor_cli.demo.bootstrap import create_shared
+from governor_cli.testing.deployment import Deployment, LambdaContext
+from governor_cli.testing.faults import FaultInjector
+from governor_cli.testing.invariants import is_action, target_of
+from governor_cli.testing.scenarios import Case, Scenarios
 
 REGION = "us-east-1"
 

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from governor.observability import logger
-from governor.testing.deployment import Deployment
-from governor.testing.faults import FaultInjector
-from governor.testing.scenarios import Scenarios
-from governor.testing.secrets import find_secrets
+from governor_cli.testing.deployment import Deployment
+from governor_cli.testing.faults import FaultInjector
+from governor_cli.testing.scenarios import Scenarios
+from governor_cli.testing.secrets import find_secrets
 
 WEBHOOK = "https://hooks.slack.com/services/T0GOVERNOR/B0GOVERNOR/abcdefghijklmnopqrstuvwx"
 

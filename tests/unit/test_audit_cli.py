@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.cli import main
+from governor_cli.main import main
 from tests.conftest import CLOUDTRAIL_DIR
 
 LOGS = str(CLOUDTRAIL_DIR)

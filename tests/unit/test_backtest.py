@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from governor.cli import main
-from governor.sim.workload import generate
+from governor_cli.main import main
+from governor_cli.sim.workload import generate
 
 HEADER = "timestamp,instance_id,metric,value\n"
 

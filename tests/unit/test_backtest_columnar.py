@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from governor.commands.backtest import parse_metrics, replay_file, replay_stretches, to_json
 from governor.policy import Policy, parse_policy
-from governor.sim import columnar
-from governor.sim.workload import Workload, generate
+from governor_cli.commands.backtest import parse_metrics, replay_file, replay_stretches, to_json
+from governor_cli.sim import columnar
+from governor_cli.sim.workload import Workload, generate
 
 QUARTER = dt.timedelta(minutes=15)
 

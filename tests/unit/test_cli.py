@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from governor import __version__
-from governor.cli import main
+from governor_cli.main import main
 from tests.conftest import ROOT
 
 
@@ -45,11 +46,14 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     bad = tmp_path / "g.yaml"
     bad.write_text("idle: [1, 2]\n")
     done = subprocess.run(
-        [sys.executable, "-m", "governor", "validate", str(bad)],
+        [sys.executable, "-m", "governor_cli", "validate", str(bad)],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT / "lambdas"), "PATH": "/usr/bin:/bin"},
+        env={
+            "PYTHONPATH": os.pathsep.join(str(ROOT / folder) for folder in ("lambdas", "cli")),
+            "PATH": "/usr/bin:/bin",
+        },
         check=False,
     )
     assert done.returncode == 2

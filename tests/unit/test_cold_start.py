@@ -16,11 +16,7 @@ from tests.conftest import ROOT
 ENFORCERS = ("idle", "spot", "network", "keys", "lifecycle")
 NEVER_IN_ENFORCERS = (
     "governor.audit",
-    "governor.cli",
-    "governor.commands",
-    "governor.demo",
-    "governor.sim",
-    "governor.testing",
+    "governor_cli",
     "governor.domain.report",
     "governor.handlers.report",
     "duckdb",

@@ -7,8 +7,8 @@ import gzip
 import json
 from pathlib import Path
 
-from governor.demo.trail import Principal, Trail
 from governor.events.envelopes import normalise
+from governor_cli.demo.trail import Principal, Trail
 
 
 def test_records_land_in_awslogs_layout_by_delivery_time(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from governor.cli import UsageError, main
-from governor.commands.demo import ProgressLine, check_demo_packages
 from governor.policy import SHIPPED_DEFAULT, Policy, load_policy, resolve_policy
-from governor.sim.workload import generate
+from governor_cli.commands.demo import ProgressLine, check_demo_packages
+from governor_cli.main import UsageError, main
+from governor_cli.sim.workload import generate
 from tests.conftest import CLOUDTRAIL_DIR, ROOT
 
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from governor.cli import main
 from governor.domain.explain import explain
 from governor.domain.keys import (
     AccessKey,
@@ -21,6 +20,7 @@ from governor.domain.keys import (
     rotation_interval_days,
 )
 from governor.policy import Policy, parse_policy
+from governor_cli.main import main
 from tests.conftest import ROOT
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from governor.cli import main
 from governor.domain.decision import Decision
 from governor.domain.explain import explain
 from governor.domain.fleet import Instance
@@ -27,6 +26,7 @@ from governor.domain.network import (
 )
 from governor.events.envelopes import CloudTrailRecord
 from governor.policy import Policy, parse_policy
+from governor_cli.main import main
 from tests.conftest import CLOUDTRAIL_DIR, ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "network"
@@ -427,7 +427,16 @@ def test_explain_command_as_installed(tmp_path: Path) -> None:
     event = tmp_path / "ssh-open.json"
     event.write_text(json.dumps(legacy))
     done = subprocess.run(
-        [sys.executable, "-m", "governor", "explain", str(event), "--policy", str(ROOT / "governor.yaml"), "--json"],
+        [
+            sys.executable,
+            "-m",
+            "governor_cli",
+            "explain",
+            str(event),
+            "--policy",
+            str(ROOT / "governor.yaml"),
+            "--json",
+        ],
         capture_output=True,
         text=True,
         check=False,

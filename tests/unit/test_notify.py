@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from governor.cli import main
 from governor.domain.decision import Finding
 from governor.domain.notify import (
     MAX_BLOCKS,
@@ -23,6 +22,7 @@ from governor.domain.notify import (
     split_text,
 )
 from governor.policy import NotificationsPolicy, TeamRoute
+from governor_cli.main import main
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from governor.cli import main
 from governor.domain.explain import explain
 from governor.domain.fleet import Instance
 from governor.domain.spot import (
@@ -28,6 +27,7 @@ from governor.domain.spot import (
 )
 from governor.events.envelopes import InvalidEventError, parse_model
 from governor.policy import Policy, parse_policy
+from governor_cli.main import main
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "spot"

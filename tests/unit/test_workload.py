@@ -7,7 +7,7 @@ import itertools
 from collections import Counter
 
 from governor.domain.idle import GPU_UTILIZATION
-from governor.sim.workload import KINDS, generate
+from governor_cli.sim.workload import KINDS, generate
 
 
 def _csv(seed: int) -> str:

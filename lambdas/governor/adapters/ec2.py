@@ -19,7 +19,7 @@ from governor.policy import FleetPolicy
 IAM_ACTIONS = frozenset({"ec2:DescribeInstances"})
 
 #: AWS matches wildcards in ``instance-type`` filter values; moto matches none. The local emulator harness
-#: (``governor.demo.emulator``) switches this off; the family is re-checked in code either way.
+#: (``governor_cli.demo.emulator``) switches this off; the family is re-checked in code either way.
 WILDCARD_TYPE_FILTER = True
 
 

@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
 
 def _usage(parser: argparse.ArgumentParser) -> Any:
     def run(args: argparse.Namespace) -> int:
-        from governor.cli import UsageError
+        from governor_cli.main import UsageError
 
         raise UsageError("ledger needs an action: governor ledger export --table NAME --out FILE.jsonl")
 
@@ -70,7 +70,7 @@ def _usage(parser: argparse.ArgumentParser) -> Any:
 
 def parse_since(value: str | None) -> dt.datetime | None:
     """A date (midnight UTC) or a time; raises UsageError naming the bad value."""
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     if value is None:
         return None
@@ -82,7 +82,7 @@ def parse_since(value: str | None) -> dt.datetime | None:
 
 def check_kinds(kinds: list[str] | None) -> list[str]:
     """The kinds to export; an unknown one is an error with the closest known kind, never a silent empty export."""
-    from governor.cli import UsageError, did_you_mean
+    from governor_cli.main import UsageError, did_you_mean
 
     for kind in kinds or []:
         if kind not in KINDS:
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from governor.adapters.ledger import DynamoLedger
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     if not _TABLE.match(args.table):
         raise UsageError(f"--table {args.table!r}: a DynamoDB table name (3-255 of a-z A-Z 0-9 _ . -) or table ARN")

@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
-from governor.demo.capture import CaptureEndpoint, capture_endpoint
-from governor.demo.emulator import running_emulator
-from governor.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
-from governor.demo.trail import Principal, Trail
 from governor.domain.interactions import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor.policy import Policy
-from governor.sim.workload import SyntheticInstance, Workload, generate
+from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
+from governor_cli.demo.capture import CaptureEndpoint, capture_endpoint
+from governor_cli.demo.emulator import running_emulator
+from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
+from governor_cli.demo.trail import Principal, Trail
+from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 
 SECTIONS = ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", "notifications", "interactions")
 SLACK_ACTIONS_PATH = "T0DEMO"
@@ -747,7 +747,7 @@ def _patient(service: str) -> Any:
 
 def _collect(sim: Simulation) -> None:
     """Read back what the emulated account looks like now, the ledger, the dead letters and the emails sent."""
-    from governor.commands.ledger import write_jsonl
+    from governor_cli.commands.ledger import write_jsonl
 
     result = sim.result
     described = _patient("ec2").describe_instances()["Reservations"]
@@ -807,7 +807,7 @@ def _report(sim: Simulation, capture: CaptureEndpoint) -> None:
     """``governor report`` over the demo's own trail and ledger for exactly the simulated period (the same code as the
     scheduled report), then its Slack messages posted to the webhook as the report Lambda posts them."""
     from governor.adapters.slack import DeliveryError, SlackWebhook
-    from governor.cli import main
+    from governor_cli.main import main
 
     out = sim.options.out
     start = sim.result.start.strftime("%Y-%m-%dT%H:%M:%SZ")

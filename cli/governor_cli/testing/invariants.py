@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from governor.testing.deployment import Delivery, Deployment
-from governor.testing.faults import ApiCall, FaultInjector
-from governor.testing.scenarios import Case
+from governor_cli.testing.deployment import Delivery, Deployment
+from governor_cli.testing.faults import ApiCall, FaultInjector
+from governor_cli.testing.scenarios import Case
 
 PLUMBING_SERVICES = {"dynamodb"}
 PLUMBING_OPERATIONS = {"PutEvents", "SendMessage", "SendMessageBatch", "PutMetricData"}

@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
 
 
 def _usage(args: argparse.Namespace) -> int:
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     raise UsageError("idle needs an action: governor idle status|rearm --table NAME")
 
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from governor.adapters.ledger import DynamoLedger
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     try:
         ledger = DynamoLedger(args.table, region=args.region)

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from governor.policy import Policy
-from governor.testing.faults import FaultInjector
+from governor_cli.testing.faults import FaultInjector
 
 REGION = "us-east-1"
 _ENV_LOCK = threading.RLock()
@@ -89,7 +89,7 @@ class Deployment:
 
     def __init__(self, policy: Policy, region: str = REGION, retries: int = 2) -> None:
         from governor.adapters.aws import client
-        from governor.demo.bootstrap import create_shared
+        from governor_cli.demo.bootstrap import create_shared
 
         self.policy = policy
         self.region = region
@@ -177,7 +177,7 @@ class Deployment:
 
     def _park(self, function: str, event: Any, error: BaseException | None) -> None:
         from governor.adapters.aws import client
-        from governor.testing.faults import unlabelled
+        from governor_cli.testing.faults import unlabelled
 
         record = {
             "version": "1.0",

@@ -1,7 +1,7 @@
 """The ``governor`` command: the operators' view of the same domain code the Lambdas run.
 
 Exit codes (DESIGN.md §6): 0 success, 1 ran but a check the user asked for failed, 2 bad input, with one line naming
-the file and what is wrong, never a traceback. Subcommands live in ``governor.commands``, one module each.
+the file and what is wrong, never a traceback. Subcommands live in ``governor_cli.commands``, one module each.
 """
 
 from __future__ import annotations
@@ -84,10 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="governor", description="GPU Fleet Governor: governance and cost control for GPU fleets.")
     parser.add_argument("--version", action="version", version=f"governor {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    import governor.commands as package
+    import governor_cli.commands as package
 
     for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        importlib.import_module(f"governor.commands.{module.name}").register(subparsers)
+        importlib.import_module(f"governor_cli.commands.{module.name}").register(subparsers)
     return parser
 
 

@@ -42,8 +42,8 @@ def register(subparsers: Any) -> None:
 
 
 def _time(value: str | None, flag: str) -> dt.datetime | None:
-    from governor.cli import UsageError
     from governor.domain.times import parse_bounded
+    from governor_cli.main import UsageError
 
     if value is None:
         return None
@@ -106,7 +106,7 @@ def render_text(run: Any, specs: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from governor.audit import QueryError, list_queries, run_audit
-    from governor.cli import UsageError, did_you_mean
+    from governor_cli.main import UsageError, did_you_mean
 
     try:
         specs = {spec.name: spec for spec in list_queries()}

@@ -64,7 +64,7 @@ def ranges(model: Any = None, prefix: str = "") -> list[tuple[str, str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     if args.ranges:
         for key, allowed, default in ranges():

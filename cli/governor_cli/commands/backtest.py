@@ -233,13 +233,13 @@ def replay_stretches(
 def replay_file(
     path: Path, policy: Policy, interval: dt.timedelta, memory_unit: str = "MB"
 ) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
-    """The columnar replay of a metrics file (see :mod:`governor.sim.columnar`): the decisions of
+    """The columnar replay of a metrics file (see :mod:`governor_cli.sim.columnar`): the decisions of
     :func:`replay_stretches`, with time growing with the samples and memory with the fleet and the window.
 
     A file the columnar reader does not vouch for is read row by row instead, which raises
     :class:`MetricsFileError` naming the line for anything malformed.
     """
-    from governor.sim import columnar
+    from governor_cli.sim import columnar
 
     with tempfile.TemporaryDirectory(prefix="governor-backtest-") as scratch:
         folder = Path(scratch)
@@ -340,7 +340,7 @@ def render_text(data: dict[str, Any], source: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     try:
         policy = resolve_policy(args.policy)[0]

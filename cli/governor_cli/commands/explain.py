@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
 
 
 def _read_event(path: str) -> Any:
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
@@ -48,7 +48,7 @@ def _name(path: str) -> str:
 
 def _records(raw: Any, source: str) -> list[Any] | None:
     """The records of a whole CloudTrail file (``{"Records": [...]}``), or None for a single event."""
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     if not (isinstance(raw, dict) and "Records" in raw and "detail" not in raw and "eventName" not in raw):
         return None
@@ -78,8 +78,8 @@ def render_text(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from governor.cli import UsageError
     from governor.domain.explain import explain
+    from governor_cli.main import UsageError
 
     try:
         policy = load_policy(args.policy)

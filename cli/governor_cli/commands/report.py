@@ -91,7 +91,7 @@ class LedgerItem(BaseModel):
 
 
 def _check_items(path: Path, items: list[Any], lines: list[int] | None) -> None:
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     for index, item in enumerate(items):
         where = f"line {lines[index]}" if lines else f"item {index + 1}"
@@ -108,7 +108,7 @@ def _check_items(path: Path, items: list[Any], lines: list[int] | None) -> None:
 
 def read_ledger(path: Path) -> list[dict[str, Any]]:
     """JSON lines or one JSON array of ledger items; a bad line is named, never skipped silently."""
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -141,7 +141,7 @@ def read_ledger(path: Path) -> list[dict[str, Any]]:
 
 
 def _time(value: str | None, label: str) -> dt.datetime | None:
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     if value is None:
         return None
@@ -156,7 +156,7 @@ def period(
 ) -> tuple[dt.datetime | None, dt.datetime | None]:
     """A daily report covers one whole UTC day and a weekly one seven, ending at ``--end`` (default: midnight after
     the last event); ``--start``, when given with them, must agree. A custom report is ``--start`` to ``--end``."""
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     if kind == "custom":
         return start, end
@@ -194,7 +194,6 @@ def run(args: argparse.Namespace) -> int:
     from governor.adapters.chart import render_fleet_png
     from governor.audit.engine import event_span, run_audit
     from governor.audit.queries import QueryError, list_queries
-    from governor.cli import UsageError
     from governor.domain.report import (
         build_report,
         csv_files,
@@ -205,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         with_history,
         would_reclaim_text,
     )
+    from governor_cli.main import UsageError
 
     try:
         policy = resolve_policy(args.policy)[0]

@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
 
 
 def find_checkout(start: Path) -> Path:
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     for folder in (start, *start.parents):
         if (folder / "app.py").is_file() and (folder / "infra").is_dir():
@@ -43,12 +43,10 @@ def find_checkout(start: Path) -> Path:
     raise UsageError(f"{start}: not inside a GPU Fleet Governor checkout (no app.py and infra/ found)")
 
 
-def synth_summary(root: Path, policy_file: Path, cdk_out: Path) -> list[str]:
+def synth_summary(policy_file: Path, cdk_out: Path) -> list[str]:
     """Synthesize with cdk-nag (raises on a finding) and describe functions, triggers and report-only behaviour."""
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20,22")
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "20,22")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
     from infra.app_builder import build_app
 
     app, stack = build_app(policy_file=policy_file, outdir=str(cdk_out))
@@ -73,7 +71,7 @@ def check_demo_packages() -> None:
     """Before the 30-second synth, not after it: the emulator and the simulated clock are installed."""
     import importlib.util
 
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     missing = sorted({package for module, package in DEMO_PACKAGES.items() if importlib.util.find_spec(module) is None})
     if missing:
@@ -111,7 +109,7 @@ MAX_HOURS = 7 * 24.0
 
 def check_options(args: argparse.Namespace) -> None:
     """Every flag in range before anything starts: a bad one is one line naming it, never a half-started demo."""
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     if not 1 <= args.instances <= MAX_INSTANCES:
         raise UsageError(f"--instances {args.instances}: simulate 1 to {MAX_INSTANCES} GPU instances")
@@ -129,9 +127,9 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
-    root = find_checkout(Path.cwd())
+    find_checkout(Path.cwd())
     policy_file = Path(args.policy)
     try:
         load_policy(policy_file)
@@ -142,12 +140,12 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressLine()
     if not args.skip_synth:
         progress("synthesizing the CDK app with cdk-nag (about 30 s)")
-        lines = synth_summary(root, policy_file, Path(args.cdk_out))
+        lines = synth_summary(policy_file, Path(args.cdk_out))
         progress.done()
         for line in lines:
             print(line, flush=True)
-    from governor.demo.emulator import EmulatorError
-    from governor.demo.run import DemoOptions, run_demo, summary_lines
+    from governor_cli.demo.emulator import EmulatorError
+    from governor_cli.demo.run import DemoOptions, run_demo, summary_lines
 
     mode = "ENFORCING every policy" if args.enforce else "report-only (run `governor demo --enforce` to act)"
     print(

@@ -88,7 +88,7 @@ def load(path: Path, memory_unit: str, folder: Path) -> Samples:
     import duckdb
     import numpy as np
 
-    from governor.commands.backtest import KNOWN_METRICS, _timestamp
+    from governor_cli.commands.backtest import KNOWN_METRICS, _timestamp
 
     with path.open(encoding="utf-8-sig", newline="") as handle:
         try:
@@ -238,7 +238,7 @@ def _quoted(path: Path) -> str:
 
 
 def stretches(minutes: Any, gap_seconds: float) -> list[tuple[int, int]]:
-    """Runs of sample minutes closer than ``gap_seconds`` (see :func:`governor.commands.backtest.stretches`)."""
+    """Runs of sample minutes closer than ``gap_seconds`` (see :func:`governor_cli.commands.backtest.stretches`)."""
     import numpy as np
 
     breaks = np.nonzero(np.diff(minutes) * 60 > gap_seconds)[0]
@@ -356,7 +356,7 @@ class _Stretch:
 def replay_columnar(
     samples: Samples, policy: Policy, interval: dt.timedelta
 ) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
-    """The replay of :func:`governor.commands.backtest.replay_stretches`, sweep by sweep over the partitions."""
+    """The replay of :func:`governor_cli.commands.backtest.replay_stretches`, sweep by sweep over the partitions."""
     import numpy as np
 
     idle = policy.idle

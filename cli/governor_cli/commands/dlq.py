@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from governor.cli import EXIT_FAILED_CHECK, EXIT_OK
+from governor_cli.main import EXIT_FAILED_CHECK, EXIT_OK
 
 
 def register(subparsers: Any) -> None:
@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     """``governor dlq`` without an action: its own help, exit 2 (bad input)."""
-    from governor.cli import EXIT_BAD_INPUT
+    from governor_cli.main import EXIT_BAD_INPUT
 
     parser.print_help()
     return EXIT_BAD_INPUT
@@ -43,7 +43,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def _admin(args: argparse.Namespace) -> tuple[Any, str, str]:
     """The adapter, the Lambda function name and the queue URL; lookup failures are usage errors (exit 2)."""
     from governor.adapters.dlq_admin import DlqAdmin, DlqLookupError
-    from governor.cli import UsageError
+    from governor_cli.main import UsageError
 
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -63,7 +63,7 @@ def _aws_errors(func: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from governor.cli import UsageError
+        from governor_cli.main import UsageError
 
         try:
             return int(func(args))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from governor.policy import Policy, parse_policy
-from governor.testing.deployment import REGION, handler_names
+from governor_cli.testing.deployment import REGION, handler_names
 
 ACCOUNT = "123456789012"
 PROTECTED_TAG = "governor:protected"

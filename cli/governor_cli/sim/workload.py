@@ -12,7 +12,7 @@ The five kinds are the cases an idle policy must get right:
 
 Typical use::
 
-    from governor.sim.workload import generate
+    from governor_cli.sim.workload import generate
     workload = generate(instances=150, hours=24, seed=7)
     workload.write_csv("metrics.csv")              # for `governor backtest --metrics metrics.csv`
     signals = workload.signals()                   # {instance_id: {"gpu_utilization": Series, ...}}
@@ -325,7 +325,7 @@ def stream(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m governor.sim.workload --out metrics.csv``: write a workload CSV for ``governor backtest``."""
+    """``python -m governor_cli.sim.workload --out metrics.csv``: write a workload CSV for ``governor backtest``."""
     import argparse
 
     parser = argparse.ArgumentParser(description="Write a synthetic GPU workload as a backtest CSV.")

@@ -103,7 +103,7 @@ class FakeSecrets:
     def secret(self, secret_id: str) -> Secret | None:
         return self.items.get(secret_id) or next((s for s in self.items.values() if s.name == secret_id), None)
 
-    def set_rotation(self, secret: Secret, rules: dict[str, Any]) -> Outcome:
+    def set_rotation(self, secret: Secret, rules: dict[str, Any], token: str | None = None) -> Outcome:
         self.journal.entries.append(f"RotateSecret {secret.arn} {json.dumps(rules, sort_keys=True)}")
         return Outcome(ok=True)
 

@@ -48,7 +48,7 @@ from governor.events.envelopes import (
 )
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
-from governor.outbox import Outbox
+from governor.outbox import Outbox, deterministic_id
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 ALL_KINDS: tuple[Kind, ...] = ("kms", "access_keys", "secrets")
@@ -294,7 +294,8 @@ class KeysRun:
 
         def act(action: Action) -> Outcome:
             if action.type == "set_secret_rotation":
-                return secrets.set_rotation(secret, dict(getattr(action, "rotation_rules", {}) or {}))
+                token = deterministic_id(self.event_id, secret.arn, action.type)  # ClientRequestToken
+                return secrets.set_rotation(secret, dict(getattr(action, "rotation_rules", {}) or {}), token=token)
             return Outcome(ok=True)
 
         self.settle(decision, act)

@@ -246,18 +246,18 @@ def check(
         verdict.findings_expected += expected
         verdict.findings_published += min(published, expected) if expected else published
         verdict.findings_twice += sum(1 for n in run.published.values() if n > 1)
-        missing = max(0, expected - published)
+        unpublished = max(0, expected - published)
         if run.parked and not run.settled:
             # The event waits in its DLQ: its findings are in the outbox or will be made again by the replay.
-            verdict.findings_unsent += missing
-            missing = 0
-        held = min(missing, len(run.unsent))
+            verdict.findings_unsent += unpublished
+            unpublished = 0
+        held = min(unpublished, len(run.unsent))
         verdict.findings_unsent += held
         if held:
             verdict.problems.append(f"{name}: handled, {held} finding(s) left unsent in the outbox")
-        if missing - held:
-            verdict.findings_lost += missing - held
-            verdict.problems.append(f"{name}: {missing - held} finding(s) neither published nor held in the outbox")
+        if unpublished - held:
+            verdict.findings_lost += unpublished - held
+            verdict.problems.append(f"{name}: {unpublished - held} finding(s) neither published nor held in the outbox")
         limit = (timeouts or {}).get(run.case.function)
         for delivery in run.deliveries:
             slowest = max(delivery.seconds, default=0.0)

@@ -223,10 +223,7 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
         _recover(decision, record, instance, runtime, ports)
         record.recovered = True
         runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
-    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id)
-    box.resume()
-    box.add(_warning_findings(decision, record, event))
-    box.flush()
+    _send(runtime, event.id, _warning_findings(decision, record, event))
     return _result(
         "acted" if runtime.policy.spot.enforce else "reported",
         event,
@@ -242,6 +239,14 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
         replacement_id=record.replacement_id,
         errors=record.errors,
     )
+
+
+def _send(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
+    """Through the outbox: staged, published, marked sent once accepted; a retry publishes what is left."""
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event_id)
+    box.resume()
+    box.add(findings)
+    box.flush()
 
 
 def _blocked(decision: Decision) -> str | None:
@@ -342,9 +347,9 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
             else f"early checkpoint NOT delivered: {checkpoint['error']}"
         )
     evidence = decision.evidence
-    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id)
-    box.resume()
-    box.add(
+    _send(
+        runtime,
+        event.id,
         [
             _finding(
                 decision,
@@ -354,9 +359,8 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
                 owner=evidence.get("owner"),
                 team=evidence.get("team"),
             )
-        ]
+        ],
     )
-    box.flush()
     return _result("acted" if runtime.policy.spot.enforce else "reported", event, decision, checkpoint=checkpoint)
 
 
@@ -377,7 +381,9 @@ def _state_change(event: StateChangeEvent, runtime: Runtime, ports: SpotPorts) -
             record.errors.append(f"checkpoint status: {error}")
     runtime.ledger.put_item(RECORD_KIND, instance_id, record.to_item())
     if record.checkpoint_attempted and record.checkpoint_status != "Success":
-        runtime.sink.publish(
+        _send(
+            runtime,
+            event.id,
             [
                 _finding(
                     decision.model_copy(update={"severity": "warning"}),
@@ -390,7 +396,7 @@ def _state_change(event: StateChangeEvent, runtime: Runtime, ports: SpotPorts) -
                     owner=record.owner,
                     team=record.team,
                 )
-            ]
+            ],
         )
     return _result("recorded", event, decision, final_status=record.status, checkpoint_status=record.checkpoint_status)
 
@@ -411,7 +417,9 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
             record.errors.append(f"complete_lifecycle_action: {error}")
     runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
     if detail.status != "Success":
-        runtime.sink.publish(
+        _send(
+            runtime,
+            event.id,
             [
                 _finding(
                     decision,
@@ -422,7 +430,7 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
                     owner=record.owner,
                     team=record.team,
                 )
-            ]
+            ],
         )
     return _result(
         "recorded", event, decision, checkpoint_status=detail.status, lifecycle_action=record.lifecycle_action

@@ -30,6 +30,7 @@ class Mode:
     rate: float
     events: int
     duplicates: float = 0.2
+    only: str | None = None  # a predicate of governor.testing.faults narrowing which calls may fail
 
 
 MODES = [
@@ -45,6 +46,9 @@ MODES = [
         0.10,
         200,
     ),
+    Mode("PutEvents refused (FailedEntryCount)", ("failed_entries",), 0.60, 150, only="is_put_events"),
+    Mode("DynamoDB throttling on conditional writes", ("throttling",), 0.50, 150, only="is_conditional_write"),
+    Mode("read timeouts on mutating calls", ("read_timeout",), 0.15, 150, only="is_mutating"),
 ]
 
 
@@ -71,6 +75,7 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
 
     from moto import mock_aws
 
+    from governor_cli.testing import faults
     from governor_cli.testing.deployment import Deployment
     from governor_cli.testing.faults import ALL_FAULTS, FaultInjector
     from governor_cli.testing.invariants import check, references, run_cases
@@ -87,7 +92,8 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
                 clean = references(run_cases(deployed, scenarios.one_of_each(), recorder))
             cases = scenarios.make(events)
             kinds = mode.kinds or ALL_FAULTS
-            with FaultInjector(mode.rate, kinds, seed=seed) as injector:
+            only = getattr(faults, mode.only) if mode.only else None
+            with FaultInjector(mode.rate, kinds, seed=seed, only=only) as injector:
                 faulty = run_cases(deployed, cases, injector, duplicate_share=mode.duplicates, seed=seed)
         finally:
             deployed.close()
@@ -136,6 +142,8 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
     attempts, worst = worst_single_call()
     total_events = sum(r["verdict"].events for r in results)
     lost = sum(r["verdict"].lost for r in results)
+    findings_lost = sum(r["verdict"].findings_lost for r in results)
+    resent = sum(r["verdict"].resent_non_idempotent for r in results)
     lines = [
         "# Reliability",
         "",
@@ -153,9 +161,20 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
         'e.g. SSM access denied, instead of retrying); "ledger differs" counts events whose ledger entry says '
         "something other than the clean run's decision.",
         "",
+        "",
+        'Findings are followed by their deterministic id: "findings published" counts the findings the clean runs '
+        'published that the faulty run got accepted by the bus (of those expected); "findings lost" counts those '
+        "neither published nor held unsent in the outbox (an event parked in its DLQ keeps its findings there until "
+        'the replay or the next sweep publishes them: the number in brackets). "Calls resent" counts extra '
+        "executions of calls without a client token whose repetition is a second effect (SSM SendCommand, KMS "
+        "RotateKeyOnDemand), then in brackets the idempotent ones botocore resent after a lost answer (CreateTags, "
+        "RevokeSecurityGroupIngress...: same end state). PutEvents is resent too (same finding id, recognised "
+        "downstream): see the last paragraph.",
+        "",
         "| failure mode | events (+ duplicates) | fault rate | faults injected | handled | rejected (invalid) "
-        "| parked in DLQ | action not done | acted twice | outside policy | ledger differs | lost |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| parked in DLQ | action not done | acted twice | outside policy | ledger differs | lost "
+        "| findings published (unsent, in outbox) | findings lost | calls resent: non-idempotent (idempotent) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         v = result["verdict"]
@@ -165,12 +184,15 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
             f"| {v.mode} | {v.events} (+{v.deliveries - v.events}) | {v.rate:.0%} | {injected} | {v.handled} "
             f"| {v.rejected} | {v.dlq}{partial} | {v.missed_actions} | {v.double_actions} | {v.outside_policy} "
             f"| {v.ledger_mismatches} "
-            f"| **{v.lost}** |"
+            f"| **{v.lost}** | {v.findings_published} of {v.findings_expected} ({v.findings_unsent}) "
+            f"| **{v.findings_lost}** | **{v.resent_non_idempotent}** ({v.resent - v.resent_non_idempotent}) |"
         )
     lines += [
         "",
-        f"**Lost: {lost} of {total_events} events.** Functions exercised: "
-        f"{', '.join(sorted({f for r in results for f in r['functions']}))}.",
+        f"**Lost: {lost} of {total_events} events; findings lost: {findings_lost}; non-idempotent calls resent: "
+        f"{resent}.** Functions exercised: {', '.join(sorted({f for r in results for f in r['functions']}))}. "
+        f"Findings published twice (same id; the notifier delivers an id once): "
+        f"{sum(r['verdict'].findings_twice for r in results)}.",
         "",
         "## Time budget",
         "",
@@ -207,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a fifth of the events")
     parser.add_argument("--workers", type=int, default=2, help="parallel failure modes (default 2)")
+    parser.add_argument("--mode", action="append", help="only the modes whose name contains this (repeatable)")
     parser.add_argument("--out", default=str(ROOT / "RELIABILITY.md"), help="where to write the table")
     args = parser.parse_args(argv)
     _environment()
@@ -218,7 +241,12 @@ def main(argv: list[str] | None = None) -> int:
         timeouts = {}
     scale = 0.2 if args.quick else 1.0
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [pool.submit(run_mode, mode, 100 + n, scale, timeouts) for n, mode in enumerate(MODES)]
+        chosen = [
+            (n, mode)
+            for n, mode in enumerate(MODES)
+            if not args.mode or any(part.lower() in mode.name.lower() for part in args.mode)
+        ]
+        futures = [pool.submit(run_mode, mode, 100 + n, scale, timeouts) for n, mode in chosen]
         results = []
         for future in futures:
             result = future.result()
@@ -226,14 +254,17 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{v.mode:40} events {v.events:4} faults {sum(v.faults.values()):4} handled {v.handled:4} "
                 f"rejected {v.rejected:3} dlq {v.dlq:3} twice {v.double_actions:2} outside {v.outside_policy} "
-                f"ledger {v.ledger_mismatches:2} lost {v.lost} ({result['seconds']:.0f} s)",
+                f"ledger {v.ledger_mismatches:2} lost {v.lost} findings {v.findings_published}/{v.findings_expected} "
+                f"unsent {v.findings_unsent} lost {v.findings_lost} resent {v.resent_non_idempotent} "
+                f"({result['seconds']:.0f} s)",
                 flush=True,
             )
             results.append(result)
     text = render(results, timeouts, time.perf_counter() - started)
     Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {args.out}")
-    return 0 if sum(r["verdict"].lost for r in results) == 0 else 1
+    bad = sum(r["verdict"].lost + r["verdict"].findings_lost + r["verdict"].resent_non_idempotent for r in results)
+    return 0 if bad == 0 else 1
 
 
 if __name__ == "__main__":

@@ -66,9 +66,10 @@ class IdleReclamation(Construct):
         )
         function.add_unscoped_statement(
             "Reads",
-            ["ec2:DescribeInstances", "cloudwatch:GetMetricData", "ssm:GetCommandInvocation"],
-            "DescribeInstances, GetMetricData and GetCommandInvocation support no resource-level permissions; they "
-            "list GPU instances, read their metrics and read the outcome of the function's own checkpoint commands.",
+            ["ec2:DescribeInstances", "cloudwatch:GetMetricData", "ssm:GetCommandInvocation", "ssm:ListCommands"],
+            "DescribeInstances, GetMetricData, GetCommandInvocation and ListCommands support no resource-level "
+            "permissions; they list GPU instances, read their metrics, read the outcome of the function's own "
+            "checkpoint commands and find a command by its intent id instead of sending it twice.",
         )
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         gpu_types: dict[str, object] = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}

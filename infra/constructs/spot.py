@@ -89,7 +89,7 @@ class Spot(Construct):
     def _grants(self, policy: Policy) -> None:
         spot = policy.spot
         stack = Stack.of(self)
-        reads = ["ec2:DescribeInstances", "ssm:GetCommandInvocation"]
+        reads = ["ec2:DescribeInstances", "ssm:GetCommandInvocation", "ssm:ListCommands"]
         if spot.deregister_from_target_groups:
             reads += ["elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetHealth"]
         if spot.complete_lifecycle_action:
@@ -101,7 +101,8 @@ class Spot(Construct):
             sorted(reads),
             "Describe* reads and ssm:GetCommandInvocation support no resource-level permissions: the function "
             "re-reads the interrupted instance, finds the target groups and Auto Scaling group holding it, subnets "
-            "for fallback zones, and the final status of its own checkpoint command.",
+            "for fallback zones, and the final status of its own checkpoint command (ListCommands finds it by its "
+            "intent id, so a retry never sends it twice).",
         )
         send_command_grant(self.function, policy, DOCUMENT)
         acknowledge(

@@ -39,6 +39,7 @@ UNSCOPABLE = {
     "secretsmanager:ListSecrets",
     "ssm:GetCommandInvocation",
     "ssm:ListCommandInvocations",
+    "ssm:ListCommands",
     "ssm:DescribeInstanceInformation",
     "tag:GetResources",
     "athena:ListWorkGroups",

@@ -12,6 +12,7 @@ import pytest
 from governor.domain.decision import Decision
 from governor.domain.keys import AccessKey, KmsKey, Outcome, Secret
 from governor.domain.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
+from governor.domain.ports import PublishError
 from governor.handlers._runtime import Runtime
 from governor.handlers.keys import MAX_ACTIONS_PER_RUN, KeyAdapters, handle
 from governor.policy import parse_policy
@@ -103,7 +104,7 @@ class FakeSecrets:
     def secret(self, secret_id: str) -> Secret | None:
         return self.items.get(secret_id) or next((s for s in self.items.values() if s.name == secret_id), None)
 
-    def set_rotation(self, secret: Secret, rules: dict[str, Any]) -> Outcome:
+    def set_rotation(self, secret: Secret, rules: dict[str, Any], token: str | None = None) -> Outcome:
         self.journal.entries.append(f"RotateSecret {secret.arn} {json.dumps(rules, sort_keys=True)}")
         return Outcome(ok=True)
 
@@ -364,3 +365,33 @@ def test_one_run_never_makes_more_than_the_action_budget() -> None:
     result = w.run(schedule(kinds=["kms"]))
     assert result["actions"] == MAX_ACTIONS_PER_RUN and result["decisions"] == MAX_ACTIONS_PER_RUN + 5
     assert sum(f.rule == "keys.action_budget" for f in w.sink.findings) == 1
+
+
+class _RefusesOnce(MemorySink):
+    """PutEvents answers FailedEntryCount for the first batch (botocore does not retry a 200)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def publish(self, findings: list[Any]) -> None:
+        if not self.refused:
+            self.refused += 1
+            raise PublishError("1 findings rejected by EventBridge: ['InternalFailure']")
+        super().publish(findings)
+
+
+def test_a_retry_that_finds_the_key_fixed_still_publishes_the_finding_of_the_first_attempt() -> None:
+    w = world(enforce=True)
+    w.runtime.sink = _RefusesOnce()
+    key_id = "1234abcd-12ab-34cd-56ef-1234567890ab"
+    w.kms.keys = {
+        key_id: kms_key(key_id, arn=f"arn:aws:kms:us-west-2:111122223333:key/{key_id}", rotation_enabled=False)
+    }
+    event = cloudtrail("disable_key_rotation.json")
+    with pytest.raises(PublishError):  # the rotation was switched on; its finding was not accepted: Lambda retries
+        w.run(event)
+    retried = w.run(event)  # the key is compliant now: nothing to decide, but the staged finding goes out
+    assert retried["actions"] == 0 and w.journal.entries.count(f"EnableKeyRotation {key_id} 90") == 1
+    (finding,) = w.sink.findings
+    assert key_id in finding.resource and finding.id

@@ -225,3 +225,14 @@ def test_an_email_ses_refuses_is_parked_at_once() -> None:
     assert result["status"] == "partly-undeliverable"
     ((_, reason),) = rt.dead_letters.messages  # type: ignore[attr-defined]
     assert "MessageRejected" in reason
+
+
+def test_a_finding_published_again_by_an_outbox_reaches_each_channel_once() -> None:
+    rt = runtime(merge_window_minutes=30)
+    outbox = FakeOutbox()
+    assert handle(event("e-1", id="finding-1"), rt, outbox, NOW)["status"] == "sent"
+    # The same finding (same id) on a new EventBridge event: the producer's PutEvents answer was lost and resent.
+    handle(event("e-2", id="finding-1"), rt, outbox, NOW + dt.timedelta(minutes=31))
+    assert len(outbox.slack) == 1
+    assert handle(event("e-3", id="finding-2"), rt, outbox, NOW + dt.timedelta(minutes=62))["status"] == "sent"
+    assert len(outbox.slack) == 2

@@ -201,6 +201,9 @@ class Deployment:
         ]
 
     def ledger_decisions(self) -> list[dict[str, Any]]:
+        return self.ledger_items("decision")
+
+    def ledger_items(self, kind: str) -> list[dict[str, Any]]:
         from governor.adapters.ledger import DynamoLedger
 
-        return DynamoLedger(self.local.ledger_table, region=self.region).query_kind("decision")
+        return DynamoLedger(self.local.ledger_table, region=self.region).query_kind(kind)

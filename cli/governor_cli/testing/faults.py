@@ -21,7 +21,7 @@ import random
 import threading
 import time as _time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -32,8 +32,10 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
 from botocore.handlers import BUILTIN_HANDLERS
 
-FaultKind = Literal["throttling", "server_error", "connect_timeout", "read_timeout", "access_denied"]
+FaultKind = Literal["throttling", "server_error", "connect_timeout", "read_timeout", "access_denied", "failed_entries"]
 ALL_FAULTS: tuple[FaultKind, ...] = ("throttling", "server_error", "connect_timeout", "read_timeout", "access_denied")
+#: ``failed_entries`` (not in ALL_FAULTS): PutEvents answers 200 with ``FailedEntryCount`` and an ``ErrorCode`` per
+#: entry, which botocore does not retry; only the caller can tell the findings were not accepted.
 UNROUTABLE = "https://fault-injection.invalid/"
 _ERRORS: dict[str, tuple[int, str, str]] = {
     "throttling": (400, "ThrottlingException", "Rate exceeded (injected)"),
@@ -159,6 +161,7 @@ class FaultInjector:
         skip_services: Iterable[str] = (),
         connect_timeout: float | None = None,
         read_timeout: float | None = None,
+        only: Callable[[ApiCall], bool] | None = None,
     ) -> None:
         from governor.adapters.aws import RETRIES
 
@@ -171,6 +174,7 @@ class FaultInjector:
         self.services = frozenset(services) if services is not None else None
         self.operations = frozenset(operations) if operations is not None else None
         self.skip_services = frozenset(skip_services)
+        self.only = only
         self.connect_timeout = float(connect_timeout if connect_timeout is not None else RETRIES.connect_timeout)
         self.read_timeout = float(read_timeout if read_timeout is not None else RETRIES.read_timeout)
         self.calls: list[ApiCall] = []
@@ -223,8 +227,10 @@ class FaultInjector:
         with self._lock:
             return [c for c in self.calls if c.label == label]
 
-    def _pick(self, service: str, operation: str) -> FaultKind | None:
+    def _pick(self, service: str, operation: str, call: ApiCall | None = None) -> FaultKind | None:
         if self.rate <= 0 or service in self.skip_services:
+            return None
+        if self.only is not None and (call is None or not self.only(call)):
             return None
         if self.services is not None and service not in self.services:
             return None
@@ -279,7 +285,7 @@ def _before_send(request: Any, event_name: str, **_: Any) -> AWSResponse | None:
     injector = _ACTIVE
     if injector is None:
         return None
-    kind = injector._pick(_service_of(event_name), event_name.rsplit(".", 1)[-1]) if _STATE.label else None
+    kind = injector._pick(_service_of(event_name), event_name.rsplit(".", 1)[-1], _STATE.call) if _STATE.label else None
     if kind is None or kind == "read_timeout":
         _release()
         _EMULATOR.acquire()  # released in _after_send once the emulator has answered
@@ -295,11 +301,37 @@ def _before_send(request: Any, event_name: str, **_: Any) -> AWSResponse | None:
         injector.charge(injector.connect_timeout + injector.read_timeout)
         _STATE.read_timeout = True
         return None
-    status, code, message = _ERRORS[kind]
-    headers, body = error_response(_STATE.protocol, status, code, message)
+    if kind == "failed_entries":
+        status, headers, body = 200, {"Content-Type": "application/x-amz-json-1.1"}, _failed_entries(request)
+    else:
+        status, code, message = _ERRORS[kind]
+        headers, body = error_response(_STATE.protocol, status, code, message)
     url = request.url
     request.url = UNROUTABLE  # an in-process emulator later in the chain must not execute a failed attempt
     return AWSResponse(url, status, headers, _Body(body))
+
+
+def _failed_entries(request: Any) -> bytes:
+    """PutEvents' answer when EventBridge refused every entry: HTTP 200, so no retry happens below the caller."""
+    try:
+        entries = json.loads(request.body or b"{}").get("Entries") or []
+    except (TypeError, ValueError):
+        entries = []
+    refused = [{"ErrorCode": "InternalFailure", "ErrorMessage": "injected"} for _ in entries]
+    return json.dumps({"FailedEntryCount": len(refused), "Entries": refused}).encode()
+
+
+def is_put_events(call: ApiCall) -> bool:
+    return call.operation == "PutEvents"
+
+
+def is_conditional_write(call: ApiCall) -> bool:
+    """A DynamoDB write with a condition: the outbox's and the intent's claims, the ledger's guarded records."""
+    return call.service == "dynamodb" and ("ConditionExpression" in call.params or "TransactItems" in call.params)
+
+
+def is_mutating(call: ApiCall) -> bool:
+    return call.mutating
 
 
 def _after_send(request: Any, **_: Any) -> None:

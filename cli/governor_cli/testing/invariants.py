@@ -10,10 +10,17 @@ For every case of a faulty run, compared with the same case in a fault-free run 
 An action is a change the governor makes (not its own ledger, bus, DLQ or idempotency writes), counted per API call
 that reached the service; ``resent`` counts calls botocore re-sent after the service had executed an attempt whose
 response was lost (a read timeout): the transport's at-least-once, visible only for non-idempotent APIs.
+
+Findings are followed by their deterministic id (``governor.outbox``): a finding is published when a PutEvents call
+carrying it reached the bus without being refused; it is lost when the clean run published a finding for the case
+and the faulty run neither published one nor holds one unsent in the outbox (whence a retry or a sweep publishes it).
+``resent_non_idempotent`` counts extra executions of calls without a client token whose repetition is a second
+effect (``SendCommand``, ``RotateKeyOnDemand``), whether botocore or a retried invocation resent them.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -26,6 +33,8 @@ from governor_cli.testing.scenarios import Case
 
 PLUMBING_SERVICES = {"dynamodb"}
 PLUMBING_OPERATIONS = {"PutEvents", "SendMessage", "SendMessageBatch", "PutMetricData"}
+#: Calls without a client token whose repetition is a second effect (docs/reliability.md has the full table).
+NON_IDEMPOTENT = {"SendCommand", "RotateKeyOnDemand"}
 TARGET_KEYS = (
     "InstanceIds",
     "Resources",
@@ -71,8 +80,11 @@ class CaseRun:
     deliveries: list[Delivery] = field(default_factory=list)
     actions: Counter[Action] = field(default_factory=Counter)
     resent: int = 0
+    resent_non_idempotent: int = 0
     ledger: list[tuple[str, str, str]] = field(default_factory=list)
     parked: bool = False
+    published: Counter[str] = field(default_factory=Counter)
+    unsent: set[str] = field(default_factory=set)
 
     @property
     def settled(self) -> bool:
@@ -85,6 +97,14 @@ class CaseRun:
 
 def _normalise(case: Case, value: str) -> str:
     return "<resource>" if case.resource != "-" and case.resource in value else value
+
+
+def _finding_key(entry: dict[str, Any]) -> str:
+    try:
+        detail = json.loads(entry.get("Detail") or "{}")
+    except ValueError:
+        return "?"
+    return str(detail.get("id") or f"{detail.get('rule')}|{detail.get('resource')}")
 
 
 def run_cases(
@@ -119,11 +139,24 @@ def run_cases(
     decisions: dict[str, list[dict[str, Any]]] = {}
     for item in deployment.ledger_decisions():
         decisions.setdefault(str(item.get("event_id")), []).append(item)
+    unsent: dict[str, set[str]] = {}
+    for item in deployment.ledger_items("outbox"):
+        if not item.get("sent_at"):
+            unsent.setdefault(str(item.get("event_id")), set()).add(str(item.get("finding_id")))
     for index, run in enumerate(runs):
+        executions: Counter[Action] = Counter()
         for call in by_case.get(index, []):
+            if call.operation == "PutEvents" and call.executed > 0:
+                for entry in call.params.get("Entries") or []:
+                    run.published[_finding_key(entry)] += call.executed
             if is_action(call):
-                run.actions[(call.operation, _normalise(run.case, target_of(call.params)))] += 1
+                key = (call.operation, _normalise(run.case, target_of(call.params)))
+                run.actions[key] += 1
                 run.resent += max(0, call.executed - 1)
+                if call.operation in NON_IDEMPOTENT:
+                    executions[key] += call.executed
+        run.resent_non_idempotent = sum(max(0, n - 1) for n in executions.values())
+        run.unsent = unsent.get(run.case.event_id, set())
         run.ledger = sorted(
             (str(d.get("policy")), str(d.get("verdict")), _normalise(run.case, str(d.get("resource"))))
             for d in decisions.get(run.case.event_id, [])
@@ -152,6 +185,12 @@ class Verdict:
     ledger_mismatches: int = 0
     lost: int = 0
     resent: int = 0
+    resent_non_idempotent: int = 0
+    findings_expected: int = 0
+    findings_published: int = 0
+    findings_unsent: int = 0
+    findings_lost: int = 0
+    findings_twice: int = 0
     slowest_seconds: float = 0.0
     over_timeout: int = 0
     problems: list[str] = field(default_factory=list)
@@ -165,6 +204,8 @@ class Verdict:
             or self.ledger_mismatches
             or self.lost
             or self.over_timeout
+            or self.findings_lost
+            or self.resent_non_idempotent
         )
 
 
@@ -197,6 +238,26 @@ def check(
         clean = reference[run.case.kind]
         name = run.case.name
         verdict.resent += run.resent
+        verdict.resent_non_idempotent += run.resent_non_idempotent
+        if run.resent_non_idempotent:
+            verdict.problems.append(f"{name}: a non-idempotent call was executed more than once")
+        expected = 0 if run.rejected else len(clean.published)
+        published = len(run.published)
+        verdict.findings_expected += expected
+        verdict.findings_published += min(published, expected) if expected else published
+        verdict.findings_twice += sum(1 for n in run.published.values() if n > 1)
+        unpublished = max(0, expected - published)
+        if run.parked and not run.settled:
+            # The event waits in its DLQ: its findings are in the outbox or will be made again by the replay.
+            verdict.findings_unsent += unpublished
+            unpublished = 0
+        held = min(unpublished, len(run.unsent))
+        verdict.findings_unsent += held
+        if held:
+            verdict.problems.append(f"{name}: handled, {held} finding(s) left unsent in the outbox")
+        if unpublished - held:
+            verdict.findings_lost += unpublished - held
+            verdict.problems.append(f"{name}: {unpublished - held} finding(s) neither published nor held in the outbox")
         limit = (timeouts or {}).get(run.case.function)
         for delivery in run.deliveries:
             slowest = max(delivery.seconds, default=0.0)

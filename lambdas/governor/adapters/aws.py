@@ -76,17 +76,28 @@ class ClientCache:
             self.sessions_created += 1
         return self._session
 
-    def __call__(self, service: str, region: str | None = None, endpoint_url: str | None = None) -> Any:
-        """A cached client per (service, region, endpoint); built from the shared Session on first use."""
-        key = (service, region, endpoint_url)
+    def __call__(
+        self, service: str, region: str | None = None, endpoint_url: str | None = None, *, single_attempt: bool = False
+    ) -> Any:
+        """A cached client per (service, region, endpoint); built from the shared Session on first use.
+
+        ``single_attempt`` gives a client that never retries (for a call without a client token, such as SSM
+        ``SendCommand``: botocore would resend it after a read timeout although AWS may have executed it).
+        """
+        key = (f"{service}#once" if single_attempt else service, region, endpoint_url)
         found = self._clients.get(key)
         if found is not None:
             return found
         with self._lock:
             found = self._clients.get(key)
             if found is None:
+                config = retries()
+                if single_attempt:
+                    from botocore.config import Config
+
+                    config = config.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
                 found = self._session_locked().client(
-                    service, region_name=region, endpoint_url=endpoint_url, config=retries()
+                    service, region_name=region, endpoint_url=endpoint_url, config=config
                 )
                 self._clients[key] = found
             return found

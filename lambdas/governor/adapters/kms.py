@@ -49,6 +49,9 @@ class KmsKeys:
 
     def __init__(self, region: str | None = None, kms: Any = None) -> None:
         self._kms = kms or client("kms", region)
+        # RotateKeyOnDemand has no client token and each call is one more rotation (AWS allows a few per key): its
+        # client makes one attempt, so a lost answer is never resent by botocore; the key is re-read on a retry.
+        self._once = kms or client("kms", region, single_attempt=True)
         self.calls = 0
 
     def key_ids(self) -> list[str]:
@@ -141,4 +144,4 @@ class KmsKeys:
 
     def rotate_on_demand(self, key_id: str) -> Outcome:
         """AWS allows a limited number per key: ``LimitExceededException`` comes back as an outcome to report."""
-        return self._change(self._kms.rotate_key_on_demand, KeyId=key_id)
+        return self._change(self._once.rotate_key_on_demand, KeyId=key_id)

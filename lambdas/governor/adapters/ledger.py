@@ -198,6 +198,25 @@ class DynamoLedger:
         body.setdefault("expires_at", self._expiry(now))
         self._client.put_item(TableName=self._name, Item=_wire(_to_dynamo(body)))
 
+    def claim(self, kind: str, key: str, item: dict[str, Any]) -> bool:
+        """Conditional PutItem (``attribute_not_exists(pk)``): True if this call wrote the item, False if one existed.
+
+        The intent record of a non-idempotent call: only one attempt may claim it. A claim whose answer was lost and
+        was resent by botocore finds its own item; callers tell theirs apart by a token they put in ``item``.
+        """
+        now = dt.datetime.now(dt.UTC)
+        body = {"at": now.isoformat(), **item, "pk": f"{kind}#{key}", "sk": "item", "kind": kind}
+        body.setdefault("expires_at", self._expiry(now))
+        try:
+            self._client.put_item(
+                TableName=self._name, Item=_wire(_to_dynamo(body)), ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None:
         found = self._client.get_item(
             TableName=self._name, Key={"pk": {"S": f"{kind}#{key}"}, "sk": {"S": "item"}}, ConsistentRead=True

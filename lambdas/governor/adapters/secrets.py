@@ -78,10 +78,16 @@ class SecretsRotation:
                 return None
             raise
 
-    def set_rotation(self, secret: Secret, rules: dict[str, Any]) -> Outcome:
-        """Set the schedule, naming the secret's own rotation function so its configuration is kept as it is."""
+    def set_rotation(self, secret: Secret, rules: dict[str, Any], token: str | None = None) -> Outcome:
+        """Set the schedule, naming the secret's own rotation function so its configuration is kept as it is.
+
+        ``token`` (derived from the event id by the handler) is RotateSecret's ClientRequestToken: a resent call is
+        recognised by Secrets Manager instead of being a second request.
+        """
         self.calls += 1
         kwargs: dict[str, Any] = {"SecretId": secret.arn, "RotationRules": rules, "RotateImmediately": False}
+        if token:
+            kwargs["ClientRequestToken"] = token
         if secret.lambda_arn:
             kwargs["RotationLambdaARN"] = secret.lambda_arn
         try:

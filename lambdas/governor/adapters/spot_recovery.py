@@ -6,6 +6,7 @@ tried and the attempt is kept), never exceptions: an interruption usually means 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -202,6 +203,15 @@ class SpotRecoveryActions:
                     attempts.append(LaunchAttempt(candidate.instance_type, candidate.zone, "no subnet in that zone"))
                     continue
                 request["SubnetId"] = subnet
+            # RunInstances is idempotent on ClientToken: a retry for the same interruption (same instance, same
+            # start, same candidate) gets the instance the first attempt launched instead of a second one.
+            request["ClientToken"] = str(
+                uuid.uuid5(
+                    uuid.NAMESPACE_URL,
+                    f"governor-replace|{instance.id}|{instance.launch_time.isoformat()}|"
+                    f"{candidate.instance_type}|{candidate.zone}|{market}",
+                )
+            )
             self.calls += 1
             try:
                 launched = self.ec2.run_instances(**request)

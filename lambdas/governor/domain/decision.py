@@ -72,6 +72,9 @@ class Finding(BaseModel):
     event_id: str | None = None
     enforced: bool = False
     actions: list[dict[str, Any]] = Field(default_factory=list)
+    #: Deterministic (event id + resource + rule, see ``governor.outbox``): a re-published finding keeps its id, so
+    #: the notifier and other subscribers can recognise it.
+    id: str | None = None
     at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
     @classmethod

@@ -608,7 +608,9 @@ def decide(
     # A report-only policy's "would be stopped" is not a warning that it will be: once enforcement is switched on,
     # an instance reported earlier is warned again (its idle_since kept) before anything is done to it.
     rewarn = enforce and mark is not None and mark.reported_at is not None and not report_only
-    if mark is None or rewarn:
+    # A mark whose warning was never published (``warned_at`` unset) has not started the clock: warn again.
+    unpublished = mark is not None and mark.warned_at is None
+    if mark is None or rewarn or unpublished:
         due = now + dt.timedelta(minutes=idle.warning_minutes)
         action = reclaim_action(instance, idle)
         planned = "report" if report_only else action
@@ -616,7 +618,7 @@ def decide(
         reasons = [*assessment.reasons, f"{planned} due at {due.isoformat()} unless the instance is used or snoozed"]
         if report_only:
             reasons.append(report_only)
-        since = mark.idle_since if mark is not None and rewarn else now
+        since = mark.idle_since if mark is not None else now
         if rewarn:
             reasons.append("idle.enforce is now on: warned again, the report-only notice did not say it would be done")
         actions = [
@@ -639,7 +641,7 @@ def decide(
         return InstanceOutcome(instance, "warned", decision, Mark(idle_since=since, warned_at=now), title, prior=mark)
 
     evidence["idle_since"] = mark.idle_since.isoformat()
-    warned = mark.warned_at or mark.idle_since
+    warned = mark.warned_at or mark.idle_since  # set: an unpublished warning was handled above
     due = warned + dt.timedelta(minutes=idle.warning_minutes)
     if now < due or not may_act:
         reasons = [*assessment.reasons, f"warned at {warned.isoformat()}; action due at {due.isoformat()}"]

@@ -35,6 +35,12 @@ class MemoryLedger:
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
         return [dict(v) for (k, _), v in self.items.items() if k == kind]
 
+    def claim(self, kind: str, key: str, item: dict[str, Any]) -> bool:
+        if (kind, key) in self.items:
+            return False
+        self.items[(kind, key)] = dict(item)
+        return True
+
 
 @dataclass
 class MemorySink:

@@ -27,9 +27,27 @@ class Ledger(Protocol):
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]: ...
 
+    def claim(self, kind: str, key: str, item: dict[str, Any]) -> bool:
+        """Write ``item`` only if no item has this key (a conditional write); False when one already exists."""
+        ...
+
+
+class PublishError(RuntimeError):
+    """Some findings were not accepted (EventBridge answered with failed entries, or the call failed).
+
+    ``accepted`` holds the ids of the findings that were accepted anyway, so the outbox marks only those as sent.
+    """
+
+    def __init__(self, message: str, accepted: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.accepted = list(accepted)
+
 
 class FindingSink(Protocol):
-    """Where findings go: the ``governor`` EventBridge bus in the cloud, a list in tests."""
+    """Where findings go: the ``governor`` EventBridge bus in the cloud, a list in tests.
+
+    ``publish`` returns normally only when every finding was accepted; otherwise it raises :class:`PublishError`.
+    """
 
     def publish(self, findings: list[Finding]) -> None: ...
 

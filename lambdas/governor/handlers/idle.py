@@ -57,6 +57,8 @@ from governor.domain.interactions import STOP_REQUESTED, updated_message
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
+from governor.once import send_command_once
+from governor.outbox import Outbox, finding_id
 
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")
@@ -174,7 +176,7 @@ def _still_safe(instance: Instance, live: Instance | None, runtime: Runtime, now
 
 
 def _perform(
-    outcome: InstanceOutcome, action: Action, aws: IdleAws, runtime: Runtime, now: dt.datetime
+    outcome: InstanceOutcome, action: Action, aws: IdleAws, runtime: Runtime, now: dt.datetime, event_id: str
 ) -> tuple[str, Mark | None]:
     """Do one enforced action; returns what was done and the mark to keep (a checkpoint adds its command id)."""
     instance = outcome.instance
@@ -189,7 +191,16 @@ def _perform(
         aws.actions.untag(instance.id, details.get("keys") or [IDLE_SINCE_TAG])
         return f"removed {', '.join(details.get('keys') or [IDLE_SINCE_TAG])}", mark
     if action.type == "checkpoint":
-        result = aws.commands.send(instance.id, details["command"], int(details["timeout"]), "governor idle checkpoint")
+        # At most once per sweep event: a retry (after the mark write failed) finds the command instead of resending.
+        result = send_command_once(
+            runtime.ledger,
+            aws.commands,
+            event_id=event_id,
+            instance_id=instance.id,
+            command=details["command"],
+            timeout_seconds=int(details["timeout"]),
+            what="idle checkpoint",
+        )
         if mark is not None:
             status = "Pending" if result.delivered else "Undeliverable"
             mark = replace(mark, checkpoint_command_id=result.command_id, checkpoint_status=status)
@@ -208,6 +219,12 @@ def _perform(
         aws.actions.terminate(instance.id)
         return "terminated", mark
     return "", mark
+
+
+def warning_finding_id(instance_id: str, mark: Mark, enforce: bool) -> str:
+    """One id per idle episode (and enforcement setting): every sweep that re-sends an unpublished warning sends the
+    same finding, and an earlier attempt's acceptance is found again."""
+    return finding_id(f"idle-warning#{mark.idle_since.isoformat()}#{enforce}", instance_id, "idle.warned")
 
 
 def _destructive(outcome: InstanceOutcome) -> bool:
@@ -301,7 +318,7 @@ def settle(
     for action in enforced:
         if action.type in ("warn", "notify"):
             continue
-        sentence, mark = _perform(replace(outcome, mark=mark), action, aws, runtime, now)
+        sentence, mark = _perform(replace(outcome, mark=mark), action, aws, runtime, now, event.id)
         if sentence:
             done.append(sentence)
     if done:
@@ -409,6 +426,10 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     if plan.breaker != breaker:
         store_breaker(runtime, plan.breaker)
     findings: list[Finding] = []
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=lambda: max(aws.clock(), event.time))
+    box.resume()  # a retried sweep publishes what its earlier attempt staged
+    box.flush_stale(POLICY)  # and what earlier sweeps left unsent
+    warnings: dict[str, tuple[str, Mark]] = {}  # instance -> (warning finding id, mark waiting for its publication)
     by_id = {i.id: i for i in instances}
     for ignored in ignored_tags(instances, stored, runtime, now):
         runtime.ledger.record(ignored, event_id=event.id)
@@ -440,18 +461,33 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
             )
         if result:
             done[instance_id] = result
+        published = not any(s.startswith(("skipped", "failed")) for s in result)
+        warning_id = None
+        if outcome.outcome == "warned" and mark is not None and outcome.finding and published:
+            # The warning period starts when the bus accepts the warning, not when it is decided: until then the
+            # mark has no ``warned_at`` and every sweep warns again (same finding id, so one message downstream).
+            warning_id = warning_finding_id(instance_id, mark, runtime.policy.idle.enforce)
+            mark = replace(mark, warned_at=None)
+            warnings[instance_id] = (warning_id, mark)
         if mark != stored.get(instance_id) and (mark is not None or instance_id in stored):
             _store_mark(runtime, instance_id, mark, now)
-        if outcome.finding and not any(s.startswith(("skipped", "failed")) for s in result):
+        if outcome.finding and published:
             title = outcome.finding
             if any(s.startswith("reported only") for s in result):
                 title = f"Idle GPU instance {instance_id} ({outcome.instance.type}) reported, not reclaimed"
             finding = _finding(outcome.decision, title, outcome.instance, event, runtime)
             if result:
                 finding = finding.model_copy(update={"detail": f"{finding.detail}; done: {'; '.join(result)}"})
+            if warning_id:
+                finding = finding.model_copy(update={"id": warning_id})
             findings.append(finding)
-    if findings:
-        runtime.sink.publish(findings)
+    box.add(findings)
+    accepted = box.flush(raise_on_failure=False)  # what is not accepted stays in the outbox for the next sweep
+    for instance_id, (warning_id, mark) in warnings.items():
+        if warning_id in accepted:
+            _store_mark(runtime, instance_id, replace(mark, warned_at=accepted[warning_id]), now)
+        else:
+            metrics.add_metric(name="IdleWarningsUnpublished", unit="Count", value=1)
     counts: dict[str, int] = {}
     for outcome in plan.outcomes:
         counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
@@ -604,7 +640,10 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     if stored is not None:
         _store_mark(runtime, instance_id, None, now)
     finding = _finding(decision, title, live, event, runtime)
-    runtime.sink.publish([finding.model_copy(update={"detail": f"{finding.detail}; done: {'; '.join(done)}"})])
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
+    box.resume()
+    box.add([finding.model_copy(update={"detail": f"{finding.detail}; done: {'; '.join(done)}"})])
+    box.flush()
     metrics.add_metric(name="IdleActions", unit="Count", value=1)
     return finish(verb, f"{instance_id} {verb} for {who}")
 

@@ -48,6 +48,7 @@ from governor.events.envelopes import (
 )
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
+from governor.outbox import Outbox, deterministic_id
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 ALL_KINDS: tuple[Kind, ...] = ("kms", "access_keys", "secrets")
@@ -134,6 +135,8 @@ class KeysRun:
         self.account = account
         self.now = adapters.clock.now()
         self.findings: list[Finding] = []
+        self.outbox = Outbox(runtime.ledger, runtime.sink, event_id=event_id, clock=adapters.clock.now)
+        self.outbox.resume()  # a retry publishes what an earlier attempt of this event staged and never got accepted
         self.decisions = 0
         self.acted = 0
         self.failed = 0
@@ -154,14 +157,13 @@ class KeysRun:
             self.settle(decide_unreadable(kind, refused.resource, refused.code, refused.message), _no_action)
 
     def settle(self, decision: Decision, act: Callable[[Action], Outcome]) -> Decision:
-        """Record, queue the finding, then take the enforced actions (the resource was read just before)."""
+        """Record, stage the finding in the outbox (unsent), then take the enforced actions (the resource was read
+        just before); ``finish`` publishes."""
         self.runtime.ledger.record(decision, event_id=self.event_id, at=self.now)
         self.decisions += 1
         if decision.verdict != "act":
             return decision
-        self.findings.append(
-            finding_for(decision, event_id=self.event_id, account=self.account, region=self.runtime.region)
-        )
+        self._stage(finding_for(decision, event_id=self.event_id, account=self.account, region=self.runtime.region))
         for action in decision.enforced_actions():
             if self.acted >= MAX_ACTIONS_PER_RUN:
                 self._over_budget(decision)
@@ -187,16 +189,19 @@ class KeysRun:
                     "action refused",
                     extra={"resource": decision.resource, "action": action.type, "error": outcome.error_code},
                 )
-                self.findings.append(
+                self._stage(
                     failure_finding(decision, action, outcome, event_id=self.event_id, region=self.runtime.region)
                 )
         return decision
+
+    def _stage(self, finding: Finding) -> None:
+        self.findings.extend(self.outbox.add([finding]))
 
     def _over_budget(self, decision: Decision) -> None:
         if self._budget_finding:
             return
         self._budget_finding = True
-        self.findings.append(
+        self._stage(
             Finding(
                 policy="keys",
                 rule="keys.action_budget",
@@ -289,7 +294,8 @@ class KeysRun:
 
         def act(action: Action) -> Outcome:
             if action.type == "set_secret_rotation":
-                return secrets.set_rotation(secret, dict(getattr(action, "rotation_rules", {}) or {}))
+                token = deterministic_id(self.event_id, secret.arn, action.type)  # ClientRequestToken
+                return secrets.set_rotation(secret, dict(getattr(action, "rotation_rules", {}) or {}), token=token)
             return Outcome(ok=True)
 
         self.settle(decision, act)
@@ -318,8 +324,7 @@ class KeysRun:
         )
 
     def finish(self, **extra: Any) -> dict[str, Any]:
-        if self.findings:
-            self.runtime.sink.publish(self.findings)
+        self.outbox.flush()
         metrics.add_metric(name="KeyDecisions", unit="Count", value=self.decisions)
         return {
             "status": "ok",
@@ -343,6 +348,7 @@ def _process(
 ) -> dict[str, Any]:
     run = KeysRun(runtime, adapters, trigger.event_id, trigger.account)
     if isinstance(trigger, Sweep):
+        run.outbox.flush_stale("keys")  # findings earlier invocations left unsent
         sweeps = {"kms": run.sweep_kms, "access_keys": run.sweep_access_keys, "secrets": run.sweep_secrets}
         for kind in trigger.kinds:
             sweeps[kind]()

@@ -23,6 +23,7 @@ from governor.domain.fleet import UNKNOWN, Instance
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE, CloudTrailEvent, InvalidEventError, parse_model
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
+from governor.outbox import Outbox
 from governor.policy import FleetPolicy
 
 SCHEDULED = "Scheduled Event"
@@ -104,8 +105,15 @@ def _publish(runtime: Runtime, decisions: list[Decision], event_id: str, account
         )
         for d in decisions
     ]
-    if findings:
-        runtime.sink.publish(findings)
+    _send(runtime, findings, event_id)
+
+
+def _send(runtime: Runtime, findings: list[Finding], event_id: str) -> None:
+    """Through the outbox: staged, published, marked sent once accepted; a retry of the event publishes the rest."""
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event_id)
+    box.resume()
+    box.add(findings)
+    box.flush()
 
 
 def _no_team_key(event_id: str) -> str:
@@ -184,8 +192,7 @@ def on_create_tags(event: CloudTrailEvent, runtime: Runtime) -> dict[str, Any]:
                     event_id=event.id,
                 )
             )
-    if findings:
-        runtime.sink.publish(findings)
+    _send(runtime, findings, event.id)
     return {"status": "done", "tags": [s.item() for s in settings], "refused": len(findings)}
 
 

@@ -45,8 +45,10 @@ from governor.events.envelopes import (
 )
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
+from governor.outbox import Outbox
 
 SCHEDULED = "Scheduled Event"
+POLICY = "network"
 Judged = tuple[Decision, dict[str, str]]  # a decision and the resource's tags (for the finding's owner and team)
 SCHEDULE_SOURCE = "aws.scheduler"
 
@@ -245,9 +247,15 @@ def settle(
     aws: NetworkAws,
     tags: dict[str, str] | None = None,
     account: str | None = None,
+    outbox: Outbox | None = None,
 ) -> dict[str, Any]:
-    """Record, act on enforced actions only, record what was done, then publish one finding that says it."""
+    """Record the decision and stage its finding (unsent) before acting, act on enforced actions only, record what was
+    done and update the finding to say it; the outbox publishes it (here, or at the end of the invocation)."""
+    box = outbox or Outbox(runtime.ledger, runtime.sink, event_id=event_id)
     runtime.ledger.record(decision, event_id=event_id)
+    staged = _finding(decision, [], event_id, runtime, tags, account, acting=False)
+    if staged is not None:
+        (staged,) = box.add([staged])
     outcomes: list[str] = []
     for action in decision.enforced_actions():
         try:
@@ -255,7 +263,9 @@ def settle(
         except Exception as error:  # reported in the finding, then re-raised so Lambda retries
             outcome = f"{action.type} failed: {error}"
             logger.exception("network action failed", extra={"event_id": event_id, "resource": decision.resource})
-            _report(decision, [*outcomes, outcome], event_id, runtime, tags, account)
+            _restage(box, staged, decision, [*outcomes, outcome], event_id, runtime, tags, account)
+            if outbox is None:
+                box.flush(raise_on_failure=False)
             raise
         if outcome:
             outcomes.append(outcome)
@@ -263,11 +273,15 @@ def settle(
         runtime.ledger.record(
             decision.model_copy(update={"evidence": {**decision.evidence, "done": outcomes}}), event_id=event_id
         )
-    _report(decision, outcomes, event_id, runtime, tags, account)
+    _restage(box, staged, decision, outcomes, event_id, runtime, tags, account)
+    if outbox is None:
+        box.flush()
     return {"resource": decision.resource, "verdict": decision.verdict, "done": outcomes}
 
 
-def _report(
+def _restage(
+    box: Outbox,
+    staged: Finding | None,
     decision: Decision,
     outcomes: list[str],
     event_id: str,
@@ -275,9 +289,28 @@ def _report(
     tags: dict[str, str] | None,
     account: str | None,
 ) -> None:
+    """The staged finding, now saying what was done (same id, still unsent)."""
+    if staged is None:
+        return
+    final = _finding(decision, outcomes, event_id, runtime, tags, account)
+    if final is not None and final.detail != staged.detail:
+        box.stage(final.model_copy(update={"id": staged.id}))
+    metrics.add_metric(name="NetworkViolations", unit="Count", value=1)
+
+
+def _finding(
+    decision: Decision,
+    outcomes: list[str],
+    event_id: str,
+    runtime: Runtime,
+    tags: dict[str, str] | None,
+    account: str | None,
+    *,
+    acting: bool = True,
+) -> Finding | None:
     violating = decision.verdict == "act" or (decision.verdict == "ignored" and decision.severity != "info")
     if not violating:
-        return
+        return None
     finding = Finding.from_decision(
         decision,
         _title(decision),
@@ -288,10 +321,9 @@ def _report(
     )
     if outcomes:
         finding = finding.model_copy(update={"detail": finding.detail + "; done: " + "; ".join(outcomes)})
-    elif decision.enforced_actions():
+    elif decision.enforced_actions() and acting:
         finding = finding.model_copy(update={"detail": finding.detail + "; done: nothing changed"})
-    runtime.sink.publish([finding])
-    metrics.add_metric(name="NetworkViolations", unit="Count", value=1)
+    return finding
 
 
 # --- the two entry points ---------------------------------------------------------------------------------------------
@@ -309,10 +341,17 @@ def on_call(event: CloudTrailEvent, runtime: Runtime, aws: NetworkAws) -> dict[s
         decisions = [_group_decision(call, aws, runtime)]
     else:
         decisions = _address_decisions(call, aws, runtime, now)
-    results = [
-        settle(d, event_id=event.id, runtime=runtime, aws=aws, tags=tags, account=event.account)
-        for d, tags in decisions
-    ]
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id)
+    box.resume()  # what an earlier attempt of this event staged and never got accepted
+    try:
+        results = [
+            settle(d, event_id=event.id, runtime=runtime, aws=aws, tags=tags, account=event.account, outbox=box)
+            for d, tags in decisions
+        ]
+    except Exception:
+        box.flush(raise_on_failure=False)
+        raise
+    box.flush()
     return {"status": "done", "event_id": event.id, "call": call.name, "decisions": results}
 
 
@@ -359,13 +398,19 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, 
         logger.warning("network blast radius", extra={"deferred": deferred})
     results: list[dict[str, Any]] = []
     failed: list[str] = []
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id)
+    box.resume()
+    box.flush_stale(POLICY)  # findings earlier invocations left unsent
     for decision, tags in judged:
         try:
             results.append(
-                settle(decision, event_id=event.id, runtime=runtime, aws=aws, tags=tags, account=event.account)
+                settle(
+                    decision, event_id=event.id, runtime=runtime, aws=aws, tags=tags, account=event.account, outbox=box
+                )
             )
         except Exception as error:  # already logged and reported by settle; the other resources still get checked
             failed.append(f"{decision.resource}: {error}")
+    box.flush(raise_on_failure=not failed)
     acted = [d for d, _ in judged if d.verdict == "act"]
     logger.info(
         "network sweep",

@@ -199,7 +199,8 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     undeliverable: list[str] = []
     sent = 0
     for delivery in deliveries:
-        marker = f"{parsed.id}#{delivery.key}"
+        # A finding re-published by an outbox keeps its id: it is delivered once per channel, whatever event carried it.
+        marker = f"{finding.id or parsed.id}#{delivery.key}"
         if runtime.ledger.get_item(DELIVERY_KIND, marker):
             continue
         content = rendered[delivery.key]

@@ -45,12 +45,15 @@ from governor.domain.spot import (
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
+from governor.once import IN_DOUBT, send_command_once
+from governor.outbox import Outbox
 
 IAM_ACTIONS = frozenset(
     {
         "ec2:DescribeInstances",
         "ssm:SendCommand",
         "ssm:GetCommandInvocation",
+        "ssm:ListCommands",
         "elasticloadbalancing:DescribeTargetGroups",
         "elasticloadbalancing:DescribeTargetHealth",
         "elasticloadbalancing:DeregisterTargets",
@@ -149,12 +152,6 @@ def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> 
     }
 
 
-IN_DOUBT = (
-    "in doubt: an earlier attempt failed between sending the command and recording its id; not sent again, so the "
-    "job is not signalled twice"
-)
-
-
 def _recover(
     decision: Decision, record: InterruptionRecord, instance: Instance, runtime: Runtime, ports: SpotPorts
 ) -> None:
@@ -206,22 +203,18 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
         record = start_record(decision, instance, event.id, at, event.detail.instance_action)
         if existing is not None:  # a stopped instance interrupted again: keep the earlier record under its own key
             runtime.ledger.put_item(RECORD_KIND, f"{existing.instance_id}#{existing.event_id}", existing.to_item())
-    if record.checkpoint_attempted and not record.command_id and not record.checkpoint_error:
-        record.checkpoint_error = IN_DOUBT
-    elif _enforced(decision, "checkpoint") and not record.checkpoint_attempted:
+    if _enforced(decision, "checkpoint") and not record.command_id and not record.checkpoint_error:
+        # At most once: the intent is claimed before sending, and a retry looks the command up instead of resending.
         record.checkpoint_attempted = True
-        runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())  # the command is in flight
-        try:
-            sent = ports.commands.send(
-                instance.id,
-                record.checkpoint_command or runtime.policy.spot.checkpoint_command,
-                runtime.policy.spot.checkpoint_timeout_seconds,
-                comment=f"governor spot checkpoint {event.id}",
-            )
-        except Exception:
-            record.checkpoint_attempted = False  # not sent: the retry sends it
-            runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
-            raise
+        sent = send_command_once(
+            runtime.ledger,
+            ports.commands,
+            event_id=event.id,
+            instance_id=instance.id,
+            command=record.checkpoint_command or runtime.policy.spot.checkpoint_command,
+            timeout_seconds=runtime.policy.spot.checkpoint_timeout_seconds,
+            what="spot checkpoint",
+        )
         record.checkpoint_delivered = sent.delivered
         record.command_id = sent.command_id
         record.checkpoint_error = sent.error
@@ -230,7 +223,7 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
         _recover(decision, record, instance, runtime, ports)
         record.recovered = True
         runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
-    runtime.sink.publish(_warning_findings(decision, record, event))
+    _send(runtime, event.id, _warning_findings(decision, record, event))
     return _result(
         "acted" if runtime.policy.spot.enforce else "reported",
         event,
@@ -246,6 +239,14 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
         replacement_id=record.replacement_id,
         errors=record.errors,
     )
+
+
+def _send(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
+    """Through the outbox: staged, published, marked sent once accepted; a retry publishes what is left."""
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event_id)
+    box.resume()
+    box.add(findings)
+    box.flush()
 
 
 def _blocked(decision: Decision) -> str | None:
@@ -322,11 +323,14 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
             checkpoint = dict(earlier["checkpoint"])
         else:
             action = next(a for a in decision.actions if a.type == "checkpoint")
-            sent = ports.commands.send(
-                instance.id,
-                str((action.model_extra or {})["command"]),
-                runtime.policy.spot.checkpoint_timeout_seconds,
-                comment=f"governor spot rebalance checkpoint {event.id}",
+            sent = send_command_once(
+                runtime.ledger,
+                ports.commands,
+                event_id=event.id,
+                instance_id=instance.id,
+                command=str((action.model_extra or {})["command"]),
+                timeout_seconds=runtime.policy.spot.checkpoint_timeout_seconds,
+                what="spot rebalance checkpoint",
             )
             checkpoint = {
                 "attempted": True,
@@ -343,7 +347,9 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
             else f"early checkpoint NOT delivered: {checkpoint['error']}"
         )
     evidence = decision.evidence
-    runtime.sink.publish(
+    _send(
+        runtime,
+        event.id,
         [
             _finding(
                 decision,
@@ -353,7 +359,7 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
                 owner=evidence.get("owner"),
                 team=evidence.get("team"),
             )
-        ]
+        ],
     )
     return _result("acted" if runtime.policy.spot.enforce else "reported", event, decision, checkpoint=checkpoint)
 
@@ -375,7 +381,9 @@ def _state_change(event: StateChangeEvent, runtime: Runtime, ports: SpotPorts) -
             record.errors.append(f"checkpoint status: {error}")
     runtime.ledger.put_item(RECORD_KIND, instance_id, record.to_item())
     if record.checkpoint_attempted and record.checkpoint_status != "Success":
-        runtime.sink.publish(
+        _send(
+            runtime,
+            event.id,
             [
                 _finding(
                     decision.model_copy(update={"severity": "warning"}),
@@ -388,7 +396,7 @@ def _state_change(event: StateChangeEvent, runtime: Runtime, ports: SpotPorts) -
                     owner=record.owner,
                     team=record.team,
                 )
-            ]
+            ],
         )
     return _result("recorded", event, decision, final_status=record.status, checkpoint_status=record.checkpoint_status)
 
@@ -409,7 +417,9 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
             record.errors.append(f"complete_lifecycle_action: {error}")
     runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
     if detail.status != "Success":
-        runtime.sink.publish(
+        _send(
+            runtime,
+            event.id,
             [
                 _finding(
                     decision,
@@ -420,7 +430,7 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
                     owner=record.owner,
                     team=record.team,
                 )
-            ]
+            ],
         )
     return _result(
         "recorded", event, decision, checkpoint_status=detail.status, lifecycle_action=record.lifecycle_action

@@ -1,0 +1,225 @@
+"""The findings outbox: a finding is recorded (unsent) before anything is acted on, and marked sent only once the
+bus accepted it.
+
+Every handler that records a decision and acts on it goes through one :class:`Outbox` per invocation:
+``add`` stages findings in the ledger under deterministic ids (event id + resource + rule), ``flush`` publishes what
+is unsent and marks what EventBridge accepted, ``resume`` publishes what an earlier attempt of the same event staged
+but never got accepted (a Lambda retry re-runs the handler, since Powertools idempotency forgets a failed attempt,
+and may find the resource already fixed and produce no finding of its own), and ``flush_stale`` lets a scheduled
+sweep publish what any earlier invocation of its policy left behind.
+
+Ledger layout: one ``outbox`` item per finding (``finding`` as JSON, ``sent_at`` once accepted) and one
+``outbox-event`` item per event listing its finding ids, both read with strongly consistent ``GetItem``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+
+from governor.domain.decision import Finding
+from governor.domain.ports import FindingSink, Ledger, PublishError
+from governor.observability import logger, metrics
+
+OUTBOX_KIND = "outbox"
+EVENT_KIND = "outbox-event"
+#: Fixed namespace for uuid5 ids: the same (event, resource, rule) gives the same id in every run.
+NAMESPACE = uuid.UUID("6f1d3c1e-9a4b-5b7e-8d2a-1f0c6e4b2a90")
+#: A staged finding younger than this may belong to an invocation still running; sweeps leave it to that one.
+STALE_AFTER = dt.timedelta(minutes=5)
+#: How far back a sweep looks for unsent findings.
+HORIZON = dt.timedelta(days=7)
+SENT_TTL = dt.timedelta(days=7)
+PENDING_TTL = dt.timedelta(days=30)
+
+
+def deterministic_id(*parts: str) -> str:
+    """A uuid5 of the parts: the same inputs give the same id, on a retry and in any other process."""
+    return str(uuid.uuid5(NAMESPACE, "|".join(parts)))
+
+
+def finding_id(event_id: str, resource: str, rule: str, part: str = "") -> str:
+    return deterministic_id(event_id, resource, rule, part)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _parse_time(value: object) -> dt.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    return dt.datetime.fromisoformat(value)
+
+
+class Outbox:
+    """One invocation's findings: staged with the decision, published until accepted, never marked sent early."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        sink: FindingSink,
+        *,
+        event_id: str,
+        clock: Callable[[], dt.datetime] = _utcnow,
+    ) -> None:
+        self.ledger = ledger
+        self.sink = sink
+        self.event_id = event_id
+        self.clock = clock
+        self._staged: dict[str, Finding] = {}
+        self._used: set[str] = set()
+        self.sent_at: dict[str, dt.datetime] = {}
+
+    # -- staging ---------------------------------------------------------------------------------------------------
+
+    def identify(self, finding: Finding, part: str = "") -> Finding:
+        """The finding with its deterministic id (kept if it has one); a second finding of the same resource and rule
+        in the same invocation gets a numbered id, in the order the handler produced them."""
+        if finding.id:
+            return finding
+        base = finding_id(finding.event_id or self.event_id, finding.resource, finding.rule, part)
+        chosen, number = base, 1
+        while chosen in self._used:
+            number += 1
+            chosen = finding_id(finding.event_id or self.event_id, finding.resource, finding.rule, f"{part}#{number}")
+        self._used.add(chosen)
+        return finding.model_copy(update={"id": chosen})
+
+    def add(self, findings: Iterable[Finding], *, part: str = "") -> list[Finding]:
+        """Record each finding unsent (unless already accepted earlier); returns them with their ids."""
+        staged = []
+        now = self.clock()
+        for raw in findings:
+            finding = self.identify(raw, part)
+            assert finding.id is not None
+            self.stage(finding, now)
+            staged.append(finding)
+        if staged:
+            self._index([f.id for f in staged if f.id])
+        return staged
+
+    def stage(self, finding: Finding, now: dt.datetime | None = None) -> None:
+        """Record (or update the text of) one unsent finding; one already accepted stays as it was."""
+        assert finding.id is not None
+        now = now or self.clock()
+        existing = self.ledger.get_item(OUTBOX_KIND, finding.id)
+        if existing is not None and existing.get("sent_at"):
+            self.sent_at[finding.id] = _parse_time(existing["sent_at"]) or now
+            return
+        self.ledger.put_item(
+            OUTBOX_KIND,
+            finding.id,
+            {
+                "at": (existing or {}).get("at") or now.isoformat(),
+                "event_id": self.event_id,
+                "finding_id": finding.id,
+                "policy": finding.policy,
+                "finding": finding.model_dump_json(),
+                "expires_at": int((now + PENDING_TTL).timestamp()),
+            },
+        )
+        self._staged[finding.id] = finding
+
+    def _index(self, ids: Sequence[str]) -> None:
+        found = self.ledger.get_item(EVENT_KIND, self.event_id) or {}
+        known = [str(i) for i in found.get("ids") or []]
+        merged = known + [i for i in ids if i not in known]
+        if merged != known:
+            now = self.clock()
+            self.ledger.put_item(
+                EVENT_KIND,
+                self.event_id,
+                {"event_id": self.event_id, "ids": merged, "expires_at": int((now + PENDING_TTL).timestamp())},
+            )
+
+    # -- publishing ------------------------------------------------------------------------------------------------
+
+    def flush(self, *, raise_on_failure: bool = True) -> dict[str, dt.datetime]:
+        """Publish every staged, unsent finding; mark the accepted ones sent. Returns id -> acceptance time for every
+        finding of this invocation known to be accepted (now or earlier). Raises :class:`PublishError` when some were
+        not accepted, unless ``raise_on_failure`` is off (a sweep: the next sweep publishes them)."""
+        pending = [f for i, f in self._staged.items() if i not in self.sent_at]
+        self._publish(pending, raise_on_failure=raise_on_failure)
+        return dict(self.sent_at)
+
+    def _publish(self, findings: list[Finding], *, raise_on_failure: bool) -> None:
+        if not findings:
+            return
+        now = self.clock()
+        try:
+            self.sink.publish(findings)
+        except PublishError as error:
+            accepted = set(error.accepted)
+            self._mark_sent([f for f in findings if f.id in accepted], now)
+            lost = len(findings) - len(accepted & {f.id for f in findings})
+            metrics.add_metric(name="FindingsUnsent", unit="Count", value=lost)
+            logger.warning("findings not accepted; left in the outbox", extra={"unsent": lost, "error": str(error)})
+            if raise_on_failure:
+                raise
+            return
+        self._mark_sent(findings, now)
+
+    def _mark_sent(self, findings: Sequence[Finding], now: dt.datetime) -> None:
+        for finding in findings:
+            assert finding.id is not None
+            self.ledger.put_item(
+                OUTBOX_KIND,
+                finding.id,
+                {
+                    "at": now.isoformat(),
+                    "event_id": finding.event_id or self.event_id,
+                    "finding_id": finding.id,
+                    "policy": finding.policy,
+                    "finding": finding.model_dump_json(),
+                    "sent_at": now.isoformat(),
+                    "expires_at": int((now + SENT_TTL).timestamp()),
+                },
+            )
+            self.sent_at[finding.id] = now
+            self._staged.pop(finding.id, None)
+
+    def _load(self, finding_ids: Iterable[str]) -> list[Finding]:
+        unsent = []
+        for finding_id_ in finding_ids:
+            if finding_id_ in self._staged or finding_id_ in self.sent_at:
+                continue
+            item = self.ledger.get_item(OUTBOX_KIND, finding_id_)
+            if item is None:
+                continue
+            if item.get("sent_at"):
+                self.sent_at[finding_id_] = _parse_time(item["sent_at"]) or self.clock()
+                continue
+            unsent.append(Finding.model_validate(json.loads(str(item["finding"]))))
+        return unsent
+
+    def resume(self) -> None:
+        """Take over what an earlier attempt of this event staged and never got accepted; ``flush`` publishes it."""
+        index = self.ledger.get_item(EVENT_KIND, self.event_id) or {}
+        for finding in self._load(str(i) for i in index.get("ids") or []):
+            assert finding.id is not None
+            self._staged[finding.id] = finding
+
+    def flush_stale(self, policy: str) -> int:
+        """A sweep's clean-up: publish this policy's findings that earlier invocations left unsent (older than
+        :data:`STALE_AFTER`, so a running invocation's own are left to it). Never raises; returns how many went out."""
+        now = self.clock()
+        stale = [
+            str(item.get("finding_id") or "")
+            for item in self.ledger.query_kind(OUTBOX_KIND, since=now - HORIZON)
+            if not item.get("sent_at")
+            and item.get("policy") == policy
+            and (_parse_time(item.get("at")) or now) <= now - STALE_AFTER
+        ]
+        found = self._load(i for i in stale if i)
+        before = len(self.sent_at)
+        self._publish(found, raise_on_failure=False)
+        return len(self.sent_at) - before
+
+
+def published_at(ledger: Ledger, finding_id_: str) -> dt.datetime | None:
+    """When the bus accepted this finding, or None if it has not (yet)."""
+    item = ledger.get_item(OUTBOX_KIND, finding_id_)
+    return _parse_time(item.get("sent_at")) if item else None

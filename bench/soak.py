@@ -30,7 +30,7 @@ class Mode:
     rate: float
     events: int
     duplicates: float = 0.2
-    only: str | None = None  # a predicate of governor.testing.faults narrowing which calls may fail
+    only: str | None = None  # a predicate of governor_cli.testing.faults narrowing which calls may fail
 
 
 MODES = [

@@ -14,7 +14,7 @@ from moto import mock_aws
 from governor.adapters.aws import client
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
-from governor.demo.bootstrap import create_ledger_table
+from governor_cli.demo.bootstrap import create_ledger_table
 from governor.domain.decision import Finding
 from governor.domain.idle import MARK_KIND
 from governor.domain.memory import MemorySink

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
+from governor.domain.actions import Checkpoint
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import Instance
 from governor.domain.spot import (
@@ -251,8 +252,8 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
 def _blocked(decision: Decision) -> str | None:
     """Why the checkpoint could not be sent at all (the instance lacks the tags the SendCommand grant requires)."""
     for action in decision.actions:
-        if action.type == "checkpoint" and (action.model_extra or {}).get("blocked"):
-            return str((action.model_extra or {})["blocked"])
+        if isinstance(action, Checkpoint) and action.blocked:
+            return action.blocked
     return None
 
 
@@ -321,10 +322,10 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
         if earlier is not None and earlier.get("event_id") == event.id:  # a retry: the command already left
             checkpoint = dict(earlier["checkpoint"])
         else:
-            action = next(a for a in decision.actions if a.type == "checkpoint")
+            action = next(a for a in decision.actions if isinstance(a, Checkpoint))
             sent = ports.commands.send(
                 instance.id,
-                str((action.model_extra or {})["command"]),
+                str(action.command),
                 runtime.policy.spot.checkpoint_timeout_seconds,
                 comment=f"governor spot rebalance checkpoint {event.id}",
             )

@@ -9,7 +9,8 @@ from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
 
-IAM_ACTIONS = frozenset({"ssm:SendCommand", "ssm:GetCommandInvocation"})
+# SendCommand is the Checkpoint action's permission (governor.domain.actions).
+IAM_ACTIONS = frozenset({"ssm:GetCommandInvocation"})
 DOCUMENT = "AWS-RunShellScript"
 
 

@@ -47,24 +47,6 @@ from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_mo
 from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
 
-IAM_ACTIONS = frozenset(
-    {
-        "ec2:DescribeInstances",
-        "ssm:SendCommand",
-        "ssm:GetCommandInvocation",
-        "elasticloadbalancing:DescribeTargetGroups",
-        "elasticloadbalancing:DescribeTargetHealth",
-        "elasticloadbalancing:DeregisterTargets",
-        "autoscaling:DescribeAutoScalingInstances",
-        "autoscaling:DescribeLifecycleHooks",
-        "autoscaling:CompleteLifecycleAction",
-        "ec2:DescribeSubnets",
-        "ec2:RunInstances",
-        "ec2:CreateTags",
-        "iam:PassRole",
-    }
-)
-
 
 class WarningEvent(EventBridgeModel):
     detail: WarningDetail

@@ -206,3 +206,9 @@ def test_no_secret_in_function_environment(synth: Synth) -> None:
 def test_template_and_assets_hold_no_secret_looking_value(synth: Synth) -> None:
     hits = find_secrets(json.dumps(synth.json))
     assert not hits, f"secret-looking values in the template: {hits}"
+
+
+def test_each_function_has_the_triggers_its_registry_entry_describes(synth: Synth) -> None:
+    """What ``governor demo`` and the docs print is what the constructs built (rules, schedules, bus, URL)."""
+    for name, function in synth.stack.functions.items():
+        assert function.triggers == REGISTRY[name].trigger_lines(synth.stack.policy), name

@@ -35,9 +35,10 @@ from governor.demo.slack_app import QueuedInvoker, buttons_of, click_request, dr
 from governor.demo.trail import Principal, Trail
 from governor.domain.interactions import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from governor.sim.workload import SyntheticInstance, Workload, generate
 
-SECTIONS = ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", "notifications", "interactions")
+SECTIONS = REGISTRY.sections()
 SLACK_ACTIONS_PATH = "T0DEMO"
 TEAMS = ("vision", "nlp", "speech", "research")
 PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}

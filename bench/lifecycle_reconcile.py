@@ -99,8 +99,9 @@ def reconcile_figures(instances: int, vanished: int) -> None:
 
 
 def query_figures(sessions: int) -> None:
+    from governor.domain.actions import Stop
     from governor.domain.costs import PriceBook, gpu_hours_and_cost, idle_hours, savings
-    from governor.domain.decision import Action, Decision
+    from governor.domain.decision import Decision
     from governor.policy import parse_policy
 
     rng = random.Random(7)
@@ -135,7 +136,7 @@ def query_figures(sessions: int) -> None:
             policy="idle",
             verdict="act",
             resource=f"i-{index:017x}",
-            actions=[Action(type="stop", enforced=True)] if status == "acted" else [],
+            actions=[Stop(enforced=True)] if status == "acted" else [],
             evidence={
                 "status": status,
                 "window_start": (at - dt.timedelta(hours=2)).isoformat(),

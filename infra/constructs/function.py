@@ -8,7 +8,7 @@ invocations, and alarms on errors and on DLQ depth.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -25,6 +25,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from governor.policy import Policy, PolicyError
+from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.constructs.layer import dependency_layer
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
@@ -51,28 +52,37 @@ def policy_subset(policy: Policy, sections: Sequence[str], function: str = "gove
     return text
 
 
+class UndeclaredPermission(ValueError):
+    """A construct granted an action its capability's registry entry does not list."""
+
+
 class GovernorFunction(Construct):
-    """A governor Lambda with its own role, log group, DLQ and alarms; callers add statements and triggers."""
+    """A governor Lambda for one registered capability, with its own role, log group, DLQ and alarms.
+
+    Its role may grant only what the registry lists for it (``capability.permissions(policy)`` plus the shared
+    runtime's): callers scope those actions to resources and conditions, and add triggers.
+    """
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        name: str,
-        description: str,
+        capability: Capability,
         shared: SharedResources,
         policy: Policy,
         settings: Settings,
-        sections: Sequence[str],
         timeout: Duration = Duration.minutes(1),
         memory_mb: int = 512,
         reserved_concurrency: int | None = None,
         environment: dict[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        name = capability.name
+        self.capability = capability
         self.name = name
-        self.description = description
+        self.description = capability.description
+        self.allowed = capability.permissions(policy) | BASE_PERMISSIONS
         self.triggers: list[str] = []
         self._shared = shared
         self._schedule_role: iam.Role | None = None
@@ -105,17 +115,17 @@ class GovernorFunction(Construct):
         )
         self.role.add_to_policy(
             iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                actions=sorted(LOGS),
                 resources=[self.log_group.log_group_arn, f"{self.log_group.log_group_arn}:log-stream:*"],
             )
         )
         self.function = lambda_.Function(
             self,
             "Function",
-            description=description,
+            description=self.description,
             runtime=RUNTIME,
             architecture=lambda_.Architecture.ARM_64,
-            handler=f"governor.handlers.{name}.lambda_handler",
+            handler=capability.handler,
             code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDES),
             layers=[dependency_layer(Stack.of(self), settings)],
             role=self.role,
@@ -131,7 +141,7 @@ class GovernorFunction(Construct):
             on_failure=destinations.SqsDestination(self.dlq),
             environment={
                 "GOVERNOR_FUNCTION": name,
-                "GOVERNOR_POLICY": policy_subset(policy, sections, name),
+                "GOVERNOR_POLICY": policy_subset(policy, capability.environment_sections, name),
                 "LEDGER_TABLE": shared.ledger.table_name,
                 "IDEMPOTENCY_TABLE": shared.idempotency.table_name,
                 "BUS_NAME": shared.bus.event_bus_name,
@@ -141,23 +151,12 @@ class GovernorFunction(Construct):
                 **(environment or {}),
             },
         )
-        self.add_statement(
-            [
-                "dynamodb:PutItem",
-                "dynamodb:GetItem",
-                "dynamodb:Query",
-                "dynamodb:BatchWriteItem",
-                "dynamodb:BatchGetItem",
-            ],
-            [shared.ledger.table_arn, f"{shared.ledger.table_arn}/index/by-kind"],
-        )
-        self.add_statement(
-            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-            [shared.idempotency.table_arn],
-        )
-        self.add_statement(["events:PutEvents"], [shared.bus.event_bus_arn])
-        self.add_statement(["sqs:SendMessage"], [self.dlq.queue_arn])
-        self.add_statement(["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"], [shared.key.key_arn])
+        # The shared runtime's grants (governor.registry.BASE_PERMISSIONS), each on this stack's own resource.
+        self.add_statement(LEDGER, [shared.ledger.table_arn, f"{shared.ledger.table_arn}/index/by-kind"])
+        self.add_statement(IDEMPOTENCY, [shared.idempotency.table_arn])
+        self.add_statement(BUS, [shared.bus.event_bus_arn])
+        self.add_statement(DLQ, [self.dlq.queue_arn])
+        self.add_statement(KMS, [shared.key.key_arn])
         stack = Stack.of(self)
         log_group_id = stack.resolve(stack.get_logical_id(self.log_group.node.default_child))  # type: ignore[arg-type]
         acknowledge(
@@ -203,20 +202,49 @@ class GovernorFunction(Construct):
         for alarm in (errors, depth):
             alarm.add_alarm_action(action)
 
-    def add_statement(
-        self, actions: Sequence[str], resources: Sequence[str], conditions: dict[str, object] | None = None
-    ) -> None:
-        """A statement scoped to resources (and conditions); the role grants nothing else."""
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=list(actions), resources=list(resources), conditions=conditions)
-        )
+    def declared(self, actions: Iterable[str]) -> list[str]:
+        """The actions, sorted, once each; an action the registry does not list for this function stops the synth."""
+        wanted = sorted(set(actions))
+        extra = [action for action in wanted if action not in self.allowed]
+        if extra:
+            raise UndeclaredPermission(
+                f"the {self.name} function would grant {', '.join(extra)}, which its registry entry does not list "
+                "(governor/registry.py: an adapter's IAM_ACTIONS or a typed action's permissions)"
+            )
+        return wanted
 
-    def add_unscoped_statement(self, construct_id: str, actions: Sequence[str], reason: str) -> None:
-        """Actions AWS cannot scope to a resource (``Describe*``-style reads), in their own acknowledged policy."""
+    def add_statement(
+        self,
+        actions: Iterable[str],
+        resources: Sequence[str],
+        conditions: dict[str, object] | None = None,
+        *,
+        reason: str | None = None,
+    ) -> None:
+        """Grant registered ``actions`` on ``resources`` (and conditions), and nothing else.
+
+        With ``reason``, every wildcard resource of the statement is acknowledged for cdk-nag (AwsSolutions-IAM5)
+        with it: the grant and the reason it is safe are written in one call.
+        """
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=self.declared(actions), resources=list(resources), conditions=conditions)
+        )
+        if reason is not None:
+            for resource in resources:
+                if "*" in str(Stack.of(self).resolve(resource)):
+                    self.acknowledge_wildcard(resource, reason)
+
+    def acknowledge_wildcard(self, resource: str, reason: str) -> None:
+        """Acknowledge AwsSolutions-IAM5 for a wildcard ``resource`` on this role, named the way cdk-nag names it."""
+        acknowledge(self.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]", reason)
+
+    def add_unscoped_statement(self, construct_id: str, actions: Iterable[str], reason: str) -> None:
+        """Registered actions AWS cannot scope to a resource (``Describe*``-style reads), in their own acknowledged
+        policy."""
         policy = iam.Policy(
             self,
             construct_id,
-            statements=[iam.PolicyStatement(actions=list(actions), resources=["*"])],
+            statements=[iam.PolicyStatement(actions=self.declared(actions), resources=["*"])],
         )
         self.role.attach_inline_policy(policy)
         acknowledge(policy, "AwsSolutions::AwsSolutions-IAM5[Resource::*]", reason)
@@ -302,6 +330,25 @@ class GovernorFunction(Construct):
         )
         self.triggers.append(f"schedule {expression}: {description}")
         return schedule
+
+
+def nag_resource(scope: Construct, resource: str) -> str:
+    """How cdk-nag writes a resource in a finding id: ``Ref`` as ``<Name>``, ``Fn::GetAtt`` as ``<LogicalId.Attr>``."""
+    resolved = Stack.of(scope).resolve(resource)
+
+    def render(part: object) -> str:
+        if isinstance(part, str):
+            return part
+        if isinstance(part, dict) and "Ref" in part:
+            return f"<{part['Ref']}>"
+        if isinstance(part, dict) and "Fn::GetAtt" in part:
+            return "<" + ".".join(part["Fn::GetAtt"]) + ">"
+        if isinstance(part, dict) and "Fn::Join" in part:
+            separator, parts = part["Fn::Join"]
+            return str(separator).join(render(p) for p in parts)
+        raise ValueError(f"cannot name {part!r} as cdk-nag does")
+
+    return render(resolved)
 
 
 def _retention(days: int) -> logs.RetentionDays:

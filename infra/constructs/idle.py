@@ -16,20 +16,31 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from governor.domain.actions import Stop, Tag, Terminate, Untag
 from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources, send_command_grant
-from infra.nag import acknowledge
 from infra.settings import Settings
 
 AGENT_CONFIG_FILE = Path(__file__).resolve().parent.parent / "cloudwatch-agent-gpu.json"
 RUN_COMMAND_DOCUMENT = "AWS-RunShellScript"
+CAPABILITY = REGISTRY["idle"]
 
 
 def agent_config() -> str:
     """The shipped agent configuration, compact (SSM standard parameters hold 4 KB)."""
     return json.dumps(json.loads(AGENT_CONFIG_FILE.read_text(encoding="utf-8")), separators=(",", ":"))
+
+
+INSTANCES_REASON = (
+    "GPU instances are launched at run time, so their ids are unknown at deploy time. Stop/Terminate and "
+    "CreateTags carry an ec2:InstanceType condition limited to the GPU families; tag writes and deletions "
+    "only governor:* keys (DeleteTags supports no ec2:InstanceType condition); "
+    "SendCommand only with the AWS-RunShellScript document and only on instances carrying fleet.fleet_tags "
+    "(ssm:resourceTag condition)."
+)
 
 
 class IdleReclamation(Construct):
@@ -50,51 +61,36 @@ class IdleReclamation(Construct):
         function = GovernorFunction(
             self,
             "Idle",
-            name="idle",
-            description="Warns about, then stops or terminates, GPU instances idle by every signal (idle policy)",
+            capability=CAPABILITY,
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["idle"],
             timeout=Duration.minutes(5),
             memory_mb=1024,
         )
-        function.on_schedule(
-            "Sweep",
-            policy.idle.schedule,
-            "idle sweep: GPU metrics of every running GPU instance, then warn, act or hold back",
-        )
+        sweep = CAPABILITY.trigger("Sweep")
+        function.on_schedule("Sweep", sweep.expression(policy), sweep.description)
         function.add_unscoped_statement(
             "Reads",
-            ["ec2:DescribeInstances", "cloudwatch:GetMetricData", "ssm:GetCommandInvocation", "ssm:ListCommands"],
+            [action for use in CAPABILITY.uses for action in use.permissions(policy)],
             "DescribeInstances, GetMetricData, GetCommandInvocation and ListCommands support no resource-level "
             "permissions; they list GPU instances, read their metrics, read the outcome of the function's own "
             "checkpoint commands and find a command by its intent id instead of sending it twice.",
         )
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         gpu_types: dict[str, object] = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}
-        function.add_statement(["ec2:StopInstances", "ec2:TerminateInstances"], [instances], gpu_types)
+        function.add_statement(Stop.IAM | Terminate.IAM, [instances], gpu_types, reason=INSTANCES_REASON)
         governor_keys: dict[str, object] = {
             "ForAllValues:StringLike": {"aws:TagKeys": ["governor:*"]},
             "Null": {"aws:TagKeys": "false"},
         }
-        function.add_statement(["ec2:CreateTags"], [instances], {**governor_keys, **gpu_types})
+        function.add_statement(Tag.IAM, [instances], {**governor_keys, **gpu_types})
         # DeleteTags does not support ec2:InstanceType (Service Authorization Reference): with it the condition is
         # false and every call is denied, so the idle-since mark could never be cleared. Keys alone bound it.
-        function.add_statement(["ec2:DeleteTags"], [instances], governor_keys)
+        function.add_statement(Untag.IAM, [instances], governor_keys)
         if policy.idle.asg_action == "scale_in":
             self._scale_in_grants(function)
         send_command_grant(function, policy, RUN_COMMAND_DOCUMENT)
-        acknowledge(
-            function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-            "instance/*]",
-            "GPU instances are launched at run time, so their ids are unknown at deploy time. Stop/Terminate and "
-            "CreateTags carry an ec2:InstanceType condition limited to the GPU families; tag writes and deletions "
-            "only governor:* keys (DeleteTags supports no ec2:InstanceType condition); "
-            "SendCommand only with the AWS-RunShellScript document and only on instances carrying fleet.fleet_tags "
-            "(ssm:resourceTag condition).",
-        )
         self.agent_parameter = ssm.StringParameter(
             self,
             "AgentConfig",
@@ -137,17 +133,15 @@ class IdleReclamation(Construct):
         )
         function.add_unscoped_statement(
             "GroupReads",
-            ["autoscaling:DescribeAutoScalingGroups"],
+            [action for action in Terminate.SCALE_IN if action.startswith("autoscaling:Describe")],
             "DescribeAutoScalingGroups supports no resource-level permissions; it re-reads a group's minimum and "
             "desired capacity right before scaling it in.",
         )
-        function.add_statement(["autoscaling:TerminateInstanceInAutoScalingGroup"], [groups])
-        acknowledge(
-            function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:"
-            "<AWS::AccountId>:autoScalingGroup:*:autoScalingGroupName/*]",
-            "Any Auto Scaling group may hold an idle GPU instance; the function scales a group in only by an instance "
-            "its sweep judged idle and re-read, always decrementing the desired capacity and never below the "
+        function.add_statement(
+            [action for action in Terminate.SCALE_IN if not action.startswith("autoscaling:Describe")],
+            [groups],
+            reason="Any Auto Scaling group may hold an idle GPU instance; the function scales a group in only by an "
+            "instance its sweep judged idle and re-read, always decrementing the desired capacity and never below the "
             "group's minimum (checked first, and enforced by EC2 Auto Scaling).",
         )
 

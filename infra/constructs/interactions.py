@@ -17,8 +17,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from governor.adapters.interactions import AsyncInvoker
+from governor.domain.actions import Tag
 from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.notifications import grant_secret_reads
 from infra.constructs.shared import SharedResources
@@ -53,19 +56,17 @@ class SlackInteractions(Construct):
         function = GovernorFunction(
             self,
             "Interactions",
-            name="interactions",
-            description="Slack buttons: Keep, Keep until tomorrow, Stop now, Acknowledge (verified, authorised)",
+            capability=REGISTRY["interactions"],
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["interactions"],
             timeout=Duration.seconds(30),
             memory_mb=512,
             reserved_concurrency=policy.interactions.reserved_concurrency,
             environment={"IDLE_FUNCTION": idle.function.function_name},
         )
         self.url = function.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
-        function.triggers.append("Function URL (auth NONE; every request must carry Slack's v0 signature)")
+        function.triggers.append(REGISTRY["interactions"].trigger("FunctionUrl").line(policy))
         acknowledge(
             function.function,
             "NIST.800.53.R5::NIST.800.53.R5-LambdaFunctionPublicAccessProhibited",
@@ -84,7 +85,7 @@ class SlackInteractions(Construct):
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         fleet_tags = {f"aws:ResourceTag/{key}": value for key, value in policy.fleet.fleet_tags.items()}
         function.add_statement(
-            ["ec2:CreateTags"],
+            Tag.IAM,
             [instances],
             {
                 "StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()},
@@ -107,7 +108,7 @@ class SlackInteractions(Construct):
             "Invoke",
             statements=[
                 iam.PolicyStatement(
-                    actions=["lambda:InvokeFunction"],
+                    actions=function.declared(AsyncInvoker.IAM_ACTIONS),
                     resources=[function.function.function_arn, idle.function.function_arn],
                 )
             ],

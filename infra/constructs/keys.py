@@ -11,15 +11,16 @@ from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_events as events
 from constructs import Construct
 
-from governor.adapters import iam_keys, kms, secrets
 from governor.domain.keys import EVENT_SOURCES
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
 from infra.settings import Settings
 
+CAPABILITY = REGISTRY["keys"]
 UNSCOPED = {
     "kms:ListKeys": "ListKeys has no resource-level permissions: it lists every key in the account and region.",
     "iam:GenerateCredentialReport": "The credential report is account-wide; IAM allows no resource for it.",
@@ -29,7 +30,7 @@ UNSCOPED = {
 
 
 def scoped_actions(service: str, declared: frozenset[str]) -> list[str]:
-    """The adapter's declared actions for ``service`` minus the unscopable ones, sorted for a stable template."""
+    """The registered actions for ``service`` minus the unscopable ones, sorted for a stable template."""
     return sorted(a for a in declared if a.startswith(f"{service}:") and a not in UNSCOPED)
 
 
@@ -51,18 +52,16 @@ class KeysEnforcer(Construct):
         self.function = GovernorFunction(
             self,
             "Keys",
-            name="keys",
-            description="Keeps KMS keys, IAM access keys and secrets rotated within the keys policy",
+            capability=CAPABILITY,
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["keys"],
             timeout=Duration.minutes(5),
         )
         function = self.function
-        function.on_schedule(
-            "Sweep", policy.keys.schedule, "daily sweep of KMS keys, IAM access keys (credential report) and secrets"
-        )
+        declared = CAPABILITY.permissions(policy)
+        sweep = CAPABILITY.trigger("Sweep")
+        function.on_schedule("Sweep", sweep.expression(policy), sweep.description)
         function.on_events(
             "CloudTrailCalls",
             events.EventPattern(
@@ -73,7 +72,7 @@ class KeysEnforcer(Construct):
                     "errorCode": [{"exists": False}],  # a refused call changed nothing
                 },
             ),
-            "Successful KMS, IAM (us-east-1 only) and Secrets Manager calls that change rotation or credentials",
+            CAPABILITY.trigger("CloudTrailCalls").description,
         )
 
         key_arns = stack.format_arn(service="kms", resource="key", resource_name="*")
@@ -84,11 +83,14 @@ class KeysEnforcer(Construct):
         function_arns = stack.format_arn(
             service="lambda", resource="function", resource_name="*", arn_format=ArnFormat.COLON_RESOURCE_NAME
         )
-        function.add_statement(scoped_actions("kms", kms.IAM_ACTIONS), [key_arns])
-        function.add_statement(scoped_actions("iam", iam_keys.IAM_ACTIONS), [user_arns])
-        function.add_statement(scoped_actions("secretsmanager", secrets.IAM_ACTIONS), [secret_arns])
-        function.add_statement(scoped_actions("lambda", secrets.IAM_ACTIONS), [function_arns])
-        declared = kms.IAM_ACTIONS | iam_keys.IAM_ACTIONS | secrets.IAM_ACTIONS
+        services = {action.split(":")[0] for action in declared}
+        unscoped = services - {"kms", "iam", "secretsmanager", "lambda"}
+        if unscoped:
+            raise ValueError(f"keys: no resource scope for registered {sorted(unscoped)} actions")
+        function.add_statement(scoped_actions("kms", declared), [key_arns])
+        function.add_statement(scoped_actions("iam", declared), [user_arns])
+        function.add_statement(scoped_actions("secretsmanager", declared), [secret_arns])
+        function.add_statement(scoped_actions("lambda", declared), [function_arns])
         function.add_unscoped_statement(
             "AccountWideReads",
             sorted(a for a in UNSCOPED if a in declared),

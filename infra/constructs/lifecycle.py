@@ -8,15 +8,17 @@ from constructs import Construct
 
 from governor.adapters import ec2 as ec2_adapter
 from governor.adapters import pricing as pricing_adapter
+from governor.domain.actions import Tag
 from governor.domain.lifecycle import CLOSING_STATES, RUNNING, STATE_CHANGE
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
 from infra.settings import Settings
 
-TAGGING = "ec2:CreateTags"
+CAPABILITY = REGISTRY["lifecycle"]
 
 
 class Lifecycle(Construct):
@@ -42,12 +44,10 @@ class Lifecycle(Construct):
         self.function = GovernorFunction(
             self,
             "Function",
-            name="lifecycle",
-            description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
+            capability=CAPABILITY,
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["lifecycle"],
             timeout=Duration.minutes(5),
         )
         self.function.on_events(
@@ -64,7 +64,7 @@ class Lifecycle(Construct):
                     },
                 },
             ),
-            "successful RunInstances of GPU families (CloudTrail)",
+            CAPABILITY.trigger("RunInstances").description,
         )
         fleet = policy.fleet
         self.function.on_events(
@@ -90,7 +90,7 @@ class Lifecycle(Construct):
                     },
                 },
             ),
-            "CreateTags setting an exemption, snooze, checkpoint name or idle mark (CloudTrail): who and when",
+            CAPABILITY.trigger("GovernorTags").description,
         )
         self.function.on_events(
             "StateChange",
@@ -99,13 +99,10 @@ class Lifecycle(Construct):
                 detail_type=[STATE_CHANGE],
                 detail={"state": [RUNNING, *sorted(CLOSING_STATES)]},
             ),
-            "EC2 instance running / stopping / stopped / shutting-down / terminated",
+            CAPABILITY.trigger("StateChange").description,
         )
-        self.function.on_schedule(
-            "Reconcile",
-            lifecycle.reconcile_schedule,
-            "close usage sessions of vanished instances, open sessions for running GPU instances never seen starting",
-        )
+        reconcile = CAPABILITY.trigger("Reconcile")
+        self.function.on_schedule("Reconcile", reconcile.expression(policy), reconcile.description)
         self.function.add_unscoped_statement(
             "DescribeInstances",
             sorted(ec2_adapter.IAM_ACTIONS),
@@ -115,7 +112,7 @@ class Lifecycle(Construct):
         stack = Stack.of(self)
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         self.function.add_statement(
-            [TAGGING],
+            Tag.IAM,
             [instances],
             conditions={
                 "StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()},
@@ -136,11 +133,3 @@ class Lifecycle(Construct):
                 "pricing:GetProducts reads public list prices and supports no resource-level permissions.",
             )
         functions["lifecycle"] = self.function
-
-
-def declared_actions(policy: Policy) -> set[str]:
-    """Every AWS action the lifecycle code calls beyond the shared runtime's: what this construct grants."""
-    actions = set(ec2_adapter.IAM_ACTIONS) | ({TAGGING} & ec2_adapter.Ec2Actions.IAM_ACTIONS)
-    if policy.lifecycle.use_price_list_api:
-        actions |= pricing_adapter.IAM_ACTIONS
-    return actions

@@ -10,19 +10,18 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
 from constructs import Construct
 
-from governor.adapters import ec2, network_addresses, security_groups
 from governor.domain.network import EVENT_NAMES
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources
-from infra.nag import acknowledge
 from infra.settings import Settings
 
-DECLARED = ec2.IAM_ACTIONS | security_groups.IAM_ACTIONS | network_addresses.IAM_ACTIONS
-DESCRIBE = sorted(action for action in DECLARED if action.startswith("ec2:Describe"))
-# action -> the EC2 resource types (in this account and region) it may touch
-# (the resource types the Service Authorization Reference lists for each action; tests/infra/sar.py checks them)
+CAPABILITY = REGISTRY["network"]
+# Every registered action that is not a Describe* read -> the EC2 resource types (in this account and region) it may
+# touch (the types the Service Authorization Reference lists for it; tests/infra/sar.py checks them). A registered
+# action missing here stops the synth: it must be scoped before it is granted.
 SCOPED = {
     "ec2:RevokeSecurityGroupIngress": ("security-group",),
     "ec2:DisassociateAddress": ("elastic-ip", "network-interface"),
@@ -48,14 +47,13 @@ class NetworkEnforcer(Construct):
         function = GovernorFunction(
             self,
             "Network",
-            name="network",
-            description="Revokes offending security-group rules and public IPs on GPU instances (network policy)",
+            capability=CAPABILITY,
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["network"],
             timeout=Duration.minutes(5),
         )
+        permissions = CAPABILITY.permissions(policy)
         function.on_events(
             "CloudTrailCalls",
             events.EventPattern(
@@ -68,16 +66,13 @@ class NetworkEnforcer(Construct):
                     "errorCode": [{"exists": False}],
                 },
             ),
-            "EC2 calls that open ingress rules or give instances public addresses: " + ", ".join(EVENT_NAMES),
+            CAPABILITY.trigger("CloudTrailCalls").description,
         )
-        function.on_schedule(
-            "DriftSweep",
-            policy.network.sweep_schedule,
-            "drift sweep: every security group's ingress rules and every GPU instance's public address",
-        )
+        sweep = CAPABILITY.trigger("DriftSweep")
+        function.on_schedule("DriftSweep", sweep.expression(policy), sweep.description)
         function.add_unscoped_statement(
             "Describe",
-            DESCRIBE,
+            [action for action in permissions if action.startswith("ec2:Describe")],
             "EC2 Describe* calls (security groups, rules, instances, addresses, interfaces) support no resource-level "
             "permissions; they read only.",
         )
@@ -92,16 +87,16 @@ class NetworkEnforcer(Construct):
             "instance": "Instances are launched at run time; the instance ARN is in the request context of "
             "ModifyNetworkInterfaceAttribute only; no instance action is granted.",
         }
+        unscoped = sorted(a for a in permissions if not a.startswith("ec2:Describe") and a not in SCOPED)
+        if unscoped:
+            raise ValueError(f"network: no resource scope for registered actions {unscoped} (SCOPED)")
         for action, types in SCOPED.items():
+            if action not in permissions:
+                continue
             function.add_statement(
                 [action], [stack.format_arn(service="ec2", resource=kind, resource_name="*") for kind in types]
             )
         for kind, reason in reasons.items():
-            acknowledge(
-                function.role,
-                f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-                f"{kind}/*]",
-                reason,
-            )
+            function.acknowledge_wildcard(stack.format_arn(service="ec2", resource=kind, resource_name="*"), reason)
         functions["network"] = function
         self.function = function

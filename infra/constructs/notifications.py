@@ -12,8 +12,10 @@ from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_events as events
 from constructs import Construct
 
+from governor.adapters import ses, slack
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.dashboard import Dashboard
 from infra.constructs.function import GovernorFunction
 from infra.constructs.reports import Reports
@@ -40,7 +42,7 @@ def grant_secret_reads(function: GovernorFunction, names: list[str]) -> None:
         )
         for name in names
     ]
-    function.add_statement(["secretsmanager:GetSecretValue"], secrets)
+    function.add_statement(slack.IAM_ACTIONS, secrets)
 
 
 def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
@@ -56,7 +58,7 @@ def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
             )
             for name in (sender, domain)
         ]
-        function.add_statement(["ses:SendEmail"], identities)
+        function.add_statement(ses.IAM_ACTIONS, identities)
 
 
 class Notifications(Construct):
@@ -78,12 +80,10 @@ class Notifications(Construct):
         self.function = GovernorFunction(
             self,
             "Notifier",
-            name="notifier",
-            description="Findings from the governor bus to Slack and email: routed, merged, within Slack's limits",
+            capability=REGISTRY["notifier"],
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["notifications", "interactions"],
             timeout=Duration.minutes(3),
         )
         rule = events.Rule(
@@ -94,7 +94,7 @@ class Notifications(Construct):
             description="Every governor finding to the notifier",
         )
         rule.add_target(self.function.rule_target())
-        self.function.triggers.append(f"governor bus rule: {SOURCE} / {DETAIL_TYPE}")
+        self.function.triggers.append(REGISTRY["notifier"].trigger("Findings").line(policy))
         grant_delivery(self.function, policy)
         functions["notifier"] = self.function
         self.reports = Reports(

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from governor.adapters import archive, chart
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
 from infra.settings import Settings
 
 PREFIX = "reports"
+CAPABILITY = REGISTRY["report"]
 
 
 class Reports(Construct):
@@ -37,7 +40,6 @@ class Reports(Construct):
         dashboard_url: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
         logs_bucket = getattr(audit, "access_logs", None)
         if logs_bucket is None:
             logs_bucket = s3.Bucket(
@@ -72,37 +74,31 @@ class Reports(Construct):
         self.function = GovernorFunction(
             self,
             "Function",
-            name="report",
-            description="Daily and weekly security and cost report: Athena queries, ledger, chart, S3 archive",
+            capability=CAPABILITY,
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["reports", "notifications", "lifecycle", "budgets"],
             timeout=Duration.minutes(10),
             memory_mb=1024,
             environment={"REPORTS_BUCKET": self.bucket.bucket_name, "DASHBOARD_URL": dashboard_url},
         )
         # GetObject: earlier reports' summary.json for the trend, and signing the Slack link to the archived HTML.
-        self.function.add_statement(["s3:GetObject", "s3:PutObject"], [self.bucket.arn_for_objects(f"{PREFIX}/*")])
-        bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
-        acknowledge(
-            self.function.role,
-            f"AwsSolutions::AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{PREFIX}/*]",
-            "Each report is written under reports/<kind>/<date>/ and read back from there (trend, signed link); the "
-            "key is only known at run time. GetObject and PutObject only.",
+        self.function.add_statement(
+            archive.IAM_ACTIONS,
+            [self.bucket.arn_for_objects(f"{PREFIX}/*")],
+            reason="Each report is written under reports/<kind>/<date>/ and read back from there (trend, signed "
+            "link); the key is only known at run time. GetObject and PutObject only.",
         )
         self.function.add_unscoped_statement(
             "Chart",
-            ["cloudwatch:GetMetricWidgetImage"],
+            chart.IAM_ACTIONS,
             "GetMetricWidgetImage has no resource-level permissions; it only renders the fleet GPU utilisation "
             "chart from metrics the account already holds.",
         )
         if audit is not None and hasattr(audit, "grant_query"):
             audit.grant_query(self.function)
-        reports = policy.reports
-        self.function.on_schedule(
-            "Daily", reports.daily_schedule, "daily security and cost report", payload={"kind": "daily"}
-        )
-        self.function.on_schedule(
-            "Weekly", reports.weekly_schedule, "weekly security and cost report", payload={"kind": "weekly"}
-        )
+        for trigger_id in ("Daily", "Weekly"):
+            trigger = CAPABILITY.trigger(trigger_id)
+            self.function.on_schedule(
+                trigger_id, trigger.expression(policy), trigger.description, payload={"kind": trigger_id.lower()}
+            )

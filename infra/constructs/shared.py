@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from governor.domain.actions import Checkpoint
 from governor.policy import Policy
 
 if TYPE_CHECKING:
@@ -181,9 +182,9 @@ def send_command_grant(function: GovernorFunction, policy: Policy, document: str
     stack = Stack.of(function)
     instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
     arn = stack.format_arn(service="ssm", account="", resource="document", resource_name=document)
-    function.add_statement(["ssm:SendCommand"], [arn])
+    function.add_statement(Checkpoint.IAM, [arn])
     function.add_statement(
-        ["ssm:SendCommand"],
+        Checkpoint.IAM,
         [instances],
         {"StringEquals": {f"ssm:resourceTag/{key}": value for key, value in policy.fleet.fleet_tags.items()}},
     )

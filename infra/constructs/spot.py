@@ -9,6 +9,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from governor.adapters.ssm import DOCUMENT
+from governor.domain.actions import CompleteLifecycleAction, Deregister, Replace
 from governor.domain.spot import (
     COMMAND_STATUS,
     FINAL_COMMAND_STATUSES,
@@ -20,6 +21,7 @@ from governor.domain.spot import (
     WARNING,
 )
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources, send_command_grant
 from infra.nag import acknowledge
@@ -27,6 +29,16 @@ from infra.settings import Settings
 
 CHECKPOINT_PREFIX = "checkpoints"
 ACCESS_LOG_DAYS = 365
+CAPABILITY = REGISTRY["spot"]
+
+
+def _reads(actions: frozenset[str]) -> list[str]:
+    """The Describe* reads among ``actions`` (no resource-level permissions)."""
+    return [action for action in actions if ":Describe" in action]
+
+
+def _writes(actions: frozenset[str]) -> list[str]:
+    return sorted(action for action in actions if ":Describe" not in action)
 
 
 class Spot(Construct):
@@ -51,24 +63,22 @@ class Spot(Construct):
         self.function = GovernorFunction(
             self,
             "Function",
-            name="spot",
-            description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
+            capability=CAPABILITY,
             shared=shared,
             policy=policy,
             settings=settings,
-            sections=["spot"],
             timeout=Duration.minutes(2),
             reserved_concurrency=spot.reserved_concurrency,
         )
         self.function.on_events(
             "Interruption",
             events.EventPattern(source=[SOURCE], detail_type=[WARNING, REBALANCE]),
-            "EC2 Spot interruption warnings and rebalance recommendations",
+            CAPABILITY.trigger("Interruption").description,
         )
         self.function.on_events(
             "StateChange",
             events.EventPattern(source=[SOURCE], detail_type=[STATE_CHANGE], detail={"state": list(FINAL_STATES)}),
-            "EC2 instance stopped / terminated (completes interruption records)",
+            CAPABILITY.trigger("StateChange").description,
         )
         self.function.on_events(
             "CheckpointStatus",
@@ -77,7 +87,7 @@ class Spot(Construct):
                 detail_type=[COMMAND_STATUS],
                 detail={"status": list(FINAL_COMMAND_STATUSES), "document-name": [DOCUMENT]},
             ),
-            "SSM Run Command finished (checkpoint status; releases held Auto Scaling lifecycle actions)",
+            CAPABILITY.trigger("CheckpointStatus").description,
         )
         self._grants(policy)
         self.bucket: s3.Bucket | None = None
@@ -89,16 +99,13 @@ class Spot(Construct):
     def _grants(self, policy: Policy) -> None:
         spot = policy.spot
         stack = Stack.of(self)
-        reads = ["ec2:DescribeInstances", "ssm:GetCommandInvocation", "ssm:ListCommands"]
-        if spot.deregister_from_target_groups:
-            reads += ["elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetHealth"]
-        if spot.complete_lifecycle_action:
-            reads += ["autoscaling:DescribeAutoScalingInstances", "autoscaling:DescribeLifecycleHooks"]
-        if spot.replacement != "none":
-            reads.append("ec2:DescribeSubnets")
+        # The adapters' reads, and the Describe* reads of the recovery actions the policy switches on.
+        reads = [action for use in CAPABILITY.uses for action in use.permissions(policy)]
+        for action in (Deregister, CompleteLifecycleAction, Replace):
+            reads += _reads(action.permissions(policy))
         self.function.add_unscoped_statement(
             "Reads",
-            sorted(reads),
+            reads,
             "Describe* reads and ssm:GetCommandInvocation support no resource-level permissions: the function "
             "re-reads the interrupted instance, finds the target groups and Auto Scaling group holding it, subnets "
             "for fallback zones, and the final status of its own checkpoint command (ListCommands finds it by its "
@@ -115,7 +122,7 @@ class Spot(Construct):
         )
         if spot.deregister_from_target_groups:
             groups = stack.format_arn(service="elasticloadbalancing", resource="targetgroup", resource_name="*/*")
-            self.function.add_statement(["elasticloadbalancing:DeregisterTargets"], [groups])
+            self.function.add_statement(_writes(Deregister.permissions(policy)), [groups])
             acknowledge(
                 self.function.role,
                 "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:elasticloadbalancing:<AWS::Region>:"
@@ -128,7 +135,7 @@ class Spot(Construct):
                 f"arn:{stack.partition}:autoscaling:{stack.region}:{stack.account}:autoScalingGroup:*:"
                 "autoScalingGroupName/*"
             )
-            self.function.add_statement(["autoscaling:CompleteLifecycleAction"], [groups])
+            self.function.add_statement(_writes(CompleteLifecycleAction.permissions(policy)), [groups])
             acknowledge(
                 self.function.role,
                 "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:"

@@ -7,7 +7,8 @@ import datetime as dt
 from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
-from governor.domain.decision import Action, Decision
+from governor.domain.actions import RevokeIngress
+from governor.domain.decision import Decision
 from governor_cli.demo.bootstrap import create_ledger_table
 
 
@@ -16,7 +17,7 @@ def _table() -> None:
 
 
 def _decision(verdict: str) -> Decision:
-    actions = [Action(type="revoke_ingress", enforced=True)] if verdict == "act" else []
+    actions = [RevokeIngress(enforced=True)] if verdict == "act" else []
     return Decision(policy="network", verdict=verdict, resource="sg-1", actions=actions, reasons=[verdict])  # type: ignore[arg-type]
 
 

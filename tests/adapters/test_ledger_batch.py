@@ -11,12 +11,13 @@ from moto import mock_aws
 from governor.adapters import ledger as ledger_module
 from governor.adapters.aws import client
 from governor.adapters.ledger import BATCH_ATTEMPTS, DynamoLedger, UnprocessedItemsError
-from governor.domain.decision import Action, Decision
+from governor.domain.actions import Stop
+from governor.domain.decision import Decision
 from governor_cli.demo.bootstrap import create_ledger_table
 
 
 def _decision(resource: str, verdict: str = "ok") -> Decision:
-    actions = [Action(type="stop", enforced=True)] if verdict == "act" else []
+    actions = [Stop(enforced=True)] if verdict == "act" else []
     return Decision(policy="idle", verdict=verdict, resource=resource, actions=actions, reasons=[verdict])  # type: ignore[arg-type]
 
 

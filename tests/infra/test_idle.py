@@ -9,26 +9,30 @@ from typing import Any
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
-from governor.adapters import autoscaling, cloudwatch, ec2, ssm
 from governor.handlers import idle
 from governor.policy import parse_policy
+from governor.registry import BASE_PERMISSIONS, REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.idle import AGENT_CONFIG_FILE, IdleReclamation
 from infra.constructs.shared import SharedResources
 from infra.settings import Settings
 from tests.infra.conftest import Synth
-from tests.infra.declared_actions import BASE_ACTIONS
 from tests.infra.policy_eval import RolePolicy, role_policy
 
 INSTANCE = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
 DOCUMENT = "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
-CODE_ACTIONS = (
-    ec2.IAM_ACTIONS
-    | ec2.Ec2Actions.IAM_ACTIONS
-    | cloudwatch.IAM_ACTIONS
-    | ssm.IAM_ACTIONS
-    | autoscaling.AutoScalingGroups.IAM_ACTIONS
-)
+CODE_ACTIONS = {
+    "ec2:DescribeInstances",
+    "ec2:StopInstances",
+    "ec2:TerminateInstances",
+    "ec2:CreateTags",
+    "ec2:DeleteTags",
+    "cloudwatch:GetMetricData",
+    "ssm:SendCommand",
+    "ssm:GetCommandInvocation",
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:TerminateInstanceInAutoScalingGroup",
+}
 GROUP = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0f1e2d3c-aaaa-bbbb-cccc-0123456789ab:autoScalingGroupName/train-pool"
 
 
@@ -64,7 +68,7 @@ def test_sweep_runs_on_the_policy_schedule_with_the_idle_section(synth: Synth) -
 
 def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth) -> None:
     granted = _role(synth).granted_actions()
-    assert granted - BASE_ACTIONS == CODE_ACTIONS
+    assert granted - BASE_PERMISSIONS == CODE_ACTIONS == REGISTRY["idle"].permissions(synth.stack.policy)
     assert idle.IdleAws.__dataclass_fields__.keys() == {
         "instances",
         "actions",

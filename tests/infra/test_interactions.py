@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from governor.adapters import ec2
-from governor.adapters.interactions import AsyncInvoker, SlackSecrets, SnoozeTagger
+from governor.registry import BASE_PERMISSIONS, REGISTRY
 from tests.infra.conftest import Synth
-from tests.infra.declared_actions import BASE_ACTIONS
 from tests.infra.policy_eval import RolePolicy, arn_of, role_policy
 
 FLEET_GPU = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
@@ -44,8 +42,14 @@ def test_slack_reaches_the_function_through_a_url_that_only_invokes_it(synth: Sy
 
 
 def test_the_role_grants_what_the_endpoint_code_declares_and_nothing_more(synth: Synth) -> None:
-    declared = ec2.IAM_ACTIONS | SlackSecrets.IAM_ACTIONS | SnoozeTagger.IAM_ACTIONS | AsyncInvoker.IAM_ACTIONS
-    assert _role(synth).granted_actions() - BASE_ACTIONS == declared
+    declared = REGISTRY["interactions"].permissions(synth.stack.policy)
+    assert _role(synth).granted_actions() - BASE_PERMISSIONS == declared
+    assert declared == {
+        "ec2:DescribeInstances",
+        "secretsmanager:GetSecretValue",
+        "ec2:CreateTags",
+        "lambda:InvokeFunction",
+    }  # Stop now is the idle function's: no ec2:StopInstances here
 
 
 def test_only_the_snooze_tag_only_on_fleet_gpu_instances(synth: Synth) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from governor.adapters import iam_keys, kms, secrets
 from governor.domain.keys import EVENT_SOURCES
+from governor.policy import Policy
+from governor.registry import REGISTRY
 from tests.infra.conftest import Synth
 
-DECLARED = kms.IAM_ACTIONS | iam_keys.IAM_ACTIONS | secrets.IAM_ACTIONS
+DECLARED = REGISTRY["keys"].permissions(Policy())
 UNSCOPABLE = {"kms:ListKeys", "iam:GenerateCredentialReport", "iam:GetCredentialReport", "secretsmanager:ListSecrets"}
 
 

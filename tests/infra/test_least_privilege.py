@@ -1,6 +1,7 @@
-"""Least privilege, proven on the synthesized stack: each function's role grants what its code declares and no more,
-(the converse, every declared action granted, is checked with every feature on in ``test_nist.py``), destructive
-EC2 actions are held to GPU instance types, tag writes to ``governor:*`` keys, ``*`` resources only where
+"""Least privilege, proven on the synthesized stack: each function's role grants exactly what its registry entry
+declares for the policy (``governor.registry``: adapters' reads plus its typed actions' permissions) plus the shared
+runtime's base grants, nothing missing and nothing extra (the same check with every option on is in ``test_nist.py``),
+destructive EC2 actions are held to GPU instance types, tag writes to ``governor:*`` keys, ``*`` resources only where
 AWS offers no resource-level permission, and nothing secret sits in the template or the functions' environment."""
 
 from __future__ import annotations
@@ -8,9 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from governor.policy import Policy
+from governor.registry import BASE_PERMISSIONS, REGISTRY
 from governor_cli.testing.secrets import find_secrets
 from tests.infra.conftest import Synth
-from tests.infra.declared_actions import BASE_ACTIONS, declared, handler_modules, module_file
 from tests.infra.policy_eval import ACCOUNT, REGION, RolePolicy, role_policy, wildcard_match
 
 INSTANCE = f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0123456789abcdef0"
@@ -76,29 +78,61 @@ def _actions(statement: dict[str, Any]) -> list[str]:
     return value if isinstance(value, list) else [value]
 
 
-def test_every_function_runs_an_existing_handler_module(synth: Synth) -> None:
+def registry_mismatches(template: dict[str, Any], policy: Policy) -> list[str]:
+    """Each governor function's role against ``registry[function].permissions(policy)`` + base grants, both ways."""
+    problems = []
+    functions = _functions_of(template)
+    if set(functions) != set(REGISTRY):
+        problems.append(f"functions {sorted(functions)} but registry entries {sorted(REGISTRY)}")
+    for name, function in sorted(functions.items()):
+        registered = REGISTRY[name].permissions(policy) | BASE_PERMISSIONS
+        granted = role_policy(template, function["role"]).granted_actions()
+        problems += [
+            f"{name}: grants {a}, which its registry entry does not list" for a in sorted(granted - registered)
+        ]
+        problems += [
+            f"{name}: its registry entry lists {a}, which its role does not grant" for a in sorted(registered - granted)
+        ]
+    return problems
+
+
+def _functions_of(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for resource in template["Resources"].values():
+        handler = resource["Properties"].get("Handler", "") if resource["Type"] == "AWS::Lambda::Function" else ""
+        if handler.startswith("governor.handlers."):
+            found[handler.split(".")[2]] = {"role": resource["Properties"]["Role"]["Fn::GetAtt"][0]}
+    return found
+
+
+def test_every_function_is_a_registered_capability(synth: Synth) -> None:
     functions = _functions(synth)
-    assert functions, "no governor function in the stack"
+    assert set(functions) == set(REGISTRY), "the stack's functions and the registry disagree"
     for name, function in functions.items():
-        assert function["handler"] == f"governor.handlers.{name}.lambda_handler"
-        assert module_file(f"governor.handlers.{name}") is not None, f"{name}: no handler module"
+        assert function["handler"] == REGISTRY[name].handler
     assert set(functions) == set(synth.stack.functions), "stack.functions and the template disagree"
 
 
-def test_every_landed_handler_is_deployed(synth: Synth) -> None:
-    missing = sorted(set(handler_modules()) - set(_functions(synth)))
-    assert not missing, f"handler modules with no function in the stack: {missing}"
-
-
-def test_no_role_grants_an_action_its_code_does_not_declare(synth: Synth) -> None:
-    problems = []
-    for name, function in sorted(_functions(synth).items()):
-        code = declared(name) | BASE_ACTIONS
-        granted = role_policy(synth.json, function["role"]).granted_actions()
-        for action in sorted(granted):
-            if action not in code and not any(wildcard_match(action, d, case_sensitive=False) for d in code):
-                problems.append(f"{name}: grants {action}, which no adapter its handler imports declares")
+def test_each_role_grants_exactly_its_registered_permissions(synth: Synth) -> None:
+    problems = registry_mismatches(synth.json, synth.stack.policy)
     assert not problems, "\n".join(problems)
+
+
+def test_the_check_notices_an_extra_and_a_missing_grant(synth: Synth) -> None:
+    """The comparison is not vacuous: a grant nobody registered, or a registered action left out, is reported."""
+    template = json.loads(json.dumps(synth.json))
+    role = _functions_of(template)["network"]["role"]
+    policy = next(
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"].get("Roles", [])
+    )
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    revoke = next(s for s in statements if s["Action"] == "ec2:RevokeSecurityGroupIngress")
+    revoke["Action"] = "ec2:AuthorizeSecurityGroupIngress"
+    problems = registry_mismatches(template, synth.stack.policy)
+    assert "network: grants ec2:AuthorizeSecurityGroupIngress, which its registry entry does not list" in problems
+    assert "network: its registry entry lists ec2:RevokeSecurityGroupIngress, which its role does not grant" in problems
 
 
 def test_instance_changes_are_held_to_gpu_instance_types(synth: Synth) -> None:
@@ -173,3 +207,9 @@ def test_no_secret_in_function_environment(synth: Synth) -> None:
 def test_template_and_assets_hold_no_secret_looking_value(synth: Synth) -> None:
     hits = find_secrets(json.dumps(synth.json))
     assert not hits, f"secret-looking values in the template: {hits}"
+
+
+def test_each_function_has_the_triggers_its_registry_entry_describes(synth: Synth) -> None:
+    """What ``governor demo`` and the docs print is what the constructs built (rules, schedules, bus, URL)."""
+    for name, function in synth.stack.functions.items():
+        assert function.triggers == REGISTRY[name].trigger_lines(synth.stack.policy), name

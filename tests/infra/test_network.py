@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from governor.domain.network import EVENT_NAMES
+from governor.registry import BASE_PERMISSIONS, REGISTRY
 from tests.infra.conftest import Synth
-from tests.infra.declared_actions import BASE_ACTIONS, declared
 from tests.infra.policy_eval import RolePolicy, role_policy
 
 ARN = "arn:aws:ec2:us-east-1:123456789012"
@@ -65,9 +65,9 @@ def test_cloudtrail_rule_routes_the_six_calls_and_the_sweep_is_daily(synth: Synt
     assert "aws.scheduler" in json.dumps(schedules[0]["Target"]["Input"])  # parsed with the same envelope
 
 
-def test_role_grants_exactly_what_the_code_declares(synth: Synth) -> None:
-    granted = {a for a in _role(synth).granted_actions() if a not in BASE_ACTIONS}
-    assert granted == declared("network") - BASE_ACTIONS
+def test_role_grants_exactly_what_the_registry_declares(synth: Synth) -> None:
+    granted = {a for a in _role(synth).granted_actions() if a not in BASE_PERMISSIONS}
+    assert granted == REGISTRY["network"].permissions(synth.stack.policy) - BASE_PERMISSIONS
     assert granted == {
         "ec2:DescribeAddresses",
         "ec2:DescribeInstances",

@@ -1,9 +1,9 @@
 """The stack with every feature switched on, checked by both cdk-nag packs (AWS Solutions and NIST 800-53 rev 5).
 
 ``infra/nag.py`` runs both packs on every synth; this app turns every policy option on, so constructs that exist only
-when enabled are checked too. A finding is listed rule by rule, construct by construct. The same all-features template proves the other half of least privilege: with every option on, each role grants
-every action its code declares (for a class's ``IAM_ACTIONS``, such as ``Ec2Actions``, at least one: a handler may
-use only some of its methods; the other direction, nothing more than declared, is ``test_least_privilege.py``).
+when enabled are checked too. A finding is listed rule by rule, construct by construct. The same all-features template
+is the least-privilege check for the options that change permissions: each role grants exactly what its registry
+entry declares for this policy.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from governor.policy import Policy, parse_policy
+from governor.registry import REGISTRY
 from infra.app_builder import build_app
-from tests.infra.declared_actions import declared_units
-from tests.infra.policy_eval import role_policy, wildcard_match
+from tests.infra.test_least_privilege import registry_mismatches
 
 EVERYTHING_ON: dict[str, Any] = {
     "idle": {
@@ -80,29 +80,14 @@ def test_aws_solutions_pack_is_clean_with_every_feature_on(full: FullStack) -> N
     assert solutions["conclusion"] == "success", "\n".join(problems)
 
 
-def test_every_role_grants_what_its_code_declares_with_every_feature_on(full: FullStack) -> None:
-    problems = []
-    for resource in full.template["Resources"].values():
-        if resource["Type"] != "AWS::Lambda::Function":
-            continue
-        handler = resource["Properties"].get("Handler", "")
-        if not handler.startswith("governor.handlers."):
-            continue
-        name = handler.split(".")[2]
-        granted = role_policy(full.template, resource["Properties"]["Role"]["Fn::GetAtt"][0]).granted_actions()
-
-        def grants(action: str, granted: set[str] = granted) -> bool:
-            return any(wildcard_match(g, action, case_sensitive=False) for g in granted)
-
-        for unit, actions in sorted(declared_units(name).items()):
-            if unit.count(".") > 3:  # a class's IAM_ACTIONS: the handler may use only some of its methods
-                if not any(grants(a) for a in actions):
-                    problems.append(f"{name}: imports {unit} but its role grants none of {sorted(actions)}")
-                continue
-            problems.extend(
-                f"{name}: {unit} declares {a} but its role does not grant it" for a in sorted(actions) if not grants(a)
-            )
+def test_every_role_grants_exactly_its_registered_permissions_with_every_feature_on(full: FullStack) -> None:
+    """Options that add permissions (replacement, price list, email, scale-in...) are granted, and nothing else."""
+    problems = registry_mismatches(full.template, full.policy)
     assert not problems, "\n".join(problems)
+    spot = REGISTRY["spot"].permissions(full.policy) - REGISTRY["spot"].permissions(Policy())
+    assert {"ec2:RunInstances", "iam:PassRole", "ec2:DescribeSubnets"} <= spot
+    assert "pricing:GetProducts" in REGISTRY["lifecycle"].permissions(full.policy)
+    assert "ses:SendEmail" in REGISTRY["notifier"].permissions(full.policy)
 
 
 def test_nist_800_53_rev5_findings(full: FullStack) -> None:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from governor.domain.actions import Stop
 from governor.domain.costs import PriceBook, gpu_hours_and_cost, idle_hours, savings, session_usage
-from governor.domain.decision import Action, Decision
+from governor.domain.decision import Decision
 from governor.policy import parse_policy
 
 POLICY = parse_policy({})
@@ -46,7 +47,7 @@ def ledger_decision(decision: Decision, when: float) -> dict[str, Any]:
 def idle_decision(
     instance_id: str, when: float, status: str, *, enforced: bool = False, window: int = 120
 ) -> dict[str, Any]:
-    actions = [Action(type="stop", enforced=enforced)] if status == "acted" else []
+    actions = [Stop(enforced=enforced)] if status == "acted" else []
     evidence: dict[str, Any] = {
         "status": status,
         "window_start": at(when - window / 60),

@@ -96,7 +96,7 @@ def test_successful_gpu_launch_is_tagged_and_recorded() -> None:
     assert decision.verdict == "act"
     tag, record_action = decision.actions
     assert (tag.type, tag.enforced, record_action.type, record_action.enforced) == ("tag", True, "record", True)
-    assert tag.model_extra["tags"] == {
+    assert tag.model_dump()["tags"] == {
         "governor:creator": "arn:aws:iam::123837392027:user/bert-jan",
         "governor:launched-at": launch.launched_at.isoformat().replace("+00:00", "Z"),
     }
@@ -110,7 +110,7 @@ def test_tags_set_by_the_user_are_never_overwritten() -> None:
         {"key": "governor:creator", "value": "ana@example.com"}
     )
     [decision] = decide_launch(CloudTrailRecord.model_validate(raw), ENFORCING)
-    assert list(decision.actions[0].model_extra["tags"]) == ["governor:launched-at"]
+    assert list(decision.actions[0].model_dump()["tags"]) == ["governor:launched-at"]
     assert any("existing tags kept: governor:creator" in r for r in decision.reasons)
 
 

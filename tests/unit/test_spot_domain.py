@@ -119,7 +119,7 @@ def test_warning_with_replacement_lists_ordered_candidates() -> None:
     )
     decision = decide_warning("i-1234567890abcdef0", gpu(), "terminate", p, AT)
     replace = next(a for a in decision.actions if a.type == "replace")
-    extra = replace.model_extra or {}
+    extra = replace.model_dump()
     assert extra["market"] == "on-demand" and extra["launch_template"] == "lt-0abc" and extra["version"] == "3"
     assert [(c["instance_type"], c["zone"]) for c in extra["candidates"]] == [
         ("g5.2xlarge", "us-east-2b"),

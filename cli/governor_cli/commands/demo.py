@@ -10,6 +10,7 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,16 @@ def synth_summary(policy_file: Path, cdk_out: Path) -> list[str]:
     resources: dict[str, Any] = template["Resources"]
     packs = "cdk-nag AwsSolutions and NIST 800-53 rev 5 clean"
     lines = [f"stack {stack.stack_name}: {len(resources)} resources, {packs}, template in {cdk_out}/"]
-    policy: Policy = stack.policy
-    for name, function in sorted(stack.functions.items()):
-        section = getattr(policy, name, None)
-        mode = "ENFORCING" if section is not None and getattr(section, "enforce", False) else "report-only"
-        lines.append(f"  function {name} [{mode}]: {function.description}")
+    return lines + function_lines(stack.policy, stack.functions)
+
+
+def function_lines(policy: Policy, functions: Mapping[str, Any]) -> list[str]:
+    """One line per deployed function with its mode as the registry describes it, then its triggers."""
+    from governor.registry import REGISTRY
+
+    lines = []
+    for name, function in sorted(functions.items()):
+        lines.append(f"  function {name} [{REGISTRY[name].mode(policy)}]: {function.description}")
         lines.extend(f"    trigger: {trigger}" for trigger in function.triggers)
     return lines
 

@@ -74,11 +74,9 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.file)
     except PolicyError as error:
         raise UsageError(str(error)) from None
-    enforcing = [
-        name
-        for name in ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", "notifications")
-        if getattr(policy, name).enforce
-    ]
+    from governor.registry import REGISTRY
+
+    enforcing = [name for name in REGISTRY.sections() if getattr(policy, name).enforce]
     mode = f"enforcing: {', '.join(enforcing)}" if enforcing else "report-only everywhere"
     print(f"{args.file}: valid ({mode})")
     return 0

@@ -11,8 +11,9 @@ from typing import Any
 
 from governor.adapters.aws import client
 from governor.policy import Policy
+from governor.registry import REGISTRY
 
-FUNCTIONS = ("network", "idle", "spot", "keys", "lifecycle", "notifier", "report", "interactions")
+FUNCTIONS = tuple(REGISTRY)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from typing import Any
 from governor.adapters.aws import client
 from governor.domain.interactions import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor_cli.demo.capture import CaptureEndpoint, capture_endpoint
 from governor_cli.demo.emulator import running_emulator
@@ -37,7 +38,7 @@ from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request
 from governor_cli.demo.trail import Principal, Trail
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 
-SECTIONS = ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", "notifications", "interactions")
+SECTIONS = REGISTRY.sections()
 SLACK_ACTIONS_PATH = "T0DEMO"
 TEAMS = ("vision", "nlp", "speech", "research")
 PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}

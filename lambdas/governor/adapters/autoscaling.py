@@ -37,10 +37,6 @@ class GroupCapacity:
 class AutoScalingGroups:
     """Reads a group's capacity and scales it in by one instance; counts API calls for the benchmarks."""
 
-    IAM_ACTIONS = frozenset(
-        {"autoscaling:DescribeAutoScalingGroups", "autoscaling:TerminateInstanceInAutoScalingGroup"}
-    )
-
     def __init__(self, region: str | None = None, autoscaling: Any = None) -> None:
         self._autoscaling = autoscaling or client("autoscaling", region)
         self.calls = 0

@@ -105,8 +105,6 @@ class Ec2Reader:
 class Ec2Actions:
     """EC2 changes the governor makes; callers re-read the instance first and record the decision before acting."""
 
-    IAM_ACTIONS = frozenset({"ec2:StopInstances", "ec2:TerminateInstances", "ec2:CreateTags", "ec2:DeleteTags"})
-
     def __init__(self, region: str | None = None, ec2: Any = None) -> None:
         self._ec2 = ec2 or client("ec2", region)
         self.calls = 0

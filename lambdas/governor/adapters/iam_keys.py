@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from governor.adapters.aws import client, refused_reads
 from governor.domain.keys import AccessKey, Outcome
 
+# Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
 IAM_ACTIONS = frozenset(
     {
         "iam:GenerateCredentialReport",
@@ -23,7 +24,6 @@ IAM_ACTIONS = frozenset(
         "iam:ListAccessKeys",
         "iam:GetAccessKeyLastUsed",
         "iam:ListUserTags",
-        "iam:UpdateAccessKey",
     }
 )
 _NOT_READY = ("ReportInProgress", "ReportNotPresent", "ReportExpired", "CredentialReportNotReadyException")

@@ -1,7 +1,8 @@
 """The Slack interaction endpoint's AWS and Slack calls: its secrets, the snooze tag, async invokes, Slack answers.
 
-Each class declares the IAM actions it needs; the endpoint's role grants exactly those (the snooze tag only on GPU
-instances carrying the fleet tags, invokes only of itself and the idle function, the two Slack secrets only).
+The secrets and invoker classes declare their IAM actions (the snooze tag is the Tag action's); the role grants
+exactly those (the snooze tag only on GPU instances carrying the fleet tags, invokes only of itself and the idle
+function, the two Slack secrets only).
 """
 
 from __future__ import annotations
@@ -53,8 +54,6 @@ class SlackSecrets:
 
 class SnoozeTagger:
     """Writes the snooze tag; the role allows only that key, only on GPU instances carrying the fleet tags."""
-
-    IAM_ACTIONS = frozenset({"ec2:CreateTags"})
 
     def __init__(self, region: str | None = None, ec2: Any = None) -> None:
         self._ec2 = ec2 or client("ec2", region)

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from governor.adapters.aws import client, refused_reads
 from governor.domain.keys import KmsKey, Outcome
 
+# Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
 IAM_ACTIONS = frozenset(
     {
         "kms:ListKeys",
@@ -22,8 +23,6 @@ IAM_ACTIONS = frozenset(
         "kms:GetKeyRotationStatus",
         "kms:ListKeyRotations",
         "kms:ListResourceTags",
-        "kms:EnableKeyRotation",
-        "kms:RotateKeyOnDemand",
     }
 )
 _GONE = ("NotFoundException", "InvalidArnException")

@@ -13,14 +13,8 @@ from botocore.exceptions import ClientError
 from governor.adapters.aws import client
 from governor.domain.network import PublicAddress
 
-IAM_ACTIONS = frozenset(
-    {
-        "ec2:DescribeAddresses",
-        "ec2:DescribeNetworkInterfaces",
-        "ec2:DisassociateAddress",
-        "ec2:ModifyNetworkInterfaceAttribute",
-    }
-)
+# Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
+IAM_ACTIONS = frozenset({"ec2:DescribeAddresses", "ec2:DescribeNetworkInterfaces"})
 _FILTER_VALUES = 200
 
 

@@ -16,14 +16,8 @@ from governor.adapters.aws import client, refused_reads
 from governor.domain.keys import Outcome, Secret
 
 # RotateSecret also needs lambda:InvokeFunction on the rotation function (AWS checks the caller may invoke it).
-IAM_ACTIONS = frozenset(
-    {
-        "secretsmanager:ListSecrets",
-        "secretsmanager:DescribeSecret",
-        "secretsmanager:RotateSecret",
-        "lambda:InvokeFunction",
-    }
-)
+# Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
+IAM_ACTIONS = frozenset({"secretsmanager:ListSecrets", "secretsmanager:DescribeSecret"})
 _REFUSED = (
     "InvalidRequestException",
     "ResourceNotFoundException",

@@ -14,9 +14,8 @@ from botocore.exceptions import ClientError
 from governor.adapters.aws import client
 from governor.domain.network import IngressRule, rule_from_record
 
-IAM_ACTIONS = frozenset(
-    {"ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules", "ec2:RevokeSecurityGroupIngress"}
-)
+# Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
+IAM_ACTIONS = frozenset({"ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules"})
 _GONE = (
     "InvalidGroup.NotFound",
     "InvalidGroupId.NotFound",

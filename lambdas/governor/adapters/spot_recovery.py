@@ -16,21 +16,6 @@ from governor.adapters.aws import client
 from governor.domain.fleet import Instance
 from governor.domain.spot import Candidate, LaunchAttempt, LifecycleOutcome, Replacement
 
-IAM_ACTIONS = frozenset(
-    {
-        "elasticloadbalancing:DescribeTargetGroups",
-        "elasticloadbalancing:DescribeTargetHealth",
-        "elasticloadbalancing:DeregisterTargets",
-        "autoscaling:DescribeAutoScalingInstances",
-        "autoscaling:DescribeLifecycleHooks",
-        "autoscaling:CompleteLifecycleAction",
-        "ec2:DescribeSubnets",
-        "ec2:RunInstances",
-        "ec2:CreateTags",
-        "iam:PassRole",
-    }
-)
-
 CAPACITY_ERRORS = frozenset(
     {
         "InsufficientInstanceCapacity",

@@ -15,7 +15,8 @@ from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
 
-IAM_ACTIONS = frozenset({"ssm:SendCommand", "ssm:GetCommandInvocation", "ssm:ListCommands"})
+# SendCommand is the Checkpoint action's permission (governor.domain.actions).
+IAM_ACTIONS = frozenset({"ssm:GetCommandInvocation", "ssm:ListCommands"})
 DOCUMENT = "AWS-RunShellScript"
 
 

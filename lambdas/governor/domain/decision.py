@@ -10,20 +10,13 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from governor.domain.actions import Action, AnyAction
 
 Verdict = Literal["act", "ok", "ignored"]
 Severity = Literal["info", "warning", "critical"]
 _RANK: dict[str, int] = {"ignored": 0, "ok": 1, "act": 2}
-
-
-class Action(BaseModel):
-    """One thing the governor would do; ``enforced`` is false when the policy is report-only."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str
-    enforced: bool = False
 
 
 class Decision(BaseModel):
@@ -32,7 +25,7 @@ class Decision(BaseModel):
     policy: str
     verdict: Verdict
     resource: str
-    actions: list[Action] = Field(default_factory=list)
+    actions: list[AnyAction] = Field(default_factory=list)
     reasons: list[str] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
     evidence: dict[str, Any] = Field(default_factory=dict)

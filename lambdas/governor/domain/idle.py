@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from governor.domain.decision import Action, Decision, Severity, Verdict
+from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
+from governor.domain.decision import Decision, Severity, Verdict
 from governor.domain.fleet import Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.times import parse_time
 from governor.policy import IdlePolicy, Policy
@@ -558,7 +559,7 @@ def _decision(
     outcome: Outcome,
     reasons: list[str],
     evidence: dict[str, Any],
-    actions: Iterable[Action] = (),
+    actions: Iterable[AnyAction] = (),
     severity: Severity = "info",
 ) -> Decision:
     return Decision(
@@ -593,12 +594,12 @@ def decide(
     owner = ownership(instance.tags, policy.fleet)
     evidence = dict(assessment.evidence)
     if assessment.status != "idle":
-        actions: list[Action] = []
+        actions: list[AnyAction] = []
         reasons = list(assessment.reasons)
         if mark is not None:
             reasons.append(f"idle mark from {mark.idle_since.isoformat()} cleared")
             if IDLE_SINCE_TAG in instance.tags:
-                actions.append(Action(type="untag", enforced=enforce, keys=[IDLE_SINCE_TAG]))
+                actions.append(Untag(enforced=enforce, keys=[IDLE_SINCE_TAG]))
         verdict: Verdict = "ignored" if assessment.status in ("grace", "exempt", "snoozed") else "ok"
         severity: Severity = "warning" if assessment.status == "unmonitored" else "info"
         decision = _decision(instance, verdict, assessment.status, reasons, evidence, actions, severity)
@@ -622,9 +623,8 @@ def decide(
         if rewarn:
             reasons.append("idle.enforce is now on: warned again, the report-only notice did not say it would be done")
         actions = [
-            Action(type="tag", enforced=enforce, tags={IDLE_SINCE_TAG: since.isoformat()}),
-            Action(
-                type="warn",
+            Tag(enforced=enforce, tags={IDLE_SINCE_TAG: since.isoformat()}),
+            Warn(
                 enforced=enforce,
                 owner=owner.owner,
                 due=due.isoformat(),
@@ -654,7 +654,7 @@ def decide(
         return InstanceOutcome(instance, "idle", _decision(instance, "ok", "idle", reasons, evidence), mark, prior=mark)
     if report_only:
         reasons = [*assessment.reasons, f"idle since {mark.idle_since.isoformat()}; {report_only}"]
-        actions = [Action(type="notify", enforced=enforce, owner=owner.owner, reason=report_only)]
+        actions = [Notify(enforced=enforce, owner=owner.owner, reason=report_only)]
         decision = _decision(instance, "act", "reported", reasons, evidence, actions, "warning")
         title = f"Idle GPU instance {instance.id} ({instance.type}) reported, not reclaimed: {report_only}"
         return InstanceOutcome(instance, "reported", decision, replace(mark, reported_at=now), title, prior=mark)
@@ -666,9 +666,7 @@ def decide(
     if command and mark.checkpoint_sent_at is None:
         reasons = [*assessment.reasons, "still idle after the warning; checkpoint first, then act on the next sweep"]
         reasons += notes
-        actions = [
-            Action(type="checkpoint", enforced=enforce, command=command, timeout=idle.checkpoint_timeout_seconds)
-        ]
+        actions = [Checkpoint(enforced=enforce, command=command, timeout=idle.checkpoint_timeout_seconds)]
         new_mark = replace(mark, checkpoint_sent_at=now, checkpoint_status=None if enforce else "NotSent")
         decision = _decision(instance, "act", "checkpoint", reasons, evidence, actions)
         return InstanceOutcome(instance, "checkpoint", decision, new_mark, prior=mark)
@@ -695,16 +693,14 @@ def decide(
         reasons.append(f"through Auto Scaling group {group}, desired capacity decremented (never below its minimum)")
     reasons += notes
     actions = [
-        Action(
-            type=action,
+        reclaim(
+            action,
             enforced=enforce,
             lifecycle=instance.lifecycle,
             root_device=instance.root_device_type,
             **through,
         ),
-        Action(
-            type="tag", enforced=enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=[IDLE_SINCE_TAG]
-        ),
+        Tag(enforced=enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=[IDLE_SINCE_TAG]),
     ]
     decision = _decision(instance, "act", "acted", reasons, evidence, actions, "warning")
     if enforce:
@@ -928,7 +924,7 @@ def _alarm(state: Breaker, monitored: int, policy: Policy, now: dt.datetime) -> 
         policy=POLICY,
         verdict="act",
         resource="gpu-fleet",
-        actions=[Action(type="notify", enforced=idle.enforce, held_back=sorted(state.held))],
+        actions=[Notify(enforced=idle.enforce, held_back=sorted(state.held))],
         reasons=[
             f"circuit breaker: {len(state.held)} of {monitored} monitored instances ({share:.0f}%) turned idle "
             f"within one sweep interval from {since}, more than breaker_fleet_percent {idle.breaker_fleet_percent:g}%",

@@ -15,6 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from governor.domain.actions import (
+    AnyAction,
+    DeactivateAccessKey,
+    EnableKeyRotation,
+    Notify,
+    RotateKey,
+    SetSecretRotation,
+)
 from governor.domain.decision import Action, Decision, Finding, Severity
 from governor.domain.explain import cloudtrail_call, explainer
 from governor.domain.fleet import exemption
@@ -270,7 +278,7 @@ def decide_kms_key(key: KmsKey, policy: Policy, now: dt.datetime) -> Decision:
 
 
 def _decide_auto_rotation(key: KmsKey, base: Decision, limit: int, enforce: bool) -> Decision:
-    action = Action(type="enable_key_rotation", enforced=enforce, key_id=key.key_id, rotation_period_days=limit)
+    action = EnableKeyRotation(enforced=enforce, key_id=key.key_id, rotation_period_days=limit)
     if not key.rotation_enabled:
         return base.model_copy(
             update={
@@ -341,23 +349,23 @@ def _decide_manual_rotation(key: KmsKey, base: Decision, policy: Policy, now: dt
             }
         )
     reasons = [f"cannot rotate automatically ({why}); {age_text}; policy allows at most {limit} days"]
-    actions: list[Action]
+    actions: list[AnyAction]
     if key.rotates_on_demand and policy.keys.rotate_on_demand:
         remaining = max(0, ON_DEMAND_LIMIT - key.on_demand_rotations)
         if remaining:
-            actions = [Action(type="rotate_key", enforced=policy.keys.enforces("kms"), key_id=key.key_id)]
+            actions = [RotateKey(enforced=policy.keys.enforces("kms"), key_id=key.key_id)]
             reasons.append(
                 "rotate on demand (AWS needs new key material imported first; "
                 f"{remaining} of {ON_DEMAND_LIMIT} on-demand rotations left)"
             )
         else:
-            actions = [Action(type="notify", enforced=False)]
+            actions = [Notify(enforced=False)]
             reasons.append(f"all {ON_DEMAND_LIMIT} on-demand rotations used: create a new key and move its aliases")
     elif key.rotates_on_demand:
-        actions = [Action(type="notify", enforced=False)]
+        actions = [Notify(enforced=False)]
         reasons.append("import new key material and rotate on demand (policy rotate_on_demand is off)")
     else:
-        actions = [Action(type="notify", enforced=False)]
+        actions = [Notify(enforced=False)]
         reasons.append("AWS cannot rotate this key in place: create a new key and move its aliases")
     return base.model_copy(
         update={
@@ -437,7 +445,7 @@ def decide_access_key(key: AccessKey, policy: Policy, now: dt.datetime) -> Decis
                 "verdict": "act",
                 "severity": "critical",
                 "rule": "keys.access_key.root",
-                "actions": [Action(type="notify", enforced=False)],
+                "actions": [Notify(enforced=False)],
                 "reasons": [
                     f"the root user has an active access key ({age} days old); the governor cannot deactivate root "
                     "keys: delete it and use roles"
@@ -446,19 +454,19 @@ def decide_access_key(key: AccessKey, policy: Policy, now: dt.datetime) -> Decis
             }
         )
     reasons: list[str] = []
-    actions: list[Action] = []
+    actions: list[AnyAction] = []
     severity: Severity = "info"
     rule: str | None = None
     title = ""
     if age is not None and age > keys.access_key_max_age_days:
         enforce = keys.enforces("access_keys")
-        actions.append(Action(type="deactivate_access_key", enforced=enforce, user=key.user, access_key_id=key.key_id))
+        actions.append(DeactivateAccessKey(enforced=enforce, user=key.user, access_key_id=key.key_id))
         reasons.append(f"{age} days old; policy allows at most {keys.access_key_max_age_days}")
         severity, rule = "critical", "keys.access_key.too_old"
         title = f"Access key {name} of {key.user} is {age} days old (max {keys.access_key_max_age_days})"
     elif age is not None and age > keys.access_key_warn_days:
         due = (key.created + dt.timedelta(days=keys.access_key_max_age_days)).date() if key.created else None
-        actions.append(Action(type="notify", enforced=False, to=owner))
+        actions.append(Notify(enforced=False, to=owner))
         reasons.append(
             f"{age} days old: rotate it before {due} (deactivated after {keys.access_key_max_age_days} days "
             "when enforcing)"
@@ -469,7 +477,7 @@ def decide_access_key(key: AccessKey, policy: Policy, now: dt.datetime) -> Decis
         used = f"last used {_date(key.last_used)}" if key.last_used else "never used"
         reasons.append(f"{used}: unused for {unused_for} days (policy: {keys.access_key_unused_days}); delete it")
         if not actions:
-            actions.append(Action(type="notify", enforced=False, to=owner))
+            actions.append(Notify(enforced=False, to=owner))
             rule = "keys.access_key.unused"
             title = f"Access key {name} of {key.user} unused for {unused_for} days"
     if not actions:
@@ -599,20 +607,20 @@ def decide_secret(secret: Secret, policy: Policy, now: dt.datetime) -> Decision:
     if secret.deleted:
         return base.model_copy(update={"verdict": "ignored", "reasons": ["secret is scheduled for deletion"]})
     rules = policy_rules(secret.rules, limit)
-    fix = Action(
-        type="set_secret_rotation",
+    fix = SetSecretRotation(
         enforced=keys.enforces("secrets"),
         secret_id=secret.arn,
         rotation_lambda=secret.lambda_arn,
         rotation_rules=rules,
     )
+    actions: list[AnyAction]
     if not secret.rotation_enabled:
         reasons = [f"rotation is off; policy requires rotation at least every {limit} days"]
         if secret.lambda_arn:
             actions = [fix]
             reasons.append(f"its rotation function {secret.lambda_arn} is still configured: schedule it")
         else:
-            actions = [Action(type="notify", enforced=False, to=owner)]
+            actions = [Notify(enforced=False, to=owner)]
             reasons.append("no rotation function: configure one (a Secrets Manager rotation template or your own)")
         decision = base.model_copy(
             update={
@@ -628,7 +636,7 @@ def decide_secret(secret: Secret, policy: Policy, now: dt.datetime) -> Decision:
         decision = base.model_copy(
             update={
                 "verdict": "act",
-                "actions": [Action(type="notify", enforced=False, to=owner)],
+                "actions": [Notify(enforced=False, to=owner)],
                 "severity": "info",
                 "rule": "keys.secret.rotation_unreadable",
                 "reasons": [f"rotation is on but its schedule {dict(secret.rules)} cannot be read; check it"],
@@ -640,7 +648,7 @@ def decide_secret(secret: Secret, policy: Policy, now: dt.datetime) -> Decision:
         if secret.lambda_arn:
             actions = [fix]
         else:
-            actions = [Action(type="notify", enforced=False, to=owner)]
+            actions = [Notify(enforced=False, to=owner)]
             reasons.append(
                 f"managed rotation ({secret.owning_service or 'no rotation function'}): change it at its owner"
             )
@@ -786,7 +794,7 @@ def decide_root_key_event(record: CloudTrailRecord) -> Decision:
             "verdict": "act",
             "severity": "critical",
             "rule": "keys.access_key.root",
-            "actions": [Action(type="notify", enforced=False)],
+            "actions": [Notify(enforced=False)],
             "reasons": [
                 f"a root user access key was {verb} ({key_id or 'id not in the event'}); the governor cannot "
                 "deactivate root keys: delete it and use roles"
@@ -811,7 +819,7 @@ def decide_unreadable(kind: str, resource: str, code: str, message: str) -> Deci
         resource=resource,
         severity="warning",
         rule="keys.unreadable",
-        actions=[Action(type="notify", enforced=False)],
+        actions=[Notify(enforced=False)],
         reasons=[f"{code}: the governor may not read this {what}, so its rotation is not checked{hint}"],
         evidence={"kind": kind, "error_code": code, "message": message[:500], "title": f"{what} {resource}: {code}"},
     )
@@ -842,7 +850,7 @@ def _explain_kms(record: CloudTrailRecord, policy: Policy) -> Decision:
     params, response = _params(record), _response(record)
     re_read = "the key is re-read before acting (a later EnableKeyRotation may already have fixed it)"
     name = record.event_name
-    fix = Action(type="enable_key_rotation", enforced=enforce, key_id=resource, rotation_period_days=limit)
+    fix = EnableKeyRotation(enforced=enforce, key_id=resource, rotation_period_days=limit)
     if name == "CreateKey":
         metadata = response.get("keyMetadata") or {}
         key = KmsKey(
@@ -967,8 +975,7 @@ def _explain_secret(record: CloudTrailRecord, policy: Policy) -> Decision:
                 verdict="act",
                 resource=resource,
                 actions=[
-                    Action(
-                        type="set_secret_rotation",
+                    SetSecretRotation(
                         enforced=policy.keys.enforces("secrets"),
                         secret_id=resource,
                         rotation_lambda=lambda_arn,
@@ -1001,7 +1008,7 @@ def _explain_secret(record: CloudTrailRecord, policy: Policy) -> Decision:
             policy=POLICY,
             verdict="act",
             resource=resource,
-            actions=[Action(type="notify", enforced=False)],
+            actions=[Notify(enforced=False)],
             reasons=[f"{started}; policy requires rotation at least every {limit} days"],
             assumptions=[read + " (a schedule set since is seen; with a rotation function, the schedule is set)"],
             severity="warning",

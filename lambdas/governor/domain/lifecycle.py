@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from governor.domain.actions import AnyAction, Notify, Record, Tag
 from governor.domain.costs import PriceBook
-from governor.domain.decision import Action, Decision, Verdict
+from governor.domain.decision import Decision, Verdict
 from governor.domain.explain import cloudtrail_call, detail_type, explainer
 from governor.domain.fleet import Instance, Ownership, exempt_tag_problem, ownership, snooze_tag_problem
 from governor.domain.times import parse_time
@@ -219,12 +220,12 @@ def _decide_one_launch(
     if live is None:
         assumptions.append("the instance's tags are re-read before tagging; a tag already set is never overwritten")
     reasons = [f"{launch.instance_type} launched by {launch.creator or 'an unknown principal'}"]
-    actions: list[Action] = []
+    actions: list[AnyAction] = []
     missing = {} if gone else launch_tags(launch, current, policy)
     if gone:
         reasons.append("the instance is already gone; nothing to tag")
     elif missing:
-        actions.append(Action(type="tag", enforced=policy.lifecycle.enforce, tags=missing))
+        actions.append(Tag(enforced=policy.lifecycle.enforce, tags=missing))
         if not policy.lifecycle.enforce:
             reasons.append("lifecycle.enforce is false: tags are reported, not written")
     else:
@@ -232,7 +233,7 @@ def _decide_one_launch(
     kept = sorted(k for k in (policy.lifecycle.creator_tag, policy.lifecycle.launched_at_tag) if k in current)
     if kept and missing:
         reasons.append(f"existing tags kept: {', '.join(kept)}")
-    actions.append(Action(type="record", enforced=True, item=LAUNCH, creator=launch.creator))
+    actions.append(Record(enforced=True, item=LAUNCH, creator=launch.creator))
     reasons.append("the launch and its creator are recorded in the ledger; the usage session opens when it runs")
     return Decision(
         policy=POLICY,
@@ -331,7 +332,7 @@ def no_team_decision(instance: Instance, who: Ownership, policy: Policy, rule_so
         policy=POLICY,
         verdict="act",
         resource=instance.id,
-        actions=[Action(type="notify", enforced=True, rule="lifecycle.no-team")],
+        actions=[Notify(enforced=True, rule="lifecycle.no-team")],
         reasons=[
             f"no '{policy.fleet.team_tag}' tag: GPU-hours and findings for this {instance.type} cannot be "
             f"attributed to a team (owner: {who.owner}, from {who.source})"
@@ -371,7 +372,7 @@ def decide_state_change(
         evidence["instance_type"] = instance.type
     known_gpu = instance is not None and policy.fleet.is_gpu_type(instance.type)
 
-    def decision(verdict: Verdict, reasons: list[str], actions: Iterable[Action] = ()) -> Decision:
+    def decision(verdict: Verdict, reasons: list[str], actions: Iterable[AnyAction] = ()) -> Decision:
         return Decision(
             policy=POLICY,
             verdict=verdict,
@@ -393,7 +394,7 @@ def decide_state_change(
             decision(
                 "act",
                 [f"{state}: the usage session opened at {open_item.get('start')} ends now"],
-                [Action(type="record", enforced=True, item=SESSION, session="close")],
+                [Record(enforced=True, item=SESSION, session="close")],
             ),
             closed=closed,
         )
@@ -409,7 +410,7 @@ def decide_state_change(
         decision(
             "act",
             [f"running: a usage session opens for {instance.type} ({opened['owner']}, team {opened['team']})"],
-            [Action(type="record", enforced=True, item=SESSION, session="open")],
+            [Record(enforced=True, item=SESSION, session="open")],
         ),
         opened=opened,
     )
@@ -527,7 +528,7 @@ def _reconcile_decision(instance_id: str, reason: str, session: str) -> Decision
         policy=POLICY,
         verdict="act",
         resource=instance_id,
-        actions=[Action(type="record", enforced=True, item=SESSION, session=session)],
+        actions=[Record(enforced=True, item=SESSION, session=session)],
         reasons=[reason],
         rule="lifecycle.reconcile",
     )
@@ -558,7 +559,7 @@ def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
                 policy=POLICY,
                 verdict="act",
                 resource=instance_id,
-                actions=[Action(type="record", enforced=True, item=SESSION, session="open")],
+                actions=[Record(enforced=True, item=SESSION, session="open")],
                 reasons=["running: a usage session opens (type, GPUs, Spot or on-demand, zone, team, owner, start)"],
                 assumptions=assumptions,
                 rule="lifecycle.session",
@@ -571,7 +572,7 @@ def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
                 policy=POLICY,
                 verdict="act",
                 resource=instance_id,
-                actions=[Action(type="record", enforced=True, item=SESSION, session="close")],
+                actions=[Record(enforced=True, item=SESSION, session="close")],
                 reasons=[f"{state}: the open usage session ends at the event time"],
                 assumptions=assumptions,
                 rule="lifecycle.session",
@@ -672,8 +673,7 @@ def decide_tag_setting(setting: TagSetting, policy: Policy) -> Decision:
         policy=POLICY,
         verdict="act" if setting.problem else "ok",
         resource=setting.resource_id,
-        actions=[Action(type="record", enforced=True, kind=TAG_SET)]
-        + ([Action(type="notify", enforced=True)] if setting.problem else []),
+        actions=[Record(enforced=True, kind=TAG_SET)] + ([Notify(enforced=True)] if setting.problem else []),
         reasons=reasons,
         evidence=setting.item(),
         severity="warning" if setting.problem else "info",

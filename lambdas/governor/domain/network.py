@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from governor.domain.decision import Action, Decision, Severity
+from governor.domain.actions import AnyAction, Notify, RemovePublicIp, RevokeIngress
+from governor.domain.decision import Decision, Severity
 from governor.domain.explain import cloudtrail_call, explainer
 from governor.domain.fleet import Instance, exemption
 from governor.events.envelopes import CloudTrailRecord, InboundEvent
@@ -518,8 +519,8 @@ def rule_violations(rule: IngressRule, policy: Policy, group_name: str | None = 
     return reasons
 
 
-def _notify(enforce: bool) -> Action:
-    return Action(type="notify", enforced=enforce, target="governor bus")
+def _notify(enforce: bool) -> Notify:
+    return Notify(enforced=enforce, target="governor bus")
 
 
 def decide_group(
@@ -583,9 +584,8 @@ def decide_group(
             evidence=evidence,
             rule=RULE_GROUP,
         )
-    actions = [
-        Action(type="revoke_ingress", enforced=enforce, **rule.details(), reason="; ".join(why))
-        for rule, why in offending
+    actions: list[AnyAction] = [
+        RevokeIngress(enforced=enforce, **rule.details(), reason="; ".join(why)) for rule, why in offending
     ]
     actions.append(_notify(enforce))
     if any(not rule.rule_id for rule, _ in offending):
@@ -696,8 +696,7 @@ def decide_public_ip(
     ]
     if not network.enforce:
         reasons.append("network.enforce is false: report only, the address stays")
-    action = Action(
-        type="remove_public_ip",
+    action = RemovePublicIp(
         enforced=network.enforce,
         instance_id=instance_id,
         public_ip=address.public_ip,
@@ -847,11 +846,7 @@ def scoped_out(group_id: str, why: str) -> Decision:
 
 def revocations(decision: Decision) -> int:
     """How many rules the decision's enforced actions would revoke."""
-    return sum(
-        max(1, len((a.model_extra or {}).get("rule_ids") or []))
-        for a in decision.enforced_actions()
-        if a.type == "revoke_ingress"
-    )
+    return sum(max(1, len(a.rule_ids)) for a in decision.enforced_actions() if isinstance(a, RevokeIngress))
 
 
 def limit_revocations(decisions: Sequence[Decision], limit: int) -> tuple[list[Decision], int]:

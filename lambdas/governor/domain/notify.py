@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from governor.domain.decision import Action, Decision, Finding, Severity
+from governor.domain.actions import Notify
+from governor.domain.decision import Decision, Finding, Severity
 from governor.domain.explain import detail_type, explainer
 from governor.domain.times import parse_time
 from governor.events.envelopes import InboundEvent, InvalidEventError
@@ -487,7 +488,7 @@ def explain_finding(event: InboundEvent, policy: Policy) -> list[Decision]:
             )
         ]
     actions = [
-        Action(type="notify", enforced=notifications.enforce, channel=d.channel, target=list(d.target))
+        Notify(enforced=notifications.enforce, channel=d.channel, target=list(d.target))
         for d in plan_deliveries([MergedFinding(finding)], notifications)
     ]
     reasons = [f"severity {finding.severity}, routed by {where.reason}"]

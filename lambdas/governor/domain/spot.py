@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from governor.domain.decision import Action, Decision
+from governor.domain.actions import AnyAction, Checkpoint, CompleteLifecycleAction, Deregister, Notify, Record, Replace
+from governor.domain.decision import Decision
 from governor.domain.explain import detail_type, explainer
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership
 from governor.events.envelopes import InboundEvent, parse_model
@@ -240,14 +241,14 @@ def checkpoint_plan(tags: Mapping[str, str], policy: Policy) -> CheckpointPlan:
     )
 
 
-def _checkpoint_action(policy: Policy, plan: CheckpointPlan) -> Action:
+def _checkpoint_action(policy: Policy, plan: CheckpointPlan) -> Checkpoint:
     """Enforced only when the policy enforces and the instance may receive commands at all."""
     details: dict[str, Any] = {"command": plan.command, "source": plan.source, "timeout_seconds": plan.timeout_seconds}
     if plan.name:
         details["name"] = plan.name
     if plan.blocked:
         details["blocked"] = plan.blocked
-    return Action(type="checkpoint", enforced=policy.spot.enforce and plan.blocked is None, **details)
+    return Checkpoint(enforced=policy.spot.enforce and plan.blocked is None, **details)
 
 
 def candidates(instance_type: str, policy: Policy) -> list[Candidate]:
@@ -314,15 +315,14 @@ def _warning_actions(
     replace_from: tuple[str, str | None] | None,
     instance_type: str | None,
     deregister: bool,
-) -> list[Action]:
+) -> list[AnyAction]:
     enforce = policy.spot.enforce
-    actions = [_checkpoint_action(policy, plan)]
+    actions: list[AnyAction] = [_checkpoint_action(policy, plan)]
     if deregister and policy.spot.deregister_from_target_groups:
-        actions.append(Action(type="deregister", enforced=enforce, target_groups="every target group listing it"))
+        actions.append(Deregister(enforced=enforce, target_groups="every target group listing it"))
     if auto_scaling_group and policy.spot.complete_lifecycle_action:
         actions.append(
-            Action(
-                type="complete_lifecycle_action",
+            CompleteLifecycleAction(
                 enforced=enforce,
                 auto_scaling_group=auto_scaling_group,
                 when="after the checkpoint command finishes (or at once when it could not be delivered)",
@@ -331,8 +331,7 @@ def _warning_actions(
     if replace_from is not None:
         template, version = replace_from
         actions.append(
-            Action(
-                type="replace",
+            Replace(
                 enforced=enforce,
                 market=policy.spot.replacement,
                 launch_template=template,
@@ -343,8 +342,8 @@ def _warning_actions(
                 ],
             )
         )
-    actions.append(Action(type="record", enforced=enforce, kind=RECORD_KIND))
-    actions.append(Action(type="notify", enforced=enforce, owner=owner, team=team))
+    actions.append(Record(enforced=enforce, kind=RECORD_KIND))
+    actions.append(Notify(enforced=enforce, owner=owner, team=team))
     return actions
 
 
@@ -425,13 +424,13 @@ def decide_rebalance(instance_id: str, instance: Instance | None, policy: Policy
     )
 
 
-def _rebalance_actions(policy: Policy, plan: CheckpointPlan, owner: str, team: str) -> list[Action]:
+def _rebalance_actions(policy: Policy, plan: CheckpointPlan, owner: str, team: str) -> list[AnyAction]:
     enforce = policy.spot.enforce
-    actions: list[Action] = []
+    actions: list[AnyAction] = []
     if policy.spot.on_rebalance == "checkpoint":
         actions.append(_checkpoint_action(policy, plan))
-    actions.append(Action(type="record", enforced=enforce, kind="decision"))
-    actions.append(Action(type="notify", enforced=enforce, owner=owner, team=team))
+    actions.append(Record(enforced=enforce, kind="decision"))
+    actions.append(Notify(enforced=enforce, owner=owner, team=team))
     return actions
 
 
@@ -463,7 +462,7 @@ def decide_state_change(instance_id: str, state: str, record: InterruptionRecord
         policy=POLICY,
         verdict="act",
         resource=instance_id,
-        actions=[Action(type="record", enforced=policy.spot.enforce, kind=RECORD_KIND, status=state)],
+        actions=[Record(enforced=policy.spot.enforce, kind=RECORD_KIND, status=state)],
         reasons=[f"{instance_id} {state} after the interruption warning of {record.warned_at.isoformat()}"],
         evidence={"warned_event": record.event_id, "command_id": record.command_id},
         rule="spot-interruption-final",
@@ -490,12 +489,11 @@ def decide_command_status(
             reasons=[f"checkpoint command {command_id} is {status}; waiting for its final status"],
             rule="spot-checkpoint-status",
         )
-    actions = [Action(type="record", enforced=policy.spot.enforce, kind=RECORD_KIND, checkpoint_status=status)]
+    actions: list[AnyAction] = [Record(enforced=policy.spot.enforce, kind=RECORD_KIND, checkpoint_status=status)]
     if record.auto_scaling_group and policy.spot.complete_lifecycle_action and record.lifecycle_action == "pending":
         actions.insert(
             0,
-            Action(
-                type="complete_lifecycle_action",
+            CompleteLifecycleAction(
                 enforced=policy.spot.enforce,
                 auto_scaling_group=record.auto_scaling_group,
             ),
@@ -516,8 +514,7 @@ def start_record(
     decision: Decision, instance: Instance, event_id: str, at: dt.datetime, instance_action: str
 ) -> InterruptionRecord:
     """The interruption record for an acted-on warning, before any outcome is known."""
-    checkpoint = next(a for a in decision.actions if a.type == "checkpoint")
-    extra = checkpoint.model_extra or {}
+    checkpoint = next(a for a in decision.actions if isinstance(a, Checkpoint))
     evidence = decision.evidence
     return InterruptionRecord(
         instance_id=instance.id,
@@ -532,8 +529,8 @@ def start_record(
         owner=str(evidence.get("owner")),
         team=str(evidence.get("team")),
         enforced=checkpoint.enforced,
-        checkpoint_command=str(extra.get("command")),
-        checkpoint_source=str(extra.get("source")),
+        checkpoint_command=str(checkpoint.command),
+        checkpoint_source=str(checkpoint.source),
         auto_scaling_group=instance.tags.get(ASG_TAG),
     )
 

@@ -23,6 +23,7 @@ from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.interactions import answer
 from governor.adapters.ssm import SsmCommands
+from governor.domain.actions import Checkpoint, Notify, Tag, Terminate, Untag, reclaim
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.idle import (
@@ -180,25 +181,24 @@ def _perform(
 ) -> tuple[str, Mark | None]:
     """Do one enforced action; returns what was done and the mark to keep (a checkpoint adds its command id)."""
     instance = outcome.instance
-    details = action.model_dump()
     mark = outcome.mark
-    if action.type == "tag":
-        aws.actions.tag(instance.id, details.get("tags") or {})
-        if details.get("remove"):
-            aws.actions.untag(instance.id, details["remove"])
-        return f"tagged {', '.join(f'{k}={v}' for k, v in (details.get('tags') or {}).items())}", mark
-    if action.type == "untag":
-        aws.actions.untag(instance.id, details.get("keys") or [IDLE_SINCE_TAG])
-        return f"removed {', '.join(details.get('keys') or [IDLE_SINCE_TAG])}", mark
-    if action.type == "checkpoint":
+    if isinstance(action, Tag):
+        aws.actions.tag(instance.id, action.tags)
+        if action.remove:
+            aws.actions.untag(instance.id, action.remove)
+        return f"tagged {', '.join(f'{k}={v}' for k, v in action.tags.items())}", mark
+    if isinstance(action, Untag):
+        aws.actions.untag(instance.id, action.keys or [IDLE_SINCE_TAG])
+        return f"removed {', '.join(action.keys or [IDLE_SINCE_TAG])}", mark
+    if isinstance(action, Checkpoint):
         # At most once per sweep event: a retry (after the mark write failed) finds the command instead of resending.
         result = send_command_once(
             runtime.ledger,
             aws.commands,
             event_id=event_id,
             instance_id=instance.id,
-            command=details["command"],
-            timeout_seconds=int(details["timeout"]),
+            command=str(action.command),
+            timeout_seconds=int(action.timeout or 0),
             what="idle checkpoint",
         )
         if mark is not None:
@@ -210,11 +210,11 @@ def _perform(
     if action.type == "stop":
         aws.actions.stop(instance.id)
         return "stopped", mark
-    if action.type == "terminate" and details.get("via") == "autoscaling":
+    if isinstance(action, Terminate) and action.via == "autoscaling":
         if aws.groups is None:
             raise RuntimeError("no Auto Scaling client configured")
         activity = aws.groups.scale_in(instance.id)
-        return f"terminated through Auto Scaling group {details['group']} (desired capacity -1; {activity})", mark
+        return f"terminated through Auto Scaling group {action.group} (desired capacity -1; {activity})", mark
     if action.type == "terminate":
         aws.actions.terminate(instance.id)
         return "terminated", mark
@@ -251,13 +251,12 @@ def recheck_metrics(
 def _group_refusal(outcome: InstanceOutcome, aws: IdleAws) -> str | None:
     """For a reclaim through an Auto Scaling group: why the group cannot be scaled in by this instance now."""
     for action in outcome.decision.enforced_actions():
-        details = action.model_dump()
-        if action.type == "terminate" and details.get("via") == "autoscaling":
+        if isinstance(action, Terminate) and action.via == "autoscaling":
             if aws.groups is None:
                 return "no Auto Scaling client configured"
-            capacity = aws.groups.capacity(str(details["group"]), outcome.instance.id)
+            capacity = aws.groups.capacity(str(action.group), outcome.instance.id)
             if capacity is None:
-                return f"Auto Scaling group {details['group']} no longer exists"
+                return f"Auto Scaling group {action.group} no longer exists"
             return capacity.refusal(outcome.instance.id)
     return None
 
@@ -392,7 +391,7 @@ def ignored_tags(
                 policy="idle",
                 verdict="act",
                 resource=instance.id,
-                actions=[Action(type="notify", enforced=runtime.policy.idle.enforce)],
+                actions=[Notify(enforced=runtime.policy.idle.enforce)],
                 reasons=problems,
                 evidence={"status": "tags-ignored", "tags": {k: v for k, v in instance.tags.items() if ":" in k}},
                 severity="warning",
@@ -581,8 +580,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
                 verdict="act",
                 resource=instance_id,
                 actions=[
-                    Action(
-                        type="checkpoint",
+                    Checkpoint(
                         enforced=idle.enforce,
                         command=command,
                         timeout=idle.checkpoint_timeout_seconds,
@@ -610,17 +608,15 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
         verdict="act",
         resource=instance_id,
         actions=[
-            Action(
-                type=action,
+            reclaim(
+                action,
                 enforced=idle.enforce,
                 lifecycle=live.lifecycle,
                 root_device=live.root_device_type,
                 requested_by=request.requested_by,
                 **through,
             ),
-            Action(
-                type="tag", enforced=idle.enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=remove
-            ),
+            Tag(enforced=idle.enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=remove),
         ],
         reasons=[*assessment.reasons, f"Stop now clicked by {who}: acted at once instead of waiting for the sweep"],
         evidence={**assessment.evidence, "status": "acted", **asked},

@@ -15,7 +15,7 @@ import base64
 import datetime as dt
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -31,7 +31,8 @@ from governor.adapters.interactions import (
     SnoozeTagger,
     answer,
 )
-from governor.domain.decision import Action, Decision
+from governor.domain.actions import AnyAction, Record, Stop, Tag
+from governor.domain.decision import Decision
 from governor.domain.fleet import ownership
 from governor.domain.interactions import (
     ACKNOWLEDGED_POLICIES,
@@ -218,7 +219,7 @@ def _record(
     rule: str,
     reasons: list[str],
     person: Person | None,
-    actions: list[Action] | None = None,
+    actions: Sequence[AnyAction] | None = None,
     **evidence: Any,
 ) -> None:
     click = event.detail
@@ -227,7 +228,7 @@ def _record(
             policy=POLICY,
             verdict=verdict,
             resource=resource,
-            actions=actions or [],
+            actions=list(actions or []),
             reasons=reasons,
             evidence={
                 "button": click.action_id,
@@ -292,7 +293,7 @@ def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, 
         value = until.strftime("%Y-%m-%dT%H:%M:%SZ")
         tag = policy.fleet.keep_until_tag
         reasons = [f"Keep {what} clicked by {person.label}; {why}", f"snoozed until {value}"]
-        actions = [Action(type="tag", enforced=enforce, tags={tag: value})]
+        actions: list[AnyAction] = [Tag(enforced=enforce, tags={tag: value})]
         _record(runtime, event, resource, "act", "interactions.keep", reasons, person, actions, until=value)
         if enforce:
             aws.tagger.snooze(resource, tag, value)
@@ -304,7 +305,7 @@ def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, 
         if not aws.idle_function:
             raise RuntimeError("IDLE_FUNCTION is not set: Stop now has nowhere to go")
         reasons = [f"Stop now clicked by {person.label}; {why}", "handed to the idle function to re-check and stop"]
-        actions = [Action(type="stop", enforced=enforce, via="idle function")]
+        actions = [Stop(enforced=enforce, via="idle function")]
         _record(runtime, event, resource, "act", "interactions.stop-now", reasons, person, actions)
         if enforce:
             aws.invoker.invoke(aws.idle_function, stop_request(event, resource, person, now))
@@ -315,7 +316,7 @@ def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, 
         metrics.add_metric(name="InteractionsStopNow", unit="Count", value=1)
         return {"status": "stop-requested" if enforce else "report-only", "instance": resource}
     reasons = [f"acknowledged by {person.label}; {why}"]
-    _record(runtime, event, resource, "act", "interactions.acknowledge", reasons, person, [Action(type="record")])
+    _record(runtime, event, resource, "act", "interactions.acknowledge", reasons, person, [Record()])
     aws.respond(
         click.response_url, updated_message(click.message_blocks, click.token, f"Acknowledged by {person.label}")
     )

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from governor.domain.actions import SetSecretRotation
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.keys import (
     EVENT_SOURCES,
@@ -293,9 +294,9 @@ class KeysRun:
         decision = decide_secret(secret, self.policy, self.now)
 
         def act(action: Action) -> Outcome:
-            if action.type == "set_secret_rotation":
+            if isinstance(action, SetSecretRotation):
                 token = deterministic_id(self.event_id, secret.arn, action.type)  # ClientRequestToken
-                return secrets.set_rotation(secret, dict(getattr(action, "rotation_rules", {}) or {}), token=token)
+                return secrets.set_rotation(secret, dict(action.rotation_rules), token=token)
             return Outcome(ok=True)
 
         self.settle(decision, act)

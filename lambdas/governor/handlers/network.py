@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.network_addresses import PublicAddresses
 from governor.adapters.security_groups import GroupState, SecurityGroups
+from governor.domain.actions import RemovePublicIp, RevokeIngress
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, ownership
 from governor.domain.network import (
@@ -167,14 +168,13 @@ def _reread(decision: Decision, aws: NetworkAws, runtime: Runtime) -> Decision:
     planned = {
         rule_id
         for action in decision.enforced_actions()
-        if action.type == "revoke_ingress"
-        for rule_id in (action.model_extra or {}).get("rule_ids") or []
+        if isinstance(action, RevokeIngress)
+        for rule_id in action.rule_ids
     }
     fresh = decide_group(live.group_id, live.rules, runtime.policy, tags=live.tags, group_name=live.name)
     kept = []
     for action in fresh.actions:
-        ids = (action.model_extra or {}).get("rule_ids") or []
-        if action.type == "revoke_ingress" and action.enforced and not set(ids) <= planned:
+        if isinstance(action, RevokeIngress) and action.enforced and not set(action.rule_ids) <= planned:
             action = action.model_copy(update={"enforced": False})  # new since the listing: the next sweep judges it
         kept.append(action)
     return fresh.model_copy(update={"actions": kept, "reasons": [*fresh.reasons, "re-read right before revoking"]})
@@ -185,28 +185,27 @@ def _reread(decision: Decision, aws: NetworkAws, runtime: Runtime) -> Decision:
 
 def _perform(action: Action, aws: NetworkAws, runtime: Runtime) -> str:
     """Do one enforced action; the returned sentence is what the finding reports as done."""
-    details = action.model_dump()
-    if action.type == "revoke_ingress":
-        group_id = details["group_id"]
+    if isinstance(action, RevokeIngress):
+        group_id = str(action.group_id)
         revoked: list[str] = []
-        for rule_id in details.get("rule_ids") or []:
+        for rule_id in action.rule_ids:
             if aws.groups.revoke(group_id, rule_id):
-                revoked.append(f"revoked {rule_id} ({details['protocol']} {details['ports']} from {details['source']})")
+                revoked.append(f"revoked {rule_id} ({action.protocol} {action.ports} from {action.source})")
             else:
                 revoked.append(f"{rule_id} was already gone")
-        return "; ".join(revoked) or f"no rule id found for {details['source']} in {group_id}; nothing revoked"
-    if action.type == "remove_public_ip":
-        instance_id = details["instance_id"]
-        if details.get("method") == "disassociate_address" and details.get("association_id"):
-            aws.addresses.disassociate(details["association_id"])
+        return "; ".join(revoked) or f"no rule id found for {action.source} in {group_id}; nothing revoked"
+    if isinstance(action, RemovePublicIp):
+        instance_id = str(action.instance_id)
+        if action.method == "disassociate_address" and action.association_id:
+            aws.addresses.disassociate(action.association_id)
             done = (
-                f"disassociated Elastic IP {details['public_ip']} ({details['association_id']}) from {instance_id}; "
+                f"disassociated Elastic IP {action.public_ip} ({action.association_id}) from {instance_id}; "
                 "the allocation stays in the account"
             )
             # AWS gives an instance whose interface auto-assigns a fresh public address when its Elastic IP leaves.
             after = aws.instances.instance(instance_id)
             replacement = public_address(after, {}) if after is not None else None
-            if replacement is not None and replacement.public_ip != details["public_ip"]:
+            if replacement is not None and replacement.public_ip != action.public_ip:
                 if replacement.network_interface_id:
                     aws.addresses.drop_auto_assigned(replacement.network_interface_id)
                     return (
@@ -215,11 +214,11 @@ def _perform(action: Action, aws: NetworkAws, runtime: Runtime) -> str:
                     )
                 return f"{done}; AWS gave it a new public address {replacement.public_ip}, which the sweep will report"
             return done
-        if details.get("method") == "modify_network_interface_attribute" and details.get("network_interface_id"):
-            aws.addresses.drop_auto_assigned(details["network_interface_id"])
+        if action.method == "modify_network_interface_attribute" and action.network_interface_id:
+            aws.addresses.drop_auto_assigned(action.network_interface_id)
             return (
-                f"removed auto-assigned public IPv4 {details['public_ip']} from {instance_id} "
-                f"(ModifyNetworkInterfaceAttribute AssociatePublicIpAddress=false on {details['network_interface_id']})"
+                f"removed auto-assigned public IPv4 {action.public_ip} from {instance_id} "
+                f"(ModifyNetworkInterfaceAttribute AssociatePublicIpAddress=false on {action.network_interface_id})"
             )
         return f"could not remove the public address of {instance_id}: no association or network interface found"
     return ""

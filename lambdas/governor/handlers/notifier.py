@@ -18,7 +18,8 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.ses import Attachment
-from governor.domain.decision import Action, Decision, Finding
+from governor.domain.actions import AnyAction, Notify
+from governor.domain.decision import Decision, Finding
 from governor.domain.interactions import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
 from governor.domain.notify import (
     DELIVERY_KIND,
@@ -129,12 +130,12 @@ def account_of(context: Any) -> str | None:
     return parts[4] if len(parts) > 4 and parts[4].isdigit() else None
 
 
-def _decision(finding: Finding, verdict: Any, reasons: list[str], actions: list[Action], rule: str) -> Decision:
+def _decision(finding: Finding, verdict: Any, reasons: list[str], actions: Sequence[AnyAction], rule: str) -> Decision:
     return Decision(
         policy="notifications",
         verdict=verdict,
         resource=finding.resource,
-        actions=actions,
+        actions=list(actions),
         reasons=reasons,
         evidence={"finding_rule": finding.rule, "severity": finding.severity, "title": finding.title},
         severity=finding.severity,
@@ -182,9 +183,7 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
         return {"status": "merged", "merged": step.item.merged}
     item = with_buttons(step.item, runtime, now)
     deliveries = plan_deliveries([item], policy)
-    actions = [
-        Action(type="notify", enforced=policy.enforce, channel=d.channel, target=list(d.target)) for d in deliveries
-    ]
+    actions = [Notify(enforced=policy.enforce, channel=d.channel, target=list(d.target)) for d in deliveries]
     reasons = [f"routed by {where.reason}", step.reason]
     runtime.ledger.record(_decision(finding, "act", reasons, actions, "notifications.deliver"), event_id=parsed.id)
     rendered = {d.key: (slack_messages(d.items) if d.channel == "slack" else email_for(d.items)) for d in deliveries}

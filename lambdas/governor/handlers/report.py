@@ -21,7 +21,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from governor.adapters.ses import Attachment
-from governor.domain.decision import Action, Decision, Finding
+from governor.domain.actions import Notify, Record
+from governor.domain.decision import Decision, Finding
 from governor.domain.notify import Email
 from governor.domain.report import (
     TREND_PERIODS,
@@ -356,8 +357,8 @@ def produce(
         verdict="act",
         resource=f"report:{kind}:{start:%Y-%m-%d}",
         actions=[
-            Action(type="record", enforced=True, target="reports bucket"),
-            Action(type="notify", enforced=enforce, channels=["slack", "email"]),
+            Record(enforced=True, target="reports bucket"),
+            Notify(enforced=enforce, channels=["slack", "email"]),
         ],
         reasons=[f"{kind} report for {start.isoformat()} to {end.isoformat()}"]
         + ([] if enforce else ["reports.enforce is false: archived, not sent"]),

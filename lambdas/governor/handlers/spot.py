@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
+from governor.domain.actions import Checkpoint
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import Instance
 from governor.domain.spot import (
@@ -47,25 +48,6 @@ from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_e
 from governor.observability import logger, metrics, tracer
 from governor.once import IN_DOUBT, send_command_once
 from governor.outbox import Outbox
-
-IAM_ACTIONS = frozenset(
-    {
-        "ec2:DescribeInstances",
-        "ssm:SendCommand",
-        "ssm:GetCommandInvocation",
-        "ssm:ListCommands",
-        "elasticloadbalancing:DescribeTargetGroups",
-        "elasticloadbalancing:DescribeTargetHealth",
-        "elasticloadbalancing:DeregisterTargets",
-        "autoscaling:DescribeAutoScalingInstances",
-        "autoscaling:DescribeLifecycleHooks",
-        "autoscaling:CompleteLifecycleAction",
-        "ec2:DescribeSubnets",
-        "ec2:RunInstances",
-        "ec2:CreateTags",
-        "iam:PassRole",
-    }
-)
 
 
 class WarningEvent(EventBridgeModel):
@@ -252,8 +234,8 @@ def _send(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
 def _blocked(decision: Decision) -> str | None:
     """Why the checkpoint could not be sent at all (the instance lacks the tags the SendCommand grant requires)."""
     for action in decision.actions:
-        if action.type == "checkpoint" and (action.model_extra or {}).get("blocked"):
-            return str((action.model_extra or {})["blocked"])
+        if isinstance(action, Checkpoint) and action.blocked:
+            return action.blocked
     return None
 
 
@@ -322,13 +304,13 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
         if earlier is not None and earlier.get("event_id") == event.id:  # a retry: the command already left
             checkpoint = dict(earlier["checkpoint"])
         else:
-            action = next(a for a in decision.actions if a.type == "checkpoint")
+            action = next(a for a in decision.actions if isinstance(a, Checkpoint))
             sent = send_command_once(
                 runtime.ledger,
                 ports.commands,
                 event_id=event.id,
                 instance_id=instance.id,
-                command=str((action.model_extra or {})["command"]),
+                command=str(action.command),
                 timeout_seconds=runtime.policy.spot.checkpoint_timeout_seconds,
                 what="spot rebalance checkpoint",
             )

@@ -1,0 +1,384 @@
+"""Every capability the governor deploys, declared once: one :class:`Capability` per Lambda function.
+
+The stack builds one function per entry, each role's actions come from :meth:`Capability.permissions` (constructs add
+only resources and conditions), and ``validate``, the demo, the synth summary and the tests iterate over
+:data:`REGISTRY` instead of keeping lists of their own. Runtime package: nothing here imports ``infra`` or CDK.
+
+A permission comes from one of three places: the shared runtime (:data:`BASE_PERMISSIONS`, every function), an
+adapter a capability uses (its module's ``IAM_ACTIONS``: reads and deliveries), or a typed action it can return
+(``governor.domain.actions``: what carrying that action out calls). Adding one is a one-line change in that place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from governor.adapters import (
+    archive,
+    athena,
+    bus,
+    chart,
+    cloudwatch,
+    dlq,
+    ec2,
+    iam_keys,
+    kms,
+    ledger,
+    network_addresses,
+    pricing,
+    secrets,
+    security_groups,
+    ses,
+    slack,
+    ssm,
+)
+from governor.adapters import interactions as slack_app
+from governor.adapters.bus import DETAIL_TYPE, SOURCE
+from governor.domain.actions import (
+    Action,
+    Checkpoint,
+    CompleteLifecycleAction,
+    DeactivateAccessKey,
+    Deregister,
+    EnableKeyRotation,
+    Notify,
+    Record,
+    RemovePublicIp,
+    Replace,
+    RevokeIngress,
+    RotateKey,
+    SetSecretRotation,
+    Stop,
+    Tag,
+    Terminate,
+    Untag,
+    Warn,
+)
+from governor.domain.network import EVENT_NAMES
+from governor.policy import Policy
+
+# --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
+
+#: Writing the function's own log group (Lambda's JSON logs).
+LOGS = frozenset({"logs:CreateLogStream", "logs:PutLogEvents"})
+#: The decision ledger (``governor.adapters.ledger``), its table and the by-kind index.
+LEDGER = ledger.IAM_ACTIONS
+#: Powertools idempotency records on the event id.
+IDEMPOTENCY = frozenset({"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"})
+#: Findings on the governor bus, and rejected events parked in the function's own DLQ.
+BUS = bus.IAM_ACTIONS
+DLQ = dlq.IAM_ACTIONS
+#: The project key, for the encrypted ledger, bus, DLQ and environment.
+KMS = frozenset({"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"})
+#: Added by CDK itself: the SQS on-failure destination grant (queue attributes, the key's wildcard data-key and
+#: re-encrypt actions) and active X-Ray tracing.
+CDK_ADDED = frozenset(
+    {
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+        "kms:GenerateDataKey*",
+        "kms:ReEncrypt*",
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+    }
+)
+BASE_PERMISSIONS = LOGS | LEDGER | IDEMPOTENCY | BUS | DLQ | KMS | CDK_ADDED
+
+TriggerKind = Literal["rule", "schedule", "bus", "url"]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What invokes a function, in the words the synth summary prints; the construct builds the rule or schedule."""
+
+    id: str
+    kind: TriggerKind
+    description: str
+    #: For a schedule, the policy field holding its expression, as ``section.field``.
+    schedule: str | None = None
+
+    def expression(self, policy: Policy) -> str:
+        section, name = str(self.schedule).split(".")
+        return str(getattr(getattr(policy, section), name))
+
+    def line(self, policy: Policy) -> str:
+        if self.kind == "rule":
+            return f"EventBridge rule: {self.description}"
+        if self.kind == "schedule":
+            return f"schedule {self.expression(policy)}: {self.description}"
+        if self.kind == "bus":
+            return f"governor bus rule: {self.description}"
+        return self.description
+
+
+@dataclass(frozen=True)
+class Uses:
+    """An adapter module a capability calls, with the IAM actions those calls take (only ``when`` the policy says)."""
+
+    adapter: str
+    iam: frozenset[str]
+    when: Callable[[Policy], bool] | None = None
+
+    def permissions(self, policy: Policy) -> frozenset[str]:
+        return self.iam if self.when is None or self.when(policy) else frozenset()
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One function: its policy section, handler, triggers, adapters and the typed actions it can return."""
+
+    name: str
+    section: str
+    description: str
+    triggers: tuple[Trigger, ...]
+    uses: tuple[Uses, ...]
+    actions: tuple[type[Action], ...]
+    #: Policy sections the function reads, beyond ``fleet`` and ``ledger`` (its environment holds only these).
+    sections: tuple[str, ...] = ()
+    #: Action types another function carries out (their permissions are not this function's).
+    delegated: frozenset[str] = frozenset()
+    #: How the function behaves when its section enforces, and when it does not.
+    modes: tuple[str, str] = ("ENFORCING", "report-only")
+    enforcing: Callable[[Policy], bool] | None = None
+
+    @property
+    def handler(self) -> str:
+        return f"governor.handlers.{self.name}.lambda_handler"
+
+    @property
+    def module(self) -> str:
+        return f"governor.handlers.{self.name}"
+
+    @property
+    def adapters(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(use.adapter for use in self.uses))
+
+    @property
+    def environment_sections(self) -> tuple[str, ...]:
+        return self.sections or (self.section,)
+
+    def permissions(self, policy: Policy) -> frozenset[str]:
+        """Every IAM action this function's role needs under ``policy``, beyond :data:`BASE_PERMISSIONS`."""
+        found: set[str] = set()
+        for use in self.uses:
+            found |= use.permissions(policy)
+        for action in self.actions:
+            if action.model_fields["type"].default not in self.delegated:
+                found |= action.permissions(policy)
+        return frozenset(found)
+
+    def enforces(self, policy: Policy) -> bool:
+        if self.enforcing is not None:
+            return self.enforcing(policy)
+        return bool(getattr(getattr(policy, self.section), "enforce", False))
+
+    def mode(self, policy: Policy) -> str:
+        """What the function does under ``policy``, as the synth summary and ``validate`` print it."""
+        return self.modes[0] if self.enforces(policy) else self.modes[1]
+
+    def trigger(self, trigger_id: str) -> Trigger:
+        return next(t for t in self.triggers if t.id == trigger_id)
+
+    def trigger_lines(self, policy: Policy) -> list[str]:
+        return [t.line(policy) for t in self.triggers]
+
+
+class Registry(Mapping[str, Capability]):
+    """Capabilities by function name, in the order the stack builds them."""
+
+    def __init__(self, *capabilities: Capability) -> None:
+        self._by_name = {c.name: c for c in capabilities}
+
+    def __getitem__(self, name: str) -> Capability:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def sections(self) -> tuple[str, ...]:
+        """Policy sections with an ``enforce`` switch: every capability's, then the audit lake's (no function)."""
+        return (*dict.fromkeys(c.section for c in self.values()), *NON_FUNCTION_SECTIONS)
+
+
+#: Policy sections with an ``enforce`` switch but no function: the audit lake (Athena, Glue and the trail).
+NON_FUNCTION_SECTIONS = ("audit",)
+
+_DESCRIBE = Uses("governor.adapters.ec2", ec2.IAM_ACTIONS)
+_CHECKPOINT_STATUS = Uses("governor.adapters.ssm", ssm.IAM_ACTIONS)
+
+
+def _has_sender(policy: Policy) -> bool:
+    return bool(policy.notifications.email_sender)
+
+
+_DELIVERY = (
+    Uses("governor.adapters.slack", slack.IAM_ACTIONS),
+    Uses("governor.adapters.ses", ses.IAM_ACTIONS, when=_has_sender),
+)
+
+
+def _keys_enforcing(policy: Policy) -> bool:
+    return any(policy.keys.enforces(kind) for kind in ("kms", "access_keys", "secrets"))
+
+
+REGISTRY = Registry(
+    Capability(
+        name="lifecycle",
+        section="lifecycle",
+        description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
+        triggers=(
+            Trigger("RunInstances", "rule", "successful RunInstances of GPU families (CloudTrail)"),
+            Trigger(
+                "GovernorTags",
+                "rule",
+                "CreateTags setting an exemption, snooze, checkpoint name or idle mark (CloudTrail): who and when",
+            ),
+            Trigger("StateChange", "rule", "EC2 instance running / stopping / stopped / shutting-down / terminated"),
+            Trigger(
+                "Reconcile",
+                "schedule",
+                "close usage sessions of vanished instances, open sessions for running GPU instances never seen "
+                "starting",
+                schedule="lifecycle.reconcile_schedule",
+            ),
+        ),
+        uses=(
+            _DESCRIBE,
+            Uses("governor.adapters.pricing", pricing.IAM_ACTIONS, when=lambda p: p.lifecycle.use_price_list_api),
+        ),
+        actions=(Tag, Record, Notify),
+    ),
+    Capability(
+        name="keys",
+        section="keys",
+        description="Keeps KMS keys, IAM access keys and secrets rotated within the keys policy",
+        triggers=(
+            Trigger(
+                "Sweep",
+                "schedule",
+                "daily sweep of KMS keys, IAM access keys (credential report) and secrets",
+                schedule="keys.schedule",
+            ),
+            Trigger(
+                "CloudTrailCalls",
+                "rule",
+                "Successful KMS, IAM (us-east-1 only) and Secrets Manager calls that change rotation or credentials",
+            ),
+        ),
+        uses=(
+            Uses("governor.adapters.kms", kms.IAM_ACTIONS),
+            Uses("governor.adapters.iam_keys", iam_keys.IAM_ACTIONS),
+            Uses("governor.adapters.secrets", secrets.IAM_ACTIONS),
+        ),
+        actions=(EnableKeyRotation, RotateKey, DeactivateAccessKey, SetSecretRotation, Notify),
+        enforcing=_keys_enforcing,
+    ),
+    Capability(
+        name="spot",
+        section="spot",
+        description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
+        triggers=(
+            Trigger("Interruption", "rule", "EC2 Spot interruption warnings and rebalance recommendations"),
+            Trigger("StateChange", "rule", "EC2 instance stopped / terminated (completes interruption records)"),
+            Trigger(
+                "CheckpointStatus",
+                "rule",
+                "SSM Run Command finished (checkpoint status; releases held Auto Scaling lifecycle actions)",
+            ),
+        ),
+        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.adapters.spot_recovery", frozenset())),
+        actions=(Checkpoint, Deregister, CompleteLifecycleAction, Replace, Record, Notify),
+    ),
+    Capability(
+        name="idle",
+        section="idle",
+        description="Warns about, then stops or terminates, GPU instances idle by every signal (idle policy)",
+        triggers=(
+            Trigger(
+                "Sweep",
+                "schedule",
+                "idle sweep: GPU metrics of every running GPU instance, then warn, act or hold back",
+                schedule="idle.schedule",
+            ),
+        ),
+        uses=(
+            _DESCRIBE,
+            Uses("governor.adapters.cloudwatch", cloudwatch.IAM_ACTIONS),
+            _CHECKPOINT_STATUS,
+            Uses("governor.adapters.autoscaling", frozenset()),
+        ),
+        actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate),
+    ),
+    Capability(
+        name="interactions",
+        section="interactions",
+        description="Slack buttons: Keep, Keep until tomorrow, Stop now, Acknowledge (verified, authorised)",
+        triggers=(
+            Trigger("FunctionUrl", "url", "Function URL (auth NONE; every request must carry Slack's v0 signature)"),
+        ),
+        uses=(
+            _DESCRIBE,
+            Uses("governor.adapters.interactions", slack_app.SlackSecrets.IAM_ACTIONS),
+            Uses("governor.adapters.interactions", slack_app.AsyncInvoker.IAM_ACTIONS),
+        ),
+        actions=(Tag, Stop, Record),
+        delegated=frozenset({"stop"}),  # Stop now is handed to the idle function, which re-checks and stops
+    ),
+    Capability(
+        name="network",
+        section="network",
+        description="Revokes offending security-group rules and public IPs on GPU instances (network policy)",
+        triggers=(
+            Trigger(
+                "CloudTrailCalls",
+                "rule",
+                "EC2 calls that open ingress rules or give instances public addresses: " + ", ".join(EVENT_NAMES),
+            ),
+            Trigger(
+                "DriftSweep",
+                "schedule",
+                "drift sweep: every security group's ingress rules and every GPU instance's public address",
+                schedule="network.sweep_schedule",
+            ),
+        ),
+        uses=(
+            _DESCRIBE,
+            Uses("governor.adapters.security_groups", security_groups.IAM_ACTIONS),
+            Uses("governor.adapters.network_addresses", network_addresses.IAM_ACTIONS),
+        ),
+        actions=(RevokeIngress, RemovePublicIp, Notify),
+    ),
+    Capability(
+        name="notifier",
+        section="notifications",
+        description="Findings from the governor bus to Slack and email: routed, merged, within Slack's limits",
+        triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
+        uses=_DELIVERY,
+        actions=(Notify,),
+        sections=("notifications", "interactions"),
+        modes=("DELIVERS to Slack and email", "report-only: logs what it would send"),
+    ),
+    Capability(
+        name="report",
+        section="reports",
+        description="Daily and weekly security and cost report: Athena queries, ledger, chart, S3 archive",
+        triggers=(
+            Trigger("Daily", "schedule", "daily security and cost report", schedule="reports.daily_schedule"),
+            Trigger("Weekly", "schedule", "weekly security and cost report", schedule="reports.weekly_schedule"),
+        ),
+        uses=(
+            Uses("governor.adapters.archive", archive.IAM_ACTIONS),
+            Uses("governor.adapters.chart", chart.IAM_ACTIONS),
+            Uses("governor.adapters.athena", athena.IAM_ACTIONS | athena.DATA_ACTIONS),
+            *_DELIVERY,
+        ),
+        actions=(Record, Notify),
+        sections=("reports", "notifications", "lifecycle", "budgets"),
+        modes=("DELIVERS to Slack and email, archives to S3", "report-only: archives to S3, sends nothing"),
+    ),
+)

@@ -37,6 +37,8 @@ class HandlerEnvironment(BaseModel):
     idempotency_table: str | None = Field(None, alias="IDEMPOTENCY_TABLE")
     region: str | None = Field(None, alias="AWS_REGION")
     function: str = Field("governor", alias="GOVERNOR_FUNCTION")
+    spoke_role: str | None = Field(None, alias="GOVERNOR_SPOKE_ROLE")  # organisation mode (issue 23)
+    home_account: str | None = Field(None, alias="GOVERNOR_HOME_ACCOUNT")
 
     def policy(self) -> Policy:
         try:
@@ -74,6 +76,10 @@ def default_runtime() -> Runtime:
 
     env = environment()
     policy = env.policy()
+    if env.spoke_role:
+        from governor.adapters.aws import Organization, client
+
+        client.configure(Organization(env.spoke_role, env.home_account))
     return Runtime(
         policy=policy,
         ledger=DynamoLedger(env.ledger_table, policy.ledger.retention_days, env.region),

@@ -110,18 +110,44 @@ class SpotPorts:
     recovery: SpotRecovery
 
 
-@cache
-def _ports(region: str | None, endpoint: str | None) -> SpotPorts:
+def _member_ports(
+    region: str | None, endpoint: str | None, account: str | None = None, event_id: str | None = None
+) -> SpotPorts:
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.spot_recovery import SpotRecoveryActions
     from governor.adapters.ssm import SsmCommands
 
-    return SpotPorts(Ec2Reader(region), SsmCommands(region), SpotRecoveryActions(region))
+    where: dict[str, Any] = {"account": account, "event_id": event_id}
+    return SpotPorts(Ec2Reader(region, **where), SsmCommands(region, **where), SpotRecoveryActions(region, **where))
 
 
-def default_ports() -> SpotPorts:
-    """Built once per container (per region and endpoint, so a local emulator restart gets fresh clients)."""
-    return _ports(default_runtime().region, os.environ.get("AWS_ENDPOINT_URL"))
+_ports = cache(_member_ports)
+
+
+def default_ports(event: Any = None) -> SpotPorts:
+    """Built once per container (per region and endpoint, so a local emulator restart gets fresh clients).
+
+    In organisation mode an event from a member account gets ports on the spoke role in its account and region,
+    built per event (the clients and credentials behind them are cached until near expiry).
+    """
+    runtime, endpoint = default_runtime(), os.environ.get("AWS_ENDPOINT_URL")
+    account, region = _where(event)
+    from governor.adapters.aws import client
+
+    if client.is_member(account):
+        return _member_ports(region or runtime.region, endpoint, account, _text(event, "id"))
+    return _ports(runtime.region, endpoint)
+
+
+def _text(event: Any, key: str) -> str | None:
+    value = event.get(key) if isinstance(event, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _where(event: Any) -> tuple[str | None, str | None]:
+    """The account and region an EventBridge event happened in (EventBridge sets both; a sender cannot choose them)."""
+    account, region = _text(event, "account"), _text(event, "region")
+    return (account, region) if account and account.isdigit() and len(account) == 12 else (None, None)
 
 
 def _when(event: SpotEvent) -> dt.datetime:
@@ -454,6 +480,6 @@ def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) 
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Spot interruption handling: checkpoint within the warning, record, notify, and optionally relaunch."""
-    result = handle(event, default_runtime(), default_ports(), context)
+    result = handle(event, default_runtime(), default_ports(event), context)
     metrics.add_metric(name=f"Spot{str(result.get('status', 'unknown')).capitalize()}", unit="Count", value=1)
     return result

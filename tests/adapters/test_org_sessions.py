@@ -152,3 +152,27 @@ def test_session_names_follow_the_sts_rules(event_id: str) -> None:
     name = session_name(event_id)
     assert re.fullmatch(r"[A-Za-z0-9_+=,.@-]{2,64}", name)
     assert name.startswith("governor-")
+
+
+def test_lifecycle_reads_and_tags_in_the_events_account(org: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    from governor.handlers import lifecycle
+
+    member = account_session(MEMBER)
+    in_member = launch(member.client("ec2"))
+    home = lifecycle.Capabilities(reader=Ec2Reader(REGION), tagger=Ec2Actions(REGION), prices=None)  # type: ignore[arg-type]
+    monkeypatch.setattr(lifecycle, "default_capabilities", lambda: home)
+    state_change = {"id": "sc-1", "account": MEMBER, "region": REGION, "detail": {"instance-id": in_member}}
+    assert lifecycle.capabilities_for({**state_change, "account": HUB}) is home
+    caps = lifecycle.capabilities_for(state_change)
+    assert caps.reader.instance(in_member) is not None and home.reader.instance(in_member) is None
+    caps.tagger.tag(in_member, {"governor:owner": "ana"})
+    tags = member.client("ec2").describe_tags(Filters=[{"Name": "resource-id", "Values": [in_member]}])["Tags"]
+    assert {"Key": "governor:owner", "Value": "ana"} in [{"Key": t["Key"], "Value": t["Value"]} for t in tags]
+
+
+@pytest.mark.parametrize("account", ["not-an-account", 222222222222, "", None, "2222222222221"])
+def test_a_malformed_account_acts_at_home(org: LocalStack, account: object) -> None:
+    from governor.adapters.aws import member_target
+
+    assert member_target({"id": "x", "account": account, "region": REGION}) is None
+    assert member_target("not an event") is None

@@ -228,6 +228,25 @@ class ClientCache:
 client = ClientCache()
 
 
+def member_target(event: Any) -> tuple[str, str | None, str | None] | None:
+    """``(account, region, event id)`` of a raw EventBridge event from a member account in organisation mode, else
+    ``None`` (act with the shared clients, as a single-account deployment does).
+
+    EventBridge sets ``account`` and ``region`` to where the event happened, also on events forwarded from a spoke;
+    no sender chooses them. Anything that is not a 12-digit account id counts as no account.
+    """
+    if not isinstance(event, dict):
+        return None
+    account, region, event_id = (event.get(key) for key in ("account", "region", "id"))
+    if not (isinstance(account, str) and account.isdigit() and len(account) == 12 and client.is_member(account)):
+        return None
+    return (
+        account,
+        region if isinstance(region, str) and region else None,
+        event_id if isinstance(event_id, str) else None,
+    )
+
+
 def session() -> boto3.session.Session:
     """The runtime's shared boto3 Session (for libraries that take one, e.g. Powertools' persistence layers)."""
     return client.session()

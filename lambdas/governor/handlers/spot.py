@@ -130,24 +130,12 @@ def default_ports(event: Any = None) -> SpotPorts:
     In organisation mode an event from a member account gets ports on the spoke role in its account and region,
     built per event (the clients and credentials behind them are cached until near expiry).
     """
-    runtime, endpoint = default_runtime(), os.environ.get("AWS_ENDPOINT_URL")
-    account, region = _where(event)
-    from governor.adapters.aws import client
+    from governor.adapters.aws import member_target
 
-    if client.is_member(account):
-        return _member_ports(region or runtime.region, endpoint, account, _text(event, "id"))
+    runtime, endpoint, member = default_runtime(), os.environ.get("AWS_ENDPOINT_URL"), member_target(event)
+    if member is not None:
+        return _member_ports(member[1] or runtime.region, endpoint, member[0], member[2])
     return _ports(runtime.region, endpoint)
-
-
-def _text(event: Any, key: str) -> str | None:
-    value = event.get(key) if isinstance(event, dict) else None
-    return value if isinstance(value, str) and value else None
-
-
-def _where(event: Any) -> tuple[str | None, str | None]:
-    """The account and region an EventBridge event happened in (EventBridge sets both; a sender cannot choose them)."""
-    account, region = _text(event, "account"), _text(event, "region")
-    return (account, region) if account and account.isdigit() and len(account) == 12 else (None, None)
 
 
 def _when(event: SpotEvent) -> dt.datetime:

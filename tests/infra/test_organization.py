@@ -17,6 +17,7 @@ from infra.settings import OrganizationSettings, Settings, SettingsError
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import Request, resolve, statement_matches
 from tests.infra.sar import statements, validate
+from tests.infra.test_sar import _known
 
 ORG = {"id": "o-abcdefghij", "ou_ids": ["ou-ab12-abcdefgh"], "regions": ["us-east-1", "eu-west-1"]}
 HUB = "111111111111"
@@ -184,8 +185,7 @@ def test_both_templates_are_valid_per_the_sar(org: OrgSynth) -> None:
     spoke = _with_parameters(org.spoke, _parameters([f"arn:aws:iam::{HUB}:role/Spot"]))
     assert sum(1 for _ in statements(spoke)) > 20
     assert not validate(spoke)
-    problems = [str(p) for p in validate(org.json) if "sts:AssumeRole" in str(p) or "Intake" in str(p)]
-    assert not problems
+    assert not [str(p) for p in validate(org.json) if not _known(p)]  # the hub: only test_sar's known finding
 
 
 # --- 3. the hub side ------------------------------------------------------------------------------------------

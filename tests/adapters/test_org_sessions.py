@@ -98,6 +98,8 @@ def test_a_warning_in_account_b_is_handled_in_account_b_only(org: LocalStack, mo
     assert sent["InstanceIds"] == [in_member]
     assert boto3.client("ssm", region_name=REGION).list_commands()["Commands"] == []  # nothing in the hub account
     assert deployed.runtime.ledger.get_item("interruption", in_member) is not None  # one ledger, in the hub
+    (decision,) = deployed.runtime.ledger.query_kind("decision")
+    assert (decision["account"], decision["region"], decision["resource"]) == (MEMBER, REGION, in_member)
     # The hub's own instance is not reachable under account B's name: the event's account decides where to act.
     stray = event("interruption-warning.json", in_hub, account=MEMBER, id="warn-b-2")
     assert spot.handle(stray, deployed.runtime, spot.default_ports(stray), LambdaContext())["status"] == "ignored"

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from governor.domain.ports import DeadLetters, FindingSink, Ledger
+from governor.domain.ports import DeadLetters, FindingSink, Ledger, handling_event_from
 from governor.events.envelopes import InvalidEventError
 from governor.observability import logger, metrics
 from governor.policy import Policy, PolicyError, parse_policy
@@ -109,10 +109,12 @@ def run_edge(
         parsed = parse(event)
     except InvalidEventError as error:
         return reject(event, error, runtime)
-    try:
-        return work(parsed, runtime)
-    except InvalidEventError as error:
-        return reject(event, error, runtime)
+    origin = event if isinstance(event, dict) else {}
+    with handling_event_from(origin.get("account"), origin.get("region")):  # stamped on every ledger decision
+        try:
+            return work(parsed, runtime)
+        except InvalidEventError as error:
+            return reject(event, error, runtime)
 
 
 def _lambda_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -3,9 +3,14 @@ context, which ``infra.app_builder`` loads from ``cdk.json`` exactly as the CDK 
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDAS_DIR = ROOT / "lambdas"
@@ -16,6 +21,82 @@ CDK_JSON = ROOT / "cdk.json"
 
 class SettingsError(ValueError):
     """A context value that cannot produce a working deployment; the synth stops with the reason."""
+
+
+#: How the StackSet is created: from a delegated administrator account (the hub's intended home) or from the
+#: organisation's management account itself.
+CallAs = Literal["DELEGATED_ADMIN", "SELF"]
+
+_ORG_ID = r"^o-[a-z0-9]{10,32}$"
+_TARGET_ID = r"^(ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}|r-[a-z0-9]{4,32})$"
+_REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
+#: IAM role names hold 64 characters; the spoke role is named ``<spoke_role_name>-<region>`` (role names are global,
+#: one StackSet instance per region), and the longest region name has 14 characters.
+SPOKE_ROLE_NAME_MAX = 64 - 1 - 14
+
+
+class OrganizationSettings(BaseModel):
+    """Organisation mode (opt-in): the hub deploys a service-managed StackSet of spoke stacks to these OUs and regions.
+
+    A deploy-time setting, not policy: it says where the governor is installed, not how it governs, and no function
+    decides anything from it (the functions only learn the spoke role name and whether org mode is on).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=_ORG_ID, description="the organisation id, o-...")
+    ou_ids: tuple[str, ...] = Field(min_length=1, max_length=100, description="target OUs (ou-...) or the root (r-...)")
+    regions: tuple[str, ...] = Field(min_length=1, max_length=40, description="regions the spoke is deployed to")
+    spoke_role_name: str = Field(
+        "GovernorSpoke", min_length=1, max_length=SPOKE_ROLE_NAME_MAX, pattern=r"^[A-Za-z0-9+=,.@_-]+$"
+    )
+    call_as: CallAs = "DELEGATED_ADMIN"
+    max_concurrent_percentage: int = Field(25, ge=1, le=100, description="accounts deployed at once, per region")
+    failure_tolerance_percentage: int = Field(10, ge=0, le=100, description="failed accounts before a region stops")
+
+    @field_validator("ou_ids")
+    @classmethod
+    def _targets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for index, target in enumerate(value):
+            if not re.fullmatch(_TARGET_ID, target):
+                raise ValueError(f"[{index}] {target!r} is not an OU id (ou-xxxx-xxxxxxxx) or a root id (r-xxxx)")
+        if len(set(value)) != len(value):
+            raise ValueError("lists an OU twice")
+        return value
+
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for index, region in enumerate(value):
+            if not re.fullmatch(_REGION, region):
+                raise ValueError(f"[{index}] {region!r} is not a region name such as us-east-1")
+        if len(set(value)) != len(value):
+            raise ValueError("lists a region twice")
+        return value
+
+    def spoke_role(self, region: str) -> str:
+        """The spoke role's name in one region (IAM names are global, so each region's instance has its own)."""
+        return f"{self.spoke_role_name}-{region}"
+
+    @classmethod
+    def from_context(cls, value: object) -> OrganizationSettings | None:
+        """``None`` (organisation mode off) unless the ``organization`` context is set; errors name the field path."""
+        if value in (None, "", False, "false"):
+            return None
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as error:
+                raise SettingsError(f"context organization: not a JSON object ({error})") from None
+        if not isinstance(value, dict):
+            raise SettingsError("context organization: expected an object with id, ou_ids and regions")
+        try:
+            return cls.model_validate(value)
+        except ValidationError as error:
+            first = error.errors()[0]
+            path = ".".join(str(part) for part in first["loc"])
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise SettingsError(f"context organization.{path}: {message}") from None
 
 
 @dataclass(frozen=True)
@@ -34,6 +115,7 @@ class Settings:
     log_retention_days: int = 90
     region: str | None = None
     audit_region: str | None = None
+    organization: OrganizationSettings | None = None
 
     @property
     def holds_audit(self) -> bool:
@@ -60,6 +142,7 @@ class Settings:
             log_retention_days=int(str(get("log_retention_days") or defaults.log_retention_days)),
             region=region,
             audit_region=audit_region,
+            organization=OrganizationSettings.from_context(get("organization")),
         )
 
 

@@ -84,6 +84,9 @@ class GovernorFunction(Construct):
         self.description = capability.description
         self.allowed = capability.permissions(policy) | BASE_PERMISSIONS
         self.triggers: list[str] = []
+        #: Every default-bus pattern this function is triggered by, as (rule id, pattern, description): the
+        #: organisation hub routes the same patterns from its intake bus and the spoke forwards exactly these.
+        self.event_patterns: list[tuple[str, events.EventPattern, str]] = []
         self._shared = shared
         self._schedule_role: iam.Role | None = None
         self.dlq = sqs.Queue(
@@ -293,6 +296,7 @@ class GovernorFunction(Construct):
         rule = events.Rule(self, construct_id, event_pattern=pattern, description=description)
         rule.add_target(self.rule_target())
         self.triggers.append(f"EventBridge rule: {description}")
+        self.event_patterns.append((construct_id, pattern, description))
         return rule
 
     def on_schedule(

@@ -91,16 +91,7 @@ class IdleReclamation(Construct):
         if policy.idle.asg_action == "scale_in":
             self._scale_in_grants(function)
         send_command_grant(function, policy, RUN_COMMAND_DOCUMENT)
-        self.agent_parameter = ssm.StringParameter(
-            self,
-            "AgentConfig",
-            parameter_name=f"AmazonCloudWatch-{stack.stack_name}-gpu",
-            description="CloudWatch agent configuration: nvidia_gpu metrics every minute, aggregated by InstanceId",
-            string_value=agent_config(),
-            tier=ssm.ParameterTier.STANDARD,
-        )
-        if policy.idle.cloudwatch_agent_association:
-            self._associations(policy)
+        self.agent_parameter = install_agent_config(self, policy)
         held = cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name="IdleActionsHeldBack",
@@ -145,32 +136,52 @@ class IdleReclamation(Construct):
             "group's minimum (checked first, and enforced by EC2 Auto Scaling).",
         )
 
-    def _associations(self, policy: Policy) -> None:
-        """Install the agent, then configure it from the parameter, on every instance with the association tag."""
-        targets = [
-            ssm.CfnAssociation.TargetProperty(key=f"tag:{key}", values=[value])
-            for key, value in policy.idle.association_tag.items()
-        ]
-        install = ssm.CfnAssociation(
-            self,
-            "InstallAgent",
-            name="AWS-ConfigureAWSPackage",
-            targets=targets,
-            parameters={"action": ["Install"], "name": ["AmazonCloudWatchAgent"]},
-            schedule_expression="rate(30 days)",
-        )
-        configure = ssm.CfnAssociation(
-            self,
-            "ConfigureAgent",
-            name="AmazonCloudWatch-ManageAgent",
-            targets=targets,
-            parameters={
-                "action": ["configure"],
-                "mode": ["ec2"],
-                "optionalConfigurationSource": ["ssm"],
-                "optionalConfigurationLocation": [self.agent_parameter.parameter_name],
-                "optionalRestart": ["yes"],
-            },
-            schedule_expression="rate(1 day)",
-        )
-        configure.add_dependency(install)
+
+def install_agent_config(scope: Construct, policy: Policy) -> ssm.StringParameter:
+    """The agent configuration parameter and, when the policy opts in, the State Manager associations applying it.
+
+    Shared by the hub's idle construct and the organisation spoke, so every governed account configures the agent
+    the same way (same parameter name pattern, same associations).
+    """
+    parameter = ssm.StringParameter(
+        scope,
+        "AgentConfig",
+        parameter_name=f"AmazonCloudWatch-{Stack.of(scope).stack_name}-gpu",
+        description="CloudWatch agent configuration: nvidia_gpu metrics every minute, aggregated by InstanceId",
+        string_value=agent_config(),
+        tier=ssm.ParameterTier.STANDARD,
+    )
+    if policy.idle.cloudwatch_agent_association:
+        _associations(scope, policy, parameter)
+    return parameter
+
+
+def _associations(scope: Construct, policy: Policy, parameter: ssm.StringParameter) -> None:
+    """Install the agent, then configure it from the parameter, on every instance with the association tag."""
+    targets = [
+        ssm.CfnAssociation.TargetProperty(key=f"tag:{key}", values=[value])
+        for key, value in policy.idle.association_tag.items()
+    ]
+    install = ssm.CfnAssociation(
+        scope,
+        "InstallAgent",
+        name="AWS-ConfigureAWSPackage",
+        targets=targets,
+        parameters={"action": ["Install"], "name": ["AmazonCloudWatchAgent"]},
+        schedule_expression="rate(30 days)",
+    )
+    configure = ssm.CfnAssociation(
+        scope,
+        "ConfigureAgent",
+        name="AmazonCloudWatch-ManageAgent",
+        targets=targets,
+        parameters={
+            "action": ["configure"],
+            "mode": ["ec2"],
+            "optionalConfigurationSource": ["ssm"],
+            "optionalConfigurationLocation": [parameter.parameter_name],
+            "optionalRestart": ["yes"],
+        },
+        schedule_expression="rate(1 day)",
+    )
+    configure.add_dependency(install)

@@ -15,6 +15,7 @@ from infra.constructs.lifecycle import Lifecycle
 from infra.constructs.network import NetworkEnforcer
 from infra.constructs.notifications import Notifications
 from infra.constructs.operators import OperatorRoles
+from infra.constructs.organization import OrganizationHub
 from infra.constructs.shared import SharedResources
 from infra.constructs.spot import Spot
 from infra.settings import Settings
@@ -58,6 +59,21 @@ class GovernorStack(Stack):
             audit=self.audit,
         )
         OperatorRoles(self, "Operators", shared=self.shared, policy=policy)  # last: it grants on what exists
+        # Organisation mode (opt-in): after everything else, since the spokes forward the triggers and carry the
+        # grants registered above.
+        self.organization = (
+            OrganizationHub(
+                self,
+                "Organization",
+                policy=policy,
+                organization=settings.organization,
+                functions=self.functions,
+                bus_name=settings.bus_name,
+                context=dict(self.node.get_all_context()),  # the same feature flags for the spoke
+            )
+            if settings.organization is not None
+            else None
+        )
         self._outputs()
 
     def _outputs(self) -> None:

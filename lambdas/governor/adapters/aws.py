@@ -8,10 +8,17 @@ botocore's ``Config`` are imported on the first client, not when an adapter modu
 then costs less than boto3's alone, and the first invocation pays for boto3 once, together with its first client.
 
 ``AWS_ENDPOINT_URL`` (read by botocore itself) points every client at the local emulator in the demo and e2e tests.
+
+Organisation mode: ``client(service, region, account=...)`` for an account other than the function's own assumes the
+spoke role there (``<spoke role>-<region>``) and returns a client on those credentials. Credentials are cached per
+account and region until five minutes before they expire; the session is named after the event that opened it.
+Without organisation mode (the default), or for the function's own account, it is the shared client as before.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +35,37 @@ if TYPE_CHECKING:
 ACCESS_DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
 
 ClientKey = tuple[str, str | None, str | None]
+
+#: Assumed-role credentials are renewed this long before they expire, so no call starts on nearly dead credentials.
+RENEW_BEFORE = dt.timedelta(minutes=5)
+#: STS's RoleSessionName: 2 to 64 characters of ``[\w+=,.@-]``.
+_SESSION_NAME_REFUSED = re.compile(r"[^\w+=,.@-]", re.ASCII)
+
+
+def session_name(event_id: str | None) -> str:
+    """A valid RoleSessionName from an event id (anything STS refuses becomes '-'), so CloudTrail names the event."""
+    name = "governor-" + _SESSION_NAME_REFUSED.sub("-", event_id or "session")
+    return name[:64]
+
+
+def partition_of(region: str | None) -> str:
+    """The ARN partition a region belongs to (the spoke role's ARN is built in the target's partition)."""
+    if region and region.startswith("cn-"):
+        return "aws-cn"
+    if region and region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+class Organization:
+    """What the runtime needs to act in a member account: the spoke role's name and the function's own account."""
+
+    def __init__(self, spoke_role: str, home_account: str | None) -> None:
+        self.spoke_role = spoke_role
+        self.home_account = home_account
+
+    def role_arn(self, account: str, region: str | None) -> str:
+        return f"arn:{partition_of(region)}:iam::{account}:role/{self.spoke_role}-{region}"
 
 
 @cache
@@ -50,6 +88,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _config(single_attempt: bool) -> Any:
+    """The shared retry configuration, or one attempt only (botocore never resends the call)."""
+    config = retries()
+    if single_attempt:
+        from botocore.config import Config
+
+        config = config.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
+    return config
+
+
 class ClientCache:
     """The process's shared Session and its clients; ``cache_clear`` drops both.
 
@@ -62,6 +110,11 @@ class ClientCache:
         self._session: boto3.session.Session | None = None
         self._clients: dict[ClientKey, Any] = {}
         self.sessions_created = 0
+        self.organization: Organization | None = None
+        # (account, region) -> (credentials, expiry); (service, region, endpoint, account) -> (client, expiry)
+        self._credentials: dict[tuple[str, str | None], tuple[dict[str, Any], dt.datetime]] = {}
+        self._foreign: dict[tuple[str, str | None, str | None, str], tuple[Any, dt.datetime]] = {}
+        self.roles_assumed = 0
 
     def session(self) -> boto3.session.Session:
         """The one Session every adapter's client comes from."""
@@ -76,14 +129,38 @@ class ClientCache:
             self.sessions_created += 1
         return self._session
 
+    def configure(self, organization: Organization | None) -> None:
+        """Switch organisation mode on (the runner does, from the function's environment) or off (``None``)."""
+        with self._lock:
+            self.organization = organization
+            self._credentials.clear()
+            self._foreign.clear()
+
+    def is_member(self, account: str | None) -> bool:
+        """Organisation mode is on and ``account`` is another account than the function's own."""
+        organization = self.organization
+        return bool(account) and organization is not None and account != organization.home_account
+
     def __call__(
-        self, service: str, region: str | None = None, endpoint_url: str | None = None, *, single_attempt: bool = False
+        self,
+        service: str,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        *,
+        single_attempt: bool = False,
+        account: str | None = None,
+        event_id: str | None = None,
     ) -> Any:
         """A cached client per (service, region, endpoint); built from the shared Session on first use.
 
         ``single_attempt`` gives a client that never retries (for a call without a client token, such as SSM
         ``SendCommand``: botocore would resend it after a read timeout although AWS may have executed it).
+        With ``account`` another account than the function's own and organisation mode on, a client on the spoke
+        role's credentials in that account and region instead.
         """
+        organization = self.organization
+        if account and organization is not None and self.is_member(account):
+            return self._member_client(organization, service, region, endpoint_url, account, event_id, single_attempt)
         key = (f"{service}#once" if single_attempt else service, region, endpoint_url)
         found = self._clients.get(key)
         if found is not None:
@@ -91,25 +168,97 @@ class ClientCache:
         with self._lock:
             found = self._clients.get(key)
             if found is None:
-                config = retries()
-                if single_attempt:
-                    from botocore.config import Config
-
-                    config = config.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
                 found = self._session_locked().client(
-                    service, region_name=region, endpoint_url=endpoint_url, config=config
+                    service, region_name=region, endpoint_url=endpoint_url, config=_config(single_attempt)
                 )
                 self._clients[key] = found
             return found
+
+    def _member_client(
+        self,
+        organization: Organization,
+        service: str,
+        region: str | None,
+        endpoint_url: str | None,
+        account: str,
+        event_id: str | None,
+        single_attempt: bool = False,
+    ) -> Any:
+        now = dt.datetime.now(dt.UTC)
+        key = (f"{service}#once" if single_attempt else service, region, endpoint_url, account)
+        found = self._foreign.get(key)
+        if found is not None and found[1] - RENEW_BEFORE > now:
+            return found[0]
+        credentials, expiry = self._assumed(organization, account, region, endpoint_url, event_id, now)
+        with self._lock:
+            built = self._session_locked().client(
+                service,
+                region_name=region,
+                endpoint_url=endpoint_url,
+                config=_config(single_attempt),
+                aws_access_key_id=credentials["AccessKeyId"],
+                aws_secret_access_key=credentials["SecretAccessKey"],
+                aws_session_token=credentials["SessionToken"],
+            )
+            self._foreign[key] = (built, expiry)
+        return built
+
+    def _assumed(
+        self,
+        organization: Organization,
+        account: str,
+        region: str | None,
+        endpoint_url: str | None,
+        event_id: str | None,
+        now: dt.datetime,
+    ) -> tuple[dict[str, Any], dt.datetime]:
+        """The spoke role's credentials in one account and region, assumed once and reused until near expiry."""
+        cached = self._credentials.get((account, region))
+        if cached is not None and cached[1] - RENEW_BEFORE > now:
+            return cached
+        answer = self("sts", region, endpoint_url).assume_role(
+            RoleArn=organization.role_arn(account, region), RoleSessionName=session_name(event_id)
+        )
+        credentials: dict[str, Any] = answer["Credentials"]
+        expiry = credentials["Expiration"]
+        if isinstance(expiry, str):
+            expiry = dt.datetime.fromisoformat(expiry)
+        if expiry.tzinfo is None:
+            expiry = expiry.replace(tzinfo=dt.UTC)
+        with self._lock:
+            self._credentials[(account, region)] = (credentials, expiry)
+            self.roles_assumed += 1
+        return credentials, expiry
 
     def cache_clear(self) -> None:
         """Forget the Session and every client (the next call builds them again)."""
         with self._lock:
             self._session = None
             self._clients.clear()
+            self._credentials.clear()
+            self._foreign.clear()
 
 
 client = ClientCache()
+
+
+def member_target(event: Any) -> tuple[str, str | None, str | None] | None:
+    """``(account, region, event id)`` of a raw EventBridge event from a member account in organisation mode, else
+    ``None`` (act with the shared clients, as a single-account deployment does).
+
+    EventBridge sets ``account`` and ``region`` to where the event happened, also on events forwarded from a spoke;
+    no sender chooses them. Anything that is not a 12-digit account id counts as no account.
+    """
+    if not isinstance(event, dict):
+        return None
+    account, region, event_id = (event.get(key) for key in ("account", "region", "id"))
+    if not (isinstance(account, str) and account.isdigit() and len(account) == 12 and client.is_member(account)):
+        return None
+    return (
+        account,
+        region if isinstance(region, str) and region else None,
+        event_id if isinstance(event_id, str) else None,
+    )
 
 
 def session() -> boto3.session.Session:

@@ -56,8 +56,16 @@ def to_instance(raw: dict[str, Any]) -> Instance:
 class Ec2Reader:
     """Counts its API calls so the benchmarks can report them."""
 
-    def __init__(self, region: str | None = None, ec2: Any = None, *, wildcard_type_filter: bool | None = None) -> None:
-        self._ec2 = ec2 or client("ec2", region)
+    def __init__(
+        self,
+        region: str | None = None,
+        ec2: Any = None,
+        *,
+        wildcard_type_filter: bool | None = None,
+        account: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        self._ec2 = ec2 or client("ec2", region, account=account, event_id=event_id)
         self._wildcards = WILDCARD_TYPE_FILTER if wildcard_type_filter is None else wildcard_type_filter
         self.calls = 0
 
@@ -105,8 +113,10 @@ class Ec2Reader:
 class Ec2Actions:
     """EC2 changes the governor makes; callers re-read the instance first and record the decision before acting."""
 
-    def __init__(self, region: str | None = None, ec2: Any = None) -> None:
-        self._ec2 = ec2 or client("ec2", region)
+    def __init__(
+        self, region: str | None = None, ec2: Any = None, *, account: str | None = None, event_id: str | None = None
+    ) -> None:
+        self._ec2 = ec2 or client("ec2", region, account=account, event_id=event_id)
         self.calls = 0
 
     def stop(self, instance_id: str) -> None:

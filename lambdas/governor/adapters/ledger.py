@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
 from governor.domain.decision import Decision
+from governor.domain.ports import event_origin
 
 IAM_ACTIONS = frozenset(
     {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:BatchGetItem"}
@@ -103,6 +104,7 @@ class DynamoLedger:
             "at": when.isoformat(),
             "event_id": event_id,
             "expires_at": self._expiry(when),
+            **event_origin(),
             **decision.model_dump(mode="json"),
         }
 

@@ -48,9 +48,17 @@ class SpotRecoveryActions:
     """ELBv2, Auto Scaling and EC2 calls for one region; counts its API calls for the benchmarks."""
 
     def __init__(
-        self, region: str | None = None, *, ec2: Any = None, elbv2: Any = None, autoscaling: Any = None
+        self,
+        region: str | None = None,
+        *,
+        ec2: Any = None,
+        elbv2: Any = None,
+        autoscaling: Any = None,
+        account: str | None = None,
+        event_id: str | None = None,
     ) -> None:
         self._region = region
+        self._where: dict[str, Any] = {"account": account, "event_id": event_id}
         self._ec2 = ec2
         self._elbv2 = elbv2
         self._autoscaling = autoscaling
@@ -59,19 +67,19 @@ class SpotRecoveryActions:
     @property
     def ec2(self) -> Any:
         if self._ec2 is None:
-            self._ec2 = client("ec2", self._region)
+            self._ec2 = client("ec2", self._region, **self._where)
         return self._ec2
 
     @property
     def elbv2(self) -> Any:
         if self._elbv2 is None:
-            self._elbv2 = client("elbv2", self._region)
+            self._elbv2 = client("elbv2", self._region, **self._where)
         return self._elbv2
 
     @property
     def autoscaling(self) -> Any:
         if self._autoscaling is None:
-            self._autoscaling = client("autoscaling", self._region)
+            self._autoscaling = client("autoscaling", self._region, **self._where)
         return self._autoscaling
 
     # --- load balancers ----------------------------------------------------------------------------------------

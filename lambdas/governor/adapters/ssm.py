@@ -30,9 +30,19 @@ class CommandResult:
 
 
 class SsmCommands:
-    def __init__(self, region: str | None = None, ssm: Any = None, sender: Any = None) -> None:
-        self._ssm = ssm or client("ssm", region)
-        self._sender = sender or (ssm if ssm is not None else client("ssm", region, single_attempt=True))
+    def __init__(
+        self,
+        region: str | None = None,
+        ssm: Any = None,
+        sender: Any = None,
+        *,
+        account: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        self._ssm = ssm or client("ssm", region, account=account, event_id=event_id)
+        self._sender = sender or (
+            ssm if ssm is not None else client("ssm", region, single_attempt=True, account=account, event_id=event_id)
+        )
         self.calls = 0
 
     def send(self, instance_id: str, command: str, timeout_seconds: int, comment: str = "") -> CommandResult:

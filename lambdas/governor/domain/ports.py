@@ -6,10 +6,32 @@ Adapters implement them against AWS; ``memory`` implements them in memory for te
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from governor.domain.decision import Decision, Finding
+
+#: The account and region of the event being handled (organisation mode, issue 23): the runner sets it for each
+#: event, and the ledger stamps it on every decision it records, so one ledger tells the organisation's accounts apart.
+_EVENT_ORIGIN: ContextVar[Mapping[str, str] | None] = ContextVar("governor_event_origin", default=None)
+
+
+def event_origin() -> Mapping[str, str]:
+    """``{"account": ..., "region": ...}`` of the event being handled (each only when known), else empty."""
+    return _EVENT_ORIGIN.get() or {}
+
+
+@contextmanager
+def handling_event_from(account: object, region: object) -> Iterator[None]:
+    """While handling one event: the account and region it happened in (non-strings are ignored)."""
+    origin = {k: v for k, v in (("account", account), ("region", region)) if isinstance(v, str) and v}
+    token = _EVENT_ORIGIN.set(origin)
+    try:
+        yield
+    finally:
+        _EVENT_ORIGIN.reset(token)
 
 
 class Ledger(Protocol):

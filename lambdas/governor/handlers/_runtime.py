@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from governor.domain.ports import DeadLetters, FindingSink, Ledger
+from governor.domain.ports import DeadLetters, FindingSink, Ledger, handling_event_from
 from governor.events.envelopes import InvalidEventError
 from governor.observability import logger, metrics
 from governor.policy import Policy, PolicyError, parse_policy
@@ -37,6 +37,8 @@ class HandlerEnvironment(BaseModel):
     idempotency_table: str | None = Field(None, alias="IDEMPOTENCY_TABLE")
     region: str | None = Field(None, alias="AWS_REGION")
     function: str = Field("governor", alias="GOVERNOR_FUNCTION")
+    spoke_role: str | None = Field(None, alias="GOVERNOR_SPOKE_ROLE")  # organisation mode (issue 23)
+    home_account: str | None = Field(None, alias="GOVERNOR_HOME_ACCOUNT")
 
     def policy(self) -> Policy:
         try:
@@ -74,6 +76,10 @@ def default_runtime() -> Runtime:
 
     env = environment()
     policy = env.policy()
+    if env.spoke_role:
+        from governor.adapters.aws import Organization, client
+
+        client.configure(Organization(env.spoke_role, env.home_account))
     return Runtime(
         policy=policy,
         ledger=DynamoLedger(env.ledger_table, policy.ledger.retention_days, env.region),
@@ -103,10 +109,12 @@ def run_edge(
         parsed = parse(event)
     except InvalidEventError as error:
         return reject(event, error, runtime)
-    try:
-        return work(parsed, runtime)
-    except InvalidEventError as error:
-        return reject(event, error, runtime)
+    origin = event if isinstance(event, dict) else {}
+    with handling_event_from(origin.get("account"), origin.get("region")):  # stamped on every ledger decision
+        try:
+            return work(parsed, runtime)
+        except InvalidEventError as error:
+            return reject(event, error, runtime)
 
 
 def _lambda_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

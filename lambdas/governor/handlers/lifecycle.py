@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, Literal, Protocol
 
@@ -302,6 +302,21 @@ def default_capabilities() -> Capabilities:
     )
 
 
+def capabilities_for(event: Any) -> Capabilities:
+    """The container's capabilities, or, for an event from a member account (organisation mode), the same ones
+    reading and tagging through the spoke role in that account and region."""
+    from governor.adapters.aws import member_target
+    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+
+    caps, member = default_capabilities(), member_target(event)
+    if member is None:
+        return caps
+    account, region, event_id = member
+    region = region or default_runtime().region
+    where: dict[str, Any] = {"account": account, "event_id": event_id}
+    return replace(caps, reader=Ec2Reader(region, **where), tagger=Ec2Actions(region, **where))
+
+
 @idempotent_on_event_id()
 def process(
     event: Any, parsed: Parsed, runtime: Runtime, caps: Capabilities, context: LambdaContext | None = None
@@ -315,4 +330,4 @@ def process(
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point: one event, one idempotent run keyed on the EventBridge event id."""
-    return handle(event, default_runtime(), default_capabilities(), context)
+    return handle(event, default_runtime(), capabilities_for(event), context)

@@ -95,18 +95,32 @@ class SpotPorts:
     recovery: SpotRecovery
 
 
-@cache
-def _ports(region: str | None, endpoint: str | None) -> SpotPorts:
+def _member_ports(
+    region: str | None, endpoint: str | None, account: str | None = None, event_id: str | None = None
+) -> SpotPorts:
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.spot_recovery import SpotRecoveryActions
     from governor.adapters.ssm import SsmCommands
 
-    return SpotPorts(Ec2Reader(region), SsmCommands(region), SpotRecoveryActions(region))
+    where: dict[str, Any] = {"account": account, "event_id": event_id}
+    return SpotPorts(Ec2Reader(region, **where), SsmCommands(region, **where), SpotRecoveryActions(region, **where))
 
 
-def default_ports() -> SpotPorts:
-    """Built once per container (per region and endpoint, so a local emulator restart gets fresh clients)."""
-    return _ports(default_runtime().region, os.environ.get("AWS_ENDPOINT_URL"))
+_ports = cache(_member_ports)
+
+
+def default_ports(event: Any = None) -> SpotPorts:
+    """Built once per container (per region and endpoint, so a local emulator restart gets fresh clients).
+
+    In organisation mode an event from a member account gets ports on the spoke role in its account and region,
+    built per event (the clients and credentials behind them are cached until near expiry).
+    """
+    from governor.adapters.aws import member_target
+
+    runtime, endpoint, member = default_runtime(), os.environ.get("AWS_ENDPOINT_URL"), member_target(event)
+    if member is not None:
+        return _member_ports(member[1] or runtime.region, endpoint, member[0], member[2])
+    return _ports(runtime.region, endpoint)
 
 
 def _when(event: SpotEvent) -> dt.datetime:
@@ -446,6 +460,6 @@ def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) 
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Spot interruption handling: checkpoint within the warning, record, notify, and optionally relaunch."""
-    result = handle(event, default_runtime(), default_ports(), context)
+    result = handle(event, default_runtime(), default_ports(event), context)
     metrics.add_metric(name=f"Spot{str(result.get('status', 'unknown')).capitalize()}", unit="Count", value=1)
     return result

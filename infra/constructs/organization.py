@@ -1,0 +1,179 @@
+"""Organisation mode, hub side: the intake bus, the spoke StackSet, and the hub roles' way into member accounts.
+
+Built only when the ``organization`` context is set, and last, so it sees every function the capability constructs
+registered. The spoke template is synthesized here from the hub's own triggers and grants, in its own App (with
+cdk-nag), and embedded in a service-managed StackSet: the spoke has no assets, so the body needs no bucket and
+deploys from any hub, and a change to the hub's rules or grants changes the StackSet in the same deploy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import App, Aws, CfnOutput, Fn, Stack
+from aws_cdk import aws_cloudformation as cfn
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from governor.policy import Policy
+from infra import nag
+from infra.constructs.function import GovernorFunction
+from infra.nag import acknowledge
+from infra.settings import OrganizationSettings, SettingsError
+from infra.stacks.spoke import ForwardedPattern, MemberGrant, SpokeStack, member_account_grants
+
+#: CloudFormation's limit for a TemplateBody passed inline (a larger template must go through S3).
+TEMPLATE_BODY_LIMIT = 51_200
+SPOKE_STACK_NAME = "GovernorSpoke"
+
+
+def synthesize_spoke(
+    policy: Policy,
+    organization: OrganizationSettings,
+    patterns: list[ForwardedPattern],
+    grants: list[MemberGrant],
+    context: dict[str, Any],
+) -> dict[str, Any]:
+    """The spoke template, synthesized in its own App with both cdk-nag packs (a finding stops the hub's synth)."""
+    app = App(context=context)
+    spoke = SpokeStack(
+        app, SPOKE_STACK_NAME, policy=policy, organization=organization, patterns=patterns, grants=grants
+    )
+    nag.enable(app)
+    template: dict[str, Any] = app.synth().get_stack_by_name(spoke.stack_name).template
+    return template
+
+
+class OrganizationHub(Construct):
+    """The hub half of organisation mode: accept the organisation's events, deploy the spokes, act through them."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        policy: Policy,
+        organization: OrganizationSettings,
+        functions: dict[str, GovernorFunction],
+        bus_name: str,
+        context: dict[str, Any],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        patterns = [
+            ForwardedPattern(name, rule, pattern, description)
+            for name, function in sorted(functions.items())
+            for rule, pattern, description in function.event_patterns
+        ]
+        grants = member_account_grants(stack, {name: f.role for name, f in functions.items()})
+        acting = sorted({grant.function for grant in grants})
+        self.intake = self._intake(organization, functions, patterns, bus_name)
+        self.spoke_template = synthesize_spoke(policy, organization, patterns, grants, context)
+        body = json.dumps(self.spoke_template, separators=(",", ":"), sort_keys=True)
+        if len(body.encode()) > TEMPLATE_BODY_LIMIT:
+            raise SettingsError(
+                f"context organization: the spoke template takes {len(body.encode())} bytes, more than the "
+                f"{TEMPLATE_BODY_LIMIT} a StackSet TemplateBody holds"
+            )
+        for name in acting:
+            self._assume_spoke_role(functions[name], organization)
+        self.stack_set = cfn.CfnStackSet(
+            self,
+            "Spokes",
+            stack_set_name=f"{stack.stack_name}-spokes",
+            description="GPU Fleet Governor spokes: event forwarding, the execution role, CloudWatch agent config",
+            permission_model="SERVICE_MANAGED",
+            call_as=organization.call_as,
+            auto_deployment=cfn.CfnStackSet.AutoDeploymentProperty(
+                enabled=True, retain_stacks_on_account_removal=False
+            ),
+            capabilities=["CAPABILITY_NAMED_IAM"],
+            managed_execution={"Active": True},
+            operation_preferences=cfn.CfnStackSet.OperationPreferencesProperty(
+                max_concurrent_percentage=organization.max_concurrent_percentage,
+                failure_tolerance_percentage=organization.failure_tolerance_percentage,
+                region_concurrency_type="PARALLEL",
+            ),
+            parameters=[
+                cfn.CfnStackSet.ParameterProperty(parameter_key="HubAccountId", parameter_value=Aws.ACCOUNT_ID),
+                cfn.CfnStackSet.ParameterProperty(parameter_key="HubBusArn", parameter_value=self.intake.event_bus_arn),
+                cfn.CfnStackSet.ParameterProperty(
+                    parameter_key="HubFunctionRoleArns",
+                    parameter_value=Fn.join(",", [functions[name].role.role_arn for name in acting]),
+                ),
+            ],
+            stack_instances_group=[
+                cfn.CfnStackSet.StackInstancesProperty(
+                    # The hub's own account is governed by the hub's own default-bus rules: a spoke there would
+                    # deliver every event twice.
+                    deployment_targets=cfn.CfnStackSet.DeploymentTargetsProperty(
+                        organizational_unit_ids=list(organization.ou_ids),
+                        account_filter_type="DIFFERENCE",
+                        accounts=[Aws.ACCOUNT_ID],
+                    ),
+                    regions=list(organization.regions),
+                )
+            ],
+            template_body=body,
+        )
+        CfnOutput(
+            stack,
+            "OrganizationIntakeBusArn",
+            value=self.intake.event_bus_arn,
+            description="Event bus the spokes forward to (PutEvents from the organisation only)",
+        )
+
+    def _intake(
+        self,
+        organization: OrganizationSettings,
+        functions: dict[str, GovernorFunction],
+        patterns: list[ForwardedPattern],
+        bus_name: str,
+    ) -> events.EventBus:
+        """A bus of its own for the organisation's events: the account's default bus and its policy stay untouched.
+
+        The same patterns as the default-bus rules route to the same functions; forwarded events keep the member
+        account and region they happened in (EventBridge sets both; no sender can choose them).
+        """
+        intake = events.EventBus(self, "Intake", event_bus_name=f"{bus_name}-org")
+        intake.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OrganizationMembersOnly",
+                principals=[iam.AnyPrincipal()],
+                actions=["events:PutEvents"],
+                resources=[intake.event_bus_arn],
+                conditions={"StringEquals": {"aws:PrincipalOrgID": organization.id}},
+            )
+        )
+        for forwarded in patterns:
+            function = functions[forwarded.function]
+            rule = events.Rule(
+                self,
+                f"{forwarded.function.capitalize()}{forwarded.rule}",
+                event_bus=intake,
+                event_pattern=forwarded.pattern,
+                description=f"organisation: {forwarded.description}"[:512],
+            )
+            rule.add_target(function.rule_target())
+            function.triggers.append(f"EventBridge rule (organisation intake bus): {forwarded.description}")
+        return intake
+
+    def _assume_spoke_role(self, function: GovernorFunction, organization: OrganizationSettings) -> None:
+        """The function may assume the spoke role, in any account of the organisation, in the spoke regions only."""
+        stack = Stack.of(self)
+        resources = [
+            f"arn:{stack.partition}:iam::*:role/{organization.spoke_role(region)}" for region in organization.regions
+        ]
+        function.add_statement(["sts:AssumeRole"], resources, {"StringEquals": {"aws:ResourceOrgID": organization.id}})
+        function.function.add_environment("GOVERNOR_SPOKE_ROLE", organization.spoke_role_name)
+        function.function.add_environment("GOVERNOR_HOME_ACCOUNT", Aws.ACCOUNT_ID)
+        for resource in resources:
+            acknowledge(
+                function.role,
+                f"AwsSolutions::AwsSolutions-IAM5[Resource::{resource.replace(stack.partition, '<AWS::Partition>')}]",
+                "The spoke role has the same name in every member account (one per region); which accounts exist is "
+                "known only at run time. aws:ResourceOrgID limits it to the organisation's accounts, and the spoke "
+                "role's trust policy admits only this function role.",
+            )

@@ -1,0 +1,234 @@
+"""Organisation mode (issue 23): off by default, the spoke template the StackSet deploys, and the hub's side of it.
+
+moto does not evaluate IAM, so the spoke role's trust policy is evaluated with the repository's own evaluator
+(tests/infra/policy_eval.py) and every statement of both templates is checked against the Service Authorization
+Reference (tests/infra/sar.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra.app_builder import build_app
+from infra.settings import OrganizationSettings, Settings, SettingsError
+from tests.infra.conftest import Synth
+from tests.infra.policy_eval import Request, resolve, statement_matches
+from tests.infra.sar import statements, validate
+from tests.infra.test_sar import _known
+
+ORG = {"id": "o-abcdefghij", "ou_ids": ["ou-ab12-abcdefgh"], "regions": ["us-east-1", "eu-west-1"]}
+HUB = "111111111111"
+ORG_ONLY_TYPES = {"AWS::CloudFormation::StackSet"}
+
+
+class OrgSynth:
+    def __init__(self) -> None:
+        app, stack = build_app(context={"organization": ORG})
+        self.stack = stack
+        self.json: dict[str, Any] = app.synth().get_stack_by_name(stack.stack_name).template
+        (self.stack_set,) = [r for r in self.json["Resources"].values() if r["Type"] == "AWS::CloudFormation::StackSet"]
+        self.spoke: dict[str, Any] = json.loads(self.stack_set["Properties"]["TemplateBody"])
+
+    def of_type(self, template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+@pytest.fixture(scope="module")
+def org() -> OrgSynth:
+    return OrgSynth()
+
+
+# --- 1. opt-in, validated, off by default ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({**ORG, "id": "org-1"}, "organization.id"),
+        ({**ORG, "ou_ids": ["ou-ab12-abcdefgh", "sales"]}, "organization.ou_ids: [1] 'sales'"),
+        ({**ORG, "ou_ids": []}, "organization.ou_ids"),
+        ({**ORG, "regions": ["us-east-1", "Mars-1"]}, "organization.regions: [1] 'Mars-1'"),
+        ({**ORG, "spoke_role_name": "x" * 60}, "organization.spoke_role_name"),
+        ({**ORG, "max_concurrent_percentage": 0}, "organization.max_concurrent_percentage"),
+        ({**ORG, "colour": "blue"}, "organization.colour"),
+        ("{not json", "organization: not a JSON object"),
+    ],
+)
+def test_a_bad_organization_stops_the_synth_with_the_field_path(value: object, path: str) -> None:
+    with pytest.raises(SettingsError, match=path.replace("[", r"\[").replace("]", r"\]")):
+        Settings.from_context({"organization": value}.get)
+
+
+def test_the_organization_comes_from_cdk_json_or_a_c_json_string() -> None:
+    assert Settings.from_context({}.get).organization is None
+    from_cli = Settings.from_context({"organization": json.dumps(ORG)}.get).organization
+    assert from_cli == OrganizationSettings.model_validate(ORG)
+    assert from_cli is not None and from_cli.spoke_role("eu-west-1") == "GovernorSpoke-eu-west-1"
+
+
+def test_without_the_organization_the_hub_has_nothing_of_it(synth: Synth) -> None:
+    """The default synth (the session fixture every other infra test checks) carries no organisation resource."""
+    assert not ORG_ONLY_TYPES & {r["Type"] for r in synth.json["Resources"].values()}
+    assert not [k for k in synth.json["Resources"] if k.startswith("Organization")]
+    assert "GOVERNOR_SPOKE_ROLE" not in json.dumps(synth.json)
+    assert synth.stack.organization is None
+    for off in ("", None, False):
+        assert Settings.from_context({"organization": off}.get).organization is None
+
+
+def test_organization_mode_only_adds_to_the_hub(synth: Synth, org: OrgSynth) -> None:
+    before = {k: v["Type"] for k, v in synth.json["Resources"].items()}
+    after = {k: v["Type"] for k, v in org.json["Resources"].items()}
+    assert {k: after.get(k) for k in before} == before
+    added = {after[k] for k in set(after) - set(before)}
+    assert ORG_ONLY_TYPES | {"AWS::Events::EventBus", "AWS::Events::Rule"} <= added
+    assert all(k.startswith("Organization") for k in set(after) - set(before))
+
+
+# --- 2. the spoke ---------------------------------------------------------------------------------------------
+
+
+def _patterns(template: dict[str, Any], bus: str | None) -> list[str]:
+    found = []
+    for rule in template["Resources"].values():
+        props = rule["Properties"]
+        if rule["Type"] != "AWS::Events::Rule" or "EventPattern" not in props:
+            continue
+        if (bus is None and props.get("EventBusName") is None) or (
+            bus and bus in json.dumps(props.get("EventBusName"))
+        ):
+            found.append(json.dumps(props["EventPattern"], sort_keys=True))
+    return sorted(found)
+
+
+def test_the_spoke_forwards_exactly_what_the_hub_rules_match(org: OrgSynth) -> None:
+    hub = _patterns(org.json, None)
+    assert len(hub) >= 7
+    assert _patterns(org.spoke, None) == hub  # the spoke's default-bus rules
+    assert _patterns(org.json, "OrganizationIntake") == hub  # and the hub routes them again from its intake bus
+    for rule in org.of_type(org.spoke, "AWS::Events::Rule").values():
+        (target,) = rule["Properties"]["Targets"]
+        assert target["Arn"] == {"Ref": "HubBusArn"} and "RoleArn" in target
+
+
+def test_the_spoke_has_no_code_and_no_bootstrap_dependency(org: OrgSynth) -> None:
+    kinds = {r["Type"] for r in org.spoke["Resources"].values()}
+    assert not {k for k in kinds if k.startswith(("AWS::Lambda::", "Custom::"))}
+    assert "BootstrapVersion" not in org.spoke.get("Parameters", {}) and "Rules" not in org.spoke
+    assert set(org.spoke["Parameters"]) == {"HubAccountId", "HubBusArn", "HubFunctionRoleArns"}
+    assert {"AWS::SSM::Parameter", "AWS::IAM::Role"} <= kinds
+
+
+def test_the_spoke_role_has_a_fixed_name_per_region(org: OrgSynth) -> None:
+    (role,) = [r for r in org.of_type(org.spoke, "AWS::IAM::Role").values() if "RoleName" in r["Properties"]]
+    assert role["Properties"]["RoleName"] == {"Fn::Join": ["-", ["GovernorSpoke", {"Ref": "AWS::Region"}]]}
+
+
+def _with_parameters(value: Any, parameters: dict[str, Any]) -> Any:
+    """The spoke template as one StackSet instance deploys it: parameter Refs replaced by the hub's values."""
+    if isinstance(value, dict):
+        if set(value) == {"Ref"} and value["Ref"] in parameters:
+            return parameters[value["Ref"]]
+        return {k: _with_parameters(v, parameters) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_parameters(v, parameters) for v in value]
+    return value
+
+
+def _parameters(hub_roles: list[str]) -> dict[str, Any]:
+    bus = f"arn:aws:events:us-east-1:{HUB}:event-bus/governor-org"
+    return {"HubAccountId": HUB, "HubFunctionRoleArns": hub_roles, "HubBusArn": bus}
+
+
+def _trust(org: OrgSynth, hub_roles: list[str]) -> list[dict[str, Any]]:
+    (role,) = [r for r in org.of_type(org.spoke, "AWS::IAM::Role").values() if "RoleName" in r["Properties"]]
+    document = _with_parameters(role["Properties"]["AssumeRolePolicyDocument"], _parameters(hub_roles))
+    return [resolve(s, org.spoke["Resources"]) for s in document["Statement"]]
+
+
+def _may_assume(statements: list[dict[str, Any]], principal_arn: str, **context: Any) -> bool:
+    account = principal_arn.split(":")[4]
+    for statement in statements:
+        principals = statement["Principal"]["AWS"]
+        principals = principals if isinstance(principals, list) else [principals]
+        in_principal = any(p in (f"arn:aws:iam::{account}:root", account) for p in principals)
+        request = Request("sts:AssumeRole", "*", {"aws:PrincipalArn": principal_arn, **context})
+        if statement["Effect"] == "Allow" and in_principal and statement_matches(statement, request):
+            return True
+    return False
+
+
+def test_the_spoke_role_admits_only_the_hub_function_roles_inside_the_organization(org: OrgSynth) -> None:
+    spot = f"arn:aws:iam::{HUB}:role/GpuFleetGovernor-SpotFunctionRole-ABC"
+    trust = _trust(org, [spot])
+    assert _may_assume(trust, spot, **{"aws:PrincipalOrgID": ORG["id"]})
+    assert not _may_assume(trust, spot, **{"aws:PrincipalOrgID": "o-otherorg00"})  # same ARN, another organisation
+    assert not _may_assume(trust, f"arn:aws:iam::{HUB}:role/Admin", **{"aws:PrincipalOrgID": ORG["id"]})
+    assert not _may_assume(trust, "arn:aws:iam::999999999999:role/GpuFleetGovernor-SpotFunctionRole-ABC")
+
+
+def test_the_spoke_role_holds_the_hub_grants_and_nothing_of_the_hub(org: OrgSynth) -> None:
+    (policy,) = [p for k, p in org.of_type(org.spoke, "AWS::IAM::Policy").items() if k == "ExecutionPolicy"]
+    text = json.dumps(policy)
+    for action in ("ec2:StopInstances", "ec2:TerminateInstances", "ssm:SendCommand", "ec2:DescribeInstances"):
+        assert action in text
+    for hub_only in ("dynamodb:", "sqs:", "logs:", "xray:", "events:PutEvents", "sts:"):
+        assert hub_only not in text
+    stops = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "ec2:StopInstances" in s["Action"]]
+    assert stops and all("ec2:InstanceType" in json.dumps(s["Condition"]) for s in stops)
+
+
+def test_both_templates_are_valid_per_the_sar(org: OrgSynth) -> None:
+    spoke = _with_parameters(org.spoke, _parameters([f"arn:aws:iam::{HUB}:role/Spot"]))
+    assert sum(1 for _ in statements(spoke)) > 20
+    assert not validate(spoke)
+    assert not [str(p) for p in validate(org.json) if not _known(p)]  # the hub: only test_sar's known finding
+
+
+# --- 3. the hub side ------------------------------------------------------------------------------------------
+
+
+def test_the_stack_set_is_service_managed_with_auto_deployment(org: OrgSynth) -> None:
+    props = org.stack_set["Properties"]
+    assert props["PermissionModel"] == "SERVICE_MANAGED" and props["CallAs"] == "DELEGATED_ADMIN"
+    assert props["AutoDeployment"] == {"Enabled": True, "RetainStacksOnAccountRemoval": False}
+    assert props["Capabilities"] == ["CAPABILITY_NAMED_IAM"]
+    assert props["OperationPreferences"] == {
+        "FailureTolerancePercentage": 10,
+        "MaxConcurrentPercentage": 25,
+        "RegionConcurrencyType": "PARALLEL",
+    }
+    (group,) = props["StackInstancesGroup"]
+    assert group["Regions"] == ORG["regions"]
+    assert group["DeploymentTargets"]["OrganizationalUnitIds"] == ORG["ou_ids"]
+    assert group["DeploymentTargets"]["AccountFilterType"] == "DIFFERENCE"  # not the hub's own account
+    assert len(props["TemplateBody"].encode()) < 51_200
+
+
+def test_the_intake_bus_accepts_only_the_organization(org: OrgSynth) -> None:
+    (policy,) = [p for k, p in org.of_type(org.json, "AWS::Events::EventBusPolicy").items() if "Intake" in k]
+    statement = policy["Properties"]["Statement"]
+    assert statement["Action"] == "events:PutEvents" and statement["Principal"] == {"AWS": "*"}
+    assert statement["Condition"] == {"StringEquals": {"aws:PrincipalOrgID": ORG["id"]}}
+
+
+def test_hub_functions_assume_only_the_spoke_role_inside_the_organization(org: OrgSynth) -> None:
+    grants = [
+        s
+        for p in org.of_type(org.json, "AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "sts:AssumeRole" in json.dumps(s["Action"])
+    ]
+    assert grants
+    for statement in grants:
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        assert sorted(json.dumps(r) for r in resources) == sorted(
+            json.dumps({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":iam::*:role/GovernorSpoke-{r}"]]})
+            for r in ORG["regions"]
+        ) or all("GovernorSpoke-" in json.dumps(r) for r in resources)
+        assert statement["Condition"] == {"StringEquals": {"aws:ResourceOrgID": ORG["id"]}}
+    roles = json.dumps(org.stack_set["Properties"]["Parameters"])
+    assert "SpotFunctionRole" in roles and "NotifierFunctionRole" not in roles

@@ -82,7 +82,8 @@ class GovernorFunction(Construct):
         self.capability = capability
         self.name = name
         self.description = capability.description
-        self.allowed = capability.permissions(policy) | BASE_PERMISSIONS
+        organization = settings.organization is not None
+        self.allowed = capability.permissions(policy, organization=organization) | BASE_PERMISSIONS
         self.triggers: list[str] = []
         #: Every default-bus pattern this function is triggered by, as (rule id, pattern, description): the
         #: organisation hub routes the same patterns from its intake bus and the spoke forwards exactly these.

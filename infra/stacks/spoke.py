@@ -21,13 +21,15 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from infra.constructs.idle import install_agent_config
 from infra.nag import NIST, NIST_BY_DESIGN, acknowledge
 from infra.settings import OrganizationSettings
 
 #: The functions whose work concerns resources of the account an event (or a sweep) is about; the notifier, the
 #: report and the Slack interactions work on the hub's own resources only.
-MEMBER_ACCOUNT_FUNCTIONS = frozenset({"idle", "keys", "lifecycle", "network", "spot"})
+#: The functions that act in member accounts (the registry says which).
+MEMBER_ACCOUNT_FUNCTIONS = frozenset(name for name, capability in REGISTRY.items() if capability.member_accounts)
 
 #: Services whose calls in the hub concern the hub's own bookkeeping (traces, logs), never a member account.
 HUB_ONLY_SERVICES = frozenset({"xray", "logs"})
@@ -85,10 +87,10 @@ def _localise(value: Any, account: str | None, region: str | None) -> Any:
 def member_account_grants(hub: Stack, roles: dict[str, iam.IRole]) -> list[MemberGrant]:
     """What the hub's functions need in a member account: every statement of their roles that names no hub resource.
 
-    The one place the spoke's permissions come from. Today that is the hub roles' own statements (which the capability
-    constructs build from the adapters' ``IAM_ACTIONS`` with their resource scopes and conditions); statements on the
-    ledger, the bus, the queues, the key and the log groups name hub resources and stay out. Repoint this at the
-    capability registry's ``permissions(policy)`` once it exists; the spoke takes whatever list it returns.
+    The one place the spoke's permissions come from: the hub roles' own statements, which the capability constructs
+    build only from actions their registry entry lists (``governor.registry``; a construct granting anything else
+    stops the synth), with their resource scopes and conditions; statements on the ledger, the bus, the queues, the
+    key and the log groups name hub resources and stay out.
     """
     by_role = {
         hub.resolve(role.role_name)["Ref"]: name for name, role in roles.items() if name in MEMBER_ACCOUNT_FUNCTIONS

@@ -85,6 +85,9 @@ CDK_ADDED = frozenset(
     }
 )
 BASE_PERMISSIONS = LOGS | LEDGER | IDEMPOTENCY | BUS | DLQ | KMS | CDK_ADDED
+#: Organisation mode only (deploy-time ``organization`` context): a function that acts in member accounts assumes
+#: the spoke role there (``adapters.aws.ClientCache``); infra/constructs/organization.py scopes it to that role.
+ORGANIZATION = frozenset({"sts:AssumeRole"})
 
 TriggerKind = Literal["rule", "schedule", "bus", "url"]
 
@@ -142,6 +145,8 @@ class Capability:
     #: How the function behaves when its section enforces, and when it does not.
     modes: tuple[str, str] = ("ENFORCING", "report-only")
     enforcing: Callable[[Policy], bool] | None = None
+    #: Acts on resources in member accounts in organisation mode (through the spoke role; the spoke grants it).
+    member_accounts: bool = False
 
     @property
     def handler(self) -> str:
@@ -159,9 +164,10 @@ class Capability:
     def environment_sections(self) -> tuple[str, ...]:
         return self.sections or (self.section,)
 
-    def permissions(self, policy: Policy) -> frozenset[str]:
-        """Every IAM action this function's role needs under ``policy``, beyond :data:`BASE_PERMISSIONS`."""
-        found: set[str] = set()
+    def permissions(self, policy: Policy, *, organization: bool = False) -> frozenset[str]:
+        """Every IAM action this function's role needs under ``policy``, beyond :data:`BASE_PERMISSIONS`
+        (plus :data:`ORGANIZATION` when deployed as an organisation hub and the function acts in member accounts)."""
+        found: set[str] = set(ORGANIZATION) if organization and self.member_accounts else set()
         for use in self.uses:
             found |= use.permissions(policy)
         for action in self.actions:
@@ -229,6 +235,7 @@ def _keys_enforcing(policy: Policy) -> bool:
 REGISTRY = Registry(
     Capability(
         name="lifecycle",
+        member_accounts=True,
         section="lifecycle",
         description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
         triggers=(
@@ -255,6 +262,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="keys",
+        member_accounts=True,
         section="keys",
         description="Keeps KMS keys, IAM access keys and secrets rotated within the keys policy",
         triggers=(
@@ -280,6 +288,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="spot",
+        member_accounts=True,
         section="spot",
         description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
         triggers=(
@@ -296,6 +305,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="idle",
+        member_accounts=True,
         section="idle",
         description="Warns about, then stops or terminates, GPU instances idle by every signal (idle policy)",
         triggers=(
@@ -331,6 +341,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="network",
+        member_accounts=True,
         section="network",
         description="Revokes offending security-group rules and public IPs on GPU instances (network policy)",
         triggers=(

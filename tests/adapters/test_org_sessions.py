@@ -19,8 +19,8 @@ from moto import mock_aws
 
 from governor.adapters.aws import Organization, client, session_name
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
-from governor.demo.bootstrap import LocalStack, create_shared
 from governor.handlers import spot
+from governor_cli.demo.bootstrap import LocalStack, create_shared
 from tests.adapters.test_spot_moto import Deployed, LambdaContext, event
 from tests.adapters.test_spot_recovery import REGION, Fleet
 

@@ -137,3 +137,14 @@ def test_validate_lists_every_enforcing_section(tmp_path: Path, capsys: pytest.C
     policy.write_text("notifications:\n  enforce: true\nreports:\n  enforce: true\nnetwork:\n  enforce: true\n")
     assert main(["validate", str(policy)]) == 0
     assert "enforcing: network, notifications, reports" in capsys.readouterr().out
+
+
+def test_organization_mode_adds_assume_role_only_to_functions_acting_in_member_accounts() -> None:
+    policy = Policy()
+    acting = {name for name, capability in REGISTRY.items() if capability.member_accounts}
+    assert acting == {"idle", "keys", "lifecycle", "network", "spot"}
+    for name, capability in REGISTRY.items():
+        assert "sts:AssumeRole" not in capability.permissions(policy)
+        with_org = capability.permissions(policy, organization=True)
+        assert ("sts:AssumeRole" in with_org) == (name in acting)
+        assert with_org - {"sts:AssumeRole"} == capability.permissions(policy)

@@ -30,6 +30,7 @@ CODE_ACTIONS = {
     "cloudwatch:GetMetricData",
     "ssm:SendCommand",
     "ssm:GetCommandInvocation",
+    "ssm:ListCommands",
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:TerminateInstanceInAutoScalingGroup",
 }

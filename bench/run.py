@@ -278,7 +278,7 @@ def section_block(section: str, rows: list[Figure], note: str, when: str) -> str
     for r in rows:
         cells = [r.name, r.value, f"`{r.command}`", r.note]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n"
 
 
 def render(rows: list[Figure], meta: dict[str, str]) -> str:

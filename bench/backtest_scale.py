@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,41 @@ def generate_file(path: Path, instances: int, hours: float, jobs: int = 2) -> in
     return rows
 
 
+def _write_store_chunk(folder: str, instances: int, hours: float, chunk: int, chunks: int) -> int:
+    from governor_cli.sim.columnar import write_chunk
+    from governor_cli.sim.workload import stream
+
+    return write_chunk(Path(folder), chunk, stream(instances, hours=hours, seed=SEED, part=(chunk, chunks)))
+
+
+def generate_store(folder: Path, instances: int, hours: float, jobs: int = 2) -> int:
+    """The generator's samples for ``instances`` x ``hours`` (seed 7) streamed straight into arrays, no CSV: one store
+    chunk of :data:`governor_cli.sim.columnar.STORE_CHUNK` instances at a time per process. Returns the samples."""
+    from governor_cli.sim.columnar import STORE_CHUNK
+
+    shutil.rmtree(folder, ignore_errors=True)
+    chunks = max(1, -(-instances // STORE_CHUNK))
+    began, cpu = time.perf_counter(), _children_cpu()
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        samples = sum(
+            pool.map(
+                _write_store_chunk,
+                *zip(*[(str(folder), instances, hours, k, chunks) for k in range(chunks)], strict=True),
+            )
+        )
+    spent = {"samples": samples, "cpu_seconds": _children_cpu() - cpu, "wall_seconds": time.perf_counter() - began}
+    (folder / GENERATED).write_text(json.dumps({**spent, "jobs": jobs}))
+    return samples
+
+
+GENERATED = "generated.json"  # a store's sample count and what generating it cost
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @dataclass(frozen=True)
 class Measured:
     instances: int
@@ -65,6 +102,8 @@ class Measured:
     peak_rss_mib: float
     summary: dict[str, object]
     reader: str = "columnar"
+    generated_cpu: float | None = None  # a store's generation (not counted in the figures), in CPU seconds
+    load: float = 0.0  # the 1-minute load average when the run ended
 
 
 def measure(path: Path, instances: int, hours: float, samples: int, *, row_by_row: bool = False) -> Measured:
@@ -91,7 +130,59 @@ def measure(path: Path, instances: int, hours: float, samples: int, *, row_by_ro
     cpu = usage.ru_utime + usage.ru_stime
     rss = usage.ru_maxrss / 1024
     reader = "row by row" if row_by_row else "columnar"
-    return Measured(instances, hours, samples, path.stat().st_size, wall, cpu, rss, summary, reader)
+    load = os.getloadavg()[0]
+    return Measured(instances, hours, samples, path.stat().st_size, wall, cpu, rss, summary, reader, load=load)
+
+
+def measure_store(folder: Path, instances: int, hours: float) -> Measured:
+    """One replay of a store (the generator's samples as arrays, no CSV) in a fresh process, measured as ``measure``."""
+    generated = json.loads((folder / GENERATED).read_text())
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        began = time.perf_counter()
+        child = subprocess.Popen(
+            [PY, "-m", "bench.backtest_scale", "--replay-store", str(folder)],
+            stdout=out,
+            stderr=err,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - began
+        out.seek(0)
+        err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"replay of {folder} failed: {err.read().decode()[-500:]}")
+        summary = json.loads(out.read())["summary"]
+    summary.pop("policy", None)
+    size = sum(p.stat().st_size for p in folder.rglob("*.npy"))
+    return Measured(
+        instances,
+        hours,
+        int(generated["samples"]),
+        size,
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,
+        summary,
+        "streamed",
+        float(generated["cpu_seconds"]),
+        os.getloadavg()[0],
+    )
+
+
+def replay_store(folder: Path) -> None:
+    """The streamed replay: the shipped policy over a store, printing what ``governor backtest --json`` prints."""
+    import datetime as dt
+
+    from governor.policy import resolve_policy
+    from governor_cli.commands.backtest import _iso, to_json
+    from governor_cli.sim.columnar import Store, replay_columnar
+
+    policy = resolve_policy(None)[0]
+    result, gaps = replay_columnar(Store(folder), policy, dt.timedelta(minutes=15))
+    data = to_json(result, policy)
+    data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
+    print(json.dumps(data))
 
 
 def row_by_row(path: Path) -> None:
@@ -112,9 +203,12 @@ def parse_size(text: str) -> tuple[int, float]:
     return int(instances), float(hours)
 
 
-def run(sizes: list[str], folder: Path, keep: bool, jobs: int, reference: list[str]) -> list[Measured]:
+def run(
+    sizes: list[str], folder: Path, keep: bool, jobs: int, reference: list[str], stream: Sequence[str] = ()
+) -> list[Measured]:
     """Generate (or reuse, with ``keep``) each size's file and measure the backtest on it; the ``reference`` sizes are
-    also measured row by row."""
+    also measured row by row. The ``stream`` sizes are then generated straight into arrays (no CSV) and replayed;
+    where a size was also run from its file, both must decide the same."""
     folder.mkdir(parents=True, exist_ok=True)
     results = []
     for size in sizes:
@@ -145,6 +239,20 @@ def run(sizes: list[str], folder: Path, keep: bool, jobs: int, reference: list[s
         if not keep:
             path.unlink()
             samples_file.unlink()
+    from_file = {(m.instances, m.hours): m for m in results if m.reader == "columnar"}
+    for size in stream:
+        instances, hours = parse_size(size)
+        store = folder / f"store-{instances}x{hours:g}h"
+        if not (keep and (store / GENERATED).exists()):
+            generate_store(store, instances, hours, jobs)
+        result = measure_store(store, instances, hours)
+        print(json.dumps(result.__dict__), flush=True)
+        results.append(result)
+        same = from_file.get((instances, hours))
+        if same is not None and same.summary != result.summary:
+            raise RuntimeError(f"{size}: the streamed and file replays disagree")
+        if not keep:
+            shutil.rmtree(store)
     return results
 
 
@@ -157,51 +265,54 @@ def _size(m: Measured) -> str:
     return f"{m.instances:,} instances x {span}"
 
 
+def _verdict(m: Measured, target: tuple[float, float]) -> str:
+    cpu_ok, wall_ok, rss_ok = m.cpu_seconds <= target[0], m.wall_seconds <= target[0], m.peak_rss_mib <= target[1]
+    wall = "met" if wall_ok else f"NOT met at load {m.load:.1f} on {os.cpu_count()} cores"
+    return (
+        f"target <= {target[0]:g} s and <= {target[1]:,.0f} MiB: CPU {'met' if cpu_ok else 'NOT met'}, wall {wall}, "
+        f"memory {'met' if rss_ok else 'NOT met'}"
+    )
+
+
 def figures(results: list[Measured], command: str) -> list[Figure]:
-    """The README rows: each size's wall / CPU / peak RSS beside its target and the row-by-row reference."""
+    """The README rows: each size's wall / CPU / peak RSS beside its target, the row-by-row reference and, for the
+    streamed sizes, the same size read from its file."""
     rows: list[Figure] = []
-    reference = {(m.instances, m.hours): m for m in results if m.reader != "columnar"}
-    columnar = [m for m in results if m.reader == "columnar"]
-    for m in columnar:
+    reference = {(m.instances, m.hours): m for m in results if m.reader == "row by row"}
+    from_file = {(m.instances, m.hours): m for m in results if m.reader == "columnar"}
+    for m in results:
+        if m.reader == "row by row":
+            continue
         notes = []
         target = TARGETS.get((m.instances, m.hours))
         if target:
-            wall_ok, rss_ok = m.wall_seconds <= target[0], m.peak_rss_mib <= target[1]
-            notes.append(
-                f"target <= {target[0]:g} s and <= {target[1]:,.0f} MiB: wall {'met' if wall_ok else 'NOT met'}, "
-                f"memory {'met' if rss_ok else 'NOT met'}"
-            )
-        old = reference.get((m.instances, m.hours))
+            notes.append(_verdict(m, target))
+        old = reference.get((m.instances, m.hours)) if m.reader == "columnar" else None
         if old:
             notes.append(
                 f"row by row (before): {old.wall_seconds:.1f} s / {old.cpu_seconds:.1f} s / {old.peak_rss_mib:,.0f} MiB, "
                 f"{old.cpu_seconds / m.cpu_seconds:.1f}x the CPU, {old.peak_rss_mib / m.peak_rss_mib:.1f}x the memory; "
                 "same decisions"
             )
-        notes.append(f"{1e6 * m.cpu_seconds / m.samples:.2f} us CPU per row")
+        if m.reader == "streamed":
+            notes.append(
+                f"generating the samples took {m.generated_cpu or 0:,.0f} CPU-s (the workload generator, not counted, "
+                "as the CSV files are not)"
+            )
+            same = from_file.get((m.instances, m.hours))
+            if same:
+                notes.append(f"same decisions as the file; {same.cpu_seconds / m.cpu_seconds:.1f}x less CPU")
+            label = f"{_size(m)} streamed from the generator ({m.samples:,} samples, no CSV)"
+        else:
+            label = f"{_size(m)} ({m.samples:,} rows, {m.file_bytes / 2**30:.2f} GiB CSV)"
+        notes.append(f"{1e6 * m.cpu_seconds / m.samples:.2f} us CPU per sample; load {m.load:.1f}")
         rows.append(
             Figure(
                 SECTION,
-                f"{_size(m)} ({m.samples:,} rows, {m.file_bytes / 2**30:.2f} GiB CSV): wall / CPU / peak RSS",
+                f"{label}: wall / CPU / peak RSS",
                 f"{m.wall_seconds:.1f} s / {m.cpu_seconds:.1f} s / {m.peak_rss_mib:,.0f} MiB",
                 command,
                 "; ".join(notes),
-            )
-        )
-    if columnar:
-        largest = max(columnar, key=lambda m: m.samples)
-        per_row = largest.cpu_seconds / largest.samples
-        rows_needed = largest.samples / (largest.instances * largest.hours * 60) * FULL_MINUTES
-        rows.append(
-            Figure(
-                SECTION,
-                f"10,000 instances x 30 days (432 M instance-minutes, {rows_needed / 1e9:.2f} G CSV rows): CPU "
-                "extrapolated from the largest size measured",
-                f"about {per_row * rows_needed / 60:,.0f} CPU-min, {per_row * rows_needed / 120:,.0f} min wall on 2 free "
-                "cores",
-                command,
-                f"not measured: {_size(largest)} at {1e6 * per_row:.2f} us CPU per row, times {rows_needed / 1e9:.2f} G "
-                "rows (target <= 15 min, <= 4 GiB); memory follows the fleet, not the days (compare the 1- and 3-day rows)",
             )
         )
     return rows
@@ -209,7 +320,7 @@ def figures(results: list[Measured], command: str) -> list[Figure]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sizes", nargs="+", default=list(DEFAULT_SIZES), help="INSTANCESxHOURS, e.g. 1500x24")
+    parser.add_argument("--sizes", nargs="*", default=list(DEFAULT_SIZES), help="INSTANCESxHOURS, e.g. 1500x24")
     parser.add_argument("--dir", default="/tmp/backtest-scale", help="where the generated CSV files go")
     parser.add_argument("--keep", action="store_true", help="keep the CSV files (and reuse them next time)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes generating the files")
@@ -218,7 +329,21 @@ def main() -> None:
         "--reference", nargs="*", default=["150x24", "1500x24", "150x168"], help="sizes also run row by row"
     )
     parser.add_argument("--row-by-row", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--generate-store", action="store_true", help="write the sizes as stores (no CSV) only")
+    parser.add_argument("--stream", nargs="*", default=[], help="sizes also replayed straight from the generator")
+    parser.add_argument("--replay-store", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.replay_store:
+        replay_store(Path(args.replay_store))
+        return
+    if args.generate_store:
+        for size in args.sizes:
+            instances, hours = parse_size(size)
+            path = Path(args.dir) / f"store-{instances}x{hours:g}h"
+            began = time.perf_counter()
+            rows = generate_store(path, instances, hours, args.jobs)
+            print(f"{path}: {rows:,} samples in {time.perf_counter() - began:.0f} s", flush=True)
+        return
     if args.row_by_row:
         row_by_row(Path(args.row_by_row))
         return
@@ -231,7 +356,7 @@ def main() -> None:
             path.with_suffix(".rows").write_text(str(rows))
             print(f"{path}: {rows:,} samples")
         return
-    run(args.sizes, Path(args.dir), args.keep, args.jobs, args.reference)
+    run(args.sizes, Path(args.dir), args.keep, args.jobs, args.reference, args.stream)
 
 
 if __name__ == "__main__":

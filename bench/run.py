@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.common import PY, ROOT, Figure, cores, median
@@ -210,31 +210,56 @@ def quality(instances: int, hours: float, seed: int) -> list[Figure]:
     return rows
 
 
-def backtest(sizes: list[str], reference: list[str], folder: str) -> list[Figure]:
-    from bench.backtest_scale import figures, run
+def backtest(
+    sizes: list[str], reference: list[str], folder: str, stream: Sequence[str] = (), extra: Sequence[str] = ()
+) -> list[Figure]:
+    from bench.backtest_scale import Measured, figures, run
 
     # The generated files stay in ``folder`` and are reused by the next run (10,000 x 3 days is 2.7 GB).
-    results = run(sizes, Path(folder), keep=True, jobs=os.cpu_count() or 1, reference=reference)
+    results = run(sizes, Path(folder), keep=True, jobs=os.cpu_count() or 1, reference=reference, stream=stream)
     command = "python -m bench.backtest_scale --sizes " + " ".join(sizes) + " --reference " + " ".join(reference)
-    return figures(results, command)
+    command += " --stream " + " ".join(stream) if stream else ""
+    rows = figures(results, command)
+    # Runs measured earlier by ``bench.backtest_scale`` (its JSON lines), e.g. a size too long to rerun with the rest.
+    for log in extra:
+        lines = [json.loads(line) for line in Path(log).read_text().splitlines() if line.startswith("{")]
+        earlier = [Measured(**line) for line in lines]
+        kinds = {
+            flag: " ".join(f"{m.instances}x{m.hours:g}" for m in earlier if m.reader == reader)
+            for flag, reader in (("--sizes", "columnar"), ("--reference", "row by row"), ("--stream", "streamed"))
+        }
+        rows += figures(
+            earlier, "python -m bench.backtest_scale " + " ".join(f"{k} {v}".strip() for k, v in kinds.items())
+        )
+    return rows
 
 
-BACKTEST_NOTE = """Added by issue 24 (item 3). `governor backtest` reads the metrics CSV with DuckDB in one pass into Parquet
-partitions of 4 hours, then replays the sweeps in time order holding, per metric, one dense instance-by-minute array
-of the lookback plus one partition: memory follows the fleet size and the window, not the history. Each sweep
-computes every instance's window statistics with NumPy and applies the idle rule's own checks
-(`domain/idle.py: idle_checks`); instances that are not idle, unmarked and not exempt are only counted, the others
-go through `sweep()` itself. Each file is written by the workload generator (seed 7) first, not counted; every
-figure is one fresh `governor backtest --json` process (wall, user + system CPU of the whole process, its peak RSS
-from `wait4`). "Row by row" is the reader and replay the command used before (kept as the reference, and the test
-`tests/unit/test_backtest_columnar.py` checks both make the same decisions on the 150-instance day); the bench
-also fails if their summaries differ on any reference size. How it grows: CPU with the CSV rows (the DuckDB pass
-is about 1.2 us a row on this machine, one thread under 1 GiB of CSV, both cores above), plus the sweeps times the
-instances still deciding: with the shipped rate limit (10 actions a sweep) a 10,000-instance fleet's ~3,000 idle
-boxes wait their turn for days, each through `sweep()` every 15 minutes, which is most of the 10,000-instance CPU.
-Memory: about 100 MiB of libraries, DuckDB's writer buffers, and three dense arrays of fleet x (lookback + 4 h);
-it rose from 769 to 965 MiB between 1 and 3 days at 10,000 instances (not explained yet; the arrays do not grow).
-The machine was shared (1-minute load 5-9 on 2 cores), so wall times are high; read the CPU column."""
+BACKTEST_NOTE = """Added by issue 24 (item 3). Two ways in, one replay. From a file, `governor backtest` reads the metrics CSV
+with DuckDB in one pass into Parquet partitions of 4 hours. Streamed, the workload generator's samples go straight into
+arrays (`governor_cli.sim.columnar.write_chunk`: one `.npy` per 4-hour partition per 100 instances, in the CSV's own
+precision, no text in between) and `Store` hands them to the same replay. The replay walks the sweeps in time order
+holding, per metric, one dense instance-by-minute array of the lookback plus one partition: memory follows the fleet
+and the window, not the history. Each sweep computes every instance's window statistics with NumPy and applies the
+idle rule's own checks (`domain/idle.py: idle_checks`); instances that are not idle, unmarked and not exempt are only
+counted. The rate limit's queue is vectorised too: instances marked, idle for the whole window and past their warning
+would each be acted on, so only the first `limit` of them (longest idle first, then by id) go through `sweep()` with
+the instances whose mark or state can change; the rest are counted as deferred, marks kept, which is what `sweep()`
+decides for them. `sweep()`'s own answer checks the shortcut: if anything else would act, or the breaker trips or is
+open, that sweep is decided again with every instance. Before this, a 10,000-instance fleet's ~3,000 queued idle boxes
+each went through `sweep()` every 15 minutes for days, most of the 10,000-instance CPU. Profile (`python -m cProfile`, 1,500 x 1
+day streamed, shares of the replay): `sweep()` on the few materialised instances 37%, NumPy window statistics 30%,
+building those instances' series 8%, reading partitions 8%. Every figure is one fresh process (wall, user + system CPU of the whole process, its peak
+RSS from `wait4`); generating the files or arrays is not counted (its CPU is given). "Row by row" is the reader and
+replay the command used before (kept as the reference; `tests/unit/test_backtest_columnar.py` checks the columnar
+path decides the same on the 150-instance day, and that streamed and file replays decide the same); the bench fails if
+row by row and columnar, or streamed and file, summaries differ. How it grows: CPU with the samples (from a file the
+DuckDB pass, about 1.2 us a CSV row, is most of it) plus the sweeps times the fleet for the NumPy windows. Memory: the
+libraries, three dense arrays of fleet x (lookback + 4 h), and, from a file, DuckDB's Parquet writer: the generated
+CSV lists each instance's whole history in turn, so every 4-hour partition stays open for the whole pass with its
+buffers, which is why the file path's peak grew from 769 to 965 MiB between 1 and 3 days at 10,000 instances (6
+partitions open against 18); the streamed replay has no writer and its peak does not grow with the days (compare its
+10,000-instance rows). The machine was shared by five sessions (1-minute load 8-14 on 2 cores), so wall times are
+high: read the CPU column; each row gives the load when it ended."""
 
 
 def splice(readme: str, section: str, block: str) -> str:
@@ -253,7 +278,7 @@ def section_block(section: str, rows: list[Figure], note: str, when: str) -> str
     for r in rows:
         cells = [r.name, r.value, f"`{r.command}`", r.note]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n"
 
 
 def render(rows: list[Figure], meta: dict[str, str]) -> str:
@@ -303,14 +328,27 @@ def main() -> None:
         help="measure one section and replace it in the existing README (the others stay as they are)",
     )
     parser.add_argument("--backtest-dir", default="/tmp/backtest-scale", help="where the backtest's CSV files are kept")
+    parser.add_argument("--backtest-sizes", nargs="*", help="sizes read from a CSV file (INSTANCESxHOURS)")
+    parser.add_argument("--backtest-reference", nargs="*", help="sizes also replayed row by row")
+    parser.add_argument("--backtest-stream", nargs="*", help="sizes streamed from the generator (no CSV)")
+    parser.add_argument(
+        "--backtest-extra", nargs="*", default=[], help="JSON lines of bench.backtest_scale runs to add"
+    )
     args = parser.parse_args()
     began = time.perf_counter()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     quick = args.quick
     backtest_sizes = ["150x24", "1500x24"] if quick else ["150x24", "1500x24", "150x168", "10000x24", "10000x72"]
     backtest_reference = ["150x24"] if quick else ["150x24", "1500x24", "150x168"]
+    backtest_stream = ["150x24", "1500x24"] if quick else ["150x24", "1500x24", "10000x24", "10000x720"]
+    if args.backtest_sizes is not None:
+        backtest_sizes = args.backtest_sizes
+    if args.backtest_reference is not None:
+        backtest_reference = args.backtest_reference
+    if args.backtest_stream is not None:
+        backtest_stream = args.backtest_stream
     if args.only == "backtest":
-        found = backtest(backtest_sizes, backtest_reference, args.backtest_dir)
+        found = backtest(backtest_sizes, backtest_reference, args.backtest_dir, backtest_stream, args.backtest_extra)
         section = SECTIONS[-1]
         out = Path(args.out)
         out.write_text(splice(out.read_text(), section, section_block(section, found, BACKTEST_NOTE, date)))
@@ -322,7 +360,7 @@ def main() -> None:
         ("latency", lambda: latency(20 if quick else 200)),
         ("audit", lambda: audit(5000 if quick else 250_000, 1 if quick else 3)),
         ("quality", lambda: quality(150, 24.0, 7)),
-        ("backtest", lambda: backtest(backtest_sizes, backtest_reference, args.backtest_dir)),
+        ("backtest", lambda: backtest(backtest_sizes, backtest_reference, args.backtest_dir, backtest_stream)),
     ]
     rows: list[Figure] = []
     durations: dict[str, float] = {}

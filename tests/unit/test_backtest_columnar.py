@@ -19,7 +19,7 @@ import pytest
 from governor.policy import Policy, parse_policy
 from governor_cli.commands.backtest import parse_metrics, replay_file, replay_stretches, to_json
 from governor_cli.sim import columnar
-from governor_cli.sim.workload import Workload, generate
+from governor_cli.sim.workload import Workload, generate, stream
 
 QUARTER = dt.timedelta(minutes=15)
 
@@ -139,3 +139,20 @@ def test_the_replay_holds_a_window_not_the_history(day: Path, tmp_path: Path) ->
         columnar.Window.cover = cover  # type: ignore[method-assign]
     lookback = 120 + 15 + 1
     assert widths and max(widths) <= lookback + 2 * columnar.PART_MINUTES < 24 * 60
+
+
+def test_the_generator_streamed_into_arrays_decides_as_its_csv_file(tmp_path: Path) -> None:
+    """No CSV between the workload generator and the replay: the same fleet, the same decisions as from its file."""
+    instances, hours = 40, 12
+    policy = parse_policy({"idle": {"max_fleet_percent": 100, "max_actions_per_sweep": 3}})
+    path = tmp_path / "fleet.csv"
+    generate(instances, hours=hours, seed=7).write_csv(path)
+    from_file, file_gaps = replay_file(path, policy, QUARTER)
+    store = tmp_path / "store"
+    for chunk in range(3):  # chunks of consecutive instances, as parallel generator processes write them
+        columnar.write_chunk(store, chunk, stream(instances, hours=hours, seed=7, part=(chunk, 3)))
+    streamed, gaps = columnar.replay_columnar(columnar.Store(store), policy, QUARTER)
+    assert gaps == file_gaps == []
+    assert to_json(streamed, policy) == to_json(from_file, policy)
+    summary = to_json(streamed, policy)["summary"]
+    assert summary["stops"] and summary["verdicts"].get("deferred")  # the rate limit's queue was exercised

@@ -40,6 +40,8 @@ from governor.domain.idle import (
     ReplayedInstance,
     Series,
     Settled,
+    SweepPlan,
+    action_limit,
     breaker_quiet_minutes,
     checks_status,
     idle_checks,
@@ -75,12 +77,70 @@ class Samples:
     parts: set[int] = field(default_factory=set)
     part_minutes: int = PART_MINUTES
     base: int = 0  # minute indices are epoch minutes
+    _con: Any = field(default=None, repr=False, compare=False)
 
     def partition(self, part: int) -> Path:
         return self.folder / f"part={part}"
 
     def files(self) -> str:
         return str(self.folder / "*" / "*.parquet")
+
+    def membership(self, spans: list[tuple[int, int]]) -> tuple[Any, Any, Any, Any]:
+        """Per (instance, stretch) holding samples: the instance's index, the stretch, its first minute there, and
+        whether it reports GPU utilisation there (four arrays)."""
+        import numpy as np
+
+        scratch = self.folder.parent
+        con = _connect(scratch)
+        try:
+            _table(
+                con,
+                scratch / "spans.csv",
+                "spans",
+                {"lo": "BIGINT", "hi": "BIGINT", "sid": "INTEGER"},
+                ((a, b, n) for n, (a, b) in enumerate(spans)),
+            )
+            rows = con.execute(
+                "SELECT iid, sid, min(em), bool_or(m = 0) FROM read_parquet(?, hive_partitioning = false) AS p "
+                "JOIN spans ON p.em BETWEEN spans.lo AND spans.hi WHERE m IS NOT NULL GROUP BY ALL",
+                [self.files()],
+            ).fetchall()
+        finally:
+            con.close()
+        position = {instance_id: n for n, instance_id in enumerate(self.ids)}
+        return (
+            np.array([position[row[0]] for row in rows], dtype=np.int64),
+            np.array([row[1] for row in rows], dtype=np.int64),
+            np.array([row[2] for row in rows], dtype=np.int64),
+            np.array([bool(row[3]) for row in rows], dtype=bool),
+        )
+
+    def fill(self, data: Any, lo: int, part: int, start: int, stop: int) -> None:
+        """Write minutes ``start`` .. ``stop`` - 1 of partition ``part`` into ``data`` (whose minute 0 is ``lo``)."""
+        import numpy as np
+
+        con = self._lookup()
+        got = con.execute(
+            "SELECT ids.ix AS inst, m, em AS mi, v FROM read_parquet(?, hive_partitioning = false) AS p "
+            "JOIN ids ON p.iid = ids.iid WHERE m IS NOT NULL AND em >= ? AND em < ?",
+            [str(self.partition(part) / "*.parquet"), start, stop],
+        ).fetchnumpy()
+        width = data.shape[2]
+        flat = (got["m"].astype(np.int64) * len(self.ids) + got["inst"]) * width + (got["mi"] - lo)
+        np.fmax.at(data.reshape(-1), flat, got["v"])  # two samples in one minute: the larger, as the reader keeps
+
+    def _lookup(self) -> Any:
+        if self._con is None:
+            scratch = self.folder.parent
+            self._con = _connect(scratch)
+            _table(
+                self._con,
+                scratch / "ids.csv",
+                "ids",
+                {"iid": "VARCHAR", "ix": "INTEGER"},
+                ((i, n) for n, i in enumerate(self.ids)),
+            )
+        return self._con
 
 
 def load(path: Path, memory_unit: str, folder: Path) -> Samples:
@@ -250,19 +310,10 @@ def stretches(minutes: Any, gap_seconds: float) -> list[tuple[int, int]]:
 class Window:
     """Dense ``[metric, instance, minute]`` samples (NaN where none) for the minutes ``lo`` .. ``hi`` - 1."""
 
-    def __init__(self, samples: Samples) -> None:
+    def __init__(self, samples: Samples | Store) -> None:
         import numpy as np
 
         self.samples = samples
-        scratch = samples.folder.parent
-        self.con = _connect(scratch)
-        _table(
-            self.con,
-            scratch / "ids.csv",
-            "ids",
-            {"iid": "VARCHAR", "ix": "INTEGER"},
-            ((i, n) for n, i in enumerate(samples.ids)),
-        )
         self.lo = 0
         self.hi = 0
         self.data = np.empty((len(LOADED), len(samples.ids), 0))
@@ -283,16 +334,13 @@ class Window:
             keep = max(lo, self.lo)
             data[:, :, keep - lo : self.hi - lo] = self.data[:, :, keep - self.lo :]
             loaded_until = self.hi
+        self.data = data  # the old block is released before the next partition is read
         fresh = [p for p in range(loaded_until // size, (new_hi - 1) // size + 1) if p in self.samples.parts]
         for part in fresh:
-            got = self.con.execute(
-                "SELECT ids.ix AS inst, m, em AS mi, v FROM read_parquet(?, hive_partitioning = false) AS p "
-                "JOIN ids ON p.iid = ids.iid WHERE m IS NOT NULL AND em >= ? AND em < ?",
-                [str(self.samples.partition(part) / "*.parquet"), max(lo, loaded_until), new_hi],
-            ).fetchnumpy()
-            flat = (got["m"].astype(np.int64) * len(self.samples.ids) + got["inst"]) * (new_hi - lo) + (got["mi"] - lo)
-            np.fmax.at(data.reshape(-1), flat, got["v"])  # two samples in one minute: the larger, as the reader keeps
-        self.data, self.lo, self.hi = data, lo, new_hi
+            start, stop = max(lo, loaded_until, part * size), min(new_hi, (part + 1) * size)
+            if start < stop:
+                self.samples.fill(data, lo, part, start, stop)
+        self.lo, self.hi = lo, new_hi
 
     def view(self, lo: int, hi: int) -> Any:
         return self.data[:, :, lo - self.lo : hi - self.lo]
@@ -351,10 +399,21 @@ class _Stretch:
     marked: Any
     marks: dict[str, Mark] = field(default_factory=dict)
     breaker: Breaker = field(default_factory=Breaker)
+    idle_since: Any = None  # epoch seconds of each mark's idle_since (NaN: none)
+    due_at: Any = None  # when each mark's warning period ends (epoch seconds)
+    queue_ok: Any = None  # the mark would be acted on as it is (no report, no checkpoint sent: see _plan)
+
+    def __post_init__(self) -> None:
+        import numpy as np
+
+        n = len(self.fleet)
+        self.idle_since = np.full(n, np.nan)
+        self.due_at = np.full(n, np.inf)
+        self.queue_ok = np.zeros(n, dtype=bool)
 
 
 def replay_columnar(
-    samples: Samples, policy: Policy, interval: dt.timedelta
+    samples: Samples | Store, policy: Policy, interval: dt.timedelta
 ) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
     """The replay of :func:`governor_cli.commands.backtest.replay_stretches`, sweep by sweep over the partitions."""
     import numpy as np
@@ -370,27 +429,7 @@ def replay_columnar(
     quiet_s = breaker_quiet_minutes(idle, interval) * 60
     spans = stretches(samples.minutes, window_s + step)
     # Which instances each stretch holds, whether it reports GPU utilisation there, and each one's first sample.
-    con = _connect(samples.folder.parent)
-    try:
-        _table(
-            con,
-            samples.folder.parent / "spans.csv",
-            "spans",
-            {"lo": "BIGINT", "hi": "BIGINT", "sid": "INTEGER"},
-            ((a, b, n) for n, (a, b) in enumerate(spans)),
-        )
-        membership = con.execute(
-            "SELECT iid, sid, min(em), bool_or(m = 0) FROM read_parquet(?, hive_partitioning = false) AS p "
-            "JOIN spans ON p.em BETWEEN spans.lo AND spans.hi WHERE m IS NOT NULL GROUP BY ALL",
-            [samples.files()],
-        ).fetchall()
-    finally:
-        con.close()
-    position = {instance_id: n for n, instance_id in enumerate(ids)}
-    inst_col = np.array([position[row[0]] for row in membership], dtype=np.int64)
-    sid_col = np.array([row[1] for row in membership], dtype=np.int64)
-    first_col = np.array([row[2] for row in membership], dtype=np.int64)
-    gpu_col = np.array([bool(row[3]) for row in membership], dtype=bool)
+    inst_col, sid_col, first_col, gpu_col = samples.membership(spans)
     launch_minute = np.full(n, np.iinfo(np.int64).max)
     np.minimum.at(launch_minute, inst_col.astype(np.int64), first_col.astype(np.int64))
     launch = base + launch_minute * 60.0
@@ -446,7 +485,7 @@ def _one_sweep(
     now: float,
     window: Window,
     state: _Stretch,
-    samples: Samples,
+    samples: Samples | Store,
     policy: Policy,
     enforcing: Policy,
     interval: dt.timedelta,
@@ -496,24 +535,34 @@ def _one_sweep(
         found, last = _last(block[LOADED.index(signal)] >= limit)
         ends = np.where(found, base + (look_lo + last) * 60.0 + SAMPLE_SECONDS[signal], np.nan)
         onset = np.fmax(onset, ends)
-    counted = quick_busy & state.gpu & ~np.isnan(onset) & (now - onset >= quiet_s)
-    settled = Settled(
-        count=int(quick.sum()),
-        monitored=int(quick_busy.sum()),
-        onsets={samples.ids[ix]: float(onset[ix]) for ix in np.nonzero(counted)[0]},
-    )
-    signals = _series(window, np.nonzero(careful)[0], look_lo, look_hi, base, state.gpu, samples.ids)
-    fleet = [instance(ix) for ix in np.nonzero(careful)[0]]
+    quiet = state.gpu & ~np.isnan(onset) & (now - onset >= quiet_s)
+    # The rate limit's queue: marked, idle for the whole window and past their warning, so each would be acted on and
+    # all but the first ``limit`` (longest idle first, then by id: every replayed instance has one type) deferred with
+    # their marks kept. Only those first ones go through sweep(); the rest are counted as deferred, which is what
+    # sweep() would decide for them, unless the breaker is open (it holds instead) or no shortcut is safe.
+    due = careful & state.marked & ~grace & ~exempt & ~busy & ~gap & (now >= state.due_at) & state.queue_ok
+    waiting = np.zeros(len(samples.ids), dtype=bool)
+    if not state.breaker.open and due.any():
+        limit = action_limit(int(running.sum()), idle)
+        queue = np.nonzero(due)[0]
+        order = queue[np.lexsort((queue, state.idle_since[queue]))]
+        waiting[order[limit:]] = True
+    plan, careful = _plan(
+        window, state, samples, enforcing, interval, instance, now, look_lo, look_hi,
+        careful, quick, quick_busy, due, waiting, quiet, onset,
+    )  # fmt: skip
     at = dt.datetime.fromtimestamp(now, dt.UTC)
-    plan = sweep(fleet, signals, state.marks, enforcing, at, interval=interval, breaker=state.breaker, settled=settled)
     state.breaker = plan.breaker
     total.sweeps += 1
     if plan.held_back:
         total.held_back_sweeps.append(at)
     if plan.alarm is not None:
         total.breaker_trips.append(at)
-    if plan.deferred:
+    deferred = int((waiting & ~careful).sum())
+    if plan.deferred or deferred:
         total.deferred_sweeps += 1
+    if deferred:
+        total.verdicts["deferred"] = total.verdicts.get("deferred", 0) + deferred
     verdicts = total.verdicts
     for name, count in (
         ("grace", int((quick & grace).sum())),
@@ -539,12 +588,67 @@ def _one_sweep(
             state.stopped[index[instance_id]] = True
             hours = round((end_at - at).total_seconds() / 3600, 4)
             record.gpu_hours_reclaimed = round(record.gpu_hours_reclaimed + hours, 4)
+        ix = index[instance_id]
         if mark is None:
             state.marks.pop(instance_id, None)
-            state.marked[index[instance_id]] = False
+            state.marked[ix] = False
         else:
             state.marks[instance_id] = mark
-            state.marked[index[instance_id]] = True
+            state.marked[ix] = True
+            state.idle_since[ix] = mark.idle_since.timestamp()
+            warned = mark.warned_at or mark.idle_since
+            state.due_at[ix] = warned.timestamp() + idle.warning_minutes * 60
+            state.queue_ok[ix] = mark.reported_at is None and mark.checkpoint_sent_at is None
+
+
+def _plan(
+    window: Window,
+    state: _Stretch,
+    samples: Samples | Store,
+    enforcing: Policy,
+    interval: dt.timedelta,
+    instance: Any,
+    now: float,
+    look_lo: int,
+    look_hi: int,
+    careful: Any,
+    quick: Any,
+    quick_busy: Any,
+    due: Any,
+    waiting: Any,
+    quiet: Any,
+    onset: Any,
+) -> tuple[SweepPlan, Any]:
+    """sweep() over the careful instances but the ``waiting`` ones, which are counted as deferred (see _one_sweep).
+
+    The shortcut is checked against sweep()'s own answer: if anything but exactly the instances let through would act,
+    or the breaker trips, the sweep is decided again with every careful instance, as if there were no shortcut.
+    Returns the plan and the instances it decided.
+    """
+    import numpy as np
+
+    at = dt.datetime.fromtimestamp(now, dt.UTC)
+    for attempt in (0, 1):
+        aside = waiting if attempt == 0 else np.zeros_like(waiting)
+        rows = careful & ~aside
+        settled = Settled(
+            count=int((quick | aside).sum()),
+            monitored=int((quick_busy | aside).sum()),  # busy, and idle: both are monitored
+            onsets={samples.ids[ix]: float(onset[ix]) for ix in np.nonzero((quick_busy | aside) & quiet)[0]},
+        )
+        picked = np.nonzero(rows)[0]
+        signals = _series(window, picked, look_lo, look_hi, samples.base, state.gpu, samples.ids)
+        fleet = [instance(ix) for ix in picked]
+        plan = sweep(
+            fleet, signals, state.marks, enforcing, at, interval=interval, breaker=state.breaker, settled=settled
+        )
+        if not aside.any():
+            break
+        acting = {o.instance.id for o in plan.outcomes if o.outcome in ("acted", "checkpoint", "deferred", "held")}
+        expected = {samples.ids[ix] for ix in np.nonzero(due & ~waiting)[0]}
+        if acting == expected and plan.alarm is None and not plan.breaker.open:
+            break
+    return plan, rows
 
 
 def _succeeded(mark: Mark) -> Mark:
@@ -582,3 +686,141 @@ def _series(
             # placeholder lies after every window the sweep reads.
             found[ids[ix]][GPU_UTILIZATION] = Series([base + hi * 60.0 + 86400.0], [0.0])
     return found
+
+
+# --- The generator's samples as arrays: a workload streamed into the replay without a CSV -------------------------
+
+STORE_CHUNK = 100  # instances per chunk of the store: one chunk of a month is 100 x 43,200 x 3 int32 (52 MiB)
+_MISSING = -1
+
+
+def encode(instance: Any) -> Any:
+    """One generated instance as ``[metric, minute]`` int32 in the CSV's own precision (-1: no sample).
+
+    ``write_rows`` writes utilisation with one decimal and memory as whole MB; these are the numbers a reader of that
+    file gets (tenths for utilisation, MB for memory), so a store and the file replay the same values.
+    """
+    import numpy as np
+
+    out = np.empty((len(LOADED), instance.minutes), dtype=np.int32)
+    for n, values in enumerate((instance.gpu_utilization, instance.gpu_memory_used, instance.cpu_utilization)):
+        raw = np.array(values, dtype=np.float64)  # None -> NaN
+        missing = np.isnan(raw)
+        raw[missing] = 0.0
+        if n == 1:
+            codes = np.trunc(raw)  # str(int(value))
+        else:
+            tenths = raw * 10
+            codes = np.rint(tenths)
+            # Where rounding the product could differ from formatting the exact value with one decimal, format it.
+            near = np.nonzero(np.abs(tenths - np.floor(tenths) - 0.5) < 1e-6)[0]
+            for k in near.tolist():
+                codes[k] = round(float(f"{raw[k]:.1f}") * 10)
+        codes[missing] = _MISSING
+        out[n] = codes
+    return out
+
+
+def write_chunk(folder: Path, chunk: int, instances: Iterable[Any], part_minutes: int = PART_MINUTES) -> int:
+    """Write generated instances (one start and length) as a store chunk: one ``.npy`` per time partition, plus
+    their ids, which report GPU utilisation and which minutes hold a sample. Returns the samples written."""
+    import json
+
+    import numpy as np
+
+    rows: list[Any] = []
+    ids: list[str] = []
+    start = minutes = None
+    for instance in instances:
+        if start is None:
+            start, minutes = instance.start, instance.minutes
+        if (instance.start, instance.minutes) != (start, minutes):
+            raise ValueError("a store chunk holds instances of one start and length")
+        ids.append(instance.id)
+        rows.append(encode(instance))
+    target = folder / f"chunk{chunk:05d}"
+    target.mkdir(parents=True, exist_ok=True)
+    if not rows or start is None or minutes is None:
+        (target / "meta.json").write_text(json.dumps({"ids": [], "first": 0, "minutes": 0}))
+        return 0
+    if start % 60:
+        raise ValueError("a store starts on a whole minute")
+    block = np.stack(rows, axis=1)  # [metric, instance, minute]
+    first = start // 60
+    for part in range(first // part_minutes, (first + minutes - 1) // part_minutes + 1):
+        lo, hi = max(part * part_minutes, first), min((part + 1) * part_minutes, first + minutes)
+        piece = np.full((len(LOADED), len(ids), part_minutes), _MISSING, dtype=np.int32)
+        piece[:, :, lo - part * part_minutes : hi - part * part_minutes] = block[:, :, lo - first : hi - first]
+        np.save(target / f"part{part}.npy", piece)
+    present = (block != _MISSING).any(axis=(0, 1))
+    seen = (block != _MISSING).any(axis=0)  # [instance, minute]
+    gpu = seen.any(axis=1) & (block[0] != _MISSING).any(axis=1)
+    earliest = first + np.argmax(seen, axis=1)
+    np.save(target / "present.npy", present)
+    meta = {"ids": ids, "first": first, "minutes": minutes, "gpu": gpu.tolist(), "earliest": earliest.tolist()}
+    (target / "meta.json").write_text(json.dumps(meta))
+    return int((block != _MISSING).sum())
+
+
+class Store:
+    """Samples as the workload generator's chunks (see :func:`write_chunk`): dense per partition, no CSV to parse."""
+
+    def __init__(self, folder: Path, memory_unit: str = "MB", part_minutes: int = PART_MINUTES) -> None:
+        import json
+
+        import numpy as np
+
+        self.folder = folder
+        self.part_minutes = part_minutes
+        self.base = 0
+        self.memory_scale = MEMORY_UNITS[memory_unit]
+        self.chunks: list[Path] = []
+        self.ids: list[str] = []
+        gpu: list[bool] = []
+        earliest: list[int] = []
+        present: Any = None
+        first = None
+        for chunk in sorted(folder.glob("chunk*")):
+            meta = json.loads((chunk / "meta.json").read_text())
+            if not meta["ids"]:
+                continue
+            if first is not None and (meta["first"], meta["minutes"]) != first:
+                raise ValueError("every chunk of a store has one start and length")
+            first = (meta["first"], meta["minutes"])
+            self.chunks.append(chunk)
+            self.ids.extend(meta["ids"])
+            gpu.extend(meta["gpu"])
+            earliest.extend(meta["earliest"])
+            mine = np.load(chunk / "present.npy")
+            present = mine if present is None else present | mine
+        if first is None or present is None:
+            raise ValueError(f"{folder}: no samples")
+        if self.ids != sorted(self.ids) or len(set(self.ids)) != len(self.ids):
+            raise ValueError("a store's instance ids are distinct and in order")
+        self.first, self.span = first
+        self.gpu = np.array(gpu, dtype=bool)
+        self.earliest = np.array(earliest, dtype=np.int64)
+        self.minutes = self.first + np.nonzero(present)[0].astype(np.int64)
+        self.parts = set(range(self.first // part_minutes, (self.first + self.span - 1) // part_minutes + 1))
+
+    def membership(self, spans: list[tuple[int, int]]) -> tuple[Any, Any, Any, Any]:
+        """(instance, stretch, first minute, reports GPU) rows, as the Parquet path's query returns them."""
+        import numpy as np
+
+        if len(spans) != 1:
+            raise ValueError("a generated workload is one stretch")
+        n = len(self.ids)
+        return np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), self.earliest, self.gpu
+
+    def fill(self, data: Any, lo: int, part: int, start: int, stop: int) -> None:
+        """Write minutes ``start`` .. ``stop`` - 1 of partition ``part`` into ``data`` (whose minute 0 is ``lo``)."""
+        import numpy as np
+
+        codes = np.concatenate([np.load(chunk / f"part{part}.npy") for chunk in self.chunks], axis=1)
+        offset = part * self.part_minutes
+        piece = codes[:, :, start - offset : stop - offset].astype(np.float64)
+        piece[codes[:, :, start - offset : stop - offset] == _MISSING] = np.nan
+        piece[0] /= 10
+        piece[1] *= self.memory_scale
+        piece[2] /= 10
+        data[:, :, start - lo : stop - lo] = piece

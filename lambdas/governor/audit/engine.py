@@ -31,6 +31,7 @@ from governor.domain.times import EARLIEST, LATEST
 SLACK = dt.timedelta(days=1)
 LAST_SECOND = dt.timedelta(seconds=1)  # parameters have whole seconds; [start, end) ends a second before end
 RECORDS = "cloudtrail_records"
+MISSING = "missing_records_file"
 MAX_FILE_BYTES = 256 * 1024**2  # one CloudTrail file is one JSON object; real ones are a few MiB
 BATCH_FILES = 512
 _AWSLOGS = re.compile(
@@ -151,7 +152,9 @@ class LocalLake:
         self.con.execute("SET enable_progress_bar = false")  # it would draw on stdout, in the middle of --json output
         stored = ", ".join(f"{column.name} {column.view_type()}" for column in self.columns)
         partitions = ", ".join(f"{name} VARCHAR" for name in PARTITION_KEYS)
-        self.con.execute(f"CREATE TABLE {RECORDS} ({stored}, {partitions})")
+        # MISSING names a file without a Records array on one placeholder row, found and deleted after each batch
+        # (the view does not show it): the one scan that loads a batch also finds them, no second parse.
+        self.con.execute(f"CREATE TABLE {RECORDS} ({stored}, {partitions}, {MISSING} VARCHAR)")
         read = {column.name for column in self.columns}
         shaped = ", ".join(
             column.name if column.name in read else f"CAST(NULL AS {column.view_type()}) AS {column.name}"
@@ -203,7 +206,8 @@ class LocalLake:
     def _insert(self, names: list[str]) -> None:
         # One statement: read_json over the file list with the schema given, unnest the records, rename the struct
         # fields to the Hive names and add the partitions. Nothing is staged, and reading fails before anything is
-        # inserted (the INSERT is atomic). A file without a Records array reads as NULL and is reported.
+        # inserted (the INSERT is atomic). A file without a Records array reads as NULL: it leaves one placeholder row
+        # naming it (MISSING), which is reported and deleted, so every file is parsed once.
         records = self.con.read_json(
             names,  # type: ignore[arg-type]  # the relation API takes the file list natively; the stubs say one path
             columns={"Records": self._records_type},
@@ -217,15 +221,18 @@ class LocalLake:
             self.con.execute(
                 f"INSERT INTO {RECORDS} SELECT {values}, "  # noqa: S608 - table and column names are our constants
                 "coalesce(f.account, rec.recipientAccountId), coalesce(f.region, rec.awsRegion), "
-                "coalesce(f.day, strftime(try_cast(rec.eventTime AS TIMESTAMPTZ), '%Y/%m/%d')) "
-                "FROM (SELECT filename, unnest(Records) AS rec FROM batch_files WHERE Records IS NOT NULL) AS s "
-                "JOIN files AS f USING (filename)"
+                "coalesce(f.day, strftime(try_cast(rec.eventTime AS TIMESTAMPTZ), '%Y/%m/%d')), "
+                "CASE WHEN s.missing THEN filename END "
+                "FROM (SELECT filename, Records IS NULL AS missing, unnest(coalesce(Records, [NULL])) AS rec "
+                "FROM batch_files) AS s JOIN files AS f USING (filename)"
             )
-            empty = self.con.execute(
-                "SELECT filename FROM batch_files WHERE Records IS NULL ORDER BY filename"
-            ).fetchall()
         finally:
             self.con.unregister("batch_files")
+        empty = self.con.execute(
+            f"SELECT {MISSING} FROM {RECORDS} WHERE {MISSING} IS NOT NULL ORDER BY 1"  # noqa: S608 - our constants
+        ).fetchall()
+        if empty:
+            self.con.execute(f"DELETE FROM {RECORDS} WHERE {MISSING} IS NOT NULL")  # noqa: S608 - our constants
         self.skipped.extend((name, "not a CloudTrail log file: no Records array") for (name,) in empty)
 
     def record_count(self) -> int:

@@ -114,46 +114,19 @@ def measure(path: Path, instances: int, hours: float, samples: int, *, row_by_ro
     """
     command = ["-m", "bench.backtest_scale", "--row-by-row", str(path)] if row_by_row else ["-m", "governor_cli"]
     command += [] if row_by_row else ["backtest", "--metrics", str(path), "--json"]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        began = time.perf_counter()
-        child = subprocess.Popen(
-            [PY, *command], stdout=out, stderr=err, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}
-        )
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own CPU and peak RSS
-        wall = time.perf_counter() - began
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"backtest of {path} failed: {err.read().decode()[-500:]}")
-        summary = json.loads(out.read())["summary"]
-    summary.pop("policy", None)
-    cpu = usage.ru_utime + usage.ru_stime
-    rss = usage.ru_maxrss / 1024
+    summary, wall, cpu, rss = _run_child(command, f"backtest of {path}")
     reader = "row by row" if row_by_row else "columnar"
-    load = os.getloadavg()[0]
-    return Measured(instances, hours, samples, path.stat().st_size, wall, cpu, rss, summary, reader, load=load)
+    return Measured(
+        instances, hours, samples, path.stat().st_size, wall, cpu, rss, summary, reader, load=os.getloadavg()[0]
+    )
 
 
 def measure_store(folder: Path, instances: int, hours: float) -> Measured:
     """One replay of a store (the generator's samples as arrays, no CSV) in a fresh process, measured as ``measure``."""
     generated = json.loads((folder / GENERATED).read_text())
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        began = time.perf_counter()
-        child = subprocess.Popen(
-            [PY, "-m", "bench.backtest_scale", "--replay-store", str(folder)],
-            stdout=out,
-            stderr=err,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - began
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"replay of {folder} failed: {err.read().decode()[-500:]}")
-        summary = json.loads(out.read())["summary"]
-    summary.pop("policy", None)
+    summary, wall, cpu, rss = _run_child(
+        ["-m", "bench.backtest_scale", "--replay-store", str(folder)], f"replay of {folder}"
+    )
     size = sum(p.stat().st_size for p in folder.rglob("*.npy"))
     return Measured(
         instances,
@@ -161,13 +134,32 @@ def measure_store(folder: Path, instances: int, hours: float) -> Measured:
         int(generated["samples"]),
         size,
         wall,
-        usage.ru_utime + usage.ru_stime,
-        usage.ru_maxrss / 1024,
+        cpu,
+        rss,
         summary,
         "streamed",
         float(generated["cpu_seconds"]),
         os.getloadavg()[0],
     )
+
+
+def _run_child(arguments: list[str], what: str) -> tuple[dict[str, object], float, float, float]:
+    """Run ``python <arguments>`` in a fresh process; its ``--json`` summary (without the policy), wall seconds, CPU
+    seconds (user + system) and peak RSS in MiB, from ``wait4`` (this child's own usage)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        began = time.perf_counter()
+        child = subprocess.Popen(
+            [PY, *arguments], stdout=out, stderr=err, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - began
+        out.seek(0)
+        err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"{what} failed: {err.read().decode()[-500:]}")
+        summary: dict[str, object] = json.loads(out.read())["summary"]
+    summary.pop("policy", None)
+    return summary, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def replay_store(folder: Path) -> None:

@@ -73,7 +73,9 @@ def render_text(result: dict[str, Any]) -> str:
             details = ", ".join(f"{k}={v}" for k, v in action.items() if k not in {"type", "enforced"})
             lines.append(f"    do:  {action['type']} ({mode}){': ' + details if details else ''}")
         for assumption in decision["assumptions"]:
-            lines.append(f"    assumes: {assumption}")
+            # the live state explain stood in for ("assumed: ..."), then what the decision itself could not check
+            label, text = ("assumed", assumption[9:]) if assumption.startswith("assumed: ") else ("assumes", assumption)
+            lines.append(f"    {label}: {text}")
     return "\n".join(lines)
 
 

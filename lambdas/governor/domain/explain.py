@@ -1,16 +1,18 @@
 """``governor explain``: every policy that handles an event decides on it, from the event and the policy alone.
 
 Policies register an explainer with :func:`explainer`; modules under ``governor.domain`` are imported on first
-use so a new capability needs no edit here. Whatever a policy would read from AWS at run time it lists under
-``assumptions``.
+use so a new capability needs no edit here. An explainer states no rule of its own: it builds the live state the
+handler would read from AWS as the event implies it (:class:`Assumed`, each assumption printed), and calls the very
+decision functions the handler calls, which it names in ``decides`` (a test holds both sides to it).
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from governor.domain.decision import Decision, strongest
 from governor.events.envelopes import InboundEvent, normalise
@@ -18,19 +20,57 @@ from governor.policy import Policy
 
 Matcher = Callable[[InboundEvent], bool]
 Explainer = Callable[[InboundEvent, Policy], list[Decision]]
+State = TypeVar("State")
 
-_REGISTRY: list[tuple[str, Matcher, Explainer]] = []
+
+@dataclass(frozen=True)
+class Registration:
+    """One explainer: the policy section, the events it takes, and the handler's decision functions it calls."""
+
+    policy: str
+    matches: Matcher
+    func: Explainer
+    decides: tuple[Callable[..., Any], ...]
+
+
+_REGISTRY: list[Registration] = []
 _LOADED = False
 
 
-def explainer(policy: str, matches: Matcher) -> Callable[[Explainer], Explainer]:
-    """Register ``func`` as the ``policy`` section's explainer for events ``matches`` accepts."""
+def explainer(
+    policy: str, matches: Matcher, *, decides: Iterable[Callable[..., Any]] = ()
+) -> Callable[[Explainer], Explainer]:
+    """Register ``func`` as the ``policy`` section's explainer for events ``matches`` accepts; ``decides`` names the
+    decision functions (shared with the handler) it calls, so a test can check that no rule is stated twice."""
 
     def register(func: Explainer) -> Explainer:
-        _REGISTRY.append((policy, matches, func))
+        _REGISTRY.append(Registration(policy, matches, func, tuple(decides)))
         return func
 
     return register
+
+
+def registrations() -> list[Registration]:
+    """Every registered explainer, every capability's module loaded first."""
+    _load_policies()
+    return list(_REGISTRY)
+
+
+@dataclass(frozen=True)
+class Assumed(Generic[State]):
+    """Live state ``explain`` cannot read, stood in for by what the event implies, with each assumption in words.
+
+    The handler reads ``state`` from AWS (or the ledger) at run time; ``explain`` hands this one to the same decision
+    function instead, so what a user previews is decided by the code that runs.
+    """
+
+    state: State
+    assumptions: tuple[str, ...]
+
+    def on(self, decision: Decision) -> Decision:
+        """``decision`` with these assumptions first, each marked ``assumed:``, then the decision's own."""
+        stated = [f"assumed: {text}" for text in self.assumptions]
+        return decision.model_copy(update={"assumptions": [*stated, *decision.assumptions]})
 
 
 def cloudtrail_call(source: str, *names: str) -> Matcher:
@@ -63,9 +103,9 @@ def explain_event(event: InboundEvent, policy: Policy) -> dict[str, Any]:
     """One decision per policy that handles the event; the top verdict is the strongest of them."""
     _load_policies()
     decisions: list[Decision] = []
-    for _name, matches, func in _REGISTRY:
-        if matches(event):
-            decisions.extend(func(event, policy))
+    for registration in _REGISTRY:
+        if registration.matches(event):
+            decisions.extend(registration.func(event, policy))
     return {
         "verdict": strongest(d.verdict for d in decisions),
         "event": {"id": event.id, "kind": event.kind},

@@ -24,7 +24,7 @@ from governor.domain.actions import (
     SetSecretRotation,
 )
 from governor.domain.decision import Action, Decision, Finding, Severity
-from governor.domain.explain import cloudtrail_call, explainer
+from governor.domain.explain import Assumed, cloudtrail_call, explainer
 from governor.domain.fleet import exemption
 from governor.domain.times import parse_time
 from governor.events.envelopes import CloudTrailRecord, InboundEvent, InvalidEventError
@@ -712,7 +712,7 @@ def failure_finding(
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# CloudTrail events: which resource to re-read, and what ``explain`` says from the event alone
+# CloudTrail events: which resource to re-read
 
 
 @dataclass(frozen=True)
@@ -842,199 +842,171 @@ def decide_failed_call(record: CloudTrailRecord) -> Decision | None:
     return _ignored_failed(record, target.resource_id if target else record.event_name)
 
 
-def _explain_kms(record: CloudTrailRecord, policy: Policy) -> Decision:
-    limit = policy.keys.kms_max_rotation_days
-    enforce = policy.keys.enforces("kms")
-    target = event_target(record)
-    resource = target.resource_id if target else "unknown"
+# ---------------------------------------------------------------------------------------------------------------
+# governor explain: the handler's decisions (decide_kms_key, decide_access_key, decide_secret, decide_root_key_event,
+# decide_failed_call) on the state the event implies, which the handler would read from AWS instead.
+
+_NOT_READ = "explain reads nothing from AWS; the handler re-reads it right before acting"
+Resource = KmsKey | AccessKey | Secret
+
+
+def _at(record: CloudTrailRecord) -> dt.datetime:
+    at = record.event_time
+    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+
+
+def _request_tags(params: Mapping[str, Any], key: str, value: str) -> dict[str, str]:
+    """Tags a create call sets (KMS ``tagKey``/``tagValue``, Secrets Manager ``Key``/``Value``): exemptions, owners."""
+    tags = params.get("tags")
+    if not isinstance(tags, list):
+        return {}
+    return {str(t[key]): str(t.get(value, "")) for t in tags if isinstance(t, Mapping) and t.get(key)}
+
+
+def _assumed_kms(record: CloudTrailRecord, resource: str, policy: Policy) -> Assumed[Resource]:
     params, response = _params(record), _response(record)
-    re_read = "the key is re-read before acting (a later EnableKeyRotation may already have fixed it)"
-    name = record.event_name
-    fix = EnableKeyRotation(enforced=enforce, key_id=resource, rotation_period_days=limit)
+    name, at = record.event_name, _at(record)
+    key = KmsKey(key_id=resource, arn=resource, created=at)
     if name == "CreateKey":
         metadata = response.get("keyMetadata") or {}
-        key = KmsKey(
+        multi_region = metadata.get("multiRegionConfiguration") or {}
+        key = replace(
+            key,
             key_id=str(metadata.get("keyId") or resource),
             arn=str(metadata.get("arn") or resource),
             manager=str(metadata.get("keyManager") or "CUSTOMER"),
+            state=str(metadata.get("keyState") or "Enabled"),
             spec=str(metadata.get("keySpec") or metadata.get("customerMasterKeySpec") or "SYMMETRIC_DEFAULT"),
+            usage=str(metadata.get("keyUsage") or "ENCRYPT_DECRYPT"),
             origin=str(metadata.get("origin") or params.get("origin") or "AWS_KMS"),
             custom_key_store=metadata.get("customKeyStoreId"),
+            multi_region_type=multi_region.get("multiRegionKeyType") if isinstance(multi_region, Mapping) else None,
+            rotation_enabled=False,
+            tags=_request_tags(params, "tagKey", "tagValue"),
         )
-        if key.rotates_automatically:
-            return Decision(
-                policy=POLICY,
-                verdict="act",
-                resource=key.arn,
-                actions=[fix.model_copy(update={"key_id": key.key_id})],
-                reasons=[f"a new key has automatic rotation off; policy requires rotation at least every {limit} days"],
-                assumptions=[re_read],
-                severity="warning",
-                rule="keys.kms.rotation_off",
-            )
-        return Decision(
-            policy=POLICY,
-            verdict="ok",
-            resource=key.arn,
-            reasons=[
-                f"{key.spec} key with {key.origin} material cannot rotate automatically; the daily sweep reports it "
-                f"once its material is older than {limit} days"
-            ],
-            assumptions=["the key's state and age are read at run time"],
+        said = (
+            f"the key is {key.state}, {key.spec} with {key.origin} material, created at the event time with "
+            "automatic rotation off (a new key starts without it), tagged as in the request"
         )
-    if name == "EnableKeyRotation":
+    elif name == "EnableKeyRotation":
         requested = params.get("rotationPeriodInDays")
         period = _requested_rotation_days(requested, record)
-        said = f"{period} days" if requested is not None else f"no period given, so AWS's default {period} days"
-        if period > limit:
-            return Decision(
-                policy=POLICY,
-                verdict="act",
-                resource=resource,
-                actions=[fix],
-                reasons=[f"rotation enabled with {said}; policy allows at most {limit}"],
-                assumptions=[re_read],
-                severity="warning",
-                rule="keys.kms.rotation_period_too_long",
-            )
-        return Decision(
-            policy=POLICY,
-            verdict="ok",
-            resource=resource,
-            reasons=[f"rotation enabled with {said} (policy: {limit})"],
+        key = replace(key, rotation_enabled=True, rotation_period_days=period)
+        given = f"{period} days" if requested is not None else f"no period given, so AWS's default {period} days"
+        said = f"the key is an enabled symmetric customer key; rotation is on as the call set it ({given})"
+    elif name == "DisableKeyRotation":
+        key = replace(key, rotation_enabled=False)
+        said = "the key is an enabled symmetric customer key; rotation is off as the call left it"
+    else:
+        key = replace(key, state="PendingDeletion")
+        window = params.get("pendingWindowInDays", "?")
+        said = (
+            f"the key is pending deletion ({window}-day window); if the deletion is cancelled, the next sweep checks "
+            "it again"
         )
-    if name == "DisableKeyRotation":
-        return Decision(
-            policy=POLICY,
-            verdict="act",
-            resource=resource,
-            actions=[fix],
-            reasons=[f"automatic rotation was switched off; policy requires rotation at least every {limit} days"],
-            assumptions=[re_read],
-            severity="warning",
-            rule="keys.kms.rotation_off",
-        )
-    return Decision(
-        policy=POLICY,
-        verdict="ignored",
-        resource=resource,
-        reasons=[
-            f"key scheduled for deletion ({params.get('pendingWindowInDays', '?')}-day window): no longer checked"
-        ],
-        assumptions=["if the deletion is cancelled, the next sweep checks the key again"],
-    )
+    return Assumed(key, (f"{said} ({_NOT_READ})", "no exemption or owner tag beyond those in the event"))
 
 
-def _explain_iam(record: CloudTrailRecord, policy: Policy) -> Decision:
-    target = event_target(record)
-    user = target.resource_id if target else "unknown"
+def _assumed_access_key(record: CloudTrailRecord, user: str, policy: Policy) -> Assumed[Resource]:
     params, response = _params(record), _response(record)
-    keys = policy.keys
-    if user == ROOT_USER:
-        return decide_root_key_event(record)
+    keys, at = policy.keys, _at(record)
     if record.event_name == "CreateAccessKey":
-        access_key = response.get("accessKey") or {}
-        return Decision(
-            policy=POLICY,
-            verdict="ok",
-            resource=str(access_key.get("accessKeyId") or user),
-            reasons=[f"new access key for {user}: 0 days old (warning at {keys.access_key_warn_days})"],
-            assumptions=[f"{user}'s other access keys are read and checked at run time"],
+        created = response.get("accessKey") or {}
+        key = AccessKey(
+            user=user, user_arn="", active=True, created=at, key_id=str(created.get("accessKeyId") or "") or None
         )
-    key_id = str(params.get("accessKeyId") or user)
-    status = str(params.get("status") or "")
-    if status == "Active":
-        return Decision(
-            policy=POLICY,
-            verdict="ok",
-            resource=key_id,
-            reasons=[f"access key of {user} set Active"],
-            assumptions=[
-                f"its age is read at run time: older than {keys.access_key_max_age_days} days, it is deactivated "
-                "again" + (" (enforcing)" if keys.enforces("access_keys") else " (report-only: a finding)")
-            ],
+        said = f"the new key is active and created at the event time; {user}'s other access keys are read at run time"
+    else:
+        status = str(params.get("status") or "Active")
+        key = AccessKey(
+            user=user,
+            user_arn="",
+            active=status == "Active",
+            created=at,
+            key_id=str(params.get("accessKeyId") or "") or None,
         )
-    return Decision(
-        policy=POLICY, verdict="ok", resource=key_id, reasons=[f"access key of {user} set {status or 'unchanged'}"]
-    )
+        mode = "deactivated again" if keys.enforces("access_keys") else "reported (report-only)"
+        said = (
+            f"the key is {status}; its age, read at run time, is taken as 0 days here: older than "
+            f"{keys.access_key_max_age_days} days, it is {mode}"
+        )
+    return Assumed(key, (f"{said} ({_NOT_READ})", "no exemption or owner tag on the user"))
 
 
-def _explain_secret(record: CloudTrailRecord, policy: Policy) -> Decision:
-    target = event_target(record)
-    resource = target.resource_id if target else "unknown"
-    params = _params(record)
-    limit = policy.keys.secret_max_rotation_days
+def _assumed_secret(record: CloudTrailRecord, resource: str, policy: Policy) -> Assumed[Resource]:
+    params, response = _params(record), _response(record)
+    limit, at = policy.keys.secret_max_rotation_days, _at(record)
+    name = str(response.get("name") or params.get("name") or resource)
+    secret = Secret(arn=resource, name=name, created=at, tags=_request_tags(params, "key", "value"))
     rules = params.get("rotationRules") or {}
-    lambda_arn = params.get("rotationLambdaARN")
-    read = "the secret's rotation configuration is read at run time"
-    if record.event_name == "RotateSecret" and rules:
-        interval = rotation_interval_days(rules)
-        if interval is not None and interval > limit:
-            return Decision(
-                policy=POLICY,
-                verdict="act",
-                resource=resource,
-                actions=[
-                    SetSecretRotation(
-                        enforced=policy.keys.enforces("secrets"),
-                        secret_id=resource,
-                        rotation_lambda=lambda_arn,
-                        rotation_rules=policy_rules(rules, limit),
-                    )
-                ],
-                reasons=[f"rotation scheduled every {interval} days; policy allows at most {limit}"],
-                assumptions=["the schedule is set only if the secret has a rotation function (re-read before acting)"],
-                severity="warning",
-                rule="keys.secret.rotation_interval_too_long",
-            )
-        if interval is not None:
-            return Decision(
-                policy=POLICY,
-                verdict="ok",
-                resource=resource,
-                reasons=[f"rotation scheduled every {interval} days (policy: {limit})"],
-            )
-        return Decision(
-            policy=POLICY,
-            verdict="ok",
-            resource=resource,
-            reasons=[f"rotation rules {rules} could not be read from the event"],
-            assumptions=[read],
+    event = record.event_name
+    if event == "RotateSecret" and rules:
+        function = params.get("rotationLambdaARN")
+        secret = replace(
+            secret,
+            rotation_enabled=True,
+            rules=dict(rules),
+            lambda_arn=str(function or "(the secret's rotation function)"),
         )
-    if record.event_name in ("CancelRotateSecret", "CreateSecret"):
-        cancelled = record.event_name == "CancelRotateSecret"
-        started = "rotation was switched off" if cancelled else "a new secret has no rotation"
-        return Decision(
-            policy=POLICY,
-            verdict="act",
-            resource=resource,
-            actions=[Notify(enforced=False)],
-            reasons=[f"{started}; policy requires rotation at least every {limit} days"],
-            assumptions=[read + " (a schedule set since is seen; with a rotation function, the schedule is set)"],
-            severity="warning",
-            rule="keys.secret.no_rotation",
+        said = "rotation is on with the rules the call set, and the secret has a rotation function" + (
+            "" if function else " (RotateSecret needs one)"
         )
-    what = "rotation started with the stored schedule" if record.event_name == "RotateSecret" else "secret updated"
-    return Decision(policy=POLICY, verdict="ok", resource=resource, reasons=[what], assumptions=[read])
+    elif event in ("CreateSecret", "CancelRotateSecret"):
+        state = "a new secret has no rotation" if event == "CreateSecret" else "rotation is off as the call left it"
+        said = (
+            f"{state} and no rotation function (with one, the handler schedules rotation at the policy's "
+            f"{limit} days); a schedule set since is seen at run time"
+        )
+    else:
+        secret = replace(secret, rotation_enabled=True, rules={"AutomaticallyAfterDays": limit})
+        what = "rotation started with the stored schedule" if event == "RotateSecret" else "the secret was updated"
+        said = f"{what}; its stored schedule is within policy (every {limit} days): the real one is read at run time"
+    return Assumed(secret, (f"{said} ({_NOT_READ})", "no exemption or owner tag beyond those in the event"))
+
+
+_ASSUME = {"kms": _assumed_kms, "access_keys": _assumed_access_key, "secrets": _assumed_secret}
+
+
+def assumed_resource(record: CloudTrailRecord, policy: Policy) -> Assumed[Resource] | None:
+    """The key, access key or secret a successful trigger call concerns, as ``explain`` assumes it to be now.
+
+    None when the handler reads nothing (a failed call, a root access key, a record that names no resource).
+    """
+    target = event_target(record)
+    if record.failed or target is None or (target.kind == "access_keys" and target.resource_id == ROOT_USER):
+        return None
+    return _ASSUME[target.kind](record, target.resource_id, policy)
 
 
 def explain_record(record: CloudTrailRecord, source: str, policy: Policy) -> Decision:
-    """What the keys policy decides about one trigger event, from the event and the policy alone."""
+    """What the keys handler decides about one trigger event, on the resource as the event implies it to be."""
     failed = decide_failed_call(record)
     if failed is not None:
         return failed
-    if source == "aws.kms":
-        return _explain_kms(record, policy)
-    if source == "aws.iam":
-        return _explain_iam(record, policy)
-    return _explain_secret(record, policy)
+    target = event_target(record)
+    if target is None:
+        reason = f"{record.event_name} names no key, user or secret: the handler rejects it"
+        return Decision(policy=POLICY, verdict="ignored", resource=record.event_name, reasons=[reason])
+    if target.kind == "access_keys" and target.resource_id == ROOT_USER:
+        return decide_root_key_event(record)  # judged from the call itself, by the handler too
+    assumed = _ASSUME[target.kind](record, target.resource_id, policy)
+    at, resource = _at(record), assumed.state
+    if isinstance(resource, KmsKey):
+        return assumed.on(decide_kms_key(resource, policy, at))
+    if isinstance(resource, AccessKey):
+        return assumed.on(decide_access_key(resource, policy, at))
+    return assumed.on(decide_secret(resource, policy, at))
 
 
 def _matches(event: InboundEvent) -> bool:
     return any(cloudtrail_call(source, *names)(event) for source, names in EVENT_SOURCES.items())
 
 
-@explainer(POLICY, _matches)
+@explainer(
+    POLICY,
+    _matches,
+    decides=(decide_failed_call, decide_root_key_event, decide_kms_key, decide_access_key, decide_secret),
+)
 def explain_keys_event(event: InboundEvent, policy: Policy) -> list[Decision]:
     """``governor explain`` for the KMS, IAM and Secrets Manager calls that trigger an immediate check."""
     assert event.cloudtrail is not None

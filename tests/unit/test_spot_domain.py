@@ -260,7 +260,8 @@ def test_explain_warning_acts_with_checkpoint_record_notify() -> None:
     result = explain(fixture("interruption-warning.json"), parse_policy({}))
     assert result["verdict"] == "act"
     (decision,) = spot_decisions(result)
-    assert [a["type"] for a in decision["actions"]] == ["checkpoint", "record", "notify"]
+    # what the handler decides for a running fleet instance: deregister_from_target_groups is on by default
+    assert [a["type"] for a in decision["actions"]] == ["checkpoint", "deregister", "record", "notify"]
     assert all(a["enforced"] is False for a in decision["actions"])
     assert decision["resource"] == "i-1234567890abcdef0"
     assert any("explain reads nothing from AWS" in a for a in decision["assumptions"])
@@ -269,7 +270,7 @@ def test_explain_warning_acts_with_checkpoint_record_notify() -> None:
 def test_explain_warning_adds_replace_when_enabled() -> None:
     result = explain(fixture("interruption-warning.json"), policy(enforce=True, replacement="spot"))
     (decision,) = spot_decisions(result)
-    assert [a["type"] for a in decision["actions"]] == ["checkpoint", "replace", "record", "notify"]
+    assert [a["type"] for a in decision["actions"]] == ["checkpoint", "deregister", "replace", "record", "notify"]
     assert all(a["enforced"] for a in decision["actions"])
 
 

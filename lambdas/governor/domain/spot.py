@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from governor.domain.actions import AnyAction, Checkpoint, CompleteLifecycleAction, Deregister, Notify, Record, Replace
 from governor.domain.decision import Decision
-from governor.domain.explain import detail_type, explainer
+from governor.domain.explain import Assumed, detail_type, explainer
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership
 from governor.events.envelopes import InboundEvent, parse_model
 from governor.policy import Policy
@@ -313,12 +313,11 @@ def _warning_actions(
     team: str,
     auto_scaling_group: str | None,
     replace_from: tuple[str, str | None] | None,
-    instance_type: str | None,
-    deregister: bool,
+    instance_type: str,
 ) -> list[AnyAction]:
     enforce = policy.spot.enforce
     actions: list[AnyAction] = [_checkpoint_action(policy, plan)]
-    if deregister and policy.spot.deregister_from_target_groups:
+    if policy.spot.deregister_from_target_groups:
         actions.append(Deregister(enforced=enforce, target_groups="every target group listing it"))
     if auto_scaling_group and policy.spot.complete_lifecycle_action:
         actions.append(
@@ -338,7 +337,7 @@ def _warning_actions(
                 version=version or "$Default",
                 candidates=[
                     {"instance_type": c.instance_type, "zone": c.zone or "any"}
-                    for c in candidates(instance_type or "(the interrupted type)", policy)
+                    for c in candidates(instance_type, policy)
                 ],
             )
         )
@@ -376,7 +375,6 @@ def decide_warning(
         auto_scaling_group=instance.tags.get(ASG_TAG),
         replace_from=template,
         instance_type=instance.type,
-        deregister=True,
     )
     reasons = [
         f"Spot will {instance_action} {instance.type} {instance.id} in {instance.zone or 'its zone'} in about two "
@@ -603,101 +601,86 @@ def interruption_stats(items: Iterable[Mapping[str, Any]]) -> InterruptionStats:
 
 
 # --- governor explain ------------------------------------------------------------------------------------------
+# The handler's decisions on the state explain assumes instead of reading it: decide_warning and decide_rebalance on
+# an assumed instance, decide_state_change and decide_command_status on an assumed ledger (no interruption record).
 
 _LIVE = "explain reads nothing from AWS"
+ASSUMED_TEMPLATE = ("(the instance's launch template)", "(the version it was launched with)")
 
 
-@explainer(POLICY, detail_type(SOURCE, WARNING))
-def explain_warning(event: InboundEvent, policy: Policy) -> list[Decision]:
-    """The warning's decision for a running, non-exempt GPU Spot instance, with everything assumed said so."""
-    detail = parse_model(WarningDetail, event.detail)
-    plan = CheckpointPlan(policy.spot.checkpoint_command, "policy", policy.spot.checkpoint_timeout_seconds)
-    replace = policy.spot.replacement != "none"
-    actions = _warning_actions(
-        policy,
-        plan,
-        owner="(owner tag)",
-        team="(team tag)",
-        auto_scaling_group=None,
-        replace_from=("(the instance's launch template)", "(the version it was launched with)") if replace else None,
-        instance_type=None,
-        deregister=False,
+def assumed_instance(instance_id: str, policy: Policy, at: dt.datetime) -> Assumed[Instance]:
+    """The instance as the handler would re-read it when it is ours to protect: running, a GPU type of the fleet,
+    carrying ``fleet.fleet_tags``, no exemption, no Auto Scaling group or EC2 fleet, launched from a template."""
+    fleet = policy.fleet
+    family = fleet.gpu_families[0] if fleet.gpu_families else "g"
+    tags = {**fleet.fleet_tags, fleet.owner_tag: "(owner tag)", fleet.team_tag: "(team tag)"}
+    instance = Instance(
+        id=instance_id,
+        type=f"{family}-family GPU instance",
+        state="running",
+        launch_time=at,
+        tags=tags,
+        lifecycle="spot",
+        launch_template_id=ASSUMED_TEMPLATE[0],
+        launch_template_version=ASSUMED_TEMPLATE[1],
     )
     assumptions = [
-        f"{detail.instance_id} is a running GPU instance of the fleet and not exempt ({_LIVE}; the handler re-reads it "
-        "and records gone, non-GPU or exempt instances as ignored)",
-        f"the command is the policy default unless the instance's {policy.fleet.checkpoint_command_tag} tag names an "
-        "entry of fleet.checkpoint_commands, and it is sent only to instances carrying fleet.fleet_tags",
-        "the instance runs the SSM agent (else the checkpoint is recorded as not delivered)",
-        "target groups and Auto Scaling membership are not known here: when enforcing, the handler also deregisters "
-        "the instance from every target group listing it and completes a held lifecycle action after the checkpoint",
+        f"{instance_id} is a running GPU Spot instance of the fleet, not exempt ({_LIVE}; the handler re-reads it and "
+        "records gone, non-GPU or exempt instances as ignored)",
+        f"it carries fleet.fleet_tags and no {fleet.checkpoint_command_tag} tag, so the checkpoint is the policy's "
+        "command; a tag may name another entry of fleet.checkpoint_commands",
+        "it runs the SSM agent (else the checkpoint is recorded as not delivered)",
+        "it belongs to no Auto Scaling group or EC2/Spot fleet (with one, the handler completes a held lifecycle "
+        "action after the checkpoint and launches no replacement) and was launched from a launch template",
     ]
-    if replace:
-        assumptions.append(
-            "the instance was launched from a launch template and not by an Auto Scaling group or EC2/Spot fleet "
-            "(which replace their own capacity)"
-        )
-    reasons = [
-        f"Spot will {detail.instance_action} {detail.instance_id} in about two minutes; the job gets "
-        f"{plan.timeout_seconds}s to checkpoint"
-    ]
-    if not policy.spot.enforce:
-        reasons.append("report-only (spot.enforce: false): nothing is sent or changed, the interruption is recorded")
-    return [
-        Decision(
-            policy=POLICY,
-            verdict="act",
-            resource=detail.instance_id,
-            actions=actions,
-            reasons=reasons,
-            assumptions=assumptions,
-            severity="warning",
-            rule="spot-interruption",
-        )
-    ]
+    return Assumed(instance, tuple(assumptions))
 
 
-@explainer(POLICY, detail_type(SOURCE, REBALANCE))
+@explainer(POLICY, detail_type(SOURCE, WARNING), decides=(decide_warning,))
+def explain_warning(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """The warning's decision, by ``decide_warning``, for the instance as :func:`assumed_instance` assumes it."""
+    detail = parse_model(WarningDetail, event.detail)
+    at = _event_time(event)
+    assumed = assumed_instance(detail.instance_id, policy, at)
+    return [assumed.on(decide_warning(detail.instance_id, assumed.state, detail.instance_action, policy, at))]
+
+
+@explainer(POLICY, detail_type(SOURCE, REBALANCE), decides=(decide_rebalance,))
 def explain_rebalance(event: InboundEvent, policy: Policy) -> list[Decision]:
-    """The rebalance decision for a running, non-exempt GPU instance (checkpoint early or record, per policy)."""
+    """The rebalance decision, by ``decide_rebalance``, for the instance as :func:`assumed_instance` assumes it."""
     detail = parse_model(RebalanceDetail, event.detail)
-    plan = CheckpointPlan(policy.spot.checkpoint_command, "policy", policy.spot.checkpoint_timeout_seconds)
-    return [
-        Decision(
-            policy=POLICY,
-            verdict="act",
-            resource=detail.instance_id,
-            actions=_rebalance_actions(policy, plan, "(owner tag)", "(team tag)"),
-            reasons=[_rebalance_reason(policy, detail.instance_id)],
-            assumptions=[
-                f"{detail.instance_id} is a running GPU instance of the fleet and not exempt ({_LIVE})",
-                f"the command is the policy default unless the instance's {policy.fleet.checkpoint_command_tag} tag "
-                "names an entry of fleet.checkpoint_commands",
-            ],
-            rule="spot-rebalance",
-        )
-    ]
+    at = _event_time(event)
+    assumed = assumed_instance(detail.instance_id, policy, at)
+    return [assumed.on(decide_rebalance(detail.instance_id, assumed.state, policy, at))]
 
 
-@explainer(POLICY, detail_type(SOURCE, STATE_CHANGE))
+def _no_record(instance_id: str) -> Assumed[InterruptionRecord | None]:
+    return Assumed(
+        None,
+        (
+            f"the ledger holds no interruption record for {instance_id} ({_LIVE} nor the ledger); had the governor "
+            "handled a warning for it, the record would now be completed",
+        ),
+    )
+
+
+@explainer(POLICY, detail_type(SOURCE, STATE_CHANGE), decides=(decide_state_change,))
 def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
     """Without the ledger, a stop or termination concerns no known interruption: ``ignored``, with the assumption."""
     detail = parse_model(StateChangeDetail, event.detail)
-    decision = decide_state_change(detail.instance_id, detail.state, None, policy)
-    if detail.state in FINAL_STATES:
-        decision.assumptions.append(
-            f"the ledger holds no interruption record for {detail.instance_id} ({_LIVE} nor the ledger); had the "
-            f"governor handled a warning for it, the record would now be completed with status {detail.state}"
-        )
-    return [decision]
+    assumed = _no_record(detail.instance_id)
+    return [assumed.on(decide_state_change(detail.instance_id, detail.state, assumed.state, policy))]
 
 
-@explainer(POLICY, detail_type(SSM_SOURCE, COMMAND_STATUS))
+@explainer(POLICY, detail_type(SSM_SOURCE, COMMAND_STATUS), decides=(decide_command_status,))
 def explain_command_status(event: InboundEvent, policy: Policy) -> list[Decision]:
     """Without the ledger, a command status matches no checkpoint the governor sent: ``ignored``."""
     detail = parse_model(CommandStatusDetail, event.detail)
-    decision = decide_command_status(detail.instance_id, detail.command_id, detail.status, None, policy)
-    decision.assumptions.append(
-        f"command {detail.command_id} is not a checkpoint recorded in the ledger (explain does not read the ledger)"
-    )
-    return [decision]
+    assumed = _no_record(detail.instance_id)
+    decision = decide_command_status(detail.instance_id, detail.command_id, detail.status, assumed.state, policy)
+    return [assumed.on(decision)]
+
+
+def _event_time(event: InboundEvent) -> dt.datetime:
+    at = event.time or dt.datetime.now(dt.UTC)
+    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)

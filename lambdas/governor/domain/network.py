@@ -12,11 +12,11 @@ import datetime as dt
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from governor.domain.actions import AnyAction, Notify, RemovePublicIp, RevokeIngress
 from governor.domain.decision import Decision, Severity
-from governor.domain.explain import cloudtrail_call, explainer
+from governor.domain.explain import Assumed, cloudtrail_call, explainer
 from governor.domain.fleet import Instance, exemption
 from governor.events.envelopes import CloudTrailRecord, InboundEvent
 from governor.policy import Exemptions, Policy, PortRange
@@ -607,6 +607,57 @@ def decide_group(
     )
 
 
+class LiveGroup(Protocol):
+    """A security group as it is now (the adapter's ``GroupState``, or ``explain``'s assumed one)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def tags(self) -> dict[str, str]: ...
+
+    @property
+    def rules(self) -> tuple[IngressRule, ...]: ...
+
+
+def decide_group_call(
+    call: NetworkCall,
+    live: LiveGroup | None,
+    fleet_groups: set[str],
+    policy: Policy,
+    *,
+    assumptions: Sequence[str] = (),
+) -> Decision:
+    """Judge the rules a call added or changed as they are now (re-read), never the event's copy alone.
+
+    A group gone since is ``ignored``; one outside ``network.scope`` (``fleet_groups``: the groups attached to GPU
+    instances) is recorded and left alone; a rule no longer in the group is noted, not revoked.
+    """
+    if live is None:
+        return Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource=call.group or "unknown",
+            reasons=[f"{call.group} no longer exists; nothing to revoke"],
+            rule=RULE_GROUP,
+        )
+    why = out_of_scope(live.group_id, live.tags, fleet_groups, policy)
+    if why:
+        return scoped_out(live.group_id, why)
+    gone: list[IngressRule] = []
+    if call.name == "CreateSecurityGroup":
+        wanted = list(live.rules)
+    else:
+        wanted, gone = match_live(call.rules, live.rules)
+    notes = [f"{rule.describe()} is no longer in the group; nothing to revoke" for rule in gone]
+    return decide_group(
+        live.group_id, wanted, policy, tags=live.tags, group_name=live.name, notes=notes, assumptions=assumptions
+    )
+
+
 @dataclass(frozen=True)
 class PublicAddress:
     """A public IPv4 address on an instance: an Elastic IP (disassociated) or auto-assigned (dropped via its ENI)."""
@@ -746,29 +797,10 @@ def _interface_public_ip(call: NetworkCall, policy: Policy, now: dt.datetime) ->
 
 
 def decide_call(call: NetworkCall, policy: Policy, now: dt.datetime) -> list[Decision]:
-    """Decide from the event alone (``governor explain``); what the handler re-reads live is listed as assumptions."""
+    """Failed calls, and public-address calls decided on the address the call gave (the handler: for a failed call or
+    a removed address; ``explain``: for every address call, the instance assumed a GPU one, as its assumptions say)."""
     if call.failed:
         return [failed_call(call)]
-    if call.name in ("AuthorizeSecurityGroupIngress", "ModifySecurityGroupRules"):
-        group = call.group or "unknown"
-        live_note = ["each rule is re-read before it is revoked; a rule already gone is left alone"]
-        return [
-            decide_group(
-                group, call.rules, policy, tags=call.group_tags, group_name=call.group_name, assumptions=live_note
-            )
-        ]
-    if call.name == "CreateSecurityGroup":
-        group = call.group or "unknown"
-        return [
-            decide_group(
-                group,
-                [],
-                policy,
-                tags=call.group_tags,
-                group_name=call.group_name,
-                notes=["a new group has no ingress rules yet; each rule is judged when it is added"],
-            )
-        ]
     if call.name == "RunInstances":
         decisions = []
         for launched in call.instances:
@@ -807,11 +839,44 @@ def decide_call(call: NetworkCall, policy: Policy, now: dt.datetime) -> list[Dec
     return []
 
 
-@explainer(POLICY, cloudtrail_call("aws.ec2", *EVENT_NAMES))
+@dataclass(frozen=True)
+class AssumedGroup:
+    """A security group as ``explain`` assumes it is now: as the call left it (see :func:`assumed_group`)."""
+
+    group_id: str
+    name: str | None
+    tags: dict[str, str]
+    rules: tuple[IngressRule, ...]
+
+
+def assumed_group(call: NetworkCall) -> Assumed[AssumedGroup]:
+    """The group a security-group call changed, as the handler would re-read it: still there, attached to a GPU
+    instance of the fleet, holding the rules the call added (a new group: none), tagged as the event says."""
+    group = call.group or "unknown"
+    rules = () if call.name == "CreateSecurityGroup" else call.rules
+    assumptions = [
+        f"{group} still exists and is attached to a GPU instance of the fleet (within network.scope 'fleet'; "
+        "explain reads nothing from AWS)",
+        "each rule is still in the group as the call added it; the handler re-reads the group before revoking, and "
+        "a rule already gone is left alone",
+    ]
+    if call.name == "CreateSecurityGroup":
+        assumptions[1] = "a new group has no ingress rules yet; each rule is judged when it is added"
+    if call.group_tags is None:
+        assumptions.append(f"{group} carries no tags (a group protected by tag would be reported and left unchanged)")
+    return Assumed(AssumedGroup(group, call.group_name, dict(call.group_tags or {}), rules), tuple(assumptions))
+
+
+@explainer(POLICY, cloudtrail_call("aws.ec2", *EVENT_NAMES), decides=(decide_group_call, decide_call))
 def explain_network(event: InboundEvent, policy: Policy) -> list[Decision]:
-    """Security-group and public-address calls, decided from the CloudTrail record and the policy alone."""
+    """Security-group and public-address calls: the handler's decisions on the state the event implies."""
     assert event.cloudtrail is not None  # guaranteed by the matcher
-    return decide_call(parse_call(event.cloudtrail), policy, event.time or event.cloudtrail.event_time)
+    call = parse_call(event.cloudtrail)
+    if not call.failed and call.name in SECURITY_GROUP_EVENTS:
+        assumed = assumed_group(call)
+        group = assumed.state
+        return [assumed.on(decide_group_call(call, group, {group.group_id}, policy))]
+    return decide_call(call, policy, event.time or event.cloudtrail.event_time)
 
 
 # --- scope and blast radius ------------------------------------------------------------------------------------------

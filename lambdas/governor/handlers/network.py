@@ -22,15 +22,14 @@ from governor.domain.fleet import Instance, ownership
 from governor.domain.network import (
     EVENT_NAMES,
     SECURITY_GROUP_EVENTS,
-    IngressRule,
     NetworkCall,
     PublicAddress,
     decide_call,
     decide_group,
+    decide_group_call,
     decide_public_ip,
     fleet_group_ids,
     limit_revocations,
-    match_live,
     out_of_scope,
     parse_call,
     public_address,
@@ -95,29 +94,11 @@ def parse(raw: Any) -> CloudTrailEvent | GovernorEvent:
 def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Judged:
     """Judge the rules this call added or changed, as they are now (re-read), never the event's copy alone."""
     live = aws.groups.group(call.group_id, None if call.group_id else call.group_name)
-    if live is None:
-        gone_group = Decision(
-            policy="network",
-            verdict="ignored",
-            resource=call.group or "unknown",
-            reasons=[f"{call.group} no longer exists; nothing to revoke"],
-            rule="network.security-group",
-        )
-        return gone_group, {}
-    if runtime.policy.network.scope != "all":
+    fleet_groups: set[str] = set()
+    if live is not None and runtime.policy.network.scope != "all":
         gpus = aws.instances.gpu_instances(runtime.policy.fleet, states=("pending", "running"))
         fleet_groups = fleet_group_ids(gpus, runtime.policy)
-        why = out_of_scope(live.group_id, live.tags, fleet_groups, runtime.policy)
-        if why:
-            return scoped_out(live.group_id, why), live.tags
-    gone: list[IngressRule] = []
-    if call.name == "CreateSecurityGroup":
-        wanted = list(live.rules)
-    else:
-        wanted, gone = match_live(call.rules, live.rules)
-    notes = [f"{rule.describe()} is no longer in the group; nothing to revoke" for rule in gone]
-    decision = decide_group(live.group_id, wanted, runtime.policy, tags=live.tags, group_name=live.name, notes=notes)
-    return decision, live.tags
+    return decide_group_call(call, live, fleet_groups, runtime.policy), live.tags if live is not None else {}
 
 
 def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> Judged:

@@ -10,15 +10,15 @@ from __future__ import annotations
 import datetime as dt
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from governor.domain.actions import Notify
-from governor.domain.decision import Decision, Finding, Severity
-from governor.domain.explain import detail_type, explainer
+from governor.domain.actions import AnyAction, Notify
+from governor.domain.decision import Decision, Finding, Severity, Verdict
+from governor.domain.explain import Assumed, detail_type, explainer
 from governor.domain.times import parse_time
 from governor.events.envelopes import InboundEvent, InvalidEventError
 from governor.policy import NotificationsPolicy, Policy
@@ -460,49 +460,82 @@ def severity_at_least(severity: Severity, floor: Severity) -> bool:
     return SEVERITY_RANK[severity] >= SEVERITY_RANK[floor]
 
 
+# --- the decision: route, merge, deliver ---------------------------------------------------------------------------
+
+
+def notification_decision(
+    finding: Finding, verdict: Verdict, reasons: list[str], actions: Sequence[AnyAction], rule: str
+) -> Decision:
+    """The ledger's record of what became of one finding (the notifier's decisions all have this shape)."""
+    return Decision(
+        policy="notifications",
+        verdict=verdict,
+        resource=finding.resource,
+        actions=list(actions),
+        reasons=reasons,
+        evidence={"finding_rule": finding.rule, "severity": finding.severity, "title": finding.title},
+        severity=finding.severity,
+        rule=rule,
+    )
+
+
+@dataclass(frozen=True)
+class NotificationPlan:
+    """The decision about one finding, and the merge step behind it (None when it is not routed now)."""
+
+    decision: Decision
+    step: MergeStep | None = None
+
+    @property
+    def digest(self) -> bool:
+        return self.decision.rule == "notifications.digest"
+
+
+def decide_notification(
+    finding: Finding,
+    policy: NotificationsPolicy,
+    merge_state: Callable[[], Mapping[str, Any] | None],
+    now: dt.datetime,
+) -> NotificationPlan:
+    """Held for the digest, not routed, merged into a recent message, or delivered to each routed destination.
+
+    ``merge_state`` reads the state kept for the finding's resource and rule; it is called only for a routed finding.
+    """
+    where = route(finding, policy)
+    if where.digest:
+        return NotificationPlan(notification_decision(finding, "ok", [where.reason], [], "notifications.digest"))
+    if where.empty:
+        return NotificationPlan(notification_decision(finding, "ignored", [where.reason], [], "notifications.route"))
+    state = merge_state()
+    step = merge(finding, dict(state) if state is not None else None, policy.merge_window_minutes, now)
+    if not step.send:
+        return NotificationPlan(notification_decision(finding, "ok", [step.reason], [], "notifications.merged"), step)
+    actions = [
+        Notify(enforced=policy.enforce, channel=d.channel, target=list(d.target))
+        for d in plan_deliveries([step.item], policy)
+    ]
+    reasons = [f"routed by {where.reason}", step.reason]
+    return NotificationPlan(notification_decision(finding, "act", reasons, actions, "notifications.deliver"), step)
+
+
 # --- governor explain ----------------------------------------------------------------------------------------------
 
 
-@explainer("notifications", detail_type("gpu-fleet-governor", "Governor Finding"))
+@explainer("notifications", detail_type("gpu-fleet-governor", "Governor Finding"), decides=(decide_notification,))
 def explain_finding(event: InboundEvent, policy: Policy) -> list[Decision]:
-    """Where a finding would be sent, from the event and the policy; the merge state is the one thing not read."""
+    """Where a finding would go, by the notifier's ``decide_notification``; the merge state is assumed empty."""
     try:
         finding = Finding.model_validate(event.detail)
     except ValidationError as error:
         raise InvalidEventError(f"invalid Governor Finding: {error.errors()[0]['msg']}", event.id) from None
-    notifications = policy.notifications
-    where = route(finding, notifications)
-    assumptions = [
-        f"merge state not read: a finding about {finding.resource} / {finding.rule} already sent in the last "
-        f"{notifications.merge_window_minutes} min would be merged instead of sent"
-    ]
-    if where.empty:
-        return [
-            Decision(
-                policy="notifications",
-                verdict="ignored",
-                resource=finding.resource,
-                reasons=[where.reason],
-                severity=finding.severity,
-                rule="notifications.route",
-            )
-        ]
-    actions = [
-        Notify(enforced=notifications.enforce, channel=d.channel, target=list(d.target))
-        for d in plan_deliveries([MergedFinding(finding)], notifications)
-    ]
-    reasons = [f"severity {finding.severity}, routed by {where.reason}"]
-    if not notifications.enforce:
-        reasons.append("notifications.enforce is false: rendered and logged, not sent")
-    return [
-        Decision(
-            policy="notifications",
-            verdict="act",
-            resource=finding.resource,
-            actions=actions,
-            reasons=reasons,
-            assumptions=assumptions,
-            severity=finding.severity,
-            rule="notifications.deliver",
-        )
-    ]
+    window = policy.notifications.merge_window_minutes
+    assumed: Assumed[Mapping[str, Any] | None] = Assumed(
+        None,
+        (
+            f"merge state not read: no finding about {finding.resource} / {finding.rule} was sent in the last "
+            f"{window} min (else this one would be merged instead of sent)",
+        ),
+    )
+    at = event.time or finding.at
+    plan = decide_notification(finding, policy.notifications, lambda: assumed.state, at)
+    return [assumed.on(plan.decision) if plan.step is not None else plan.decision]

@@ -18,8 +18,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.ses import Attachment
-from governor.domain.actions import AnyAction, Notify
-from governor.domain.decision import Decision, Finding
+from governor.domain.decision import Finding
 from governor.domain.interactions import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
 from governor.domain.notify import (
     DELIVERY_KIND,
@@ -28,11 +27,10 @@ from governor.domain.notify import (
     Email,
     MergedFinding,
     Message,
+    decide_notification,
     email_for,
-    merge,
     merge_key,
     plan_deliveries,
-    route,
     slack_messages,
 )
 from governor.events.envelopes import InvalidEventError, parse_model
@@ -130,19 +128,6 @@ def account_of(context: Any) -> str | None:
     return parts[4] if len(parts) > 4 and parts[4].isdigit() else None
 
 
-def _decision(finding: Finding, verdict: Any, reasons: list[str], actions: Sequence[AnyAction], rule: str) -> Decision:
-    return Decision(
-        policy="notifications",
-        verdict=verdict,
-        resource=finding.resource,
-        actions=list(actions),
-        reasons=reasons,
-        evidence={"finding_rule": finding.rule, "severity": finding.severity, "title": finding.title},
-        severity=finding.severity,
-        rule=rule,
-    )
-
-
 def with_buttons(item: MergedFinding, runtime: Runtime, now: dt.datetime) -> MergedFinding:
     """Keep 4 h / Keep until tomorrow / Stop now on idle warnings, Acknowledge on Spot and security findings, when
     ``interactions.buttons`` is on. The buttons carry an opaque token; what it stands for stays in the ledger."""
@@ -164,28 +149,21 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     """Route, merge, record, then deliver; merge state advances only once every channel has the message."""
     policy = runtime.policy.notifications
     finding: Finding = parsed.detail
-    where = route(finding, policy)
-    if where.digest:
-        runtime.ledger.record(_decision(finding, "ok", [where.reason], [], "notifications.digest"), event_id=parsed.id)
-        metrics.add_metric(name="FindingsHeldForDigest", unit="Count", value=1)
-        return {"status": "digest", "reason": where.reason}
-    if where.empty:
-        runtime.ledger.record(
-            _decision(finding, "ignored", [where.reason], [], "notifications.route"), event_id=parsed.id
-        )
-        return {"status": "not-sent", "reason": where.reason}
     key = merge_key(finding)
-    step = merge(finding, runtime.ledger.get_item(MERGE_KIND, key), policy.merge_window_minutes, now)
+    plan = decide_notification(finding, policy, lambda: runtime.ledger.get_item(MERGE_KIND, key), now)
+    runtime.ledger.record(plan.decision, event_id=parsed.id)
+    step = plan.step
+    if plan.digest:
+        metrics.add_metric(name="FindingsHeldForDigest", unit="Count", value=1)
+        return {"status": "digest", "reason": plan.decision.reasons[0]}
+    if step is None:
+        return {"status": "not-sent", "reason": plan.decision.reasons[0]}
     if not step.send:
-        runtime.ledger.record(_decision(finding, "ok", [step.reason], [], "notifications.merged"), event_id=parsed.id)
         runtime.ledger.put_item(MERGE_KIND, key, step.state)
         metrics.add_metric(name="FindingsMerged", unit="Count", value=1)
         return {"status": "merged", "merged": step.item.merged}
     item = with_buttons(step.item, runtime, now)
     deliveries = plan_deliveries([item], policy)
-    actions = [Notify(enforced=policy.enforce, channel=d.channel, target=list(d.target)) for d in deliveries]
-    reasons = [f"routed by {where.reason}", step.reason]
-    runtime.ledger.record(_decision(finding, "act", reasons, actions, "notifications.deliver"), event_id=parsed.id)
     rendered = {d.key: (slack_messages(d.items) if d.channel == "slack" else email_for(d.items)) for d in deliveries}
     if not policy.enforce:
         for delivery in deliveries:

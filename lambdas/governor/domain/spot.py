@@ -668,7 +668,8 @@ def _no_record(instance_id: str) -> Assumed[InterruptionRecord | None]:
 def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
     """Without the ledger, a stop or termination concerns no known interruption: ``ignored``, with the assumption."""
     detail = parse_model(StateChangeDetail, event.detail)
-    assumed = _no_record(detail.instance_id)
+    # only a stop or termination looks the record up; other states are decided from the event alone
+    assumed = _no_record(detail.instance_id) if detail.state in FINAL_STATES else Assumed(None, ())
     return [assumed.on(decide_state_change(detail.instance_id, detail.state, assumed.state, policy))]
 
 

@@ -398,3 +398,22 @@ def test_handlers_import_the_shared_functions_not_copies() -> None:
     assert spot_handler.decide_rebalance is spot_domain.decide_rebalance
     assert lifecycle_handler.domain.decide_state_change is lifecycle_domain.decide_state_change
     assert notifier_handler.decide_notification is notify_domain.decide_notification
+
+
+def test_a_keys_call_naming_no_resource_is_refused_as_the_handler_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from governor_cli.main import main
+
+    record = load(FIXTURES / "keys" / "disable_key_rotation.json") | {
+        "requestParameters": None,
+        "responseElements": None,
+    }
+    path = tmp_path / "no-key.json"
+    path.write_text(json.dumps(record))
+    assert main(["explain", str(path), "--policy", str(ROOT / "governor.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "names no key" in err and "Traceback" not in err
+    world = keys_world.world()
+    world.run(cloudtrail_event(record))
+    assert world.dlq.messages and "names no key" in str(world.dlq.messages[0])

@@ -984,9 +984,10 @@ def explain_record(record: CloudTrailRecord, source: str, policy: Policy) -> Dec
     if failed is not None:
         return failed
     target = event_target(record)
-    if target is None:
-        reason = f"{record.event_name} names no key, user or secret: the handler rejects it"
-        return Decision(policy=POLICY, verdict="ignored", resource=record.event_name, reasons=[reason])
+    if target is None:  # the handler parks such an event in its DLQ; explain refuses it the same way (exit 2)
+        raise InvalidEventError(
+            f"{record.event_name} record names no key, user or secret (requestParameters missing)", record.event_id
+        )
     if target.kind == "access_keys" and target.resource_id == ROOT_USER:
         return decide_root_key_event(record)  # judged from the call itself, by the handler too
     assumed = _ASSUME[target.kind](record, target.resource_id, policy)

@@ -219,6 +219,12 @@ def _hold_round(runtime: Any, sweep: str, round_id: str, held: list[str], count:
     box.flush()
 
 
+def breaker_key(account: str, region: str) -> str:
+    """The ledger key of one target's idle circuit breaker (kind ``idle-breaker``): what ``governor idle rearm``
+    must write to re-arm the breaker of one account and region in organisation mode."""
+    return f"{BREAKER_KEY}#{account}#{region}"
+
+
 class TargetLedger:
     """The ledger as one target's sweep sees it: per-target state keyed by account and region, and the items it
     writes stamped with them so queries (marks, outbox) return only this target's (and unstamped) items."""
@@ -233,7 +239,7 @@ class TargetLedger:
         return getattr(self._ledger, name)
 
     def _key(self, kind: str, key: str) -> str:
-        return f"{key}#{self.scope}" if kind in PER_TARGET_KEYS and key == BREAKER_KEY else key
+        return breaker_key(self.account, self.region) if kind in PER_TARGET_KEYS and key == BREAKER_KEY else key
 
     def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str:
         return self._ledger.record(decision, event_id=event_id, at=at)

@@ -294,3 +294,13 @@ def test_the_spoke_forwarding_rules_park_undelivered_events(org: OrgSynth) -> No
     (policy,) = org.of_type(org.spoke, "AWS::SQS::QueuePolicy").values()
     text = json.dumps(policy)
     assert "events.amazonaws.com" in text and "aws:SourceArn" in text
+
+
+def test_an_account_list_too_long_for_lambdas_environment_stops_the_synth() -> None:
+    from governor.policy import Policy
+    from infra.constructs.organization import ENVIRONMENT_LIMIT, fanout_environment_bytes
+
+    few = OrganizationSettings.model_validate({**ORG, "sweep_accounts": [f"{n:012d}" for n in range(1, 41)]})
+    many = OrganizationSettings.model_validate({**ORG, "sweep_accounts": [f"{n:012d}" for n in range(1, 301)]})
+    assert fanout_environment_bytes(Policy(), few, "idle", ("idle",)) < ENVIRONMENT_LIMIT
+    assert fanout_environment_bytes(Policy(), many, "idle", ("idle",)) > ENVIRONMENT_LIMIT

@@ -43,6 +43,8 @@ SWEEP_FAILED = "organization.sweep-failed"
 ORG_BREAKER = "organization.breaker-open"
 #: Ledger kinds whose single item is one target's state: keyed per account and region inside a target's run.
 PER_TARGET_KEYS = frozenset({BREAKER_KIND})
+#: The sweep whose per-target circuit breakers the organisation-wide breaker counts (the only one that has them).
+BREAKER_SWEEP = "idle"
 
 _ACCOUNT = r"^\d{12}$"
 _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
@@ -178,7 +180,7 @@ def plan(
             raise RuntimeError("organisation fan-out: no account list and no Organizations client")
         accounts = organization.accounts(config.ou_ids)
     accounts = [config.home_account, *(a for a in accounts if a != config.home_account)]
-    held = open_breakers(runtime.ledger)
+    held = open_breakers(runtime.ledger) if sweep == BREAKER_SWEEP else []
     hold = len(held) >= config.breaker_targets
     planned = targets(sweep, accounts, config.regions, round_id=round_id, time=time, hold=hold)
     if hold:

@@ -141,6 +141,8 @@ def test_the_organisation_breaker_holds_the_round_report_only() -> None:
     held = fanout.Target.model_validate(queue.bodies[0])
     fanout.run_target(held, rt, lambda e, r: enforced.append(r.policy.idle.enforce) or {})
     assert enforced == [False] and rt.policy.idle.enforce  # only the held round's copy is report-only
+    network = fanout.plan(schedule(), rt, "network", config, queue=Queue())
+    assert network["breaker"] == "closed"  # idle breakers hold idle rounds, not the network drift sweep
 
 
 @pytest.mark.parametrize("event", [{"detail-type": "Stop Requested", "source": "governor.interactions", "id": "s"}, {}])

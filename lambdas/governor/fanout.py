@@ -46,6 +46,12 @@ PER_TARGET_KEYS = frozenset({BREAKER_KIND})
 #: The sweep whose per-target circuit breakers the organisation-wide breaker counts (the only one that has them).
 BREAKER_SWEEP = "idle"
 
+#: Sweeps made of parts (their Scheduled Event's ``detail.kinds``): every part, and the parts that concern
+#: account-wide resources (IAM is global), which a target sweeps in the first configured region only.
+SWEEP_PARTS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
+    "keys": (("kms", "access_keys", "secrets"), frozenset({"access_keys"})),
+}
+
 _ACCOUNT = r"^\d{12}$"
 _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
 
@@ -83,6 +89,8 @@ class Target(BaseModel):
     time: dt.datetime
     #: The organisation-wide breaker is open: this round acts on nothing (report-only), it only records and reports.
     hold: bool = False
+    #: The target's Scheduled Event detail (for a sweep made of parts, the parts to sweep here).
+    detail: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def event_id(self) -> str:
@@ -100,7 +108,7 @@ class Target(BaseModel):
             "region": self.region,
             "time": self.time.isoformat().replace("+00:00", "Z"),
             "resources": [],
-            "detail": {},
+            "detail": dict(self.detail),
         }
 
 
@@ -120,13 +128,24 @@ def targets(
     round_id: str,
     time: dt.datetime,
     hold: bool = False,
+    parts: Sequence[str] | None = None,
 ) -> list[Target]:
-    """Every (account, region) of a round, each once, accounts in order then regions: what :func:`plan` enqueues."""
+    """Every (account, region) of a round, each once, accounts in order then regions: what :func:`plan` enqueues.
+
+    For a sweep made of parts (:data:`SWEEP_PARTS`), each target names its parts (``parts``, or all), account-wide
+    ones in the first region only; a region left with no part gets no target.
+    """
     regions = list(dict.fromkeys(regions))
+    details: dict[str, dict[str, Any]] = {r: {} for r in regions}
+    if sweep in SWEEP_PARTS:
+        every, account_wide = SWEEP_PARTS[sweep]
+        chosen = [p for p in every if parts is None or p in parts]
+        details = {r: {"kinds": [p for p in chosen if n == 0 or p not in account_wide]} for n, r in enumerate(regions)}
     return [
-        Target(sweep=sweep, account=a, region=r, round_id=round_id, time=time, hold=hold)
+        Target(sweep=sweep, account=a, region=r, round_id=round_id, time=time, hold=hold, detail=details[r])
         for a in dict.fromkeys(accounts)
         for r in regions
+        if details[r].get("kinds", True)
     ]
 
 
@@ -182,7 +201,9 @@ def plan(
     accounts = [config.home_account, *(a for a in accounts if a != config.home_account)]
     held = open_breakers(runtime.ledger) if sweep == BREAKER_SWEEP else []
     hold = len(held) >= config.breaker_targets
-    planned = targets(sweep, accounts, config.regions, round_id=round_id, time=time, hold=hold)
+    detail = event.get("detail")
+    parts = detail.get("kinds") if isinstance(detail, dict) and isinstance(detail.get("kinds"), list) else None
+    planned = targets(sweep, accounts, config.regions, round_id=round_id, time=time, hold=hold, parts=parts)
     if hold:
         _hold_round(runtime, sweep, round_id, held, len(planned), config)
     queue.send([t.model_dump(mode="json") for t in planned])
@@ -193,7 +214,7 @@ def plan(
         "event_id": round_id,
         "sweep": sweep,
         "targets": len(planned),
-        "accounts": len(accounts),
+        "accounts": len(dict.fromkeys(accounts)),
         "regions": len(config.regions),
         "breaker": "open" if hold else "closed",
     }

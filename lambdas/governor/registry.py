@@ -272,6 +272,7 @@ REGISTRY = Registry(
     Capability(
         name="keys",
         member_accounts=True,
+        fans_out=True,
         section="keys",
         description="Keeps KMS keys, IAM access keys and secrets rotated within the keys policy",
         triggers=(

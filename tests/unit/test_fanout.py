@@ -151,3 +151,18 @@ def test_anything_else_goes_on_as_in_a_single_account(event: dict[str, Any]) -> 
     single = runtime()
     single.extras.clear()
     assert fanout.dispatch(schedule(), single, "idle", lambda e, r: {}) is None
+
+
+def test_account_wide_parts_of_a_sweep_run_in_the_first_region_only() -> None:
+    from governor.handlers.keys import ALL_KINDS, parse_trigger
+
+    assert fanout.SWEEP_PARTS["keys"][0] == ALL_KINDS
+    planned = fanout.targets("keys", [HUB, B], ["us-east-1", "eu-west-1"], round_id="r", time=AT)
+    kinds = {(t.account, t.region): t.detail["kinds"] for t in planned}
+    assert kinds[(B, "us-east-1")] == ["kms", "access_keys", "secrets"]  # IAM is global: once per account
+    assert kinds[(B, "eu-west-1")] == ["kms", "secrets"]
+    sweep = parse_trigger(planned[1].event())
+    assert sweep.kinds == ("kms", "secrets") and sweep.region == "eu-west-1"  # type: ignore[union-attr]
+    only_iam = fanout.targets("keys", [B], ["us-east-1", "eu-west-1"], round_id="r", time=AT, parts=["access_keys"])
+    assert [(t.region, t.detail["kinds"]) for t in only_iam] == [("us-east-1", ["access_keys"])]
+    assert fanout.targets("idle", [B], ["us-east-1"], round_id="r", time=AT)[0].event()["detail"] == {}

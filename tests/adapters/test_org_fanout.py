@@ -151,7 +151,7 @@ class Org:
             for m in got
         ]
 
-    def drain(self) -> list[dict[str, Any]]:
+    def drain(self, handler: Any = None) -> list[dict[str, Any]]:
         """Run the event source mapping until the queue is empty: a record the handler reports failed is delivered
         again (its receive count grows), one it does not is deleted."""
         sqs = boto3.client("sqs", region_name=REGIONS[0])
@@ -161,7 +161,7 @@ class Org:
             if not records:
                 return results
             for record in records:
-                answer = idle.lambda_handler({"Records": [record]}, LambdaContext())  # batch size 1
+                answer = (handler or idle.lambda_handler)({"Records": [record]}, LambdaContext())  # batch size 1
                 results.extend(answer["results"])
                 if not answer["batchItemFailures"]:
                     sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=record["receiptHandle"])
@@ -283,3 +283,26 @@ def test_a_queue_that_refuses_targets_fails_the_plan(org: Org) -> None:
 
     with pytest.raises(RuntimeError, match="refused"):
         TargetQueue("url", sqs=Refusing()).send([{"n": 1}])
+
+
+def test_the_keys_sweep_runs_per_account_and_region_and_access_keys_once_per_account(
+    org: Org, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governor.handlers import keys
+
+    runtime = Runtime(**{**org.runtime.__dict__, "policy": parse_policy({})})  # keys report-only (the default)
+    monkeypatch.setattr(keys, "default_runtime", lambda: runtime)
+    org.runtime = runtime
+    member = org.members[0]
+    unrotated = account_session(member, REGIONS[1]).client("kms").create_key()["KeyMetadata"]["KeyId"]
+
+    answer = keys.lambda_handler(org.schedule(), LambdaContext())
+    results = org.drain(keys.lambda_handler)
+
+    assert answer["targets"] == 6 and sorted(r["status"] for r in results) == ["ok"] * 6
+    assert (
+        sorted(tuple(r["kinds"]) for r in results) == [("kms", "access_keys", "secrets")] * 3 + [("kms", "secrets")] * 3
+    )
+    (decision,) = [d for d in runtime.ledger.query_kind("decision") if unrotated in str(d["resource"])]
+    assert (decision["account"], decision["region"], decision["verdict"]) == (member, REGIONS[1], "act")
+    assert not [f for f in runtime.sink.findings if f.rule == fanout.SWEEP_FAILED]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -74,6 +74,7 @@ class FanoutConfig(BaseModel):
 
     @classmethod
     def parse(cls, text: str | None) -> FanoutConfig | None:
+        """``None`` when the variable is unset (single account, or a function that does not fan out)."""
         return None if not text else cls.model_validate(json.loads(text))
 
 
@@ -150,6 +151,7 @@ def targets(
 
 
 def is_schedule(event: Any) -> bool:
+    """The schedule's own Scheduled Event: in organisation mode it plans a round instead of sweeping."""
     return (
         isinstance(event, dict)
         and event.get("detail-type") == SCHEDULED
@@ -159,6 +161,7 @@ def is_schedule(event: Any) -> bool:
 
 
 def is_target_batch(event: Any) -> bool:
+    """An SQS batch from the event source mapping (only the targets queue is mapped to a sweeping function)."""
     records = event.get("Records") if isinstance(event, dict) else None
     return isinstance(records, list) and all(isinstance(r, dict) and r.get("eventSource") == "aws:sqs" for r in records)
 
@@ -171,12 +174,6 @@ def open_breakers(ledger: Ledger) -> list[str]:
         if isinstance(scope, str) and Breaker.from_item(item).open:
             found.append(scope)
     return sorted(found)
-
-
-@dataclass
-class Planned:
-    targets: list[Target]
-    held: list[str] = field(default_factory=list)
 
 
 def plan(

@@ -47,6 +47,7 @@ class OrganizationAccounts:
             yield from page.get(key, [])
 
     def accounts(self, parents: Sequence[str]) -> list[str]:
+        """Breadth-first over the OU tree below ``parents``; suspended and closed accounts are left out."""
         found: dict[str, None] = {}
         todo, seen = list(parents), set()
         while todo:
@@ -55,7 +56,7 @@ class OrganizationAccounts:
                 continue
             seen.add(parent)
             for account in self._pages("list_accounts_for_parent", parent, "Accounts"):
-                if account.get("Status", "ACTIVE") == "ACTIVE":
+                if account.get("State", account.get("Status", "ACTIVE")) == "ACTIVE":
                     found[str(account["Id"])] = None
             todo.extend(
                 str(ou["Id"])

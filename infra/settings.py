@@ -53,6 +53,13 @@ class OrganizationSettings(BaseModel):
     call_as: CallAs = "DELEGATED_ADMIN"
     max_concurrent_percentage: int = Field(25, ge=1, le=100, description="accounts deployed at once, per region")
     failure_tolerance_percentage: int = Field(10, ge=0, le=100, description="failed accounts before a region stops")
+    # The sweep fan-out (governor.fanout): one SQS message per (account, region) for every scheduled sweep.
+    sweep_accounts: tuple[str, ...] = Field(
+        (), max_length=5000, description="accounts to sweep; empty: the ACTIVE accounts of ou_ids (Organizations)"
+    )
+    sweep_concurrency: int = Field(10, ge=2, le=1000, description="targets swept at once (maximum_concurrency)")
+    sweep_attempts: int = Field(3, ge=1, le=10, description="deliveries of a target before it becomes a finding")
+    breaker_targets: int = Field(5, ge=1, le=10000, description="open per-target breakers that hold every target")
 
     @field_validator("ou_ids")
     @classmethod
@@ -62,6 +69,16 @@ class OrganizationSettings(BaseModel):
                 raise ValueError(f"[{index}] {target!r} is not an OU id (ou-xxxx-xxxxxxxx) or a root id (r-xxxx)")
         if len(set(value)) != len(value):
             raise ValueError("lists an OU twice")
+        return value
+
+    @field_validator("sweep_accounts")
+    @classmethod
+    def _accounts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for index, account in enumerate(value):
+            if not re.fullmatch(r"^\d{12}$", account):
+                raise ValueError(f"[{index}] {account!r} is not a 12-digit account id")
+        if len(set(value)) != len(value):
+            raise ValueError("lists an account twice")
         return value
 
     @field_validator("regions")

@@ -11,21 +11,47 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import App, Aws, CfnOutput, Fn, Stack
+from aws_cdk import App, Aws, CfnOutput, Duration, Fn, Stack
 from aws_cdk import aws_cloudformation as cfn
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from governor.adapters.organization import ACCOUNT_ACTIONS, QUEUE_ACTIONS
 from governor.policy import Policy
 from infra import nag
-from infra.constructs.function import GovernorFunction
+from infra.constructs.function import GovernorFunction, policy_subset
 from infra.nag import acknowledge
 from infra.settings import OrganizationSettings, SettingsError
 from infra.stacks.spoke import ForwardedPattern, MemberGrant, SpokeStack, member_account_grants
 
 #: CloudFormation's limit for a TemplateBody passed inline (a larger template must go through S3).
 TEMPLATE_BODY_LIMIT = 51_200
+#: Lambda's limit for a function's environment variables, all together (keys and values, before encryption).
+ENVIRONMENT_LIMIT = 4096
+#: What a function's environment holds besides its policy and the fan-out settings (resource names, queue and table
+#: URLs resolved at deploy time, Powertools settings, the spoke role), generously rounded up.
+ENVIRONMENT_OTHERS = 1024
+
+
+def fanout_environment_bytes(policy: Policy, organization: OrganizationSettings, function: str, sections: Any) -> int:
+    """About how large a fanned-out function's environment gets: its policy section, the fan-out settings (with the
+    longest queue URL and account id they can hold) and the rest. Lambda refuses a deploy past 4 KB."""
+    settings = {
+        "queue_url": "https://sqs.ap-southeast-1.amazonaws.com/123456789012/" + "q" * 80,
+        "regions": list(organization.regions),
+        "home_account": "123456789012",
+        "accounts": list(organization.sweep_accounts),
+        "ou_ids": list(organization.ou_ids),
+        "attempts": organization.sweep_attempts,
+        "breaker_targets": organization.breaker_targets,
+    }
+    return len(policy_subset(policy, sections, function)) + len(json.dumps(settings)) + ENVIRONMENT_OTHERS
+
+
 SPOKE_STACK_NAME = "GovernorSpoke"
 
 
@@ -59,6 +85,7 @@ class OrganizationHub(Construct):
         functions: dict[str, GovernorFunction],
         bus_name: str,
         context: dict[str, Any],
+        key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -79,6 +106,20 @@ class OrganizationHub(Construct):
             )
         for name in acting:
             self._assume_spoke_role(functions[name], organization)
+        # After the spoke's grants were taken from the hub roles: listing accounts and the queues stay hub-only.
+        for name, function in sorted(functions.items()):
+            size = fanout_environment_bytes(policy, organization, name, function.capability.environment_sections)
+            if function.capability.fans_out and size > ENVIRONMENT_LIMIT:
+                raise SettingsError(
+                    f"context organization.sweep_accounts: the {name} function's environment would take about {size} "
+                    f"bytes, more than Lambda's {ENVIRONMENT_LIMIT}; list fewer accounts (ou_ids lists them at run "
+                    "time instead)"
+                )
+        self.target_queues = {
+            name: self._fan_out(function, organization, key)
+            for name, function in sorted(functions.items())
+            if function.capability.fans_out
+        }
         self.stack_set = cfn.CfnStackSet(
             self,
             "Spokes",
@@ -159,6 +200,83 @@ class OrganizationHub(Construct):
             rule.add_target(function.rule_target())
             function.triggers.append(f"EventBridge rule (organisation intake bus): {forwarded.description}")
         return intake
+
+    def _fan_out(self, function: GovernorFunction, organization: OrganizationSettings, key: kms.IKey) -> sqs.Queue:
+        """The function's scheduled sweep runs once per (account, region): its schedule plans, its queue delivers.
+
+        Bounded concurrency is the event source mapping's ``maximum_concurrency``; per-target retries are SQS
+        redeliveries after the visibility timeout (the function's timeout plus a margin, so every attempt fits in a
+        sweep interval); the handler turns a target's last failed attempt into a finding, and the DLQ keeps only
+        what could not even be reported.
+        """
+        timeout = function.function.timeout or Duration.minutes(5)
+        dlq = sqs.Queue(
+            self,
+            f"{function.name.capitalize()}TargetsDlq",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            dlq,
+            "AwsSolutions::AwsSolutions-SQS3",
+            "This queue is the sweep targets queue's dead-letter queue; a DLQ for it would only move the same messages "
+            "one hop.",
+        )
+        queue = sqs.Queue(
+            self,
+            f"{function.name.capitalize()}Targets",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            visibility_timeout=Duration.seconds(timeout.to_seconds() + 30),
+            retention_period=Duration.hours(1),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=organization.sweep_attempts),
+        )
+        # Here, not through ``add_event_source``: everything organisation mode adds stays under this construct.
+        lambda_.EventSourceMapping(
+            self,
+            f"{function.name.capitalize()}TargetsMapping",
+            target=function.function,
+            event_source_arn=queue.queue_arn,
+            batch_size=1,
+            max_concurrency=organization.sweep_concurrency,
+            report_batch_item_failures=True,
+        )
+        queue.grant_consume_messages(function.role)
+        function.add_statement(QUEUE_ACTIONS, [queue.queue_arn])
+        if not organization.sweep_accounts:
+            stack = Stack.of(self)
+            parents = [
+                f"arn:{stack.partition}:organizations::*:ou/{organization.id}/ou-*",
+                f"arn:{stack.partition}:organizations::*:root/{organization.id}/r-*",
+            ]
+            function.add_statement(
+                ACCOUNT_ACTIONS,
+                parents,
+                reason="The OUs are named by id in the organisation's ARNs, which hold the management account's id; "
+                "the grant lists only the parents (OUs, root) of this organisation.",
+            )
+        function.function.add_environment(
+            "GOVERNOR_FANOUT",
+            Stack.of(self).to_json_string(
+                {
+                    "queue_url": queue.queue_url,
+                    "regions": list(organization.regions),
+                    "home_account": Aws.ACCOUNT_ID,
+                    "accounts": list(organization.sweep_accounts),
+                    "ou_ids": list(organization.ou_ids),
+                    "attempts": organization.sweep_attempts,
+                    "breaker_targets": organization.breaker_targets,
+                }
+            ),
+        )
+        function.triggers.append(
+            f"SQS sweep targets (organisation fan-out, at most {organization.sweep_concurrency} at once, "
+            f"{organization.sweep_attempts} attempts each)"
+        )
+        return queue
 
     def _assume_spoke_role(self, function: GovernorFunction, organization: OrganizationSettings) -> None:
         """The function may assume the spoke role, in any account of the organisation, in the spoke regions only."""

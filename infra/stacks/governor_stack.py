@@ -70,6 +70,7 @@ class GovernorStack(Stack):
                 functions=self.functions,
                 bus_name=settings.bus_name,
                 context=dict(self.node.get_all_context()),  # the same feature flags for the spoke
+                key=self.shared.key,
             )
             if settings.organization is not None
             else None

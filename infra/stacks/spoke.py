@@ -18,6 +18,7 @@ from aws_cdk import Aws, BootstraplessSynthesizer, CfnParameter, Duration, Fn, S
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from governor.policy import Policy
@@ -182,6 +183,21 @@ class SpokeStack(Stack):
             description="EventBridge forwarding this account's governed events to the GPU Fleet Governor hub",
         )
         bus = events.EventBus.from_event_bus_arn(self, "HubBus", hub_bus_arn)
+        # EventBridge retries an event-bus target for 24 hours (185 attempts; an event-bus target takes no retry
+        # policy of its own); what still is not delivered, or is refused at once (a changed bus policy), waits here.
+        self.dead_letters = sqs.Queue(
+            self,
+            "ForwardingDlq",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.dead_letters,
+            "AwsSolutions::AwsSolutions-SQS3",
+            "This queue is the forwarding rules' dead-letter queue; a DLQ for it would only move the same events one "
+            "hop.",
+        )
         for forwarded in patterns:
             rule = events.Rule(
                 self,
@@ -189,7 +205,7 @@ class SpokeStack(Stack):
                 event_pattern=forwarded.pattern,
                 description=f"to the hub's {forwarded.function} function: {forwarded.description}"[:512],
             )
-            rule.add_target(targets.EventBus(bus, role=role))
+            rule.add_target(targets.EventBus(bus, role=role, dead_letter_queue=self.dead_letters))
         return role
 
     def _execution_role(

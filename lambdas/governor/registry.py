@@ -27,6 +27,7 @@ from governor.adapters import (
     kms,
     ledger,
     network_addresses,
+    organization,
     pricing,
     secrets,
     security_groups,
@@ -88,6 +89,9 @@ BASE_PERMISSIONS = LOGS | LEDGER | IDEMPOTENCY | BUS | DLQ | KMS | CDK_ADDED
 #: Organisation mode only (deploy-time ``organization`` context): a function that acts in member accounts assumes
 #: the spoke role there (``adapters.aws.ClientCache``); infra/constructs/organization.py scopes it to that role.
 ORGANIZATION = frozenset({"sts:AssumeRole"})
+#: Organisation mode, sweeping functions only (``fans_out``): list the OUs' accounts, enqueue one sweep target per
+#: account and region on the function's own queue, and consume it (``governor.fanout``, ``adapters.organization``).
+FANOUT = organization.IAM_ACTIONS
 
 TriggerKind = Literal["rule", "schedule", "bus", "url"]
 
@@ -147,6 +151,8 @@ class Capability:
     enforcing: Callable[[Policy], bool] | None = None
     #: Acts on resources in member accounts in organisation mode (through the spoke role; the spoke grants it).
     member_accounts: bool = False
+    #: Its scheduled sweep runs once per account and region in organisation mode (``governor.fanout``).
+    fans_out: bool = False
 
     @property
     def handler(self) -> str:
@@ -166,8 +172,11 @@ class Capability:
 
     def permissions(self, policy: Policy, *, organization: bool = False) -> frozenset[str]:
         """Every IAM action this function's role needs under ``policy``, beyond :data:`BASE_PERMISSIONS`
-        (plus :data:`ORGANIZATION` when deployed as an organisation hub and the function acts in member accounts)."""
+        (plus :data:`ORGANIZATION` when deployed as an organisation hub and the function acts in member accounts, and
+        :data:`FANOUT` when its sweep fans out there)."""
         found: set[str] = set(ORGANIZATION) if organization and self.member_accounts else set()
+        if organization and self.fans_out:
+            found |= FANOUT
         for use in self.uses:
             found |= use.permissions(policy)
         for action in self.actions:
@@ -263,6 +272,7 @@ REGISTRY = Registry(
     Capability(
         name="keys",
         member_accounts=True,
+        fans_out=True,
         section="keys",
         description="Keeps KMS keys, IAM access keys and secrets rotated within the keys policy",
         triggers=(
@@ -306,6 +316,7 @@ REGISTRY = Registry(
     Capability(
         name="idle",
         member_accounts=True,
+        fans_out=True,
         section="idle",
         description="Warns about, then stops or terminates, GPU instances idle by every signal (idle policy)",
         triggers=(
@@ -342,6 +353,7 @@ REGISTRY = Registry(
     Capability(
         name="network",
         member_accounts=True,
+        fans_out=True,
         section="network",
         description="Revokes offending security-group rules and public IPs on GPU instances (network policy)",
         triggers=(

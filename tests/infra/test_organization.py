@@ -175,7 +175,7 @@ def test_the_spoke_role_holds_the_hub_grants_and_nothing_of_the_hub(org: OrgSynt
     text = json.dumps(policy)
     for action in ("ec2:StopInstances", "ec2:TerminateInstances", "ssm:SendCommand", "ec2:DescribeInstances"):
         assert action in text
-    for hub_only in ("dynamodb:", "sqs:", "logs:", "xray:", "events:PutEvents", "sts:"):
+    for hub_only in ("dynamodb:", "sqs:", "logs:", "xray:", "events:PutEvents", "sts:", "organizations:"):
         assert hub_only not in text
     stops = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "ec2:StopInstances" in s["Action"]]
     assert stops and all("ec2:InstanceType" in json.dumps(s["Condition"]) for s in stops)
@@ -232,3 +232,75 @@ def test_hub_functions_assume_only_the_spoke_role_inside_the_organization(org: O
         assert statement["Condition"] == {"StringEquals": {"aws:ResourceOrgID": ORG["id"]}}
     roles = json.dumps(org.stack_set["Properties"]["Parameters"])
     assert "SpotFunctionRole" in roles and "NotifierFunctionRole" not in roles
+
+
+# --- 4. the sweep fan-out and the spoke's dead letters ------------------------------------------------------------
+
+
+def _function_of(org: OrgSynth, mapping: dict[str, Any]) -> str:
+    return str(mapping["Properties"]["FunctionName"]["Ref"])
+
+
+def test_sweeps_fan_out_one_target_per_message_with_bounded_concurrency(org: OrgSynth) -> None:
+    mappings = org.of_type(org.json, "AWS::Lambda::EventSourceMapping")
+    fanned = sorted(_function_of(org, m) for m in mappings.values())
+    assert len(fanned) == 3 and all(any(n in f for f in fanned) for n in ("Idle", "Network", "Keys"))
+    queues = org.of_type(org.json, "AWS::SQS::Queue")
+    for mapping in mappings.values():
+        props = mapping["Properties"]
+        assert props["BatchSize"] == 1 and props["ScalingConfig"] == {"MaximumConcurrency": 10}
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        queue = queues[props["EventSourceArn"]["Fn::GetAtt"][0]]["Properties"]
+        assert queue["RedrivePolicy"]["maxReceiveCount"] == 3  # the handler reports the third failure as a finding
+        assert "KmsMasterKeyId" in queue
+        function = org.json["Resources"][_function_of(org, mapping)]["Properties"]
+        settings = json.dumps(function["Environment"]["Variables"]["GOVERNOR_FANOUT"])
+        assert '\\"attempts\\":3' in settings and "eu-west-1" in settings
+        assert queue["VisibilityTimeout"] > function["Timeout"]  # a running target is never delivered twice
+
+
+def test_the_planner_lists_only_the_organizations_ous(org: OrgSynth) -> None:
+    grants = [
+        s
+        for p in org.of_type(org.json, "AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "organizations:" in json.dumps(s["Action"])
+    ]
+    assert len(grants) == 3  # idle, keys and network
+    for statement in grants:
+        assert sorted(statement["Action"]) == [
+            "organizations:ListAccountsForParent",
+            "organizations:ListOrganizationalUnitsForParent",
+        ]
+        assert f"ou/{ORG['id']}/ou-*" in json.dumps(statement["Resource"])
+
+
+def test_a_listed_account_set_needs_no_organizations_grant() -> None:
+    settings = OrganizationSettings.model_validate({**ORG, "sweep_accounts": ["222222222222"]})
+    assert settings.sweep_accounts == ("222222222222",)
+    with pytest.raises(ValueError, match="12-digit"):
+        OrganizationSettings.model_validate({**ORG, "sweep_accounts": ["22"]})
+    with pytest.raises(ValueError, match="sweep_concurrency"):
+        OrganizationSettings.model_validate({**ORG, "sweep_concurrency": 1})  # Lambda's minimum is 2
+
+
+def test_the_spoke_forwarding_rules_park_undelivered_events(org: OrgSynth) -> None:
+    rules = org.of_type(org.spoke, "AWS::Events::Rule")
+    (queue_id,) = org.of_type(org.spoke, "AWS::SQS::Queue")
+    assert rules
+    for rule in rules.values():
+        (target,) = rule["Properties"]["Targets"]
+        assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [queue_id, "Arn"]}}
+    (policy,) = org.of_type(org.spoke, "AWS::SQS::QueuePolicy").values()
+    text = json.dumps(policy)
+    assert "events.amazonaws.com" in text and "aws:SourceArn" in text
+
+
+def test_an_account_list_too_long_for_lambdas_environment_stops_the_synth() -> None:
+    from governor.policy import Policy
+    from infra.constructs.organization import ENVIRONMENT_LIMIT, fanout_environment_bytes
+
+    few = OrganizationSettings.model_validate({**ORG, "sweep_accounts": [f"{n:012d}" for n in range(1, 41)]})
+    many = OrganizationSettings.model_validate({**ORG, "sweep_accounts": [f"{n:012d}" for n in range(1, 301)]})
+    assert fanout_environment_bytes(Policy(), few, "idle", ("idle",)) < ENVIRONMENT_LIMIT
+    assert fanout_environment_bytes(Policy(), many, "idle", ("idle",)) > ENVIRONMENT_LIMIT

@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from governor.domain.actions import ACTIONS, AnyAction, Checkpoint, Notify, RevokeIngress, Stop, Terminate
 from governor.domain.decision import Decision
 from governor.policy import Policy, parse_policy
-from governor.registry import BASE_PERMISSIONS, REGISTRY
+from governor.registry import BASE_PERMISSIONS, FANOUT, REGISTRY
 from governor_cli.commands.demo import function_lines
 from tests.conftest import ROOT
 
@@ -147,4 +147,15 @@ def test_organization_mode_adds_assume_role_only_to_functions_acting_in_member_a
         assert "sts:AssumeRole" not in capability.permissions(policy)
         with_org = capability.permissions(policy, organization=True)
         assert ("sts:AssumeRole" in with_org) == (name in acting)
-        assert with_org - {"sts:AssumeRole"} == capability.permissions(policy)
+        fanout = FANOUT if capability.fans_out else frozenset()
+        assert with_org - {"sts:AssumeRole"} == capability.permissions(policy) | fanout
+
+
+def test_only_sweeps_that_run_per_account_and_region_list_and_consume_targets() -> None:
+    """Organisation mode: the idle, keys and network sweeps fan out (governor.fanout); their roles may list the OUs'
+    accounts and use their own targets queue, no other function may."""
+    policy = Policy()
+    assert {name for name, capability in REGISTRY.items() if capability.fans_out} == {"idle", "keys", "network"}
+    for capability in REGISTRY.values():
+        assert not FANOUT & capability.permissions(policy)
+        assert (capability.permissions(policy, organization=True) >= FANOUT) == capability.fans_out

@@ -46,11 +46,13 @@ def _utc(value: Any) -> dt.datetime | None:
 class KmsKeys:
     """Implements ``domain.keys.KmsPort``; counts its API calls for the benchmarks."""
 
-    def __init__(self, region: str | None = None, kms: Any = None) -> None:
-        self._kms = kms or client("kms", region)
+    def __init__(
+        self, region: str | None = None, kms: Any = None, *, account: str | None = None, event_id: str | None = None
+    ) -> None:
+        self._kms = kms or client("kms", region, account=account, event_id=event_id)
         # RotateKeyOnDemand has no client token and each call is one more rotation (AWS allows a few per key): its
         # client makes one attempt, so a lost answer is never resent by botocore; the key is re-read on a retry.
-        self._once = kms or client("kms", region, single_attempt=True)
+        self._once = kms or client("kms", region, single_attempt=True, account=account, event_id=event_id)
         self.calls = 0
 
     def key_ids(self) -> list[str]:

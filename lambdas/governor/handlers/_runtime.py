@@ -39,6 +39,7 @@ class HandlerEnvironment(BaseModel):
     function: str = Field("governor", alias="GOVERNOR_FUNCTION")
     spoke_role: str | None = Field(None, alias="GOVERNOR_SPOKE_ROLE")  # organisation mode (issue 23)
     home_account: str | None = Field(None, alias="GOVERNOR_HOME_ACCOUNT")
+    fanout: str | None = Field(None, alias="GOVERNOR_FANOUT")  # organisation sweep fan-out (governor.fanout)
 
     def policy(self) -> Policy:
         try:
@@ -76,6 +77,11 @@ def default_runtime() -> Runtime:
 
     env = environment()
     policy = env.policy()
+    extras: dict[str, Any] = {}
+    if env.fanout:
+        from governor.fanout import FanoutConfig
+
+        extras["fanout"] = FanoutConfig.parse(env.fanout)
     if env.spoke_role:
         from governor.adapters.aws import Organization, client
 
@@ -86,6 +92,7 @@ def default_runtime() -> Runtime:
         sink=EventBusSink(env.bus_name, env.region),
         dead_letters=SqsDeadLetters(env.dlq_url, env.region),
         region=env.region,
+        extras=extras,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
+from governor import fanout
 from governor.adapters.autoscaling import AutoScalingGroups
 from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
@@ -668,10 +669,34 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: An
     return run_edge(event, runtime, parse, work)
 
 
+def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
+    """The sweep's adapters in a fan-out target's account and region (through the spoke role in a member account)."""
+    from governor.adapters.aws import client, member_target
+
+    unit = runtime.policy.idle.gpu_memory_unit
+    member = member_target(event)
+    if member is None:
+        return _aws(runtime.region, unit)
+    account, region, event_id = member
+    where: dict[str, Any] = {"account": account, "event_id": event_id}
+    return IdleAws(
+        Ec2Reader(region, **where),
+        Ec2Actions(region, **where),
+        CloudWatchMetrics(region, client("cloudwatch", region, **where), memory_unit=unit),
+        SsmCommands(region, **where),
+        AutoScalingGroups(region, client("autoscaling", region, **where)),
+    )
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes); the interactions function
-    invokes it asynchronously for Stop now."""
-    return handle(event, default_runtime(), context=context)
+    invokes it asynchronously for Stop now. In organisation mode the schedule plans one sweep per account and region
+    and the targets queue runs each (``governor.fanout``)."""
+    runtime = default_runtime()
+    fanned = fanout.dispatch(
+        event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context)
+    )
+    return fanned if fanned is not None else handle(event, runtime, context=context)

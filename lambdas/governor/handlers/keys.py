@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from governor import fanout
 from governor.domain.actions import SetSecretRotation
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.keys import (
@@ -383,9 +384,30 @@ def _adapters() -> KeyAdapters:
     return KeyAdapters(kms=KmsKeys(region), iam=IamAccessKeys(region), secrets=SecretsRotation(region))
 
 
+def target_adapters(event: dict[str, Any], runtime: Runtime) -> KeyAdapters:
+    """The sweep's adapters in a fan-out target's account and region (through the spoke role in a member account)."""
+    from governor.adapters.aws import client, member_target
+    from governor.adapters.iam_keys import IamAccessKeys
+    from governor.adapters.kms import KmsKeys
+    from governor.adapters.secrets import SecretsRotation
+
+    member = member_target(event)
+    region = runtime.region
+    where: dict[str, Any] = {"account": member[0], "event_id": member[2]} if member else {}
+    return KeyAdapters(
+        kms=KmsKeys(region, **where),
+        iam=IamAccessKeys(region, client("iam", region, **where)),
+        secrets=SecretsRotation(region, client("secretsmanager", region, **where)),
+    )
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Keep KMS keys, access keys and secrets rotated within policy, daily and on every relevant CloudTrail call."""
-    return handle(event, default_runtime(), _adapters(), context)
+    """Keep KMS keys, access keys and secrets rotated within policy, daily and on every relevant CloudTrail call.
+    In organisation mode the schedule plans one sweep per account and region, access keys (IAM is global) in the
+    first region only (``governor.fanout``)."""
+    runtime = default_runtime()
+    fanned = fanout.dispatch(event, runtime, "keys", lambda t, rt: handle(t, rt, target_adapters(t, rt), context))
+    return fanned if fanned is not None else handle(event, runtime, _adapters(), context)

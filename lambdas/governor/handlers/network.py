@@ -13,6 +13,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from governor import fanout
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.network_addresses import PublicAddresses
 from governor.adapters.security_groups import GroupState, SecurityGroups
@@ -443,9 +444,26 @@ def handle(
     return run_edge(event, runtime, parse, work)
 
 
+def target_aws(event: dict[str, Any], runtime: Runtime) -> NetworkAws:
+    """The sweep's adapters in a fan-out target's account and region (through the spoke role in a member account)."""
+    from governor.adapters.aws import client, member_target
+
+    member = member_target(event)
+    if member is None:
+        return _aws(runtime.region)
+    account, region, event_id = member
+    ec2 = client("ec2", region, account=account, event_id=event_id)
+    return NetworkAws(SecurityGroups(region, ec2), PublicAddresses(region, ec2), Ec2Reader(region, ec2))
+
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """EventBridge rules (six EC2 calls via CloudTrail) and the EventBridge Scheduler drift sweep both land here."""
-    return handle(event, default_runtime(), context=context)
+    """EventBridge rules (six EC2 calls via CloudTrail) and the EventBridge Scheduler drift sweep both land here.
+    In organisation mode the schedule plans one drift sweep per account and region (``governor.fanout``)."""
+    runtime = default_runtime()
+    fanned = fanout.dispatch(
+        event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context)
+    )
+    return fanned if fanned is not None else handle(event, runtime, context=context)

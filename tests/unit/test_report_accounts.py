@@ -163,3 +163,47 @@ def test_report_narrows_the_ledger_to_an_account(tmp_path: Path, capsys: pytest.
 def test_sessions_outside_every_decision_are_unknown() -> None:
     lone = _session("i-0zzz", "g5.xlarge", 1, 1.0, "nlp", "eve", start=at(1), end=at(2))
     assert origin_of(lone, origins(org_ledger())) == ("unknown", "unknown")
+
+
+# --- the demo's flags ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("accounts", "regions", "instances", "message"),
+    [
+        (0, 1, 20, "--accounts 0: simulate 1 to 8 member accounts"),
+        (9, 1, 20, "--accounts 9"),
+        (3, 5, 20, "--regions 5: simulate 1 to 4 regions"),
+        (3, 2, 5, "--instances 5: at least one per account and region (3 x 2)"),
+    ],
+)
+def test_demo_accounts_and_regions_are_checked_before_anything_starts(
+    accounts: int, regions: int, instances: int, message: str, tmp_path: Path
+) -> None:
+    import argparse
+
+    from governor_cli.commands.demo import check_options
+
+    args = argparse.Namespace(
+        instances=instances, hours=2.0, port=0, out=str(tmp_path), cdk_out=str(tmp_path), skip_synth=True
+    )
+    args.accounts, args.regions = accounts, regions
+    with pytest.raises(UsageError, match=re.escape(message)):
+        check_options(args)
+    args.accounts, args.regions, args.instances = 3, 2, 6
+    check_options(args)
+
+
+def test_the_demos_targets_are_member_accounts_in_every_region_or_the_hub_alone(tmp_path: Path) -> None:
+    from governor_cli.demo.run import HUB_ACCOUNT, DemoOptions, demo_sites
+
+    policy = parse_policy({})
+    single = demo_sites(DemoOptions(policy=policy, out=tmp_path))
+    assert [(s.account, s.region, s.member) for s in single] == [(HUB_ACCOUNT, "us-east-1", False)]
+    org = demo_sites(DemoOptions(policy=policy, out=tmp_path, accounts=3, regions=2))
+    assert [(s.account, s.region) for s in org] == [
+        (account, region)
+        for account in ("111111111111", "222222222222", "333333333333")
+        for region in ("us-east-1", "us-west-2")
+    ]
+    assert all(s.member and s.trail.account == s.account and s.trail.region == s.region for s in org)

@@ -207,3 +207,23 @@ def test_the_demos_targets_are_member_accounts_in_every_region_or_the_hub_alone(
         for region in ("us-east-1", "us-west-2")
     ]
     assert all(s.member and s.trail.account == s.account and s.trail.region == s.region for s in org)
+
+
+def test_an_account_budget_alert_names_the_account_and_is_raised_once() -> None:
+    from governor.domain.memory import MemoryLedger
+    from governor.handlers.report import handle
+    from tests.unit.test_report_handler import RUN_AT, scheduled, setup
+
+    rt, aws = setup(enforce=False)
+    rt.ledger = MemoryLedger()
+    for n, item in enumerate(org_ledger()):
+        rt.ledger.put_item(item["kind"], f"k{n}", item)
+    rt.policy.budgets.accounts.update({B: 120.0, A: 1_000_000.0})
+    handle(scheduled(), rt, aws, RUN_AT)
+    alerts = [f for f in rt.sink.findings if f.rule == "budgets.threshold"]  # type: ignore[attr-defined]
+    assert [(f.account, f.team, f.resource) for f in alerts] == [(B, None, f"budget:account:{B}")]
+    assert alerts[0].title.startswith(f"Account {B} has spent") and "budgets.accounts" in alerts[0].detail
+    again = scheduled()
+    again["id"] = "sched-again"
+    handle(again, rt, aws, RUN_AT)
+    assert len([f for f in rt.sink.findings if f.rule == "budgets.threshold"]) == 1  # type: ignore[attr-defined]

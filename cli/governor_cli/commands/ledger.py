@@ -118,14 +118,21 @@ def parse_origins(accounts: list[str] | None, regions: list[str] | None) -> tupl
 
 
 def filter_origins(
-    items: list[dict[str, Any]], accounts: frozenset[str], regions: frozenset[str]
+    items: list[dict[str, Any]],
+    accounts: frozenset[str],
+    regions: frozenset[str],
+    decisions: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The items from the chosen accounts and regions, and those that could not be placed in any account (left out)."""
+    """The items from the chosen accounts and regions, and those that could not be placed in any account (left out).
+
+    ``decisions`` place the instance-keyed items (default: the decisions among ``items``); pass all of them when
+    ``items`` is a period's slice, since a session's instance may have been decided on before the period.
+    """
     from governor.domain.report import UNKNOWN_ORIGIN, origin_of, origins
 
     if not accounts and not regions:
         return items, []
-    known = origins(items)
+    known = origins(items if decisions is None else decisions)
     kept: list[dict[str, Any]] = []
     unplaced: list[dict[str, Any]] = []
     for item in items:
@@ -211,16 +218,15 @@ def run(args: argparse.Namespace) -> int:
     if args.table_region and not REGION_NAME.match(args.table_region):
         raise UsageError(f"--table-region {args.table_region!r}: not a region name such as us-east-1")
     filtering = bool(accounts or regions)
-    # Sessions are placed by their instance's decisions: read the decisions too when filtering, export only ``kinds``.
-    reading = list(dict.fromkeys([*kinds, "decision"])) if filtering else kinds
     try:
         ledger = DynamoLedger(args.table, region=table_region(args.table, args.table_region))
-        read = list(export_items(ledger, reading, since))
+        read = list(export_items(ledger, kinds, since))
+        # Sessions are placed by their instance's decisions, which may be older than --since: all of them.
+        placing = list(export_items(ledger, ["decision"], None)) if filtering else []
     except (ClientError, BotoCoreError) as error:
         raise UsageError(f"ledger table {args.table}: {' '.join(str(error).split())}") from None
-    placed, unknown = filter_origins(read, accounts, regions)
-    items = [item for item in placed if item["kind"] in kinds]
-    unplaced = sum(1 for item in unknown if item["kind"] in kinds)
+    items, unknown = filter_origins(read, accounts, regions, placing)
+    unplaced = len(unknown)
     try:
         count = write_jsonl(items, out)
     except OSError as error:

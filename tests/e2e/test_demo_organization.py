@@ -53,6 +53,7 @@ def test_every_account_and_region_holds_its_own_share_of_the_fleet(org_demo: Dem
 
 def test_each_accounts_instances_were_stopped_in_that_account(org_demo: DemoResult) -> None:
     assert org_demo.stopped, "the idle policy stopped nothing"
+    assert org_demo.hub_instances == 0  # nothing was launched, or relaunched, in the hub's own account
     for site in org_demo.sites:
         assert set(site["stopped"]) <= set(site["launched"])  # read back in that account: only its own instances
     stops = {

@@ -279,6 +279,8 @@ class DemoResult:
     #: that account), and the roles the governor assumed; empty in the single-account demo.
     sites: list[dict[str, Any]] = field(default_factory=list)
     roles_assumed: int = 0
+    #: Organisation mode: instances the hub's own account holds at the end (none: the fleet is in the members).
+    hub_instances: int = 0
 
 
 def enforcing(policy: Policy, on: bool) -> Policy:
@@ -1017,6 +1019,7 @@ def _collect(sim: Simulation) -> None:
     else:
         result.rotation_enabled = True
         for_each_target(sim.sites, lambda site: _collect_site(sim, site))
+        result.hub_instances = sum(len(r["Instances"]) for r in _patient("ec2").describe_instances()["Reservations"])
         result.roles_assumed = client.roles_assumed - sim.roles_assumed_before
     sqs = _patient("sqs")
     for function, url in sim.stack.dlq_urls.items():

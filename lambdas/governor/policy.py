@@ -368,11 +368,15 @@ class NotificationsPolicy(_Model):
 
 
 class BudgetsPolicy(_Model):
-    """Optional monthly GPU budgets per team, in USD: the report shows burn rate and month-end forecast, and the
-    report function raises one finding per team, month and threshold crossed (80 % and 100 % by default)."""
+    """Optional monthly GPU budgets per team and per account, in USD: the report shows burn rate and month-end
+    forecast, and the report function raises one finding per budget, month and threshold crossed (80 % and 100 %)."""
 
     teams: dict[Annotated[str, Field(min_length=1, max_length=64)], Annotated[float, Field(gt=0, le=1e9)]] = Field(
         default_factory=dict
+    )
+    #: Per AWS account (organisation mode): the 12-digit account id to its monthly budget in USD.
+    accounts: dict[Annotated[str, Field(pattern=r"^\d{12}$")], Annotated[float, Field(gt=0, le=1e9)]] = Field(
+        default_factory=dict, max_length=10_000
     )
     alert_thresholds: list[Annotated[int, Field(ge=1, le=1000)]] = Field(
         default_factory=lambda: [80, 100], max_length=5

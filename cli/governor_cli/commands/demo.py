@@ -28,6 +28,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--hours", type=float, default=12.0, help="simulated hours (default 12)")
     parser.add_argument("--port", type=int, default=0, help="emulator port (default: a free one)")
     parser.add_argument(
+        "--accounts",
+        type=int,
+        default=1,
+        help="member accounts to spread the fleet over, in organisation mode (default 1: the governor's own account)",
+    )
+    parser.add_argument(
+        "--regions", type=int, default=1, help="regions per member account (default 1; up to 4, from us-east-1)"
+    )
+    parser.add_argument(
         "--no-clicks",
         action="store_true",
         help="owners click no Slack button (with --enforce: reclaims exactly what the report-only run says it would)",
@@ -123,6 +132,16 @@ def check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--hours {args.hours:g}: simulate more than 0 and at most {MAX_HOURS:g} hours (a week)")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: a TCP port is 1..65535 (0 picks a free one)")
+    from governor_cli.demo.run import MAX_ACCOUNTS, MEMBER_REGIONS
+
+    accounts, regions = getattr(args, "accounts", 1), getattr(args, "regions", 1)
+    if not 1 <= accounts <= MAX_ACCOUNTS:
+        raise UsageError(f"--accounts {accounts}: simulate 1 to {MAX_ACCOUNTS} member accounts")
+    if not 1 <= regions <= len(MEMBER_REGIONS):
+        names = ", ".join(MEMBER_REGIONS)
+        raise UsageError(f"--regions {regions}: simulate 1 to {len(MEMBER_REGIONS)} regions ({names})")
+    if args.instances < accounts * regions:
+        raise UsageError(f"--instances {args.instances}: at least one per account and region ({accounts} x {regions})")
     folders = [("--out", args.out)] + ([] if args.skip_synth else [("--cdk-out", args.cdk_out)])
     for flag, value in folders:
         folder = Path(value)
@@ -154,8 +173,14 @@ def run(args: argparse.Namespace) -> int:
     from governor_cli.demo.run import DemoOptions, run_demo, summary_lines
 
     mode = "ENFORCING every policy" if args.enforce else "report-only (run `governor demo --enforce` to act)"
+    where = ""
+    if args.accounts * args.regions > 1:
+        where = (
+            f" in {args.accounts} member account(s) x {args.regions} region(s) (organisation mode: the governor in "
+            "123456789012 us-east-1 acts through each account's spoke role)"
+        )
     print(
-        f"\nsimulating {args.instances} GPU instances for {args.hours:g} hours on the local emulator, {mode}\n"
+        f"\nsimulating {args.instances} GPU instances for {args.hours:g} hours on the local emulator{where}, {mode}\n"
         "notifications are delivered: Slack to a capture endpoint on 127.0.0.1, email to the emulated SES, "
         f"both saved under {args.out}/",
         flush=True,
@@ -169,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         progress=progress,
         clicks=not args.no_clicks,
+        accounts=args.accounts,
+        regions=args.regions,
     )
     try:
         result = run_demo(options)

@@ -3,6 +3,10 @@
 One ledger item per line, with its ``kind``. Decisions come from the ledger's ``by-kind`` index (``at >= --since``);
 usage sessions are exported when they overlap the period (still open, or ended after ``--since``), because a
 session that started before the period still contributes GPU-hours to it.
+
+``--account`` and ``--region`` (repeatable, or comma lists) keep the items of those accounts and regions: a decision
+by its own stamp, a usage session or other instance-keyed item by its instance's decisions (``domain.report.origins``);
+an item nowhere attributable is left out and counted. ``--table-region`` is where the table lives.
 """
 
 from __future__ import annotations
@@ -54,7 +58,10 @@ def register(subparsers: Any) -> None:
         dest="kinds",
         help=f"item kind to export, one of {', '.join(KINDS)}; repeatable (default: {', '.join(DEFAULT_KINDS)})",
     )
-    export.add_argument("--region", help="AWS region of the table (default: the environment's)")
+    add_origin_filters(export)
+    export.add_argument(
+        "--table-region", help="AWS region of the table (default: the table ARN's, else the environment's)"
+    )
     export.set_defaults(run=run)
     parser.set_defaults(run=_usage(parser))
 
@@ -66,6 +73,84 @@ def _usage(parser: argparse.ArgumentParser) -> Any:
         raise UsageError("ledger needs an action: governor ledger export --table NAME --out FILE.jsonl")
 
     return run
+
+
+ACCOUNT_ID = re.compile(r"^\d{12}$")
+#: A region name's shape: us-east-1, eu-central-2, ap-southeast-4, us-gov-west-1, cn-north-1, us-isob-east-1.
+REGION_NAME = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
+
+
+def add_origin_filters(parser: argparse.ArgumentParser) -> None:
+    """``--account`` and ``--region``: repeatable, each also a comma list."""
+    parser.add_argument(
+        "--account",
+        action="append",
+        dest="accounts",
+        metavar="ID",
+        help="only this AWS account (12 digits); repeatable or a comma list",
+    )
+    parser.add_argument(
+        "--region",
+        action="append",
+        dest="regions",
+        metavar="NAME",
+        help="only this region (us-east-1); repeatable or a comma list",
+    )
+
+
+def _values(given: list[str] | None) -> list[str]:
+    return [part.strip() for value in given or [] for part in value.split(",")]
+
+
+def parse_origins(accounts: list[str] | None, regions: list[str] | None) -> tuple[frozenset[str], frozenset[str]]:
+    """The accounts and regions asked for (empty: all); a bad one is a UsageError naming the flag and the value."""
+    from governor_cli.main import UsageError
+
+    chosen_accounts = _values(accounts)
+    for account in chosen_accounts:
+        if not ACCOUNT_ID.match(account):
+            raise UsageError(f"--account {account!r}: an AWS account id is 12 digits, such as 111122223333")
+    chosen_regions = _values(regions)
+    for region in chosen_regions:
+        if not REGION_NAME.match(region):
+            raise UsageError(f"--region {region!r}: not a region name such as us-east-1")
+    return frozenset(chosen_accounts), frozenset(chosen_regions)
+
+
+def filter_origins(
+    items: list[dict[str, Any]],
+    accounts: frozenset[str],
+    regions: frozenset[str],
+    decisions: list[dict[str, Any]] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The items from the chosen accounts and regions, and those that could not be placed in any account (left out).
+
+    ``decisions`` place the instance-keyed items (default: the decisions among ``items``); pass all of them when
+    ``items`` is a period's slice, since a session's instance may have been decided on before the period.
+    """
+    from governor.domain.report import UNKNOWN_ORIGIN, origin_of, origins
+
+    if not accounts and not regions:
+        return items, []
+    known = origins(items if decisions is None else decisions)
+    kept: list[dict[str, Any]] = []
+    unplaced: list[dict[str, Any]] = []
+    for item in items:
+        origin = origin_of(item, known)
+        if origin == UNKNOWN_ORIGIN:
+            unplaced.append(item)
+        elif (not accounts or origin[0] in accounts) and (not regions or origin[1] in regions):
+            kept.append(item)
+    return kept, unplaced
+
+
+def table_region(table: str, given: str | None) -> str | None:
+    """Where the table lives: ``--table-region``, else the region in a table ARN, else the environment's."""
+    if given:
+        return given
+    if table.startswith("arn:"):
+        return table.split(":")[3]
+    return None
 
 
 def parse_since(value: str | None) -> dt.datetime | None:
@@ -129,16 +214,30 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: folder {out.parent} does not exist")
     if out.is_dir():
         raise UsageError(f"{out}: is a folder; --out takes the file to write")
+    accounts, regions = parse_origins(args.accounts, args.regions)
+    if args.table_region and not REGION_NAME.match(args.table_region):
+        raise UsageError(f"--table-region {args.table_region!r}: not a region name such as us-east-1")
+    filtering = bool(accounts or regions)
     try:
-        ledger = DynamoLedger(args.table, region=args.region)
-        items = list(export_items(ledger, kinds, since))
+        ledger = DynamoLedger(args.table, region=table_region(args.table, args.table_region))
+        read = list(export_items(ledger, kinds, since))
+        # Sessions are placed by their instance's decisions, which may be older than --since: all of them.
+        placing = list(export_items(ledger, ["decision"], None)) if filtering else []
     except (ClientError, BotoCoreError) as error:
         raise UsageError(f"ledger table {args.table}: {' '.join(str(error).split())}") from None
+    items, unknown = filter_origins(read, accounts, regions, placing)
+    unplaced = len(unknown)
     try:
         count = write_jsonl(items, out)
     except OSError as error:
         raise UsageError(f"{out}: cannot write the export ({error.strerror or error.__class__.__name__})") from None
     by_kind = {kind: sum(1 for item in items if item["kind"] == kind) for kind in kinds}
     summary = ", ".join(f"{n} {kind}" for kind, n in by_kind.items())
-    print(f"{out}: {count} items ({summary})")
+    where = ""
+    if filtering:
+        chosen = [f"account {', '.join(sorted(accounts))}"] if accounts else []
+        chosen += [f"region {', '.join(sorted(regions))}"] if regions else []
+        left_out = f"; {unplaced} in no known account left out" if unplaced else ""
+        where = f" from {' and '.join(chosen)}{left_out}"
+    print(f"{out}: {count} items ({summary}){where}")
     return 0

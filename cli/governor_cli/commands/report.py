@@ -37,6 +37,9 @@ def register(subparsers: Any) -> None:
         "--history",
         help="folder of earlier runs' summaries for the trend (default: OUT/history); this run's summary is added",
     )
+    from governor_cli.commands.ledger import add_origin_filters
+
+    add_origin_filters(parser)  # narrows the ledger (spend, idle, findings); the audit covers every file in --logs
     parser.set_defaults(run=run)
 
 
@@ -213,7 +216,11 @@ def run(args: argparse.Namespace) -> int:
     logs = Path(args.logs)
     if not logs.is_dir():
         raise UsageError(f"{logs}: not a folder of CloudTrail files")
+    from governor_cli.commands.ledger import filter_origins, parse_origins
+
+    accounts, regions = parse_origins(getattr(args, "accounts", None), getattr(args, "regions", None))
     ledger = read_ledger(Path(args.ledger)) if args.ledger else []
+    ledger, unplaced = filter_origins(ledger, accounts, regions)
     start, end = _time(args.start, "start"), _time(args.end, "end")
     if start is not None and end is not None and end <= start:
         raise UsageError(f"--end {args.end} is not after --start {args.start}")
@@ -238,6 +245,13 @@ def run(args: argparse.Namespace) -> int:
     except QueryError as error:
         raise UsageError(str(error)) from None
     notes = [f"{name}: skipped ({why})" for name, why in current.skipped]
+    if accounts or regions:
+        chosen = sorted(accounts) + sorted(regions)
+        notes.append(
+            f"ledger narrowed to {', '.join(chosen)}"
+            + (f" ({len(unplaced)} items in no known account left out)" if unplaced else "")
+            + "; the audit queries cover every file under --logs"
+        )
     report = build_report(
         kind=args.kind,
         start=begin,
@@ -296,9 +310,16 @@ def run(args: argparse.Namespace) -> int:
         f"  GPU-hours {cost.gpu_hours_total:,.1f}  spend ${cost.cost_total_usd:,.2f}  "
         f"idle ${cost.idle_cost_usd:,.2f}  {reclaim}"
     )
+    if cost.by_account is not None:
+        for row in cost.by_account.rows:
+            print(
+                f"  account {row['account']} {row['region']}: GPU-hours {row['gpu_hours']:,.1f}  "
+                f"spend ${row['cost_usd']:,.2f}  idle ${row['idle_usd']:,.2f}  "
+                f"would reclaim {row['would_reclaim_gpu_hours']:,.1f} GPU-h"
+            )
     for budget in report.budgets:
         print(
-            f"  budget {budget.team}: ${budget.spent_usd:,.2f} of ${budget.budget_usd:,.2f}, "
+            f"  budget {budget.label}: ${budget.spent_usd:,.2f} of ${budget.budget_usd:,.2f}, "
             f"forecast ${budget.forecast_usd:,.2f}"
         )
     for query in report.security:

@@ -24,6 +24,9 @@ class LocalStack:
     idempotency_table: str = "governor-idempotency"
     bus_name: str = "governor"
     dlq_urls: dict[str, str] = field(default_factory=dict)
+    #: Organisation mode (the demo's ``--accounts``/``--regions``): the spoke role's name, and the hub's own account.
+    spoke_role: str | None = None
+    home_account: str = "123456789012"
 
     def environment(self, function: str, policy: Policy) -> dict[str, str]:
         """What ``infra/constructs/function.py`` puts in a function's environment (the whole policy here)."""
@@ -37,6 +40,11 @@ class LocalStack:
             "POWERTOOLS_SERVICE_NAME": "gpu-fleet-governor",
             "POWERTOOLS_METRICS_NAMESPACE": "GpuFleetGovernor",
             "IDLE_FUNCTION": "governor-idle",
+            **(
+                {"GOVERNOR_SPOKE_ROLE": self.spoke_role, "GOVERNOR_HOME_ACCOUNT": self.home_account}
+                if self.spoke_role
+                else {}
+            ),
         }
 
 

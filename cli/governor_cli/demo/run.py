@@ -7,6 +7,10 @@ which posts them to a local Slack capture endpoint and sends email through the e
 
 One clock: the whole run (handlers, the emulator, the ledger, the report) sees the simulated time, which
 ``time-machine`` moves from the start of the simulated day to its end; nothing reads the wall clock.
+
+With ``accounts`` x ``regions`` beyond 1 x 1 the same day runs in organisation mode: the fleet is dealt out over member
+accounts and regions, each with its spoke role, and the hub's functions act there through it; ``for_each_target`` is
+the one loop over those targets.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import os
 import shutil
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,25 @@ DEMO_SENDER = "gpu-governor@demo.example"  # verified in the emulated SES when t
 DEMO_RECIPIENTS = ("platform-team@demo.example",)
 Progress = Callable[[str], None]
 
+# Organisation mode (``--accounts``/``--regions`` beyond 1 x 1): the governor stays in the emulator's default account
+# and region (the hub: ledger, bus, notifier, report) and the fleet lives in member accounts, each with the spoke role
+# the StackSet would create in every region (docs/organization.md).
+HUB_ACCOUNT = "123456789012"
+HUB_REGION = "us-east-1"
+MEMBER_REGIONS = ("us-east-1", "us-west-2", "eu-west-1", "ap-southeast-2")
+MAX_ACCOUNTS = 8
+SPOKE_ROLE = "GovernorSpoke"
+#: The role AWS Organizations creates in every account it creates: the demo's "people" work through it.
+SETUP_ROLE = "OrganizationAccountAccessRole"
+#: Functions whose scheduled sweeps and CloudTrail checks the demo points at a member account itself (see
+#: ``member_ports``); spot and lifecycle already pick the event's account (``adapters.aws.member_target``).
+SWEPT_IN_TARGET = ("idle", "network", "keys")
+
+
+def member_accounts(count: int) -> list[str]:
+    """Member account ids 111111111111, 222222222222, ... (never the hub's)."""
+    return [str(111111111111 * n) for n in range(1, count + 1)]
+
 
 @dataclass(frozen=True)
 class DemoOptions:
@@ -61,9 +84,151 @@ class DemoOptions:
     seed: int = 11
     port: int = 0
     progress: Progress | None = None
+    #: Member accounts and regions the fleet is spread over; 1 x 1 is the single-account demo in the hub's account.
+    accounts: int = 1
+    regions: int = 1
     #: Click Keep 4 h and Stop now on two idle warnings, as their owners would (issue 22). An enforced run with clicks
     #: reclaims what the owners chose, so it no longer equals the report-only preview, which cannot know the clicks.
     clicks: bool = True
+
+    @property
+    def organization(self) -> bool:
+        """More than one (account, region): organisation mode, the fleet in member accounts behind spoke roles."""
+        return self.accounts * self.regions > 1
+
+
+@dataclass
+class Site:
+    """One (account, region) of the simulated fleet, with the clients its own people use (not the governor's): in a
+    member account, sessions on ``SETUP_ROLE``; in the single-account demo, the hub's shared clients as before."""
+
+    account: str
+    region: str
+    member: bool = False
+    trail: Trail = field(default_factory=Trail)
+    instances: dict[str, SyntheticInstance] = field(default_factory=dict)
+    spot: dict[str, bool] = field(default_factory=dict)
+    launched: list[str] = field(default_factory=list)
+    training_group: str = ""
+    stopped: list[str] = field(default_factory=list)
+    open_ingress: int = 0
+    _clients: dict[str, Any] = field(default_factory=dict)
+    _session: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.account}/{self.region}"
+
+    def client(self, service: str) -> Any:
+        if not self.member:
+            return client(service)
+        if service not in self._clients:
+            if self._session is None:
+                self._session = setup_session(self.account, self.region)
+            self._clients[service] = self._session.client(service, region_name=self.region)
+        return self._clients[service]
+
+
+def setup_session(account: str, region: str) -> Any:
+    """A session in a member account, as an administrator has through the organisation's access role (moto maps
+    assumed-role credentials to the role's account)."""
+    import boto3
+
+    answer = boto3.client("sts", region_name=HUB_REGION).assume_role(
+        RoleArn=f"arn:aws:iam::{account}:role/{SETUP_ROLE}", RoleSessionName="demo-setup"
+    )
+    credentials = answer["Credentials"]
+    return boto3.session.Session(
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        region_name=region,
+    )
+
+
+def demo_sites(options: DemoOptions) -> list[Site]:
+    """The (account, region) targets: the hub's own account alone, or every member account in every region."""
+    if not options.organization:
+        return [Site(HUB_ACCOUNT, HUB_REGION)]
+    regions = MEMBER_REGIONS[: options.regions]
+    return [
+        Site(account, region, member=True, trail=Trail(account=account, region=region))
+        for account in member_accounts(options.accounts)
+        for region in regions
+    ]
+
+
+def for_each_target(targets: Sequence[Site], work: Callable[[Site], None]) -> None:
+    """The organisation fan-out of the demo: ``work`` for each (account, region), one after another, in process.
+
+    This is the one place the demo loops over targets; the sweep fan-out (planner and per-target runner, issue 23
+    item 4) replaces it at merge. One target's failure is not caught here: the demo is meant to stop on it.
+    """
+    for target in targets:
+        work(target)
+
+
+def create_spoke_roles(sites: Sequence[Site]) -> None:
+    """``<SPOKE_ROLE>-<region>`` in every member account, trusting the hub account, as the StackSet deploys it."""
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{HUB_ACCOUNT}:root"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    for site in sites:
+        if site.member:
+            site.client("iam").create_role(
+                RoleName=f"{SPOKE_ROLE}-{site.region}", AssumeRolePolicyDocument=json.dumps(trust)
+            )
+
+
+def member_ports(function: str, policy: Policy, account: str, region: str, event_id: str | None) -> Any:
+    """The adapters ``function`` acts through in a member account and region: the same classes as its ``_aws``,
+    on clients that assume the spoke role there (``adapters.aws.client(..., account=)``).
+
+    Stand-in for a hook in the idle, network and keys handlers (choose ports from the event's account, as spot and
+    lifecycle do): their sweeps still act in the hub's account only (docs/organization.md, "Not yet").
+    """
+    from governor.adapters.autoscaling import AutoScalingGroups
+    from governor.adapters.cloudwatch import CloudWatchMetrics
+    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+    from governor.adapters.iam_keys import IamAccessKeys
+    from governor.adapters.kms import KmsKeys
+    from governor.adapters.network_addresses import PublicAddresses
+    from governor.adapters.secrets import SecretsRotation
+    from governor.adapters.security_groups import SecurityGroups
+    from governor.adapters.ssm import SsmCommands
+
+    def member(service: str) -> Any:
+        return client(service, region, account=account, event_id=event_id)
+
+    where: dict[str, Any] = {"account": account, "event_id": event_id}
+    if function == "idle":
+        from governor.handlers.idle import IdleAws
+
+        return IdleAws(
+            Ec2Reader(region, **where),
+            Ec2Actions(region, **where),
+            CloudWatchMetrics(region, member("cloudwatch"), memory_unit=policy.idle.gpu_memory_unit),
+            SsmCommands(region, **where),
+            AutoScalingGroups(region, member("autoscaling")),
+        )
+    if function == "network":
+        from governor.handlers.network import NetworkAws
+
+        return NetworkAws(
+            SecurityGroups(region, member("ec2")), PublicAddresses(region, member("ec2")), Ec2Reader(region, **where)
+        )
+    if function == "keys":
+        from governor.handlers.keys import KeyAdapters
+
+        return KeyAdapters(
+            kms=KmsKeys(region, member("kms")),
+            iam=IamAccessKeys(region, member("iam")),
+            secrets=SecretsRotation(region, member("secretsmanager")),
+        )
+    raise ValueError(f"{function}: picks its account from the event itself")
 
 
 @dataclass
@@ -110,6 +275,12 @@ class DemoResult:
     dead_letters: dict[str, int] = field(default_factory=dict)
     # Slack buttons the demo clicked: button, instance, person, what the governor answered, and when.
     clicks: list[dict[str, Any]] = field(default_factory=list)
+    #: Organisation mode: per (account, region), the instances launched there and those stopped there (read back in
+    #: that account), and the roles the governor assumed; empty in the single-account demo.
+    sites: list[dict[str, Any]] = field(default_factory=list)
+    roles_assumed: int = 0
+    #: Organisation mode: instances the hub's own account holds at the end (none: the fleet is in the members).
+    hub_instances: int = 0
 
 
 def enforcing(policy: Policy, on: bool) -> Policy:
@@ -161,21 +332,55 @@ class Simulation:
         self.options = options
         self.policy = demo_policy(options.policy, options.enforce)
         self.stack = stack
-        self.trail = Trail()
+        self.sites = demo_sites(options)
+        self.site = self.sites[0]
         self.result = DemoResult(enforce=options.enforce, out=options.out)
         self.clock = clock
         self.start = start
         self._now = start
         self.now = start
-        self.ec2 = client("ec2")
-        self.instances: dict[str, SyntheticInstance] = {}
         self.synthetic_to_real: dict[str, str] = {}
         self.findings_queue = ""
         self.capture: CaptureEndpoint | None = None
         self.signing_secret = new_signing_secret()
         self.invoker = QueuedInvoker()
-        self.spot: dict[str, bool] = {}
         self.log = io.StringIO()
+        self.roles_assumed_before = client.roles_assumed  # the process's count: a run reports its own
+
+    # --- the current target: what the scripted day does happens in ``self.site`` -----------------------------------
+
+    @property
+    def trail(self) -> Trail:
+        return self.site.trail
+
+    @property
+    def ec2(self) -> Any:
+        return self.site.client("ec2")
+
+    @property
+    def instances(self) -> dict[str, SyntheticInstance]:
+        return self.site.instances
+
+    @property
+    def spot(self) -> dict[str, bool]:
+        return self.site.spot
+
+    @property
+    def training_group(self) -> str:
+        return self.site.training_group
+
+    @training_group.setter
+    def training_group(self, value: str) -> None:
+        self.site.training_group = value
+
+    def first_in_account(self) -> bool:
+        """The current target is its account's first region (IAM, being global, is set up and swept there only)."""
+        return next(s for s in self.sites if s.account == self.site.account) is self.site
+
+    def at(self, site: Site) -> Simulation:
+        """Make ``site`` the current target (``for_each_target`` calls work with the site)."""
+        self.site = site
+        return self
 
     # --- plumbing -------------------------------------------------------------------------------------------------
 
@@ -201,8 +406,15 @@ class Simulation:
         os.environ.update(self.stack.environment(function, self.policy))
         default_runtime.cache_clear()
         module = importlib.import_module(f"governor.handlers.{function}")
+        origin = str(event.get("account", ""))
         with contextlib.redirect_stdout(self.log):
-            result: dict[str, Any] = module.lambda_handler(event, LambdaContext(function))
+            if function in SWEPT_IN_TARGET and self.options.organization and origin != HUB_ACCOUNT:
+                runtime = default_runtime()  # configures organisation mode before the member clients are built
+                region = str(event.get("region") or HUB_REGION)
+                ports = member_ports(function, runtime.policy, origin, region, event.get("id"))
+                result: dict[str, Any] = module.handle(event, runtime, ports, LambdaContext(function))
+            else:
+                result = module.lambda_handler(event, LambdaContext(function))
         self.result.invocations[function] += 1
         self.result.results.append((function, result))
         return result
@@ -253,6 +465,8 @@ class Simulation:
     def click_warnings(self) -> None:
         """As idle warnings with buttons arrive, their owners answer: "Keep 4 h" on the first, "Stop now" on the next
         (another instance, still running); then the demo clicks nothing more."""
+        if self.options.organization:
+            return  # Stop now runs the idle function in the hub's account (see member_ports): no clicks across accounts
         done = {str(c["button"]) for c in self.result.clicks}
         if self.capture is None or {KEEP_HOURS, STOP_NOW} <= done:
             return
@@ -307,7 +521,7 @@ class Simulation:
             "account": self.trail.account,
             "time": self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "region": self.trail.region,
-            "resources": ["arn:aws:scheduler:us-east-1:123456789012:schedule/default/governor"],
+            "resources": [f"arn:aws:scheduler:{HUB_REGION}:{HUB_ACCOUNT}:schedule/default/governor"],
             "detail": detail or {},
         }
 
@@ -320,7 +534,7 @@ class Simulation:
             "account": self.trail.account,
             "time": self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "region": self.trail.region,
-            "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{detail['instance-id']}"],
+            "resources": [f"arn:aws:ec2:{self.trail.region}:{self.trail.account}:instance/{detail['instance-id']}"],
             "detail": detail,
         }
 
@@ -339,7 +553,7 @@ class Simulation:
                 return
             for message in batch:
                 event = json.loads(message["Body"])
-                event.setdefault("account", self.trail.account)  # moto's bus-to-SQS delivery drops it; AWS sends it
+                event.setdefault("account", HUB_ACCOUNT)  # moto's bus-to-SQS delivery drops it; AWS sends it
                 self.result.notified.append(event.get("detail", {}))
                 self.deliver(event)
                 sqs.delete_message(QueueUrl=self.findings_queue, ReceiptHandle=message["ReceiptHandle"])
@@ -387,14 +601,16 @@ class Simulation:
             Rule="governor-findings", EventBusName=self.stack.bus_name, Targets=[{"Id": "q", "Arn": arn}]
         )
 
-    def launch_fleet(self, workload: Workload) -> None:
-        """Run each synthetic instance in the emulator and deliver its RunInstances call and running state."""
+    def launch_fleet(self, workload: Workload, share: Sequence[int] | None = None) -> None:
+        """Run each synthetic instance (those at ``share``, default all) in the current target and deliver its
+        RunInstances call and running state."""
         image = DEMO_AMI
         self.training_group = self.ec2.create_security_group(GroupName="gpu-training", Description="training nodes")[
             "GroupId"
         ]
         spot_left = 3
-        for index, synthetic in enumerate(workload.instances):
+        chosen = range(len(workload.instances)) if share is None else share
+        for index, synthetic in ((i, workload.instances[i]) for i in chosen):
             team = TEAMS[index % len(TEAMS)]
             tags = {"team": team, "workload": synthetic.kind, "Name": f"{team}-{synthetic.kind}-{index}"}
             tags.update(self.policy.fleet.fleet_tags)  # the fleet's tags: the SendCommand grant requires them
@@ -417,6 +633,7 @@ class Simulation:
             real = launched["InstanceId"]
             self.spot[real] = spot
             self.instances[real] = synthetic
+            self.site.launched.append(real)
             self.synthetic_to_real[synthetic.id] = real
             self.result.kinds[real] = synthetic.kind
             self.result.truth[real] = synthetic
@@ -457,7 +674,7 @@ class Simulation:
     def put_metrics(self, since: dt.datetime, until: dt.datetime) -> None:
         """The CloudWatch agent's one-minute samples for the minutes in [since, until); memory in MB, as the agent
         publishes ``nvidia_smi_memory_used``."""
-        cloudwatch = client("cloudwatch")
+        cloudwatch = self.site.client("cloudwatch")
         names = {
             "gpu_utilization": "nvidia_smi_utilization_gpu",
             "gpu_memory_used": "nvidia_smi_memory_used",
@@ -484,19 +701,22 @@ class Simulation:
             for chunk in range(0, len(data), 1000):
                 cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[chunk : chunk + 1000])
         _trim_emulated_metrics(
-            until - dt.timedelta(minutes=self.policy.idle.window_minutes + 2 * self.options.sweep_minutes)
+            until - dt.timedelta(minutes=self.policy.idle.window_minutes + 2 * self.options.sweep_minutes),
+            self.site.account,
+            self.site.region,
         )
 
     def prepare_keys(self) -> str:
         """A KMS key with rotation on, and IAM users whose access keys are 10, 80 and 120 days old."""
-        kms = client("kms")
+        kms = self.site.client("kms")
         key_id: str = kms.create_key(Description="training-data", KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]["KeyId"]
         kms.enable_key_rotation(KeyId=key_id, RotationPeriodInDays=90)
-        iam = client("iam")
-        for user, age in (("ci-deployer", 120), ("notebook-sync", 80), ("metrics-export", 10)):
+        iam = self.site.client("iam")
+        users = (("ci-deployer", 120), ("notebook-sync", 80), ("metrics-export", 10))
+        for user, age in users if self.first_in_account() else ():
             iam.create_user(UserName=user)
             iam.create_access_key(UserName=user)
-            _backdate_access_keys(user, age)
+            _backdate_access_keys(user, age, self.site.account)
         return key_id
 
     # --- the day --------------------------------------------------------------------------------------------------
@@ -513,11 +733,13 @@ class Simulation:
             self._authorize(Principal("bo"), self.training_group, "tcp", 2222, 2223, "10.20.0.0/16")
 
         def rotation_off() -> None:
-            client("kms").disable_key_rotation(KeyId=key_id)
+            self.site.client("kms").disable_key_rotation(KeyId=key_id)
             self.api_call("keys", admin, "kms.amazonaws.com", "DisableKeyRotation", request={"keyId": key_id})
 
         def keys_sweep() -> None:
-            self.invoke("keys", self.scheduled())
+            # IAM is global: an account's access keys are swept from its first region only (as a schedule per
+            # account and region would be configured), KMS keys and secrets in every region.
+            self.invoke("keys", self.scheduled(None if self.first_in_account() else {"kinds": ["kms", "secrets"]}))
 
         def rebalance() -> None:
             if spots:
@@ -615,9 +837,10 @@ class Simulation:
             response={"_return": True, "securityGroupRuleSet": {"items": rules}},
         )
 
-    def run_day(self, key_id: str) -> None:
-        """Sweep every ``sweep_minutes`` on the simulated clock; scripted incidents happen in between."""
-        incidents = self.events_at(key_id)
+    def run_day(self, keys: Mapping[str, str]) -> None:
+        """Sweep every ``sweep_minutes`` on the simulated clock; scripted incidents happen in between, in every
+        target (``keys``: each target's KMS key, by ``Site.name``)."""
+        incidents = {site.name: self.at(site).events_at(keys[site.name]) for site in self.sites}
         step = self.options.sweep_minutes
         total = int(self.options.hours * 60)
         previous = self.start
@@ -626,27 +849,36 @@ class Simulation:
                 f"simulated hour {math.ceil(minute / 60)} of {math.ceil(total / 60)} "
                 f"({self.start + dt.timedelta(minutes=minute):%Y-%m-%d %H:%M} UTC)"
             )
-            for at in sorted(m for m in incidents if minute - step < m <= minute):
-                self.now = self.start + dt.timedelta(minutes=at)
-                incidents[at]()
-            self.now = self.start + dt.timedelta(minutes=minute)
-            self.put_metrics(previous, self.now)
+
+            def tick(site: Site, minute: int = minute, since: dt.datetime = previous) -> None:
+                self.at(site)
+                for at in sorted(m for m in incidents[site.name] if minute - step < m <= minute):
+                    self.now = self.start + dt.timedelta(minutes=at)
+                    incidents[site.name][at]()
+                self.now = self.start + dt.timedelta(minutes=minute)
+                self.put_metrics(since, self.now)
+                self.invoke("idle", self.scheduled())
+                self.announce_state_changes()
+
+            for_each_target(self.sites, tick)
             previous = self.now
-            self.invoke("idle", self.scheduled())
-            self.announce_state_changes()
             self.route_findings()
             if self.options.clicks:
                 self.click_warnings()
-        self.invoke("network", self.scheduled({"sweep": "drift"}))
-        self.invoke("lifecycle", self.scheduled({"sweep": "reconcile"}))
+
+        def close(site: Site) -> None:
+            self.at(site).invoke("network", self.scheduled({"sweep": "drift"}))
+            self.invoke("lifecycle", self.scheduled({"sweep": "reconcile"}))
+
+        for_each_target(self.sites, close)
         self.route_findings()
 
 
-def _trim_emulated_metrics(before: dt.datetime) -> None:
+def _trim_emulated_metrics(before: dt.datetime, account: str = HUB_ACCOUNT, region: str = HUB_REGION) -> None:
     """Emulator housekeeping: drop points no sweep will read again (moto scans every stored point per query)."""
     from moto.cloudwatch.models import cloudwatch_backends
 
-    backend = cloudwatch_backends["123456789012"]["us-east-1"]
+    backend = cloudwatch_backends[account][region]
     cutoff = before.replace(tzinfo=None)
     backend.metric_data = [d for d in backend.metric_data if _naive(d.timestamp) >= cutoff]
 
@@ -655,11 +887,11 @@ def _naive(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=None) if value.tzinfo else value
 
 
-def _backdate_access_keys(user: str, days: int) -> None:
+def _backdate_access_keys(user: str, days: int, account: str = HUB_ACCOUNT) -> None:
     """Emulator set-up only: make the user's access keys ``days`` old (moto stamps keys with the current time)."""
     from moto.backends import get_backend
 
-    backend = get_backend("iam")["123456789012"]["global"]
+    backend = get_backend("iam")[account]["global"]
     for key in backend.users[user].access_keys:
         key.create_date = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(days=days)
 
@@ -712,14 +944,29 @@ def run_demo(options: DemoOptions) -> DemoResult:
         sim.connect_notifier(capture.url)
         sim.capture = capture
         sim.connect_slack_app()
-        say(f"emulator up; launching {options.instances} GPU instances")
+        if options.organization:
+            sim.stack.spoke_role = SPOKE_ROLE
+            create_spoke_roles(sim.sites)
+        where = f" in {len(sim.sites)} accounts and regions" if options.organization else ""
+        say(f"emulator up; launching {options.instances} GPU instances{where}")
         workload = generate(options.instances, hours=options.hours, seed=options.seed, start=sim.start)
-        sim.launch_fleet(workload)
-        key_id = sim.prepare_keys()
-        sim.run_day(key_id)
-        sim.now = end
-        say("reading back the account, the ledger and the dead-letter queues")
-        _collect(sim)
+        keys: dict[str, str] = {}
+
+        def set_up(site: Site) -> None:
+            share = None if len(sim.sites) == 1 else range(sim.sites.index(site), options.instances, len(sim.sites))
+            sim.at(site).launch_fleet(workload, share)
+            keys[site.name] = sim.prepare_keys()
+
+        try:
+            for_each_target(sim.sites, set_up)
+            sim.run_day(keys)
+            sim.now = end
+            say("reading back the accounts, the ledger and the dead-letter queues")
+            _collect(sim)
+        finally:
+            client.configure(None)  # organisation mode off again for whatever runs next in this process
+            for name in ("GOVERNOR_SPOKE_ROLE", "GOVERNOR_HOME_ACCOUNT"):
+                os.environ.pop(name, None)
         (options.out / "lambda.log").write_text(sim.log.getvalue(), encoding="utf-8")
         say("auditing the trail and rendering the report")
         _report(sim, capture)
@@ -751,23 +998,29 @@ def _collect(sim: Simulation) -> None:
     from governor_cli.commands.ledger import write_jsonl
 
     result = sim.result
-    described = _patient("ec2").describe_instances()["Reservations"]
-    result.stopped = [
-        i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in ("stopped", "stopping")
-    ]
-    group = _patient("ec2").describe_security_groups(GroupIds=[sim.training_group])["SecurityGroups"][0]
-    result.open_ingress = group.get("IpPermissions", [])
-    status = _patient("kms").list_keys()["Keys"]
-    result.rotation_enabled = all(
-        _patient("kms").get_key_rotation_status(KeyId=k["KeyId"])["KeyRotationEnabled"] for k in status
-    )
-    iam = _patient("iam")
-    result.deactivated_keys = sum(
-        1
-        for user in iam.list_users()["Users"]
-        for key in iam.list_access_keys(UserName=user["UserName"])["AccessKeyMetadata"]
-        if key["Status"] == "Inactive"
-    )
+    if not sim.options.organization:
+        described = _patient("ec2").describe_instances()["Reservations"]
+        result.stopped = [
+            i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in ("stopped", "stopping")
+        ]
+        group = _patient("ec2").describe_security_groups(GroupIds=[sim.training_group])["SecurityGroups"][0]
+        result.open_ingress = group.get("IpPermissions", [])
+        status = _patient("kms").list_keys()["Keys"]
+        result.rotation_enabled = all(
+            _patient("kms").get_key_rotation_status(KeyId=k["KeyId"])["KeyRotationEnabled"] for k in status
+        )
+        iam = _patient("iam")
+        result.deactivated_keys = sum(
+            1
+            for user in iam.list_users()["Users"]
+            for key in iam.list_access_keys(UserName=user["UserName"])["AccessKeyMetadata"]
+            if key["Status"] == "Inactive"
+        )
+    else:
+        result.rotation_enabled = True
+        for_each_target(sim.sites, lambda site: _collect_site(sim, site))
+        result.hub_instances = sum(len(r["Instances"]) for r in _patient("ec2").describe_instances()["Reservations"])
+        result.roles_assumed = client.roles_assumed - sim.roles_assumed_before
     sqs = _patient("sqs")
     for function, url in sim.stack.dlq_urls.items():
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
@@ -784,8 +1037,43 @@ def _collect(sim: Simulation) -> None:
     result.decisions = [json.loads(json.dumps(i, default=_number)) for i in items]
     write_jsonl(result.decisions, sim.options.out / "ledger.jsonl")
     trail_root = sim.options.out / "cloudtrail"
-    sim.trail.write(trail_root)
+    for site in sim.sites:
+        site.trail.write(trail_root)
     result.emails = _save_emails(sim.options.out / "email")
+
+
+def _collect_site(sim: Simulation, site: Site) -> None:
+    """One member account and region read back in that account (its own session, not the governor's)."""
+    result = sim.result
+    ec2 = site.client("ec2")
+    described = ec2.describe_instances()["Reservations"]
+    site.stopped = [
+        i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in ("stopped", "stopping")
+    ]
+    result.stopped += site.stopped
+    group = ec2.describe_security_groups(GroupIds=[site.training_group])["SecurityGroups"][0]
+    site.open_ingress = len(group.get("IpPermissions", []))
+    result.open_ingress += group.get("IpPermissions", [])
+    kms = site.client("kms")
+    result.rotation_enabled = result.rotation_enabled and all(
+        kms.get_key_rotation_status(KeyId=k["KeyId"])["KeyRotationEnabled"] for k in kms.list_keys()["Keys"]
+    )
+    iam = site.client("iam")
+    result.deactivated_keys += sum(
+        1
+        for user in (iam.list_users()["Users"] if sim.at(site).first_in_account() else [])
+        for key in iam.list_access_keys(UserName=user["UserName"])["AccessKeyMetadata"]
+        if key["Status"] == "Inactive"
+    )
+    result.sites.append(
+        {
+            "account": site.account,
+            "region": site.region,
+            "launched": list(site.launched),
+            "stopped": list(site.stopped),
+            "open_ingress": site.open_ingress,
+        }
+    )
 
 
 def _save_emails(folder: Path) -> int:
@@ -951,18 +1239,120 @@ def summary_lines(result: DemoResult) -> list[str]:
             f"{len(result.stopped)}"
             + (f" ({', '.join(sorted(result.kinds.get(i, '?') for i in result.stopped))})" if result.stopped else ""),
         ),
-        ("world-open or CIDR rules left", f"{len(result.open_ingress)} on the training group"),
+        (
+            "world-open or CIDR rules left",
+            f"{len(result.open_ingress)} on the training group" + ("s" if len(result.sites) > 1 else ""),
+        ),
         *click_facts(result),
         ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),
     ]
+    if result.sites:
+        facts.insert(
+            7, ("spoke role sessions", f"{result.roles_assumed} AssumeRole calls (per invocation, account and region)")
+        )
+        facts.insert(8, ("Slack buttons", "not clicked across accounts (Stop now acts in the hub's account only)"))
     lines = [rule, *table[:1], rule, *table[1:], rule]
     lines += align(idle_rows, right=(1, 2))
     lines.append('(each figure is defined once in docs/idle.md, "Idle figures"; GPU-hours, on-demand dollars)')
     lines.append(rule)
+    if result.sites:
+        lines += account_lines(result)
+        lines.append(rule)
     lines += align(facts)
     return lines
 
 
-__all__ = ["FUNCTIONS", "DemoOptions", "DemoResult", "run_demo", "summary_lines"]
+def account_figures(result: DemoResult) -> list[dict[str, Any]]:
+    """Per (account, region): decisions to act (from the ledger, as the policy table counts them), the report's spend
+    and idle figures (its ``gpu_hours_by_account`` table), what the demo launched there and read back there as
+    stopped; then the hub's own row when its functions decided something (the notifier's delivery decisions)."""
+    from governor.domain.report import origin_of, origins
+
+    table = (result.report.get("cost") or {}).get("by_account") or {}
+    rows = {(str(r["account"]), str(r["region"])): r for r in table.get("rows", [])}
+    known = origins(result.decisions)
+    to_act: Counter[tuple[str, str]] = Counter(
+        origin_of(d, known)
+        for d in result.decisions
+        if d.get("kind", "decision") == "decision" and d.get("verdict") == "act"
+    )
+    places = [(str(s["account"]), str(s["region"]), s) for s in result.sites]
+    if to_act.get((HUB_ACCOUNT, HUB_REGION)):
+        places.append((HUB_ACCOUNT, HUB_REGION, {"launched": [], "stopped": []}))
+    figures = []
+    for account, region, site in places:
+        row = rows.get((account, region), {})
+        figures.append(
+            {
+                "account": account,
+                "region": region,
+                "hub": account == HUB_ACCOUNT,
+                "instances": len(site["launched"]),
+                "stopped": len(site["stopped"]),
+                "decisions_to_act": to_act.get((account, region), 0),
+                "gpu_hours": float(row.get("gpu_hours", 0)),
+                "cost_usd": float(row.get("cost_usd", 0)),
+                "idle_gpu_hours": float(row.get("idle_gpu_hours", 0)),
+                "would_reclaim_gpu_hours": float(row.get("would_reclaim_gpu_hours", 0)),
+                "would_save_usd": float(row.get("would_save_usd", 0)),
+                "reclaimed_gpu_hours": float(row.get("reclaimed_gpu_hours", 0)),
+            }
+        )
+    return figures
+
+
+def reclaimed_key(enforce: bool) -> str:
+    return "idle_gpu_hours_reclaimed" if enforce else "would_reclaim_gpu_hours"
+
+
+def account_lines(result: DemoResult) -> list[str]:
+    """The per-account table of the organisation demo, with a total row equal to the figures above it."""
+    reclaim = "reclaimed" if result.enforce else "would reclaim"
+    rows: list[tuple[str, ...]] = [
+        ("account", "region", "instances", "to act", "GPU-h billed", "spend", "idle GPU-h", reclaim, "$", "stopped")
+    ]
+    figures = account_figures(result)
+    total: dict[str, float] = dict.fromkeys(("instances", "decisions_to_act", "stopped", "hours", "usd"), 0)
+    for f in figures:
+        hours = f["reclaimed_gpu_hours"] if result.enforce else f["would_reclaim_gpu_hours"]
+        rows.append(
+            (
+                f["account"],
+                f["region"] + (" (hub)" if f["hub"] else ""),
+                str(f["instances"]),
+                str(f["decisions_to_act"]),
+                f"{f['gpu_hours']:,.1f}",
+                f"${f['cost_usd']:,.2f}",
+                f"{f['idle_gpu_hours']:,.1f}",
+                f"{hours:,.1f}",
+                "" if result.enforce else f"${f['would_save_usd']:,.2f}",
+                str(f["stopped"]),
+            )
+        )
+        for key in ("instances", "decisions_to_act", "gpu_hours", "cost_usd", "idle_gpu_hours", "stopped"):
+            total[key] = total.get(key, 0) + f[key]
+        total["hours"] += hours
+        total["usd"] += f["would_save_usd"]
+    # The report's own totals (the figures above the table): the rows are rounded to the cent, their sum may not be.
+    cost = result.report.get("cost") or {}
+    rows.append(
+        (
+            "all accounts",
+            "",
+            str(int(total["instances"])),
+            str(int(total["decisions_to_act"])),
+            f"{float(cost.get('gpu_hours_total', total['gpu_hours'])):,.1f}",
+            f"${float(cost.get('cost_total_usd', total['cost_usd'])):,.2f}",
+            f"{float(cost.get('idle_gpu_hours_detected', total['idle_gpu_hours'])):,.1f}",
+            f"{float(cost.get(reclaimed_key(result.enforce), total['hours'])):,.1f}",
+            "" if result.enforce else f"${float(cost.get('would_save_usd', total['usd'])):,.2f}",
+            str(int(total["stopped"])),
+        )
+    )
+    table = align(rows, right=(2, 3, 4, 5, 6, 7, 8, 9))
+    return [table[0], *table[1:-1], table[-1]]
+
+
+__all__ = ["FUNCTIONS", "DemoOptions", "DemoResult", "account_figures", "for_each_target", "run_demo", "summary_lines"]

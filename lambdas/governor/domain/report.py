@@ -125,8 +125,13 @@ class FindingRow(BaseModel):
     enforced: bool = False
 
 
+BUDGET_COLUMNS = ("budget_usd", "spent_usd", "spent_percent", "burn_per_day_usd", "forecast_usd")
+
+
 class BudgetRow(BaseModel):
-    """A team's monthly budget against its spend so far this month, with the month-end forecast at today's burn."""
+    """A team's (or an account's) monthly budget against its spend so far this month, with the month-end forecast at
+    today's burn. ``team`` holds the budget's name: the team tag's value, or the account id when ``scope`` is
+    ``account``."""
 
     team: str
     budget_usd: float
@@ -135,6 +140,12 @@ class BudgetRow(BaseModel):
     days_in_month: int
     burn_per_day_usd: float
     forecast_usd: float
+    scope: Literal["team", "account"] = "team"
+
+    @property
+    def label(self) -> str:
+        """How a sentence names the budget: the team, or "account 111122223333"."""
+        return f"account {self.team}" if self.scope == "account" else self.team
 
     @property
     def spent_percent(self) -> float:
@@ -208,6 +219,8 @@ class CostSection(BaseModel):
     rightsizing: Table
     prices_as_of: str = ""
     notes: list[str] = Field(default_factory=list)
+    #: Spend and idle figures per account and region (organisation mode); None while the ledger names one only.
+    by_account: Table | None = None
 
 
 GOVERNOR_TAGS_TITLE = "Exemptions, snoozes and checkpoint names, by who set them"
@@ -262,6 +275,7 @@ class Report(BaseModel):
     def tables(self) -> list[Table]:
         cost = self.cost
         return [
+            *([cost.by_account] if cost.by_account is not None else []),
             cost.by_team,
             cost.by_owner,
             cost.by_type,
@@ -280,13 +294,16 @@ class Report(BaseModel):
         )
 
     def budgets_table(self) -> Table:
+        scoped = any(b.scope == "account" for b in self.budgets)  # "scope" and "name" only beside account budgets
+        key = "name" if scoped else "team"
         return Table(
             name="budgets",
             title="Monthly budgets",
-            columns=["team", "budget_usd", "spent_usd", "spent_percent", "burn_per_day_usd", "forecast_usd"],
+            columns=[*(["scope"] if scoped else []), key, *BUDGET_COLUMNS],
             rows=[
                 {
-                    "team": b.team,
+                    **({"scope": b.scope} if scoped else {}),
+                    key: b.team,
                     "budget_usd": round(b.budget_usd, 2),
                     "spent_usd": round(b.spent_usd, 2),
                     "spent_percent": round(b.spent_percent, 1),
@@ -536,7 +553,115 @@ def cost_section(
         rightsizing=rightsizing(items, policy, start, end, {str(k): str(v) for k, v in types.items() if k and v}),
         prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
         notes=notes,
+        by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
     )
+
+
+# --- organisation: accounts and regions ----------------------------------------------------------------------------
+
+UNKNOWN_ORIGIN = ("unknown", "unknown")
+ACCOUNT_COLUMNS = (
+    "account",
+    "region",
+    "sessions",
+    "gpu_hours",
+    "cost_usd",
+    "idle_gpu_hours",
+    "idle_usd",
+    "would_reclaim_gpu_hours",
+    "would_save_usd",
+    "reclaimed_gpu_hours",
+    "decisions_to_act",
+)
+
+
+def origins(items: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Resource id -> (account, region) from the decisions the runner stamped with their event's origin.
+
+    Usage sessions and other keyed items are written without it (keyed by instance id, docs/organization.md); an
+    instance's decisions say where it lives, and instance ids are unique across accounts and regions.
+    """
+    found: dict[str, tuple[str, str]] = {}
+    for item in items:
+        if item.get("kind", "decision") != "decision":
+            continue
+        account, resource = item.get("account"), item.get("resource")
+        if isinstance(account, str) and account and isinstance(resource, str) and resource:
+            found.setdefault(resource, (account, str(item.get("region") or "unknown")))
+    return found
+
+
+def origin_of(item: Mapping[str, Any], known: Mapping[str, tuple[str, str]]) -> tuple[str, str]:
+    """Where one ledger item comes from: its own stamp, else its instance's or resource's, else unknown."""
+    account = item.get("account")
+    if isinstance(account, str) and account:
+        return account, str(item.get("region") or "unknown")
+    for key in ("instance_id", "resource"):
+        value = item.get(key)
+        if isinstance(value, str) and value in known:
+            return known[value]
+    return UNKNOWN_ORIGIN
+
+
+def account_table(
+    items: Sequence[Mapping[str, Any]],
+    usage_items: Sequence[Mapping[str, Any]],
+    idle_rows: Iterable[costs.IdleRow],
+    offenders: Iterable[costs.OffenderRow],
+    start: dt.datetime,
+    end: dt.datetime,
+    prices: costs.PriceBook,
+) -> Table | None:
+    """Spend, idle and would-reclaim figures per account and region, or None while the ledger names at most one
+    (a single-account deployment's report stays as it was). The rows add up to the report's totals."""
+    known = origins(items)
+    seen = {origin_of(item, known) for item in items if item.get("kind", "decision") == "decision"}
+    seen |= {origin_of(s, known) for s in costs.sessions_of(usage_items)}
+    if len(seen - {UNKNOWN_ORIGIN}) < 2:
+        return None
+    # costs groups by team, owner or type: the same sessions, their team replaced by where they ran.
+    relabelled = [{**s, "team": "/".join(origin_of(s, known))} for s in costs.sessions_of(usage_items)]
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def row(origin: tuple[str, str]) -> dict[str, Any]:
+        return rows.setdefault(
+            origin, {"account": origin[0], "region": origin[1], **dict.fromkeys(ACCOUNT_COLUMNS[2:], 0.0)}
+        )
+
+    for cost_row in costs.gpu_hours_and_cost(relabelled, start, end, "team", prices):
+        account, _, region = cost_row.key.partition("/")
+        target = row((account, region))
+        target["sessions"] += cost_row.sessions
+        target["gpu_hours"] += cost_row.gpu_hours
+        target["cost_usd"] += cost_row.cost_usd
+    for idle_row in idle_rows:
+        target = row(known.get(idle_row.instance_id, UNKNOWN_ORIGIN))
+        target["idle_gpu_hours"] += idle_row.idle_gpu_hours
+        target["would_reclaim_gpu_hours"] += idle_row.would_reclaim_gpu_hours
+        target["reclaimed_gpu_hours"] += idle_row.reclaimed_gpu_hours
+    for offender in offenders:
+        target = row(known.get(offender.instance_id, UNKNOWN_ORIGIN))
+        target["idle_usd"] += offender.idle_usd
+        target["would_save_usd"] += offender.would_reclaim_usd
+    for item in items:
+        if item.get("kind", "decision") == "decision" and item.get("verdict") == "act" and _in_period(item, start, end):
+            row(origin_of(item, known))["decisions_to_act"] += 1
+    for values in rows.values():
+        values["sessions"] = int(values["sessions"])
+        values["decisions_to_act"] = int(values["decisions_to_act"])
+        for column in ACCOUNT_COLUMNS[3:-1]:
+            values[column] = round(values[column], 2)
+    return Table(
+        name="gpu_hours_by_account",
+        title="Spend by account and region",
+        columns=list(ACCOUNT_COLUMNS),
+        rows=[rows[k] for k in sorted(rows, key=lambda k: (k == UNKNOWN_ORIGIN, k))],
+    )
+
+
+def _in_period(item: Mapping[str, Any], start: dt.datetime, end: dt.datetime) -> bool:
+    at = parse_time(item.get("at"))
+    return at is None or start <= at < end
 
 
 def _would_by_team(rows: Iterable[costs.IdleRow], offenders: Iterable[costs.OffenderRow]) -> dict[str, float]:
@@ -841,31 +966,42 @@ def month_bounds(moment: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
 def budget_section(
     items: Sequence[Mapping[str, Any]], policy: Policy, as_of: dt.datetime, prices: costs.PriceBook | None = None
 ) -> list[BudgetRow]:
-    """Each budgeted team's spend from the 1st of the month to ``as_of``, burn per day and month-end forecast.
+    """Each budgeted team's and account's spend from the 1st of the month to ``as_of``, burn per day and month-end
+    forecast (an account's sessions are placed by ``origins``).
 
     The forecast is the straight line of this month's burn: spend so far / days elapsed x days in the month.
     """
     budgets = policy.budgets.teams
-    if not budgets:
+    by_account = policy.budgets.accounts
+    if not budgets and not by_account:
         return []
     first, following = month_bounds(as_of)
     until = min(as_of, following)
     spent = {r.key: r.cost_usd for r in costs.gpu_hours_and_cost(items, first, until, "team", prices)}
+    spent_by_account: dict[str, float] = {}
+    if by_account:
+        known = origins(items)
+        relabelled = [{**s, "team": origin_of(s, known)[0]} for s in costs.sessions_of(items)]
+        by_origin = costs.gpu_hours_and_cost(relabelled, first, until, "team", prices)
+        spent_by_account = {r.key: r.cost_usd for r in by_origin}
     elapsed = max((until - first).total_seconds() / 86400, 1 / 24)
     days = (following - first).days
     rows = []
-    for team, budget in sorted(budgets.items()):
-        so_far = spent.get(team, 0.0)
+    chosen = [("team", n, b, spent) for n, b in sorted(budgets.items())]
+    chosen += [("account", n, b, spent_by_account) for n, b in sorted(by_account.items())]
+    for scope, name, budget, spent_by in chosen:
+        so_far = spent_by.get(name, 0.0)
         burn = so_far / elapsed
         rows.append(
             BudgetRow(
-                team=team,
+                team=name,
                 budget_usd=budget,
                 spent_usd=round(so_far, 2),
                 days_elapsed=round(elapsed, 2),
                 days_in_month=days,
                 burn_per_day_usd=round(burn, 2),
                 forecast_usd=round(burn * days, 2),
+                scope=scope,
             )
         )
     return rows
@@ -988,6 +1124,14 @@ def utilisation_widget(region: str, start: dt.datetime, end: dt.datetime, thresh
 HEADERS = {
     "team": "Team",
     "owner": "Owner",
+    "account": "Account",
+    "region": "Region",
+    "scope": "Budget for",
+    "name": "Name",
+    "would_reclaim_gpu_hours": "Would reclaim GPU-hours",
+    "reclaimed_gpu_hours": "Reclaimed GPU-hours",
+    "would_save_usd": "Would save",
+    "decisions_to_act": "Decisions to act",
     "instance_type": "Instance type",
     "instance_id": "Instance",
     "sessions": "Sessions",
@@ -1121,6 +1265,7 @@ def team_view(report: Report, team: str) -> Report:
             "would_save_usd": round(sum(float(r.get("would_reclaim_usd") or 0.0) for r in offenders), 2),
             "would_reclaim_gpu_hours": cost.would_reclaim_gpu_hours_by_team.get(team, 0.0),
             "would_reclaim_gpu_hours_by_team": {},
+            "by_account": None,  # a team digest shows its own spend, not the organisation's
             "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
         }
     )
@@ -1129,7 +1274,7 @@ def team_view(report: Report, team: str) -> Report:
             "audience": team,
             "cost": narrowed,
             "findings": [f for f in report.findings if f.team == team],
-            "budgets": [b for b in report.budgets if b.team == team],
+            "budgets": [b for b in report.budgets if b.scope == "team" and b.team == team],
             "security": [],
             "trends": [],
         }
@@ -1277,7 +1422,7 @@ def todo_items(report: Report, limit: int = 5) -> list[str]:
     for budget in report.budgets:
         if budget.forecast_percent >= 100:
             todo.append(
-                f"Budget: {budget.team} is on course for {money(budget.forecast_usd)} this month, "
+                f"Budget: {budget.label} is on course for {money(budget.forecast_usd)} this month, "
                 f"{budget.forecast_percent:.0f}% of its {money(budget.budget_usd)} budget."
             )
     cost = report.cost
@@ -1469,6 +1614,11 @@ def render_html(report: Report, chart_src: str | None = None, *, inline_svg: boo
     parts.append("</div><div><h3>Idle spend by team</h3>")
     parts.append(charting.bars_html(report.charts.idle_cost_by_team))
     parts.append("</div></div>")
+    if cost.by_account is not None:
+        parts.append(f"<h3>{html.escape(cost.by_account.title)}</h3>")
+        parts.append(_html_table(cost.by_account.columns, cost.by_account.rows[:20]))
+        if len(cost.by_account.rows) > 20:
+            parts.append(f"<p class='muted'>All {len(cost.by_account.rows):,} in {cost.by_account.name}.csv.</p>")
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in report.notes]
 
     parts.append(
@@ -1602,9 +1752,18 @@ def slack_messages(report: Report, teams: int = 5) -> list[Message]:
         )
     if len(cost.by_team.rows) > teams:
         money_lines.append(f"…and {_plural(len(cost.by_team.rows) - teams, 'more team')} in the full report.")
+    if cost.by_account is not None:
+        for row in cost.by_account.rows[:teams]:
+            money_lines.append(
+                f"• account {escape_mrkdwn(str(row['account']))} {escape_mrkdwn(str(row['region']))}: "
+                f"{money(float(row['cost_usd']))}, {float(row['gpu_hours']):,.1f} GPU-hours"
+            )
+        if len(cost.by_account.rows) > teams:
+            more = len(cost.by_account.rows) - teams
+            money_lines.append(f"…and {_plural(more, 'more account and region', 'more accounts and regions')}.")
     for budget in report.budgets:
         money_lines.append(
-            f"• budget {escape_mrkdwn(budget.team)}: {money(budget.spent_usd)} of {money(budget.budget_usd)} "
+            f"• budget {escape_mrkdwn(budget.label)}: {money(budget.spent_usd)} of {money(budget.budget_usd)} "
             f"({budget.spent_percent:.0f}%), forecast {money(budget.forecast_usd)} by month end"
         )
     blocks.append(DividerBlock())
@@ -1655,9 +1814,14 @@ def render_text(report: Report) -> str:
     ]
     for row in cost.by_team.rows[:10]:
         lines.append(f"  {row['team']}: {money(float(row['cost_usd']))}, {float(row['gpu_hours']):,.1f} GPU-hours")
+    for row in (cost.by_account.rows if cost.by_account is not None else [])[:20]:
+        lines.append(
+            f"  account {row['account']} {row['region']}: {money(float(row['cost_usd']))}, "
+            f"{float(row['gpu_hours']):,.1f} GPU-hours"
+        )
     for budget in report.budgets:
         lines.append(
-            f"  budget {budget.team}: {money(budget.spent_usd)} of {money(budget.budget_usd)}, "
+            f"  budget {budget.label}: {money(budget.spent_usd)} of {money(budget.budget_usd)}, "
             f"forecast {money(budget.forecast_usd)}"
         )
     lines += [

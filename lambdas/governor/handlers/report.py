@@ -444,7 +444,7 @@ def chart_png(report: Report, fallback: ChartSource | None, region: str, thresho
 
 
 def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list[str]:
-    """One finding per team, month and threshold crossed: the ledger remembers which were raised already.
+    """One finding per team (or account), month and threshold crossed: the ledger remembers which were raised already.
 
     Only the daily report raises them (the weekly one runs at the same hour and would race it); the notifier then
     routes them to the team like any finding (critical at 100 % and over, else warning).
@@ -452,7 +452,9 @@ def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list
     raised: list[str] = []
     findings: list[Finding] = []
     for row, threshold in budget_alerts(report.budgets, runtime.policy.budgets.alert_thresholds):
-        key = f"{row.team}#{report.end - dt.timedelta(microseconds=1):%Y-%m}#{threshold}"
+        account = row.scope == "account"
+        name = f"account:{row.team}" if account else row.team  # an account id is never mistaken for a team's name
+        key = f"{name}#{report.end - dt.timedelta(microseconds=1):%Y-%m}#{threshold}"
         if runtime.ledger.get_item(BUDGET_ALERT_KIND, key) is not None:
             continue
         findings.append(
@@ -460,13 +462,19 @@ def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list
                 policy="budgets",
                 rule="budgets.threshold",
                 severity="critical" if threshold >= 100 else "warning",
-                resource=f"budget:{row.team}",
-                team=row.team,
-                title=f"Team {row.team} has spent {row.spent_percent:.0f}% of its monthly GPU budget",
+                resource=f"budget:{name}",
+                team=None if account else row.team,
+                account=row.team if account else None,
+                title=f"{'Account' if account else 'Team'} {row.team} has spent {row.spent_percent:.0f}% of its "
+                "monthly GPU budget",
                 detail=(
                     f"${row.spent_usd:,.2f} of ${row.budget_usd:,.2f} by {report.end:%d %b}; at "
                     f"${row.burn_per_day_usd:,.2f} a day the month ends near ${row.forecast_usd:,.2f}. Stop idle "
-                    "instances of the team, or raise budgets.teams in governor.yaml."
+                    + (
+                        "instances in the account, or raise budgets.accounts in governor.yaml."
+                        if account
+                        else "instances of the team, or raise budgets.teams in governor.yaml."
+                    )
                 ),
                 event_id=event_id,
             )
@@ -475,7 +483,9 @@ def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list
     if findings:
         runtime.sink.publish(findings)  # first: a failure here retries the invocation, and nothing is marked sent
     for key, finding in zip(raised, findings, strict=True):
-        runtime.ledger.put_item(BUDGET_ALERT_KIND, key, {"team": finding.team, "title": finding.title})
+        runtime.ledger.put_item(
+            BUDGET_ALERT_KIND, key, {"team": finding.team or f"account:{finding.account}", "title": finding.title}
+        )
     return raised
 
 

@@ -207,8 +207,10 @@ def _config() -> Any:
 
 
 @cache
-def _persistence(table: str, region: str | None, endpoint: str | None) -> Any:
-    """The one persistence layer per table, on the runtime's shared DynamoDB client (no second Session)."""
+def _persistence(table: str, region: str | None, endpoint: str | None, name: str) -> Any:
+    """The function's persistence layer on the stack's table, on the runtime's shared DynamoDB client (no second
+    Session). One per function name: Powertools keeps the key prefix on the layer, so two functions sharing one
+    process (the test harness) must not share it."""
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     from governor.adapters.aws import client
@@ -226,7 +228,7 @@ def _guarded(table: str, region: str | None, endpoint: str | None, name: str) ->
 
     guarded: Callable[..., dict[str, Any]] = idempotent_function(
         data_keyword_argument="event",
-        persistence_store=_persistence(table, region, endpoint),
+        persistence_store=_persistence(table, region, endpoint, name),
         config=_config(),
         key_prefix=name,
     )(_enter)

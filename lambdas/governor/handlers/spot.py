@@ -11,7 +11,7 @@ import datetime as dt
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
@@ -125,10 +125,6 @@ def default_ports(event: Any = None) -> SpotPorts:
 
 def _when(event: SpotEvent) -> dt.datetime:
     return event.time if event.time.tzinfo else event.time.replace(tzinfo=dt.UTC)
-
-
-def _enforced(decision: Decision, kind: str) -> bool:
-    return any(action.type == kind and action.enforced for action in decision.actions)
 
 
 def _finding(decision: Decision, event: SpotEvent, title: str, detail: str, **extra: Any) -> Finding:
@@ -405,32 +401,25 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
     detail = event.detail
     record = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, detail.instance_id))
     decision = decide_command_status(detail.instance_id, detail.command_id, detail.status, record, runtime.policy)
-    runtime.ledger.record(decision, event_id=event.id, at=at)
     if decision.verdict != "act" or record is None:
+        runtime.ledger.record(decision, event_id=event.id, at=at)
         return _result("ignored" if decision.verdict == "ignored" else "waiting", event, decision)
     record.checkpoint_status = detail.status
-    if _enforced(decision, "complete_lifecycle_action"):
-        try:
-            record.lifecycle_action = ports.recovery.complete_lifecycle_action(detail.instance_id).note
-        except Exception as error:
-            record.errors.append(f"complete_lifecycle_action: {error}")
-    runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
-    if detail.status != "Success":
-        _send(
-            runtime,
-            event.id,
-            [
-                _finding(
-                    decision,
-                    event,
-                    f"Spot checkpoint {detail.status} on {record.instance_type} {detail.instance_id}",
-                    f"checkpoint command {detail.command_id} ended {detail.status}; the job may resume from an older "
-                    "checkpoint",
-                    owner=record.owner,
-                    team=record.team,
-                )
-            ],
+
+    def findings(decided: Decision, _: Any) -> list[Finding]:
+        if detail.status == "Success":
+            return []
+        title = f"Spot checkpoint {detail.status} on {record.instance_type} {detail.instance_id}"
+        text = (
+            f"checkpoint command {detail.command_id} ended {detail.status}; the job may resume from an older checkpoint"
         )
+        return [_finding(decided, event, title, text, owner=record.owner, team=record.team)]
+
+    box = _outbox(runtime, event.id)
+    run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at)
+    run.settle(decision, findings=findings, after=partial(_keep, record), contain=lambda action: True)
+    runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
+    box.flush()
     return _result(
         "recorded", event, decision, checkpoint_status=detail.status, lifecycle_action=record.lifecycle_action
     )

@@ -233,7 +233,7 @@ def test_on_demand_limit_is_a_finding_not_a_crash() -> None:
     failure = next(f for f in w.sink.findings if f.rule.endswith("action_failed"))
     assert failure.title.startswith("rotate_key failed") and "LimitExceededException" in failure.title
     assert "create a new key" in failure.detail
-    [(_, kind_key), *_] = [(k, v) for k, v in w.ledger.items.items() if k[0] == "keys-action"]
+    [(_, kind_key), *_] = [(k, v) for k, v in w.ledger.items.items() if k[0] == "action"]
     assert kind_key["ok"] is False and kind_key["error_code"] == "LimitExceededException"
 
 

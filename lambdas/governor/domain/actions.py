@@ -6,17 +6,156 @@ the findings have always had: ``type``, ``enforced`` and the fields the domain a
 executing the action needs beyond the shared runtime (:data:`governor.registry.BASE_PERMISSIONS`); like Cloud
 Custodian's ``get_permissions()`` it may depend on policy options, and it is empty for actions the runtime itself
 carries out (a ledger record, a finding on the bus). Adding a permission is one line in one class.
+
+``execute(aws, at)`` carries one enforced action out through the adapters it is given (``aws``: the capability's
+adapter bundle, which each class states as a small ``Protocol``) and returns one :class:`Outcome`; the generic runner
+(:mod:`governor.runner`) calls it after re-reading the resource. Nothing here imports boto3: the adapters are passed
+in, and the at-most-once helper for ``SendCommand`` is imported when a checkpoint is executed.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from governor.policy import Policy
 
+if TYPE_CHECKING:
+    from governor.domain.fleet import Instance
+
 _ALWAYS = frozenset({"type", "enforced"})
+#: The tag an untag without keys removes (the idle mark's tag; ``governor.domain.idle.IDLE_SINCE_TAG``).
+DEFAULT_UNTAG = "governor:idle-since"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one change: AWS refusing (a limit, a state) is an outcome to report, not a crash.
+
+    ``done`` is the sentence a finding reports as done; ``data`` carries what a capability keeps from the call (a
+    checkpoint's command id, the target groups left, a replacement's id).
+    """
+
+    ok: bool
+    error_code: str | None = None
+    message: str = ""
+    done: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Acting:
+    """What executing an action needs beyond its own fields and the adapters: the event being handled (client tokens,
+    at-most-once intents), the resource the decision is about and, when the runner re-read it, its live state."""
+
+    event_id: str
+    resource: str
+    policy: Policy
+    ledger: Any = None  # governor.domain.ports.Ledger: at-most-once intents
+    live: Any = None  # the resource as re-read right before acting (a Key, Secret, Instance...)
+    label: str = ""  # how a sent command names itself ("idle checkpoint"); part of its at-most-once Comment
+
+
+# --- what executing needs of the adapters (each capability's adapter bundle has these attributes) ----------------
+
+
+class _InstanceWrites(Protocol):
+    def tag(self, resource_id: str, tags: dict[str, str]) -> None: ...
+
+    def untag(self, resource_id: str, keys: Iterable[str]) -> None: ...
+
+    def stop(self, instance_id: str) -> None: ...
+
+    def terminate(self, instance_id: str) -> None: ...
+
+
+class _ScaleIn(Protocol):
+    def scale_in(self, instance_id: str) -> str: ...
+
+
+class InstanceChanges(Protocol):
+    """EC2 instance writes and, for group members, Auto Scaling (``adapters.ec2.Ec2Actions``, ``autoscaling``)."""
+
+    @property
+    def actions(self) -> _InstanceWrites: ...
+
+    @property
+    def groups(self) -> _ScaleIn | None: ...
+
+
+class Commands(Protocol):
+    """SSM Run Command (``adapters.ssm.SsmCommands``); ``find`` lets a retry look a command up instead of resending."""
+
+    @property
+    def commands(self) -> Any: ...
+
+
+class _Revoker(Protocol):
+    def revoke(self, group_id: str, rule_id: str) -> bool: ...
+
+
+class GroupChanges(Protocol):
+    @property
+    def groups(self) -> _Revoker: ...
+
+
+class _AddressWrites(Protocol):
+    def disassociate(self, association_id: str) -> None: ...
+
+    def drop_auto_assigned(self, network_interface_id: str) -> None: ...
+
+
+class _InstanceReads(Protocol):
+    def instance(self, instance_id: str) -> Instance | None: ...
+
+
+class AddressChanges(Protocol):
+    @property
+    def addresses(self) -> _AddressWrites: ...
+
+    @property
+    def instances(self) -> _InstanceReads: ...
+
+
+class _Kms(Protocol):
+    def enable_rotation(self, key_id: str, period_days: int) -> Outcome: ...
+
+    def rotate_on_demand(self, key_id: str) -> Outcome: ...
+
+
+class _AccessKeys(Protocol):
+    def deactivate(self, user: str, key_id: str) -> Outcome: ...
+
+
+class _Secrets(Protocol):
+    def set_rotation(self, secret: Any, rules: dict[str, Any], token: str | None = None) -> Outcome: ...
+
+
+class KeyChanges(Protocol):
+    @property
+    def kms(self) -> _Kms: ...
+
+    @property
+    def iam(self) -> _AccessKeys: ...
+
+    @property
+    def secrets(self) -> _Secrets: ...
+
+
+class _Recovery(Protocol):
+    def deregister(self, instance: Instance) -> list[str]: ...
+
+    def complete_lifecycle_action(self, instance_id: str) -> Any: ...
+
+    def replace(self, instance: Instance, candidates: Any, market: Literal["spot", "on-demand"]) -> Any: ...
+
+
+class SpotChanges(Protocol):
+    @property
+    def recovery(self) -> _Recovery: ...
 
 
 class Action(BaseModel):
@@ -29,6 +168,8 @@ class Action(BaseModel):
 
     #: IAM actions executing this action takes, whatever the policy says (see :meth:`permissions`).
     IAM: ClassVar[frozenset[str]] = frozenset()
+    #: Carried out by the runtime itself (a ledger record, a finding on the bus), not by ``execute``.
+    BY_RUNTIME: ClassVar[bool] = False
 
     @model_serializer(mode="wrap")
     def _as_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -39,6 +180,10 @@ class Action(BaseModel):
     def permissions(cls, policy: Policy) -> frozenset[str]:
         """The IAM actions the executing function needs for this action under ``policy``."""
         return cls.IAM
+
+    def execute(self, aws: Any, at: Acting) -> Outcome:
+        """Carry the action out; the runtime's own actions (record, notify, warn) have nothing to do here."""
+        return Outcome(ok=True)
 
 
 # --- instances -------------------------------------------------------------------------------------------------
@@ -68,10 +213,25 @@ class Stop(_Reclaim):
     type: Literal["stop"] = "stop"
     IAM = frozenset({"ec2:StopInstances"})
 
+    def execute(self, aws: InstanceChanges, at: Acting) -> Outcome:
+        aws.actions.stop(at.resource)
+        return Outcome(ok=True, done="stopped")
+
 
 class Terminate(_Reclaim):
     type: Literal["terminate"] = "terminate"
     IAM = frozenset({"ec2:TerminateInstances"})
+
+    def execute(self, aws: InstanceChanges, at: Acting) -> Outcome:
+        if self.via == "autoscaling":
+            if aws.groups is None:
+                raise RuntimeError("no Auto Scaling client configured")
+            activity = aws.groups.scale_in(at.resource)
+            return Outcome(
+                ok=True, done=f"terminated through Auto Scaling group {self.group} (desired capacity -1; {activity})"
+            )
+        aws.actions.terminate(at.resource)
+        return Outcome(ok=True, done="terminated")
 
 
 class Tag(Action):
@@ -82,11 +242,22 @@ class Tag(Action):
     remove: list[str] | None = None
     IAM = frozenset({"ec2:CreateTags"})
 
+    def execute(self, aws: InstanceChanges, at: Acting) -> Outcome:
+        aws.actions.tag(at.resource, self.tags)
+        if self.remove:
+            aws.actions.untag(at.resource, self.remove)
+        return Outcome(ok=True, done=f"tagged {', '.join(f'{k}={v}' for k, v in self.tags.items())}")
+
 
 class Untag(Action):
     type: Literal["untag"] = "untag"
     keys: list[str] | None = None
     IAM = frozenset({"ec2:DeleteTags"})
+
+    def execute(self, aws: InstanceChanges, at: Acting) -> Outcome:
+        keys = self.keys or [DEFAULT_UNTAG]
+        aws.actions.untag(at.resource, keys)
+        return Outcome(ok=True, done=f"removed {', '.join(keys)}")
 
 
 class Checkpoint(Action):
@@ -100,6 +271,31 @@ class Checkpoint(Action):
     name: str | None = None
     blocked: str | None = None
     IAM = frozenset({"ssm:SendCommand"})  # its outcome is read through governor.adapters.ssm
+
+    def execute(self, aws: Commands, at: Acting) -> Outcome:
+        """At most once per event: the intent is claimed before sending, and a retry looks the command up instead of
+        resending it (``governor.once``). ``timeout`` (idle) or ``timeout_seconds`` (Spot) bounds the command."""
+        from governor.once import send_command_once
+
+        sent = send_command_once(
+            at.ledger,
+            aws.commands,
+            event_id=at.event_id,
+            instance_id=at.resource,
+            command=str(self.command),
+            timeout_seconds=int(self.timeout or self.timeout_seconds or 0),
+            what=at.label or "checkpoint",
+        )
+        data = {"delivered": sent.delivered, "command_id": sent.command_id, "error": sent.error}
+        if sent.delivered:
+            return Outcome(ok=True, done=f"checkpoint command {sent.command_id} sent", data=data)
+        return Outcome(
+            ok=False,
+            error_code="NotDelivered",
+            message=str(sent.error),
+            done=f"checkpoint not delivered ({sent.error})",
+            data=data,
+        )
 
 
 # --- spot ------------------------------------------------------------------------------------------------------
@@ -120,6 +316,10 @@ class Deregister(Action):
     def permissions(cls, policy: Policy) -> frozenset[str]:
         return cls.IAM if policy.spot.deregister_from_target_groups else frozenset()
 
+    def execute(self, aws: SpotChanges, at: Acting) -> Outcome:
+        groups = aws.recovery.deregister(at.live)
+        return Outcome(ok=True, done=f"deregistered from {len(groups)} target group(s)", data={"target_groups": groups})
+
 
 class CompleteLifecycleAction(Action):
     type: Literal["complete_lifecycle_action"] = "complete_lifecycle_action"
@@ -137,6 +337,10 @@ class CompleteLifecycleAction(Action):
     def permissions(cls, policy: Policy) -> frozenset[str]:
         return cls.IAM if policy.spot.complete_lifecycle_action else frozenset()
 
+    def execute(self, aws: SpotChanges, at: Acting) -> Outcome:
+        note = str(aws.recovery.complete_lifecycle_action(at.resource).note)
+        return Outcome(ok=True, done=f"lifecycle action: {note}", data={"note": note})
+
 
 class Replace(Action):
     """Relaunch capacity from the interrupted instance's launch template (``spot.replacement``)."""
@@ -152,6 +356,22 @@ class Replace(Action):
     def permissions(cls, policy: Policy) -> frozenset[str]:
         return cls.IAM if policy.spot.replacement != "none" else frozenset()
 
+    def execute(self, aws: SpotChanges, at: Acting) -> Outcome:
+        """Relaunch from the policy's candidate types, in the policy's market; the launch's client token is derived
+        from the interrupted instance inside the adapter, so a retry finds the same launch."""
+        from governor.domain.spot import candidates
+
+        instance = at.live
+        market: Literal["spot", "on-demand"] = "spot" if at.policy.spot.replacement == "spot" else "on-demand"
+        replacement = aws.recovery.replace(instance, candidates(instance.type, at.policy), market)
+        done = f"replacement {replacement.instance_id} launched" if replacement.instance_id else ""
+        return Outcome(
+            ok=bool(replacement.instance_id),
+            done=done,
+            message=replacement.reason or "",
+            data={"replacement": replacement},
+        )
+
 
 # --- network ---------------------------------------------------------------------------------------------------
 
@@ -165,6 +385,19 @@ class RevokeIngress(Action):
     source: str | None = None
     reason: str | None = None
     IAM = frozenset({"ec2:RevokeSecurityGroupIngress"})
+
+    def execute(self, aws: GroupChanges, at: Acting) -> Outcome:
+        """Revoke each offending rule by its own id, so compliant rules added by the same call stay."""
+        group_id = str(self.group_id)
+        revoked: list[str] = []
+        for rule_id in self.rule_ids:
+            if aws.groups.revoke(group_id, rule_id):
+                revoked.append(f"revoked {rule_id} ({self.protocol} {self.ports} from {self.source})")
+            else:
+                revoked.append(f"{rule_id} was already gone")
+        return Outcome(
+            ok=True, done="; ".join(revoked) or f"no rule id found for {self.source} in {group_id}; nothing revoked"
+        )
 
 
 class RemovePublicIp(Action):
@@ -180,6 +413,43 @@ class RemovePublicIp(Action):
     network_interface_id: str | None = None
     IAM = frozenset({"ec2:DisassociateAddress", "ec2:ModifyNetworkInterfaceAttribute"})
 
+    def execute(self, aws: AddressChanges, at: Acting) -> Outcome:
+        instance_id = str(self.instance_id)
+        if self.method == "disassociate_address" and self.association_id:
+            return Outcome(ok=True, done=self._disassociate(aws, instance_id))
+        if self.method == "modify_network_interface_attribute" and self.network_interface_id:
+            aws.addresses.drop_auto_assigned(self.network_interface_id)
+            return Outcome(
+                ok=True,
+                done=f"removed auto-assigned public IPv4 {self.public_ip} from {instance_id} "
+                f"(ModifyNetworkInterfaceAttribute AssociatePublicIpAddress=false on {self.network_interface_id})",
+            )
+        return Outcome(
+            ok=True,
+            done=f"could not remove the public address of {instance_id}: no association or network interface found",
+        )
+
+    def _disassociate(self, aws: AddressChanges, instance_id: str) -> str:
+        from governor.domain.network import public_address
+
+        aws.addresses.disassociate(str(self.association_id))
+        done = (
+            f"disassociated Elastic IP {self.public_ip} ({self.association_id}) from {instance_id}; "
+            "the allocation stays in the account"
+        )
+        # AWS gives an instance whose interface auto-assigns a fresh public address when its Elastic IP leaves.
+        after = aws.instances.instance(instance_id)
+        replacement = public_address(after, {}) if after is not None else None
+        if replacement is None or replacement.public_ip == self.public_ip:
+            return done
+        if replacement.network_interface_id:
+            aws.addresses.drop_auto_assigned(replacement.network_interface_id)
+            return (
+                f"{done}; then removed the auto-assigned {replacement.public_ip} AWS gave in its place "
+                f"(AssociatePublicIpAddress=false on {replacement.network_interface_id})"
+            )
+        return f"{done}; AWS gave it a new public address {replacement.public_ip}, which the sweep will report"
+
 
 # --- keys ------------------------------------------------------------------------------------------------------
 
@@ -190,11 +460,20 @@ class EnableKeyRotation(Action):
     rotation_period_days: int | None = None
     IAM = frozenset({"kms:EnableKeyRotation"})
 
+    def execute(self, aws: KeyChanges, at: Acting) -> Outcome:
+        key_id = _live_id(at, "key_id") or str(self.key_id)
+        period = at.policy.keys.kms_max_rotation_days
+        return _said(aws.kms.enable_rotation(key_id, period), f"enabled rotation of {key_id} every {period} days")
+
 
 class RotateKey(Action):
     type: Literal["rotate_key"] = "rotate_key"
     key_id: str | None = None
     IAM = frozenset({"kms:RotateKeyOnDemand"})
+
+    def execute(self, aws: KeyChanges, at: Acting) -> Outcome:
+        key_id = _live_id(at, "key_id") or str(self.key_id)
+        return _said(aws.kms.rotate_on_demand(key_id), f"rotated {key_id} on demand")
 
 
 class DeactivateAccessKey(Action):
@@ -202,6 +481,10 @@ class DeactivateAccessKey(Action):
     user: str | None = None
     access_key_id: str | None = None
     IAM = frozenset({"iam:UpdateAccessKey"})
+
+    def execute(self, aws: KeyChanges, at: Acting) -> Outcome:
+        user, key_id = str(self.user), _live_id(at, "key_id") or str(self.access_key_id)
+        return _said(aws.iam.deactivate(user, key_id), f"deactivated access key {key_id} of {user}")
 
 
 class SetSecretRotation(Action):
@@ -213,12 +496,34 @@ class SetSecretRotation(Action):
     rotation_rules: dict[str, Any] = Field(default_factory=dict)
     IAM = frozenset({"secretsmanager:RotateSecret", "lambda:InvokeFunction"})
 
+    def execute(self, aws: KeyChanges, at: Acting) -> Outcome:
+        """The secret as re-read (its own rotation function is kept); RotateSecret's ClientRequestToken comes from
+        the event id, so a resent call is the same request."""
+        from governor.outbox import deterministic_id
+
+        secret = at.live
+        token = deterministic_id(at.event_id, secret.arn, self.type)
+        outcome = aws.secrets.set_rotation(secret, dict(self.rotation_rules), token=token)
+        return _said(outcome, f"set the rotation schedule of {secret.arn}")
+
 
 # --- carried out by the runtime (ledger, findings bus): no permission of their own ------------------------------
 
 
+def _live_id(at: Acting, name: str) -> str | None:
+    """An id from the re-read resource when the runner has one (it is what AWS calls the resource now)."""
+    value = getattr(at.live, name, None)
+    return str(value) if value else None
+
+
+def _said(outcome: Outcome, done: str) -> Outcome:
+    """An adapter's outcome with the sentence a finding reports when the change went through."""
+    return replace(outcome, done=done) if outcome.ok and not outcome.done else outcome
+
+
 class Record(Action):
     type: Literal["record"] = "record"
+    BY_RUNTIME = True
     item: str | None = None
     creator: str | None = None
     session: str | None = None
@@ -232,6 +537,7 @@ class Notify(Action):
     """A finding for people; the notifier's delivery (Slack, SES) is its own capability's permission."""
 
     type: Literal["notify"] = "notify"
+    BY_RUNTIME = True
     owner: str | None = None
     team: str | None = None
     to: str | None = None
@@ -247,6 +553,7 @@ class Warn(Action):
     """The idle warning: a finding naming what will happen, when, and how to keep the instance."""
 
     type: Literal["warn"] = "warn"
+    BY_RUNTIME = True
     owner: str | None = None
     due: str | None = None
     planned: str | None = None

@@ -20,6 +20,7 @@ from governor.domain.actions import (
     DeactivateAccessKey,
     EnableKeyRotation,
     Notify,
+    Outcome,
     RotateKey,
     SetSecretRotation,
 )
@@ -141,15 +142,6 @@ class Secret:
     owning_service: str | None = None
     deleted: bool = False
     tags: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The result of one change: AWS refusing (a limit, a state) is an outcome to report, not a crash."""
-
-    ok: bool
-    error_code: str | None = None
-    message: str = ""
 
 
 # ---------------------------------------------------------------------------------------------------------------

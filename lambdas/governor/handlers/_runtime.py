@@ -1,4 +1,4 @@
-"""What every handler shares: its environment, its adapters, and the parse-at-the-edge / idempotency wrapper.
+"""What every handler shares: its environment, its adapters, and parsing at the edge (idempotency: ``governor.runner``).
 
 Only this module and ``cli.py`` read the environment. Adapters are built once per container and reused.
 """
@@ -9,7 +9,6 @@ import functools
 import inspect
 import json
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -21,6 +20,7 @@ from governor.domain.ports import DeadLetters, FindingSink, Ledger, handling_eve
 from governor.events.envelopes import InvalidEventError
 from governor.observability import logger, metrics
 from governor.policy import Policy, PolicyError, parse_policy
+from governor.runner import once_per_event
 
 T = TypeVar("T")
 
@@ -133,69 +133,28 @@ def _lambda_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 def idempotent_on_event_id() -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
-    """Powertools Idempotency keyed on the EventBridge event id, when the stack gave an idempotency table.
+    """For handlers not yet on the runner's act path (lifecycle, notifier, report): the runner's one idempotency entry
+    (:func:`governor.runner.once_per_event`), keyed on the function and the EventBridge event id.
 
-    A duplicate delivery returns the first result without acting again; a concurrent duplicate raises
-    ``IdempotencyAlreadyInProgressError`` so Lambda retries it later. The table is read from the environment at call
-    time (not import time) and the DynamoDB client is the runtime's shared one (``adapters.aws``); without
-    a table (unit tests, ``explain``) the function runs unwrapped. ``event`` may be passed by position or keyword.
-    When the Lambda context is among the arguments, an invocation that dies mid-way (timeout) frees its in-progress
-    record when its time is up instead of blocking retries for the whole expiry period.
+    ``event`` may be passed by position or keyword; the Lambda context, when among the arguments, is registered so an
+    invocation that times out frees its in-progress record when its time is up.
     """
 
     def wrap(func: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         signature = inspect.signature(func)
-        key_prefix = f"{func.__module__}.{func.__qualname__}"
-        guarded: dict[tuple[str, str | None, str | None], tuple[Any, Callable[..., dict[str, Any]]]] = {}
-        lock = threading.Lock()
-
-        def guard(table: str) -> tuple[Any, Callable[..., dict[str, Any]]]:
-            from aws_lambda_powertools.utilities.idempotency import (
-                DynamoDBPersistenceLayer,
-                IdempotencyConfig,
-                idempotent_function,
-            )
-
-            from governor.adapters.aws import client
-
-            key = (table, os.environ.get("AWS_REGION"), os.environ.get("AWS_ENDPOINT_URL"))
-            with lock:
-                if key not in guarded:
-                    config = IdempotencyConfig(
-                        event_key_jmespath="id", expires_after_seconds=24 * 3600, raise_on_no_idempotency_key=False
-                    )
-                    # The runtime's shared client (bounded retries): no second Session on the first invocation.
-                    persistence = DynamoDBPersistenceLayer(
-                        table_name=table, boto3_client=client("dynamodb", key[1], key[2])
-                    )
-
-                    def call(*, event: Any, thunk: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-                        return thunk()
-
-                    guarded[key] = (
-                        config,
-                        idempotent_function(
-                            data_keyword_argument="event",
-                            persistence_store=persistence,
-                            config=config,
-                            key_prefix=key_prefix,
-                        )(call),
-                    )
-                return guarded[key]
+        name = f"{func.__module__}.{func.__qualname__}"
 
         @functools.wraps(func)
         def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
-            table = os.environ.get("IDEMPOTENCY_TABLE")
-            if not table:
-                return func(*args, **kwargs)
             bound = signature.bind(*args, **kwargs)
             if "event" not in bound.arguments:
                 return func(*args, **kwargs)
-            config, call = guard(table)
-            context = _lambda_context(args, kwargs)
-            if context is not None:
-                config.register_lambda_context(context)
-            return call(event=bound.arguments["event"], thunk=lambda: func(*args, **kwargs))
+            return once_per_event(
+                event=bound.arguments["event"],
+                name=name,
+                work=lambda: func(*args, **kwargs),
+                context=_lambda_context(args, kwargs),
+            )
 
         return run
 

@@ -18,13 +18,13 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
-from governor import fanout
+from governor import fanout, runner
 from governor.adapters.autoscaling import AutoScalingGroups
 from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.interactions import answer
 from governor.adapters.ssm import SsmCommands
-from governor.domain.actions import Checkpoint, Notify, Tag, Terminate, Untag, reclaim
+from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.idle import (
@@ -57,9 +57,8 @@ from governor.domain.idle import (
 from governor.domain.interactions import SOURCE as INTERACTIONS_SOURCE
 from governor.domain.interactions import STOP_REQUESTED, updated_message
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
-from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.handlers._runtime import Runtime, default_runtime, run_edge
 from governor.observability import logger, metrics, tracer
-from governor.once import send_command_once
 from governor.outbox import Outbox, finding_id
 
 SCHEDULED = "Scheduled Event"
@@ -177,51 +176,6 @@ def _still_safe(instance: Instance, live: Instance | None, runtime: Runtime, now
     return None
 
 
-def _perform(
-    outcome: InstanceOutcome, action: Action, aws: IdleAws, runtime: Runtime, now: dt.datetime, event_id: str
-) -> tuple[str, Mark | None]:
-    """Do one enforced action; returns what was done and the mark to keep (a checkpoint adds its command id)."""
-    instance = outcome.instance
-    mark = outcome.mark
-    if isinstance(action, Tag):
-        aws.actions.tag(instance.id, action.tags)
-        if action.remove:
-            aws.actions.untag(instance.id, action.remove)
-        return f"tagged {', '.join(f'{k}={v}' for k, v in action.tags.items())}", mark
-    if isinstance(action, Untag):
-        aws.actions.untag(instance.id, action.keys or [IDLE_SINCE_TAG])
-        return f"removed {', '.join(action.keys or [IDLE_SINCE_TAG])}", mark
-    if isinstance(action, Checkpoint):
-        # At most once per sweep event: a retry (after the mark write failed) finds the command instead of resending.
-        result = send_command_once(
-            runtime.ledger,
-            aws.commands,
-            event_id=event_id,
-            instance_id=instance.id,
-            command=str(action.command),
-            timeout_seconds=int(action.timeout or 0),
-            what="idle checkpoint",
-        )
-        if mark is not None:
-            status = "Pending" if result.delivered else "Undeliverable"
-            mark = replace(mark, checkpoint_command_id=result.command_id, checkpoint_status=status)
-        if result.delivered:
-            return f"checkpoint command {result.command_id} sent", mark
-        return f"checkpoint not delivered ({result.error}); acting on the next sweep without it", mark
-    if action.type == "stop":
-        aws.actions.stop(instance.id)
-        return "stopped", mark
-    if isinstance(action, Terminate) and action.via == "autoscaling":
-        if aws.groups is None:
-            raise RuntimeError("no Auto Scaling client configured")
-        activity = aws.groups.scale_in(instance.id)
-        return f"terminated through Auto Scaling group {action.group} (desired capacity -1; {activity})", mark
-    if action.type == "terminate":
-        aws.actions.terminate(instance.id)
-        return "terminated", mark
-    return "", mark
-
-
 def warning_finding_id(instance_id: str, mark: Mark, enforce: bool) -> str:
     """One id per idle episode (and enforcement setting): every sweep that re-sends an unpublished warning sends the
     same finding, and an earlier attempt's acceptance is found again."""
@@ -270,62 +224,65 @@ def settle(
     now: dt.datetime | None = None,
     recheck: Assessment | None = None,
 ) -> tuple[list[str], Mark | None]:
-    """Act on the enforced actions of one recorded decision, re-reading the instance (and its metrics, when the
-    sweep re-read them) before anything destructive.
+    """Act, through the runner, on the enforced actions of one recorded decision, re-reading the instance (and its
+    metrics, when the sweep re-read them) before anything destructive.
 
-    Returns what was done and the mark to keep for the next sweep.
+    Returns what was done and the mark to keep for the next sweep (a checkpoint adds its command id to it).
     """
-    now = now or event.time
+    at = now or event.time
     decision = outcome.decision
-    enforced = decision.enforced_actions()
-    mark = outcome.mark
-    if not any(a.type in ("tag", "untag", "checkpoint", "stop", "terminate") for a in enforced):
-        return [], mark
-    if _destructive(outcome):
-        why = _still_safe(outcome.instance, aws.instances.instance(outcome.instance.id), runtime, now)
+    if not any(a.type in ("tag", "untag", "checkpoint", "stop", "terminate") for a in decision.enforced_actions()):
+        return [], outcome.mark
+    kept = {"mark": outcome.mark}
+
+    def reread(decided: Decision) -> runner.Gate:
+        if not _destructive(outcome):
+            return runner.Go()
+        live = aws.instances.instance(outcome.instance.id)
+        why = _still_safe(outcome.instance, live, runtime, at)
         if why is None and recheck is not None and recheck.status != "idle":
             why = f"metrics re-read before acting say {recheck.status}: {'; '.join(recheck.reasons)}"
         if why is None:
             refusal = _group_refusal(outcome, aws)
-            if refusal:
-                runtime.ledger.record(
-                    decision.model_copy(
-                        update={
-                            "actions": [a.model_copy(update={"enforced": False}) for a in decision.actions],
-                            "reasons": [*decision.reasons, f"reported only: {refusal}"],
-                            "evidence": {**decision.evidence, "status": "reported"},
-                            "rule": "idle.reported",
-                        }
-                    ),
-                    event_id=event.id,
-                )
-                reported = replace(outcome.prior, reported_at=now) if outcome.prior else None
-                return [f"reported only: {refusal}"], reported
-        if why:
-            runtime.ledger.record(
-                decision.model_copy(
-                    update={
-                        "verdict": "ok",
-                        "actions": [a.model_copy(update={"enforced": False}) for a in decision.actions],
-                        "reasons": [*decision.reasons, f"not acted on after re-reading: {why}"],
-                        "evidence": {**decision.evidence, "status": "idle"},
-                    }
-                ),
-                event_id=event.id,
-            )
-            return [f"skipped: {why}"], outcome.prior
-    done: list[str] = []
-    for action in enforced:
-        if action.type in ("warn", "notify"):
-            continue
-        sentence, mark = _perform(replace(outcome, mark=mark), action, aws, runtime, now, event.id)
-        if sentence:
-            done.append(sentence)
-    if done:
-        runtime.ledger.record(
-            decision.model_copy(update={"evidence": {**decision.evidence, "done": done}}), event_id=event.id
-        )
-    return done, mark
+            if not refusal:
+                return runner.Go(live)
+            reported = _held(decided, f"reported only: {refusal}", status="reported", rule="idle.reported")
+            return runner.Hold(f"reported only: {refusal}", reported)
+        skipped = _held(decided, f"not acted on after re-reading: {why}", status="idle", verdict="ok")
+        return runner.Hold(f"skipped: {why}", skipped)
+
+    def after(action: Action, result: Outcome) -> None:
+        mark = kept["mark"]
+        if action.type == "checkpoint" and mark is not None:
+            status = "Pending" if result.data.get("delivered") else "Undeliverable"
+            kept["mark"] = replace(mark, checkpoint_command_id=result.data.get("command_id"), checkpoint_status=status)
+
+    # No outbox here: the sweep publishes its findings in one batch, warnings by their episode's id.
+    run = runner.Run(event.id, runtime.ledger, runtime.policy, aws, label="idle checkpoint")
+    settled = run.settle(decision, reread=reread, after=after, recorded=True)
+    if settled.held is None:
+        return [_idle_sentence(action, result) for action, result in settled.results if result.done], kept["mark"]
+    if settled.held.why.startswith("reported only"):
+        return settled.done, replace(outcome.prior, reported_at=at) if outcome.prior else None
+    return settled.done, outcome.prior
+
+
+def _held(decision: Decision, reason: str, *, status: str, **update: Any) -> Decision:
+    """The decision as recorded when the re-read holds the action back: nothing enforced, and why."""
+    return decision.model_copy(
+        update={
+            "actions": [a.model_copy(update={"enforced": False}) for a in decision.actions],
+            "reasons": [*decision.reasons, reason],
+            "evidence": {**decision.evidence, "status": status},
+            **update,
+        }
+    )
+
+
+def _idle_sentence(action: Action, result: Outcome) -> str:
+    if action.type == "checkpoint" and not result.ok:
+        return f"{result.done}; acting on the next sweep without it"
+    return result.done
 
 
 def _finding(
@@ -645,26 +602,21 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     return finish(verb, f"{instance_id} {verb} for {who}")
 
 
-@idempotent_on_event_id()
-def process(
-    *, event: dict[str, Any], parsed: GovernorEvent, runtime: Runtime, aws: IdleAws, context: Any = None
-) -> dict[str, Any]:
-    """Side effects run once per schedule execution id, or once per Stop now click (Powertools Idempotency when the
-    stack provides the table).
-
-    ``context`` lets the idempotency record of a sweep that times out expire with the invocation.
-    """
+def process(parsed: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
     if isinstance(parsed, StopRequestEvent):
         return stop_now(parsed, runtime, aws)
     return run_sweep(parsed, runtime, aws)
 
 
 def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: Any = None) -> dict[str, Any]:
-    """Parse at the edge (bad input goes to the DLQ with its reason), then sweep."""
+    """Parse at the edge (bad input goes to the DLQ with its reason), then sweep (or Stop now) once per schedule
+    execution id or click; ``context`` lets the idempotency record of a sweep that times out expire with it."""
 
     def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
         chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit)
-        return process(event=event, parsed=parsed, runtime=rt, aws=chosen, context=context)
+        return runner.once_per_event(
+            event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, chosen), context=context
+        )
 
     return run_edge(event, runtime, parse, work)
 

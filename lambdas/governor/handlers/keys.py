@@ -8,15 +8,14 @@ only ``enforced`` actions are taken. Findings go to the governor bus in one batc
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from governor import fanout
-from governor.domain.actions import SetSecretRotation
+from governor import fanout, runner
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.keys import (
     EVENT_SOURCES,
@@ -48,13 +47,14 @@ from governor.events.envelopes import (
     InvalidEventError,
     parse_model,
 )
-from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.handlers._runtime import Runtime, default_runtime, run_edge
 from governor.observability import logger, metrics, tracer
-from governor.outbox import Outbox, deterministic_id
+from governor.outbox import Outbox
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 ALL_KINDS: tuple[Kind, ...] = ("kms", "access_keys", "secrets")
 MAX_ACTIONS_PER_RUN = 25  # bounds the blast radius of one invocation (a policy typo must not disable every key)
+OVER_BUDGET = "ActionBudget"  # the outcome of an action past the budget: recorded, not taken
 
 
 class SweepDetail(BaseModel):
@@ -139,6 +139,7 @@ class KeysRun:
         self.findings: list[Finding] = []
         self.outbox = Outbox(runtime.ledger, runtime.sink, event_id=event_id, clock=adapters.clock.now)
         self.outbox.resume()  # a retry publishes what an earlier attempt of this event staged and never got accepted
+        self.run = runner.Run(event_id, runtime.ledger, self.policy, adapters, self.outbox, at=self.now)
         self.decisions = 0
         self.acted = 0
         self.failed = 0
@@ -156,45 +157,45 @@ class KeysRun:
         except ReadRefused as refused:
             self.unreadable += 1
             logger.warning("read refused", extra={"kind": kind, "resource": refused.resource, "error": refused.code})
-            self.settle(decide_unreadable(kind, refused.resource, refused.code, refused.message), _no_action)
+            self.settle(decide_unreadable(kind, refused.resource, refused.code, refused.message))
 
-    def settle(self, decision: Decision, act: Callable[[Action], Outcome]) -> Decision:
-        """Record, stage the finding in the outbox (unsent), then take the enforced actions (the resource was read
-        just before); ``finish`` publishes."""
-        self.runtime.ledger.record(decision, event_id=self.event_id, at=self.now)
+    def settle(self, decision: Decision, live: Any = None) -> Decision:
+        """The runner's act path: record, stage the finding (unsent), take the enforced actions within this run's
+        budget (``live`` is the resource as read just before deciding); ``finish`` publishes."""
         self.decisions += 1
-        if decision.verdict != "act":
-            return decision
-        self._stage(finding_for(decision, event_id=self.event_id, account=self.account, region=self.runtime.region))
-        for action in decision.enforced_actions():
-            if self.acted >= MAX_ACTIONS_PER_RUN:
-                self._over_budget(decision)
-                continue
-            outcome = act(action)
-            self.acted += 1
-            metrics.add_metric(name="KeyActions", unit="Count", value=1)
-            self.runtime.ledger.put_item(
-                "keys-action",
-                f"{decision.resource}#{self.event_id}#{action.type}",
-                {
-                    "resource": decision.resource,
-                    "action": action.model_dump(),
-                    "ok": outcome.ok,
-                    "error_code": outcome.error_code,
-                    "message": outcome.message,
-                    "event_id": self.event_id,
-                },
-            )
-            if not outcome.ok:
+        settled = self.run.settle(
+            decision, findings=self._findings, before=partial(self._within_budget, decision), live=live
+        )
+        for action, outcome in settled.results:
+            if not outcome.ok and outcome.error_code != OVER_BUDGET:
                 self.failed += 1
                 logger.warning(
                     "action refused",
                     extra={"resource": decision.resource, "action": action.type, "error": outcome.error_code},
                 )
-                self._stage(
-                    failure_finding(decision, action, outcome, event_id=self.event_id, region=self.runtime.region)
-                )
+        self.findings.extend(settled.findings)
         return decision
+
+    def _findings(self, decision: Decision, results: Sequence[tuple[Action, Outcome]] | None) -> list[Finding]:
+        """The decision's finding, then one for each action AWS refused."""
+        if decision.verdict != "act":
+            return []
+        region = self.runtime.region
+        found = [finding_for(decision, event_id=self.event_id, account=self.account, region=region)]
+        for action, outcome in results or ():
+            if not outcome.ok and outcome.error_code != OVER_BUDGET:
+                found.append(failure_finding(decision, action, outcome, event_id=self.event_id, region=region))
+        return found
+
+    def _within_budget(self, decision: Decision, action: Action) -> Outcome | None:
+        """None while this run may still act; past the budget the action is recorded as not taken, and one critical
+        finding says so."""
+        if self.acted < MAX_ACTIONS_PER_RUN:
+            self.acted += 1
+            metrics.add_metric(name="KeyActions", unit="Count", value=1)
+            return None
+        self._over_budget(decision)
+        return Outcome(ok=False, error_code=OVER_BUDGET, message=f"more than {MAX_ACTIONS_PER_RUN} changes this run")
 
     def _stage(self, finding: Finding) -> None:
         self.findings.extend(self.outbox.add([finding]))
@@ -218,10 +219,7 @@ class KeysRun:
         )
 
     def _gone(self, resource: str, what: str) -> None:
-        self.settle(
-            Decision(policy="keys", verdict="ignored", resource=resource, reasons=[f"{what} no longer exists"]),
-            _no_action,
-        )
+        self.settle(Decision(policy="keys", verdict="ignored", resource=resource, reasons=[f"{what} no longer exists"]))
 
     # KMS ----------------------------------------------------------------------------------------------------
 
@@ -235,15 +233,7 @@ class KeysRun:
         if decision.verdict == "act":
             key = with_tags(key, kms.tags(key.key_id))
             decision = decide_kms_key(key, self.policy, self.now)
-
-        def act(action: Action) -> Outcome:
-            if action.type == "enable_key_rotation":
-                return kms.enable_rotation(key.key_id, self.policy.keys.kms_max_rotation_days)
-            if action.type == "rotate_key":
-                return kms.rotate_on_demand(key.key_id)
-            return Outcome(ok=True)
-
-        self.settle(decision, act)
+        self.settle(decision, key)
 
     def sweep_kms(self) -> None:
         key_ids: list[str] = []
@@ -260,15 +250,7 @@ class KeysRun:
     def check_user(self, user: str) -> None:
         iam = self.adapters.iam
         for key in iam.user_keys(user):
-            decision = decide_access_key(key, self.policy, self.now)
-            key_id = key.key_id or ""
-
-            def act(action: Action, key_id: str = key_id) -> Outcome:
-                if action.type == "deactivate_access_key":
-                    return iam.deactivate(user, key_id)
-                return Outcome(ok=True)
-
-            self.settle(decision, act)
+            self.settle(decide_access_key(key, self.policy, self.now), key)
 
     def sweep_access_keys(self) -> None:
         """One credential report for every user; only users with a finding are re-read key by key."""
@@ -280,7 +262,7 @@ class KeysRun:
         flagged = {row.user for row, d in decided if d.verdict == "act" and row.user != ROOT_USER}
         for row, decision in decided:
             if row.user not in flagged:
-                self.settle(decision, _no_action)
+                self.settle(decision)
         for user in sorted(flagged):
             self.guarded("access_keys", partial(self.check_user, user))
 
@@ -292,15 +274,7 @@ class KeysRun:
         if secret is None:
             self._gone(secret_id, "the secret")
             return
-        decision = decide_secret(secret, self.policy, self.now)
-
-        def act(action: Action) -> Outcome:
-            if isinstance(action, SetSecretRotation):
-                token = deterministic_id(self.event_id, secret.arn, action.type)  # ClientRequestToken
-                return secrets.set_rotation(secret, dict(action.rotation_rules), token=token)
-            return Outcome(ok=True)
-
-        self.settle(decision, act)
+        self.settle(decide_secret(secret, self.policy, self.now), secret)
 
     def sweep_secrets(self) -> None:
         listed: list[Any] = []
@@ -310,14 +284,14 @@ class KeysRun:
             if decision.enforced_actions():
                 self.guarded("secrets", partial(self.check_secret, secret.arn))
             else:
-                self.settle(decision, _no_action)
+                self.settle(decision)
 
     # --------------------------------------------------------------------------------------------------------
 
     def check(self, target: Target, record: CloudTrailRecord | None = None) -> None:
         """The one resource a CloudTrail call touched; a root access key is judged from the call itself."""
         if target.kind == "access_keys" and target.resource_id == ROOT_USER and record is not None:
-            self.settle(decide_root_key_event(record), _no_action)
+            self.settle(decide_root_key_event(record))
             return
         # Not guarded: a refused read of the one resource an event names is retried (IAM changes propagate), then
         # parked in the DLQ with its reason; only the sweeps go on past it.
@@ -340,14 +314,7 @@ class KeysRun:
         }
 
 
-def _no_action(action: Action) -> Outcome:
-    return Outcome(ok=False, error_code="NoAction", message=f"{action.type} is not taken for this decision")
-
-
-@idempotent_on_event_id()
-def _process(
-    *, event: Any, trigger: Trigger, runtime: Runtime, adapters: KeyAdapters, context: Any = None
-) -> dict[str, Any]:
+def _process(trigger: Trigger, runtime: Runtime, adapters: KeyAdapters) -> dict[str, Any]:
     run = KeysRun(runtime, adapters, trigger.event_id, trigger.account)
     if isinstance(trigger, Sweep):
         run.outbox.flush_stale("keys")  # findings earlier invocations left unsent
@@ -357,7 +324,7 @@ def _process(
         return run.finish(trigger="schedule", kinds=list(trigger.kinds))
     failed = decide_failed_call(trigger.record)
     if failed is not None:
-        run.settle(failed, _no_action)
+        run.settle(failed)
         return run.finish(trigger=trigger.record.event_name)
     assert trigger.target is not None
     run.check(trigger.target, trigger.record)
@@ -365,13 +332,15 @@ def _process(
 
 
 def handle(event: Any, runtime: Runtime, adapters: KeyAdapters, context: Any = None) -> dict[str, Any]:
-    """Parse at the edge (bad input goes to the DLQ with its reason), then sweep or check one resource."""
-    return run_edge(
-        event,
-        runtime,
-        parse_trigger,
-        lambda trigger, rt: _process(event=event, trigger=trigger, runtime=rt, adapters=adapters, context=context),
-    )
+    """Parse at the edge (bad input goes to the DLQ with its reason), then sweep or check one resource, once per
+    event id."""
+
+    def work(trigger: Trigger, rt: Runtime) -> dict[str, Any]:
+        return runner.once_per_event(
+            event=event, name=f"{__name__}._process", work=lambda: _process(trigger, rt, adapters), context=context
+        )
+
+    return run_edge(event, runtime, parse_trigger, work)
 
 
 @cache

@@ -7,17 +7,18 @@ compliant rules from the same call stay; the finding says exactly what was done.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from governor import fanout
+from governor import fanout, runner
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.network_addresses import PublicAddresses
 from governor.adapters.security_groups import GroupState, SecurityGroups
-from governor.domain.actions import RemovePublicIp, RevokeIngress
+from governor.domain.actions import Outcome, RevokeIngress
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, ownership
 from governor.domain.network import (
@@ -44,7 +45,7 @@ from governor.events.envelopes import (
     InvalidEventError,
     parse_model,
 )
-from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.handlers._runtime import Runtime, default_runtime, run_edge
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
 
@@ -52,6 +53,7 @@ SCHEDULED = "Scheduled Event"
 POLICY = "network"
 Judged = tuple[Decision, dict[str, str]]  # a decision and the resource's tags (for the finding's owner and team)
 SCHEDULE_SOURCE = "aws.scheduler"
+PROCESS = f"{__name__}.process"  # the idempotency key prefix (unchanged from the decorated ``process``)
 
 
 @dataclass
@@ -162,48 +164,7 @@ def _reread(decision: Decision, aws: NetworkAws, runtime: Runtime) -> Decision:
     return fresh.model_copy(update={"actions": kept, "reasons": [*fresh.reasons, "re-read right before revoking"]})
 
 
-# --- acting -----------------------------------------------------------------------------------------------------------
-
-
-def _perform(action: Action, aws: NetworkAws, runtime: Runtime) -> str:
-    """Do one enforced action; the returned sentence is what the finding reports as done."""
-    if isinstance(action, RevokeIngress):
-        group_id = str(action.group_id)
-        revoked: list[str] = []
-        for rule_id in action.rule_ids:
-            if aws.groups.revoke(group_id, rule_id):
-                revoked.append(f"revoked {rule_id} ({action.protocol} {action.ports} from {action.source})")
-            else:
-                revoked.append(f"{rule_id} was already gone")
-        return "; ".join(revoked) or f"no rule id found for {action.source} in {group_id}; nothing revoked"
-    if isinstance(action, RemovePublicIp):
-        instance_id = str(action.instance_id)
-        if action.method == "disassociate_address" and action.association_id:
-            aws.addresses.disassociate(action.association_id)
-            done = (
-                f"disassociated Elastic IP {action.public_ip} ({action.association_id}) from {instance_id}; "
-                "the allocation stays in the account"
-            )
-            # AWS gives an instance whose interface auto-assigns a fresh public address when its Elastic IP leaves.
-            after = aws.instances.instance(instance_id)
-            replacement = public_address(after, {}) if after is not None else None
-            if replacement is not None and replacement.public_ip != action.public_ip:
-                if replacement.network_interface_id:
-                    aws.addresses.drop_auto_assigned(replacement.network_interface_id)
-                    return (
-                        f"{done}; then removed the auto-assigned {replacement.public_ip} AWS gave in its place "
-                        f"(AssociatePublicIpAddress=false on {replacement.network_interface_id})"
-                    )
-                return f"{done}; AWS gave it a new public address {replacement.public_ip}, which the sweep will report"
-            return done
-        if action.method == "modify_network_interface_attribute" and action.network_interface_id:
-            aws.addresses.drop_auto_assigned(action.network_interface_id)
-            return (
-                f"removed auto-assigned public IPv4 {action.public_ip} from {instance_id} "
-                f"(ModifyNetworkInterfaceAttribute AssociatePublicIpAddress=false on {action.network_interface_id})"
-            )
-        return f"could not remove the public address of {instance_id}: no association or network interface found"
-    return ""
+# --- acting (through the generic runner) ------------------------------------------------------------------------------
 
 
 def _title(decision: Decision) -> str:
@@ -215,96 +176,44 @@ def _title(decision: Decision) -> str:
     return f"Security group {decision.resource}: {count} ingress rule(s) break the network policy"
 
 
-def _owner(tags: dict[str, str], runtime: Runtime) -> dict[str, str]:
-    who = ownership(tags, runtime.policy.fleet)
-    return {"owner": who.owner, "team": who.team}
-
-
 def settle(
     decision: Decision,
     *,
     event_id: str,
     runtime: Runtime,
     aws: NetworkAws,
+    outbox: Outbox,
     tags: dict[str, str] | None = None,
     account: str | None = None,
-    outbox: Outbox | None = None,
 ) -> dict[str, Any]:
-    """Record the decision and stage its finding (unsent) before acting, act on enforced actions only, record what was
-    done and update the finding to say it; the outbox publishes it (here, or at the end of the invocation)."""
-    box = outbox or Outbox(runtime.ledger, runtime.sink, event_id=event_id)
-    runtime.ledger.record(decision, event_id=event_id)
-    staged = _finding(decision, [], event_id, runtime, tags, account, acting=False)
-    if staged is not None:
-        (staged,) = box.add([staged])
-    outcomes: list[str] = []
-    for action in decision.enforced_actions():
-        try:
-            outcome = _perform(action, aws, runtime)
-        except Exception as error:  # reported in the finding, then re-raised so Lambda retries
-            outcome = f"{action.type} failed: {error}"
-            logger.exception("network action failed", extra={"event_id": event_id, "resource": decision.resource})
-            _restage(box, staged, decision, [*outcomes, outcome], event_id, runtime, tags, account)
-            if outbox is None:
-                box.flush(raise_on_failure=False)
-            raise
-        if outcome:
-            outcomes.append(outcome)
-    if outcomes:
-        runtime.ledger.record(
-            decision.model_copy(update={"evidence": {**decision.evidence, "done": outcomes}}), event_id=event_id
+    """The runner's act path with network's finding: it names the owner from the resource's tags and says what was
+    revoked or removed (or that nothing changed)."""
+
+    def findings(decided: Decision, results: Sequence[tuple[Action, Outcome]] | None) -> list[Finding]:
+        violating = decided.verdict == "act" or (decided.verdict == "ignored" and decided.severity != "info")
+        if not violating:
+            return []
+        who = ownership(tags or {}, runtime.policy.fleet)
+        finding = Finding.from_decision(
+            decided,
+            _title(decided),
+            event_id=event_id,
+            region=runtime.region,
+            account=account,
+            owner=who.owner,
+            team=who.team,
         )
-    _restage(box, staged, decision, outcomes, event_id, runtime, tags, account)
-    if outbox is None:
-        box.flush()
-    return {"resource": decision.resource, "verdict": decision.verdict, "done": outcomes}
+        done = [outcome.done for _, outcome in results or () if outcome.done]
+        if done:
+            return [finding.model_copy(update={"detail": finding.detail + "; done: " + "; ".join(done)})]
+        if decided.enforced_actions() and results is not None:
+            return [finding.model_copy(update={"detail": finding.detail + "; done: nothing changed"})]
+        return [finding]
 
-
-def _restage(
-    box: Outbox,
-    staged: Finding | None,
-    decision: Decision,
-    outcomes: list[str],
-    event_id: str,
-    runtime: Runtime,
-    tags: dict[str, str] | None,
-    account: str | None,
-) -> None:
-    """The staged finding, now saying what was done (same id, still unsent)."""
-    if staged is None:
-        return
-    final = _finding(decision, outcomes, event_id, runtime, tags, account)
-    if final is not None and final.detail != staged.detail:
-        box.stage(final.model_copy(update={"id": staged.id}))
-    metrics.add_metric(name="NetworkViolations", unit="Count", value=1)
-
-
-def _finding(
-    decision: Decision,
-    outcomes: list[str],
-    event_id: str,
-    runtime: Runtime,
-    tags: dict[str, str] | None,
-    account: str | None,
-    *,
-    acting: bool = True,
-) -> Finding | None:
-    violating = decision.verdict == "act" or (decision.verdict == "ignored" and decision.severity != "info")
-    if not violating:
-        return None
-    finding = Finding.from_decision(
-        decision,
-        _title(decision),
-        event_id=event_id,
-        region=runtime.region,
-        account=account,
-        **_owner(tags or {}, runtime),
-    )
-    if outcomes:
-        finding = finding.model_copy(update={"detail": finding.detail + "; done: " + "; ".join(outcomes)})
-    elif decision.enforced_actions() and acting:
-        finding = finding.model_copy(update={"detail": finding.detail + "; done: nothing changed"})
-    return finding
+    settled = runner.Run(event_id, runtime.ledger, runtime.policy, aws, outbox).settle(decision, findings=findings)
+    if settled.findings:
+        metrics.add_metric(name="NetworkViolations", unit="Count", value=1)
+    return settled.summary()
 
 
 # --- the two entry points ---------------------------------------------------------------------------------------------
@@ -418,16 +327,7 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, 
     }
 
 
-@idempotent_on_event_id()
-def process(
-    *,
-    event: dict[str, Any],
-    parsed: CloudTrailEvent | GovernorEvent,
-    runtime: Runtime,
-    aws: NetworkAws,
-    context: LambdaContext | None = None,
-) -> dict[str, Any]:
-    """Side effects run once per event id (Powertools Idempotency when the stack provides the table)."""
+def process(parsed: CloudTrailEvent | GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, Any]:
     if isinstance(parsed, CloudTrailEvent):
         return on_call(parsed, runtime, aws)
     return sweep(parsed, runtime, aws)
@@ -436,10 +336,13 @@ def process(
 def handle(
     event: Any, runtime: Runtime, aws: NetworkAws | None = None, context: LambdaContext | None = None
 ) -> dict[str, Any]:
-    """Parse at the edge (bad input goes to the DLQ with its reason), then decide, record and act."""
+    """Parse at the edge (bad input goes to the DLQ with its reason), then decide, record and act once per event id."""
 
     def work(parsed: CloudTrailEvent | GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        return process(event=event, parsed=parsed, runtime=rt, aws=aws or _aws(rt.region), context=context)
+        chosen = aws or _aws(rt.region)
+        return runner.once_per_event(
+            event=event, name=PROCESS, work=lambda: process(parsed, rt, chosen), context=context
+        )
 
     return run_edge(event, runtime, parse, work)
 

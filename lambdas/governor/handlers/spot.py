@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, Literal
+from functools import cache, partial
+from typing import Any
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
-from governor.domain.actions import Checkpoint
-from governor.domain.decision import Decision, Finding
-from governor.domain.fleet import Instance
+from governor import runner
+from governor.domain.actions import Checkpoint, Outcome
+from governor.domain.decision import Action, Decision, Finding
 from governor.domain.spot import (
     COMMAND_STATUS,
     FINAL_COMMAND_STATUSES,
@@ -36,7 +37,6 @@ from governor.domain.spot import (
     SpotRecovery,
     StateChangeDetail,
     WarningDetail,
-    candidates,
     decide_command_status,
     decide_rebalance,
     decide_state_change,
@@ -44,9 +44,9 @@ from governor.domain.spot import (
     start_record,
 )
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
-from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.handlers._runtime import Runtime, default_runtime, run_edge
 from governor.observability import logger, metrics, tracer
-from governor.once import IN_DOUBT, send_command_once
+from governor.once import IN_DOUBT
 from governor.outbox import Outbox
 
 
@@ -127,10 +127,6 @@ def _when(event: SpotEvent) -> dt.datetime:
     return event.time if event.time.tzinfo else event.time.replace(tzinfo=dt.UTC)
 
 
-def _enforced(decision: Decision, kind: str) -> bool:
-    return any(action.type == kind and action.enforced for action in decision.actions)
-
-
 def _finding(decision: Decision, event: SpotEvent, title: str, detail: str, **extra: Any) -> Finding:
     finding = Finding.from_decision(
         decision, title, account=event.account, region=event.region, event_id=event.id, **extra
@@ -148,38 +144,8 @@ def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> 
     }
 
 
-def _recover(
-    decision: Decision, record: InterruptionRecord, instance: Instance, runtime: Runtime, ports: SpotPorts
-) -> None:
-    """Everything after the checkpoint; a failure here is recorded and reported, not retried."""
-    policy = runtime.policy
-    if _enforced(decision, "deregister"):
-        try:
-            record.target_groups = ports.recovery.deregister(instance)
-        except Exception as error:
-            record.errors.append(f"deregister: {error}")
-    if _enforced(decision, "complete_lifecycle_action"):
-        if record.checkpoint_delivered:
-            record.lifecycle_action = "pending"  # released when SSM reports the checkpoint finished
-        else:
-            try:
-                record.lifecycle_action = ports.recovery.complete_lifecycle_action(instance.id).note
-            except Exception as error:
-                record.errors.append(f"complete_lifecycle_action: {error}")
-    if _enforced(decision, "replace"):
-        market: Literal["spot", "on-demand"] = "spot" if policy.spot.replacement == "spot" else "on-demand"
-        try:
-            replacement = ports.recovery.replace(instance, candidates(instance.type, policy), market)
-        except Exception as error:
-            record.errors.append(f"replace: {error}")
-            record.replacement_reason = f"relaunch failed: {error}"
-        else:
-            record.replacement_id = replacement.instance_id
-            record.replacement_reason = replacement.reason
-            record.replacement_attempts = [
-                {"instance_type": a.instance_type, "zone": a.zone, "error": a.error, "instance_id": a.instance_id}
-                for a in replacement.attempts
-            ]
+#: Spot's recovery after the checkpoint: a failure is recorded and reported, not retried.
+RECOVERY = ("deregister", "complete_lifecycle_action", "replace")
 
 
 def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
@@ -187,8 +153,8 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
     instance_id = event.detail.instance_id
     instance = ports.reader.instance(instance_id)
     decision = decide_warning(instance_id, instance, event.detail.instance_action, runtime.policy, at)
-    runtime.ledger.record(decision, event_id=event.id, at=at)
     if decision.verdict != "act" or instance is None:
+        runtime.ledger.record(decision, event_id=event.id, at=at)
         return _result("ignored", event, decision, reason=decision.reasons[0])
     # A retry of this event (after a failed write or publish further down) resumes from what was recorded: the
     # checkpoint is never sent twice, nor a second replacement launched.
@@ -199,27 +165,34 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
         record = start_record(decision, instance, event.id, at, event.detail.instance_action)
         if existing is not None:  # a stopped instance interrupted again: keep the earlier record under its own key
             runtime.ledger.put_item(RECORD_KIND, f"{existing.instance_id}#{existing.event_id}", existing.to_item())
-    if _enforced(decision, "checkpoint") and not record.command_id and not record.checkpoint_error:
-        # At most once: the intent is claimed before sending, and a retry looks the command up instead of resending.
-        record.checkpoint_attempted = True
-        sent = send_command_once(
-            runtime.ledger,
-            ports.commands,
-            event_id=event.id,
-            instance_id=instance.id,
-            command=record.checkpoint_command or runtime.policy.spot.checkpoint_command,
-            timeout_seconds=runtime.policy.spot.checkpoint_timeout_seconds,
-            what="spot checkpoint",
-        )
-        record.checkpoint_delivered = sent.delivered
-        record.command_id = sent.command_id
-        record.checkpoint_error = sent.error
+
+    def before(action: Action) -> Outcome | None:
+        if action.type == "checkpoint" and (record.command_id or record.checkpoint_error):
+            return _sent(record.checkpoint_delivered, record.command_id, record.checkpoint_error)  # an earlier attempt
+        if action.type in RECOVERY and record.recovered:
+            return Outcome(ok=True, data={"resumed": True})
+        if action.type == "complete_lifecycle_action" and record.checkpoint_delivered:
+            return Outcome(ok=True, data={"note": "pending"})  # released when SSM reports the checkpoint finished
+        return None
+
+    def after(action: Action, outcome: Outcome) -> None:
+        _keep(record, action, outcome)
+        if action.type == "checkpoint":
+            runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
+
+    box = _outbox(runtime, event.id)
+    run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot checkpoint")
+    run.settle(
+        decision,
+        findings=lambda decided, _: _warning_findings(decided, record, event),
+        before=before,
+        after=after,
+        contain=lambda action: action.type in RECOVERY,
+        live=instance,
+    )
+    record.recovered = True
     runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
-    if not record.recovered:
-        _recover(decision, record, instance, runtime, ports)
-        record.recovered = True
-        runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
-    _send(runtime, event.id, _warning_findings(decision, record, event))
+    box.flush()
     return _result(
         "acted" if runtime.policy.spot.enforce else "reported",
         event,
@@ -237,10 +210,50 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
     )
 
 
-def _send(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
-    """Through the outbox: staged, published, marked sent once accepted; a retry publishes what is left."""
+def _sent(delivered: bool, command_id: str | None, error: str | None) -> Outcome:
+    """A checkpoint an earlier attempt of this event already sent (or failed to): its outcome, not a second send."""
+    data = {"delivered": delivered, "command_id": command_id, "error": error}
+    return Outcome(ok=delivered, error_code=None if delivered else "NotDelivered", message=str(error or ""), data=data)
+
+
+def _keep(record: InterruptionRecord, action: Action, outcome: Outcome) -> None:
+    """What the interruption record keeps of one outcome (the state-change and command-status events read it)."""
+    data = outcome.data
+    if data.get("resumed"):
+        return
+    if action.type == "checkpoint":
+        record.checkpoint_attempted = True
+        record.checkpoint_delivered = bool(data.get("delivered"))
+        record.command_id = data.get("command_id")
+        record.checkpoint_error = data.get("error") if data else outcome.message
+    elif action.type == "replace" and "replacement" in data:
+        replacement = data["replacement"]
+        record.replacement_id = replacement.instance_id
+        record.replacement_reason = replacement.reason
+        record.replacement_attempts = [
+            {"instance_type": a.instance_type, "zone": a.zone, "error": a.error, "instance_id": a.instance_id}
+            for a in replacement.attempts
+        ]
+    elif not outcome.ok:  # a recovery call that raised: reported, not retried
+        record.errors.append(outcome.message)
+        if action.type == "replace":
+            record.replacement_reason = f"relaunch failed: {outcome.message.removeprefix('replace: ')}"
+    elif action.type == "deregister":
+        record.target_groups = list(data.get("target_groups") or [])
+    elif action.type == "complete_lifecycle_action":
+        record.lifecycle_action = data.get("note")
+
+
+def _outbox(runtime: Runtime, event_id: str) -> Outbox:
+    """This event's outbox, holding what an earlier attempt staged and never got accepted."""
     box = Outbox(runtime.ledger, runtime.sink, event_id=event_id)
     box.resume()
+    return box
+
+
+def _send(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
+    """Through the outbox: staged, published, marked sent once accepted; a retry publishes what is left."""
+    box = _outbox(runtime, event_id)
     box.add(findings)
     box.flush()
 
@@ -306,57 +319,43 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
     at = _when(event)
     instance = ports.reader.instance(event.detail.instance_id)
     decision = decide_rebalance(event.detail.instance_id, instance, runtime.policy, at)
-    runtime.ledger.record(decision, event_id=event.id, at=at)
     if decision.verdict != "act" or instance is None:
+        runtime.ledger.record(decision, event_id=event.id, at=at)
         return _result("ignored", event, decision, reason=decision.reasons[0])
     checkpoint: dict[str, Any] = {"attempted": False}
-    outcome = "report-only: nothing was sent" if not runtime.policy.spot.enforce else "recorded"
-    if runtime.policy.spot.enforce and _blocked(decision):
-        outcome = f"checkpoint not sent: {_blocked(decision)}"
-    if _enforced(decision, "checkpoint"):
+
+    def before(action: Action) -> Outcome | None:
         earlier = runtime.ledger.get_item(REBALANCE_KIND, instance.id)
         if earlier is not None and earlier.get("event_id") == event.id:  # a retry: the command already left
-            checkpoint = dict(earlier["checkpoint"])
-        else:
-            action = next(a for a in decision.actions if isinstance(a, Checkpoint))
-            sent = send_command_once(
-                runtime.ledger,
-                ports.commands,
-                event_id=event.id,
-                instance_id=instance.id,
-                command=str(action.command),
-                timeout_seconds=runtime.policy.spot.checkpoint_timeout_seconds,
-                what="spot rebalance checkpoint",
-            )
-            checkpoint = {
-                "attempted": True,
-                "delivered": sent.delivered,
-                "command_id": sent.command_id,
-                "error": sent.error,
-            }
-            runtime.ledger.put_item(
-                REBALANCE_KIND, instance.id, {"event_id": event.id, "at": at.isoformat(), "checkpoint": checkpoint}
-            )
-        outcome = (
-            f"early checkpoint sent ({checkpoint['command_id']})"
-            if checkpoint["delivered"]
-            else f"early checkpoint NOT delivered: {checkpoint['error']}"
+            sent = dict(earlier["checkpoint"])
+            return _sent(bool(sent.get("delivered")), sent.get("command_id"), sent.get("error"))
+        return None
+
+    def after(action: Action, outcome: Outcome) -> None:
+        checkpoint.update(attempted=True, **outcome.data)
+        runtime.ledger.put_item(
+            REBALANCE_KIND, instance.id, {"event_id": event.id, "at": at.isoformat(), "checkpoint": checkpoint}
         )
-    evidence = decision.evidence
-    _send(
-        runtime,
-        event.id,
-        [
-            _finding(
-                decision,
-                event,
-                f"Spot rebalance recommendation: {instance.type} {instance.id}",
-                "; ".join([*decision.reasons, outcome]),
-                owner=evidence.get("owner"),
-                team=evidence.get("team"),
+
+    def findings(decided: Decision, results: Sequence[tuple[Action, Outcome]] | None) -> list[Finding]:
+        outcome = "report-only: nothing was sent" if not runtime.policy.spot.enforce else "recorded"
+        if runtime.policy.spot.enforce and _blocked(decided):
+            outcome = f"checkpoint not sent: {_blocked(decided)}"
+        if checkpoint["attempted"]:
+            outcome = (
+                f"early checkpoint sent ({checkpoint['command_id']})"
+                if checkpoint["delivered"]
+                else f"early checkpoint NOT delivered: {checkpoint['error']}"
             )
-        ],
-    )
+        title = f"Spot rebalance recommendation: {instance.type} {instance.id}"
+        evidence = decided.evidence
+        detail = "; ".join([*decided.reasons, outcome])
+        return [_finding(decided, event, title, detail, owner=evidence.get("owner"), team=evidence.get("team"))]
+
+    box = _outbox(runtime, event.id)
+    run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot rebalance checkpoint")
+    run.settle(decision, findings=findings, before=before, after=after, live=instance)
+    box.flush()
     return _result("acted" if runtime.policy.spot.enforce else "reported", event, decision, checkpoint=checkpoint)
 
 
@@ -402,40 +401,32 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
     detail = event.detail
     record = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, detail.instance_id))
     decision = decide_command_status(detail.instance_id, detail.command_id, detail.status, record, runtime.policy)
-    runtime.ledger.record(decision, event_id=event.id, at=at)
     if decision.verdict != "act" or record is None:
+        runtime.ledger.record(decision, event_id=event.id, at=at)
         return _result("ignored" if decision.verdict == "ignored" else "waiting", event, decision)
     record.checkpoint_status = detail.status
-    if _enforced(decision, "complete_lifecycle_action"):
-        try:
-            record.lifecycle_action = ports.recovery.complete_lifecycle_action(detail.instance_id).note
-        except Exception as error:
-            record.errors.append(f"complete_lifecycle_action: {error}")
-    runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
-    if detail.status != "Success":
-        _send(
-            runtime,
-            event.id,
-            [
-                _finding(
-                    decision,
-                    event,
-                    f"Spot checkpoint {detail.status} on {record.instance_type} {detail.instance_id}",
-                    f"checkpoint command {detail.command_id} ended {detail.status}; the job may resume from an older "
-                    "checkpoint",
-                    owner=record.owner,
-                    team=record.team,
-                )
-            ],
+
+    def findings(decided: Decision, _: Any) -> list[Finding]:
+        if detail.status == "Success":
+            return []
+        title = f"Spot checkpoint {detail.status} on {record.instance_type} {detail.instance_id}"
+        text = (
+            f"checkpoint command {detail.command_id} ended {detail.status}; the job may resume from an older checkpoint"
         )
+        return [_finding(decided, event, title, text, owner=record.owner, team=record.team)]
+
+    box = _outbox(runtime, event.id)
+    run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at)
+    run.settle(decision, findings=findings, after=partial(_keep, record), contain=lambda action: True)
+    runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
+    box.flush()
     return _result(
         "recorded", event, decision, checkpoint_status=detail.status, lifecycle_action=record.lifecycle_action
     )
 
 
-@idempotent_on_event_id()
-def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts, context: Any = None) -> dict[str, Any]:
-    """Decide, record, then act; idempotent on the event id (a duplicate delivery returns the first result)."""
+def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+    """Decide, record, then act."""
     if isinstance(event, WarningEvent):
         return _warning(event, runtime, ports)
     if isinstance(event, RebalanceEvent):
@@ -446,13 +437,15 @@ def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts, context: Any =
 
 
 def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) -> dict[str, Any]:
-    """Parse at the edge (invalid events go to the DLQ with their reason), then process the event exactly once."""
-    return run_edge(
-        event,
-        runtime,
-        parse,
-        lambda parsed, rt: process(event=parsed, runtime=rt, ports=ports, context=context),
-    )
+    """Parse at the edge (invalid events go to the DLQ with their reason), then process the event once per event id
+    (a duplicate delivery returns the first result)."""
+
+    def work(parsed: SpotEvent, rt: Runtime) -> dict[str, Any]:
+        return runner.once_per_event(
+            event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, ports), context=context
+        )
+
+    return run_edge(event, runtime, parse, work)
 
 
 @logger.inject_lambda_context

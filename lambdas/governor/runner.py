@@ -1,0 +1,252 @@
+"""The generic runner: every function's record → act → record outcome → publish, and its idempotency on the event id.
+
+``Run.settle`` is the one act path of the network, keys, idle and Spot functions: the decision is recorded, its finding
+staged in the outbox (unsent) before anything changes, the resource re-read right before acting (the action goes
+ahead only if the state that justified it still holds), each enforced action executed through the capability's
+adapters (``Action.execute``), each outcome recorded in the ledger in one shape (``action`` items, and the decision
+again with ``evidence.done``), the finding restaged to say what was done, and published through the outbox. What
+differs between capabilities is passed in as small callbacks: how the finding reads, what the re-read checks, what
+an action may not do in this run (the keys budget, a checkpoint already sent), and whether a failed call stops the
+decision (network, keys) or is reported and the rest carried on (Spot recovery).
+
+``once_per_event`` is the shared entry every side-effecting handler calls: Powertools Idempotency as documented,
+one ``IdempotencyConfig`` keyed on the EventBridge event id and one ``DynamoDBPersistenceLayer`` on the stack's table,
+applied with ``idempotent_function(data_keyword_argument="event")``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from governor.domain.actions import Acting, Outcome
+from governor.domain.decision import Action, Decision, Finding
+from governor.domain.ports import Ledger
+from governor.observability import logger
+from governor.outbox import Outbox
+from governor.policy import Policy
+
+#: Ledger kind of an action's outcome: one item per executed action, the same shape for every capability.
+ACTION_KIND = "action"
+#: How long a handled event is remembered (a duplicate within it returns the first result).
+IDEMPOTENCY_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The re-read says the action must not go ahead: why, and the decision to record instead (if any)."""
+
+    why: str
+    record: Decision | None = None
+
+
+@dataclass(frozen=True)
+class Go:
+    """The re-read says the state that justified the action still holds; ``live`` is what was read."""
+
+    live: Any = None
+
+
+Gate = Go | Hold
+
+
+@dataclass
+class Settled:
+    """What one decision came to: the outcome of each action taken, the sentences a finding reports, the finding."""
+
+    decision: Decision
+    results: list[tuple[Action, Outcome]] = field(default_factory=list)
+    held: Hold | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def done(self) -> list[str]:
+        if self.held is not None:
+            return [self.held.why]
+        return [outcome.done for _, outcome in self.results if outcome.done]
+
+    def summary(self) -> dict[str, Any]:
+        return {"resource": self.decision.resource, "verdict": self.decision.verdict, "done": self.done}
+
+
+#: Builds a decision's findings; ``results`` is None before anything was acted on (the staged, unsent version).
+FindingsOf = Callable[[Decision, Sequence[tuple[Action, Outcome]] | None], list[Finding]]
+#: Re-reads the resource right before acting.
+Reread = Callable[[Decision], Gate]
+#: An outcome to use instead of executing the action (not in this run's budget, already done by an earlier attempt).
+Before = Callable[[Action], Outcome | None]
+
+
+@dataclass
+class Run:
+    """One invocation's act path: the event, where outcomes are recorded and findings staged, the capability's
+    adapters. ``at`` stamps the ledger entries (the handler's clock); ``label`` names a command this run sends."""
+
+    event_id: str
+    ledger: Ledger
+    policy: Policy
+    aws: Any
+    outbox: Outbox | None = None
+    at: dt.datetime | None = None
+    label: str = ""
+
+    def settle(
+        self,
+        decision: Decision,
+        *,
+        findings: FindingsOf | None = None,
+        reread: Reread | None = None,
+        before: Before | None = None,
+        after: Callable[[Action, Outcome], None] | None = None,
+        contain: Callable[[Action], bool] | None = None,
+        recorded: bool = False,
+        live: Any = None,
+    ) -> Settled:
+        """Record ``decision``, stage its findings, re-read, execute its enforced actions, record and report them.
+
+        A failed call is recorded and reported, then re-raised so Lambda retries (for the actions ``contain`` accepts
+        it is a failed outcome instead, and the other actions still run). ``recorded`` when the caller already
+        recorded the decision (a sweep records in batches); ``live`` is the resource as the caller read it right
+        before deciding, when no ``reread`` is needed.
+        """
+        ledger, outbox, event_id, at = self.ledger, self.outbox, self.event_id, self.at
+        if not recorded:
+            ledger.record(decision, event_id=event_id, at=at)
+        settled = Settled(decision)
+        staged = _stage(outbox, findings(decision, None)) if findings and outbox else []
+        enforced = [action for action in decision.enforced_actions() if not action.BY_RUNTIME]
+        gate: Gate = reread(decision) if reread and enforced else Go(live)
+        if isinstance(gate, Hold):
+            settled.held = gate
+            if gate.record is not None:
+                ledger.record(gate.record, event_id=event_id, at=at)
+            settled.findings = staged
+            return settled
+        acting = Acting(event_id, decision.resource, self.policy, ledger=ledger, live=gate.live, label=self.label)
+        for action in enforced:
+            outcome = before(action) if before else None
+            if outcome is None:
+                try:
+                    outcome = action.execute(self.aws, acting)
+                except Exception as error:
+                    outcome = Outcome(
+                        ok=False,
+                        error_code=error.__class__.__name__,
+                        message=f"{action.type}: {error}",
+                        done=f"{action.type} failed: {error}",
+                    )
+                    if not (contain and contain(action)):  # recorded and reported, then re-raised so Lambda retries
+                        logger.exception("action failed", extra={"event_id": event_id, "resource": decision.resource})
+                        settled.results.append((action, outcome))
+                        _record_outcome(ledger, decision, action, outcome, event_id)
+                        if findings and outbox:
+                            settled.findings = _restage(outbox, staged, findings(decision, settled.results))
+                        raise
+            settled.results.append((action, outcome))
+            _record_outcome(ledger, decision, action, outcome, event_id)
+            if after:
+                after(action, outcome)
+        if settled.done:
+            done = decision.model_copy(update={"evidence": {**decision.evidence, "done": settled.done}})
+            ledger.record(done, event_id=event_id, at=at)
+        if findings and outbox:
+            settled.findings = _restage(outbox, staged, findings(decision, settled.results))
+        return settled
+
+
+def _record_outcome(ledger: Ledger, decision: Decision, action: Action, outcome: Outcome, event_id: str) -> None:
+    ledger.put_item(
+        ACTION_KIND,
+        f"{decision.resource}#{event_id}#{action.type}",
+        {
+            "policy": decision.policy,
+            "resource": decision.resource,
+            "action": action.model_dump(),
+            "ok": outcome.ok,
+            "error_code": outcome.error_code,
+            "message": outcome.message,
+            "done": outcome.done,
+            "event_id": event_id,
+        },
+    )
+
+
+def _stage(outbox: Outbox, findings: list[Finding]) -> list[Finding]:
+    return outbox.add(findings) if findings else []
+
+
+def _restage(outbox: Outbox, staged: list[Finding], final: list[Finding]) -> list[Finding]:
+    """The staged findings, now saying what was done (same ids, still unsent); findings new since staging are added."""
+    kept: list[Finding] = []
+    for before_, after_ in zip(staged, final, strict=False):
+        updated = after_.model_copy(update={"id": before_.id})
+        if updated.detail != before_.detail or updated.title != before_.title:
+            outbox.stage(updated)
+        kept.append(updated)
+    return kept + _stage(outbox, final[len(staged) :])
+
+
+# --- idempotency -------------------------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+
+
+@cache
+def _config() -> Any:
+    """The one configuration: keyed on the EventBridge event id, remembered 24 hours."""
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    return IdempotencyConfig(
+        event_key_jmespath="id", expires_after_seconds=IDEMPOTENCY_SECONDS, raise_on_no_idempotency_key=False
+    )
+
+
+@cache
+def _persistence(table: str, region: str | None, endpoint: str | None, name: str) -> Any:
+    """The function's persistence layer on the stack's table, on the runtime's shared DynamoDB client (no second
+    Session). One per function name: Powertools keeps the key prefix on the layer, so two functions sharing one
+    process (the test harness) must not share it."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    from governor.adapters.aws import client
+
+    return DynamoDBPersistenceLayer(table_name=table, boto3_client=client("dynamodb", region, endpoint))
+
+
+def _enter(*, event: Any, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    return work()
+
+
+@cache
+def _guarded(table: str, region: str | None, endpoint: str | None, name: str) -> Callable[..., dict[str, Any]]:
+    from aws_lambda_powertools.utilities.idempotency import idempotent_function
+
+    guarded: Callable[..., dict[str, Any]] = idempotent_function(
+        data_keyword_argument="event",
+        persistence_store=_persistence(table, region, endpoint, name),
+        config=_config(),
+        key_prefix=name,
+    )(_enter)
+    return guarded
+
+
+def once_per_event(*, event: Any, name: str, work: Callable[[], dict[str, Any]], context: Any = None) -> dict[str, Any]:
+    """Run ``work`` once per event id for the function ``name``: a duplicate delivery returns the first result, a
+    concurrent one raises ``IdempotencyAlreadyInProgressError`` (Lambda retries it later), a failed run is forgotten.
+
+    The table is read from the environment when called; without one (unit tests, ``explain``) ``work`` runs
+    unwrapped. With the Lambda context, an invocation that times out frees its in-progress record when its time is up.
+    """
+    table = os.environ.get("IDEMPOTENCY_TABLE")
+    if not table:
+        return work()
+    with _lock:
+        guarded = _guarded(table, os.environ.get("AWS_REGION"), os.environ.get("AWS_ENDPOINT_URL"), name)
+        if context is not None and callable(getattr(context, "get_remaining_time_in_millis", None)):
+            _config().register_lambda_context(context)
+    return guarded(event=event, work=work)

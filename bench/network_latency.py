@@ -138,7 +138,7 @@ def run(count: int, group_count: int) -> None:
         for n in range(group_count)
     ]
     runtime = Runtime(
-        policy=parse_policy({"network": {"enforce": True}}),
+        policy=parse_policy({"network": {"enforce": True, "scope": "all"}}),  # groups without instances
         ledger=DynamoLedger("ledger", region=REGION),
         sink=EventBusSink("governor", REGION),
         dead_letters=MemoryDeadLetters(),

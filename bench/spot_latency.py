@@ -82,7 +82,11 @@ def run(events: int, instances: int) -> dict[str, Any]:
                 TagSpecifications=[
                     {
                         "ResourceType": "instance",
-                        "Tags": [{"Key": "owner", "Value": "bench"}, {"Key": "team", "Value": "vision"}],
+                        "Tags": [  # gpu-fleet=true: SendCommand is granted only on instances with fleet.fleet_tags
+                            {"Key": "owner", "Value": "bench"},
+                            {"Key": "team", "Value": "vision"},
+                            {"Key": "gpu-fleet", "Value": "true"},
+                        ],
                     }
                 ],
             )

@@ -76,6 +76,15 @@ def decisions_of(result: dict[str, Any], policy: str) -> list[dict[str, Any]]:
     return [d for d in result["decisions"] if d["policy"] == policy]
 
 
+def decided(recorded: list[tuple[Any, Any]]) -> Any:
+    """The decision a handler recorded before acting. The runner records it once more, with ``evidence.done``, when
+    something was done: that second record must be the same decision about the same resource."""
+    (_, first), *after = recorded
+    assert len(after) <= 1
+    assert all(later.resource == first.resource and later.verdict == first.verdict for _, later in after)
+    return first
+
+
 # --- one rule, one place -------------------------------------------------------------------------------------------
 
 HANDLER_OF = {capability.section: capability.module for capability in REGISTRY.values()}
@@ -292,7 +301,7 @@ def test_keys_handler_records_what_explain_shows(name: str, enforce: bool) -> No
         world.secrets.items[state.arn] = state
     [shown] = decisions_of(explain(event, world.runtime.policy), "keys")
     assert world.run(event)["status"] == "ok"
-    [(_, recorded)] = world.ledger.decisions
+    recorded = decided(world.ledger.decisions)
     assert public(recorded) == public(shown)
     assert any(a.startswith("assumed: ") for a in shown["assumptions"])
 
@@ -326,7 +335,7 @@ def test_spot_handler_records_what_explain_shows(name: str, spot: dict[str, Any]
     world.reader.instances[instance_id] = assumed.state
     [shown] = decisions_of(explain(event, world.runtime.policy), "spot")
     world.run(event)
-    [(_, recorded)] = world.ledger.decisions
+    recorded = decided(world.ledger.decisions)
     assert public(recorded) == public(shown)
     assert shown["verdict"] == "act"
 

@@ -5,6 +5,10 @@ re-arms by itself once they are busy again. When they really are idle (a large j
 operator checks the agents and re-arms it here: the held instances are released and judged like any other on the
 next sweep, starting with their owners' warning. One instance can be released with the tag
 ``governor:idle-breaker=release`` instead.
+
+In organisation mode every (account, region) the sweep fans out to has its own breaker: ``--account ID --region
+NAME`` names it (``fanout.breaker_key``). ``--table-region`` is where the ledger table lives, as for
+``governor ledger export``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,11 @@ def register(subparsers: Any) -> None:
     ):
         action = actions.add_parser(name, help=help_text)
         action.add_argument("--table", required=True, help="the ledger's DynamoDB table name (stack output)")
-        action.add_argument("--region", help="AWS region of the table (default: the environment's)")
+        action.add_argument(
+            "--table-region", help="AWS region of the table (default: the table ARN's, else the environment's)"
+        )
+        action.add_argument("--account", help="organisation mode: the member account of the breaker (12 digits)")
+        action.add_argument("--region", help="organisation mode: the region of the breaker (with --account)")
         action.set_defaults(run=run, idle_action=name)
     parser.set_defaults(run=_usage)
 
@@ -56,26 +64,47 @@ def describe(breaker: Breaker) -> str:
     )
 
 
-def rearm(store: BreakerStore) -> tuple[Breaker, Breaker]:
+def rearm(store: BreakerStore, key: str = BREAKER_KEY) -> tuple[Breaker, Breaker]:
     """Close the breaker, releasing what it held; returns the state before and after."""
-    before = Breaker.from_item(store.get_item(BREAKER_KIND, BREAKER_KEY))
+    before = Breaker.from_item(store.get_item(BREAKER_KIND, key))
     after = before.rearmed()
-    store.put_item(BREAKER_KIND, BREAKER_KEY, after.to_item())
+    store.put_item(BREAKER_KIND, key, after.to_item())
     return before, after
+
+
+def breaker_key(account: str | None, region: str | None) -> str:
+    """The single-account breaker, or one organisation target's; a half-named target is a UsageError."""
+    from governor.fanout import breaker_key as target_key
+    from governor_cli.commands.ledger import ACCOUNT_ID, REGION_NAME
+    from governor_cli.main import UsageError
+
+    if account is None and region is None:
+        return BREAKER_KEY
+    if account is None or region is None:
+        raise UsageError("--account and --region name one organisation target's breaker: give both, or neither")
+    if not ACCOUNT_ID.match(account):
+        raise UsageError(f"--account {account!r}: an AWS account id is 12 digits, such as 111122223333")
+    if not REGION_NAME.match(region):
+        raise UsageError(f"--region {region!r}: not a region name such as us-east-1")
+    return target_key(account, region)
 
 
 def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from governor.adapters.ledger import DynamoLedger
+    from governor_cli.commands.ledger import REGION_NAME, table_region
     from governor_cli.main import UsageError
 
+    key = breaker_key(args.account, args.region)
+    if args.table_region and not REGION_NAME.match(args.table_region):
+        raise UsageError(f"--table-region {args.table_region!r}: not a region name such as us-east-1")
     try:
-        ledger = DynamoLedger(args.table, region=args.region)
+        ledger = DynamoLedger(args.table, region=table_region(args.table, args.table_region))
         if args.idle_action == "status":
-            print(describe(Breaker.from_item(ledger.get_item(BREAKER_KIND, BREAKER_KEY))))
+            print(describe(Breaker.from_item(ledger.get_item(BREAKER_KIND, key))))
             return 0
-        before, _ = rearm(ledger)
+        before, _ = rearm(ledger, key)
     except (ClientError, BotoCoreError) as error:
         raise UsageError(f"ledger table {args.table}: {error}") from None
     if before.open:

@@ -849,7 +849,6 @@ _BLOCK_BYTES = 4 << 20  # bytes parsed at a time (the index arrays of one block 
 _ID_WIDTH = 64  # the longest instance id the byte-level reader takes; longer ones go to DuckDB
 _VALUE_WIDTH = 15  # digits and a point: the integer of the digits is below 2**53, so digits / 10**k is exact
 _HEADER = b"timestamp,instance_id,metric,value\n"
-_NAMES = [name.encode() for name in LOADED]
 _POWERS = tuple(float(10**k) for k in range(_VALUE_WIDTH + 1))  # exact in float64
 _DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
@@ -976,25 +975,18 @@ def _parse_block(text: bytes, positions: dict[str, int], scale: float) -> tuple[
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
     # Metric: one of the loaded names exactly; other names are skipped (as the reader does) unless spaces hide one.
-    name_start, name_len = commas[:, 1] + 1, commas[:, 2] - commas[:, 1] - 1
-    width = len(_NAMES[0])
-    sized = name_len == width
-    hits = [sized.copy() for _ in _NAMES]
-    last = len(buf) - 1
-    for k in range(width):
-        column = buf[np.minimum(name_start + k, last)]
-        for hit, name in zip(hits, _NAMES, strict=True):
-            hit &= column == name[k]
-    code = np.full(len(ends), -1, dtype=np.int8)
-    for n, hit in enumerate(hits):
-        code[hit] = n
-    others = np.nonzero(code < 0)[0]
-    if len(others):
-        from governor_cli.commands.backtest import KNOWN_METRICS
+    # Rows of one metric usually follow each other: names are decoded only where the bytes change.
+    heads, change = _runs(buf, commas[:, 1] + 1, commas[:, 2] - commas[:, 1] - 1, _ID_WIDTH)
+    codes = np.empty(len(heads), dtype=np.int8)
+    for k, name in enumerate(heads):
+        codes[k] = LOADED.index(name) if name in LOADED else -1
+        if codes[k] < 0:
+            from governor_cli.commands.backtest import KNOWN_METRICS
 
-        names = {bytes(buf[name_start[k] : name_start[k] + name_len[k]]).decode() for k in others.tolist()}
-        if any(name.strip() in KNOWN_METRICS for name in names):
-            raise Unsure("metric name with spaces")
+            if name.strip() in KNOWN_METRICS:
+                raise Unsure("metric name with spaces")
+    code = codes[np.cumsum(change) - 1]
+    if (code < 0).any():
         rows = np.nonzero(code >= 0)[0]
         starts, commas, ends, code = starts[rows], commas[rows], ends[rows], code[rows]
     minute = _minutes(buf, starts, commas[:, 0] - starts)
@@ -1041,29 +1033,42 @@ def _minutes(buf: Any, start: Any, length: Any) -> Any:
     return days * 1440 + hour * 60 + minute
 
 
+def _runs(buf: Any, start: Any, length: Any, longest: int) -> tuple[list[str], Any]:
+    """The text of a field where it differs from the row before (``change``), and ``change`` itself."""
+    import numpy as np
+
+    if not len(start):
+        return [], np.zeros(0, dtype=bool)
+    width = int(length.max())
+    if width > longest:
+        raise Unsure("field too long")
+    change = np.ones(len(start), dtype=bool)
+    change[1:] = length[1:] != length[:-1]
+    last = len(buf) - 1
+    for k in range(width):
+        # bytes past a field's end are the next field's: a difference there only adds a lookup, never hides one
+        column = buf[np.minimum(start + k, last)]
+        change[1:] |= column[1:] != column[:-1]
+    heads = [
+        bytes(buf[a : a + n]).decode() for a, n in zip(start[change].tolist(), length[change].tolist(), strict=True)
+    ]
+    return heads, change
+
+
 def _instances(buf: Any, start: Any, length: Any, positions: dict[str, int]) -> Any:
     """First-seen index of each row's instance id (new ids are added to ``positions``)."""
     import numpy as np
 
     if not len(start):
         return np.empty(0, dtype=np.int64)
-    width = int(length.max())
-    if length.min() < 1 or width > _ID_WIDTH:
+    if length.min() < 1:
         raise Unsure("instance id length")
-    # Rows of one instance usually follow each other: look up only where the id changes.
-    change = np.ones(len(start), dtype=bool)
-    change[1:] = length[1:] != length[:-1]
-    last = len(buf) - 1
-    for k in range(width):
-        inside = k < length
-        column = np.where(inside, buf[np.minimum(start + k, last)], 0)
-        if (inside & ((column < 0x21) | (column > 0x7E))).any():
-            raise Unsure("instance id characters")
-        change[1:] |= column[1:] != column[:-1]
-    heads = np.nonzero(change)[0]
+    heads, change = _runs(buf, start, length, _ID_WIDTH)
     found = np.empty(len(heads), dtype=np.int64)
-    for k, (a, n) in enumerate(zip(start[heads].tolist(), length[heads].tolist(), strict=True)):
-        found[k] = positions.setdefault(bytes(buf[a : a + n]).decode(), len(positions))
+    for k, name in enumerate(heads):
+        if not name.isprintable() or " " in name:  # a row equal to the one before is as printable
+            raise Unsure("instance id characters")
+        found[k] = positions.setdefault(name, len(positions))
     return found[np.cumsum(change) - 1]
 
 

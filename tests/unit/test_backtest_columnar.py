@@ -156,3 +156,44 @@ def test_the_generator_streamed_into_arrays_decides_as_its_csv_file(tmp_path: Pa
     assert to_json(streamed, policy) == to_json(from_file, policy)
     summary = to_json(streamed, policy)["summary"]
     assert summary["stops"] and summary["verdicts"].get("deferred")  # the rate limit's queue was exercised
+
+
+def test_the_dense_reader_and_the_partitioned_one_decide_the_same(day: Path, tmp_path: Path) -> None:
+    """The byte-level reader holds the day as one array; the DuckDB/Parquet reader gives the same ids and decisions."""
+    dense = columnar.read_dense(day, "MB")
+    partitioned = columnar.load_partitions(day, "MB", tmp_path)
+    assert dense.ids == partitioned.ids and list(dense.minutes) == list(partitioned.minutes)
+    policy = parse_policy({"idle": {"max_fleet_percent": 100}})
+    assert to_json(columnar.replay_columnar(dense, policy, QUARTER)[0], policy) == to_json(
+        columnar.replay_columnar(partitioned, policy, QUARTER)[0], policy
+    )
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        "1793577600,i-a,gpu_utilization,1",  # epoch seconds
+        "2026-11-02T00:00:00+00:00,i-a,gpu_utilization,1",  # an offset
+        "2026-11-02T00:00:00Z,i-a,gpu_utilization,1e3",  # an exponent
+        "2026-11-02T00:00:00Z,i a,gpu_utilization,1",  # a space in the id
+        '2026-11-02T00:00:00Z,"i-a",gpu_utilization,1',  # quotes
+        "2026-11-02T00:00:00Z,i-a,gpu_utilization ,1",  # a known metric behind a space
+        "2026-02-30T00:00:00Z,i-a,gpu_utilization,1",  # no such day
+    ],
+)
+def test_the_dense_reader_leaves_anything_but_the_plain_shape_to_the_others(tmp_path: Path, row: str) -> None:
+    path = tmp_path / "odd.csv"
+    path.write_text(f"timestamp,instance_id,metric,value\n2026-11-02T00:01:00Z,i-a,gpu_utilization,2.5\n{row}\n")
+    with pytest.raises(columnar.Unsure):
+        columnar.read_dense(path, "MB")
+
+
+def test_the_dense_reader_reads_values_as_float_does(tmp_path: Path) -> None:
+    values = ["0", "007", "46.5", ".5", "5.", "33.7", "0.1", "123456789.12345", "8192"]
+    rows = [f"2026-11-02T00:{n:02d}:59Z,i-a,gpu_memory_used,{v}" for n, v in enumerate(values)]
+    rows.append("2026-11-02T00:00:00Z,i-a,network_in,x")  # another metric: skipped, as the row-by-row reader does
+    path = tmp_path / "values.csv"
+    path.write_text("timestamp,instance_id,metric,value\n" + "\n".join(rows) + "\n")
+    dense = columnar.read_dense(path, "MiB")
+    assert dense.data[1, 0].tolist() == [float(v) * 1.0 for v in values]
+    assert dense.first == 1_793_577_600 // 60

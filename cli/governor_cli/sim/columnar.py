@@ -12,6 +12,11 @@ instance that is not idle in either window, carries no mark and no policy exempt
 sweep, so it is only counted (:class:`governor.domain.idle.Settled`); every other instance goes through
 :func:`governor.domain.idle.sweep` itself, with its samples of the lookback, as in the row-by-row replay. Any row the
 fast reader is unsure of sends the whole file to the row-by-row reader, which names the line and what is wrong.
+
+A plain file whose samples fit :data:`DENSE_BYTES` as one dense array (a day of 1,500 instances is 52 MB) skips the
+two DuckDB passes and the Parquet files: :func:`read_dense` parses its bytes with NumPy, a block at a time, into that
+array (the DuckDB pass and its Parquet writer were most of the time from a file). Anything it does not vouch for, or
+a file too large to hold, goes the partitioned way above.
 """
 
 from __future__ import annotations
@@ -143,7 +148,17 @@ class Samples:
         return self._con
 
 
-def load(path: Path, memory_unit: str, folder: Path) -> Samples:
+def load(path: Path, memory_unit: str, folder: Path) -> Samples | Dense:
+    """Read ``path``: held dense when it is plain and small enough (:func:`read_dense`), else into Parquet partitions
+    under ``folder``; :class:`Unsure` when a row needs the careful reader."""
+    try:
+        return read_dense(path, memory_unit)
+    except Unsure:
+        pass
+    return load_partitions(path, memory_unit, folder)
+
+
+def load_partitions(path: Path, memory_unit: str, folder: Path) -> Samples:
     """Read ``path`` into Parquet partitions under ``folder``; :class:`Unsure` when a row needs the careful reader."""
     import duckdb
     import numpy as np
@@ -310,7 +325,7 @@ def stretches(minutes: Any, gap_seconds: float) -> list[tuple[int, int]]:
 class Window:
     """Dense ``[metric, instance, minute]`` samples (NaN where none) for the minutes ``lo`` .. ``hi`` - 1."""
 
-    def __init__(self, samples: Samples | Store) -> None:
+    def __init__(self, samples: Samples | Store | Dense) -> None:
         import numpy as np
 
         self.samples = samples
@@ -413,7 +428,7 @@ class _Stretch:
 
 
 def replay_columnar(
-    samples: Samples | Store, policy: Policy, interval: dt.timedelta
+    samples: Samples | Store | Dense, policy: Policy, interval: dt.timedelta
 ) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
     """The replay of :func:`governor_cli.commands.backtest.replay_stretches`, sweep by sweep over the partitions."""
     import numpy as np
@@ -485,7 +500,7 @@ def _one_sweep(
     now: float,
     window: Window,
     state: _Stretch,
-    samples: Samples | Store,
+    samples: Samples | Store | Dense,
     policy: Policy,
     enforcing: Policy,
     interval: dt.timedelta,
@@ -604,7 +619,7 @@ def _one_sweep(
 def _plan(
     window: Window,
     state: _Stretch,
-    samples: Samples | Store,
+    samples: Samples | Store | Dense,
     enforcing: Policy,
     interval: dt.timedelta,
     instance: Any,
@@ -824,3 +839,263 @@ class Store:
         piece[1] *= self.memory_scale
         piece[2] /= 10
         data[:, :, start - lo : stop - lo] = piece
+
+
+# --- A metrics file small enough to hold dense: parsed by NumPy straight from its bytes ---------------------------
+
+FAST_FILE_BYTES = 1 << 30  # files up to this size are tried by the byte-level reader first
+DENSE_BYTES = 160 * 2**20  # the most the dense [metric, instance, minute] array of one file may take
+_BLOCK_BYTES = 4 << 20  # bytes parsed at a time (the index arrays of one block are a few times this)
+_ID_WIDTH = 64  # the longest instance id the byte-level reader takes; longer ones go to DuckDB
+_VALUE_WIDTH = 15  # digits and a point: the integer of the digits is below 2**53, so digits / 10**k is exact
+_HEADER = b"timestamp,instance_id,metric,value\n"
+_POWERS = tuple(float(10**k) for k in range(_VALUE_WIDTH + 1))  # exact in float64
+_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+@dataclass
+class Dense:
+    """A metrics file held as one dense ``[metric, instance, minute]`` array (NaN: no sample): what :class:`Samples`
+    offers the replay, for files whose array fits :data:`DENSE_BYTES`."""
+
+    ids: list[str]
+    data: Any  # float64 [metric, instance, minute], minute 0 is ``first``
+    first: int  # epoch minute of column 0
+    part_minutes: int = PART_MINUTES
+    base: int = 0
+    minutes: Any = None
+    parts: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        import numpy as np
+
+        self._seen = (~np.isnan(self.data)).any(axis=0)  # [instance, minute]: any loaded metric
+        self.minutes = self.first + np.nonzero(self._seen.any(axis=0))[0].astype(np.int64)
+        last = self.first + self.data.shape[2] - 1
+        self.parts = set(range(self.first // self.part_minutes, last // self.part_minutes + 1))
+
+    def membership(self, spans: list[tuple[int, int]]) -> tuple[Any, Any, Any, Any]:
+        """(instance, stretch, first minute, reports GPU) rows, as the Parquet path's query returns them."""
+        import numpy as np
+
+        found: list[tuple[Any, Any, Any, Any]] = []
+        for sid, (lo, hi) in enumerate(spans):
+            a, b = max(lo - self.first, 0), max(hi + 1 - self.first, 0)
+            held = self._seen[:, a:b]
+            rows = np.nonzero(held.any(axis=1))[0]
+            first = lo if lo > self.first else self.first
+            found.append(
+                (
+                    rows,
+                    np.full(len(rows), sid, dtype=np.int64),
+                    first + np.argmax(held[rows], axis=1).astype(np.int64),
+                    (~np.isnan(self.data[0, rows, a:b])).any(axis=1),
+                )
+            )
+        return tuple(np.concatenate([f[k] for f in found]) for k in range(4))  # type: ignore[return-value]
+
+    def fill(self, data: Any, lo: int, part: int, start: int, stop: int) -> None:
+        """Write minutes ``start`` .. ``stop`` - 1 into ``data`` (whose minute 0 is ``lo``)."""
+        a, b = max(start, self.first), min(stop, self.first + self.data.shape[2])
+        if a < b:
+            data[:, :, a - lo : b - lo] = self.data[:, :, a - self.first : b - self.first]
+
+
+def read_dense(path: Path, memory_unit: str) -> Dense:
+    """Parse a metrics file with NumPy from its bytes; :class:`Unsure` for anything but the plain shape.
+
+    The plain shape is what exporters and the generator write: the header as is, ``\\n`` line ends, no quotes, ASCII,
+    timestamps ``YYYY-MM-DDTHH:MM:SSZ``, ids of printable characters without spaces, values of digits and at most one
+    point (15 characters at most). For those rows the row-by-row reader's answer is computed exactly (the value is
+    the integer of its digits over a power of ten, one correctly rounded division, as ``float()`` rounds); rows of
+    other metrics are skipped as it skips them. Anything else goes to the DuckDB reader or the row-by-row one.
+    """
+    import numpy as np
+
+    if path.stat().st_size > FAST_FILE_BYTES:
+        raise Unsure("large file")
+    scale = MEMORY_UNITS[memory_unit]
+    positions: dict[str, int] = {}
+    blocks: list[tuple[Any, Any, Any, Any]] = []
+    cells = 0
+    with path.open("rb") as handle:
+        if handle.readline() != _HEADER:
+            raise Unsure("header")
+        rest = b""
+        while True:
+            chunk = handle.read(_BLOCK_BYTES)
+            text = rest + chunk
+            if not chunk:
+                if text:
+                    raise Unsure("no newline at the end")
+                break
+            end = text.rfind(b"\n") + 1
+            text, rest = text[:end], text[end:]
+            if text:
+                block = _parse_block(text, positions, scale)
+                blocks.append(block)
+                cells += len(block[0])
+    if not cells:
+        raise Unsure("no samples")
+    first = min(int(b[1].min()) for b in blocks if len(b[1]))
+    last = max(int(b[1].max()) for b in blocks if len(b[1]))
+    n, width = len(positions), last - first + 1
+    if len(LOADED) * n * width * 8 > DENSE_BYTES:
+        raise Unsure("too large to hold dense")
+    ids = sorted(positions)
+    order = np.empty(n, dtype=np.int64)
+    order[[positions[i] for i in ids]] = np.arange(n)  # first-seen index -> sorted index
+    data = np.full((len(LOADED), n, width), np.nan)
+    flat = data.reshape(-1)
+    while blocks:
+        inst, minute, code, value = blocks.pop(0)
+        # two samples in one minute: the larger, as the row-by-row reader keeps
+        np.fmax.at(flat, (code.astype(np.int64) * n + order[inst]) * width + (minute - first), value)
+    return Dense(ids, data, first)
+
+
+def _parse_block(text: bytes, positions: dict[str, int], scale: float) -> tuple[Any, Any, Any, Any]:
+    """Whole lines of the file: (first-seen instance index, epoch minute, metric code, value) of the loaded rows."""
+    import numpy as np
+
+    if not text.isascii() or b'"' in text or b"\r" in text or b"\0" in text:
+        raise Unsure("quotes, carriage returns, NUL or non-ASCII bytes")
+    buf = np.frombuffer(text, dtype=np.uint8)
+    # one pass finds both separators: every byte up to "," is a candidate, most are one
+    candidates = np.flatnonzero(buf <= ord(","))
+    kinds = buf[candidates]
+    ends = candidates[kinds == ord("\n")]
+    commas = candidates[kinds == ord(",")]
+    if len(commas) != 3 * len(ends):
+        raise Unsure("a line without four fields")  # or a blank line, which the row-by-row reader skips
+    commas = commas.reshape(-1, 3)
+    if (commas[:, 2] > ends).any() or (commas[1:, 0] < ends[:-1]).any():
+        raise Unsure("a line without four fields")
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    # Metric: one of the loaded names exactly; other names are skipped (as the reader does) unless spaces hide one.
+    # Rows of one metric usually follow each other: names are decoded only where the bytes change.
+    heads, change = _runs(buf, commas[:, 1] + 1, commas[:, 2] - commas[:, 1] - 1, _ID_WIDTH)
+    codes = np.empty(len(heads), dtype=np.int8)
+    for k, name in enumerate(heads):
+        codes[k] = LOADED.index(name) if name in LOADED else -1
+        if codes[k] < 0:
+            from governor_cli.commands.backtest import KNOWN_METRICS
+
+            if name.strip() in KNOWN_METRICS:
+                raise Unsure("metric name with spaces")
+    code = codes[np.cumsum(change) - 1]
+    if (code < 0).any():
+        rows = np.nonzero(code >= 0)[0]
+        starts, commas, ends, code = starts[rows], commas[rows], ends[rows], code[rows]
+    minute = _minutes(buf, starts, commas[:, 0] - starts)
+    inst = _instances(buf, commas[:, 0] + 1, commas[:, 1] - commas[:, 0] - 1, positions)
+    value = _values(buf, commas[:, 2] + 1, ends - commas[:, 2] - 1)
+    value[code == LOADED.index(GPU_MEMORY_USED)] *= scale
+    return inst, minute, code, value
+
+
+def _minutes(buf: Any, start: Any, length: Any) -> Any:
+    """Epoch minutes of ``YYYY-MM-DDTHH:MM:SSZ`` timestamps from 1970 to 2199 (the reader's supported range)."""
+    import numpy as np
+
+    if (length != 20).any():
+        raise Unsure("timestamp shape")
+    ok = np.ones(len(start), dtype=bool)
+    for k, char in ((4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "Z")):
+        ok &= buf[start + k] == ord(char)
+
+    def number(*at: int) -> Any:
+        found = np.zeros(len(start), dtype=np.int64)
+        for k in at:
+            d = buf[start + k].astype(np.int64) - ord("0")
+            ok[(d < 0) | (d > 9)] = False
+            found = found * 10 + d
+        return found
+
+    year, month, day = number(0, 1, 2, 3), number(5, 6), number(8, 9)
+    hour, minute, second = number(11, 12), number(14, 15), number(17, 18)
+    if not ok.all():
+        raise Unsure("timestamp shape")
+    if ((year < 1970) | (year > 2199) | (month < 1) | (month > 12) | (hour > 23) | (minute > 59) | (second > 59)).any():
+        raise Unsure("timestamp out of range")
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    longest = np.array(_DAYS_IN_MONTH)[month] + (leap & (month == 2))
+    if ((day < 1) | (day > longest)).any():
+        raise Unsure("timestamp out of range")
+    # days from 1970-01-01 (the proleptic Gregorian days-from-civil)
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return days * 1440 + hour * 60 + minute
+
+
+def _runs(buf: Any, start: Any, length: Any, longest: int) -> tuple[list[str], Any]:
+    """The text of a field where it differs from the row before (``change``), and ``change`` itself."""
+    import numpy as np
+
+    if not len(start):
+        return [], np.zeros(0, dtype=bool)
+    width = int(length.max())
+    if width > longest:
+        raise Unsure("field too long")
+    change = np.ones(len(start), dtype=bool)
+    change[1:] = length[1:] != length[:-1]
+    last = len(buf) - 1
+    for k in range(width):
+        # bytes past a field's end are the next field's: a difference there only adds a lookup, never hides one
+        column = buf[np.minimum(start + k, last)]
+        change[1:] |= column[1:] != column[:-1]
+    heads = [
+        bytes(buf[a : a + n]).decode() for a, n in zip(start[change].tolist(), length[change].tolist(), strict=True)
+    ]
+    return heads, change
+
+
+def _instances(buf: Any, start: Any, length: Any, positions: dict[str, int]) -> Any:
+    """First-seen index of each row's instance id (new ids are added to ``positions``)."""
+    import numpy as np
+
+    if not len(start):
+        return np.empty(0, dtype=np.int64)
+    if length.min() < 1:
+        raise Unsure("instance id length")
+    heads, change = _runs(buf, start, length, _ID_WIDTH)
+    found = np.empty(len(heads), dtype=np.int64)
+    for k, name in enumerate(heads):
+        if not name.isprintable() or " " in name:  # a row equal to the one before is as printable
+            raise Unsure("instance id characters")
+        found[k] = positions.setdefault(name, len(positions))
+    return found[np.cumsum(change) - 1]
+
+
+def _values(buf: Any, start: Any, length: Any) -> Any:
+    """``float()`` of values made of digits and at most one point: the digits' integer over 10 ** decimals."""
+    import numpy as np
+
+    if not len(start):
+        return np.empty(0, dtype=np.float64)
+    width = int(length.max())
+    if length.min() < 1 or width > _VALUE_WIDTH:
+        raise Unsure("value length")
+    number = np.zeros(len(start), dtype=np.int64)
+    digits = np.zeros(len(start), dtype=np.int64)
+    point = np.full(len(start), -1, dtype=np.int64)  # the point's position, -1 without one
+    last = len(buf) - 1
+    for k in range(width):
+        inside = k < length
+        d = buf[np.minimum(start + k, last)].astype(np.int64) - ord("0")
+        digit = inside & (d >= 0) & (d <= 9)
+        dot = inside & (d == ord(".") - ord("0"))
+        if (inside & ~digit & ~dot).any() or (dot & (point >= 0)).any():
+            raise Unsure("a value the fast reader does not vouch for")
+        point[dot] = k
+        number = np.where(digit, number * 10 + d, number)
+        digits += digit
+    if (digits < 1).any():
+        raise Unsure("a value the fast reader does not vouch for")
+    decimals = np.where(point >= 0, length - 1 - point, 0)
+    return number.astype(np.float64) / np.array(_POWERS)[decimals]

@@ -183,52 +183,26 @@ def create_spoke_roles(sites: Sequence[Site]) -> None:
             )
 
 
-def member_ports(function: str, policy: Policy, account: str, region: str, event_id: str | None) -> Any:
-    """The adapters ``function`` acts through in a member account and region: the same classes as its ``_aws``,
-    on clients that assume the spoke role there (``adapters.aws.client(..., account=)``).
+def member_ports(function: str, runtime: Any, account: str, region: str, event_id: str | None) -> Any:
+    """The adapters ``function`` acts through in a member account and region: exactly what its fan-out target
+    builder gives a target message (``target_aws`` / ``target_adapters``, clients assuming the spoke role there).
 
-    Stand-in for a hook in the idle, network and keys handlers (choose ports from the event's account, as spot and
-    lifecycle do): their sweeps still act in the hub's account only (docs/organization.md, "Not yet").
+    The demo plays each (account, region) in process (``for_each_target``) instead of through the SQS targets queue,
+    so it asks the handler for a target's adapters directly, with the runtime's region set to the target's.
     """
-    from governor.adapters.autoscaling import AutoScalingGroups
-    from governor.adapters.cloudwatch import CloudWatchMetrics
-    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
-    from governor.adapters.iam_keys import IamAccessKeys
-    from governor.adapters.kms import KmsKeys
-    from governor.adapters.network_addresses import PublicAddresses
-    from governor.adapters.secrets import SecretsRotation
-    from governor.adapters.security_groups import SecurityGroups
-    from governor.adapters.ssm import SsmCommands
+    from dataclasses import replace
 
-    def member(service: str) -> Any:
-        return client(service, region, account=account, event_id=event_id)
+    from governor.handlers import idle, keys, network
 
-    where: dict[str, Any] = {"account": account, "event_id": event_id}
-    if function == "idle":
-        from governor.handlers.idle import IdleAws
-
-        return IdleAws(
-            Ec2Reader(region, **where),
-            Ec2Actions(region, **where),
-            CloudWatchMetrics(region, member("cloudwatch"), memory_unit=policy.idle.gpu_memory_unit),
-            SsmCommands(region, **where),
-            AutoScalingGroups(region, member("autoscaling")),
-        )
-    if function == "network":
-        from governor.handlers.network import NetworkAws
-
-        return NetworkAws(
-            SecurityGroups(region, member("ec2")), PublicAddresses(region, member("ec2")), Ec2Reader(region, **where)
-        )
-    if function == "keys":
-        from governor.handlers.keys import KeyAdapters
-
-        return KeyAdapters(
-            kms=KmsKeys(region, member("kms")),
-            iam=IamAccessKeys(region, member("iam")),
-            secrets=SecretsRotation(region, member("secretsmanager")),
-        )
-    raise ValueError(f"{function}: picks its account from the event itself")
+    builders: dict[str, Callable[[dict[str, Any], Any], Any]] = {
+        "idle": idle.target_aws,
+        "network": network.target_aws,
+        "keys": keys.target_adapters,
+    }
+    if function not in builders:
+        raise ValueError(f"{function}: picks its account from the event itself")
+    target = {"account": account, "region": region, "id": event_id}
+    return builders[function](target, replace(runtime, region=region))
 
 
 @dataclass
@@ -411,7 +385,7 @@ class Simulation:
             if function in SWEPT_IN_TARGET and self.options.organization and origin != HUB_ACCOUNT:
                 runtime = default_runtime()  # configures organisation mode before the member clients are built
                 region = str(event.get("region") or HUB_REGION)
-                ports = member_ports(function, runtime.policy, origin, region, event.get("id"))
+                ports = member_ports(function, runtime, origin, region, event.get("id"))
                 result: dict[str, Any] = module.handle(event, runtime, ports, LambdaContext(function))
             else:
                 result = module.lambda_handler(event, LambdaContext(function))

@@ -77,14 +77,14 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
 
     from governor_cli.testing import faults
     from governor_cli.testing.deployment import Deployment
-    from governor_cli.testing.faults import ALL_FAULTS, FaultInjector
+    from governor_cli.testing.faults import ALL_FAULTS, FaultInjector, fake_slack
     from governor_cli.testing.invariants import check, references, run_cases
     from governor_cli.testing.scenarios import Scenarios, soak_policy
 
     started = time.perf_counter()
     events = max(10, int(mode.events * scale))
     quiet = io.StringIO()
-    with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}):
+    with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}), fake_slack():
         deployed = Deployment(soak_policy())
         try:
             scenarios = Scenarios(seed=seed)
@@ -173,8 +173,9 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
         "",
         "| failure mode | events (+ duplicates) | fault rate | faults injected | handled | rejected (invalid) "
         "| parked in DLQ | action not done | acted twice | outside policy | ledger differs | lost "
-        "| findings published (unsent, in outbox) | findings lost | calls resent: non-idempotent (idempotent) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| findings published (unsent, in outbox) | findings lost | calls resent: non-idempotent (idempotent) "
+        "| deliveries resent after a lost answer (same id) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         v = result["verdict"]
@@ -185,7 +186,8 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
             f"| {v.rejected} | {v.dlq}{partial} | {v.missed_actions} | {v.double_actions} | {v.outside_policy} "
             f"| {v.ledger_mismatches} "
             f"| **{v.lost}** | {v.findings_published} of {v.findings_expected} ({v.findings_unsent}) "
-            f"| **{v.findings_lost}** | **{v.resent_non_idempotent}** ({v.resent - v.resent_non_idempotent}) |"
+            f"| **{v.findings_lost}** | **{v.resent_non_idempotent}** ({v.resent - v.resent_non_idempotent}) "
+            f"| {v.resent_by_id} |"
         )
     lines += [
         "",
@@ -228,6 +230,7 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a fifth of the events")
+    parser.add_argument("--scale", type=float, help="share of each mode's events (default 1, or 0.2 with --quick)")
     parser.add_argument("--workers", type=int, default=2, help="parallel failure modes (default 2)")
     parser.add_argument("--mode", action="append", help="only the modes whose name contains this (repeatable)")
     parser.add_argument("--out", default=str(ROOT / "RELIABILITY.md"), help="where to write the table")
@@ -239,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # no Node.js: fall back to the factory's default timeout
         print(f"could not synthesize the stack for timeouts ({error}); assuming 60 s", file=sys.stderr)
         timeouts = {}
-    scale = 0.2 if args.quick else 1.0
+    scale = args.scale if args.scale else 0.2 if args.quick else 1.0
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         chosen = [
             (n, mode)

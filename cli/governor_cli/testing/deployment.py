@@ -10,6 +10,7 @@ Use inside ``moto.mock_aws()``.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import json
 import os
@@ -31,6 +32,14 @@ REPORTS_BUCKET = "governor-reports-soak"
 #: What the harness's Slack app uses (the scenarios sign requests with the same value).
 SLACK_SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # noqa: S105 - Slack's documented example value
 _ENV_LOCK = threading.RLock()
+
+
+@functools.cache
+def image_id() -> str:
+    """One of the emulator's Amazon images (the same in every fresh emulator; listing them all takes seconds)."""
+    from governor.adapters.aws import client
+
+    return str(client("ec2", REGION).describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
 
 
 def handler_names() -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from governor.domain.decision import Finding
 from governor.policy import Policy, parse_policy
-from governor_cli.testing.deployment import LEDGER_TABLE, REGION, SLACK_SIGNING_SECRET, handler_names
+from governor_cli.testing.deployment import LEDGER_TABLE, REGION, SLACK_SIGNING_SECRET, handler_names, image_id
 
 ACCOUNT = "123456789012"
 PROTECTED_TAG = "governor:protected"
@@ -130,7 +130,7 @@ class Scenarios:
         self._random = random.Random(seed)
         self._ec2 = client("ec2", REGION)
         self._kms = client("kms", REGION)
-        self._image = self._ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        self._image = image_id()
         self._vpc = self._ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         present = set(handler_names())
         builders: dict[str, list[tuple[int, Callable[[int], Case]]]] = {

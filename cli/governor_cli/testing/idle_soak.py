@@ -340,7 +340,7 @@ def fold(verdict: Verdict, episode: IdleEpisode, injector: FaultInjector, limit:
     verdict.outside_policy += episode.stops_without_warning + episode.busy_stopped
     verdict.ledger_mismatches += episode.undecided
     verdict.resent_non_idempotent += episode.checkpoints_resent
-    verdict.resent += episode.resent
+    verdict.resent += episode.resent + episode.checkpoints_resent  # "resent" includes the non-idempotent ones
     verdict.findings_expected += episode.warnings_expected
     verdict.findings_published += episode.warnings_published
     verdict.findings_unsent += episode.warnings_unsent

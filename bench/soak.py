@@ -2,7 +2,7 @@
 one failure mode per row, each case compared with a clean case of its kind. Prints the table and writes
 RELIABILITY.md.
 
-    .venv/bin/python -m bench.soak              # about 17 minutes on 2 shared cores (1,630 events), plus one synth
+    .venv/bin/python -m bench.soak              # 7 (quiet) to 17 (busy) minutes on 2 cores, 1,630 events
     .venv/bin/python -m bench.soak --quick      # 1/5 of the events, for a look
     .venv/bin/python -m bench.soak --scale 0.1  # any share of the events (each row also runs one idle episode)
 """

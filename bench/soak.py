@@ -2,8 +2,9 @@
 one failure mode per row, each case compared with a clean case of its kind. Prints the table and writes
 RELIABILITY.md.
 
-    .venv/bin/python -m bench.soak            # 3 to 10 minutes on 2 cores, plus one synth for the timeouts
-    .venv/bin/python -m bench.soak --quick    # 1/5 of the events, for a look
+    .venv/bin/python -m bench.soak              # 7 (quiet) to 17 (busy) minutes on 2 cores, 1,630 events
+    .venv/bin/python -m bench.soak --quick      # 1/5 of the events, for a look
+    .venv/bin/python -m bench.soak --scale 0.1  # any share of the events (each row also runs one idle episode)
 """
 
 from __future__ import annotations
@@ -77,14 +78,15 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
 
     from governor_cli.testing import faults
     from governor_cli.testing.deployment import Deployment
-    from governor_cli.testing.faults import ALL_FAULTS, FaultInjector
+    from governor_cli.testing.faults import ALL_FAULTS, FaultInjector, fake_slack
+    from governor_cli.testing.idle_soak import fold, idle_policy, run_idle
     from governor_cli.testing.invariants import check, references, run_cases
     from governor_cli.testing.scenarios import Scenarios, soak_policy
 
     started = time.perf_counter()
     events = max(10, int(mode.events * scale))
     quiet = io.StringIO()
-    with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}):
+    with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}), fake_slack():
         deployed = Deployment(soak_policy())
         try:
             scenarios = Scenarios(seed=seed)
@@ -98,12 +100,21 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
         finally:
             deployed.close()
     verdict = check(mode.name, mode.rate, clean, faulty, injector, timeouts)
+    # The idle function's sweeps judge the whole fleet: an episode of its own, checked against the rules themselves.
+    with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}), fake_slack():
+        deployed = Deployment(idle_policy())
+        try:
+            with FaultInjector(mode.rate, kinds, seed=seed, only=only) as idle_injector:
+                episode = run_idle(deployed, idle_injector, seed=seed, duplicate_share=mode.duplicates)
+        finally:
+            deployed.close()
+    fold(verdict, episode, idle_injector, timeouts.get("idle"))
     return {
         "mode": mode.name,
         "kinds": list(mode.kinds),
         "verdict": verdict,
         "seconds": time.perf_counter() - started,
-        "functions": sorted({c.function for c in cases}),
+        "functions": sorted({c.function for c in cases} | {"idle"}),
     }
 
 
@@ -139,6 +150,8 @@ def worst_single_call() -> tuple[int, float]:
 
 
 def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: float) -> str:
+    from governor.adapters.interactions import endpoint_worst_seconds
+
     attempts, worst = worst_single_call()
     total_events = sum(r["verdict"].events for r in results)
     lost = sum(r["verdict"].lost for r in results)
@@ -153,7 +166,15 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
         "Each row is one failure mode injected into every AWS call the deployed handlers make (botocore event hooks, "
         "per attempt, so the real retry logic handles them), over independent mixed events: Spot interruption "
         "warnings, security groups opened to the world, KMS rotation switched off, GPU launches, their non-GPU and "
-        "protected look-alikes the policy must leave alone, and malformed events. A share of the events is delivered "
+        "protected look-alikes the policy must leave alone, findings for the notifier to deliver to Slack and email, "
+        "scheduled report ticks, Slack clicks (Keep 4 h and Stop now as the worker receives them; signed and forged "
+        "requests at the Function URL, answered once, never retried), and malformed events. Slack itself is answered "
+        "in process and faulted like an AWS call (429, 503, 403 invalid_token, connect timeout, and a read timeout "
+        "after Slack took the message). Each row also runs an idle episode on its own emulator: a fleet of idle and "
+        "busy GPU instances swept every 15 simulated minutes for 90 minutes plus a Stop now request, checked against "
+        "the rules (a stop only after the warning was accepted by the bus at least the warning period earlier; one "
+        "checkpoint command per instance; a decision recorded for every sweep handled). A share of the events is "
+        "delivered "
         "again later (EventBridge's at-least-once). Every case is compared with a clean run of its kind: handled means "
         "it acted exactly as the clean run did, once; parked means Lambda's retries ran out and the event is in the "
         "function's DLQ with its reason (`governor dlq list`, `governor dlq replay`); lost means neither. \"Action "
@@ -169,12 +190,17 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
         "executions of calls without a client token whose repetition is a second effect (SSM SendCommand, KMS "
         "RotateKeyOnDemand), then in brackets the idempotent ones botocore resent after a lost answer (CreateTags, "
         "RevokeSecurityGroupIngress...: same end state). PutEvents is resent too (same finding id, recognised "
-        "downstream): see the last paragraph.",
+        "downstream): see the last paragraph. The last column counts deliveries with no idempotency key on the wire "
+        "(a Slack webhook post, an SES email, Lambda's asynchronous Invoke) sent again because the answer, or the "
+        "record that it was done, was lost: unavoidable without giving up at-least-once; the click worker and the "
+        "idle function drop a repeated event id, a person may see a Slack message or an email twice. A delivery "
+        "repeated with nothing lost counts as acted twice.",
         "",
         "| failure mode | events (+ duplicates) | fault rate | faults injected | handled | rejected (invalid) "
         "| parked in DLQ | action not done | acted twice | outside policy | ledger differs | lost "
-        "| findings published (unsent, in outbox) | findings lost | calls resent: non-idempotent (idempotent) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| findings published (unsent, in outbox) | findings lost | calls resent: non-idempotent (idempotent) "
+        "| deliveries resent after a lost answer (same id) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         v = result["verdict"]
@@ -185,7 +211,8 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
             f"| {v.rejected} | {v.dlq}{partial} | {v.missed_actions} | {v.double_actions} | {v.outside_policy} "
             f"| {v.ledger_mismatches} "
             f"| **{v.lost}** | {v.findings_published} of {v.findings_expected} ({v.findings_unsent}) "
-            f"| **{v.findings_lost}** | **{v.resent_non_idempotent}** ({v.resent - v.resent_non_idempotent}) |"
+            f"| **{v.findings_lost}** | **{v.resent_non_idempotent}** ({v.resent - v.resent_non_idempotent}) "
+            f"| {v.resent_by_id} |"
         )
     lines += [
         "",
@@ -214,11 +241,25 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
         "## What went wrong",
         "",
     ]
+    endpoint = endpoint_worst_seconds()
+    lines[-3:-3] = [
+        "",
+        f"Slack's click requests: the Function URL path makes one attempt per call with short timeouts "
+        f"(`adapters/interactions.py`), so it answers within {endpoint / 2:.1f} s warm and {endpoint:.1f} s at worst "
+        "on a cold container whose two calls both hang (Slack wants 3 s); the worker (asynchronous) has the "
+        "function's timeout.",
+    ]
     problems = [(r["mode"], p) for r in results for p in r["verdict"].problems]
     if not problems:
         lines.append("Nothing: every event was handled exactly once or parked in its DLQ with its reason.")
     for mode, problem in problems[:40]:
         lines.append(f"- {mode}: {problem}")
+    notes = [(r["mode"], n) for r in results for n in r["verdict"].notes]
+    if notes:
+        lines += ["", "Delivered again after a lost answer, and other notes:", ""]
+        lines += [f"- {mode}: {note}" for mode, note in notes[:30]]
+        if len(notes) > 30:
+            lines.append(f"- ... and {len(notes) - 30} more.")
     if len(problems) > 40:
         lines.append(f"- ... and {len(problems) - 40} more (run `{COMMAND}` to see them all).")
     lines.append("")
@@ -228,6 +269,7 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a fifth of the events")
+    parser.add_argument("--scale", type=float, help="share of each mode's events (default 1, or 0.2 with --quick)")
     parser.add_argument("--workers", type=int, default=2, help="parallel failure modes (default 2)")
     parser.add_argument("--mode", action="append", help="only the modes whose name contains this (repeatable)")
     parser.add_argument("--out", default=str(ROOT / "RELIABILITY.md"), help="where to write the table")
@@ -239,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # no Node.js: fall back to the factory's default timeout
         print(f"could not synthesize the stack for timeouts ({error}); assuming 60 s", file=sys.stderr)
         timeouts = {}
-    scale = 0.2 if args.quick else 1.0
+    scale = args.scale if args.scale else 0.2 if args.quick else 1.0
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         chosen = [
             (n, mode)

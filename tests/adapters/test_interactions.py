@@ -295,6 +295,22 @@ def test_a_valid_signed_click_is_answered_at_once_and_handed_to_the_worker(world
     assert "governor:keep-until" not in _tags(world.ec2, instance)  # nothing done before the worker runs
 
 
+def test_the_endpoint_hands_over_on_its_quick_client_so_slack_is_answered_within_three_seconds(world: World) -> None:
+    from dataclasses import replace
+
+    from governor.adapters.interactions import endpoint_client, endpoint_worst_seconds
+
+    quick = Invoker()
+    world.aws = replace(world.aws, handover=quick)  # type: ignore[arg-type]
+    token = _issue(world.runtime, _finding(_launch(world.ec2)))
+    body = _body(token, KEEP_HOURS)
+    answer = interactions.handle(_request(body, _sign(body, NOW)), world.runtime, world.aws, Context())
+    assert answer["statusCode"] == 200 and len(quick.calls) == 1 and world.invoker.calls == []
+    config = endpoint_client("lambda", "us-east-1").meta.config
+    assert config.retries["total_max_attempts"] == 1  # botocore never resends the hand-over
+    assert endpoint_worst_seconds(calls=1) < 3  # a warm container: one call, one attempt, both timeouts
+
+
 def test_a_base64_encoded_body_verifies_too(world: World) -> None:
     token = _issue(world.runtime, _finding(_launch(world.ec2)))
     body = _body(token, KEEP_HOURS)

@@ -90,3 +90,17 @@ def test_stop_now_goes_to_the_idle_function_named_in_the_environment(synth: Synt
 def test_forged_requests_and_throttles_raise_alarms(synth: Synth) -> None:
     metrics = {a["Properties"].get("MetricName") for a in synth.resources("AWS::CloudWatch::Alarm").values()}
     assert {"InteractionsForged", "InteractionsRefused", "Throttles"} <= metrics
+
+
+def test_every_function_outlasts_one_aws_call_that_times_out_on_every_attempt(synth: Synth) -> None:
+    """The interactions worker had 30 s while one call with the shared retries can take 105 s: Lambda ended it."""
+    from bench.soak import worst_single_call
+
+    _, worst = worst_single_call()
+    timeouts = {
+        v["Properties"]["Handler"].split(".")[2]: v["Properties"].get("Timeout", 3)
+        for v in synth.resources("AWS::Lambda::Function").values()
+        if str(v["Properties"].get("Handler", "")).startswith("governor.handlers.")
+    }
+    assert "interactions" in timeouts and len(timeouts) >= 8
+    assert {name: seconds for name, seconds in timeouts.items() if seconds < worst} == {}

@@ -10,12 +10,14 @@ from moto import mock_aws
 
 import governor_cli.testing.faults  # noqa: F401  (installs the botocore hooks before clients are created)
 from governor_cli.testing.deployment import Deployment
+from governor_cli.testing.faults import fake_slack
 from governor_cli.testing.scenarios import soak_policy
 
 
 @pytest.fixture
 def deployment() -> Iterator[Deployment]:
-    with mock_aws(config={"lambda": {"use_docker": False}}):
+    # Slack answered in process: the scenarios include findings to deliver and report ticks.
+    with mock_aws(config={"lambda": {"use_docker": False}}), fake_slack():
         deployed = Deployment(soak_policy())
         try:
             yield deployed

@@ -118,7 +118,9 @@ def test_without_a_table_the_function_runs_unwrapped(monkeypatch: pytest.MonkeyP
 def _kinds(deployment: Deployment) -> list[Case]:
     """One case of every kind the present handlers accept (builders are discovered per capability)."""
     scenarios = Scenarios(seed=1)
+    # Asynchronous deliveries only: Slack's POST to the Function URL is answered once, never redelivered by AWS.
     kinds = [builder(index) for index, (_, builder) in enumerate(scenarios.builders)]
+    kinds = [case for case in kinds if not case.sync]
     if not kinds:
         pytest.skip("no event-driven handler has landed yet")
     return kinds

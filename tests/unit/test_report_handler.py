@@ -294,3 +294,20 @@ def test_each_team_with_its_own_channel_gets_its_own_digest_on_the_same_schedule
     assert secret == "vision/slack"
     assert team[0]["blocks"][0]["text"]["text"].startswith("GPU daily report for team vision")
     assert "Audit activity" not in json.dumps(team) and "Audit activity" in json.dumps(fleet)
+
+
+def test_a_retry_after_the_email_failed_sends_only_the_email_not_a_second_slack_digest() -> None:
+    rt, aws = setup(enforce=True)
+    outbox: FakeOutbox = aws.outbox  # type: ignore[assignment]
+    sent_email = outbox.send_email
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("SES unavailable after its retries")
+
+    outbox.send_email = refuse  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        handle(scheduled(), rt, aws, RUN_AT)  # Lambda retries the invocation
+    outbox.send_email = sent_email  # type: ignore[method-assign]
+    result = handle(scheduled(), rt, aws, RUN_AT)
+    assert result["sent"] == ["slack", "email"]
+    assert len(outbox.slack) == 1 and len(outbox.emails) == 1

@@ -10,6 +10,7 @@ Use inside ``moto.mock_aws()``.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import json
 import os
@@ -26,7 +27,19 @@ from governor.policy import Policy
 from governor_cli.testing.faults import FaultInjector
 
 REGION = "us-east-1"
+LEDGER_TABLE = "governor-ledger"
+REPORTS_BUCKET = "governor-reports-soak"
+#: What the harness's Slack app uses (the scenarios sign requests with the same value).
+SLACK_SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # noqa: S105 - Slack's documented example value
 _ENV_LOCK = threading.RLock()
+
+
+@functools.cache
+def image_id() -> str:
+    """One of the emulator's Amazon images (the same in every fresh emulator; listing them all takes seconds)."""
+    from governor.adapters.aws import client
+
+    return str(client("ec2", REGION).describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
 
 
 def handler_names() -> list[str]:
@@ -102,7 +115,51 @@ class Deployment:
                 self.local.dlq_urls[name] = sqs.create_queue(QueueName=f"governor-{name}-dlq")["QueueUrl"]
         self._active: str | None = None
         self._saved: dict[str, str | None] = {}
+        self._people_facing(policy)
         reset_handler_caches()
+
+    def _people_facing(self, policy: Policy) -> None:
+        """What the notifier, report and interactions functions need besides the shared tables: the Slack secrets,
+        a verified SES sender, the reports bucket, and the functions a click is handed to (its own worker, idle)."""
+        import io
+        import zipfile
+
+        from governor.adapters.aws import client
+
+        secrets = client("secretsmanager", self.region)
+        secrets.create_secret(
+            Name=policy.notifications.slack_secret_name, SecretString="https://hooks.slack.com/services/T0/B0/soak"
+        )
+        secrets.create_secret(Name=policy.interactions.signing_secret_name, SecretString=SLACK_SIGNING_SECRET)
+        if policy.notifications.email_sender:
+            client("ses", self.region).verify_email_identity(EmailAddress=policy.notifications.email_sender)
+        client("s3", self.region).create_bucket(Bucket=REPORTS_BUCKET)
+        role = client("iam", self.region).create_role(
+            RoleName="governor-soak-function",
+            AssumeRolePolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "lambda.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+        )["Role"]["Arn"]
+        code = io.BytesIO()
+        with zipfile.ZipFile(code, "w") as archive:
+            archive.writestr("handler.py", "def handler(event, context):\n    return None\n")
+        for name in ("governor-idle", "GpuFleetGovernor-interactions"):
+            client("lambda", self.region).create_function(
+                FunctionName=name,
+                Runtime="python3.11",
+                Role=role,
+                Handler="handler.handler",
+                Code={"ZipFile": code.getvalue()},
+            )
 
     def environment(self, function: str) -> dict[str, str]:
         return {
@@ -112,6 +169,7 @@ class Deployment:
             "AWS_LAMBDA_FUNCTION_NAME": f"GpuFleetGovernor-{function}",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_DISABLED": "true",
+            **({"REPORTS_BUCKET": REPORTS_BUCKET} if function == "report" else {}),
         }
 
     def activate(self, function: str) -> None:
@@ -144,6 +202,24 @@ class Deployment:
         self.activate(function)
         result = handler_module(function).lambda_handler(copy.deepcopy(event), context or LambdaContext(function))
         return result if isinstance(result, dict) else {"result": result}
+
+    def request(self, function: str, event: Any, *, injector: FaultInjector | None = None, label: str = "") -> Delivery:
+        """A synchronous request (a Function URL): one invocation, no retry, no DLQ. An error is the caller's answer
+        (Slack shows the user that the click failed), so it ends ``rejected`` with the error as its reason."""
+        event_id = event.get("id") if isinstance(event, dict) and isinstance(event.get("id"), str) else None
+        tag = f"{label}#1"
+        started = time.perf_counter()
+        try:
+            with injector.label(tag) if injector is not None else nullcontext():
+                result = self.invoke(function, event)
+        except Exception as error:
+            result = {"status": "rejected", "reason": f"answered 502: {type(error).__name__}: {error}"}
+        if int(result.get("statusCode") or 200) >= 500:
+            result = {"status": "rejected", "reason": f"answered {result['statusCode']}: {result.get('body')}"}
+        virtual = injector.virtual_seconds.get(tag, 0.0) if injector is not None else 0.0
+        seconds = [time.perf_counter() - started + virtual]
+        status = "rejected" if result.get("status") == "rejected" else "handled"
+        return Delivery(function, event_id, status, 1, result.get("reason"), result, seconds)
 
     def deliver(
         self, function: str, event: Any, *, park: bool = True, injector: FaultInjector | None = None, label: str = ""

@@ -371,6 +371,94 @@ _HOOKS: list[tuple[str, Any]] = [
 ]
 
 
+class _SlackAnswer:
+    """What ``urlopen`` returns to slack_sdk: Slack's ``ok``."""
+
+    status = 200
+
+    def __init__(self) -> None:
+        import email.message
+
+        self.headers = email.message.Message()
+        self.headers["Content-Type"] = "text/plain; charset=utf-8"
+
+    def read(self) -> bytes:
+        return b"ok"
+
+
+_SLACK_OPERATIONS = {"/services/": "PostWebhook", "/actions/": "RespondToClick"}
+
+
+def slack_operation(url: str) -> str:
+    """An incoming webhook post (a message to a channel) or a click's ``response_url`` update."""
+    return next((name for part, name in _SLACK_OPERATIONS.items() if part in url), "SlackRequest")
+
+
+def fake_slack_urlopen(request: Any, context: Any = None, timeout: float | None = None) -> Any:
+    """Slack's side of ``slack_sdk``'s webhook client, in process: every labelled post is an :class:`ApiCall`
+    (service ``slack``) that the active injector may fail like an AWS call. A read timeout is injected after Slack
+    has taken the message (the post happened, the sender never heard), throttling answers 429 with Retry-After."""
+    import urllib.error
+
+    injector = _ACTIVE
+    url = str(getattr(request, "full_url", request))
+    if injector is None or _STATE.label is None:
+        return _SlackAnswer()
+    data = getattr(request, "data", b"") or b""
+    call = ApiCall(
+        "slack",
+        slack_operation(url),
+        {"Url": url.split("/")[3] if url.count("/") > 3 else url, "Text": data.decode(errors="replace")},
+        _STATE.label,
+    )
+    injector._record(call)
+    kind = injector._pick("slack", call.operation, call)
+    if kind is not None:
+        call.faults.append(kind)
+    if kind == "connect_timeout":
+        injector.charge(injector.connect_timeout)
+        call.error = "URLError"
+        raise urllib.error.URLError(TimeoutError("connect timed out (injected)"))
+    if kind in ("throttling", "server_error", "access_denied", "failed_entries"):
+        import email.message
+        import io
+
+        status = {"throttling": 429, "server_error": 503, "access_denied": 403, "failed_entries": 500}[kind]
+        headers = email.message.Message()
+        if status == 429:
+            headers["Retry-After"] = "1"
+        call.status, call.error = status, str(status)
+        body = b"invalid_token" if status == 403 else b"error"
+        raise urllib.error.HTTPError(url, status, "injected", headers, io.BytesIO(body))
+    call.executed += 1
+    if kind == "read_timeout":
+        injector.charge(injector.connect_timeout + injector.read_timeout)
+        call.error = "TimeoutError"
+        raise TimeoutError("The read operation timed out (injected)")
+    call.status = 200
+    return _SlackAnswer()
+
+
+@contextmanager
+def fake_slack() -> Iterator[None]:
+    """Slack's webhooks and response URLs answered in process (no socket), their retry back-off on the virtual
+    clock: the notifier's, the report's and the click worker's Slack traffic is recorded and faulted with the rest."""
+    import slack_sdk.http_retry.handler as retry_handler
+    import slack_sdk.webhook.client as webhook_client
+
+    from governor.adapters.slack import SlackWebhook
+
+    defaults = SlackWebhook.__init__.__kwdefaults__ or {}
+    saved = webhook_client.urlopen, retry_handler.time, defaults.get("sleep")
+    webhook_client.urlopen = fake_slack_urlopen  # type: ignore[assignment]
+    retry_handler.time = _VirtualTime()  # type: ignore[assignment]
+    defaults["sleep"] = _VirtualTime().sleep  # the governor's own webhook back-off, bound as a default argument
+    try:
+        yield
+    finally:
+        webhook_client.urlopen, retry_handler.time, defaults["sleep"] = saved
+
+
 def install_hooks() -> bool:
     """Put the hooks in botocore's built-in handler list: the fault first at ``before-send`` (ahead of an in-process
     emulator), the read-timeout trigger last (after it executed the request). Returns whether the list changed."""

@@ -32,11 +32,23 @@ from governor_cli.testing.faults import ApiCall, FaultInjector
 from governor_cli.testing.scenarios import Case
 
 PLUMBING_SERVICES = {"dynamodb"}
-PLUMBING_OPERATIONS = {"PutEvents", "SendMessage", "SendMessageBatch", "PutMetricData"}
+#: ``RespondToClick`` updates the clicked Slack message through its response_url: best effort by design (a failure is
+#: logged, the recorded action stands), replacing the message, so neither a repeat nor a miss is an action's.
+PLUMBING_OPERATIONS = {"PutEvents", "SendMessage", "SendMessageBatch", "PutMetricData", "RespondToClick"}
+#: Deliveries that have no idempotency key on the wire: a Slack webhook post, an SES email, Lambda's asynchronous
+#: Invoke (the click's hand-over, Stop now to idle). Once the sender lost the answer (or lost the record that it was
+#: done), sending again is the only way not to lose the message; the receiver may get it twice. Counted apart as
+#: "resent (idempotent by id)": the worker and idle drop a repeated event id; a person may see a message twice.
+AT_LEAST_ONCE = {"PostWebhook", "SendEmail", "Invoke"}
+#: Writes whose repetition by a retried invocation leaves the same end state (the report's archive: same key, same
+#: content): a repeat is counted with botocore's idempotent resends, not as acting twice.
+REWRITES = {"PutObject"}
 #: Calls without a client token whose repetition is a second effect (docs/reliability.md has the full table).
 NON_IDEMPOTENT = {"SendCommand", "RotateKeyOnDemand"}
 TARGET_KEYS = (
     "InstanceIds",
+    "FunctionName",
+    "Key",
     "Resources",
     "InstanceId",
     "GroupId",
@@ -81,6 +93,7 @@ class CaseRun:
     actions: Counter[Action] = field(default_factory=Counter)
     resent: int = 0
     resent_non_idempotent: int = 0
+    resent_by_id: int = 0
     ledger: list[tuple[str, str, str]] = field(default_factory=list)
     parked: bool = False
     published: Counter[str] = field(default_factory=Counter)
@@ -119,14 +132,13 @@ def run_cases(
     order = list(range(len(cases)))
     shuffler = random.Random(seed)
     for index in range(len(cases)):
-        if shuffler.random() < duplicate_share:
+        if shuffler.random() < duplicate_share and not cases[index].sync:
             order.insert(shuffler.randrange(index + 1, len(order) + 1), index)
     runs = [CaseRun(case) for case in cases]
     for position, index in enumerate(order):
         case = cases[index]
-        runs[index].deliveries.append(
-            deployment.deliver(case.function, case.event, injector=injector, label=f"{index}/{position}")
-        )
+        send = deployment.request if case.sync else deployment.deliver
+        runs[index].deliveries.append(send(case.function, case.event, injector=injector, label=f"{index}/{position}"))
     by_case: dict[int, list[ApiCall]] = {}
     for call in injector.calls:
         if call.label:
@@ -145,17 +157,34 @@ def run_cases(
             unsent.setdefault(str(item.get("event_id")), set()).add(str(item.get("finding_id")))
     for index, run in enumerate(runs):
         executions: Counter[Action] = Counter()
+        deliveries: Counter[Action] = Counter()
+        answer_lost: set[Action] = set()
         for call in by_case.get(index, []):
             if call.operation == "PutEvents" and call.executed > 0:
                 for entry in call.params.get("Entries") or []:
                     run.published[_finding_key(entry)] += call.executed
             if is_action(call):
                 key = (call.operation, _normalise(run.case, target_of(call.params)))
+                if call.operation in AT_LEAST_ONCE:
+                    deliveries[key] += call.executed
+                    if not call.ok or call.executed > 1:  # botocore or slack_sdk resent after a lost answer
+                        answer_lost.add(key)
+                    run.actions[key] = 1
+                    continue
+                if call.operation in REWRITES and key in run.actions:
+                    run.resent += call.executed
+                    continue
                 run.actions[key] += 1
                 run.resent += max(0, call.executed - 1)
                 if call.operation in NON_IDEMPOTENT:
                     executions[key] += call.executed
         run.resent_non_idempotent = sum(max(0, n - 1) for n in executions.values())
+        retried = any(d.attempts > 1 or d.status == "dlq" for d in run.deliveries)
+        for key, count in deliveries.items():
+            if count > 1 and (key in answer_lost or retried):
+                run.resent_by_id += count - 1  # the answer or the record of it was lost: sent again on purpose
+            elif count > 1:
+                run.actions[key] = count  # sent twice with nothing lost: a double delivery, "acted twice"
         run.unsent = unsent.get(run.case.event_id, set())
         run.ledger = sorted(
             (str(d.get("policy")), str(d.get("verdict")), _normalise(run.case, str(d.get("resource"))))
@@ -186,6 +215,7 @@ class Verdict:
     lost: int = 0
     resent: int = 0
     resent_non_idempotent: int = 0
+    resent_by_id: int = 0
     findings_expected: int = 0
     findings_published: int = 0
     findings_unsent: int = 0
@@ -194,6 +224,7 @@ class Verdict:
     slowest_seconds: float = 0.0
     over_timeout: int = 0
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -239,6 +270,9 @@ def check(
         name = run.case.name
         verdict.resent += run.resent
         verdict.resent_non_idempotent += run.resent_non_idempotent
+        verdict.resent_by_id += run.resent_by_id
+        if run.resent_by_id:
+            verdict.notes.append(f"{name}: delivered again after a lost answer ({run.resent_by_id}x, same id)")
         if run.resent_non_idempotent:
             verdict.problems.append(f"{name}: a non-idempotent call was executed more than once")
         expected = 0 if run.rejected else len(clean.published)

@@ -8,17 +8,26 @@ touch (non-GPU instances, protected groups): any action on them is an action out
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import hmac
+import json
 import random
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from governor.domain.decision import Finding
 from governor.policy import Policy, parse_policy
-from governor_cli.testing.deployment import REGION, handler_names
+from governor_cli.testing.deployment import LEDGER_TABLE, REGION, SLACK_SIGNING_SECRET, handler_names, image_id
 
 ACCOUNT = "123456789012"
 PROTECTED_TAG = "governor:protected"
+SLACK_WEBHOOK_SECRET = "governor/slack-webhook"  # noqa: S105 - a secret's name
+EMAIL_SENDER = "governor@example.com"
+CLICKER = "UANA"
+RESPONSE_URL = "https://hooks.slack.com/actions/T0001/123/abc"
 SOAK_POLICY: dict[str, Any] = {
     "fleet": {"checkpoint_commands": {"train": "pkill -USR1 train"}},
     "spot": {"enforce": True},
@@ -26,6 +35,16 @@ SOAK_POLICY: dict[str, Any] = {
     "network": {"enforce": True, "scope": "all", "protected_groups": {"tags": {PROTECTED_TAG: "true"}}},
     "keys": {"enforce": True},
     "lifecycle": {"enforce": True},
+    # Every finding goes out at once to one Slack channel and one mailbox; reports are sent; buttons act.
+    "notifications": {
+        "enforce": True,
+        "slack_secret_name": SLACK_WEBHOOK_SECRET,
+        "email_sender": EMAIL_SENDER,
+        "email_recipients": ["platform@example.com"],
+        "immediate": "all",
+    },
+    "reports": {"enforce": True},
+    "interactions": {"enforce": True, "buttons": True, "slack_users": {CLICKER: "alice@example.com"}},
 }
 
 
@@ -44,6 +63,8 @@ class Case:
     resource: str
     forbidden: bool = False
     kind: str = ""
+    #: A synchronous request (Slack's POST to the Function URL): answered once, never retried by Lambda or parked.
+    sync: bool = False
 
     @property
     def event_id(self) -> str:
@@ -109,7 +130,7 @@ class Scenarios:
         self._random = random.Random(seed)
         self._ec2 = client("ec2", REGION)
         self._kms = client("kms", REGION)
-        self._image = self._ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        self._image = image_id()
         self._vpc = self._ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         present = set(handler_names())
         builders: dict[str, list[tuple[int, Callable[[int], Case]]]] = {
@@ -117,6 +138,14 @@ class Scenarios:
             "network": [(4, self.network_world_open_ssh), (1, self.network_protected_group)],
             "keys": [(3, self.keys_rotation_disabled)],
             "lifecycle": [(3, self.lifecycle_gpu_launch), (1, self.lifecycle_not_gpu_launch)],
+            "notifier": [(3, self.notifier_security_finding), (1, self.notifier_idle_warning)],
+            "report": [(1, self.report_tick)],
+            "interactions": [
+                (1, self.interactions_keep_click),
+                (1, self.interactions_stop_click),
+                (1, self.interactions_signed_request),
+                (1, self.interactions_forged_request),
+            ],
         }
         self.builders = [
             (w, _kinded(b)) for function, items in builders.items() if function in present for w, b in items
@@ -253,3 +282,148 @@ class Scenarios:
             {**_envelope("AWS API Call via CloudTrail", "aws.ec2", {"eventName": None}), "time": "yesterday"},
         ]
         return Case(f"invalid event #{index}", function, self._random.choice(broken), "-", kind="invalid")
+
+    # --- notifier: findings from the governor bus to Slack and email ------------------------------------------
+
+    def _finding_event(self, finding: Finding) -> dict[str, Any]:
+        return _envelope("Governor Finding", "gpu-fleet-governor", finding.model_dump(mode="json"))
+
+    def notifier_security_finding(self, index: int) -> Case:
+        """A critical network finding about its own group: one Slack message and one email, each exactly once."""
+        resource = f"sg-{uuid.uuid4().hex[:17]}"
+        finding = Finding(
+            policy="network",
+            rule="network.world-open",
+            severity="critical",
+            resource=resource,
+            title=f"SSH open to the world on {resource}",
+            team="vision",
+            owner="alice@example.com",
+            event_id=str(uuid.uuid4()),
+            id=uuid.uuid4().hex,
+        )
+        return Case(f"finding to deliver #{index}", "notifier", self._finding_event(finding), resource)
+
+    def notifier_idle_warning(self, index: int) -> Case:
+        """An idle warning: delivered with its buttons (the token's record goes to the ledger first)."""
+        resource = f"i-{uuid.uuid4().hex[:17]}"
+        finding = Finding(
+            policy="idle",
+            rule="idle.warned",
+            severity="warning",
+            resource=resource,
+            title=f"Idle GPU instance {resource} will be stopped",
+            team="vision",
+            owner="alice@example.com",
+            event_id=str(uuid.uuid4()),
+            id=uuid.uuid4().hex,
+        )
+        return Case(f"idle warning to deliver #{index}", "notifier", self._finding_event(finding), resource)
+
+    # --- report: one scheduled tick, one report archived and sent -----------------------------------------------
+
+    def report_tick(self, index: int) -> Case:
+        event = _envelope("Scheduled Event", "aws.scheduler", {"kind": "daily"})
+        start = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).date()
+        return Case(f"daily report tick #{index}", "report", event, f"report:daily:{start:%Y-%m-%d}")
+
+    # --- interactions: Slack's clicks, verified at the endpoint, acted on once by the worker --------------------
+
+    def _button(self, instance: str) -> str:
+        """What the notifier leaves behind when it sends an idle warning with buttons: the token's ledger record."""
+        from governor.adapters.ledger import DynamoLedger
+        from governor.domain.interactions import BUTTON_KIND, button_record, button_token
+
+        finding = Finding(
+            policy="idle",
+            rule="idle.warned",
+            severity="warning",
+            resource=instance,
+            title=f"Idle GPU instance {instance} will be stopped",
+            owner="alice@example.com",
+            team="vision",
+            event_id=str(uuid.uuid4()),
+        )
+        token = button_token(finding)
+        DynamoLedger(LEDGER_TABLE, region=REGION).put_item(BUTTON_KIND, token, button_record(finding, token))
+        return token
+
+    def _click_body(self, token: str, action_id: str) -> str:
+        from urllib.parse import urlencode
+
+        payload = {
+            "type": "block_actions",
+            "user": {"id": CLICKER, "username": "ana", "team_id": "T0001"},
+            "team": {"id": "T0001", "domain": "example"},
+            "response_url": RESPONSE_URL,
+            "trigger_id": "123.456.abc",
+            "message": {"blocks": [{"type": "actions", "block_id": f"governor:{token}", "elements": []}]},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": f"governor:{token}",
+                    "value": token,
+                    "action_ts": f"{time.time():.6f}",
+                }
+            ],
+        }
+        return urlencode({"payload": json.dumps(payload)})
+
+    def _worker_event(self, action_id: str, index: int, name: str) -> Case:
+        from governor.domain.interactions import CLICKED, SOURCE, parse_click
+
+        instance = self._instance("g5.xlarge")
+        click = parse_click(self._click_body(self._button(instance), action_id))
+        event = _envelope(CLICKED, SOURCE, click.model_dump(mode="json"))
+        event["id"] = click.key
+        return Case(f"{name} #{index}", "interactions", event, instance)
+
+    def interactions_keep_click(self, index: int) -> Case:
+        """The worker's hand-over for Keep 4 h: one snooze tag, one decision."""
+        from governor.domain.interactions import KEEP_HOURS
+
+        return self._worker_event(KEEP_HOURS, index, "Keep 4 h click")
+
+    def interactions_stop_click(self, index: int) -> Case:
+        """The worker's hand-over for Stop now: one Stop request to the idle function, one decision."""
+        from governor.domain.interactions import STOP_NOW
+
+        return self._worker_event(STOP_NOW, index, "Stop now click")
+
+    def _request(self, body: str, secret: str) -> dict[str, Any]:
+        timestamp = str(int(time.time()))
+        digest = hmac.new(secret.encode(), f"v0:{timestamp}:{body}".encode(), hashlib.sha256).hexdigest()
+        headers = {
+            "content-type": "application/x-www-form-urlencoded",
+            "x-slack-request-timestamp": timestamp,
+            "x-slack-signature": f"v0={digest}",
+        }
+        return {
+            "version": "2.0",
+            "rawPath": "/",
+            "headers": headers,
+            "requestContext": {"http": {"method": "POST", "path": "/", "sourceIp": "3.3.3.3"}, "timeEpoch": 0},
+            "body": body,
+            "isBase64Encoded": False,
+        }
+
+    def interactions_signed_request(self, index: int) -> Case:
+        """Slack's POST, signed: answered 200 and handed to the worker exactly once."""
+        from governor.domain.interactions import STOP_NOW
+
+        instance = self._instance("g5.xlarge")
+        body = self._click_body(self._button(instance), STOP_NOW)
+        event = self._request(body, SLACK_SIGNING_SECRET)
+        event["id"] = str(uuid.uuid4())  # the harness's handle on the request; the endpoint ignores it
+        return Case(f"signed click request #{index}", "interactions", event, instance, sync=True)
+
+    def interactions_forged_request(self, index: int) -> Case:
+        """The same POST signed with another secret: refused (401), nothing handed over, nothing read."""
+        from governor.domain.interactions import STOP_NOW
+
+        instance = self._instance("g5.xlarge")
+        body = self._click_body(self._button(instance), STOP_NOW)
+        event = self._request(body, "not-the-signing-secret")
+        event["id"] = str(uuid.uuid4())
+        return Case(f"forged click request #{index}", "interactions", event, instance, forbidden=True, sync=True)

@@ -16,6 +16,35 @@ from botocore.exceptions import ClientError
 from governor.adapters.aws import client
 from governor.observability import logger
 
+#: Slack shows the clicking user an error unless the endpoint answers within 3 s. Its two calls (the signing secret,
+#: cached per container, and the asynchronous hand-over) each get one attempt with these timeouts, so even a cold
+#: container whose calls both hang answers in 2 x (1 + 1.2) = 4.4 s at worst and a warm one in 2.2 s; the shared
+#: clients (5 attempts, 3 s + 15 s each) could take 105 s per call. A hand-over whose answer was lost is answered
+#: 502 and the user clicks again: the worker's idempotency on the click's key holds a second click back.
+ENDPOINT_CONNECT_SECONDS = 1.0
+ENDPOINT_READ_SECONDS = 1.2
+
+
+def endpoint_client(service: str, region: str | None = None) -> Any:
+    """A client for the Function URL path: one attempt, short timeouts (see ``ENDPOINT_*``)."""
+    from botocore.config import Config
+
+    from governor.adapters.aws import retries
+
+    config = retries().merge(
+        Config(
+            connect_timeout=ENDPOINT_CONNECT_SECONDS,
+            read_timeout=ENDPOINT_READ_SECONDS,
+            retries={"mode": "standard", "total_max_attempts": 1},
+        )
+    )
+    return client.session().client(service, region_name=region, config=config)
+
+
+def endpoint_worst_seconds(calls: int = 2) -> float:
+    """How long the endpoint's ``calls`` calls take at worst before it answers Slack."""
+    return calls * (ENDPOINT_CONNECT_SECONDS + ENDPOINT_READ_SECONDS)
+
 
 class SecretUnavailable(RuntimeError):
     """A Slack secret is missing or empty: the endpoint cannot verify anything and refuses every request."""

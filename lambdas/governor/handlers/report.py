@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, Protocol
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from governor.adapters.ses import Attachment
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
-from governor.domain.notify import Email
+from governor.domain.notify import DELIVERY_KIND, Email
 from governor.domain.report import (
     TREND_PERIODS,
     Report,
@@ -271,27 +271,42 @@ def deliver(
     chart: bytes | None,
     runtime: Runtime,
     outbox: Outbox,
+    event_id: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """Slack (summary with a dashboard link) and email (chart inline, every table attached).
 
     Returns the channels used and the ones that cannot be used at all (missing secret, no sender); a delivery that
-    fails after its retries raises so the invocation is retried and finally parked in the DLQ.
+    fails after its retries raises so the invocation is retried and finally parked in the DLQ. With ``event_id``, each
+    channel that took the report is marked in the ledger, so the retry sends only to the channels still missing it.
     """
     policy = runtime.policy
     sent: list[str] = []
     problems: list[str] = []
+
+    def once(channel: str, send: Callable[[], None]) -> None:
+        marker = f"{event_id}#report:{channel}"
+        if event_id and runtime.ledger.get_item(DELIVERY_KIND, marker):
+            sent.append(channel)
+            return
+        send()
+        if event_id:
+            runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": event_id, "channel": channel})
+        sent.append(channel)
+
     try:
-        outbox.post_slack(policy.notifications.slack_secret_name, slack_messages(report))
-        sent.append("slack")
+        once("slack", lambda: outbox.post_slack(policy.notifications.slack_secret_name, slack_messages(report)))
     except UndeliverableError as error:
         problems.append(str(error))
     # One digest per team with its own channel (notifications.teams), narrowed to that team, same schedule.
     for team, route in sorted(policy.notifications.teams.items()):
         if not route.slack_secret_name or route.slack_secret_name == policy.notifications.slack_secret_name:
             continue
+
+        def post_team(secret: str = route.slack_secret_name, name: str = team) -> None:
+            outbox.post_slack(secret, slack_messages(team_view(report, name)))
+
         try:
-            outbox.post_slack(route.slack_secret_name, slack_messages(team_view(report, team)))
-            sent.append(f"slack:{team}")
+            once(f"slack:{team}", post_team)
         except UndeliverableError as error:
             problems.append(f"team {team}: {error}")
     recipients = policy.reports.email_recipients or policy.notifications.email_recipients
@@ -305,8 +320,7 @@ def deliver(
             text=render_text(report),
         )
         try:
-            outbox.send_email(recipients, email, attachments)
-            sent.append("email")
+            once("email", lambda: outbox.send_email(recipients, email, attachments))
         except UndeliverableError as error:
             problems.append(str(error))
     for problem in problems:
@@ -398,7 +412,7 @@ def produce(
             )
         except Exception as error:  # a missing link degrades the message, it never stops delivery
             logger.warning("no pre-signed report link", extra={"error": error.__class__.__name__})
-        sent, problems = deliver(report, files, chart, runtime, aws.outbox)
+        sent, problems = deliver(report, files, chart, runtime, aws.outbox, parsed.id)
     if problems:
         runtime.dead_letters.send(raw, f"report archived to {written[0]} but " + "; ".join(problems))
     metrics.add_metric(name="ReportsArchived", unit="Count", value=1)

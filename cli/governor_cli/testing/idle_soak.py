@@ -1,0 +1,356 @@
+"""The idle function under faults: a fleet swept on a schedule for two simulated hours, plus "Stop now" requests.
+
+The sweep is not one event about one resource: every sweep judges the whole fleet, and what it may do depends on
+what earlier sweeps got published. So instead of case-by-case comparison with a clean run, an episode runs on its
+own emulator with a simulated clock and is checked against the rules themselves:
+
+* an instance the sweep stops had its idle warning accepted by the bus at least ``idle.warning_minutes`` before
+  (a "Stop now" request is a person's decision and is exempt from the wait, not from the re-checks);
+* a checkpoint command (SSM ``SendCommand``, no client token) reaches each instance at most once;
+* every sweep and request ends handled, with a decision in the ledger for each instance it judged, or parked in
+  the function's DLQ; never neither;
+* no busy instance is stopped; every idle instance's warning is published or held unsent in the outbox.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from governor.policy import Policy, parse_policy
+from governor_cli.testing.deployment import REGION, Deployment, image_id
+from governor_cli.testing.faults import ApiCall, FaultInjector
+from governor_cli.testing.invariants import Verdict
+from governor_cli.testing.scenarios import ACCOUNT, RESPONSE_URL, SOAK_POLICY
+
+CHECKPOINT_TAG = "governor:checkpoint-command"
+STOPPING = {"StopInstances", "TerminateInstances"}
+
+
+def idle_policy() -> Policy:
+    """Enforcing, no launch grace (the emulator's instances are minutes old), no breaker (a soak fleet turns idle
+    all at once by construction), a checkpoint command before every stop."""
+    raw = json.loads(json.dumps(SOAK_POLICY))
+    raw["idle"] = {
+        "enforce": True,
+        "launch_grace_minutes": 0,
+        "max_fleet_percent": 100,
+        "breaker_fleet_percent": 100,
+        "breaker_min_instances": 10_000,
+        "max_actions_per_sweep": 100,
+        "window_minutes": 30,  # the shortest window: the emulator's GetMetricData scans every stored point
+    }
+    return parse_policy(raw, source="reliability policy (idle)")
+
+
+@dataclass
+class IdleEpisode:
+    """What one episode did and broke, folded into its mode's row."""
+
+    events: int = 0
+    deliveries: int = 0
+    handled: int = 0
+    dlq: int = 0
+    lost: int = 0
+    stops: int = 0
+    stops_without_warning: int = 0
+    busy_stopped: int = 0
+    not_stopped: int = 0
+    checkpoints_resent: int = 0
+    resent: int = 0
+    undecided: int = 0
+    warnings_expected: int = 0
+    warnings_published: int = 0
+    warnings_unsent: int = 0
+    warnings_lost: int = 0
+    slowest_seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+class _Clock:
+    def __init__(self, now: dt.datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def _metrics(instance_id: str, utilisation: float, now: dt.datetime, before: int, ahead: int) -> None:
+    from governor.adapters.aws import client
+
+    cloudwatch = client("cloudwatch", REGION)
+    for name, value in (("nvidia_smi_utilization_gpu", utilisation), ("nvidia_smi_memory_used", 12_288.0)):
+        data = [
+            {
+                "MetricName": name,
+                "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
+                "Timestamp": now + dt.timedelta(minutes=m),
+                "Value": value,
+            }
+            for m in range(-before, ahead + 1)
+        ]
+        for start in range(0, len(data), 500):
+            cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 500])
+
+
+def _launch(count: int, tags: dict[str, str]) -> list[str]:
+    from governor.adapters.aws import client
+
+    ec2 = client("ec2", REGION)
+    image = image_id()
+    chosen = {"owner": "alice@example.com", "team": "vision", "gpu-fleet": "true", **tags}
+    found = ec2.run_instances(
+        ImageId=image,
+        InstanceType="g5.xlarge",
+        MinCount=count,
+        MaxCount=count,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in chosen.items()]}],
+    )
+    return [str(i["InstanceId"]) for i in found["Instances"]]
+
+
+def _sweep(at: dt.datetime) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.scheduler",
+        "account": ACCOUNT,
+        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": REGION,
+        "resources": [],
+        "detail": {},
+    }
+
+
+def _stop_request(instance_id: str, at: dt.datetime) -> dict[str, Any]:
+    from governor.domain.interactions import SOURCE, STOP_REQUESTED
+
+    return {
+        "version": "0",
+        "id": f"slack:stop_now:{uuid.uuid4().hex}:UANA:{at.timestamp():.6f}",
+        "detail-type": STOP_REQUESTED,
+        "source": SOURCE,
+        "account": ACCOUNT,
+        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": REGION,
+        "resources": [],
+        "detail": {
+            "instance_id": instance_id,
+            "requested_by": "alice@example.com",
+            "slack_user": "UANA",
+            "response_url": RESPONSE_URL,
+            "token": uuid.uuid4().hex,
+            "message_blocks": [],
+        },
+    }
+
+
+def _accepted_warnings(call: ApiCall) -> list[str]:
+    """Instances whose idle warning this PutEvents call got accepted by the bus."""
+    if call.operation != "PutEvents" or call.executed == 0 or not call.ok or "failed_entries" in call.faults:
+        return []
+    found = []
+    for entry in call.params.get("Entries") or []:
+        try:
+            detail = json.loads(entry.get("Detail") or "{}")
+        except ValueError:
+            continue
+        if detail.get("policy") == "idle" and detail.get("rule") == "idle.warned":
+            found.append(str(detail.get("resource")))
+    return found
+
+
+def _targets(call: ApiCall) -> list[str]:
+    ids = call.params.get("InstanceIds") or []
+    return [str(i) for i in ids] if isinstance(ids, list) else []
+
+
+def run_idle(
+    deployment: Deployment,
+    injector: FaultInjector,
+    *,
+    seed: int,
+    idle: int = 4,
+    busy: int = 1,
+    requests: int = 1,
+    sweeps: int = 7,
+    duplicate_share: float = 0.2,
+) -> IdleEpisode:
+    """One episode: ``idle`` idle and ``busy`` busy GPU instances swept every interval for ``sweeps`` sweeps, and
+    ``requests`` more idle instances stopped by a person's "Stop now" at the first sweep. Use inside ``mock_aws``,
+    with ``deployment`` built on :func:`idle_policy`."""
+    import governor.handlers.idle as idle_handler
+    from governor.adapters.autoscaling import AutoScalingGroups
+    from governor.adapters.cloudwatch import CloudWatchMetrics
+    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+    from governor.adapters.ssm import SsmCommands
+    from governor.domain.idle import sweep_interval
+
+    policy = deployment.policy
+    now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)
+    interval = sweep_interval(policy.idle)
+    first = now + dt.timedelta(minutes=5)
+    horizon = int((interval * sweeps).total_seconds() // 60) + 30
+    checkpoint = {CHECKPOINT_TAG: next(iter(policy.fleet.checkpoint_commands))}
+    idle_ids = _launch(idle, checkpoint)
+    busy_ids = _launch(busy, checkpoint)
+    asked_ids = _launch(requests, checkpoint) if requests else []
+    for instance in idle_ids + asked_ids:
+        _metrics(instance, 0.3, now, 45, horizon)
+    for instance in busy_ids:
+        _metrics(instance, 80.0, now, 45, horizon)
+    clock = _Clock(first)
+
+    @cache
+    def aws(region: str | None, memory_unit: str) -> Any:
+        # The deployed adapters, except that the emulator cannot match DescribeInstances wildcards and the clock is
+        # the episode's.
+        return idle_handler.IdleAws(
+            Ec2Reader(region, wildcard_type_filter=False),
+            Ec2Actions(region),
+            CloudWatchMetrics(region, memory_unit=memory_unit),
+            SsmCommands(region),
+            AutoScalingGroups(region),
+            clock,
+        )
+
+    saved = idle_handler._aws
+    idle_handler._aws = aws
+    episode = IdleEpisode()
+    shuffler = random.Random(seed)
+    times: dict[str, dt.datetime] = {}  # delivery label prefix -> simulated time
+    sent: list[tuple[str, dict[str, Any], int]] = []
+    try:
+        for number in range(sweeps):
+            at = first + interval * number
+            events = [_sweep(at)]
+            if number == 0:
+                events += [_stop_request(instance, at) for instance in asked_ids]
+            for event in events:
+                deliveries = 2 if shuffler.random() < duplicate_share else 1
+                episode.events += 1
+                for copy in range(deliveries):
+                    clock.now = at + dt.timedelta(seconds=30 * copy)
+                    label = f"idle/{len(sent)}"
+                    times[label] = clock.now
+                    delivery = deployment.deliver("idle", event, injector=injector, label=label)
+                    sent.append((label, event, 0 if delivery.status == "dlq" else 1))
+                    episode.deliveries += 1
+                    episode.slowest_seconds = max([episode.slowest_seconds, *delivery.seconds])
+    finally:
+        idle_handler._aws = saved
+    _judge(episode, deployment, injector, times, sent, idle_ids, busy_ids, asked_ids)
+    return episode
+
+
+def _judge(
+    episode: IdleEpisode,
+    deployment: Deployment,
+    injector: FaultInjector,
+    times: dict[str, dt.datetime],
+    sent: list[tuple[str, dict[str, Any], int]],
+    idle_ids: list[str],
+    busy_ids: list[str],
+    asked_ids: list[str],
+) -> None:
+    wait = dt.timedelta(minutes=deployment.policy.idle.warning_minutes)
+    calls = [c for c in injector.calls if c.label and c.label.startswith("idle/")]
+    warned: dict[str, dt.datetime] = {}
+    stopped: dict[str, dt.datetime] = {}
+    checkpoints: Counter[str] = Counter()
+    for call in calls:
+        at = times[call.label.split("#", 1)[0]]  # type: ignore[union-attr]
+        for instance in _accepted_warnings(call):
+            warned.setdefault(instance, at)
+        if call.operation in STOPPING and call.executed:
+            for instance in _targets(call):
+                stopped.setdefault(instance, at)
+                episode.resent += max(0, call.executed - 1)
+        if call.operation == "SendCommand" and call.executed:
+            for instance in _targets(call):
+                checkpoints[instance] += call.executed
+    for instance, at in sorted(stopped.items()):
+        episode.stops += 1
+        if instance in busy_ids:
+            episode.busy_stopped += 1
+            episode.problems.append(f"idle: busy instance {instance} stopped")
+        if instance in asked_ids:
+            continue
+        since = warned.get(instance)
+        if since is None or at - since < wait:
+            episode.stops_without_warning += 1
+            said = "never" if since is None else f"at {since:%H:%M}"
+            episode.problems.append(f"idle: {instance} stopped at {at:%H:%M}, its warning accepted {said}")
+    for instance, count in checkpoints.items():
+        if count > 1:
+            episode.checkpoints_resent += count - 1
+            episode.problems.append(f"idle: checkpoint command sent {count} times to {instance}")
+    episode.not_stopped = sum(1 for i in idle_ids + asked_ids if i not in stopped)
+    decisions: Counter[str] = Counter(str(d.get("event_id")) for d in deployment.ledger_decisions())
+    parked = {m.get("event_id") for m in deployment.dlq_messages("idle")}
+    settled: dict[str, bool] = {}
+    for _, event, ok in sent:
+        settled[event["id"]] = settled.get(event["id"], False) or bool(ok)
+    for event_id, ok in settled.items():
+        if ok:
+            episode.handled += 1
+            if not decisions.get(event_id):
+                episode.undecided += 1
+                episode.problems.append(f"idle: event {event_id} handled with no decision in the ledger")
+        elif event_id in parked:
+            episode.dlq += 1
+        else:
+            episode.lost += 1
+            episode.problems.append(f"idle: event {event_id} neither handled nor in the DLQ")
+    for instance in idle_ids:
+        episode.warnings_expected += 1
+        if instance in warned:
+            episode.warnings_published += 1
+        elif _in_outbox(deployment, instance):
+            episode.warnings_unsent += 1
+        else:
+            episode.warnings_lost += 1
+            episode.problems.append(f"idle: the warning for {instance} was neither published nor held in the outbox")
+
+
+def _in_outbox(deployment: Deployment, instance: str) -> bool:
+    """An unsent outbox entry holds the idle warning about ``instance`` (a later sweep or the replay publishes it)."""
+    for item in deployment.ledger_items("outbox"):
+        finding = str(item.get("finding") or "")
+        if not item.get("sent_at") and instance in finding and "idle.warned" in finding:
+            return True
+    return False
+
+
+def fold(verdict: Verdict, episode: IdleEpisode, injector: FaultInjector, limit: float | None) -> None:
+    """Add an episode to its mode's row: its events, faults, outcomes, findings and broken rules."""
+    verdict.events += episode.events
+    verdict.deliveries += episode.deliveries
+    verdict.faults.update(injector.injected)
+    verdict.handled += episode.handled
+    verdict.dlq += episode.dlq
+    verdict.lost += episode.lost
+    verdict.outside_policy += episode.stops_without_warning + episode.busy_stopped
+    verdict.ledger_mismatches += episode.undecided
+    verdict.resent_non_idempotent += episode.checkpoints_resent
+    verdict.resent += episode.resent + episode.checkpoints_resent  # "resent" includes the non-idempotent ones
+    verdict.findings_expected += episode.warnings_expected
+    verdict.findings_published += episode.warnings_published
+    verdict.findings_unsent += episode.warnings_unsent
+    verdict.findings_lost += episode.warnings_lost
+    verdict.slowest_seconds = max(verdict.slowest_seconds, episode.slowest_seconds)
+    if limit is not None and episode.slowest_seconds > limit:
+        verdict.over_timeout += 1
+        verdict.problems.append(
+            f"idle: an attempt needed {episode.slowest_seconds:.0f}s, over the {limit:.0f}s timeout"
+        )
+    verdict.problems.extend(episode.problems)
+    if episode.not_stopped:
+        verdict.notes.append(f"idle: {episode.not_stopped} idle instance(s) not stopped yet when the episode ended")

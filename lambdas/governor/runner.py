@@ -94,6 +94,7 @@ class Run:
     outbox: Outbox | None = None
     at: dt.datetime | None = None
     label: str = ""
+    intent: str | None = None  # at-most-once scope of a non-idempotent call when wider than the event (Acting.intent)
 
     def settle(
         self,
@@ -127,7 +128,15 @@ class Run:
                 ledger.record(gate.record, event_id=event_id, at=at)
             settled.findings = staged
             return settled
-        acting = Acting(event_id, decision.resource, self.policy, ledger=ledger, live=gate.live, label=self.label)
+        acting = Acting(
+            event_id,
+            decision.resource,
+            self.policy,
+            ledger=ledger,
+            live=gate.live,
+            label=self.label,
+            intent=self.intent,
+        )
         for action in enforced:
             outcome = before(action) if before else None
             if outcome is None:

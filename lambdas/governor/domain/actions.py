@@ -57,6 +57,9 @@ class Acting:
     ledger: Any = None  # governor.domain.ports.Ledger: at-most-once intents
     live: Any = None  # the resource as re-read right before acting (a Key, Secret, Instance...)
     label: str = ""  # how a sent command names itself ("idle checkpoint"); part of its at-most-once Comment
+    #: What a non-idempotent call is at most once per, when wider than one event: idle sends one checkpoint per idle
+    #: spell, across the sweeps (events) of that spell (``None``: per event).
+    intent: str | None = None
 
 
 # --- what executing needs of the adapters (each capability's adapter bundle has these attributes) ----------------
@@ -280,7 +283,7 @@ class Checkpoint(Action):
         sent = send_command_once(
             at.ledger,
             aws.commands,
-            event_id=at.event_id,
+            event_id=at.intent or at.event_id,
             instance_id=at.resource,
             command=str(self.command),
             timeout_seconds=int(self.timeout or self.timeout_seconds or 0),

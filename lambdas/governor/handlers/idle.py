@@ -258,7 +258,11 @@ def settle(
             kept["mark"] = replace(mark, checkpoint_command_id=result.data.get("command_id"), checkpoint_status=status)
 
     # No outbox here: the sweep publishes its findings in one batch, warnings by their episode's id.
-    run = runner.Run(event.id, runtime.ledger, runtime.policy, aws, label="idle checkpoint")
+    # One checkpoint per idle spell, not per sweep: a later sweep of the same spell whose mark lost the command id (the
+    # mark write failed after SendCommand, or a re-warn rebuilt the mark) looks the command up instead of resending.
+    spell = outcome.prior or outcome.mark
+    intent = f"idle-spell:{outcome.instance.id}:{spell.idle_since.isoformat()}" if spell is not None else None
+    run = runner.Run(event.id, runtime.ledger, runtime.policy, aws, label="idle checkpoint", intent=intent)
     settled = run.settle(decision, reread=reread, after=after, recorded=True)
     if settled.held is None:
         return [_idle_sentence(action, result) for action, result in settled.results if result.done], kept["mark"]

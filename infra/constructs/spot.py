@@ -67,7 +67,7 @@ class Spot(Construct):
             shared=shared,
             policy=policy,
             settings=settings,
-            timeout=Duration.minutes(2),
+            timeout=Duration.minutes(3),  # checkpoint first; recording and recovery may outlast the warning
             reserved_concurrency=spot.reserved_concurrency,
         )
         self.function.on_events(

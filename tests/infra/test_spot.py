@@ -60,7 +60,7 @@ def test_spot_function_reserves_no_concurrency_by_default_and_has_its_own_dlq(sy
     _, function = spot_function(synth)
     props = function["Properties"]
     assert "ReservedConcurrentExecutions" not in props
-    assert props["Timeout"] == 120
+    assert props["Timeout"] == 180  # a faulted attempt needed 126 s in the soak; the checkpoint itself goes first
     policy = json.loads(props["Environment"]["Variables"]["GOVERNOR_POLICY"])
     assert set(policy) == {"fleet", "ledger", "spot"}
     assert "spot" in synth.stack.functions

@@ -27,25 +27,13 @@ from governor.handlers import idle
 from governor.handlers._runtime import Runtime
 from governor.policy import parse_policy
 from governor_cli.demo.bootstrap import create_shared
+from tests.adapters.org_accounts import account_session
 from tests.adapters.test_spot_moto import LambdaContext
 
 HUB = "123456789012"  # moto's default account, the organisation's management account here
 REGIONS = ("us-east-1", "us-west-2")
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
 TAGS = {"owner": "ana@example.com", "team": "vision", "gpu-fleet": "true"}
-
-
-def account_session(account: str, region: str) -> boto3.session.Session:
-    answer = boto3.client("sts", region_name=region).assume_role(
-        RoleArn=f"arn:aws:iam::{account}:role/test-setup", RoleSessionName="setup"
-    )
-    creds = answer["Credentials"]
-    return boto3.session.Session(
-        aws_access_key_id=creds["AccessKeyId"],
-        aws_secret_access_key=creds["SecretAccessKey"],
-        aws_session_token=creds["SessionToken"],
-        region_name=region,
-    )
 
 
 def spoke_roles(account: str) -> None:

@@ -21,25 +21,12 @@ from governor.adapters.aws import Organization, client, session_name
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.handlers import spot
 from governor_cli.demo.bootstrap import LocalStack, create_shared
+from tests.adapters.org_accounts import account_session
 from tests.adapters.test_spot_moto import Deployed, LambdaContext, event
 from tests.adapters.test_spot_recovery import REGION, Fleet
 
 HUB, MEMBER = "123456789012", "222222222222"
 TAGS = {"owner": "ana", "team": "vision", "gpu-fleet": "true"}
-
-
-def account_session(account: str) -> boto3.session.Session:
-    """Credentials in another moto account (moto maps assumed-role credentials to the role's account)."""
-    answer = boto3.client("sts", region_name=REGION).assume_role(
-        RoleArn=f"arn:aws:iam::{account}:role/test-setup", RoleSessionName="setup"
-    )
-    creds = answer["Credentials"]
-    return boto3.session.Session(
-        aws_access_key_id=creds["AccessKeyId"],
-        aws_secret_access_key=creds["SecretAccessKey"],
-        aws_session_token=creds["SessionToken"],
-        region_name=REGION,
-    )
 
 
 def launch(ec2: Any) -> str:
@@ -61,7 +48,7 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
         client.cache_clear()
         local = create_shared(REGION)
         monkeypatch.setenv("IDEMPOTENCY_TABLE", local.idempotency_table)
-        member = account_session(MEMBER)
+        member = account_session(MEMBER, REGION)
         member.client("iam").create_role(
             RoleName=f"GovernorSpoke-{REGION}",
             AssumeRolePolicyDocument=json.dumps(
@@ -84,7 +71,7 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
 
 
 def test_a_warning_in_account_b_is_handled_in_account_b_only(org: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
-    member = account_session(MEMBER)
+    member = account_session(MEMBER, REGION)
     in_member = launch(member.client("ec2"))
     (in_hub,) = Fleet().launch(tags={"governor:checkpoint-command": "train"})
     deployed = Deployed(org, enforce=True)
@@ -114,7 +101,7 @@ def test_an_event_from_the_hub_account_uses_the_shared_clients(org: LocalStack) 
 
 
 def test_stop_acts_on_the_instance_in_account_b_and_not_in_a(org: LocalStack) -> None:
-    member = account_session(MEMBER)
+    member = account_session(MEMBER, REGION)
     in_member = launch(member.client("ec2"))
     in_hub = launch(boto3.client("ec2", region_name=REGION))
     assert Ec2Reader(REGION, account=MEMBER).instance(in_hub) is None
@@ -159,7 +146,7 @@ def test_session_names_follow_the_sts_rules(event_id: str) -> None:
 def test_lifecycle_reads_and_tags_in_the_events_account(org: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
     from governor.handlers import lifecycle
 
-    member = account_session(MEMBER)
+    member = account_session(MEMBER, REGION)
     in_member = launch(member.client("ec2"))
     home = lifecycle.Capabilities(reader=Ec2Reader(REGION), tagger=Ec2Actions(REGION), prices=None)  # type: ignore[arg-type]
     monkeypatch.setattr(lifecycle, "default_capabilities", lambda: home)

@@ -165,3 +165,34 @@ def test_a_malformed_account_acts_at_home(org: LocalStack, account: object) -> N
 
     assert member_target({"id": "x", "account": account, "region": REGION}) is None
     assert member_target("not an event") is None
+
+
+def test_a_world_open_rule_in_account_b_is_revoked_in_account_b(
+    org: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spoke forwards account B's AuthorizeSecurityGroupIngress; the hub's network function re-reads the group
+    and revokes the rule in B through the spoke role (before, it looked the group up in the hub's own account, found
+    nothing and recorded "no longer exists")."""
+    from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+    from governor.handlers import network
+    from governor.handlers._runtime import Runtime
+    from governor.policy import parse_policy
+    from tests.adapters.test_network_aws import authorize, live_rules, new_group
+
+    member_ec2 = account_session(MEMBER, REGION).client("ec2")
+    _, group = new_group(member_ec2)
+    forwarded = {**authorize(member_ec2, group), "account": MEMBER}
+    ledger = MemoryLedger()
+    runtime = Runtime(
+        parse_policy({"network": {"enforce": True, "scope": "all"}}), ledger, MemorySink(), MemoryDeadLetters(), REGION
+    )
+    monkeypatch.setattr(network, "default_runtime", lambda: runtime)
+    monkeypatch.delenv("IDEMPOTENCY_TABLE")
+
+    network.lambda_handler(forwarded, LambdaContext())  # type: ignore[arg-type]
+
+    left = live_rules(member_ec2, group)
+    assert ("tcp", 22, "0.0.0.0/0") not in left and ("tcp", 443, "::/0") not in left
+    assert ("tcp", 22, "10.0.0.0/8") in left  # the compliant rule from the same call stays
+    decisions = [d for _, d in ledger.decisions]
+    assert any(d.resource == group and d.verdict == "act" for d in decisions)

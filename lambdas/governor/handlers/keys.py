@@ -361,7 +361,7 @@ def target_adapters(event: dict[str, Any], runtime: Runtime) -> KeyAdapters:
     from governor.adapters.secrets import SecretsRotation
 
     member = member_target(event)
-    region = runtime.region
+    region = (member[1] if member else None) or runtime.region
     where: dict[str, Any] = {"account": member[0], "event_id": member[2]} if member else {}
     return KeyAdapters(
         kms=KmsKeys(region, **where),
@@ -379,4 +379,10 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     first region only (``governor.fanout``)."""
     runtime = default_runtime()
     fanned = fanout.dispatch(event, runtime, "keys", lambda t, rt: handle(t, rt, target_adapters(t, rt), context))
-    return fanned if fanned is not None else handle(event, runtime, _adapters(), context)
+    if fanned is not None:
+        return fanned
+    from governor.adapters.aws import member_target
+
+    # A CloudTrail call forwarded from a member account is checked and acted on in that account (its spoke role).
+    member = member_target(event)
+    return handle(event, runtime, target_adapters(event, runtime) if member else _adapters(), context)

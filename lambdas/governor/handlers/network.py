@@ -354,7 +354,8 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> NetworkAws:
     member = member_target(event)
     if member is None:
         return _aws(runtime.region)
-    account, region, event_id = member
+    account, event_region, event_id = member
+    region = event_region or runtime.region
     ec2 = client("ec2", region, account=account, event_id=event_id)
     return NetworkAws(SecurityGroups(region, ec2), PublicAddresses(region, ec2), Ec2Reader(region, ec2))
 
@@ -369,4 +370,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     fanned = fanout.dispatch(
         event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context)
     )
-    return fanned if fanned is not None else handle(event, runtime, context=context)
+    # A CloudTrail call forwarded from a member account is judged and acted on in that account (its spoke role).
+    return fanned if fanned is not None else handle(event, runtime, target_aws(event, runtime), context)

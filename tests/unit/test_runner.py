@@ -172,6 +172,19 @@ def test_a_checkpoint_is_sent_once_per_event_however_often_it_is_executed() -> N
     assert first.data["command_id"] == again.data["command_id"] == "cmd-1"
 
 
+def test_a_checkpoint_with_an_intent_is_sent_once_across_events() -> None:
+    """Idle's checkpoint is once per idle spell: the next sweep (another event) of the same spell looks it up."""
+    aws, ledger = Recorder(), MemoryLedger()
+    spell = f"idle-spell:{INSTANCE.id}:2026-11-30T09:00:00+00:00"
+    sweeps = [Acting(e, INSTANCE.id, EVERYTHING_ON, ledger=ledger, label="idle", intent=spell) for e in ("s-1", "s-2")]
+    outcomes = [Checkpoint(enforced=True, command="true", timeout=60).execute(aws, at) for at in sweeps]
+    assert aws.calls.count("commands.send") == 1
+    assert {o.data["command_id"] for o in outcomes} == {"cmd-1"}
+    other = Acting("s-3", INSTANCE.id, EVERYTHING_ON, ledger=ledger, label="idle", intent=spell + "-next")
+    Checkpoint(enforced=True, command="true", timeout=60).execute(aws, other)
+    assert aws.calls.count("commands.send") == 2  # a new spell checkpoints again
+
+
 # --- the runner ----------------------------------------------------------------------------------------------------
 
 

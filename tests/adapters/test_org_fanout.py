@@ -23,7 +23,7 @@ from governor.adapters.aws import Organization, client
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.organization import OrganizationAccounts, TargetQueue
 from governor.domain.memory import MemoryDeadLetters, MemorySink
-from governor.handlers import idle
+from governor.handlers import idle, network
 from governor.handlers._runtime import Runtime
 from governor.policy import parse_policy
 from governor_cli.demo.bootstrap import create_shared
@@ -161,6 +161,8 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
     monkeypatch.setattr(ec2_adapter, "WILDCARD_TYPE_FILTER", False)  # moto matches no wildcard filter values
     with mock_aws():
         client.cache_clear()
+        idle._aws.cache_clear()  # the hub target's adapters: an earlier test may have built them on another endpoint
+        network._aws.cache_clear()
         built = Org()
         monkeypatch.setenv("IDEMPOTENCY_TABLE", built.local.idempotency_table)
         client.configure(Organization("GovernorSpoke", HUB))

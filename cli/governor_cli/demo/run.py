@@ -403,7 +403,8 @@ class Simulation:
 
         os.environ.update(self.stack.environment("interactions", self.policy))
         default_runtime.cache_clear()
-        aws = replace(interactions._aws(self.trail.region), invoker=self.invoker)  # type: ignore[arg-type]
+        queued: Any = self.invoker  # the hand-over to the worker and the worker's own invocations: both queued
+        aws = replace(interactions._aws(self.trail.region), invoker=queued, handover=queued)
         with contextlib.redirect_stdout(self.log):
             result = interactions.handle(event, default_runtime(), aws, LambdaContext("interactions"))
         self.result.invocations["interactions"] += 1

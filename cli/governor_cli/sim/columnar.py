@@ -997,7 +997,8 @@ def _parse_block(text: bytes, positions: dict[str, int], scale: float) -> tuple[
     inst = _instances(buf, words, commas[:, 0] + 1, commas[:, 1] - commas[:, 0] - 1, positions)
     value = _values(buf, words, commas[:, 2] + 1, ends - commas[:, 2] - 1)
     value[code == LOADED.index(GPU_MEMORY_USED)] *= scale
-    return inst, minute, code, value
+    # 4-byte indexes: the rows of the whole file are held until the dense array is built (17 bytes a row, not 25)
+    return inst.astype(np.int32), minute.astype(np.int32), code, value
 
 
 def _words(text: bytes) -> Any:

@@ -333,6 +333,7 @@ class Window:
         self.lo = 0
         self.hi = 0
         self.data = np.empty((len(LOADED), len(samples.ids), 0))
+        self._chunks: dict[int, tuple[Any, Any, Any]] = {}  # chunk k: _stats of minutes k * STATS_CHUNK onwards
 
     def cover(self, lo: int, hi: int) -> None:
         """Hold at least minutes ``lo`` .. ``hi`` - 1 (time only moves forward): drop the minutes before ``lo``, keep
@@ -360,6 +361,30 @@ class Window:
 
     def view(self, lo: int, hi: int) -> Any:
         return self.data[:, :, lo - self.lo : hi - self.lo]
+
+    def stats(self, lo: int, hi: int) -> tuple[Any, Any, Any]:
+        """:func:`_stats` of ``view(lo, hi)``: whole chunks of :data:`STATS_CHUNK` minutes are reduced once and
+        kept (consecutive sweeps' windows overlap in all but one interval), the partial ends each time. Counts add
+        and maxima and minima merge exactly, so the result is the same as reducing the whole block."""
+        first, last = -(-lo // STATS_CHUNK), hi // STATS_CHUNK
+        if last <= first:
+            return _stats(self.view(lo, hi))
+        for k in [k for k in self._chunks if k < first - 2 * (last - first)]:
+            del self._chunks[k]  # behind every window still to come
+        parts = [_stats(self.view(lo, first * STATS_CHUNK))] if lo < first * STATS_CHUNK else []
+        for k in range(first, last):
+            if k not in self._chunks:
+                self._chunks[k] = _stats(self.view(k * STATS_CHUNK, (k + 1) * STATS_CHUNK))
+            parts.append(self._chunks[k])
+        if last * STATS_CHUNK < hi:
+            parts.append(_stats(self.view(last * STATS_CHUNK, hi)))
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = _merge(merged, part)
+        return merged
+
+
+STATS_CHUNK = 15  # minutes of window statistics reduced once and reused by the next sweeps
 
 
 def _column(epoch: float, base: int) -> int:
@@ -528,13 +553,13 @@ def _one_sweep(
     full_lo, end = _column(now - window_s, base), _column(now, base)
     if early_minutes < idle.window_minutes:
         early_lo = _column(now - early_minutes * 60, base)
-        early = _stats(window.view(early_lo, end))
+        early = window.stats(early_lo, end)
         busy_e, gap_e = checks_status(idle_checks(_by_signal(early), age, idle, early_minutes))
         early_idle = ~busy_e & ~gap_e
-        full = _merge(_stats(window.view(full_lo, early_lo)), early)
+        full = _merge(window.stats(full_lo, early_lo), early)
     else:
         early_idle = np.zeros(len(samples.ids), dtype=bool)
-        full = _stats(window.view(full_lo, end))
+        full = window.stats(full_lo, end)
     busy, gap = checks_status(idle_checks(_by_signal(full), age, idle, idle.window_minutes))
     full_idle = ~busy & ~gap
     running = state.fleet & ~state.stopped
@@ -1056,6 +1081,8 @@ def _minutes(words: Any, start: Any, length: Any) -> Any:
     ``YYYY-MM-`` (usually one a block), the day, hour, minute and second of every row side by side in its word."""
     import numpy as np
 
+    if not len(start):
+        return np.empty(0, dtype=np.int64)
     if (length != 20).any():
         raise Unsure("timestamp shape")
     checked = []

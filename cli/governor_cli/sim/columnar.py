@@ -947,20 +947,30 @@ def read_dense(path: Path, memory_unit: str) -> Dense:
     with path.open("rb") as handle:
         if handle.readline() != _HEADER:
             raise Unsure("header")
-        rest = b""
+        # One buffer for the whole file: a block is read in after the unfinished line the last one left, parsed
+        # where it lies (no copies), and the unfinished line moved to the front. 8 spare bytes for the last word.
+        buffer = bytearray(2 * _BLOCK_BYTES + 8)
+        held = 0
         while True:
-            chunk = handle.read(_BLOCK_BYTES)
-            text = rest + chunk
-            if not chunk:
-                if text:
+            got = handle.readinto(memoryview(buffer)[held : held + _BLOCK_BYTES])
+            if not got:
+                if held:
                     raise Unsure("no newline at the end")
                 break
-            end = text.rfind(b"\n") + 1
-            text, rest = text[:end], text[end:]
-            if text:
-                block = _parse_block(text, positions, scale)
-                blocks.append(block)
-                cells += len(block[0])
+            total = held + got
+            end = buffer.rfind(b"\n", 0, total) + 1
+            if not end:
+                if total >= _BLOCK_BYTES:
+                    raise Unsure("a line longer than a block")  # a plain line is a few dozen bytes
+                held = total
+                continue
+            block = _parse_block(buffer, end, positions, scale)
+            blocks.append(block)
+            cells += len(block[0])
+            held = total - end
+            if held >= _BLOCK_BYTES:
+                raise Unsure("a line longer than a block")
+            buffer[:held] = buffer[end:total]
     if not cells:
         raise Unsure("no samples")
     first = min(int(b[1].min()) for b in blocks if len(b[1]))
@@ -980,19 +990,22 @@ def read_dense(path: Path, memory_unit: str) -> Dense:
     return Dense(ids, data, first)
 
 
-def _parse_block(text: bytes, positions: dict[str, int], scale: float) -> tuple[Any, Any, Any, Any]:
-    """Whole lines of the file: (first-seen instance index, epoch minute, metric code, value) of the loaded rows."""
+def _parse_block(buffer: bytearray, size: int, positions: dict[str, int], scale: float) -> tuple[Any, Any, Any, Any]:
+    """The first ``size`` bytes of ``buffer``, whole lines of the file (``buffer`` holds at least 8 bytes more):
+    (first-seen instance index, epoch minute, metric code, value) of the loaded rows."""
     import numpy as np
 
-    if not text.isascii() or b'"' in text or b"\r" in text or b"\0" in text:
-        raise Unsure("quotes, carriage returns, NUL or non-ASCII bytes")
     if sys.byteorder != "little":
         raise Unsure("the word-wise decoding assumes a little-endian machine")
-    buf = np.frombuffer(text, dtype=np.uint8)
-    words = _words(text)
+    buf = np.frombuffer(buffer, dtype=np.uint8, count=size)
+    if size and buf.max() >= 0x80:
+        raise Unsure("non-ASCII bytes")
+    words = _words(buffer, size)
     # one pass finds both separators: every byte up to "," is a candidate, most are one
     candidates = np.flatnonzero(buf <= ord(","))
     kinds = buf[candidates]
+    if ((kinds == ord('"')) | (kinds == ord("\r")) | (kinds == 0)).any():
+        raise Unsure("quotes, carriage returns or NUL bytes")
     ends = candidates[kinds == ord("\n")]
     commas = candidates[kinds == ord(",")]
     if len(commas) != 3 * len(ends):
@@ -1026,13 +1039,13 @@ def _parse_block(text: bytes, positions: dict[str, int], scale: float) -> tuple[
     return inst.astype(np.int32), minute.astype(np.int32), code, value
 
 
-def _words(text: bytes) -> Any:
-    """The 8 bytes of ``text`` from every offset as one little-endian integer (NULs past the end): a field of up to
-    8 bytes is one gather and a few whole-word operations, not one gather per byte."""
+def _words(buffer: bytearray, size: int) -> Any:
+    """The 8 bytes of ``buffer`` from every offset up to ``size`` as one little-endian integer: a field of up to 8
+    bytes is one gather and a few whole-word operations, not one gather per byte. Bytes past ``size`` (the next
+    block's, or spare) only ever fall past a field's end, where every reader masks them or only looks up more."""
     import numpy as np
 
-    padded = text + bytes(8)
-    return np.ndarray(shape=(len(text) + 1,), dtype="<u8", buffer=padded, strides=(1,))
+    return np.ndarray(shape=(size + 1,), dtype="<u8", buffer=buffer, strides=(1,))
 
 
 def _pattern(shape: str) -> tuple[Any, Any, Any, Any]:

@@ -499,6 +499,22 @@ def test_gpu_instance_hours_on_the_real_records_matches_python(real_run: AuditRu
     assert {(r["creator"], r["instance_type"]): (r["instances"], r["instance_hours"]) for r in rows} == expected
 
 
+def test_gpu_instance_hours_counts_long_open_sessions_to_the_second(tmp_path: Path) -> None:
+    """Sessions still running at the range's end are counted in hundreds of hours, then hours, minutes, seconds."""
+    events = {
+        "2024/01/01": [run_instances("long-1", "2024-01-01T00:00:07Z", "p5.48xlarge", ["i-long"])],
+        "2024/03/10": [run_instances("mid-1", "2024-03-10T13:59:59Z", "g6.xlarge", ["i-mid"])],
+        "2024/05/02": [run_instances("short-1", "2024-05-02T23:30:00Z", "g5.xlarge", ["i-short"])],
+    }
+    write_awslogs(tmp_path, events)
+    start, end = when("2024-01-01T00:00:00Z"), when("2024-05-03T00:00:00Z")
+    rows = run_audit(tmp_path, ["gpu_instance_hours"], start, end).results["gpu_instance_hours"]["rows"]
+    got = {r["instance_type"]: r["instance_hours"] for r in rows}
+    assert got == {t: h for (_, t), (_, h) in expected_gpu_hours(read_records(tmp_path), start, end).items()}
+    assert got["p5.48xlarge"] == round((end - when("2024-01-01T00:00:07Z")).total_seconds() / 3600, 3) > 2900
+    assert got["g5.xlarge"] == 0.5
+
+
 def test_files_outside_the_range_are_not_opened(tmp_path: Path) -> None:
     events = synthetic_events()
     written = write_awslogs(tmp_path, events)

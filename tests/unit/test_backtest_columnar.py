@@ -179,6 +179,12 @@ def test_the_dense_reader_and_the_partitioned_one_decide_the_same(day: Path, tmp
         '2026-11-02T00:00:00Z,"i-a",gpu_utilization,1',  # quotes
         "2026-11-02T00:00:00Z,i-a,gpu_utilization ,1",  # a known metric behind a space
         "2026-02-30T00:00:00Z,i-a,gpu_utilization,1",  # no such day
+        "2026-11-02T24:00:00Z,i-a,gpu_utilization,1",  # no such hour
+        "2026-11-02T00:00:60Z,i-a,gpu_utilization,1",  # no such second
+        "2026-11-02 00:00:00Z,i-a,gpu_utilization,1",  # a space for the T
+        "2026-11-02T00:00:00Z,i-a,gpu_utilization,1.2.3",  # two points
+        "2026-11-02T00:00:00Z,i-a,gpu_utilization,-1",  # a sign
+        "2026-11-02T00:00:00Z,i-a,gpu_utilization,.",  # no digit
     ],
 )
 def test_the_dense_reader_leaves_anything_but_the_plain_shape_to_the_others(tmp_path: Path, row: str) -> None:
@@ -197,3 +203,19 @@ def test_the_dense_reader_reads_values_as_float_does(tmp_path: Path) -> None:
     dense = columnar.read_dense(path, "MiB")
     assert dense.data[1, 0].tolist() == [float(v) * 1.0 for v in values]
     assert dense.first == 1_793_577_600 // 60
+
+
+def test_the_dense_reader_reads_short_values_and_times_across_months_exactly(tmp_path: Path) -> None:
+    """Values of up to 8 characters and timestamps are decoded a word at a time: the same numbers as float() and
+    datetime, across a month and a leap day."""
+    values = ["0", "9", "007", "46.5", ".5", "5.", "0.000001", "12345678", "1234.567"]
+    times = ["2024-02-28T23:59:00Z", "2024-02-29T00:00:30Z", "2024-03-01T00:01:59Z", "2024-03-31T23:58:00Z"]
+    rows = [f"{times[n % len(times)]},i-{n},gpu_utilization,{v}" for n, v in enumerate(values)]
+    path = tmp_path / "words.csv"
+    path.write_text("timestamp,instance_id,metric,value\n" + "\n".join(rows) + "\n")
+    dense = columnar.read_dense(path, "MB")
+    epoch = [int(dt.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()) // 60 for t in times]
+    assert dense.first == min(epoch)
+    for n, value in enumerate(values):
+        column = epoch[n % len(times)] - dense.first
+        assert dense.data[0, dense.ids.index(f"i-{n}"), column] == float(value)

@@ -26,6 +26,7 @@ import datetime as dt
 import itertools
 import math
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -332,6 +333,7 @@ class Window:
         self.lo = 0
         self.hi = 0
         self.data = np.empty((len(LOADED), len(samples.ids), 0))
+        self._chunks: dict[int, tuple[Any, Any, Any]] = {}  # chunk k: _stats of minutes k * STATS_CHUNK onwards
 
     def cover(self, lo: int, hi: int) -> None:
         """Hold at least minutes ``lo`` .. ``hi`` - 1 (time only moves forward): drop the minutes before ``lo``, keep
@@ -359,6 +361,30 @@ class Window:
 
     def view(self, lo: int, hi: int) -> Any:
         return self.data[:, :, lo - self.lo : hi - self.lo]
+
+    def stats(self, lo: int, hi: int) -> tuple[Any, Any, Any]:
+        """:func:`_stats` of ``view(lo, hi)``: whole chunks of :data:`STATS_CHUNK` minutes are reduced once and
+        kept (consecutive sweeps' windows overlap in all but one interval), the partial ends each time. Counts add
+        and maxima and minima merge exactly, so the result is the same as reducing the whole block."""
+        first, last = -(-lo // STATS_CHUNK), hi // STATS_CHUNK
+        if last <= first:
+            return _stats(self.view(lo, hi))
+        for k in [k for k in self._chunks if k < first - 2 * (last - first)]:
+            del self._chunks[k]  # behind every window still to come
+        parts = [_stats(self.view(lo, first * STATS_CHUNK))] if lo < first * STATS_CHUNK else []
+        for k in range(first, last):
+            if k not in self._chunks:
+                self._chunks[k] = _stats(self.view(k * STATS_CHUNK, (k + 1) * STATS_CHUNK))
+            parts.append(self._chunks[k])
+        if last * STATS_CHUNK < hi:
+            parts.append(_stats(self.view(last * STATS_CHUNK, hi)))
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = _merge(merged, part)
+        return merged
+
+
+STATS_CHUNK = 15  # minutes of window statistics reduced once and reused by the next sweeps
 
 
 def _column(epoch: float, base: int) -> int:
@@ -527,13 +553,13 @@ def _one_sweep(
     full_lo, end = _column(now - window_s, base), _column(now, base)
     if early_minutes < idle.window_minutes:
         early_lo = _column(now - early_minutes * 60, base)
-        early = _stats(window.view(early_lo, end))
+        early = window.stats(early_lo, end)
         busy_e, gap_e = checks_status(idle_checks(_by_signal(early), age, idle, early_minutes))
         early_idle = ~busy_e & ~gap_e
-        full = _merge(_stats(window.view(full_lo, early_lo)), early)
+        full = _merge(window.stats(full_lo, early_lo), early)
     else:
         early_idle = np.zeros(len(samples.ids), dtype=bool)
-        full = _stats(window.view(full_lo, end))
+        full = window.stats(full_lo, end)
     busy, gap = checks_status(idle_checks(_by_signal(full), age, idle, idle.window_minutes))
     full_idle = ~busy & ~gap
     running = state.fleet & ~state.stopped
@@ -921,20 +947,30 @@ def read_dense(path: Path, memory_unit: str) -> Dense:
     with path.open("rb") as handle:
         if handle.readline() != _HEADER:
             raise Unsure("header")
-        rest = b""
+        # One buffer for the whole file: a block is read in after the unfinished line the last one left, parsed
+        # where it lies (no copies), and the unfinished line moved to the front. 8 spare bytes for the last word.
+        buffer = bytearray(2 * _BLOCK_BYTES + 8)
+        held = 0
         while True:
-            chunk = handle.read(_BLOCK_BYTES)
-            text = rest + chunk
-            if not chunk:
-                if text:
+            got = handle.readinto(memoryview(buffer)[held : held + _BLOCK_BYTES])
+            if not got:
+                if held:
                     raise Unsure("no newline at the end")
                 break
-            end = text.rfind(b"\n") + 1
-            text, rest = text[:end], text[end:]
-            if text:
-                block = _parse_block(text, positions, scale)
-                blocks.append(block)
-                cells += len(block[0])
+            total = held + got
+            end = buffer.rfind(b"\n", 0, total) + 1
+            if not end:
+                if total >= _BLOCK_BYTES:
+                    raise Unsure("a line longer than a block")  # a plain line is a few dozen bytes
+                held = total
+                continue
+            block = _parse_block(buffer, end, positions, scale)
+            blocks.append(block)
+            cells += len(block[0])
+            held = total - end
+            if held >= _BLOCK_BYTES:
+                raise Unsure("a line longer than a block")
+            buffer[:held] = buffer[end:total]
     if not cells:
         raise Unsure("no samples")
     first = min(int(b[1].min()) for b in blocks if len(b[1]))
@@ -954,16 +990,22 @@ def read_dense(path: Path, memory_unit: str) -> Dense:
     return Dense(ids, data, first)
 
 
-def _parse_block(text: bytes, positions: dict[str, int], scale: float) -> tuple[Any, Any, Any, Any]:
-    """Whole lines of the file: (first-seen instance index, epoch minute, metric code, value) of the loaded rows."""
+def _parse_block(buffer: bytearray, size: int, positions: dict[str, int], scale: float) -> tuple[Any, Any, Any, Any]:
+    """The first ``size`` bytes of ``buffer``, whole lines of the file (``buffer`` holds at least 8 bytes more):
+    (first-seen instance index, epoch minute, metric code, value) of the loaded rows."""
     import numpy as np
 
-    if not text.isascii() or b'"' in text or b"\r" in text or b"\0" in text:
-        raise Unsure("quotes, carriage returns, NUL or non-ASCII bytes")
-    buf = np.frombuffer(text, dtype=np.uint8)
+    if sys.byteorder != "little":
+        raise Unsure("the word-wise decoding assumes a little-endian machine")
+    buf = np.frombuffer(buffer, dtype=np.uint8, count=size)
+    if size and buf.max() >= 0x80:
+        raise Unsure("non-ASCII bytes")
+    words = _words(buffer, size)
     # one pass finds both separators: every byte up to "," is a candidate, most are one
     candidates = np.flatnonzero(buf <= ord(","))
     kinds = buf[candidates]
+    if ((kinds == ord('"')) | (kinds == ord("\r")) | (kinds == 0)).any():
+        raise Unsure("quotes, carriage returns or NUL bytes")
     ends = candidates[kinds == ord("\n")]
     commas = candidates[kinds == ord(",")]
     if len(commas) != 3 * len(ends):
@@ -976,7 +1018,7 @@ def _parse_block(text: bytes, positions: dict[str, int], scale: float) -> tuple[
     starts[1:] = ends[:-1] + 1
     # Metric: one of the loaded names exactly; other names are skipped (as the reader does) unless spaces hide one.
     # Rows of one metric usually follow each other: names are decoded only where the bytes change.
-    heads, change = _runs(buf, commas[:, 1] + 1, commas[:, 2] - commas[:, 1] - 1, _ID_WIDTH)
+    heads, change = _runs(buf, words, commas[:, 1] + 1, commas[:, 2] - commas[:, 1] - 1, _ID_WIDTH)
     codes = np.empty(len(heads), dtype=np.int8)
     for k, name in enumerate(heads):
         codes[k] = LOADED.index(name) if name in LOADED else -1
@@ -989,51 +1031,99 @@ def _parse_block(text: bytes, positions: dict[str, int], scale: float) -> tuple[
     if (code < 0).any():
         rows = np.nonzero(code >= 0)[0]
         starts, commas, ends, code = starts[rows], commas[rows], ends[rows], code[rows]
-    minute = _minutes(buf, starts, commas[:, 0] - starts)
-    inst = _instances(buf, commas[:, 0] + 1, commas[:, 1] - commas[:, 0] - 1, positions)
-    value = _values(buf, commas[:, 2] + 1, ends - commas[:, 2] - 1)
+    minute = _minutes(words, starts, commas[:, 0] - starts)
+    inst = _instances(buf, words, commas[:, 0] + 1, commas[:, 1] - commas[:, 0] - 1, positions)
+    value = _values(buf, words, commas[:, 2] + 1, ends - commas[:, 2] - 1)
     value[code == LOADED.index(GPU_MEMORY_USED)] *= scale
-    return inst, minute, code, value
+    # 4-byte indexes: the rows of the whole file are held until the dense array is built (17 bytes a row, not 25)
+    return inst.astype(np.int32), minute.astype(np.int32), code, value
 
 
-def _minutes(buf: Any, start: Any, length: Any) -> Any:
-    """Epoch minutes of ``YYYY-MM-DDTHH:MM:SSZ`` timestamps from 1970 to 2199 (the reader's supported range)."""
+def _words(buffer: bytearray, size: int) -> Any:
+    """The 8 bytes of ``buffer`` from every offset up to ``size`` as one little-endian integer: a field of up to 8
+    bytes is one gather and a few whole-word operations, not one gather per byte. Bytes past ``size`` (the next
+    block's, or spare) only ever fall past a field's end, where every reader masks them or only looks up more."""
     import numpy as np
 
-    if (length != 20).any():
-        raise Unsure("timestamp shape")
-    ok = np.ones(len(start), dtype=bool)
-    for k, char in ((4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "Z")):
-        ok &= buf[start + k] == ord(char)
+    return np.ndarray(shape=(size + 1,), dtype="<u8", buffer=buffer, strides=(1,))
 
-    def number(*at: int) -> Any:
-        found = np.zeros(len(start), dtype=np.int64)
-        for k in at:
-            d = buf[start + k].astype(np.int64) - ord("0")
-            ok[(d < 0) | (d > 9)] = False
-            found = found * 10 + d
-        return found
 
-    year, month, day = number(0, 1, 2, 3), number(5, 6), number(8, 9)
-    hour, minute, second = number(11, 12), number(14, 15), number(17, 18)
-    if not ok.all():
-        raise Unsure("timestamp shape")
-    if ((year < 1970) | (year > 2199) | (month < 1) | (month > 12) | (hour > 23) | (minute > 59) | (second > 59)).any():
-        raise Unsure("timestamp out of range")
-    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
-    longest = np.array(_DAYS_IN_MONTH)[month] + (leap & (month == 2))
-    if ((day < 1) | (day > longest)).any():
-        raise Unsure("timestamp out of range")
-    # days from 1970-01-01 (the proleptic Gregorian days-from-civil)
+def _pattern(shape: str) -> tuple[Any, Any, Any, Any]:
+    """Masks that check 8 bytes against ``shape`` ("d" a digit, "?" any byte, else that character) in a few word
+    operations: after ``y = word ^ xor`` a digit byte is its value and a fixed character 0; ``y & high`` is 0 only if
+    digit bytes are below 16 and fixed ones match, and ``(y + six) & sixteen`` is 0 only if digit bytes are below 10
+    (no byte carries into the next once the first test holds)."""
+    import numpy as np
+
+    xor = high = six = sixteen = 0
+    for j, char in enumerate(shape):
+        if char == "d":
+            xor, high, six, sixteen = xor | 0x30 << 8 * j, high | 0xF0 << 8 * j, six | 6 << 8 * j, sixteen | 16 << 8 * j
+        elif char != "?":
+            xor, high = xor | ord(char) << 8 * j, high | 0xFF << 8 * j
+    return np.uint64(xor), np.uint64(high), np.uint64(six), np.uint64(sixteen)
+
+
+_STAMP = (_pattern("dddd-dd-"), _pattern("ddTdd:dd"), _pattern("????:ddZ"))  # bytes 0-7, 8-15 and 12-19
+_BYTE = 0xFF
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 of a proleptic Gregorian date."""
     y = year - (month <= 2)
     era = y // 400
     yoe = y - era * 400
     doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
-    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
-    return days * 1440 + hour * 60 + minute
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
 
 
-def _runs(buf: Any, start: Any, length: Any, longest: int) -> tuple[list[str], Any]:
+def _month(word: int) -> tuple[int, int]:
+    """(days from 1970-01-01 of the month's first day, days in the month) of a checked ``YYYY-MM-`` word."""
+    digit = [(word >> 8 * j) & _BYTE for j in range(8)]
+    year, month = digit[0] * 1000 + digit[1] * 100 + digit[2] * 10 + digit[3], digit[5] * 10 + digit[6]
+    if not (1970 <= year <= 2199 and 1 <= month <= 12):
+        raise Unsure("timestamp out of range")
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return _days_from_civil(year, month, 1), _DAYS_IN_MONTH[month] + (leap and month == 2)
+
+
+def _minutes(words: Any, start: Any, length: Any) -> Any:
+    """Epoch minutes of ``YYYY-MM-DDTHH:MM:SSZ`` timestamps from 1970 to 2199 (the reader's supported range).
+
+    Each timestamp is three words checked against its shape; the year and month are decoded once per distinct
+    ``YYYY-MM-`` (usually one a block), the day, hour, minute and second of every row side by side in its word."""
+    import numpy as np
+
+    if not len(start):
+        return np.empty(0, dtype=np.int64)
+    if (length != 20).any():
+        raise Unsure("timestamp shape")
+    checked = []
+    for offset, (xor, high, six, sixteen) in zip((0, 8, 12), _STAMP, strict=True):
+        y = words[start + offset] ^ xor
+        if (((y & high) | ((y + six) & sixteen)) != 0).any():
+            raise Unsure("timestamp shape")
+        checked.append(y)
+    months, rest, seconds = checked
+    if (months == months[0]).all():
+        first, longest = _month(int(months[0]))
+    else:
+        distinct, which = np.unique(months, return_inverse=True)
+        table = np.array([_month(int(word)) for word in distinct.tolist()], dtype=np.int64)
+        first, longest = table[which, 0], table[which, 1]
+    # two digits d1 d2 at bytes j, j + 1 (each below 10, so nothing carries): byte j of word * 10 + (word >> 8)
+    pairs = rest * np.uint64(10) + (rest >> np.uint64(8))
+    day = (pairs & np.uint64(_BYTE)).astype(np.int64)
+    hour = ((pairs >> np.uint64(24)) & np.uint64(_BYTE)).astype(np.int64)
+    minute = ((pairs >> np.uint64(48)) & np.uint64(_BYTE)).astype(np.int64)
+    seconds &= np.uint64(0xFFFFFFFF00000000)  # bytes 16-19; 12-15 are checked in ``rest``
+    second = ((seconds * np.uint64(10) + (seconds >> np.uint64(8))) >> np.uint64(40)) & np.uint64(_BYTE)
+    if ((day < 1) | (day > longest) | (hour > 23) | (minute > 59)).any() or (second > 59).any():
+        raise Unsure("timestamp out of range")
+    return (first + day - 1) * 1440 + hour * 60 + minute
+
+
+def _runs(buf: Any, words: Any, start: Any, length: Any, longest: int) -> tuple[list[str], Any]:
     """The text of a field where it differs from the row before (``change``), and ``change`` itself."""
     import numpy as np
 
@@ -1044,10 +1134,9 @@ def _runs(buf: Any, start: Any, length: Any, longest: int) -> tuple[list[str], A
         raise Unsure("field too long")
     change = np.ones(len(start), dtype=bool)
     change[1:] = length[1:] != length[:-1]
-    last = len(buf) - 1
-    for k in range(width):
+    for k in range(0, width, 8):
         # bytes past a field's end are the next field's: a difference there only adds a lookup, never hides one
-        column = buf[np.minimum(start + k, last)]
+        column = words[start + k]
         change[1:] |= column[1:] != column[:-1]
     heads = [
         bytes(buf[a : a + n]).decode() for a, n in zip(start[change].tolist(), length[change].tolist(), strict=True)
@@ -1055,7 +1144,7 @@ def _runs(buf: Any, start: Any, length: Any, longest: int) -> tuple[list[str], A
     return heads, change
 
 
-def _instances(buf: Any, start: Any, length: Any, positions: dict[str, int]) -> Any:
+def _instances(buf: Any, words: Any, start: Any, length: Any, positions: dict[str, int]) -> Any:
     """First-seen index of each row's instance id (new ids are added to ``positions``)."""
     import numpy as np
 
@@ -1063,7 +1152,7 @@ def _instances(buf: Any, start: Any, length: Any, positions: dict[str, int]) -> 
         return np.empty(0, dtype=np.int64)
     if length.min() < 1:
         raise Unsure("instance id length")
-    heads, change = _runs(buf, start, length, _ID_WIDTH)
+    heads, change = _runs(buf, words, start, length, _ID_WIDTH)
     found = np.empty(len(heads), dtype=np.int64)
     for k, name in enumerate(heads):
         if not name.isprintable() or " " in name:  # a row equal to the one before is as printable
@@ -1072,7 +1161,48 @@ def _instances(buf: Any, start: Any, length: Any, positions: dict[str, int]) -> 
     return found[np.cumsum(change) - 1]
 
 
-def _values(buf: Any, start: Any, length: Any) -> Any:
+_WORD_MASKS = tuple((1 << 8 * k) - 1 for k in range(9))  # the first k bytes of a word
+_HIGH_BITS = 0x8080808080808080
+
+
+def _word_values(word: Any, length: Any) -> Any:
+    """:func:`_values` of values of at most 8 bytes, one word each (bytes past ``length`` ignored).
+
+    After ``^ 0x30`` a digit byte is its value (0-9) and the point 0x1E; anything else is refused. The point is read as
+    a 0 digit, and the digits' integer is taken back from that: ``(v - low) / 10 + low`` with ``low`` the digits after
+    the point. The 8-digit conversion is the usual SWAR one (digits right-aligned, leading zeros in front)."""
+    import numpy as np
+
+    u = np.uint64
+    mask = np.array(_WORD_MASKS, dtype=np.uint64)[length]
+    y = (word & mask) ^ (u(0x3030303030303030) & mask)
+    inside = mask & u(_HIGH_BITS)  # bit 7 of every byte of the value
+    digit = ~(y + u(0x7676767676767676)) & inside  # byte <= 9 (checked below to be <= 0x1F: nothing carries)
+    other = inside & ~digit  # one bit per byte that is not a digit: it may only be the point, once
+    spread = (other >> u(7)) * u(0xFF)
+    if (
+        ((y & u(0xE0E0E0E0E0E0E0E0)) != 0).any()
+        or (((y ^ (u(0x1E1E1E1E1E1E1E1E) & spread)) & spread) != 0).any()
+        or ((other & (other - u(1))) != 0).any()
+        or (digit == 0).any()
+    ):
+        raise Unsure("a value the fast reader does not vouch for")
+    y &= ~spread  # the point as a 0 digit
+    v = y << ((u(8) - length.astype(np.uint64)) * u(8))  # right-aligned: byte 0 holds the leading digit
+    v = (v * u(2561)) >> u(8)
+    v = ((v & u(0x00FF00FF00FF00FF)) * u(6553601)) >> u(16)
+    v = ((v & u(0x0000FFFF0000FFFF)) * u(42949672960001)) >> u(32)
+    has_point = other != 0
+    point = (np.bitwise_count(other - u(1)).astype(np.int64) - 7) // 8  # bit 8p + 7 set: 8p + 7 bits below it
+    decimals = np.where(has_point, length - 1 - point, 0)
+    powers = np.array(_POWERS)
+    scale = np.array([10**k for k in range(9)], dtype=np.uint64)[decimals]
+    low = v % scale
+    number = np.where(has_point, (v - low) // u(10) + low, v)
+    return number.astype(np.float64) / powers[decimals]
+
+
+def _values(buf: Any, words: Any, start: Any, length: Any) -> Any:
     """``float()`` of values made of digits and at most one point: the digits' integer over 10 ** decimals."""
     import numpy as np
 
@@ -1081,6 +1211,8 @@ def _values(buf: Any, start: Any, length: Any) -> Any:
     width = int(length.max())
     if length.min() < 1 or width > _VALUE_WIDTH:
         raise Unsure("value length")
+    if width <= 8:  # the usual case: each value is one word, checked and decoded with whole-word operations
+        return _word_values(words[start], length)
     number = np.zeros(len(start), dtype=np.int64)
     digits = np.zeros(len(start), dtype=np.int64)
     point = np.full(len(start), -1, dtype=np.int64)  # the point's position, -1 without one

@@ -17,6 +17,7 @@ from governor.handlers._runtime import Runtime
 from governor.handlers.keys import MAX_ACTIONS_PER_RUN, KeyAdapters, handle
 from governor.policy import parse_policy
 from tests.conftest import ROOT
+from tests.unit.sinks import RefusesFirstBatch
 from tests.unit.test_keys_domain import REPORT
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -367,23 +368,9 @@ def test_one_run_never_makes_more_than_the_action_budget() -> None:
     assert sum(f.rule == "keys.action_budget" for f in w.sink.findings) == 1
 
 
-class _RefusesOnce(MemorySink):
-    """PutEvents answers FailedEntryCount for the first batch (botocore does not retry a 200)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.refused = 0
-
-    def publish(self, findings: list[Any]) -> None:
-        if not self.refused:
-            self.refused += 1
-            raise PublishError("1 findings rejected by EventBridge: ['InternalFailure']")
-        super().publish(findings)
-
-
 def test_a_retry_that_finds_the_key_fixed_still_publishes_the_finding_of_the_first_attempt() -> None:
     w = world(enforce=True)
-    w.runtime.sink = _RefusesOnce()
+    w.runtime.sink = RefusesFirstBatch(PublishError("1 findings rejected by EventBridge: ['InternalFailure']"))
     key_id = "1234abcd-12ab-34cd-56ef-1234567890ab"
     w.kms.keys = {
         key_id: kms_key(key_id, arn=f"arn:aws:kms:us-west-2:111122223333:key/{key_id}", rotation_enabled=False)

@@ -18,6 +18,7 @@ from governor.handlers._runtime import Runtime
 from governor.handlers.spot import SpotPorts, handle
 from governor.policy import parse_policy
 from tests.conftest import ROOT
+from tests.unit.sinks import RefusesFirstBatch
 
 FIXTURES = ROOT / "tests" / "fixtures" / "spot"
 INSTANCE_ID = "i-1234567890abcdef0"
@@ -286,23 +287,9 @@ def test_rebalance_checkpoints_early_or_only_records() -> None:
     assert quiet.commands.sent == [] and len(quiet.ledger.decisions) == 1 and quiet.sink.findings
 
 
-class FlakySink(MemorySink):
-    """The findings bus refuses the first batch, as a throttled PutEvents does after botocore's retries."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.refused = 0
-
-    def publish(self, findings: list[Any]) -> None:
-        if not self.refused:
-            self.refused += 1
-            raise RuntimeError("PutEvents throttled")
-        super().publish(findings)
-
-
 def test_a_retry_after_a_failed_publish_neither_resends_the_checkpoint_nor_relaunches() -> None:
     world = World(gpu(), enforce=True, replacement="spot")
-    world.runtime.sink = world.sink = FlakySink()
+    world.runtime.sink = world.sink = RefusesFirstBatch(RuntimeError("PutEvents throttled"))
     warning = fixture("interruption-warning.json")
     with pytest.raises(RuntimeError, match="PutEvents throttled"):  # fails the invocation, so Lambda retries it
         world.run(warning)
@@ -314,7 +301,7 @@ def test_a_retry_after_a_failed_publish_neither_resends_the_checkpoint_nor_relau
 
 def test_a_retried_rebalance_sends_its_early_checkpoint_once() -> None:
     world = World(gpu(), enforce=True)
-    world.runtime.sink = world.sink = FlakySink()
+    world.runtime.sink = world.sink = RefusesFirstBatch(RuntimeError("PutEvents throttled"))
     rebalance = fixture("rebalance-recommendation.json")
     with pytest.raises(RuntimeError):
         world.run(rebalance)

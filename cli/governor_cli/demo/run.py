@@ -129,13 +129,13 @@ class Site:
         return self._clients[service]
 
 
-def setup_session(account: str, region: str) -> Any:
+def setup_session(account: str, region: str, role: str = SETUP_ROLE) -> Any:
     """A session in a member account, as an administrator has through the organisation's access role (moto maps
     assumed-role credentials to the role's account)."""
     import boto3
 
     answer = boto3.client("sts", region_name=HUB_REGION).assume_role(
-        RoleArn=f"arn:aws:iam::{account}:role/{SETUP_ROLE}", RoleSessionName="demo-setup"
+        RoleArn=f"arn:aws:iam::{account}:role/{role}", RoleSessionName="demo-setup"
     )
     credentials = answer["Credentials"]
     return boto3.session.Session(

@@ -72,7 +72,7 @@ def import_cpu(runs: int) -> dict[str, float]:
     jobs: list[tuple[str, str, str]] = [("start", PY, "pass"), ("baseline", PY, BASELINE), ("clients", PY, CLIENTS)]
     if C7N_PYTHON.exists():
         jobs += [("c7n start", str(C7N_PYTHON), "pass"), ("custodian", str(C7N_PYTHON), CUSTODIAN)]
-    jobs += [(name, PY, f"import governor.handlers.{name}") for name in handlers()]
+    jobs += [(name, PY, f"import governor.{name}.handler") for name in handlers()]
     samples: dict[str, list[float]] = {label: [] for label, _, _ in jobs}
     for _ in range(runs):
         for label, python, code in jobs:
@@ -184,7 +184,7 @@ def _child_invoke(function: str, event_file: str) -> None:
     started = time.perf_counter()
     import importlib
 
-    module = importlib.import_module(f"governor.handlers.{function}")
+    module = importlib.import_module(f"governor.{function}.handler")
     imported = time.perf_counter()
     import_cpu_ms = time.process_time() * 1000
     import botocore.handlers
@@ -366,7 +366,7 @@ def measure(runs: int, build_layer: bool, command: str) -> list[Figure]:
             versus += f", {value / custodian:.2f}x Custodian (target <= {CUSTODIAN_TARGET}x, {met})"
         rows.append(
             Figure(
-                section, f"import governor.handlers.{name} (CPU, median of {runs})", f"{value:.0f} ms", command, versus
+                section, f"import governor.{name}.handler (CPU, median of {runs})", f"{value:.0f} ms", command, versus
             )
         )
     for function, r in first_invocations(runs).items():

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from governor.domain.idle import GPU_UTILIZATION, naive_stop, replay
+from governor.idle.domain import GPU_UTILIZATION, naive_stop, replay
 from governor.policy import Policy, parse_policy
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 

@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m bench.idle_sweep [--sizes 100 1000 10000] [--moto]``
 
-The real handler (``governor.handlers.idle.run_sweep``) and the real adapters run in-process against in-memory
+The real handler (``governor.idle.handler.run_sweep``) and the real adapters run in-process against in-memory
 EC2 and CloudWatch clients that enforce the AWS limits the adapters must respect: DescribeInstances pages of at most
 1,000 instances, GetMetricData at most 500 queries and 100,800 datapoints per call with ``NextToken`` beyond that.
 Metrics come from the synthetic workload generator. Two sweeps run, enforcing, 30 minutes apart: the first warns
@@ -22,16 +22,16 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
-from governor.adapters.cloudwatch import MAX_DATAPOINTS, MAX_QUERIES, CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
-from governor.domain.idle import GPU_MEMORY_USED, GPU_UTILIZATION, required_signals
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.events.envelopes import GovernorEvent
-from governor.handlers._runtime import Runtime
-from governor.handlers.idle import IdleAws, run_sweep
+from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, required_signals
+from governor.idle.handler import IdleAws, run_sweep
+from governor.idle.metrics import MAX_DATAPOINTS, MAX_QUERIES, CloudWatchMetrics
 from governor.observability import logger
 from governor.policy import Policy, parse_policy
+from governor.runtime import Runtime
 from governor_cli.sim.workload import Workload, generate
 
 AGENT_METRICS = {"nvidia_smi_utilization_gpu": GPU_UTILIZATION, "nvidia_smi_memory_used": GPU_MEMORY_USED}

@@ -5,7 +5,7 @@ For each fleet size a fresh local emulator (``moto.server.ThreadedMotoServer(por
 ``nvidia_smi_utilization_gpu`` and ``nvidia_smi_memory_used`` (CWAgent, dimension InstanceId) from the workload
 generator. Then, against the same emulator, alternately:
 
-* the governor: ``governor.handlers.idle.run_sweep`` (report-only default policy, launch grace 0) with the real
+* the governor: ``governor.idle.handler.run_sweep`` (report-only default policy, launch grace 0) with the real
   adapters (``Ec2Reader(wildcard_type_filter=False)``, ``CloudWatchMetrics``) on clients with the governor's retry
   settings but a 600 s read timeout (moto's GetMetricData walks the stored datapoints once per query and per
   period, which can pass the production 15 s), API calls counted by wrapping botocore's ``_make_api_call``; ledger and findings in memory (they are not EC2 or CloudWatch calls);
@@ -267,14 +267,14 @@ def _client(service: str) -> Any:
 
 def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[str, int]]:
     """One first sweep (empty ledger), as the scheduled Lambda would run it: calls, idle verdicts, seconds, outcomes."""
-    from governor.adapters.cloudwatch import CloudWatchMetrics
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
     from governor.events.envelopes import GovernorEvent
-    from governor.handlers._runtime import Runtime
-    from governor.handlers.idle import IdleAws, run_sweep
+    from governor.idle.handler import IdleAws, run_sweep
+    from governor.idle.metrics import CloudWatchMetrics
     from governor.policy import parse_policy
+    from governor.runtime import Runtime
 
     policy = parse_policy({"idle": {"launch_grace_minutes": 0}})
     runtime = Runtime(policy, MemoryLedger(), MemorySink(), MemoryDeadLetters(), region=REGION)

@@ -1,7 +1,7 @@
 """How long from a KMS CloudTrail event to rotation being on again, through the real handler and adapters.
 
 Each of N customer keys has rotation switched off; its DisableKeyRotation event (the AWS documentation's record
-shape) goes through ``governor.handlers.keys.handle`` with enforcement on, against the local emulator
+shape) goes through ``governor.keys.handler.handle`` with enforcement on, against the local emulator
 (``ThreadedMotoServer(port=0)``): parse, DescribeKey + GetKeyRotationStatus, ListResourceTags, ledger PutItem
 (DynamoDB), EnableKeyRotation, action record, PutEvents. Prints p50/p99/max and API calls per event.
 
@@ -80,15 +80,15 @@ def run(count: int) -> None:
     import boto3
 
     from governor.adapters.bus import EventBusSink
-    from governor.adapters.iam_keys import IamAccessKeys
-    from governor.adapters.kms import KmsKeys
     from governor.adapters.ledger import DynamoLedger
-    from governor.adapters.secrets import SecretsRotation
     from governor.domain.memory import MemoryDeadLetters
-    from governor.handlers._runtime import Runtime
-    from governor.handlers.keys import KeyAdapters, handle
+    from governor.keys.handler import KeyAdapters, handle
+    from governor.keys.iam_keys import IamAccessKeys
+    from governor.keys.kms import KmsKeys
+    from governor.keys.secrets import SecretsRotation
     from governor.observability import metrics
     from governor.policy import parse_policy
+    from governor.runtime import Runtime
     from governor_cli.demo.bootstrap import create_ledger_table
 
     create_ledger_table("ledger", REGION)

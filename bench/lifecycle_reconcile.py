@@ -1,6 +1,6 @@
 """The lifecycle reconciliation sweep and the report's cost queries, at fleet scale.
 
-1. Reconciliation through ``governor.handlers.lifecycle.handle`` on moto: N running GPU instances (plus non-GPU
+1. Reconciliation through ``governor.lifecycle.handler.handle`` on moto: N running GPU instances (plus non-GPU
    noise), of which a third already have open sessions, a third were never seen starting, and M further open
    sessions belong to instances that are gone. Prints wall time and AWS API calls per operation.
 2. ``gpu_hours_and_cost`` (by team, owner, type), ``idle_hours`` and ``savings`` over S synthetic sessions and
@@ -29,12 +29,12 @@ def reconcile_figures(instances: int, vanished: int) -> None:
     from governor.adapters.aws import client
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ledger import DynamoLedger
-    from governor.domain import lifecycle
     from governor.domain.costs import PriceBook
     from governor.domain.memory import MemoryDeadLetters, MemorySink
-    from governor.handlers._runtime import Runtime
-    from governor.handlers.lifecycle import Capabilities, handle
+    from governor.lifecycle import domain as lifecycle
+    from governor.lifecycle.handler import Capabilities, handle
     from governor.policy import parse_policy
+    from governor.runtime import Runtime
     from governor_cli.demo.bootstrap import create_shared
 
     with mock_aws():

@@ -2,7 +2,7 @@
 
 Each event opens one TCP port to 0.0.0.0/0 on one of a few security groups on the local emulator
 (``ThreadedMotoServer(port=0)``); its CloudTrail event (nested shape, rule id in ``responseElements``) goes through
-``governor.handlers.network.handle`` with enforcement on: parse, DescribeSecurityGroups + DescribeSecurityGroupRules
+``governor.network.handler.handle`` with enforcement on: parse, DescribeSecurityGroups + DescribeSecurityGroupRules
 (re-read), ledger PutItem (DynamoDB), RevokeSecurityGroupIngress by rule id, ledger PutItem with what was done,
 PutEvents. The timer starts when the handler gets the event and stops when it returns (the rule is revoked by then).
 Prints p50/p99/max and API calls per event, and checks every opened rule is gone.
@@ -117,15 +117,15 @@ def run(count: int, group_count: int) -> None:
     from governor.adapters.bus import EventBusSink
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.ledger import DynamoLedger
-    from governor.adapters.network_addresses import PublicAddresses
-    from governor.adapters.security_groups import SecurityGroups
     from governor.domain.memory import MemoryDeadLetters
-    from governor.domain.network import decide_call, parse_call
     from governor.events.envelopes import CloudTrailRecord
-    from governor.handlers._runtime import Runtime
-    from governor.handlers.network import NetworkAws, handle
+    from governor.network.addresses import PublicAddresses
+    from governor.network.domain import decide_call, parse_call
+    from governor.network.handler import NetworkAws, handle
+    from governor.network.security_groups import SecurityGroups
     from governor.observability import logger, metrics
     from governor.policy import parse_policy
+    from governor.runtime import Runtime
     from governor_cli.demo.bootstrap import create_ledger_table
 
     logger.setLevel(logging.WARNING)

@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python -m bench.org_sweep [--accounts 200] [--regions 4] [--instances 40000] [--concurrency 10]
 [--latency-ms 0]``
 
-The real planner and consumer (``governor.fanout``), the real idle handler (``governor.handlers.idle.handle``: parse,
+The real planner and consumer (``governor.fanout``), the real idle handler (``governor.idle.handler.handle``: parse,
 run_sweep, ledger, outbox) and the real adapters (``Ec2Reader``, ``CloudWatchMetrics``, ``DynamoLedger``,
 ``EventBusSink``) run in-process against in-memory EC2, CloudWatch, DynamoDB, EventBridge and SQS clients that
 count every call and enforce the limits the adapters must respect (DescribeInstances pages of at most 1,000,
@@ -30,16 +30,16 @@ from typing import Any
 
 from governor import fanout
 from governor.adapters.bus import EventBusSink
-from governor.adapters.cloudwatch import MAX_DATAPOINTS, MAX_QUERIES, CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
-from governor.domain.idle import required_signals
 from governor.domain.memory import MemoryDeadLetters
-from governor.handlers import idle
-from governor.handlers._runtime import Runtime
+from governor.idle import handler as idle
+from governor.idle.domain import required_signals
+from governor.idle.metrics import MAX_DATAPOINTS, MAX_QUERIES, CloudWatchMetrics
 from governor.observability import logger
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 
 HUB = "100000000000"
 REGION_NAMES = ("us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1", "eu-central-1", "us-east-2")

@@ -15,9 +15,9 @@ import tracemalloc
 from typing import Any
 
 from bench.common import median
-from governor.adapters.chart import render_fleet_png
-from governor.domain.report import build_report, csv_files, render_html, slack_messages
 from governor.policy import Policy
+from governor.report.chart_image import render_fleet_png
+from governor.report.domain import build_report, csv_files, render_html, slack_messages
 
 DAY = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
 

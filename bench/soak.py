@@ -135,8 +135,8 @@ def function_timeouts() -> dict[str, float]:
     for resource in template["Resources"].values():
         props = resource.get("Properties", {})
         handler = props.get("Handler", "")
-        if resource["Type"] == "AWS::Lambda::Function" and handler.startswith("governor.handlers."):
-            found[handler.split(".")[2]] = float(props.get("Timeout", 3))
+        if resource["Type"] == "AWS::Lambda::Function" and handler.endswith(".handler.lambda_handler"):
+            found[handler.split(".")[1]] = float(props.get("Timeout", 3))
     return found
 
 
@@ -150,7 +150,7 @@ def worst_single_call() -> tuple[int, float]:
 
 
 def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: float) -> str:
-    from governor.adapters.interactions import endpoint_worst_seconds
+    from governor.interactions.slack_calls import endpoint_worst_seconds
 
     attempts, worst = worst_single_call()
     total_events = sum(r["verdict"].events for r in results)
@@ -245,7 +245,7 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
     lines[-3:-3] = [
         "",
         f"Slack's click requests: the Function URL path makes one attempt per call with short timeouts "
-        f"(`adapters/interactions.py`), so it answers within {endpoint / 2:.1f} s warm and {endpoint:.1f} s at worst "
+        f"(`interactions/slack_calls.py`), so it answers within {endpoint / 2:.1f} s warm and {endpoint:.1f} s at worst "
         "on a cold container whose two calls both hang (Slack wants 3 s); the worker (asynchronous) has the "
         "function's timeout.",
     ]

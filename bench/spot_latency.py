@@ -56,11 +56,11 @@ def run(events: int, instances: int) -> dict[str, Any]:
     from governor.adapters.dlq import SqsDeadLetters
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.ledger import DynamoLedger
-    from governor.adapters.spot_recovery import SpotRecoveryActions
     from governor.adapters.ssm import SsmCommands
-    from governor.handlers._runtime import Runtime
-    from governor.handlers.spot import SpotPorts, handle
     from governor.policy import parse_policy
+    from governor.runtime import Runtime
+    from governor.spot.handler import SpotPorts, handle
+    from governor.spot.recovery import SpotRecoveryActions
     from governor_cli.demo.bootstrap import create_shared
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the emulator's access log

@@ -14,10 +14,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from governor.adapters.athena import DATA_ACTIONS, IAM_ACTIONS
 from governor.audit.queries import console_form, list_queries
 from governor.audit.schema import PARTITION_KEYS, REGIONS, TABLE_NAME, hive_columns
 from governor.policy import Policy
+from governor.report.athena import DATA_ACTIONS, IAM_ACTIONS
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge

@@ -17,8 +17,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from governor.adapters.interactions import AsyncInvoker
 from governor.domain.actions import Tag
+from governor.interactions.slack_calls import AsyncInvoker
 from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from governor.registry import REGISTRY
@@ -62,7 +62,7 @@ class SlackInteractions(Construct):
             settings=settings,
             # The worker's calls use the shared clients, one of which can take 105 s when every attempt times out
             # (bench/soak.py, worst_single_call); the Function URL path answers Slack within 3 s on its own quick
-            # clients (adapters/interactions.py, ENDPOINT_*), whatever this limit is.
+            # clients (interactions/slack_calls.py, ENDPOINT_*), whatever this limit is.
             timeout=Duration.seconds(120),
             memory_mb=512,
             reserved_concurrency=policy.interactions.reserved_concurrency,

@@ -11,8 +11,8 @@ from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_events as events
 from constructs import Construct
 
-from governor.domain.keys import EVENT_SOURCES
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
+from governor.keys.domain import EVENT_SOURCES
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction

@@ -7,10 +7,10 @@ from aws_cdk import aws_events as events
 from constructs import Construct
 
 from governor.adapters import ec2 as ec2_adapter
-from governor.adapters import pricing as pricing_adapter
 from governor.domain.actions import Tag
-from governor.domain.lifecycle import CLOSING_STATES, RUNNING, STATE_CHANGE
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
+from governor.lifecycle import pricing as pricing_adapter
+from governor.lifecycle.domain import CLOSING_STATES, RUNNING, STATE_CHANGE
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction

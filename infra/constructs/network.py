@@ -10,8 +10,8 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
 from constructs import Construct
 
-from governor.domain.network import EVENT_NAMES
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
+from governor.network.domain import EVENT_NAMES
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction

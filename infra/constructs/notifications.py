@@ -12,8 +12,9 @@ from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_events as events
 from constructs import Construct
 
-from governor.adapters import ses, slack
+from governor.adapters import ses
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
+from governor.notifier import slack
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import Dashboard

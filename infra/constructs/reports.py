@@ -13,9 +13,10 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from governor.adapters import archive, chart
 from governor.policy import Policy
 from governor.registry import REGISTRY
+from governor.report import archive
+from governor.report import chart_image as chart
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge

@@ -10,7 +10,9 @@ from constructs import Construct
 
 from governor.adapters.ssm import DOCUMENT
 from governor.domain.actions import CompleteLifecycleAction, Deregister, Replace
-from governor.domain.spot import (
+from governor.policy import Policy
+from governor.registry import REGISTRY
+from governor.spot.domain import (
     COMMAND_STATUS,
     FINAL_COMMAND_STATUSES,
     FINAL_STATES,
@@ -20,8 +22,6 @@ from governor.domain.spot import (
     STATE_CHANGE,
     WARNING,
 )
-from governor.policy import Policy
-from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources, send_command_grant
 from infra.nag import acknowledge

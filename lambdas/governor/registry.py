@@ -15,27 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from governor.adapters import (
-    archive,
-    athena,
-    bus,
-    chart,
-    cloudwatch,
-    dlq,
-    ec2,
-    iam_keys,
-    kms,
-    ledger,
-    network_addresses,
-    organization,
-    pricing,
-    secrets,
-    security_groups,
-    ses,
-    slack,
-    ssm,
-)
-from governor.adapters import interactions as slack_app
+from governor.adapters import bus, dlq, ec2, ledger, organization, ses, ssm
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.domain.actions import (
     Action,
@@ -57,8 +37,17 @@ from governor.domain.actions import (
     Untag,
     Warn,
 )
-from governor.domain.network import EVENT_NAMES
+from governor.idle import metrics as cloudwatch
+from governor.interactions import slack_calls as slack_app
+from governor.keys import iam_keys, kms, secrets
+from governor.lifecycle import pricing
+from governor.network import addresses as network_addresses
+from governor.network import security_groups
+from governor.network.domain import EVENT_NAMES
+from governor.notifier import slack
 from governor.policy import Policy
+from governor.report import archive, athena
+from governor.report import chart_image as chart
 
 # --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
 
@@ -155,12 +144,21 @@ class Capability:
     fans_out: bool = False
 
     @property
+    def package(self) -> str:
+        """The capability's package: ``handler`` (the Lambda entry), ``domain`` (pure decisions) and its adapters."""
+        return f"governor.{self.name}"
+
+    @property
     def handler(self) -> str:
-        return f"governor.handlers.{self.name}.lambda_handler"
+        return f"{self.module}.lambda_handler"
 
     @property
     def module(self) -> str:
-        return f"governor.handlers.{self.name}"
+        return f"{self.package}.handler"
+
+    @property
+    def domain(self) -> str:
+        return f"{self.package}.domain"
 
     @property
     def adapters(self) -> tuple[str, ...]:
@@ -232,7 +230,7 @@ def _has_sender(policy: Policy) -> bool:
 
 
 _DELIVERY = (
-    Uses("governor.adapters.slack", slack.IAM_ACTIONS),
+    Uses("governor.notifier.slack", slack.IAM_ACTIONS),
     Uses("governor.adapters.ses", ses.IAM_ACTIONS, when=_has_sender),
 )
 
@@ -265,7 +263,7 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.adapters.pricing", pricing.IAM_ACTIONS, when=lambda p: p.lifecycle.use_price_list_api),
+            Uses("governor.lifecycle.pricing", pricing.IAM_ACTIONS, when=lambda p: p.lifecycle.use_price_list_api),
         ),
         actions=(Tag, Record, Notify),
     ),
@@ -289,9 +287,9 @@ REGISTRY = Registry(
             ),
         ),
         uses=(
-            Uses("governor.adapters.kms", kms.IAM_ACTIONS),
-            Uses("governor.adapters.iam_keys", iam_keys.IAM_ACTIONS),
-            Uses("governor.adapters.secrets", secrets.IAM_ACTIONS),
+            Uses("governor.keys.kms", kms.IAM_ACTIONS),
+            Uses("governor.keys.iam_keys", iam_keys.IAM_ACTIONS),
+            Uses("governor.keys.secrets", secrets.IAM_ACTIONS),
         ),
         actions=(EnableKeyRotation, RotateKey, DeactivateAccessKey, SetSecretRotation, Notify),
         enforcing=_keys_enforcing,
@@ -310,7 +308,7 @@ REGISTRY = Registry(
                 "SSM Run Command finished (checkpoint status; releases held Auto Scaling lifecycle actions)",
             ),
         ),
-        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.adapters.spot_recovery", frozenset())),
+        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.spot.recovery", frozenset())),
         actions=(Checkpoint, Deregister, CompleteLifecycleAction, Replace, Record, Notify),
     ),
     Capability(
@@ -329,9 +327,9 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.adapters.cloudwatch", cloudwatch.IAM_ACTIONS),
+            Uses("governor.idle.metrics", cloudwatch.IAM_ACTIONS),
             _CHECKPOINT_STATUS,
-            Uses("governor.adapters.autoscaling", frozenset()),
+            Uses("governor.idle.autoscaling", frozenset()),
         ),
         actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate),
     ),
@@ -344,8 +342,8 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.adapters.interactions", slack_app.SlackSecrets.IAM_ACTIONS),
-            Uses("governor.adapters.interactions", slack_app.AsyncInvoker.IAM_ACTIONS),
+            Uses("governor.interactions.slack_calls", slack_app.SlackSecrets.IAM_ACTIONS),
+            Uses("governor.interactions.slack_calls", slack_app.AsyncInvoker.IAM_ACTIONS),
         ),
         actions=(Tag, Stop, Record),
         delegated=frozenset({"stop"}),  # Stop now is handed to the idle function, which re-checks and stops
@@ -371,8 +369,8 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.adapters.security_groups", security_groups.IAM_ACTIONS),
-            Uses("governor.adapters.network_addresses", network_addresses.IAM_ACTIONS),
+            Uses("governor.network.security_groups", security_groups.IAM_ACTIONS),
+            Uses("governor.network.addresses", network_addresses.IAM_ACTIONS),
         ),
         actions=(RevokeIngress, RemovePublicIp, Notify),
     ),
@@ -395,9 +393,9 @@ REGISTRY = Registry(
             Trigger("Weekly", "schedule", "weekly security and cost report", schedule="reports.weekly_schedule"),
         ),
         uses=(
-            Uses("governor.adapters.archive", archive.IAM_ACTIONS),
-            Uses("governor.adapters.chart", chart.IAM_ACTIONS),
-            Uses("governor.adapters.athena", athena.IAM_ACTIONS | athena.DATA_ACTIONS),
+            Uses("governor.report.archive", archive.IAM_ACTIONS),
+            Uses("governor.report.chart_image", chart.IAM_ACTIONS),
+            Uses("governor.report.athena", athena.IAM_ACTIONS | athena.DATA_ACTIONS),
             *_DELIVERY,
         ),
         actions=(Record, Notify),

@@ -7,8 +7,8 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from governor.adapters.athena import AthenaQueries
 from governor.audit.queries import list_queries, scan_parameters, to_positional
+from governor.report.athena import AthenaQueries
 
 SQL = "SELECT eventid FROM cloudtrail_logs WHERE eventtime >= :start AND eventtime < :end AND x = ':start'"
 

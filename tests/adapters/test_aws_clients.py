@@ -10,11 +10,11 @@ from moto import mock_aws
 from governor.adapters import aws
 from governor.adapters.aws import client
 from governor.adapters.bus import EventBusSink
-from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.dlq import SqsDeadLetters
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
+from governor.idle.metrics import CloudWatchMetrics
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from governor.adapters.aws import client
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Finding
-from governor.domain.idle import MARK_KIND
 from governor.domain.memory import MemorySink
 from governor.domain.ports import PublishError
-from governor.handlers.idle import handle
+from governor.idle.domain import MARK_KIND
+from governor.idle.handler import handle
 from governor.once import INTENT_KIND, send_command_once
 from governor_cli.demo.bootstrap import create_ledger_table
 from tests.adapters.test_idle_sweep import T0, _aws, _event, _launch, _metrics, _runtime, _state

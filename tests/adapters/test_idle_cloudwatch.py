@@ -8,8 +8,8 @@ import math
 import boto3
 from moto import mock_aws
 
-from governor.adapters.cloudwatch import CloudWatchMetrics, queries_per_call
-from governor.domain.idle import GPU_MEMORY_USED, GPU_UTILIZATION
+from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION
+from governor.idle.metrics import CloudWatchMetrics, queries_per_call
 
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
 

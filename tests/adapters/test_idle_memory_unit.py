@@ -8,8 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.adapters.cloudwatch import CloudWatchMetrics
-from governor.domain.idle import GPU_MEMORY_USED
+from governor.idle.domain import GPU_MEMORY_USED
+from governor.idle.metrics import CloudWatchMetrics
 
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
 

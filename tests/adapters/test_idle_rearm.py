@@ -9,11 +9,11 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
-from governor.domain.idle import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.memory import MemoryDeadLetters, MemorySink
-from governor.handlers._runtime import Runtime
-from governor.handlers.idle import load_breaker
+from governor.idle.domain import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.idle.handler import load_breaker
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_ledger_table
 from governor_cli.main import main
 

@@ -9,16 +9,16 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.adapters.autoscaling import AutoScalingGroups
-from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.fleet import Instance
-from governor.domain.idle import IDLE_ACTION_TAG, IDLE_SINCE_TAG, MARK_KIND
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.handlers._runtime import Runtime
-from governor.handlers.idle import IdleAws, handle
+from governor.idle.autoscaling import AutoScalingGroups
+from governor.idle.domain import IDLE_ACTION_TAG, IDLE_SINCE_TAG, MARK_KIND
+from governor.idle.handler import IdleAws, handle
+from governor.idle.metrics import CloudWatchMetrics
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 
 # The simulated clock runs ahead of moto's launch times, however late in a parallel run these tests start
 # (the module is imported at collection, its tests may run minutes later).

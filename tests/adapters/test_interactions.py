@@ -19,12 +19,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
-from governor.adapters.interactions import SlackSecrets, SnoozeTagger
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Finding
-from governor.domain.interactions import (
+from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+from governor.idle import handler as idle_handler
+from governor.idle.metrics import CloudWatchMetrics
+from governor.interactions import handler as interactions
+from governor.interactions.domain import (
     ACKNOWLEDGE,
     BUTTON_KIND,
     KEEP_HOURS,
@@ -33,13 +35,11 @@ from governor.domain.interactions import (
     button_record,
     button_token,
 )
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.domain.notify import MergedFinding, slack_messages
-from governor.handlers import idle as idle_handler
-from governor.handlers import interactions
-from governor.handlers._runtime import Runtime
-from governor.handlers.notifier import with_buttons
+from governor.interactions.slack_calls import SlackSecrets, SnoozeTagger
+from governor.notifier.domain import MergedFinding, slack_messages
+from governor.notifier.handler import with_buttons
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example signing secret
@@ -298,7 +298,7 @@ def test_a_valid_signed_click_is_answered_at_once_and_handed_to_the_worker(world
 def test_the_endpoint_hands_over_on_its_quick_client_so_slack_is_answered_within_three_seconds(world: World) -> None:
     from dataclasses import replace
 
-    from governor.adapters.interactions import endpoint_client, endpoint_worst_seconds
+    from governor.interactions.slack_calls import endpoint_client, endpoint_worst_seconds
 
     quick = Invoker()
     world.aws = replace(world.aws, handover=quick)  # type: ignore[arg-type]

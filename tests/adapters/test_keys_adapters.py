@@ -14,10 +14,10 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from governor.adapters.iam_keys import CredentialReportTimeout, IamAccessKeys
-from governor.adapters.kms import KmsKeys
-from governor.adapters.secrets import SecretsRotation
-from governor.domain.keys import Secret, decide_kms_key, parse_credential_report
+from governor.keys.domain import Secret, decide_kms_key, parse_credential_report
+from governor.keys.iam_keys import CredentialReportTimeout, IamAccessKeys
+from governor.keys.kms import KmsKeys
+from governor.keys.secrets import SecretsRotation
 from governor.policy import parse_policy
 
 REGION = "us-east-1"

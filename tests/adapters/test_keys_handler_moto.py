@@ -11,13 +11,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.adapters.iam_keys import IamAccessKeys
-from governor.adapters.kms import KmsKeys
-from governor.adapters.secrets import SecretsRotation
 from governor.domain.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.handlers._runtime import Runtime
-from governor.handlers.keys import KeyAdapters, handle
+from governor.keys.handler import KeyAdapters, handle
+from governor.keys.iam_keys import IamAccessKeys
+from governor.keys.kms import KmsKeys
+from governor.keys.secrets import SecretsRotation
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 from tests.adapters.test_keys_adapters import REGION, rotation_function
 from tests.conftest import ROOT
 
@@ -133,8 +133,8 @@ class _Context:
 def test_lambda_handler_wires_the_ledger_bus_and_dlq_from_its_environment(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from governor.handlers import keys as handler
-    from governor.handlers._runtime import default_runtime
+    from governor.keys import handler
+    from governor.runtime import default_runtime
     from governor_cli.demo.bootstrap import create_ledger_table
 
     create_ledger_table("ledger", REGION)

@@ -17,12 +17,12 @@ from moto import mock_aws
 from governor.adapters.aws import client
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ledger import DynamoLedger
-from governor.adapters.pricing import ENDPOINT_REGION, PriceListPrices, parse_product
 from governor.domain.costs import PriceBook, gpu_hours_and_cost
 from governor.domain.memory import MemoryDeadLetters, MemorySink
-from governor.handlers._runtime import Runtime, default_runtime
-from governor.handlers.lifecycle import Capabilities, default_capabilities, handle, lambda_handler
+from governor.lifecycle.handler import Capabilities, default_capabilities, handle, lambda_handler
+from governor.lifecycle.pricing import ENDPOINT_REGION, PriceListPrices, parse_product
 from governor.policy import parse_policy
+from governor.runtime import Runtime, default_runtime
 from governor_cli.demo.bootstrap import LocalStack, create_shared
 from governor_cli.demo.bootstrap import create_ledger_table as create_table
 from governor_cli.main import main

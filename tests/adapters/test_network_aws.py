@@ -11,12 +11,12 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
-from governor.adapters.network_addresses import PublicAddresses
-from governor.adapters.security_groups import SecurityGroups
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.handlers._runtime import Runtime
-from governor.handlers.network import NetworkAws, SweepIncompleteError, handle
+from governor.network.addresses import PublicAddresses
+from governor.network.handler import NetworkAws, SweepIncompleteError, handle
+from governor.network.security_groups import SecurityGroups
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 
 REGION = "us-east-1"
 IMAGE = "ami-12c6146b"  # moto accepts any AMI id; listing its catalogue costs seconds

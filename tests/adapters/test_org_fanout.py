@@ -23,9 +23,10 @@ from governor.adapters.aws import Organization, client
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.organization import OrganizationAccounts, TargetQueue
 from governor.domain.memory import MemoryDeadLetters, MemorySink
-from governor.handlers import idle, network
-from governor.handlers._runtime import Runtime
+from governor.idle import handler as idle
+from governor.network import handler as network
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared
 from tests.adapters.org_accounts import account_session
 from tests.adapters.test_spot_moto import LambdaContext
@@ -278,7 +279,7 @@ def test_a_queue_that_refuses_targets_fails_the_plan(org: Org) -> None:
 def test_the_keys_sweep_runs_per_account_and_region_and_access_keys_once_per_account(
     org: Org, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from governor.handlers import keys
+    from governor.keys import handler as keys
 
     runtime = Runtime(**{**org.runtime.__dict__, "policy": parse_policy({})})  # keys report-only (the default)
     monkeypatch.setattr(keys, "default_runtime", lambda: runtime)

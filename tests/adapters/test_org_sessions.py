@@ -19,7 +19,7 @@ from moto import mock_aws
 
 from governor.adapters.aws import Organization, client, session_name
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
-from governor.handlers import spot
+from governor.spot import handler as spot
 from governor_cli.demo.bootstrap import LocalStack, create_shared
 from tests.adapters.org_accounts import account_session
 from tests.adapters.test_spot_moto import Deployed, LambdaContext, event
@@ -144,7 +144,7 @@ def test_session_names_follow_the_sts_rules(event_id: str) -> None:
 
 
 def test_lifecycle_reads_and_tags_in_the_events_account(org: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
-    from governor.handlers import lifecycle
+    from governor.lifecycle import handler as lifecycle
 
     member = account_session(MEMBER, REGION)
     in_member = launch(member.client("ec2"))
@@ -174,9 +174,9 @@ def test_a_world_open_rule_in_account_b_is_revoked_in_account_b(
     and revokes the rule in B through the spoke role (before, it looked the group up in the hub's own account, found
     nothing and recorded "no longer exists")."""
     from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-    from governor.handlers import network
-    from governor.handlers._runtime import Runtime
+    from governor.network import handler as network
     from governor.policy import parse_policy
+    from governor.runtime import Runtime
     from tests.adapters.test_network_aws import authorize, live_rules, new_group
 
     member_ec2 = account_session(MEMBER, REGION).client("ec2")

@@ -9,9 +9,9 @@ import boto3
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from governor.adapters.archive import S3Archive
-from governor.adapters.chart import CloudWatchChart
-from governor.domain.report import utilisation_widget
+from governor.report.archive import S3Archive
+from governor.report.chart_image import CloudWatchChart
+from governor.report.domain import utilisation_widget
 
 
 @mock_aws
@@ -44,7 +44,7 @@ def test_chart_sends_the_widget_as_json_and_returns_the_png() -> None:
 def test_archive_reads_back_summaries_and_signs_a_link_that_works() -> None:
     import urllib.parse
 
-    from governor.adapters.archive import MAX_PRESIGN_SECONDS, link_expiry
+    from governor.report.archive import MAX_PRESIGN_SECONDS, link_expiry
 
     s3 = boto3.client("s3", region_name="us-east-1")
     s3.create_bucket(Bucket="governor-reports")

@@ -14,16 +14,16 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.adapters.slack import (
+from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+from governor.notifier.handler import AwsOutbox, handle
+from governor.notifier.slack import (
     DeliveryError,
     SecretMissingError,
     SlackWebhook,
     webhook_url_from_secret,
 )
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.handlers._runtime import Runtime
-from governor.handlers.notifier import AwsOutbox, handle
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 
 
 class FakeSlack:

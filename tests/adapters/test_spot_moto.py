@@ -16,12 +16,12 @@ from governor.adapters.bus import EventBusSink
 from governor.adapters.dlq import SqsDeadLetters
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.ledger import DynamoLedger
-from governor.adapters.spot_recovery import SpotRecoveryActions
 from governor.adapters.ssm import SsmCommands
-from governor.domain.spot import interruption_stats
-from governor.handlers._runtime import Runtime, default_runtime
-from governor.handlers.spot import SpotPorts, handle, lambda_handler
 from governor.policy import parse_policy
+from governor.runtime import Runtime, default_runtime
+from governor.spot.domain import interruption_stats
+from governor.spot.handler import SpotPorts, handle, lambda_handler
+from governor.spot.recovery import SpotRecoveryActions
 from governor_cli.demo.bootstrap import LocalStack, create_shared
 from tests.adapters.test_spot_recovery import REGION, Fleet
 from tests.conftest import ROOT

@@ -11,9 +11,9 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
-from governor.adapters.spot_recovery import REPLACES_TAG, SpotRecoveryActions
 from governor.domain.fleet import Instance
-from governor.domain.spot import Candidate
+from governor.spot.domain import Candidate
+from governor.spot.recovery import REPLACES_TAG, SpotRecoveryActions
 
 REGION = "us-east-1"
 

@@ -20,19 +20,20 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
-from governor.adapters.network_addresses import PublicAddresses
-from governor.adapters.security_groups import SecurityGroups
 from governor.adapters.ses import Attachment
-from governor.adapters.slack import DeliveryError, SlackWebhook
-from governor.domain.idle import IDLE_SINCE_TAG, MARK_KIND
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.domain.notify import Email, Message
-from governor.handlers import lifecycle, notifier
-from governor.handlers._runtime import Runtime
-from governor.handlers.idle import handle as idle_handle
-from governor.handlers.network import NetworkAws
-from governor.handlers.network import handle as network_handle
+from governor.idle.domain import IDLE_SINCE_TAG, MARK_KIND
+from governor.idle.handler import handle as idle_handle
+from governor.lifecycle import handler as lifecycle
+from governor.network.addresses import PublicAddresses
+from governor.network.handler import NetworkAws
+from governor.network.handler import handle as network_handle
+from governor.network.security_groups import SecurityGroups
+from governor.notifier import handler as notifier
+from governor.notifier.domain import Email, Message
+from governor.notifier.slack import DeliveryError, SlackWebhook
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 from governor_cli.main import main
 from tests.adapters.test_idle_sweep import NOW, T0, _aws, _event, _metrics, _state
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.domain.interactions import KEEP_HOURS, STOP_NOW
+from governor.interactions.domain import KEEP_HOURS, STOP_NOW
 from governor.policy import load_policy
 from governor_cli.demo.run import DemoOptions, DemoResult, run_demo, stopped_by_governor, summary_lines
 from governor_cli.main import main
@@ -168,7 +168,7 @@ def test_a_failed_delivery_is_counted_and_dead_lettered(tmp_path: Path, monkeypa
     monkeypatch.setattr(Simulation, "connect_notifier", lambda self, url: None)  # no webhook secret, no SES sender
     options = DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=tmp_path, instances=2, hours=1.5)
     result = run_demo(options)
-    from governor.domain.notify import TIME_BOUND_POLICIES
+    from governor.notifier.domain import TIME_BOUND_POLICIES
 
     assert result.notified, "nothing was routed to the notifier"
     posted = [f for f in result.notified if f["severity"] == "critical" or f["policy"] in TIME_BOUND_POLICIES]

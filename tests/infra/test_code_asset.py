@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from governor.registry import REGISTRY
 from tests.infra.conftest import Synth
 
 # Folder or file names that belong to the tooling, the tests or the benchmarks; none may appear at any depth.
@@ -39,7 +40,17 @@ def test_every_function_ships_the_one_code_asset_and_its_handler_is_in_it(synth:
 def test_the_code_asset_holds_the_runtime_and_no_tooling_tests_or_benchmarks(synth: Synth) -> None:
     folder = next(iter(code_folders(synth).values()))
     runtime = folder / "governor"
-    for part in ("policy.py", "observability.py", "domain", "adapters", "handlers", "events", "audit"):
+    for part in (
+        "policy.py",
+        "observability.py",
+        "runtime.py",
+        "registry.py",
+        "domain",
+        "adapters",
+        "events",
+        "audit",
+        *REGISTRY,
+    ):
         assert (runtime / part).exists(), part
     shipped = [p.relative_to(folder).as_posix() for p in folder.rglob("*")]
     assert [path for path in shipped if NOT_SHIPPED & set(path.split("/"))] == []

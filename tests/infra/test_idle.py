@@ -9,7 +9,7 @@ from typing import Any
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
-from governor.handlers import idle
+from governor.idle import handler as idle
 from governor.policy import parse_policy
 from governor.registry import BASE_PERMISSIONS, REGISTRY
 from infra.constructs.function import GovernorFunction
@@ -41,7 +41,7 @@ def _function(synth: Synth) -> tuple[str, dict[str, Any]]:
     [(logical_id, function)] = [
         (k, v)
         for k, v in synth.resources("AWS::Lambda::Function").items()
-        if v["Properties"].get("Handler") == "governor.handlers.idle.lambda_handler"
+        if v["Properties"].get("Handler") == "governor.idle.handler.lambda_handler"
     ]
     return logical_id, function
 

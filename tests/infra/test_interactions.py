@@ -15,7 +15,7 @@ def _function(synth: Synth, handler: str) -> tuple[str, dict[str, Any]]:
     [(logical_id, function)] = [
         (k, v)
         for k, v in synth.resources("AWS::Lambda::Function").items()
-        if v["Properties"].get("Handler") == f"governor.handlers.{handler}.lambda_handler"
+        if v["Properties"].get("Handler") == f"governor.{handler}.handler.lambda_handler"
     ]
     return logical_id, function
 
@@ -98,9 +98,9 @@ def test_every_function_outlasts_one_aws_call_that_times_out_on_every_attempt(sy
 
     _, worst = worst_single_call()
     timeouts = {
-        v["Properties"]["Handler"].split(".")[2]: v["Properties"].get("Timeout", 3)
+        v["Properties"]["Handler"].split(".")[1]: v["Properties"].get("Timeout", 3)
         for v in synth.resources("AWS::Lambda::Function").values()
-        if str(v["Properties"].get("Handler", "")).startswith("governor.handlers.")
+        if str(v["Properties"].get("Handler", "")).endswith(".handler.lambda_handler")
     }
     assert "interactions" in timeouts and len(timeouts) >= 8
     assert {name: seconds for name, seconds in timeouts.items() if seconds < worst} == {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from governor.domain.keys import EVENT_SOURCES
+from governor.keys.domain import EVENT_SOURCES
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from tests.infra.conftest import Synth
@@ -18,7 +18,7 @@ def _keys_function(synth: Synth) -> tuple[str, dict[str, Any]]:
     [(logical_id, function)] = [
         (k, v)
         for k, v in synth.resources("AWS::Lambda::Function").items()
-        if v["Properties"].get("Handler") == "governor.handlers.keys.lambda_handler"
+        if v["Properties"].get("Handler") == "governor.keys.handler.lambda_handler"
     ]
     return logical_id, function
 

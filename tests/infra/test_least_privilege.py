@@ -55,9 +55,9 @@ def _functions(synth: Synth) -> dict[str, dict[str, Any]]:
     for logical_id, resource in synth.resources("AWS::Lambda::Function").items():
         props = resource["Properties"]
         handler = props.get("Handler", "")
-        if not handler.startswith("governor.handlers."):
+        if not handler.endswith(".handler.lambda_handler"):
             continue
-        name = handler.split(".")[2]
+        name = handler.split(".")[1]
         found[name] = {
             "id": logical_id,
             "role": props["Role"]["Fn::GetAtt"][0],
@@ -100,8 +100,8 @@ def _functions_of(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     found = {}
     for resource in template["Resources"].values():
         handler = resource["Properties"].get("Handler", "") if resource["Type"] == "AWS::Lambda::Function" else ""
-        if handler.startswith("governor.handlers."):
-            found[handler.split(".")[2]] = {"role": resource["Properties"]["Role"]["Fn::GetAtt"][0]}
+        if handler.endswith(".handler.lambda_handler"):
+            found[handler.split(".")[1]] = {"role": resource["Properties"]["Role"]["Fn::GetAtt"][0]}
     return found
 
 

@@ -16,7 +16,7 @@ def _function(synth: Synth) -> tuple[str, dict[str, Any]]:
     [(logical_id, function)] = [
         (k, v)
         for k, v in synth.resources("AWS::Lambda::Function").items()
-        if v["Properties"].get("Handler") == "governor.handlers.lifecycle.lambda_handler"
+        if v["Properties"].get("Handler") == "governor.lifecycle.handler.lambda_handler"
     ]
     return logical_id, function
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from governor.domain.network import EVENT_NAMES
+from governor.network.domain import EVENT_NAMES
 from governor.registry import BASE_PERMISSIONS, REGISTRY
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import RolePolicy, role_policy
@@ -19,7 +19,7 @@ def _function(synth: Synth) -> tuple[str, dict[str, Any]]:
     [(logical_id, function)] = [
         (k, v)
         for k, v in synth.resources("AWS::Lambda::Function").items()
-        if v["Properties"].get("Handler") == "governor.handlers.network.lambda_handler"
+        if v["Properties"].get("Handler") == "governor.network.handler.lambda_handler"
     ]
     return logical_id, function
 

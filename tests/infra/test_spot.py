@@ -15,7 +15,7 @@ from infra.constructs.spot import Spot
 from infra.settings import Settings
 from tests.infra.conftest import Synth
 
-HANDLER = "governor.handlers.spot.lambda_handler"
+HANDLER = "governor.spot.handler.lambda_handler"
 
 
 def spot_function(synth: Synth) -> tuple[str, dict[str, Any]]:

@@ -13,7 +13,7 @@ import pytest
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from moto import mock_aws
 
-from governor.handlers._runtime import idempotent_on_event_id
+from governor.runtime import idempotent_on_event_id
 from governor_cli.demo.bootstrap import create_shared
 from governor_cli.testing.deployment import Deployment, LambdaContext
 from governor_cli.testing.faults import FaultInjector

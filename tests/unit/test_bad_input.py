@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.domain.idle import replay
+from governor.idle.domain import replay
 from governor.policy import PolicyError, parse_policy_text
 from governor_cli.commands.backtest import parse_interval, parse_metrics, replay_stretches
 from governor_cli.main import main

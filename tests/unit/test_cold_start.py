@@ -17,8 +17,8 @@ ENFORCERS = ("idle", "spot", "network", "keys", "lifecycle")
 NEVER_IN_ENFORCERS = (
     "governor.audit",
     "governor_cli",
-    "governor.domain.report",
-    "governor.handlers.report",
+    "governor.report.domain",
+    "governor.report.handler",
     "duckdb",
     "sqlglot",
 )
@@ -40,19 +40,19 @@ def _loaded_after_import(module: str, **env: str) -> list[str]:
 
 @pytest.mark.parametrize("name", ENFORCERS)
 def test_an_enforcer_imports_no_report_audit_or_cli_code(name: str) -> None:
-    loaded = _loaded_after_import(f"governor.handlers.{name}")
+    loaded = _loaded_after_import(f"governor.{name}.handler")
     assert [m for m in loaded if m.startswith(NEVER_IN_ENFORCERS)] == []
 
 
 @pytest.mark.parametrize("name", [*ENFORCERS, "notifier", "report"])
 def test_importing_a_handler_builds_no_aws_client_and_no_tracer(name: str) -> None:
-    loaded = _loaded_after_import(f"governor.handlers.{name}")
+    loaded = _loaded_after_import(f"governor.{name}.handler")
     assert "boto3" not in loaded and "botocore.session" not in loaded  # boto3 comes with the first client
     assert not any(m.startswith("aws_xray_sdk") for m in loaded)
 
 
 def test_tracing_switched_on_loads_the_xray_sdk() -> None:
-    loaded = _loaded_after_import("governor.handlers.keys", GOVERNOR_TRACING="true")
+    loaded = _loaded_after_import("governor.keys.handler", GOVERNOR_TRACING="true")
     assert any(m.startswith("aws_xray_sdk") for m in loaded)
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from governor.domain import idle
 from governor.domain.costs import idle_hours, savings
 from governor.domain.fleet import Instance
-from governor.domain.report import cost_section, would_reclaim_text
+from governor.idle import domain as idle
 from governor.policy import parse_policy
+from governor.report.domain import cost_section, would_reclaim_text
 
 DAY = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 END = DAY + dt.timedelta(hours=8)

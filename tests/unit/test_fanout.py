@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from governor import fanout
-from governor.domain.idle import BREAKER_KEY, BREAKER_KIND, MARK_KIND
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.handlers._runtime import Runtime
+from governor.idle.domain import BREAKER_KEY, BREAKER_KIND, MARK_KIND
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 
 AT = dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.UTC)
 HUB, B, C = "111111111111", "222222222222", "333333333333"
@@ -154,7 +154,7 @@ def test_anything_else_goes_on_as_in_a_single_account(event: dict[str, Any]) -> 
 
 
 def test_account_wide_parts_of_a_sweep_run_in_the_first_region_only() -> None:
-    from governor.handlers.keys import ALL_KINDS, parse_trigger
+    from governor.keys.handler import ALL_KINDS, parse_trigger
 
     assert fanout.SWEEP_PARTS["keys"][0] == ALL_KINDS
     planned = fanout.targets("keys", [HUB, B], ["us-east-1", "eu-west-1"], round_id="r", time=AT)

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from governor.domain.fleet import Instance
-from governor.domain.idle import (
+from governor.idle.domain import (
     GPU_MEMORY_USED,
     GPU_UTILIZATION,
     IDLE_BREAKER_TAG,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from governor.domain.fleet import Instance
-from governor.domain.idle import (
+from governor.idle.domain import (
     GPU_MEMORY_USED,
     GPU_UTILIZATION,
     Mark,

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from governor.domain.interactions import (
+from governor.interactions.domain import (
     KEEP_HOURS,
     KEEP_MORNING,
     ClickError,

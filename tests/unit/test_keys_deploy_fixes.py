@@ -10,10 +10,10 @@ from typing import Any
 import boto3
 from botocore.stub import Stubber
 
-from governor.adapters.kms import KmsKeys
-from governor.domain.keys import ROOT_USER, KmsKey, Secret, event_target, explain_record
 from governor.domain.ports import ReadRefused
 from governor.events.envelopes import CloudTrailRecord
+from governor.keys.domain import ROOT_USER, KmsKey, Secret, event_target, explain_record
+from governor.keys.kms import KmsKeys
 from governor.policy import parse_policy
 from tests.unit.test_keys_domain import REPORT
 from tests.unit.test_keys_handler import FIXTURES, FakeKms, FakeSecrets, cloudtrail, kms_key, schedule, world

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from governor.domain.explain import explain
-from governor.domain.keys import (
+from governor.keys.domain import (
     AccessKey,
     KmsKey,
     Secret,

@@ -8,8 +8,8 @@ import pytest
 
 from governor.domain.explain import explain
 from governor.domain.fleet import ownership
-from governor.domain.lifecycle import creator, decide_launch, launches, tag_value
 from governor.events.envelopes import CloudTrailRecord
+from governor.lifecycle.domain import creator, decide_launch, launches, tag_value
 from governor.policy import parse_policy
 from tests.unit.lifecycle_data import RECORDS, as_gpu_launch, envelope, one
 

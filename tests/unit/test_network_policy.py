@@ -14,7 +14,8 @@ import pytest
 from governor.domain.decision import Decision
 from governor.domain.explain import explain
 from governor.domain.fleet import Instance
-from governor.domain.network import (
+from governor.events.envelopes import CloudTrailRecord
+from governor.network.domain import (
     IngressRule,
     PublicAddress,
     Source,
@@ -24,7 +25,6 @@ from governor.domain.network import (
     public_address,
     rule_violations,
 )
-from governor.events.envelopes import CloudTrailRecord
 from governor.policy import Policy, parse_policy
 from governor_cli.main import main
 from tests.conftest import CLOUDTRAIL_DIR, ROOT

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from governor.domain.decision import Finding
-from governor.domain.notify import (
+from governor.notifier.domain import (
     MAX_BLOCKS,
     MAX_SECTION_CHARS,
     MergedFinding,

@@ -12,10 +12,10 @@ import pytest
 
 from governor.adapters.ses import Attachment
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.domain.notify import Email, Message
-from governor.handlers._runtime import Runtime
-from governor.handlers.notifier import DeliveryFailed, UndeliverableError, handle
+from governor.notifier.domain import Email, Message
+from governor.notifier.handler import DeliveryFailed, UndeliverableError, handle
 from governor.policy import parse_policy
+from governor.runtime import Runtime
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 
@@ -174,7 +174,7 @@ def _slack_answering(code: int, body: bytes) -> FakeOutbox:
     import urllib.error
     from email.message import Message as Headers
 
-    from governor.adapters.slack import SlackWebhook
+    from governor.notifier.slack import SlackWebhook
 
     answers: list[int] = []
 

@@ -18,17 +18,25 @@ from governor.registry import BASE_PERMISSIONS, FANOUT, REGISTRY
 from governor_cli.commands.demo import function_lines
 from tests.conftest import ROOT
 
-HANDLERS = ROOT / "lambdas" / "governor" / "handlers"
+PACKAGE = ROOT / "lambdas" / "governor"
 
 
-def _handler_modules() -> set[str]:
-    return {p.stem for p in HANDLERS.glob("*.py") if not p.stem.startswith("_")}
+def _capability_packages() -> set[str]:
+    """Packages under governor/ holding a Lambda entry (``<name>/handler.py``)."""
+    return {p.parent.name for p in PACKAGE.glob("*/handler.py")}
 
 
-def test_every_handler_module_has_a_registry_entry() -> None:
-    missing = sorted(_handler_modules() - set(REGISTRY))
-    assert not missing, f"handler modules with no registry entry (governor/registry.py): {missing}"
-    assert set(REGISTRY) == _handler_modules(), "registry entries without a handler module"
+def test_every_capability_package_has_a_registry_entry() -> None:
+    missing = sorted(_capability_packages() - set(REGISTRY))
+    assert not missing, f"capability packages with no registry entry (governor/registry.py): {missing}"
+    assert set(REGISTRY) == _capability_packages(), "registry entries without a capability package"
+
+
+def test_each_capability_package_holds_its_handler_and_domain() -> None:
+    for name, capability in REGISTRY.items():
+        assert capability.handler == f"governor.{name}.handler.lambda_handler"
+        assert (PACKAGE / name / "__init__.py").is_file(), name
+        assert (PACKAGE / name / "domain.py").is_file(), name
 
 
 def test_each_entry_names_a_real_handler_section_and_adapters() -> None:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from governor.audit.engine import run_audit
-from governor.domain.notify import MAX_BLOCKS, MAX_SECTION_CHARS
-from governor.domain.report import (
+from governor.notifier.domain import MAX_BLOCKS, MAX_SECTION_CHARS
+from governor.policy import Policy
+from governor.report.domain import (
     build_report,
     csv_files,
     period_for,
@@ -20,7 +21,6 @@ from governor.domain.report import (
     render_text,
     slack_messages,
 )
-from governor.policy import Policy
 from tests.conftest import CLOUDTRAIL_DIR
 
 DAY = dt.datetime(2023, 7, 10, tzinfo=dt.UTC)

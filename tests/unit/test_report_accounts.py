@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from governor.domain.report import csv_files, origin_of, origins, render_html, render_text, slack_messages
 from governor.policy import PolicyError, parse_policy
+from governor.report.domain import csv_files, origin_of, origins, render_html, render_text, slack_messages
 from governor_cli.commands.ledger import filter_origins, parse_origins
 from governor_cli.main import UsageError, main
 from tests.unit.test_report import _idle, _session, at, sample_ledger
@@ -211,7 +211,7 @@ def test_the_demos_targets_are_member_accounts_in_every_region_or_the_hub_alone(
 
 def test_an_account_budget_alert_names_the_account_and_is_raised_once() -> None:
     from governor.domain.memory import MemoryLedger
-    from governor.handlers.report import handle
+    from governor.report.handler import handle
     from tests.unit.test_report_handler import RUN_AT, scheduled, setup
 
     rt, aws = setup(enforce=False)

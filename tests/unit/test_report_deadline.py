@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from governor.handlers.report import MIN_QUERY_SECONDS, RESERVE_SECONDS, Deadline, run_queries
+from governor.report.handler import MIN_QUERY_SECONDS, RESERVE_SECONDS, Deadline, run_queries
 
 START = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
 END = START + dt.timedelta(days=1)
@@ -78,7 +78,7 @@ def test_without_a_context_every_query_runs() -> None:
 
 
 def test_a_regional_stack_without_the_audit_lake_reports_without_queries(monkeypatch: Any) -> None:
-    from governor.handlers import report
+    from governor.report import handler as report
 
     monkeypatch.setenv("REPORTS_BUCKET", "reports")
     monkeypatch.delenv("ATHENA_WORKGROUP", raising=False)

@@ -12,11 +12,11 @@ import pytest
 
 from governor.adapters.ses import Attachment
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.domain.notify import Email, Message
-from governor.handlers._runtime import Runtime
-from governor.handlers.notifier import UndeliverableError
-from governor.handlers.report import ReportAws, handle
+from governor.notifier.domain import Email, Message
+from governor.notifier.handler import UndeliverableError
 from governor.policy import parse_policy
+from governor.report.handler import ReportAws, handle
+from governor.runtime import Runtime
 from tests.unit.test_report import sample_ledger
 
 RUN_AT = dt.datetime(2023, 7, 11, 7, 0, tzinfo=dt.UTC)

@@ -13,10 +13,11 @@ import pytest
 from PIL import Image
 from slack_sdk.models.blocks import Block
 
-from governor.adapters.chart import render_fleet_png
-from governor.domain import charts
 from governor.domain.identity import normalise_owner
-from governor.domain.report import (
+from governor.policy import Policy, PolicyError, parse_policy
+from governor.report import charts
+from governor.report.chart_image import render_fleet_png
+from governor.report.domain import (
     TrendPoint,
     age_text,
     budget_alerts,
@@ -30,7 +31,6 @@ from governor.domain.report import (
     slack_messages,
     with_history,
 )
-from governor.policy import Policy, PolicyError, parse_policy
 from tests.unit.test_report import DAY, NEXT_DAY, _idle, _session, at, sample_ledger
 
 
@@ -391,8 +391,8 @@ def test_a_huge_fleet_digest_is_still_one_valid_message() -> None:
 
 def test_finding_messages_speak_in_sentences_and_say_how_to_snooze() -> None:
     from governor.domain.decision import Finding
-    from governor.domain.notify import MergedFinding, action_sentence
-    from governor.domain.notify import slack_messages as finding_messages
+    from governor.notifier.domain import MergedFinding, action_sentence
+    from governor.notifier.domain import slack_messages as finding_messages
 
     warn = {
         "type": "warn",
@@ -437,7 +437,7 @@ def test_finding_messages_speak_in_sentences_and_say_how_to_snooze() -> None:
 
 
 def test_a_team_view_is_that_teams_share_of_the_fleet_report() -> None:
-    from governor.domain.report import team_view
+    from governor.report.domain import team_view
 
     items = [
         _session("i-7", "g5.12xlarge", 4, 5.672, "vision", "ana", start=at(0), end=None),

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -45,7 +46,7 @@ def test_importing_every_runtime_module_loads_no_cli_infra_or_test_tooling() -> 
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
-    assert {"governor.policy", "governor.handlers.idle", "governor.adapters.ec2", "governor.audit.engine"} <= set(
+    assert {"governor.policy", "governor.idle.handler", "governor.adapters.ec2", "governor.audit.engine"} <= set(
         result["imported"]
     )
     assert len(result["imported"]) == len(list(RUNTIME.rglob("*.py"))), "every module under lambdas/governor imported"
@@ -63,4 +64,28 @@ def test_no_runtime_module_imports_cli_infra_or_test_tooling() -> None:
             else:
                 continue
             offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names if _foreign(name)]
+    assert offenders == []
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.lineno, node.module or ""))
+    return found
+
+
+def test_decisions_are_pure_in_every_capability_package() -> None:
+    """A capability's ``domain`` module (and the shared ``domain`` package) decides without AWS: no boto3 or
+    botocore import and no shared adapter, even inside a function."""
+    pure = sorted(RUNTIME.glob("*/domain.py")) + sorted((RUNTIME / "domain").glob("*.py"))
+    assert {path.parent.name for path in RUNTIME.glob("*/domain.py")} >= {"network", "keys", "idle", "spot"}
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} {name}"
+        for path in pure
+        for line, name in _imports(path)
+        if name.split(".")[0] in {"boto3", "botocore"} or name.startswith("governor.adapters")
+    ]
     assert offenders == []

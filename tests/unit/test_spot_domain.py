@@ -11,7 +11,9 @@ import pytest
 
 from governor.domain.explain import explain
 from governor.domain.fleet import Instance
-from governor.domain.spot import (
+from governor.events.envelopes import InvalidEventError, parse_model
+from governor.policy import Policy, parse_policy
+from governor.spot.domain import (
     Candidate,
     InterruptionRecord,
     StateChangeDetail,
@@ -25,8 +27,6 @@ from governor.domain.spot import (
     interruption_stats,
     start_record,
 )
-from governor.events.envelopes import InvalidEventError, parse_model
-from governor.policy import Policy, parse_policy
 from governor_cli.main import main
 from tests.conftest import ROOT
 

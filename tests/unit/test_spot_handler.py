@@ -13,10 +13,10 @@ import pytest
 
 from governor.domain.fleet import Instance
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.domain.spot import Candidate, LaunchAttempt, LifecycleOutcome, Replacement, interruption_stats
-from governor.handlers._runtime import Runtime
-from governor.handlers.spot import SpotPorts, handle
 from governor.policy import parse_policy
+from governor.runtime import Runtime
+from governor.spot.domain import Candidate, LaunchAttempt, LifecycleOutcome, Replacement, interruption_stats
+from governor.spot.handler import SpotPorts, handle
 from tests.conftest import ROOT
 from tests.unit.sinks import RefusesFirstBatch
 

@@ -6,7 +6,7 @@ import io
 import itertools
 from collections import Counter
 
-from governor.domain.idle import GPU_UTILIZATION
+from governor.idle.domain import GPU_UTILIZATION
 from governor_cli.sim.workload import KINDS, generate
 
 

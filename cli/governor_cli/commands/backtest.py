@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from governor.domain.idle import (
+from governor.domain.times import EARLIEST, LATEST, RANGE_TEXT, TimeRangeError, bounded
+from governor.idle.domain import (
     CPU_UTILIZATION,
     GPU_MEMORY_USED,
     GPU_UTILIZATION,
@@ -30,7 +31,6 @@ from governor.domain.idle import (
     Series,
     replay,
 )
-from governor.domain.times import EARLIEST, LATEST, RANGE_TEXT, TimeRangeError, bounded
 from governor.policy import Policy, PolicyError, resolve_policy
 
 HEADER = ["timestamp", "instance_id", "metric", "value"]

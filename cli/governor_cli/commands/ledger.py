@@ -19,11 +19,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from governor.domain.idle import MARK_KIND
-from governor.domain.lifecycle import LAUNCH, OPEN_SESSION, SESSION
-from governor.domain.notify import DELIVERY_KIND, MERGE_KIND
-from governor.domain.spot import REBALANCE_KIND, RECORD_KIND
 from governor.domain.times import parse_bounded, parse_time
+from governor.idle.domain import MARK_KIND
+from governor.lifecycle.domain import LAUNCH, OPEN_SESSION, SESSION
+from governor.notifier.domain import DELIVERY_KIND, MERGE_KIND
+from governor.spot.domain import REBALANCE_KIND, RECORD_KIND
 
 DEFAULT_KINDS = ("decision", SESSION)
 _TABLE = re.compile(r"^([a-zA-Z0-9_.-]{3,255}|arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[a-zA-Z0-9_.-]{3,255})$")
@@ -128,7 +128,7 @@ def filter_origins(
     ``decisions`` place the instance-keyed items (default: the decisions among ``items``); pass all of them when
     ``items`` is a period's slice, since a session's instance may have been decided on before the period.
     """
-    from governor.domain.report import UNKNOWN_ORIGIN, origin_of, origins
+    from governor.report.domain import UNKNOWN_ORIGIN, origin_of, origins
 
     if not accounts and not regions:
         return items, []

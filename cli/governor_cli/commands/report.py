@@ -181,7 +181,7 @@ def period(
 
 def read_history(folder: Path) -> list[Any]:
     """Earlier runs' ``summary.json`` points; an unreadable one is skipped with a note, never fatal."""
-    from governor.domain.report import TrendPoint
+    from governor.report.domain import TrendPoint
 
     points = []
     if folder.is_dir():
@@ -194,10 +194,10 @@ def read_history(folder: Path) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from governor.adapters.chart import render_fleet_png
     from governor.audit.engine import event_span, run_audit
     from governor.audit.queries import QueryError, list_queries
-    from governor.domain.report import (
+    from governor.report.chart_image import render_fleet_png
+    from governor.report.domain import (
         build_report,
         csv_files,
         previous_period,

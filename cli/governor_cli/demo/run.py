@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.domain.interactions import BUTTON_KIND, KEEP_HOURS, STOP_NOW
+from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
@@ -192,7 +192,9 @@ def member_ports(function: str, runtime: Any, account: str, region: str, event_i
     """
     from dataclasses import replace
 
-    from governor.handlers import idle, keys, network
+    from governor.idle import handler as idle
+    from governor.keys import handler as keys
+    from governor.network import handler as network
 
     builders: dict[str, Callable[[dict[str, Any], Any], Any]] = {
         "idle": idle.target_aws,
@@ -375,11 +377,11 @@ class Simulation:
 
     def invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
         """Run one function's ``lambda_handler`` as Lambda would, with that function's environment."""
-        from governor.handlers._runtime import default_runtime
+        from governor.runtime import default_runtime
 
         os.environ.update(self.stack.environment(function, self.policy))
         default_runtime.cache_clear()
-        module = importlib.import_module(f"governor.handlers.{function}")
+        module = importlib.import_module(f"governor.{function}.handler")
         origin = str(event.get("account", ""))
         with contextlib.redirect_stdout(self.log):
             if function in SWEPT_IN_TARGET and self.options.organization and origin != HUB_ACCOUNT:
@@ -398,8 +400,8 @@ class Simulation:
         asynchronously is queued (``QueuedInvoker``) instead of reaching Lambda, and run after it has answered."""
         from dataclasses import replace
 
-        from governor.handlers import interactions
-        from governor.handlers._runtime import default_runtime
+        from governor.interactions import handler as interactions
+        from governor.runtime import default_runtime
 
         os.environ.update(self.stack.environment("interactions", self.policy))
         default_runtime.cache_clear()
@@ -953,7 +955,7 @@ def _fresh_containers() -> None:
     """Each run starts with cold Lambda containers: the handlers' per-container caches (clients bound to an earlier
     emulator's port, outboxes) are dropped, so a second demo in the same process talks to its own emulator."""
     for function in FUNCTIONS:
-        module = importlib.import_module(f"governor.handlers.{function}")
+        module = importlib.import_module(f"governor.{function}.handler")
         for value in vars(module).values():
             if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == module.__name__:
                 value.cache_clear()
@@ -1070,7 +1072,7 @@ def _number(value: Any) -> Any:
 def _report(sim: Simulation, capture: CaptureEndpoint) -> None:
     """``governor report`` over the demo's own trail and ledger for exactly the simulated period (the same code as the
     scheduled report), then its Slack messages posted to the webhook as the report Lambda posts them."""
-    from governor.adapters.slack import DeliveryError, SlackWebhook
+    from governor.notifier.slack import DeliveryError, SlackWebhook
     from governor_cli.main import main
 
     out = sim.options.out
@@ -1243,7 +1245,7 @@ def account_figures(result: DemoResult) -> list[dict[str, Any]]:
     """Per (account, region): decisions to act (from the ledger, as the policy table counts them), the report's spend
     and idle figures (its ``gpu_hours_by_account`` table), what the demo launched there and read back there as
     stopped; then the hub's own row when its functions decided something (the notifier's delivery decisions)."""
-    from governor.domain.report import origin_of, origins
+    from governor.report.domain import origin_of, origins
 
     table = (result.report.get("cost") or {}).get("by_account") or {}
     rows = {(str(r["account"]), str(r["region"])): r for r in table.get("rows", [])}

@@ -7,10 +7,10 @@ then walks the sweeps in time order holding only the minutes a window can reach 
 one dense instance-by-minute array per metric, so memory grows with the fleet and the window, not the history.
 
 Each sweep computes every instance's window statistics at once (count, maximum, minimum, newest sample, when its
-quiet stretch began) and applies the idle rule's own checks (:func:`governor.domain.idle.idle_checks`) to them. An
+quiet stretch began) and applies the idle rule's own checks (:func:`governor.idle.domain.idle_checks`) to them. An
 instance that is not idle in either window, carries no mark and no policy exemption cannot be warned or acted on this
-sweep, so it is only counted (:class:`governor.domain.idle.Settled`); every other instance goes through
-:func:`governor.domain.idle.sweep` itself, with its samples of the lookback, as in the row-by-row replay. Any row the
+sweep, so it is only counted (:class:`governor.idle.domain.Settled`); every other instance goes through
+:func:`governor.idle.domain.sweep` itself, with its samples of the lookback, as in the row-by-row replay. Any row the
 fast reader is unsure of sends the whole file to the row-by-row reader, which names the line and what is wrong.
 
 A plain file whose samples fit :data:`DENSE_BYTES` as one dense array (a day of 1,500 instances is 52 MB) skips the
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from governor.domain.fleet import Instance, exemption
-from governor.domain.idle import (
+from governor.idle.domain import (
     CPU_UTILIZATION,
     GPU_MEMORY_USED,
     GPU_UTILIZATION,
@@ -411,7 +411,7 @@ def _merge(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> tuple[Any, Any, 
 
 
 def _by_signal(stats: tuple[Any, Any, Any]) -> dict[str, tuple[Any, Any, Any]]:
-    """The shape :func:`governor.domain.idle.idle_checks` reads; a signal no metrics file holds has no samples."""
+    """The shape :func:`governor.idle.domain.idle_checks` reads; a signal no metrics file holds has no samples."""
     import numpy as np
 
     count, high, low = stats

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from governor.domain.idle import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, Series
+from governor.idle.domain import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, Series
 
 Kind = Literal["training", "inference", "notebook", "idle", "unmonitored"]
 KINDS: tuple[Kind, ...] = ("training", "inference", "notebook", "idle", "unmonitored")

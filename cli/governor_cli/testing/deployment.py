@@ -1,6 +1,6 @@
 """The governor's handlers "deployed" on the in-process emulator, invoked the way Lambda invokes them.
 
-Every handler module present under ``governor.handlers`` is discovered, so the harness covers whatever capabilities
+Every capability in ``governor.registry`` is covered, so the harness covers whatever capabilities
 exist. :meth:`Deployment.deliver` reproduces Lambda's asynchronous semantics: an invocation that raises is retried
 (twice by default, like the factory's ``retry_attempts=2``), and after the last failure the event is written to the
 function's DLQ as a Lambda on-failure record with the error, exactly what ``governor dlq list`` reads.
@@ -14,7 +14,6 @@ import functools
 import importlib
 import json
 import os
-import pkgutil
 import threading
 import time
 import uuid
@@ -43,14 +42,14 @@ def image_id() -> str:
 
 
 def handler_names() -> list[str]:
-    """Handler modules that exist now (the capabilities that have landed); ``_runtime`` and friends excluded."""
-    import governor.handlers as package
+    """The registered capabilities, each a package ``governor.<name>`` with its ``handler`` module."""
+    from governor.registry import REGISTRY
 
-    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+    return sorted(REGISTRY)
 
 
 def handler_module(name: str) -> ModuleType:
-    return importlib.import_module(f"governor.handlers.{name}")
+    return importlib.import_module(f"governor.{name}.handler")
 
 
 class LambdaContext:
@@ -73,7 +72,7 @@ class LambdaContext:
 def reset_handler_caches() -> None:
     """Forget runtimes and adapters built for a previous environment (functools caches in handlers). The boto3
     clients themselves stay cached: an in-process emulator intercepts them whichever world is current."""
-    from governor.handlers._runtime import default_runtime
+    from governor.runtime import default_runtime
 
     default_runtime.cache_clear()
     for name in handler_names():
@@ -174,7 +173,7 @@ class Deployment:
 
     def activate(self, function: str) -> None:
         """Give the process ``function``'s environment (as its Lambda container would have) and a fresh runtime."""
-        from governor.handlers._runtime import default_runtime
+        from governor.runtime import default_runtime
 
         with _ENV_LOCK:
             if self._active == function:

@@ -130,7 +130,7 @@ def _sweep(at: dt.datetime) -> dict[str, Any]:
 
 
 def _stop_request(instance_id: str, at: dt.datetime) -> dict[str, Any]:
-    from governor.domain.interactions import SOURCE, STOP_REQUESTED
+    from governor.interactions.domain import SOURCE, STOP_REQUESTED
 
     return {
         "version": "0",
@@ -186,12 +186,12 @@ def run_idle(
     """One episode: ``idle`` idle and ``busy`` busy GPU instances swept every interval for ``sweeps`` sweeps, and
     ``requests`` more idle instances stopped by a person's "Stop now" at the first sweep. Use inside ``mock_aws``,
     with ``deployment`` built on :func:`idle_policy`."""
-    import governor.handlers.idle as idle_handler
-    from governor.adapters.autoscaling import AutoScalingGroups
-    from governor.adapters.cloudwatch import CloudWatchMetrics
+    import governor.idle.handler as idle_handler
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
-    from governor.domain.idle import sweep_interval
+    from governor.idle.autoscaling import AutoScalingGroups
+    from governor.idle.domain import sweep_interval
+    from governor.idle.metrics import CloudWatchMetrics
 
     policy = deployment.policy
     now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)

@@ -332,7 +332,7 @@ class Scenarios:
     def _button(self, instance: str) -> str:
         """What the notifier leaves behind when it sends an idle warning with buttons: the token's ledger record."""
         from governor.adapters.ledger import DynamoLedger
-        from governor.domain.interactions import BUTTON_KIND, button_record, button_token
+        from governor.interactions.domain import BUTTON_KIND, button_record, button_token
 
         finding = Finding(
             policy="idle",
@@ -371,7 +371,7 @@ class Scenarios:
         return urlencode({"payload": json.dumps(payload)})
 
     def _worker_event(self, action_id: str, index: int, name: str) -> Case:
-        from governor.domain.interactions import CLICKED, SOURCE, parse_click
+        from governor.interactions.domain import CLICKED, SOURCE, parse_click
 
         instance = self._instance("g5.xlarge")
         click = parse_click(self._click_body(self._button(instance), action_id))
@@ -381,13 +381,13 @@ class Scenarios:
 
     def interactions_keep_click(self, index: int) -> Case:
         """The worker's hand-over for Keep 4 h: one snooze tag, one decision."""
-        from governor.domain.interactions import KEEP_HOURS
+        from governor.interactions.domain import KEEP_HOURS
 
         return self._worker_event(KEEP_HOURS, index, "Keep 4 h click")
 
     def interactions_stop_click(self, index: int) -> Case:
         """The worker's hand-over for Stop now: one Stop request to the idle function, one decision."""
-        from governor.domain.interactions import STOP_NOW
+        from governor.interactions.domain import STOP_NOW
 
         return self._worker_event(STOP_NOW, index, "Stop now click")
 
@@ -410,7 +410,7 @@ class Scenarios:
 
     def interactions_signed_request(self, index: int) -> Case:
         """Slack's POST, signed: answered 200 and handed to the worker exactly once."""
-        from governor.domain.interactions import STOP_NOW
+        from governor.interactions.domain import STOP_NOW
 
         instance = self._instance("g5.xlarge")
         body = self._click_body(self._button(instance), STOP_NOW)
@@ -420,7 +420,7 @@ class Scenarios:
 
     def interactions_forged_request(self, index: int) -> Case:
         """The same POST signed with another secret: refused (401), nothing handed over, nothing read."""
-        from governor.domain.interactions import STOP_NOW
+        from governor.interactions.domain import STOP_NOW
 
         instance = self._instance("g5.xlarge")
         body = self._click_body(self._button(instance), STOP_NOW)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from governor.domain.fleet import Instance
 
 _ALWAYS = frozenset({"type", "enforced"})
-#: The tag an untag without keys removes (the idle mark's tag; ``governor.domain.idle.IDLE_SINCE_TAG``).
+#: The tag an untag without keys removes (the idle mark's tag; ``governor.idle.domain.IDLE_SINCE_TAG``).
 DEFAULT_UNTAG = "governor:idle-since"
 
 
@@ -362,7 +362,7 @@ class Replace(Action):
     def execute(self, aws: SpotChanges, at: Acting) -> Outcome:
         """Relaunch from the policy's candidate types, in the policy's market; the launch's client token is derived
         from the interrupted instance inside the adapter, so a retry finds the same launch."""
-        from governor.domain.spot import candidates
+        from governor.spot.domain import candidates
 
         instance = at.live
         market: Literal["spot", "on-demand"] = "spot" if at.policy.spot.replacement == "spot" else "on-demand"
@@ -433,7 +433,7 @@ class RemovePublicIp(Action):
         )
 
     def _disassociate(self, aws: AddressChanges, instance_id: str) -> str:
-        from governor.domain.network import public_address
+        from governor.network.domain import public_address
 
         aws.addresses.disassociate(str(self.association_id))
         done = (

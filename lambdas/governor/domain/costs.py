@@ -29,7 +29,7 @@ from governor.policy import LifecyclePolicy
 GroupBy = Literal["team", "owner", "instance_type"]
 UNKNOWN = "unknown"
 RECLAIM_ACTIONS = frozenset({"stop", "terminate"})
-# ``evidence.status`` values of idle decisions whose assessment said idle (see governor.domain.idle).
+# ``evidence.status`` values of idle decisions whose assessment said idle (see governor.idle.domain).
 IDLE_STATUSES = frozenset({"idle", "warned", "checkpoint", "acted", "held", "reported"})
 
 

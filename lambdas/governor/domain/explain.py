@@ -1,7 +1,7 @@
 """``governor explain``: every policy that handles an event decides on it, from the event and the policy alone.
 
-Policies register an explainer with :func:`explainer`; modules under ``governor.domain`` are imported on first
-use so a new capability needs no edit here. An explainer states no rule of its own: it builds the live state the
+Policies register an explainer with :func:`explainer`; each registered capability's ``domain`` module is imported on
+first use, so a new capability needs no edit here. An explainer states no rule of its own: it builds the live state the
 handler would read from AWS as the event implies it (:class:`Assumed`, each assumption printed), and calls the very
 decision functions the handler calls, which it names in ``decides`` (a test holds both sides to it).
 """
@@ -9,7 +9,6 @@ decision functions the handler calls, which it names in ``decides`` (a test hold
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -92,10 +91,10 @@ def _load_policies() -> None:
     global _LOADED
     if _LOADED:
         return
-    import governor.domain as package
+    from governor.registry import REGISTRY
 
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"governor.domain.{module.name}")
+    for capability in REGISTRY.values():
+        importlib.import_module(capability.domain)
     _LOADED = True
 
 

@@ -17,7 +17,16 @@ from pydantic import BaseModel, ConfigDict
 
 from governor import fanout, runner
 from governor.domain.decision import Action, Decision, Finding
-from governor.domain.keys import (
+from governor.domain.ports import Clock, ReadRefused
+from governor.events.envelopes import (
+    CLOUDTRAIL_DETAIL_TYPE,
+    CloudTrailEvent,
+    CloudTrailRecord,
+    GovernorEvent,
+    InvalidEventError,
+    parse_model,
+)
+from governor.keys.domain import (
     EVENT_SOURCES,
     ROOT_USER,
     AccessKeysPort,
@@ -38,18 +47,9 @@ from governor.domain.keys import (
     parse_credential_report,
     with_tags,
 )
-from governor.domain.ports import Clock, ReadRefused
-from governor.events.envelopes import (
-    CLOUDTRAIL_DETAIL_TYPE,
-    CloudTrailEvent,
-    CloudTrailRecord,
-    GovernorEvent,
-    InvalidEventError,
-    parse_model,
-)
-from governor.handlers._runtime import Runtime, default_runtime, run_edge
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
+from governor.runtime import Runtime, default_runtime, run_edge
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 ALL_KINDS: tuple[Kind, ...] = ("kms", "access_keys", "secrets")
@@ -345,9 +345,9 @@ def handle(event: Any, runtime: Runtime, adapters: KeyAdapters, context: Any = N
 
 @cache
 def _adapters() -> KeyAdapters:
-    from governor.adapters.iam_keys import IamAccessKeys
-    from governor.adapters.kms import KmsKeys
-    from governor.adapters.secrets import SecretsRotation
+    from governor.keys.iam_keys import IamAccessKeys
+    from governor.keys.kms import KmsKeys
+    from governor.keys.secrets import SecretsRotation
 
     region = default_runtime().region
     return KeyAdapters(kms=KmsKeys(region), iam=IamAccessKeys(region), secrets=SecretsRotation(region))
@@ -356,9 +356,9 @@ def _adapters() -> KeyAdapters:
 def target_adapters(event: dict[str, Any], runtime: Runtime) -> KeyAdapters:
     """The sweep's adapters in a fan-out target's account and region (through the spoke role in a member account)."""
     from governor.adapters.aws import client, member_target
-    from governor.adapters.iam_keys import IamAccessKeys
-    from governor.adapters.kms import KmsKeys
-    from governor.adapters.secrets import SecretsRotation
+    from governor.keys.iam_keys import IamAccessKeys
+    from governor.keys.kms import KmsKeys
+    from governor.keys.secrets import SecretsRotation
 
     member = member_target(event)
     region = (member[1] if member else None) or runtime.region

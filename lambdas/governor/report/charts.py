@@ -8,7 +8,7 @@ Per-instance lines stop being readable at about ten instances, so the report dra
 - a heat map of the busiest GPU's utilisation for the top idle offenders only (at most ``HEATMAP_ROWS`` rows).
 
 The data is pure and JSON-able (it is archived in report.json); the HTML report draws it as inline SVG here and the
-PNG (email, archive) is drawn by ``governor.adapters.chart`` with matplotlib from the same data and ``PALETTE``.
+PNG (email, archive) is drawn by ``governor.report.chart_image`` with matplotlib from the same data and ``PALETTE``.
 """
 
 from __future__ import annotations

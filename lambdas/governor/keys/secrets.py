@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client, refused_reads
-from governor.domain.keys import Outcome, Secret
+from governor.keys.domain import Outcome, Secret
 
 # RotateSecret also needs lambda:InvokeFunction on the rotation function (AWS checks the caller may invoke it).
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.

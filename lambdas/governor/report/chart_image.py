@@ -1,6 +1,6 @@
 """The fleet chart as a PNG, for email and the archive: matplotlib, drawn from the report's own chart data.
 
-The HTML report draws the same data as inline SVG (``governor.domain.charts``); both use ``charts.PALETTE``, so busy,
+The HTML report draws the same data as inline SVG (``governor.report.charts``); both use ``charts.PALETTE``, so busy,
 idle and unmonitored have the same colours in the browser, in the email and in the PNG. matplotlib ships in the
 Lambda layer (``lambdas/requirements.txt``) and is imported on first use; where it is missing, the report function
 falls back to CloudWatch's ``GetMetricWidgetImage`` (``CloudWatchChart``) with the same colours.
@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.domain.charts import PALETTE, FleetCharts
+from governor.report.charts import PALETTE, FleetCharts
 
 IAM_ACTIONS = frozenset({"cloudwatch:GetMetricWidgetImage"})
 
 
 class CloudWatchChart:
-    """Renders a metric widget definition (see ``governor.domain.report.utilisation_widget``) to PNG bytes."""
+    """Renders a metric widget definition (see ``governor.report.domain.utilisation_widget``) to PNG bytes."""
 
     def __init__(self, region: str | None = None) -> None:
         self._cloudwatch = client("cloudwatch", region)

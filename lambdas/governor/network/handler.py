@@ -16,12 +16,18 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor import fanout, runner
 from governor.adapters.ec2 import Ec2Reader
-from governor.adapters.network_addresses import PublicAddresses
-from governor.adapters.security_groups import GroupState, SecurityGroups
 from governor.domain.actions import Outcome, RevokeIngress
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, ownership
-from governor.domain.network import (
+from governor.events.envelopes import (
+    CLOUDTRAIL_DETAIL_TYPE,
+    CloudTrailEvent,
+    GovernorEvent,
+    InvalidEventError,
+    parse_model,
+)
+from governor.network.addresses import PublicAddresses
+from governor.network.domain import (
     EVENT_NAMES,
     SECURITY_GROUP_EVENTS,
     NetworkCall,
@@ -38,16 +44,10 @@ from governor.domain.network import (
     revocations,
     scoped_out,
 )
-from governor.events.envelopes import (
-    CLOUDTRAIL_DETAIL_TYPE,
-    CloudTrailEvent,
-    GovernorEvent,
-    InvalidEventError,
-    parse_model,
-)
-from governor.handlers._runtime import Runtime, default_runtime, run_edge
+from governor.network.security_groups import GroupState, SecurityGroups
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
+from governor.runtime import Runtime, default_runtime, run_edge
 
 SCHEDULED = "Scheduled Event"
 POLICY = "network"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.domain.idle import (
+from governor.idle.domain import (
     CPU_UTILIZATION,
     GPU_MEMORY_USED,
     GPU_UTILIZATION,

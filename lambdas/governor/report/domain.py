@@ -24,10 +24,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from governor.domain import charts as charting
-from governor.domain import costs, spot
+from governor.domain import costs
 from governor.domain.identity import normalise_owner
-from governor.domain.notify import (
+from governor.domain.times import parse_time
+from governor.notifier.domain import (
     MAX_BLOCKS,
     MAX_FALLBACK_CHARS,
     MAX_HEADER_CHARS,
@@ -35,8 +35,9 @@ from governor.domain.notify import (
     escape_mrkdwn,
     split_text,
 )
-from governor.domain.times import parse_time
 from governor.policy import Policy, PriceEntry
+from governor.report import charts as charting
+from governor.spot import domain as spot
 
 ReportKind = Literal["daily", "weekly", "custom"]
 RESERVED_QUERIES = {"gpu_instance_hours"}

@@ -19,8 +19,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.ses import Attachment
 from governor.domain.decision import Finding
-from governor.domain.interactions import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
-from governor.domain.notify import (
+from governor.events.envelopes import InvalidEventError, parse_model
+from governor.interactions.domain import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
+from governor.notifier.domain import (
     DELIVERY_KIND,
     MERGE_KIND,
     Delivery,
@@ -33,9 +34,8 @@ from governor.domain.notify import (
     plan_deliveries,
     slack_messages,
 )
-from governor.events.envelopes import InvalidEventError, parse_model
-from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 from governor.observability import logger, metrics, tracer
+from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 
 SOURCE = "gpu-fleet-governor"
 DETAIL_TYPE = "Governor Finding"
@@ -72,7 +72,7 @@ class AwsOutbox:
     _urls: dict[str, str] = field(default_factory=dict)
 
     def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None:
-        from governor.adapters.slack import SecretMissingError, SlackWebhook, webhook_url_from_secret
+        from governor.notifier.slack import SecretMissingError, SlackWebhook, webhook_url_from_secret
 
         try:
             url = self._urls.get(secret_name) or webhook_url_from_secret(secret_name, self.region)

@@ -17,7 +17,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from governor.adapters.aws import RETRIES, client
+from governor.adapters.aws import client, retries
 
 IAM_ACTIONS = frozenset({"s3:PutObject", "s3:GetObject"})
 # SigV4 pre-signed URLs are valid for at most seven days.
@@ -31,7 +31,7 @@ class S3Archive:
         self.bucket = bucket
         self._s3 = client("s3", region)
         self._signer = boto3.session.Session().client(
-            "s3", region_name=region, config=RETRIES.merge(Config(signature_version="s3v4"))
+            "s3", region_name=region, config=retries().merge(Config(signature_version="s3v4"))
         )
 
     def put(self, key: str, body: bytes, content_type: str) -> str:

@@ -19,7 +19,12 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
-from governor.domain.spot import (
+from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
+from governor.observability import logger, metrics, tracer
+from governor.once import IN_DOUBT
+from governor.outbox import Outbox
+from governor.runtime import Runtime, default_runtime, run_edge
+from governor.spot.domain import (
     COMMAND_STATUS,
     FINAL_COMMAND_STATUSES,
     REBALANCE,
@@ -43,11 +48,6 @@ from governor.domain.spot import (
     decide_warning,
     start_record,
 )
-from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
-from governor.handlers._runtime import Runtime, default_runtime, run_edge
-from governor.observability import logger, metrics, tracer
-from governor.once import IN_DOUBT
-from governor.outbox import Outbox
 
 
 class WarningEvent(EventBridgeModel):
@@ -99,8 +99,8 @@ def _member_ports(
     region: str | None, endpoint: str | None, account: str | None = None, event_id: str | None = None
 ) -> SpotPorts:
     from governor.adapters.ec2 import Ec2Reader
-    from governor.adapters.spot_recovery import SpotRecoveryActions
     from governor.adapters.ssm import SsmCommands
+    from governor.spot.recovery import SpotRecoveryActions
 
     where: dict[str, Any] = {"account": account, "event_id": event_id}
     return SpotPorts(Ec2Reader(region, **where), SsmCommands(region, **where), SpotRecoveryActions(region, **where))

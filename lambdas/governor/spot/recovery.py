@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
 from governor.domain.fleet import Instance
-from governor.domain.spot import Candidate, LaunchAttempt, LifecycleOutcome, Replacement
+from governor.spot.domain import Candidate, LaunchAttempt, LifecycleOutcome, Replacement
 
 CAPACITY_ERRORS = frozenset(
     {

@@ -16,15 +16,15 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from governor.domain import lifecycle as domain
 from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import UNKNOWN, Instance
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE, CloudTrailEvent, InvalidEventError, parse_model
-from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.lifecycle import domain
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
 from governor.policy import FleetPolicy
+from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 
 SCHEDULED = "Scheduled Event"
 
@@ -292,7 +292,7 @@ def default_capabilities() -> Capabilities:
     runtime = default_runtime()
     price_list: OnDemandPrices | None = None
     if runtime.policy.lifecycle.use_price_list_api:
-        from governor.adapters.pricing import PriceListPrices
+        from governor.lifecycle.pricing import PriceListPrices
 
         price_list = PriceListPrices()
     return Capabilities(

@@ -14,7 +14,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client, refused_reads
-from governor.domain.keys import AccessKey, Outcome
+from governor.keys.domain import AccessKey, Outcome
 
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
 IAM_ACTIONS = frozenset(

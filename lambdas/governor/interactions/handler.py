@@ -23,19 +23,11 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.ec2 import Ec2Reader
-from governor.adapters.interactions import (
-    AsyncInvoker,
-    SecretUnavailable,
-    SlackDirectory,
-    SlackSecrets,
-    SnoozeTagger,
-    answer,
-    endpoint_client,
-)
 from governor.domain.actions import AnyAction, Record, Stop, Tag
 from governor.domain.decision import Decision
 from governor.domain.fleet import ownership
-from governor.domain.interactions import (
+from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
+from governor.interactions.domain import (
     ACKNOWLEDGED_POLICIES,
     BUTTON_KIND,
     CLICKED,
@@ -55,9 +47,17 @@ from governor.domain.interactions import (
     person_from_policy,
     updated_message,
 )
-from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
-from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.interactions.slack_calls import (
+    AsyncInvoker,
+    SecretUnavailable,
+    SlackDirectory,
+    SlackSecrets,
+    SnoozeTagger,
+    answer,
+    endpoint_client,
+)
 from governor.observability import logger, metrics, tracer
+from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 
 POLICY = "interactions"
 #: A click older than this when its worker runs (a retry hours later, a DLQ replay) acts on nothing.

@@ -1,7 +1,7 @@
 """Spot interruptions: turn the two-minute warning into a checkpoint, a record, a message and, optionally, capacity.
 
 Pure decisions over the policy, the re-read instance and the interruption record kept in the ledger. The handler
-(``handlers/spot.py``) records each decision, then acts through the ports declared here; ``governor explain`` runs
+(``spot/handler.py``) records each decision, then acts through the ports declared here; ``governor explain`` runs
 the same code on the event alone and lists what it could not read under ``assumptions``.
 """
 
@@ -136,7 +136,7 @@ class LifecycleOutcome:
 
 
 class SpotRecovery(Protocol):
-    """Load-balancer, Auto Scaling and relaunch operations; implemented by ``adapters/spot_recovery.py``."""
+    """Load-balancer, Auto Scaling and relaunch operations; implemented by ``spot/recovery.py``."""
 
     def deregister(self, instance: Instance) -> list[str]: ...
 

@@ -23,8 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from governor.adapters.ses import Attachment
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
-from governor.domain.notify import DELIVERY_KIND, Email
-from governor.domain.report import (
+from governor.events.envelopes import InvalidEventError, parse_model
+from governor.notifier.domain import DELIVERY_KIND, Email
+from governor.notifier.handler import AwsOutbox, Outbox, UndeliverableError
+from governor.observability import logger, metrics, tracer
+from governor.report.domain import (
     TREND_PERIODS,
     Report,
     TrendPoint,
@@ -41,10 +44,7 @@ from governor.domain.report import (
     utilisation_widget,
     with_history,
 )
-from governor.events.envelopes import InvalidEventError, parse_model
-from governor.handlers._runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
-from governor.handlers.notifier import AwsOutbox, Outbox, UndeliverableError
-from governor.observability import logger, metrics, tracer
+from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 
 SCHEDULE_SOURCE = "aws.scheduler"
 LEDGER_KINDS = ("decision", "session", "interruption", "governor-tag")
@@ -96,7 +96,7 @@ class ScheduledReport(EventBridgeModel):
 
 
 class QueryRunner(Protocol):
-    """The Athena adapter (``adapters/athena.py``): the deployed named queries and a way to run one."""
+    """The Athena adapter (``report/athena.py``): the deployed named queries and a way to run one."""
 
     def named_queries(self) -> dict[str, str]: ...
 
@@ -152,9 +152,9 @@ def _environment() -> ReportEnvironment:
 
 @cache
 def _aws(region: str | None, sender: str | None) -> ReportAws:
-    from governor.adapters.archive import S3Archive
-    from governor.adapters.athena import AthenaQueries
-    from governor.adapters.chart import CloudWatchChart
+    from governor.report.archive import S3Archive
+    from governor.report.athena import AthenaQueries
+    from governor.report.chart_image import CloudWatchChart
 
     env = _environment()
     return ReportAws(
@@ -436,7 +436,7 @@ def chart_png(report: Report, fallback: ChartSource | None, region: str, thresho
     The chart is decoration: a failure is a note in the report, never a failed report.
     """
     try:
-        from governor.adapters.chart import render_fleet_png
+        from governor.report.chart_image import render_fleet_png
 
         return render_fleet_png(
             report.charts, title="Fleet GPU-hours: busy, idle and unmonitored", period=(report.start, report.end)
@@ -448,7 +448,7 @@ def chart_png(report: Report, fallback: ChartSource | None, region: str, thresho
     except Exception as error:
         report.notes.append(f"chart unavailable ({error.__class__.__name__})")
         return None
-    from governor.adapters.chart import widget_colours
+    from governor.report.chart_image import widget_colours
 
     try:
         return fallback.render(widget_colours(utilisation_widget(region, report.start, report.end, threshold)))

@@ -19,15 +19,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from governor import fanout, runner
-from governor.adapters.autoscaling import AutoScalingGroups
-from governor.adapters.cloudwatch import CloudWatchMetrics
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
-from governor.adapters.interactions import answer
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
-from governor.domain.idle import (
+from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
+from governor.idle.autoscaling import AutoScalingGroups
+from governor.idle.domain import (
     BREAKER_KEY,
     BREAKER_KIND,
     CHECKPOINT_DONE,
@@ -54,12 +53,13 @@ from governor.domain.idle import (
     sweep,
     sweep_interval,
 )
-from governor.domain.interactions import SOURCE as INTERACTIONS_SOURCE
-from governor.domain.interactions import STOP_REQUESTED, updated_message
-from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
-from governor.handlers._runtime import Runtime, default_runtime, run_edge
+from governor.idle.metrics import CloudWatchMetrics
+from governor.interactions.domain import SOURCE as INTERACTIONS_SOURCE
+from governor.interactions.domain import STOP_REQUESTED, updated_message
+from governor.interactions.slack_calls import answer
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
+from governor.runtime import Runtime, default_runtime, run_edge
 
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")

@@ -1,0 +1,5 @@
+"""Idle GPU reclamation: warns about, then stops or terminates, GPU instances idle by every signal.
+
+``handler`` is the Lambda entry, ``domain`` the pure decisions (and the explainer); the other modules are
+this capability's AWS adapters. Registered once in ``governor.registry``. Imports nothing, so importing a
+sibling module stays cheap."""

@@ -1,0 +1,5 @@
+"""Slack buttons on findings (Keep, Keep until tomorrow, Stop now, Acknowledge), verified and authorised.
+
+``handler`` is the Lambda entry, ``domain`` the pure decisions (and the explainer); the other modules are
+this capability's AWS adapters. Registered once in ``governor.registry``. Imports nothing, so importing a
+sibling module stays cheap."""

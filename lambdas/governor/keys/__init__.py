@@ -1,0 +1,5 @@
+"""Key and secret rotation: KMS rotation, IAM access key age, Secrets Manager rotation within the policy's days.
+
+``handler`` is the Lambda entry, ``domain`` the pure decisions (and the explainer); the other modules are
+this capability's AWS adapters. Registered once in ``governor.registry``. Imports nothing, so importing a
+sibling module stays cheap."""

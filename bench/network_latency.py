@@ -120,7 +120,8 @@ def run(count: int, group_count: int) -> None:
     from governor.domain.memory import MemoryDeadLetters
     from governor.events.envelopes import CloudTrailRecord
     from governor.network.addresses import PublicAddresses
-    from governor.network.domain import decide_call, parse_call
+    from governor.network.domain import decide_call
+    from governor.network.events import parse_call
     from governor.network.handler import NetworkAws, handle
     from governor.network.security_groups import SecurityGroups
     from governor.observability import logger, metrics

@@ -11,7 +11,7 @@ from aws_cdk import aws_events as events
 from constructs import Construct
 
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
-from governor.network.domain import EVENT_NAMES
+from governor.network.events import EVENT_NAMES
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction

@@ -43,7 +43,7 @@ from governor.keys import iam_keys, kms, secrets
 from governor.lifecycle import pricing
 from governor.network import addresses as network_addresses
 from governor.network import security_groups
-from governor.network.domain import EVENT_NAMES
+from governor.network.events import EVENT_NAMES
 from governor.notifier import slack
 from governor.policy import Policy
 from governor.report import archive, athena
@@ -159,6 +159,14 @@ class Capability:
     @property
     def domain(self) -> str:
         return f"{self.package}.domain"
+
+    @property
+    def explains(self) -> str:
+        """Where the capability's explainers register: its ``explain`` module if it has one, else ``domain``."""
+        from importlib.util import find_spec
+
+        own = f"{self.package}.explain"
+        return own if find_spec(own) is not None else self.domain
 
     @property
     def adapters(self) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from governor.network.domain import EVENT_NAMES
+from governor.network.events import EVENT_NAMES
 from governor.registry import BASE_PERMISSIONS, REGISTRY
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import RolePolicy, role_policy

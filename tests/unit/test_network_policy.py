@@ -15,16 +15,9 @@ from governor.domain.decision import Decision
 from governor.domain.explain import explain
 from governor.domain.fleet import Instance
 from governor.events.envelopes import CloudTrailRecord
-from governor.network.domain import (
-    IngressRule,
-    PublicAddress,
-    Source,
-    decide_group,
-    decide_public_ip,
-    parse_call,
-    public_address,
-    rule_violations,
-)
+from governor.network.domain import decide_group, decide_public_ip
+from governor.network.events import IngressRule, PublicAddress, Source, parse_call, public_address
+from governor.network.rules import rule_violations
 from governor.policy import Policy, parse_policy
 from governor_cli.main import main
 from tests.conftest import CLOUDTRAIL_DIR, ROOT

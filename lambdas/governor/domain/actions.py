@@ -433,7 +433,7 @@ class RemovePublicIp(Action):
         )
 
     def _disassociate(self, aws: AddressChanges, instance_id: str) -> str:
-        from governor.network.domain import public_address
+        from governor.network.events import public_address
 
         aws.addresses.disassociate(str(self.association_id))
         done = (

@@ -1,9 +1,10 @@
 """``governor explain``: every policy that handles an event decides on it, from the event and the policy alone.
 
-Policies register an explainer with :func:`explainer`; each registered capability's ``domain`` module is imported on
-first use, so a new capability needs no edit here. An explainer states no rule of its own: it builds the live state the
-handler would read from AWS as the event implies it (:class:`Assumed`, each assumption printed), and calls the very
-decision functions the handler calls, which it names in ``decides`` (a test holds both sides to it).
+Policies register an explainer with :func:`explainer`; each registered capability's explaining module (``explain``,
+or ``domain`` where the explainer sits with the decisions) is imported on first use, so a new capability needs no
+edit here. An explainer states no rule of its own: it builds the live state the handler would read from AWS as the
+event implies it (:class:`Assumed`, each assumption printed), and calls the very decision functions the handler
+calls, which it names in ``decides`` (a test holds both sides to it).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def _load_policies() -> None:
     from governor.registry import REGISTRY
 
     for capability in REGISTRY.values():
-        importlib.import_module(capability.domain)
+        importlib.import_module(capability.explains)
     _LOADED = True
 
 

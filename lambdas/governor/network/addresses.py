@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
-from governor.network.domain import PublicAddress
+from governor.network.events import PublicAddress
 
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
 IAM_ACTIONS = frozenset({"ec2:DescribeAddresses", "ec2:DescribeNetworkInterfaces"})

@@ -28,22 +28,23 @@ from governor.events.envelopes import (
 )
 from governor.network.addresses import PublicAddresses
 from governor.network.domain import (
-    EVENT_NAMES,
-    SECURITY_GROUP_EVENTS,
-    NetworkCall,
-    PublicAddress,
     decide_call,
     decide_group,
     decide_group_call,
     decide_public_ip,
-    fleet_group_ids,
     limit_revocations,
-    out_of_scope,
-    parse_call,
-    public_address,
     revocations,
     scoped_out,
 )
+from governor.network.events import (
+    EVENT_NAMES,
+    SECURITY_GROUP_EVENTS,
+    NetworkCall,
+    PublicAddress,
+    parse_call,
+    public_address,
+)
+from governor.network.rules import fleet_group_ids, out_of_scope
 from governor.network.security_groups import GroupState, SecurityGroups
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox

@@ -12,7 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
-from governor.network.domain import IngressRule, rule_from_record
+from governor.network.events import IngressRule, rule_from_record
 
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
 IAM_ACTIONS = frozenset({"ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules"})

@@ -25,6 +25,7 @@ from governor.domain.explain import explain, registrations
 from governor.domain.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.events.envelopes import CloudTrailRecord
 from governor.keys import domain as keys_domain
+from governor.keys import explain as keys_explain
 from governor.keys.domain import AccessKey, KmsKey, Secret
 from governor.lifecycle import domain as lifecycle_domain
 from governor.lifecycle import handler as lifecycle_handler
@@ -115,7 +116,15 @@ def test_every_explainer_calls_only_decision_functions_its_handler_calls(registr
 
 def test_no_explainer_keeps_a_rule_of_its_own() -> None:
     """The old restated rules are gone: no domain module defines ``_explain_*`` helpers or explain-only actions."""
-    for module in (keys_domain, spot_domain, lifecycle_domain, network_domain, network_explain, notify_domain):
+    for module in (
+        keys_domain,
+        keys_explain,
+        spot_domain,
+        lifecycle_domain,
+        network_domain,
+        network_explain,
+        notify_domain,
+    ):
         own = [name for name in vars(module) if name.startswith("_explain")]
         assert own == [], (module.__name__, own)
 
@@ -290,7 +299,7 @@ def test_keys_handler_records_what_explain_shows(name: str, enforce: bool) -> No
     event = keys_world.cloudtrail(name)
     world = keys_world.world(enforce=enforce)
     record = CloudTrailRecord.model_validate(event["detail"])
-    assumed = keys_domain.assumed_resource(record, world.runtime.policy)
+    assumed = keys_explain.assumed_resource(record, world.runtime.policy)
     assert assumed is not None
     state = assumed.state
     world.adapters.clock = FixedClock(record.event_time)

@@ -12,7 +12,8 @@ from botocore.stub import Stubber
 
 from governor.domain.ports import ReadRefused
 from governor.events.envelopes import CloudTrailRecord
-from governor.keys.domain import ROOT_USER, KmsKey, Secret, event_target, explain_record
+from governor.keys.domain import ROOT_USER, KmsKey, Secret, event_target
+from governor.keys.explain import explain_record
 from governor.keys.kms import KmsKeys
 from governor.policy import parse_policy
 from tests.unit.test_keys_domain import REPORT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from governor.network.handler import NetworkAws, SweepIncompleteError, handle
 from governor.network.security_groups import SecurityGroups
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing import events
 
 REGION = "us-east-1"
 IMAGE = "ami-12c6146b"  # moto accepts any AMI id; listing its catalogue costs seconds
@@ -46,39 +46,20 @@ def aws() -> NetworkAws:
 def cloudtrail(
     name: str, request: dict[str, Any], response: dict[str, Any] | None = None, **extra: Any
 ) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws.ec2",
-        "account": "123456789012",
-        "time": "2026-11-30T09:00:00Z",
-        "region": REGION,
-        "resources": [],
-        "detail": {
-            "eventTime": "2026-11-30T09:00:00Z",
-            "eventSource": "ec2.amazonaws.com",
-            "eventName": name,
-            "awsRegion": REGION,
-            "requestParameters": request,
-            "responseElements": response,
-            **extra,
-        },
+    record = {
+        "eventTime": "2026-11-30T09:00:00Z",
+        "eventSource": "ec2.amazonaws.com",
+        "eventName": name,
+        "awsRegion": REGION,
+        "requestParameters": request,
+        "responseElements": response,
+        **extra,
     }
+    return events.cloudtrail(record, account="123456789012")
 
 
 def scheduled() -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": "123456789012",
-        "time": "2026-11-30T03:00:00Z",
-        "region": REGION,
-        "resources": [],
-        "detail": {},
-    }
+    return events.scheduled(time="2026-11-30T03:00:00Z", region=REGION)
 
 
 def new_group(ec2: Any, name: str = "training", tags: dict[str, str] | None = None) -> tuple[str, str]:

@@ -35,6 +35,7 @@ from governor.notifier.slack import DeliveryError, SlackWebhook
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.main import main
+from governor_cli.testing import events
 from tests.adapters.test_idle_sweep import NOW, T0, _aws, _event, _metrics, _state
 
 REGION = "us-east-1"
@@ -192,17 +193,9 @@ def _create_tags_event(instance: str, key: str, value: str, who: str) -> dict[st
         "eventType": "AwsApiCall",
         "recipientAccountId": ACCOUNT,
     }
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws.ec2",
-        "account": ACCOUNT,
-        "time": "2026-12-01T10:00:05Z",
-        "region": REGION,
-        "resources": [],
-        "detail": record,
-    }
+    return events.envelope(
+        events.CLOUDTRAIL, "aws.ec2", record, time="2026-12-01T10:00:05Z", account=ACCOUNT, region=REGION
+    )
 
 
 def test_the_lifecycle_function_records_who_set_each_snooze_and_reports_unbounded_ones(ec2: Any) -> None:
@@ -248,17 +241,7 @@ def _finding(**detail: Any) -> dict[str, Any]:
         "at": "2026-12-01T10:00:00+00:00",
         **detail,
     }
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Governor Finding",
-        "source": "gpu-fleet-governor",
-        "account": ACCOUNT,
-        "time": "2026-12-01T10:00:00Z",
-        "region": REGION,
-        "resources": [],
-        "detail": body,
-    }
+    return events.finding(body, time="2026-12-01T10:00:00Z", account=ACCOUNT, region=REGION)
 
 
 def _notifications() -> Runtime:
@@ -445,17 +428,7 @@ def _network_aws() -> NetworkAws:
 
 
 def _sweep_event() -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": ACCOUNT,
-        "time": "2026-11-30T03:00:00Z",
-        "region": REGION,
-        "resources": [],
-        "detail": {},
-    }
+    return events.scheduled(time="2026-11-30T03:00:00Z", account=ACCOUNT, region=REGION)
 
 
 WEB = [

@@ -21,6 +21,7 @@ from moto import mock_aws
 from governor.policy import Policy, PolicyError, parse_policy_text
 from governor_cli.main import main
 from governor_cli.testing.deployment import Deployment, handler_names
+from governor_cli.testing.events import envelope
 from governor_cli.testing.faults import FaultInjector
 from governor_cli.testing.invariants import is_action
 from governor_cli.testing.scenarios import soak_policy
@@ -128,19 +129,9 @@ def test_handlers_reject_non_objects_and_oversized_events(deployed: Deployment, 
         assert not [c for c in recorder.calls if is_action(c)]
 
 
-def _ec2(detail_type: str, detail: Any, **envelope: Any) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-        "detail-type": detail_type,
-        "source": "aws.ec2",
-        "account": "123456789012",
-        "time": "2026-12-01T10:00:00Z",
-        "region": "us-east-1",
-        "resources": [],
-        "detail": detail,
-        **envelope,
-    }
+def _ec2(detail_type: str, detail: Any, **overrides: Any) -> dict[str, Any]:
+    event_id = "6a7e8feb-b491-4cf7-a9f1-bf3703467718"
+    return {**envelope(detail_type, "aws.ec2", detail, event_id=event_id, time="2026-12-01T10:00:00Z"), **overrides}
 
 
 UNEXPECTED_SHAPES = {

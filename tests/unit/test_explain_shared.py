@@ -38,6 +38,7 @@ from governor.registry import REGISTRY
 from governor.runtime import Runtime
 from governor.spot import domain as spot_domain
 from governor.spot import handler as spot_handler
+from governor_cli.testing.events import cloudtrail
 from tests.conftest import ROOT
 from tests.unit import test_keys_handler as keys_world
 from tests.unit import test_lifecycle_handler as lifecycle_world
@@ -54,17 +55,7 @@ def load(path: Path) -> dict[str, Any]:
 
 def cloudtrail_event(record: dict[str, Any], event_id: str = "evt-explain") -> dict[str, Any]:
     """A bare CloudTrail record as EventBridge delivers it to a Lambda."""
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws." + record["eventSource"].split(".")[0],
-        "account": "111122223333",
-        "time": record["eventTime"],
-        "region": record.get("awsRegion", "us-east-1"),
-        "resources": [],
-        "detail": record,
-    }
+    return cloudtrail(record, event_id=event_id, account="111122223333")
 
 
 def public(decision: Decision | dict[str, Any]) -> dict[str, Any]:

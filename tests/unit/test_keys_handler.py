@@ -16,6 +16,7 @@ from governor.keys.domain import AccessKey, KmsKey, Outcome, Secret
 from governor.keys.handler import MAX_ACTIONS_PER_RUN, KeyAdapters, handle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing import events
 from tests.conftest import ROOT
 from tests.unit.sinks import RefusesFirstBatch
 from tests.unit.test_keys_domain import REPORT
@@ -153,33 +154,19 @@ def world(**keys: Any) -> World:
 
 
 def schedule(**detail: Any) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "sched-0001",
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": "111122223333",
-        "time": "2026-12-01T12:00:00Z",
-        "region": "us-east-1",
-        "resources": ["arn:aws:scheduler:us-east-1:111122223333:schedule/default/keys"],
-        "detail": detail,
-    }
+    return events.scheduled(
+        detail,
+        event_id="sched-0001",
+        time="2026-12-01T12:00:00Z",
+        account="111122223333",
+        resources=["arn:aws:scheduler:us-east-1:111122223333:schedule/default/keys"],
+    )
 
 
 def cloudtrail(name: str, **changes: Any) -> dict[str, Any]:
     record = json.loads((FIXTURES / name).read_text())
     record.update(changes)
-    return {
-        "version": "0",
-        "id": f"evt-{name}",
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws." + record["eventSource"].split(".")[0],
-        "account": "111122223333",
-        "time": record["eventTime"],
-        "region": record["awsRegion"],
-        "resources": [],
-        "detail": record,
-    }
+    return events.cloudtrail(record, event_id=f"evt-{name}", account="111122223333")
 
 
 def kms_key(key_id: str, **fields: Any) -> KmsKey:

@@ -16,6 +16,7 @@ from governor.notifier.domain import Email, Message
 from governor.notifier.handler import DeliveryFailed, UndeliverableError, handle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing.events import finding
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 
@@ -55,17 +56,7 @@ def event(event_id: str = "e-1", **detail: Any) -> dict[str, Any]:
         "at": NOW.isoformat(),
         **detail,
     }
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "Governor Finding",
-        "source": "gpu-fleet-governor",
-        "account": "123456789012",
-        "time": NOW.isoformat(),
-        "region": "us-east-1",
-        "resources": [],
-        "detail": body,
-    }
+    return finding(body, event_id=event_id, time=NOW.isoformat())
 
 
 def test_report_only_renders_and_records_but_sends_nothing() -> None:

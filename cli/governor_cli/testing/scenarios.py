@@ -21,8 +21,8 @@ from typing import Any
 from governor.domain.decision import Finding
 from governor.policy import Policy, parse_policy
 from governor_cli.testing.deployment import LEDGER_TABLE, REGION, SLACK_SIGNING_SECRET, handler_names, image_id
+from governor_cli.testing.events import ACCOUNT, cloudtrail, envelope, timestamp
 
-ACCOUNT = "123456789012"
 PROTECTED_TAG = "governor:protected"
 SLACK_WEBHOOK_SECRET = "governor/slack-webhook"  # noqa: S105 - a secret's name
 EMAIL_SENDER = "governor@example.com"
@@ -71,25 +71,9 @@ class Case:
         return str(self.event["id"])
 
 
-def _envelope(detail_type: str, source: str, detail: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": detail_type,
-        "source": source,
-        "account": ACCOUNT,
-        "time": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
-        "resources": [],
-        "detail": detail,
-    }
-
-
 def _cloudtrail(source: str, name: str, request: dict[str, Any], response: dict[str, Any] | None) -> dict[str, Any]:
     service = source.split(".", 1)[1]
-    return _envelope(
-        "AWS API Call via CloudTrail",
-        source,
+    return cloudtrail(
         {
             "eventVersion": "1.09",
             "userIdentity": {
@@ -98,7 +82,7 @@ def _cloudtrail(source: str, name: str, request: dict[str, Any], response: dict[
                 "accountId": ACCOUNT,
                 "userName": "alice",
             },
-            "eventTime": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "eventTime": timestamp(),
             "eventSource": f"{service}.amazonaws.com",
             "eventName": name,
             "awsRegion": REGION,
@@ -187,7 +171,7 @@ class Scenarios:
 
     def spot_warning(self, index: int) -> Case:
         instance = self._instance("g5.xlarge", spot=True, tags={"governor:checkpoint-command": "train"})
-        event = _envelope(
+        event = envelope(
             "EC2 Spot Instance Interruption Warning",
             "aws.ec2",
             {"instance-id": instance, "instance-action": "terminate"},
@@ -196,7 +180,7 @@ class Scenarios:
 
     def spot_warning_not_gpu(self, index: int) -> Case:
         instance = self._instance("m5.large", spot=True)
-        event = _envelope(
+        event = envelope(
             "EC2 Spot Instance Interruption Warning", "aws.ec2", {"instance-id": instance, "instance-action": "stop"}
         )
         return Case(f"spot warning, not GPU #{index}", "spot", event, instance, forbidden=True)
@@ -279,14 +263,14 @@ class Scenarios:
         broken: list[dict[str, Any]] = [
             {"id": str(uuid.uuid4()), "detail-type": "EC2 Spot Instance Interruption Warning", "detail": "oops"},
             {"id": str(uuid.uuid4()), "source": "aws.ec2", "detail-type": 42, "detail": {}},
-            {**_envelope("AWS API Call via CloudTrail", "aws.ec2", {"eventName": None}), "time": "yesterday"},
+            {**envelope("AWS API Call via CloudTrail", "aws.ec2", {"eventName": None}), "time": "yesterday"},
         ]
         return Case(f"invalid event #{index}", function, self._random.choice(broken), "-", kind="invalid")
 
     # --- notifier: findings from the governor bus to Slack and email ------------------------------------------
 
     def _finding_event(self, finding: Finding) -> dict[str, Any]:
-        return _envelope("Governor Finding", "gpu-fleet-governor", finding.model_dump(mode="json"))
+        return envelope("Governor Finding", "gpu-fleet-governor", finding.model_dump(mode="json"))
 
     def notifier_security_finding(self, index: int) -> Case:
         """A critical network finding about its own group: one Slack message and one email, each exactly once."""
@@ -323,7 +307,7 @@ class Scenarios:
     # --- report: one scheduled tick, one report archived and sent -----------------------------------------------
 
     def report_tick(self, index: int) -> Case:
-        event = _envelope("Scheduled Event", "aws.scheduler", {"kind": "daily"})
+        event = envelope("Scheduled Event", "aws.scheduler", {"kind": "daily"})
         start = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).date()
         return Case(f"daily report tick #{index}", "report", event, f"report:daily:{start:%Y-%m-%d}")
 
@@ -375,7 +359,7 @@ class Scenarios:
 
         instance = self._instance("g5.xlarge")
         click = parse_click(self._click_body(self._button(instance), action_id))
-        event = _envelope(CLICKED, SOURCE, click.model_dump(mode="json"))
+        event = envelope(CLICKED, SOURCE, click.model_dump(mode="json"))
         event["id"] = click.key
         return Case(f"{name} #{index}", "interactions", event, instance)
 

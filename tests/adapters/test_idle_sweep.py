@@ -19,6 +19,7 @@ from governor.idle.handler import IdleAws, handle
 from governor.idle.metrics import CloudWatchMetrics
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing.events import scheduled
 
 # The simulated clock runs ahead of moto's launch times, however late in a parallel run these tests start
 # (the module is imported at collection, its tests may run minutes later).
@@ -42,17 +43,7 @@ CLOCK = Clock()
 
 def _event(at: dt.datetime, event_id: str, *, delivered: dt.datetime | None = None) -> dict[str, Any]:
     CLOCK.now = delivered or at
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": "123456789012",
-        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "us-east-1",
-        "resources": [],
-        "detail": {},
-    }
+    return scheduled(event_id=event_id, time=at)
 
 
 def _metrics(instance_id: str, util: float, minutes: int = 200, ahead: int = 60) -> None:

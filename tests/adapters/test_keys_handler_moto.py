@@ -18,6 +18,7 @@ from governor.keys.kms import KmsKeys
 from governor.keys.secrets import SecretsRotation
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing import events
 from tests.adapters.test_keys_adapters import REGION, rotation_function
 from tests.conftest import ROOT
 
@@ -45,17 +46,7 @@ def adapters(days_ahead: int = 0) -> KeyAdapters:
     )
 
 
-SWEEP = {
-    "version": "0",
-    "id": "sched-1",
-    "detail-type": "Scheduled Event",
-    "source": "aws.scheduler",
-    "account": "123456789012",
-    "time": "2026-12-01T00:00:00Z",
-    "region": REGION,
-    "resources": [],
-    "detail": {},
-}
+SWEEP = events.scheduled(event_id="sched-1", time="2026-12-01T00:00:00Z", region=REGION)
 
 
 def test_enforcing_sweep_fixes_keys_access_keys_and_secrets(aws: None) -> None:
@@ -104,17 +95,7 @@ def test_disable_key_rotation_event_turns_it_back_on(aws: None) -> None:
     record = json.loads((ROOT / "tests/fixtures/keys/disable_key_rotation.json").read_text())
     record["requestParameters"]["keyId"] = meta["KeyId"]
     record["responseElements"]["keyId"] = meta["Arn"]
-    event = {
-        "version": "0",
-        "id": "evt-disable",
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws.kms",
-        "account": "123456789012",
-        "time": record["eventTime"],
-        "region": REGION,
-        "resources": [],
-        "detail": record,
-    }
+    event = events.cloudtrail(record, event_id="evt-disable", account="123456789012", region=REGION)
     result = handle(event, runtime(enforce_kms=True), adapters())
     assert result["actions"] == 1
     assert kms.get_key_rotation_status(KeyId=meta["KeyId"])["KeyRotationEnabled"] is True

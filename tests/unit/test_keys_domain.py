@@ -21,6 +21,7 @@ from governor.keys.domain import (
 )
 from governor.policy import Policy, parse_policy
 from governor_cli.main import main
+from governor_cli.testing.events import cloudtrail
 from tests.conftest import ROOT
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -272,17 +273,7 @@ def fixture(name: str) -> dict[str, Any]:
 
 def wrapped(record: dict[str, Any]) -> dict[str, Any]:
     """The same record as EventBridge delivers it to a Lambda."""
-    return {
-        "version": "0",
-        "id": "7bf73129-1428-4cd3-a780-95db273d1602",
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws." + record["eventSource"].split(".")[0],
-        "account": record["recipientAccountId"],
-        "time": record["eventTime"],
-        "region": record["awsRegion"],
-        "resources": [],
-        "detail": record,
-    }
+    return cloudtrail(record, event_id="7bf73129-1428-4cd3-a780-95db273d1602")
 
 
 @pytest.mark.parametrize(

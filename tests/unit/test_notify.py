@@ -23,6 +23,7 @@ from governor.notifier.domain import (
 )
 from governor.policy import NotificationsPolicy, TeamRoute
 from governor_cli.main import main
+from governor_cli.testing import events
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 
@@ -177,19 +178,7 @@ def test_explain_shows_where_a_finding_would_go(tmp_path: Path, capsys: pytest.C
     policy.write_text("notifications:\n  teams:\n    vision: {slack_secret_name: governor/slack-vision}\n")
     event = tmp_path / "finding.json"
     event.write_text(
-        json.dumps(
-            {
-                "version": "0",
-                "id": "f-1",
-                "detail-type": "Governor Finding",
-                "source": "gpu-fleet-governor",
-                "account": "123456789012",
-                "time": NOW.isoformat(),
-                "region": "us-east-1",
-                "resources": [],
-                "detail": finding().model_dump(mode="json"),
-            }
-        )
+        json.dumps(events.finding(finding().model_dump(mode="json"), event_id="f-1", time=NOW.isoformat()))
     )
     assert main(["explain", str(event), "--policy", str(policy), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

@@ -17,6 +17,7 @@ from governor.notifier.handler import UndeliverableError
 from governor.policy import parse_policy
 from governor.report.handler import ReportAws, handle
 from governor.runtime import Runtime
+from governor_cli.testing import events
 from tests.unit.test_report import sample_ledger
 
 RUN_AT = dt.datetime(2023, 7, 11, 7, 0, tzinfo=dt.UTC)
@@ -99,17 +100,12 @@ class FakeOutbox:
 
 
 def scheduled(kind: str = "daily") -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": f"sched-{kind}",
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": "123456789012",
-        "time": RUN_AT.isoformat(),
-        "region": "us-east-1",
-        "resources": ["arn:aws:scheduler:us-east-1:123456789012:schedule/default/report"],
-        "detail": {"kind": kind},
-    }
+    return events.scheduled(
+        {"kind": kind},
+        event_id=f"sched-{kind}",
+        time=RUN_AT.isoformat(),
+        resources=["arn:aws:scheduler:us-east-1:123456789012:schedule/default/report"],
+    )
 
 
 def setup(enforce: bool, failing: set[str] | None = None, missing_secret: bool = False) -> tuple[Runtime, ReportAws]:

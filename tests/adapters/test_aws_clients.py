@@ -57,3 +57,17 @@ def test_cache_clear_starts_a_new_session(fresh: None) -> None:
     client.cache_clear()
     assert client("sqs", "us-east-1") is not first
     assert client.sessions_created == created + 1
+
+
+def test_adapters_cached_per_session_go_with_the_clients(fresh: None) -> None:
+    """A handler's cached adapters never outlive the clients they hold: clearing the clients clears them too (an
+    earlier test's adapters on another emulator were once handed to the next test)."""
+    from governor.idle import handler as idle
+    from governor.network import handler as network
+
+    built = network._aws("us-east-1")
+    assert network._aws("us-east-1") is built
+    idle_built = idle._aws("us-east-1", "MB")
+    client.cache_clear()
+    assert network._aws("us-east-1") is not built
+    assert idle._aws("us-east-1", "MB") is not idle_built

@@ -162,8 +162,6 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
     monkeypatch.setattr(ec2_adapter, "WILDCARD_TYPE_FILTER", False)  # moto matches no wildcard filter values
     with mock_aws():
         client.cache_clear()
-        idle._aws.cache_clear()  # the hub target's adapters: an earlier test may have built them on another endpoint
-        network._aws.cache_clear()
         built = Org()
         monkeypatch.setenv("IDEMPOTENCY_TABLE", built.local.idempotency_table)
         client.configure(Organization("GovernorSpoke", HUB))

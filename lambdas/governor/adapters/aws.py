@@ -20,10 +20,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from governor.domain.ports import ReadRefused
 
@@ -115,6 +115,7 @@ class ClientCache:
         self._credentials: dict[tuple[str, str | None], tuple[dict[str, Any], dt.datetime]] = {}
         self._foreign: dict[tuple[str, str | None, str | None, str], tuple[Any, dt.datetime]] = {}
         self.roles_assumed = 0
+        self._dependents: list[Callable[[], None]] = []
 
     def session(self) -> boto3.session.Session:
         """The one Session every adapter's client comes from."""
@@ -231,15 +232,35 @@ class ClientCache:
         return credentials, expiry
 
     def cache_clear(self) -> None:
-        """Forget the Session and every client (the next call builds them again)."""
+        """Forget the Session and every client (the next call builds them again), and every adapter cached on them
+        (:func:`per_session`), so nothing keeps a client of a Session that is gone."""
         with self._lock:
             self._session = None
             self._clients.clear()
             self._credentials.clear()
             self._foreign.clear()
+            dependents = list(self._dependents)
+        for clear in dependents:
+            clear()
+
+    def on_clear(self, clear: Callable[[], None]) -> None:
+        """Call ``clear`` whenever the clients are forgotten."""
+        with self._lock:
+            self._dependents.append(clear)
 
 
 client = ClientCache()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def per_session(build: F) -> F:
+    """Cache what ``build`` makes from the shared clients (a handler's adapters) per arguments, for as long as those
+    clients live: :meth:`ClientCache.cache_clear` clears it too. In Lambda that is the container's life; in tests and
+    the demo it means adapters never outlive the emulator their clients were built on."""
+    cached = cache(build)
+    client.on_clear(cached.cache_clear)
+    return cast(F, cached)
 
 
 def member_target(event: Any) -> tuple[str, str | None, str | None] | None:

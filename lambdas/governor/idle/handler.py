@@ -12,13 +12,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from governor import fanout, runner
+from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
@@ -85,7 +85,7 @@ class IdleAws:
     respond: Callable[[str, dict[str, Any]], bool] = answer
 
 
-@cache
+@per_session
 def _aws(region: str | None, memory_unit: str) -> IdleAws:
     return IdleAws(
         Ec2Reader(region),

@@ -17,11 +17,11 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
 from governor.domain.actions import AnyAction, Record, Stop, Tag
 from governor.domain.decision import Decision
@@ -84,7 +84,7 @@ class InteractionsAws:
     handover: AsyncInvoker | None = None
 
 
-@cache
+@per_session
 def _aws(region: str | None) -> InteractionsAws:
     return InteractionsAws(
         SlackSecrets(region, endpoint_client("secretsmanager", region)),

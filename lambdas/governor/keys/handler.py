@@ -10,12 +10,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from governor import fanout, runner
+from governor.adapters.aws import per_session
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.ports import Clock, ReadRefused
 from governor.events.envelopes import (
@@ -343,7 +344,7 @@ def handle(event: Any, runtime: Runtime, adapters: KeyAdapters, context: Any = N
     return run_edge(event, runtime, parse_trigger, work)
 
 
-@cache
+@per_session
 def _adapters() -> KeyAdapters:
     from governor.keys.iam_keys import IamAccessKeys
     from governor.keys.kms import KmsKeys

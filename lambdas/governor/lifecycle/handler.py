@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import cache
 from typing import Any, Literal, Protocol
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from governor.adapters.aws import per_session
 from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import UNKNOWN, Instance
@@ -284,7 +284,7 @@ def handle(event: Any, runtime: Runtime, caps: Capabilities, context: LambdaCont
     return run_edge(event, runtime, parse, lambda parsed, rt: process(event, parsed, rt, caps, context))
 
 
-@cache
+@per_session
 def default_capabilities() -> Capabilities:
     """Built once per container: the EC2 reader and tagger, and the price book (Price List API when enabled)."""
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader

@@ -9,12 +9,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor import fanout, runner
+from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
 from governor.domain.actions import Outcome, RevokeIngress
 from governor.domain.decision import Action, Decision, Finding
@@ -66,7 +66,7 @@ class NetworkAws:
     instances: Ec2Reader
 
 
-@cache
+@per_session
 def _aws(region: str | None) -> NetworkAws:
     return NetworkAws(SecurityGroups(region), PublicAddresses(region), Ec2Reader(region))
 

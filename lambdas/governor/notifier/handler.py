@@ -11,12 +11,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
 from typing import Any, Protocol
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from governor.adapters.aws import per_session
 from governor.adapters.ses import Attachment
 from governor.domain.decision import Finding
 from governor.events.envelopes import InvalidEventError, parse_model
@@ -94,7 +94,7 @@ class AwsOutbox:
         SesMailer(self.sender, self.region).send(recipients, email.subject, email.html, email.text, attachments)
 
 
-@cache
+@per_session
 def _outbox(region: str | None, sender: str | None) -> AwsOutbox:
     return AwsOutbox(region, sender)
 

@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from governor.adapters.aws import per_session
 from governor.adapters.ses import Attachment
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
@@ -150,7 +151,7 @@ def _environment() -> ReportEnvironment:
     return ReportEnvironment.model_validate(dict(os.environ))
 
 
-@cache
+@per_session
 def _aws(region: str | None, sender: str | None) -> ReportAws:
     from governor.report.archive import S3Archive
     from governor.report.athena import AthenaQueries

@@ -24,7 +24,6 @@ from governor.adapters.ledger import DynamoLedger
 from governor.adapters.organization import OrganizationAccounts, TargetQueue
 from governor.domain.memory import MemoryDeadLetters, MemorySink
 from governor.idle import handler as idle
-from governor.network import handler as network
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared

@@ -251,6 +251,7 @@ REGISTRY = Registry(
     Capability(
         name="lifecycle",
         member_accounts=True,
+        fans_out=True,
         section="lifecycle",
         description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
         triggers=(

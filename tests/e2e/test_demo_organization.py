@@ -118,3 +118,16 @@ def test_the_ledger_export_file_filters_by_account(org_demo: DemoResult, tmp_pat
     sessions = [d for d in kept if d.get("kind") == "session"]
     site = next(s for s in org_demo.sites if (s["account"], s["region"]) == (first, "us-west-2"))
     assert sessions and {d["instance_id"] for d in sessions} <= set(site["launched"])
+
+
+def test_usage_sessions_carry_their_account_and_each_reconcile_keeps_to_its_own(org_demo: DemoResult) -> None:
+    """Each site's lifecycle reconcile keeps to its own sessions: every session names the account and region its
+    instance was launched in, and no site's reconcile decides about another site's instance (before, each one closed
+    every other site's sessions as "no longer running")."""
+    where = {i: (s["account"], s["region"]) for s in org_demo.sites for i in s["launched"]}
+    sessions = [d for d in org_demo.decisions if d.get("kind") == "session"]
+    assert sessions
+    for session in sessions:
+        assert (session["account"], session["region"]) == where[session["instance_id"]]
+    reconciled = [d for d in org_demo.decisions if d.get("rule") == "lifecycle.reconcile"]
+    assert all(where[d["resource"]] == (d["account"], d["region"]) for d in reconciled)

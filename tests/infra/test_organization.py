@@ -244,7 +244,7 @@ def _function_of(org: OrgSynth, mapping: dict[str, Any]) -> str:
 def test_sweeps_fan_out_one_target_per_message_with_bounded_concurrency(org: OrgSynth) -> None:
     mappings = org.of_type(org.json, "AWS::Lambda::EventSourceMapping")
     fanned = sorted(_function_of(org, m) for m in mappings.values())
-    assert len(fanned) == 3 and all(any(n in f for f in fanned) for n in ("Idle", "Network", "Keys"))
+    assert len(fanned) == 4 and all(any(n in f for f in fanned) for n in ("Idle", "Network", "Keys", "Lifecycle"))
     queues = org.of_type(org.json, "AWS::SQS::Queue")
     for mapping in mappings.values():
         props = mapping["Properties"]
@@ -266,7 +266,7 @@ def test_the_planner_lists_only_the_organizations_ous(org: OrgSynth) -> None:
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         if "organizations:" in json.dumps(s["Action"])
     ]
-    assert len(grants) == 3  # idle, keys and network
+    assert len(grants) == 4  # idle, keys, network and lifecycle
     for statement in grants:
         assert sorted(statement["Action"]) == [
             "organizations:ListAccountsForParent",

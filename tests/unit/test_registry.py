@@ -160,10 +160,11 @@ def test_organization_mode_adds_assume_role_only_to_functions_acting_in_member_a
 
 
 def test_only_sweeps_that_run_per_account_and_region_list_and_consume_targets() -> None:
-    """Organisation mode: the idle, keys and network sweeps fan out (governor.fanout); their roles may list the OUs'
-    accounts and use their own targets queue, no other function may."""
+    """Organisation mode: the idle, keys, network and lifecycle sweeps fan out (governor.fanout); their roles may list
+    the OUs' accounts and use their own targets queue, no other function may."""
     policy = Policy()
-    assert {name for name, capability in REGISTRY.items() if capability.fans_out} == {"idle", "keys", "network"}
+    fanned = {name for name, capability in REGISTRY.items() if capability.fans_out}
+    assert fanned == {"idle", "keys", "lifecycle", "network"}
     for capability in REGISTRY.values():
         assert not FANOUT & capability.permissions(policy)
         assert (capability.permissions(policy, organization=True) >= FANOUT) == capability.fans_out

@@ -10,6 +10,10 @@ Ledger items written here (``Ledger.put_item``):
 - ``launch`` / instance id: ``creator``, ``creator_type``, ``launched_at``, ``instance_type``, ``event_id``.
 - ``session`` / ``<instance id>#<start>``: one running period (see :func:`open_session`).
 - ``open-session`` / instance id: a copy of the open session (``open: true``), or ``open: false`` once closed.
+
+Sessions and their open-session copies carry the ``account`` and ``region`` of the instance (the event's, or the
+sweep target's, like every ledger decision); items written before they did belong to the hub's own account and region
+(:func:`target_sessions`).
 """
 
 from __future__ import annotations
@@ -420,6 +424,36 @@ def _not_gpu(instance: Instance | None, policy: Policy) -> str:
     if instance is None:
         return "the instance no longer exists and no session is open for it"
     return f"{instance.type} is not in the GPU families {policy.fleet.gpu_families}"
+
+
+def placed_in(item: Mapping[str, Any], home: tuple[str, str]) -> tuple[str, str]:
+    """``(account, region)`` an open session belongs to; one recorded without them is the hub's (``home``)."""
+    account, region = item.get("account"), item.get("region")
+    return (
+        account if isinstance(account, str) and account else home[0],
+        region if isinstance(region, str) and region else home[1],
+    )
+
+
+def target_sessions(
+    open_items: Iterable[Mapping[str, Any]],
+    running_ids: Iterable[str],
+    account: str,
+    region: str,
+    home: tuple[str, str],
+) -> list[Mapping[str, Any]]:
+    """The open sessions one account and region's reconcile may close or refresh (organisation fan-out).
+
+    Those recorded there (without a place: the hub's, ``home``), and those of instances running there, whatever
+    they say (instance ids are unique, so the instance's place wins). Any other is another target's: its instance
+    is not visible from here, and closing it as "no longer running" would be wrong.
+    """
+    running = set(running_ids)
+    return [
+        item
+        for item in open_items
+        if str(item.get("instance_id")) in running or placed_in(item, home) == (account, region)
+    ]
 
 
 @dataclass

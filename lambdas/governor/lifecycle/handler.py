@@ -2,6 +2,7 @@
 
 Three inputs: CloudTrail RunInstances events (tag and record the launch), EC2 state-change notifications (open or
 close the usage session) and the scheduled sweep (repair what missed events left). Anything else goes to the DLQ.
+In organisation mode the sweep runs once per account and region (``governor.fanout``), each over its own sessions.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from governor import fanout
 from governor.adapters.aws import per_session
 from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import UNKNOWN, Instance
+from governor.domain.ports import event_origin
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE, CloudTrailEvent, InvalidEventError, parse_model
 from governor.lifecycle import domain
 from governor.observability import logger, metrics, tracer
@@ -70,6 +73,11 @@ class Capabilities:
     tagger: Tagger
     prices: PriceBook
     now: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
+    #: Organisation mode: the hub's own account and region, where sessions recorded without a place belong; the
+    #: reconcile then keeps to the sessions of its event's account and region. ``None`` in a single account.
+    home: tuple[str, str] | None = None
+    #: The region the reader and tagger work in (``None``: the runtime's).
+    region: str | None = None
 
 
 def parse(raw: Any) -> Parsed:
@@ -121,17 +129,25 @@ def _no_team_key(event_id: str) -> str:
     return f"{event_id}#no-team"
 
 
+def _placed(item: dict[str, Any]) -> dict[str, Any]:
+    """The item with the account and region of the event being handled (the instance's: a state change comes from
+    its account, a sweep target is one account and region), as the ledger stamps every decision."""
+    return {**item, **event_origin()}
+
+
 def _write_open(runtime: Runtime, session: dict[str, Any]) -> None:
+    session = _placed(session)
     runtime.ledger.put_item(domain.SESSION, session["session_key"], session)
     runtime.ledger.put_item(domain.OPEN_SESSION, session["instance_id"], {**session, "open": True})
 
 
 def _write_closed(runtime: Runtime, session: dict[str, Any]) -> None:
+    session = _placed(session)
     runtime.ledger.put_item(domain.SESSION, session["session_key"], session)
     runtime.ledger.put_item(
         domain.OPEN_SESSION,
         session["instance_id"],
-        {"instance_id": session["instance_id"], "open": False, "last_session": session["session_key"]},
+        _placed({"instance_id": session["instance_id"], "open": False, "last_session": session["session_key"]}),
     )
 
 
@@ -151,7 +167,7 @@ def on_run_instances(event: CloudTrailEvent, runtime: Runtime, caps: Capabilitie
         launch = launched.get(decision.resource)
         if decision.verdict != "act" or launch is None:
             continue
-        runtime.ledger.put_item(domain.LAUNCH, launch.instance_id, domain.launch_item(launch, event.id))
+        runtime.ledger.put_item(domain.LAUNCH, launch.instance_id, _placed(domain.launch_item(launch, event.id)))
         _adopt_creator(runtime, launch)
         for action in decision.enforced_actions():
             if action.type != "tag":
@@ -237,10 +253,19 @@ def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Capabilitie
 
 
 def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
-    """Daily: close sessions of instances no longer running, open sessions for running ones never seen starting."""
+    """Daily: close sessions of instances no longer running, open sessions for running ones never seen starting.
+
+    In organisation mode only the sessions of the event's account and region (a fan-out target's), so one target
+    never closes another's sessions as "no longer running"."""
     now = caps.now()
     running = caps.reader.gpu_instances(runtime.policy.fleet, states=("running",))
     open_items = [o for o in runtime.ledger.query_kind(domain.OPEN_SESSION) if o.get("open")]
+    if caps.home is not None:
+        account = event.account or caps.home[0]
+        region = event.region or runtime.region or caps.home[1]
+        open_items = [
+            dict(o) for o in domain.target_sessions(open_items, (i.id for i in running), account, region, caps.home)
+        ]
     seen = {str(o.get("instance_id")) for o in open_items}
     launches: dict[str, dict[str, Any]] = {}
     for instance in running:
@@ -299,22 +324,43 @@ def default_capabilities() -> Capabilities:
         reader=Ec2Reader(runtime.region),
         tagger=Ec2Actions(runtime.region),
         prices=PriceBook(runtime.policy.lifecycle, region=runtime.region, price_list=price_list),
+        region=runtime.region,
     )
 
 
-def capabilities_for(event: Any) -> Capabilities:
+def home_of(runtime: Runtime) -> tuple[str, str] | None:
+    """Organisation mode: the hub's own account and region (``runtime`` is the hub's), where sessions recorded
+    without a place belong; ``None`` in a single account (the reconcile then sees every open session, as before)."""
+    config: fanout.FanoutConfig | None = runtime.extras.get("fanout")
+    if config is not None:
+        return config.home_account, runtime.region or ""
+    from governor.adapters.aws import client
+
+    organization = client.organization  # organisation mode without the fan-out (the demo plays its targets itself)
+    if organization is not None and organization.home_account:
+        return organization.home_account, runtime.region or ""
+    return None
+
+
+def capabilities_for(event: Any, runtime: Runtime | None = None, home: tuple[str, str] | None = None) -> Capabilities:
     """The container's capabilities, or, for an event from a member account (organisation mode), the same ones
-    reading and tagging through the spoke role in that account and region."""
+    reading and tagging through the spoke role in that account and region; for a fan-out target in the hub's own
+    account but another region (``runtime.region``), the hub's role there."""
     from governor.adapters.aws import member_target
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 
     caps, member = default_capabilities(), member_target(event)
+    if home is not None:
+        caps = replace(caps, home=home)
     if member is None:
-        return caps
+        region = runtime.region if runtime is not None else None
+        if region is None or region == caps.region:
+            return caps
+        return replace(caps, reader=Ec2Reader(region), tagger=Ec2Actions(region), region=region)
     account, region, event_id = member
-    region = region or default_runtime().region
+    region = region or (runtime.region if runtime is not None else None) or default_runtime().region
     where: dict[str, Any] = {"account": account, "event_id": event_id}
-    return replace(caps, reader=Ec2Reader(region, **where), tagger=Ec2Actions(region, **where))
+    return replace(caps, reader=Ec2Reader(region, **where), tagger=Ec2Actions(region, **where), region=region)
 
 
 @idempotent_on_event_id()
@@ -329,5 +375,14 @@ def process(
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Entry point: one event, one idempotent run keyed on the EventBridge event id."""
-    return handle(event, default_runtime(), capabilities_for(event), context)
+    """Entry point: one event, one idempotent run keyed on the EventBridge event id. In organisation mode the schedule
+    plans one reconcile per account and region (``governor.fanout``), each reading EC2 there (spoke role)."""
+    runtime = default_runtime()
+    home = home_of(runtime)
+    fanned = fanout.dispatch(
+        event,
+        runtime,
+        domain.POLICY,
+        lambda target, rt: handle(target, rt, capabilities_for(target, rt, home), context),
+    )
+    return fanned if fanned is not None else handle(event, runtime, capabilities_for(event, runtime, home), context)

@@ -579,8 +579,9 @@ ACCOUNT_COLUMNS = (
 def origins(items: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
     """Resource id -> (account, region) from the decisions the runner stamped with their event's origin.
 
-    Usage sessions and other keyed items are written without it (keyed by instance id, docs/organization.md); an
-    instance's decisions say where it lives, and instance ids are unique across accounts and regions.
+    For keyed items written without their own stamp (usage sessions recorded before sessions carried ``account``, other
+    items keyed by instance id): an instance's decisions say where it lives, and instance ids are unique across
+    accounts and regions.
     """
     found: dict[str, tuple[str, str]] = {}
     for item in items:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import ClassVar, TypedDict, Unpack
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -335,6 +336,66 @@ class GovernorFunction(Construct):
         )
         self.triggers.append(f"schedule {expression}: {description}")
         return schedule
+
+
+class CapabilityArgs(TypedDict):
+    """What the stack hands every capability construct."""
+
+    shared: SharedResources
+    policy: Policy
+    settings: Settings
+    #: Every function built so far, by capability name; each construct adds its own.
+    functions: dict[str, GovernorFunction]
+
+
+class FunctionOptions(TypedDict, total=False):
+    """Per-construct arguments of its function that depend on the policy or on other functions."""
+
+    reserved_concurrency: int | None
+    environment: dict[str, str]
+
+
+class CapabilityConstruct(Construct):
+    """One registered capability's construct: its function is built from the registry entry the same way for every
+    capability and registered in ``functions`` under the capability's name; subclasses add triggers and grants.
+
+    A subclass names its registry entry (``CAPABILITY``), the function's construct id (part of every logical id below
+    it), timeout and memory as class attributes, and overrides :meth:`function_options` for what depends on the policy.
+    """
+
+    CAPABILITY: ClassVar[Capability]
+    FUNCTION_ID: ClassVar[str] = "Function"
+    TIMEOUT: ClassVar[Duration] = Duration.minutes(5)
+    MEMORY_MB: ClassVar[int] = 512
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id)
+        self.capability = self.CAPABILITY
+        self.shared = args["shared"]
+        self.policy = args["policy"]
+        self.settings = args["settings"]
+        self.function = GovernorFunction(
+            self,
+            self.FUNCTION_ID,
+            capability=self.capability,
+            shared=self.shared,
+            policy=self.policy,
+            settings=self.settings,
+            timeout=self.TIMEOUT,
+            memory_mb=self.MEMORY_MB,
+            **self.function_options(args["functions"]),
+        )
+        args["functions"][self.capability.name] = self.function
+
+    def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
+        """Reserved concurrency and extra environment of the function (none unless a subclass says so)."""
+        return {}
+
+    def add_adapter_reads(self, reason: str, also: Iterable[str] = ()) -> None:
+        """The reads of the adapters the registry lists for this capability (``uses``), plus ``also``, in the one
+        acknowledged "Reads" policy: AWS supports no resource-level permissions for them."""
+        reads = [action for use in self.capability.uses for action in use.permissions(self.policy)]
+        self.function.add_unscoped_statement("Reads", [*reads, *also], reason)
 
 
 def nag_resource(scope: Construct, resource: str) -> str:

@@ -10,6 +10,8 @@ function (Stop now).
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -22,11 +24,10 @@ from governor.interactions.slack_calls import AsyncInvoker
 from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.function import GovernorFunction
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, FunctionOptions, GovernorFunction
 from infra.constructs.notifications import grant_secret_reads
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
-from infra.settings import Settings
 
 
 def slack_app_secret_names(policy: Policy) -> list[str]:
@@ -37,39 +38,24 @@ def slack_app_secret_names(policy: Policy) -> list[str]:
     return sorted(names)
 
 
-class SlackInteractions(Construct):
+class SlackInteractions(CapabilityConstruct):
     """Slack's Request URL for button clicks: verified, authorised, recorded, bounded; Stop now goes to idle."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-    ) -> None:
-        super().__init__(scope, construct_id)
+    CAPABILITY = REGISTRY["interactions"]
+    FUNCTION_ID = "Interactions"
+    # The worker's calls use the shared clients, one of which can take 105 s when every attempt times out
+    # (bench/soak.py, worst_single_call); the Function URL path answers Slack within 3 s on its own quick
+    # clients (interactions/slack_calls.py, ENDPOINT_*), whatever this limit is.
+    TIMEOUT = Duration.seconds(120)
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
-        idle = functions["idle"]
-        function = GovernorFunction(
-            self,
-            "Interactions",
-            capability=REGISTRY["interactions"],
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            # The worker's calls use the shared clients, one of which can take 105 s when every attempt times out
-            # (bench/soak.py, worst_single_call); the Function URL path answers Slack within 3 s on its own quick
-            # clients (interactions/slack_calls.py, ENDPOINT_*), whatever this limit is.
-            timeout=Duration.seconds(120),
-            memory_mb=512,
-            reserved_concurrency=policy.interactions.reserved_concurrency,
-            environment={"IDLE_FUNCTION": idle.function.function_name},
-        )
+        policy = self.policy
+        idle = args["functions"]["idle"]
+        function = self.function
         self.url = function.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
-        function.triggers.append(REGISTRY["interactions"].trigger("FunctionUrl").line(policy))
+        function.triggers.append(self.capability.trigger("FunctionUrl").line(policy))
         acknowledge(
             function.function,
             "NIST.800.53.R5::NIST.800.53.R5-LambdaFunctionPublicAccessProhibited",
@@ -117,15 +103,20 @@ class SlackInteractions(Construct):
             ],
         )
         function.role.attach_inline_policy(invoke)
-        self._alarms(shared, function)
+        self._alarms(self.shared, function)
         CfnOutput(
             stack,
             "SlackInteractivityUrl",
             value=self.url.url,
             description="Paste into the Slack app's Interactivity Request URL (docs/slack.md)",
         )
-        functions["interactions"] = function
-        self.function = function
+
+    def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
+        """Opt-in reserved concurrency, and the idle function that carries out Stop now."""
+        return {
+            "reserved_concurrency": self.policy.interactions.reserved_concurrency,
+            "environment": {"IDLE_FUNCTION": functions["idle"].function.function_name},
+        }
 
     def _alarms(self, shared: SharedResources, function: GovernorFunction) -> None:
         """Forged or stale requests, and a signing secret the function cannot read, reach the alarm topic."""

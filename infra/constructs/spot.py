@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -22,14 +24,12 @@ from governor.spot.domain import (
     STATE_CHANGE,
     WARNING,
 )
-from infra.constructs.function import GovernorFunction
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, FunctionOptions, GovernorFunction
 from infra.constructs.shared import SharedResources, send_command_grant
 from infra.nag import acknowledge
-from infra.settings import Settings
 
 CHECKPOINT_PREFIX = "checkpoints"
 ACCESS_LOG_DAYS = 365
-CAPABILITY = REGISTRY["spot"]
 
 
 def _reads(actions: frozenset[str]) -> list[str]:
@@ -41,44 +41,29 @@ def _writes(actions: frozenset[str]) -> list[str]:
     return sorted(action for action in actions if ":Describe" not in action)
 
 
-class Spot(Construct):
+class Spot(CapabilityConstruct):
     """One function with reserved concurrency on three rules (warning + rebalance, stop/terminate, SSM status).
 
     Its role holds only what the policy switches on: load-balancer deregistration, Auto Scaling lifecycle
     completion and, with ``replacement`` set, RunInstances for GPU types from launch templates.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-    ) -> None:
-        super().__init__(scope, construct_id)
+    CAPABILITY = REGISTRY["spot"]
+    TIMEOUT = Duration.minutes(3)  # checkpoint first; recording and recovery may outlast the warning
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id, **args)
+        policy = self.policy
         spot = policy.spot
-        self.function = GovernorFunction(
-            self,
-            "Function",
-            capability=CAPABILITY,
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            timeout=Duration.minutes(3),  # checkpoint first; recording and recovery may outlast the warning
-            reserved_concurrency=spot.reserved_concurrency,
-        )
         self.function.on_events(
             "Interruption",
             events.EventPattern(source=[SOURCE], detail_type=[WARNING, REBALANCE]),
-            CAPABILITY.trigger("Interruption").description,
+            self.capability.trigger("Interruption").description,
         )
         self.function.on_events(
             "StateChange",
             events.EventPattern(source=[SOURCE], detail_type=[STATE_CHANGE], detail={"state": list(FINAL_STATES)}),
-            CAPABILITY.trigger("StateChange").description,
+            self.capability.trigger("StateChange").description,
         )
         self.function.on_events(
             "CheckpointStatus",
@@ -87,29 +72,31 @@ class Spot(Construct):
                 detail_type=[COMMAND_STATUS],
                 detail={"status": list(FINAL_COMMAND_STATUSES), "document-name": [DOCUMENT]},
             ),
-            CAPABILITY.trigger("CheckpointStatus").description,
+            self.capability.trigger("CheckpointStatus").description,
         )
         self._grants(policy)
         self.bucket: s3.Bucket | None = None
         self.checkpoint_policy: iam.ManagedPolicy | None = None
         if spot.checkpoint_bucket.create:
-            self._checkpoint_bucket(shared, policy)
-        functions["spot"] = self.function
+            self._checkpoint_bucket(self.shared, policy)
+
+    def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
+        """Opt-in reserved concurrency, so a burst of other functions never delays an interruption warning."""
+        return {"reserved_concurrency": self.policy.spot.reserved_concurrency}
 
     def _grants(self, policy: Policy) -> None:
         spot = policy.spot
         stack = Stack.of(self)
         # The adapters' reads, and the Describe* reads of the recovery actions the policy switches on.
-        reads = [action for use in CAPABILITY.uses for action in use.permissions(policy)]
+        reads: list[str] = []
         for action in (Deregister, CompleteLifecycleAction, Replace):
             reads += _reads(action.permissions(policy))
-        self.function.add_unscoped_statement(
-            "Reads",
-            reads,
+        self.add_adapter_reads(
             "Describe* reads and ssm:GetCommandInvocation support no resource-level permissions: the function "
             "re-reads the interrupted instance, finds the target groups and Auto Scaling group holding it, subnets "
             "for fallback zones, and the final status of its own checkpoint command (ListCommands finds it by its "
             "intent id, so a retry never sends it twice).",
+            also=reads,
         )
         send_command_grant(self.function, policy, DOCUMENT)
         acknowledge(

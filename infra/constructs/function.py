@@ -25,6 +25,7 @@ from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.policy import Policy, PolicyError
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.constructs.layer import dependency_layer
@@ -185,27 +186,20 @@ class GovernorFunction(Construct):
         self._alarms(shared)
 
     def _alarms(self, shared: SharedResources) -> None:
-        action = cw_actions.SnsAction(shared.alerts)
-        errors = self.function.metric_errors(period=Duration.minutes(5), statistic="Sum").create_alarm(
+        alert(
             self,
             "Errors",
-            alarm_description=f"governor {self.name}: invocations failed (each is retried, then parked in the DLQ)",
-            threshold=1,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+            f"governor {self.name}: invocations failed (each is retried, then parked in the DLQ)",
+            shared,
         )
-        depth = self.dlq.metric_approximate_number_of_messages_visible(
-            period=Duration.minutes(5), statistic="Maximum"
-        ).create_alarm(
+        alert(
             self,
             "DlqDepth",
-            alarm_description=f"governor {self.name}: events are waiting in the DLQ (governor dlq list {self.name})",
-            threshold=1,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(5), statistic="Maximum"),
+            f"governor {self.name}: events are waiting in the DLQ (governor dlq list {self.name})",
+            shared,
         )
-        for alarm in (errors, depth):
-            alarm.add_alarm_action(action)
 
     def declared(self, actions: Iterable[str]) -> list[str]:
         """The actions, sorted, once each; an action the registry does not list for this function stops the synth."""
@@ -336,6 +330,45 @@ class GovernorFunction(Construct):
         )
         self.triggers.append(f"schedule {expression}: {description}")
         return schedule
+
+
+def alert(
+    scope: Construct,
+    construct_id: str,
+    metric: cloudwatch.Metric,
+    description: str,
+    shared: SharedResources,
+    *,
+    threshold: float = 1,
+) -> cloudwatch.Alarm:
+    """An alarm to the alerts topic when ``metric`` reaches ``threshold`` in one period (no data is no alarm)."""
+    alarm = metric.create_alarm(
+        scope,
+        construct_id,
+        alarm_description=description,
+        threshold=threshold,
+        evaluation_periods=1,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
+    alarm.add_alarm_action(cw_actions.SnsAction(shared.alerts))
+    return alarm
+
+
+def successful_calls(
+    sources: Sequence[str], event_names: Sequence[str], *, event_source: str | None = None, **detail: object
+) -> events.EventPattern:
+    """CloudTrail API calls (as EventBridge delivers them) named ``event_names`` that succeeded; ``detail`` narrows
+    them further. A call with an errorCode changed nothing: it must not invoke (and bill) a function."""
+    return events.EventPattern(
+        source=list(sources),
+        detail_type=[CLOUDTRAIL_DETAIL_TYPE],
+        detail={
+            **({"eventSource": [event_source]} if event_source else {}),
+            "eventName": list(event_names),
+            "errorCode": [{"exists": False}],
+            **detail,
+        },
+    )
 
 
 class CapabilityArgs(TypedDict):

@@ -12,16 +12,14 @@ from pathlib import Path
 from typing import Unpack
 
 from aws_cdk import Duration, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from governor.domain.actions import Stop, Tag, Terminate, Untag
-from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction
+from infra.constructs.dashboard import governor_metric
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction, alert
 from infra.constructs.shared import send_command_grant
 
 AGENT_CONFIG_FILE = Path(__file__).resolve().parent.parent / "cloudwatch-agent-gpu.json"
@@ -76,22 +74,14 @@ class IdleReclamation(CapabilityConstruct):
             self._scale_in_grants(function)
         send_command_grant(function, policy, RUN_COMMAND_DOCUMENT)
         self.agent_parameter = install_agent_config(self, policy)
-        held = cloudwatch.Metric(
-            namespace=NAMESPACE,
-            metric_name="IdleActionsHeldBack",
-            dimensions_map={"service": SERVICE},
-            statistic="Sum",
-            period=Duration.minutes(15),
-        ).create_alarm(
+        alert(
             self,
             "HeldBack",
-            alarm_description="governor idle: the circuit breaker tripped, many GPU instances turned idle together and "
-            "are held; check the CloudWatch agents and GPU drivers, then `governor idle rearm` if they really are idle",
-            threshold=1,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            governor_metric("IdleActionsHeldBack", Duration.minutes(15)),
+            "governor idle: the circuit breaker tripped, many GPU instances turned idle together and are held; "
+            "check the CloudWatch agents and GPU drivers, then `governor idle rearm` if they really are idle",
+            self.shared,
         )
-        held.add_alarm_action(cw_actions.SnsAction(self.shared.alerts))
 
     def _scale_in_grants(self, function: GovernorFunction) -> None:
         """Reclaim Auto Scaling group members through their group (a stopped member would just be replaced).

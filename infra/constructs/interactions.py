@@ -13,18 +13,22 @@ from __future__ import annotations
 from typing import Unpack
 
 from aws_cdk import CfnOutput, Duration, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from governor.domain.actions import Tag
 from governor.interactions.slack_calls import AsyncInvoker
-from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct, FunctionOptions, GovernorFunction
+from infra.constructs.dashboard import governor_metric
+from infra.constructs.function import (
+    CapabilityArgs,
+    CapabilityConstruct,
+    FunctionOptions,
+    GovernorFunction,
+    alert,
+)
 from infra.constructs.notifications import grant_secret_reads
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
@@ -120,32 +124,22 @@ class SlackInteractions(CapabilityConstruct):
 
     def _alarms(self, shared: SharedResources, function: GovernorFunction) -> None:
         """Forged or stale requests, and a signing secret the function cannot read, reach the alarm topic."""
-        action = cw_actions.SnsAction(shared.alerts)
         for metric, threshold, what in (
             ("InteractionsForged", 10, "requests with a bad, stale or missing Slack signature (forged or replayed?)"),
             ("InteractionsRefused", 20, "clicks refused (not yours, unknown buttons, a missing signing secret)"),
         ):
-            alarm = cloudwatch.Metric(
-                namespace=NAMESPACE,
-                metric_name=metric,
-                dimensions_map={"service": SERVICE},
-                statistic="Sum",
-                period=Duration.minutes(5),
-            ).create_alarm(
+            alert(
                 self,
                 metric,
-                alarm_description=f"governor interactions: {what}",
+                governor_metric(metric, Duration.minutes(5)),
+                f"governor interactions: {what}",
+                shared,
                 threshold=threshold,
-                evaluation_periods=1,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
-            alarm.add_alarm_action(action)
-        throttles = function.function.metric_throttles(period=Duration.minutes(5), statistic="Sum").create_alarm(
+        alert(
             self,
             "Throttles",
-            alarm_description="governor interactions: Slack requests throttled (reserved concurrency reached)",
-            threshold=1,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            function.function.metric_throttles(period=Duration.minutes(5), statistic="Sum"),
+            "governor interactions: Slack requests throttled (reserved concurrency reached)",
+            shared,
         )
-        throttles.add_alarm_action(action)

@@ -10,13 +10,11 @@ from __future__ import annotations
 from typing import Unpack
 
 from aws_cdk import ArnFormat, Stack
-from aws_cdk import aws_events as events
 from constructs import Construct
 
-from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.keys.domain import EVENT_SOURCES
 from governor.registry import REGISTRY
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
 from infra.nag import acknowledge
 
 UNSCOPED = {
@@ -48,13 +46,8 @@ class KeysEnforcer(CapabilityConstruct):
         function.on_schedule("Sweep", sweep.expression(policy), sweep.description)
         function.on_events(
             "CloudTrailCalls",
-            events.EventPattern(
-                source=sorted(EVENT_SOURCES),
-                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                detail={
-                    "eventName": sorted({name for names in EVENT_SOURCES.values() for name in names}),
-                    "errorCode": [{"exists": False}],  # a refused call changed nothing
-                },
+            successful_calls(
+                sorted(EVENT_SOURCES), sorted({name for names in EVENT_SOURCES.values() for name in names})
             ),
             self.capability.trigger("CloudTrailCalls").description,
         )

@@ -10,11 +10,10 @@ from constructs import Construct
 
 from governor.adapters import ec2 as ec2_adapter
 from governor.domain.actions import Tag
-from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.lifecycle import pricing as pricing_adapter
 from governor.lifecycle.domain import CLOSING_STATES, RUNNING, STATE_CHANGE
 from governor.registry import REGISTRY
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
 from infra.nag import acknowledge
 
 
@@ -34,16 +33,12 @@ class Lifecycle(CapabilityConstruct):
         families = policy.fleet.gpu_families
         self.function.on_events(
             "RunInstances",
-            events.EventPattern(
-                source=["aws.ec2"],
-                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                detail={
-                    "eventSource": ["ec2.amazonaws.com"],
-                    "eventName": ["RunInstances"],
-                    "errorCode": [{"exists": False}],
-                    "responseElements": {
-                        "instancesSet": {"items": {"instanceType": [{"prefix": family} for family in families]}}
-                    },
+            successful_calls(
+                ["aws.ec2"],
+                ["RunInstances"],
+                event_source="ec2.amazonaws.com",
+                responseElements={
+                    "instancesSet": {"items": {"instanceType": [{"prefix": family} for family in families]}}
                 },
             ),
             self.capability.trigger("RunInstances").description,
@@ -51,25 +46,21 @@ class Lifecycle(CapabilityConstruct):
         fleet = policy.fleet
         self.function.on_events(
             "GovernorTags",
-            events.EventPattern(
-                source=["aws.ec2"],
-                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                detail={
-                    "eventSource": ["ec2.amazonaws.com"],
-                    "eventName": ["CreateTags"],
-                    "errorCode": [{"exists": False}],
-                    "requestParameters": {
-                        "tagSet": {
-                            "items": {
-                                "key": [
-                                    fleet.exempt_tag,
-                                    fleet.keep_until_tag,
-                                    fleet.checkpoint_command_tag,
-                                    "governor:idle-since",
-                                ]
-                            }
+            successful_calls(
+                ["aws.ec2"],
+                ["CreateTags"],
+                event_source="ec2.amazonaws.com",
+                requestParameters={
+                    "tagSet": {
+                        "items": {
+                            "key": [
+                                fleet.exempt_tag,
+                                fleet.keep_until_tag,
+                                fleet.checkpoint_command_tag,
+                                "governor:idle-since",
+                            ]
                         }
-                    },
+                    }
                 },
             ),
             self.capability.trigger("GovernorTags").description,

@@ -9,13 +9,11 @@ from __future__ import annotations
 from typing import Unpack
 
 from aws_cdk import Stack
-from aws_cdk import aws_events as events
 from constructs import Construct
 
-from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.network.domain import EVENT_NAMES
 from governor.registry import REGISTRY
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
 
 # Every registered action that is not a Describe* read -> the EC2 resource types (in this account and region) it may
 # touch (the types the Service Authorization Reference lists for it; tests/infra/sar.py checks them). A registered
@@ -41,16 +39,7 @@ class NetworkEnforcer(CapabilityConstruct):
         permissions = self.capability.permissions(policy)
         function.on_events(
             "CloudTrailCalls",
-            events.EventPattern(
-                source=["aws.ec2"],
-                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                # A call with an errorCode changed nothing: it must not invoke (and bill) the function.
-                detail={
-                    "eventSource": ["ec2.amazonaws.com"],
-                    "eventName": sorted(EVENT_NAMES),
-                    "errorCode": [{"exists": False}],
-                },
-            ),
+            successful_calls(["aws.ec2"], sorted(EVENT_NAMES), event_source="ec2.amazonaws.com"),
             self.capability.trigger("CloudTrailCalls").description,
         )
         sweep = self.capability.trigger("DriftSweep")

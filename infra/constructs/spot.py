@@ -30,6 +30,16 @@ from infra.nag import acknowledge
 
 CHECKPOINT_PREFIX = "checkpoints"
 ACCESS_LOG_DAYS = 365
+#: The EC2 resources in this account a RunInstances from a launch template touches (granted, then acknowledged).
+LAUNCH_RESOURCES = (
+    "subnet",
+    "network-interface",
+    "security-group",
+    "volume",
+    "launch-template",
+    "key-pair",
+    "spot-instances-request",
+)
 
 
 def _reads(actions: frozenset[str]) -> list[str]:
@@ -141,18 +151,7 @@ class Spot(CapabilityConstruct):
         self.function.add_statement(
             ["ec2:RunInstances"], [instances], conditions={"StringLike": {"ec2:InstanceType": families}}
         )
-        parts = [
-            stack.format_arn(service="ec2", resource=kind, resource_name="*")
-            for kind in (
-                "subnet",
-                "network-interface",
-                "security-group",
-                "volume",
-                "launch-template",
-                "key-pair",
-                "spot-instances-request",
-            )
-        ]
+        parts = [stack.format_arn(service="ec2", resource=kind, resource_name="*") for kind in LAUNCH_RESOURCES]
         parts.append(stack.format_arn(service="ec2", account="", resource="image", resource_name="*"))
         self.function.add_statement(["ec2:RunInstances"], parts)
         tagged = [
@@ -178,15 +177,7 @@ class Spot(CapabilityConstruct):
             ),
         ):
             acknowledge(self.function.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::{resource}]", reason)
-        for kind in (
-            "subnet",
-            "network-interface",
-            "security-group",
-            "volume",
-            "launch-template",
-            "key-pair",
-            "spot-instances-request",
-        ):
+        for kind in LAUNCH_RESOURCES:
             acknowledge(
                 self.function.role,
                 f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -17,7 +17,7 @@ from governor.registry import REGISTRY
 from governor.report import archive
 from governor.report import chart_image as chart
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct
-from infra.nag import acknowledge
+from infra.constructs.shared import access_log_bucket, data_bucket
 
 PREFIX = "reports"
 
@@ -36,34 +36,21 @@ class Reports(CapabilityConstruct):
         policy = self.policy
         logs_bucket = getattr(audit, "access_logs", None)
         if logs_bucket is None:
-            logs_bucket = s3.Bucket(
+            logs_bucket = access_log_bucket(
                 self,
                 "AccessLogs",
-                encryption=s3.BucketEncryption.S3_MANAGED,
-                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                enforce_ssl=True,
+                "This bucket receives the reports bucket's server access logs; logging it would log the logs.",
                 object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
                 lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
-                removal_policy=RemovalPolicy.RETAIN,
             )
-            acknowledge(
-                logs_bucket,
-                "AwsSolutions::AwsSolutions-S1",
-                "This bucket receives the reports bucket's server access logs; logging it would log the logs.",
-            )
-        self.bucket = s3.Bucket(
+        self.bucket = data_bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=self.shared.key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
+            key=self.shared.key,
+            access_logs=logs_bucket,
+            log_prefix="reports-bucket/",
             versioned=True,
-            server_access_logs_bucket=logs_bucket,
-            server_access_logs_prefix="reports-bucket/",
             lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
-            removal_policy=RemovalPolicy.RETAIN,
         )
         # Known only once the bucket exists, after the function (CapabilityConstruct builds the function first).
         self.function.function.add_environment("REPORTS_BUCKET", self.bucket.bucket_name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jsii
 from aws_cdk import Aws, Duration, IStableListProducer, Lazy, RemovalPolicy, Stack
@@ -10,11 +10,13 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from governor.domain.actions import Checkpoint
 from governor.policy import Policy
+from infra.nag import acknowledge
 
 if TYPE_CHECKING:
     from infra.constructs.function import GovernorFunction
@@ -188,3 +190,39 @@ def send_command_grant(function: GovernorFunction, policy: Policy, document: str
         [instances],
         {"StringEquals": {f"ssm:resourceTag/{key}": value for key, value in policy.fleet.fleet_tags.items()}},
     )
+
+
+def data_bucket(
+    scope: Construct, construct_id: str, *, key: kms.IKey, access_logs: s3.IBucket, log_prefix: str, **options: Any
+) -> s3.Bucket:
+    """A bucket of the project's data: encrypted with the project key (S3 Bucket Keys on), public access blocked,
+    TLS only, its requests logged to ``access_logs`` under ``log_prefix``, kept when the stack is deleted."""
+    return s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.KMS,
+        encryption_key=key,
+        bucket_key_enabled=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        server_access_logs_bucket=access_logs,
+        server_access_logs_prefix=log_prefix,
+        removal_policy=RemovalPolicy.RETAIN,
+        **options,
+    )
+
+
+def access_log_bucket(scope: Construct, construct_id: str, reason: str, **options: Any) -> s3.Bucket:
+    """A bucket for S3 server access logs (which cannot target an SSE-KMS bucket): S3-managed encryption, public
+    access blocked, TLS only, kept; not logged itself, acknowledged (AwsSolutions-S1) with ``reason``."""
+    bucket = s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        removal_policy=RemovalPolicy.RETAIN,
+        **options,
+    )
+    acknowledge(bucket, "AwsSolutions::AwsSolutions-S1", reason)
+    return bucket

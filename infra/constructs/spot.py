@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Unpack
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -25,7 +25,7 @@ from governor.spot.domain import (
     WARNING,
 )
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, FunctionOptions, GovernorFunction
-from infra.constructs.shared import SharedResources, send_command_grant
+from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket, send_command_grant
 from infra.nag import acknowledge
 
 CHECKPOINT_PREFIX = "checkpoints"
@@ -192,21 +192,13 @@ class Spot(CapabilityConstruct):
         scope = Construct(self, "Checkpoints")
         # Grant S3 log delivery through the log bucket's policy (ACLs stay disabled), as AWS now recommends.
         scope.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
-        access_logs = s3.Bucket(
+        access_logs = access_log_bucket(
             scope,
             "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS))],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        acknowledge(
-            access_logs,
-            "AwsSolutions::AwsSolutions-S1",
             "This bucket receives the checkpoint bucket's server access logs; logging it would need yet another "
             "bucket and log deliveries about log deliveries.",
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS))],
         )
         rule = s3.LifecycleRule(
             id="ExpireOldCheckpointVersions",
@@ -214,23 +206,18 @@ class Spot(CapabilityConstruct):
             noncurrent_versions_to_retain=settings.noncurrent_versions_to_keep or None,
             abort_incomplete_multipart_upload_after=Duration.days(1),
         )
-        self.bucket = s3.Bucket(
+        self.bucket = data_bucket(
             scope,
             "Bucket",
+            key=shared.key,
+            access_logs=access_logs,
+            log_prefix="checkpoint-bucket/",
             versioned=True,
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=shared.key,
-            bucket_key_enabled=True,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=access_logs,
-            server_access_logs_prefix="checkpoint-bucket/",
             lifecycle_rules=[
                 rule,
                 s3.LifecycleRule(id="RemoveExpiredDeleteMarkers", expired_object_delete_marker=True),
             ],
-            removal_policy=RemovalPolicy.RETAIN,
         )
         team = f"${{aws:PrincipalTag/{policy.fleet.team_tag}}}"
         prefix = f"{CHECKPOINT_PREFIX}/{team}/*"

@@ -424,6 +424,15 @@ class CapabilityConstruct(Construct):
         """Reserved concurrency and extra environment of the function (none unless a subclass says so)."""
         return {}
 
+    def on_rule(self, trigger_id: str, pattern: events.EventPattern) -> events.Rule:
+        """The registry entry's rule trigger ``trigger_id``: a default-bus rule of that id, with its description."""
+        return self.function.on_events(trigger_id, pattern, self.capability.trigger(trigger_id).description)
+
+    def on_schedule(self, trigger_id: str, payload: dict[str, object] | None = None) -> scheduler.Schedule:
+        """The registry entry's schedule trigger ``trigger_id``, at the expression the policy sets for it."""
+        trigger = self.capability.trigger(trigger_id)
+        return self.function.on_schedule(trigger_id, trigger.expression(self.policy), trigger.description, payload)
+
     def add_adapter_reads(self, reason: str, also: Iterable[str] = ()) -> None:
         """The reads of the adapters the registry lists for this capability (``uses``), plus ``also``, in the one
         acknowledged "Reads" policy: AWS supports no resource-level permissions for them."""

@@ -52,8 +52,7 @@ class IdleReclamation(CapabilityConstruct):
         stack = Stack.of(self)
         policy = self.policy
         function = self.function
-        sweep = self.capability.trigger("Sweep")
-        function.on_schedule("Sweep", sweep.expression(policy), sweep.description)
+        self.on_schedule("Sweep")
         self.add_adapter_reads(
             "DescribeInstances, GetMetricData, GetCommandInvocation and ListCommands support no resource-level "
             "permissions; they list GPU instances, read their metrics, read the outcome of the function's own "

@@ -42,14 +42,12 @@ class KeysEnforcer(CapabilityConstruct):
         policy = self.policy
         function = self.function
         declared = self.capability.permissions(policy)
-        sweep = self.capability.trigger("Sweep")
-        function.on_schedule("Sweep", sweep.expression(policy), sweep.description)
-        function.on_events(
+        self.on_schedule("Sweep")
+        self.on_rule(
             "CloudTrailCalls",
             successful_calls(
                 sorted(EVENT_SOURCES), sorted({name for names in EVENT_SOURCES.values() for name in names})
             ),
-            self.capability.trigger("CloudTrailCalls").description,
         )
 
         key_arns = stack.format_arn(service="kms", resource="key", resource_name="*")

@@ -37,13 +37,11 @@ class NetworkEnforcer(CapabilityConstruct):
         policy = self.policy
         function = self.function
         permissions = self.capability.permissions(policy)
-        function.on_events(
+        self.on_rule(
             "CloudTrailCalls",
             successful_calls(["aws.ec2"], sorted(EVENT_NAMES), event_source="ec2.amazonaws.com"),
-            self.capability.trigger("CloudTrailCalls").description,
         )
-        sweep = self.capability.trigger("DriftSweep")
-        function.on_schedule("DriftSweep", sweep.expression(policy), sweep.description)
+        self.on_schedule("DriftSweep")
         function.add_unscoped_statement(
             "Describe",
             [action for action in permissions if action.startswith("ec2:Describe")],

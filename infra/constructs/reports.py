@@ -33,7 +33,6 @@ class Reports(CapabilityConstruct):
         self, scope: Construct, construct_id: str, *, audit: Any, dashboard_url: str, **args: Unpack[CapabilityArgs]
     ) -> None:
         super().__init__(scope, construct_id, **args)
-        policy = self.policy
         logs_bucket = getattr(audit, "access_logs", None)
         if logs_bucket is None:
             logs_bucket = access_log_bucket(
@@ -71,7 +70,4 @@ class Reports(CapabilityConstruct):
         if audit is not None and hasattr(audit, "grant_query"):
             audit.grant_query(self.function)
         for trigger_id in ("Daily", "Weekly"):
-            trigger = self.capability.trigger(trigger_id)
-            self.function.on_schedule(
-                trigger_id, trigger.expression(policy), trigger.description, payload={"kind": trigger_id.lower()}
-            )
+            self.on_schedule(trigger_id, payload={"kind": trigger_id.lower()})

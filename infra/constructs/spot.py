@@ -65,24 +65,21 @@ class Spot(CapabilityConstruct):
         super().__init__(scope, construct_id, **args)
         policy = self.policy
         spot = policy.spot
-        self.function.on_events(
+        self.on_rule(
             "Interruption",
             events.EventPattern(source=[SOURCE], detail_type=[WARNING, REBALANCE]),
-            self.capability.trigger("Interruption").description,
         )
-        self.function.on_events(
+        self.on_rule(
             "StateChange",
             events.EventPattern(source=[SOURCE], detail_type=[STATE_CHANGE], detail={"state": list(FINAL_STATES)}),
-            self.capability.trigger("StateChange").description,
         )
-        self.function.on_events(
+        self.on_rule(
             "CheckpointStatus",
             events.EventPattern(
                 source=[SSM_SOURCE],
                 detail_type=[COMMAND_STATUS],
                 detail={"status": list(FINAL_COMMAND_STATUSES), "document-name": [DOCUMENT]},
             ),
-            self.capability.trigger("CheckpointStatus").description,
         )
         self._grants(policy)
         self.bucket: s3.Bucket | None = None

@@ -39,9 +39,8 @@ class KeysEnforcer(CapabilityConstruct):
     def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
-        policy = self.policy
         function = self.function
-        declared = self.capability.permissions(policy)
+        declared = self.capability.permissions(self.policy)
         self.on_schedule("Sweep")
         self.on_rule(
             "CloudTrailCalls",

@@ -34,9 +34,8 @@ class NetworkEnforcer(CapabilityConstruct):
     def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
-        policy = self.policy
         function = self.function
-        permissions = self.capability.permissions(policy)
+        permissions = self.capability.permissions(self.policy)
         self.on_rule(
             "CloudTrailCalls",
             successful_calls(["aws.ec2"], sorted(EVENT_NAMES), event_source="ec2.amazonaws.com"),

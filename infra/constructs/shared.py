@@ -34,6 +34,10 @@ _KEY_USERS: dict[str, str] = {
 KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
 
 
+def _string(name: str) -> dynamodb.Attribute:
+    return dynamodb.Attribute(name=name, type=dynamodb.AttributeType.STRING)
+
+
 class SharedResources(Construct):
     """Encrypted stores with the project's own key; rotation period from the keys policy (at most 90 days)."""
 
@@ -47,39 +51,20 @@ class SharedResources(Construct):
             rotation_period=Duration.days(policy.keys.kms_max_rotation_days),
             removal_policy=RemovalPolicy.RETAIN,
         )
-        self.ledger = dynamodb.Table(
-            self,
+        self.ledger = self._table(
             "Ledger",
-            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
-            encryption_key=self.key,
-            time_to_live_attribute="expires_at",
+            "pk",
+            ttl="expires_at",
+            sort_key=_string("sk"),
             deletion_protection=True,
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.ledger.add_global_secondary_index(
             index_name="by-kind",
-            partition_key=dynamodb.Attribute(name="kind", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="at", type=dynamodb.AttributeType.STRING),
+            partition_key=_string("kind"),
+            sort_key=_string("at"),
         )
-        self.idempotency = dynamodb.Table(
-            self,
-            "Idempotency",
-            partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
-            encryption_key=self.key,
-            time_to_live_attribute="expiration",
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        self.idempotency = self._table("Idempotency", "id", ttl="expiration", removal_policy=RemovalPolicy.DESTROY)
         self.bus = events.EventBus(self, "Bus", event_bus_name=bus_name, kms_key=self.key)
         self.archive = self.bus.archive(
             "Archive",
@@ -97,6 +82,22 @@ class SharedResources(Construct):
             self, "Alerts", display_name="GPU Fleet Governor alerts", master_key=self.key, enforce_ssl=True
         )
         self._key_service_principals()
+
+    def _table(self, construct_id: str, partition: str, *, ttl: str, **options: Any) -> dynamodb.Table:
+        """On-demand, point-in-time recoverable, encrypted with the project key, items expiring on ``ttl``."""
+        return dynamodb.Table(
+            self,
+            construct_id,
+            partition_key=_string(partition),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=self.key,
+            time_to_live_attribute=ttl,
+            **options,
+        )
 
     def _key_service_principals(self) -> None:
         """Services may use the key only for this account's resources (aws:SourceAccount / aws:SourceArn); CloudWatch

@@ -35,6 +35,16 @@ _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
 SPOKE_ROLE_NAME_MAX = 64 - 1 - 14
 
 
+def _distinct(value: tuple[str, ...], pattern: str, what: str, one: str) -> tuple[str, ...]:
+    """``value`` if every item matches ``pattern`` and none repeats; else the error names the first bad item."""
+    for index, item in enumerate(value):
+        if not re.fullmatch(pattern, item):
+            raise ValueError(f"[{index}] {item!r} is not {what}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"lists {one} twice")
+    return value
+
+
 class OrganizationSettings(BaseModel):
     """Organisation mode (opt-in): the hub deploys a service-managed StackSet of spoke stacks to these OUs and regions.
 
@@ -64,32 +74,17 @@ class OrganizationSettings(BaseModel):
     @field_validator("ou_ids")
     @classmethod
     def _targets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for index, target in enumerate(value):
-            if not re.fullmatch(_TARGET_ID, target):
-                raise ValueError(f"[{index}] {target!r} is not an OU id (ou-xxxx-xxxxxxxx) or a root id (r-xxxx)")
-        if len(set(value)) != len(value):
-            raise ValueError("lists an OU twice")
-        return value
+        return _distinct(value, _TARGET_ID, "an OU id (ou-xxxx-xxxxxxxx) or a root id (r-xxxx)", "an OU")
 
     @field_validator("sweep_accounts")
     @classmethod
     def _accounts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for index, account in enumerate(value):
-            if not re.fullmatch(r"^\d{12}$", account):
-                raise ValueError(f"[{index}] {account!r} is not a 12-digit account id")
-        if len(set(value)) != len(value):
-            raise ValueError("lists an account twice")
-        return value
+        return _distinct(value, r"^\d{12}$", "a 12-digit account id", "an account")
 
     @field_validator("regions")
     @classmethod
     def _regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for index, region in enumerate(value):
-            if not re.fullmatch(_REGION, region):
-                raise ValueError(f"[{index}] {region!r} is not a region name such as us-east-1")
-        if len(set(value)) != len(value):
-            raise ValueError("lists a region twice")
-        return value
+        return _distinct(value, _REGION, "a region name such as us-east-1", "a region")
 
     def spoke_role(self, region: str) -> str:
         """The spoke role's name in one region (IAM names are global, so each region's instance has its own)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_athena as athena
 from aws_cdk import aws_cloudtrail as cloudtrail
 from aws_cdk import aws_glue as glue
@@ -19,7 +19,7 @@ from governor.audit.schema import PARTITION_KEYS, REGIONS, TABLE_NAME, hive_colu
 from governor.policy import Policy
 from governor.report.athena import DATA_ACTIONS, IAM_ACTIONS
 from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources
+from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket
 from infra.nag import acknowledge
 from infra.settings import QUERIES_DIR, Settings
 
@@ -45,17 +45,9 @@ class AuditLake(Construct):
         self.table_name = TABLE_NAME
         self.workgroup_name = f"{settings.stack_name}-audit"
 
-        self.access_logs = s3.Bucket(
+        self.access_logs = access_log_bucket(
             self,
             "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        acknowledge(
-            self.access_logs,
-            "AwsSolutions::AwsSolutions-S1",
             "This is the server access log bucket of the trail and results buckets; logging it into itself would "
             "loop, and S3 server access logs cannot target an SSE-KMS bucket.",
         )
@@ -88,25 +80,20 @@ class AuditLake(Construct):
             self.bucket = s3.Bucket.from_bucket_name(self, "TrailBucket", audit.existing_bucket_name)
             self.trail_arn = audit.existing_trail_arn or ""
 
-        self.results = s3.Bucket(
+        self.results = data_bucket(
             self,
             "Results",
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=shared.key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="athena-results/",
+            key=shared.key,
+            access_logs=self.access_logs,
+            log_prefix="athena-results/",
             lifecycle_rules=[
                 s3.LifecycleRule(
                     expiration=Duration.days(RESULTS_EXPIRY_DAYS),
                     abort_incomplete_multipart_upload_after=Duration.days(1),
                 )
             ],
-            # Retained like every other bucket: `cdk destroy` cannot delete a bucket holding results, and
-            # auto-deleting would add a custom-resource function with rights to empty it (docs/deploy.md).
-            removal_policy=RemovalPolicy.RETAIN,
+            # Retained like every other bucket (data_bucket): `cdk destroy` cannot delete a bucket holding results,
+            # and auto-deleting would add a custom-resource function with rights to empty it (docs/deploy.md).
         )
 
         self.database = glue.CfnDatabase(
@@ -164,17 +151,13 @@ class AuditLake(Construct):
 
     def _trail_bucket(self, policy: Policy) -> s3.Bucket:
         audit = policy.audit
-        return s3.Bucket(
+        return data_bucket(
             self,
             "TrailBucket",
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=self._shared.key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
+            key=self._shared.key,
+            access_logs=self.access_logs,
+            log_prefix="trail/",
             versioned=True,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="trail/",
             lifecycle_rules=[
                 s3.LifecycleRule(
                     transitions=[
@@ -190,7 +173,6 @@ class AuditLake(Construct):
                     abort_incomplete_multipart_upload_after=Duration.days(7),
                 )
             ],
-            removal_policy=RemovalPolicy.RETAIN,
         )
 
     def _allow_cloudtrail_to_encrypt(self) -> None:

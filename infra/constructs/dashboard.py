@@ -20,6 +20,18 @@ GPU_METRICS = (
 GOVERNOR_METRICS = (("IdleWarnings", "idle warnings"), ("IdleActions", "idle stops / terminations"))
 
 
+def governor_metric(name: str, period: Duration, label: str | None = None) -> cloudwatch.Metric:
+    """A count the governor's functions publish (governor.observability's namespace and service), summed."""
+    return cloudwatch.Metric(
+        namespace=NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE},
+        statistic="Sum",
+        period=period,
+        label=label,
+    )
+
+
 def _search(expression: str, period: Duration) -> cloudwatch.MathExpression:
     """A SEARCH expression: one line per matching series (label empty, so CloudWatch names each series)."""
     return cloudwatch.MathExpression(expression=expression, label="", period=period, using_metrics={})
@@ -49,17 +61,7 @@ class Dashboard(Construct):
         verdicts = cloudwatch.GraphWidget(
             title="Idle verdicts and actions",
             width=8,
-            left=[
-                cloudwatch.Metric(
-                    namespace=NAMESPACE,
-                    metric_name=name,
-                    dimensions_map={"service": SERVICE},
-                    statistic="Sum",
-                    period=Duration.hours(1),
-                    label=label,
-                )
-                for name, label in GOVERNOR_METRICS
-            ],
+            left=[governor_metric(name, Duration.hours(1), label) for name, label in GOVERNOR_METRICS],
         )
         interruptions = cloudwatch.GraphWidget(
             title="Spot interruptions and rebalance recommendations",
@@ -88,13 +90,7 @@ class Dashboard(Construct):
             title="Notifications sent, merged and failed",
             width=12,
             left=[
-                cloudwatch.Metric(
-                    namespace=NAMESPACE,
-                    metric_name=name,
-                    dimensions_map={"service": SERVICE},
-                    statistic="Sum",
-                    period=Duration.hours(1),
-                )
+                governor_metric(name, Duration.hours(1))
                 for name in (
                     "NotificationsSent",
                     "FindingsMerged",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import ClassVar, TypedDict, Unpack
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -24,6 +25,7 @@ from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.policy import Policy, PolicyError
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.constructs.layer import dependency_layer
@@ -184,27 +186,20 @@ class GovernorFunction(Construct):
         self._alarms(shared)
 
     def _alarms(self, shared: SharedResources) -> None:
-        action = cw_actions.SnsAction(shared.alerts)
-        errors = self.function.metric_errors(period=Duration.minutes(5), statistic="Sum").create_alarm(
+        alert(
             self,
             "Errors",
-            alarm_description=f"governor {self.name}: invocations failed (each is retried, then parked in the DLQ)",
-            threshold=1,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+            f"governor {self.name}: invocations failed (each is retried, then parked in the DLQ)",
+            shared,
         )
-        depth = self.dlq.metric_approximate_number_of_messages_visible(
-            period=Duration.minutes(5), statistic="Maximum"
-        ).create_alarm(
+        alert(
             self,
             "DlqDepth",
-            alarm_description=f"governor {self.name}: events are waiting in the DLQ (governor dlq list {self.name})",
-            threshold=1,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.dlq.metric_approximate_number_of_messages_visible(period=Duration.minutes(5), statistic="Maximum"),
+            f"governor {self.name}: events are waiting in the DLQ (governor dlq list {self.name})",
+            shared,
         )
-        for alarm in (errors, depth):
-            alarm.add_alarm_action(action)
 
     def declared(self, actions: Iterable[str]) -> list[str]:
         """The actions, sorted, once each; an action the registry does not list for this function stops the synth."""
@@ -335,6 +330,114 @@ class GovernorFunction(Construct):
         )
         self.triggers.append(f"schedule {expression}: {description}")
         return schedule
+
+
+def alert(
+    scope: Construct,
+    construct_id: str,
+    metric: cloudwatch.Metric,
+    description: str,
+    shared: SharedResources,
+    *,
+    threshold: float = 1,
+) -> cloudwatch.Alarm:
+    """An alarm to the alerts topic when ``metric`` reaches ``threshold`` in one period (no data is no alarm)."""
+    alarm = metric.create_alarm(
+        scope,
+        construct_id,
+        alarm_description=description,
+        threshold=threshold,
+        evaluation_periods=1,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
+    alarm.add_alarm_action(cw_actions.SnsAction(shared.alerts))
+    return alarm
+
+
+def successful_calls(
+    sources: Sequence[str], event_names: Sequence[str], *, event_source: str | None = None, **detail: object
+) -> events.EventPattern:
+    """CloudTrail API calls (as EventBridge delivers them) named ``event_names`` that succeeded; ``detail`` narrows
+    them further. A call with an errorCode changed nothing: it must not invoke (and bill) a function."""
+    return events.EventPattern(
+        source=list(sources),
+        detail_type=[CLOUDTRAIL_DETAIL_TYPE],
+        detail={
+            **({"eventSource": [event_source]} if event_source else {}),
+            "eventName": list(event_names),
+            "errorCode": [{"exists": False}],
+            **detail,
+        },
+    )
+
+
+class CapabilityArgs(TypedDict):
+    """What the stack hands every capability construct."""
+
+    shared: SharedResources
+    policy: Policy
+    settings: Settings
+    #: Every function built so far, by capability name; each construct adds its own.
+    functions: dict[str, GovernorFunction]
+
+
+class FunctionOptions(TypedDict, total=False):
+    """Per-construct arguments of its function that depend on the policy or on other functions."""
+
+    reserved_concurrency: int | None
+    environment: dict[str, str]
+
+
+class CapabilityConstruct(Construct):
+    """One registered capability's construct: its function is built from the registry entry the same way for every
+    capability and registered in ``functions`` under the capability's name; subclasses add triggers and grants.
+
+    A subclass names its registry entry (``CAPABILITY``), the function's construct id (part of every logical id below
+    it), timeout and memory as class attributes, and overrides :meth:`function_options` for what depends on the policy.
+    """
+
+    CAPABILITY: ClassVar[Capability]
+    FUNCTION_ID: ClassVar[str] = "Function"
+    TIMEOUT: ClassVar[Duration] = Duration.minutes(5)
+    MEMORY_MB: ClassVar[int] = 512
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id)
+        self.capability = self.CAPABILITY
+        self.shared = args["shared"]
+        self.policy = args["policy"]
+        self.settings = args["settings"]
+        self.function = GovernorFunction(
+            self,
+            self.FUNCTION_ID,
+            capability=self.capability,
+            shared=self.shared,
+            policy=self.policy,
+            settings=self.settings,
+            timeout=self.TIMEOUT,
+            memory_mb=self.MEMORY_MB,
+            **self.function_options(args["functions"]),
+        )
+        args["functions"][self.capability.name] = self.function
+
+    def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
+        """Reserved concurrency and extra environment of the function (none unless a subclass says so)."""
+        return {}
+
+    def on_rule(self, trigger_id: str, pattern: events.EventPattern) -> events.Rule:
+        """The registry entry's rule trigger ``trigger_id``: a default-bus rule of that id, with its description."""
+        return self.function.on_events(trigger_id, pattern, self.capability.trigger(trigger_id).description)
+
+    def on_schedule(self, trigger_id: str, payload: dict[str, object] | None = None) -> scheduler.Schedule:
+        """The registry entry's schedule trigger ``trigger_id``, at the expression the policy sets for it."""
+        trigger = self.capability.trigger(trigger_id)
+        return self.function.on_schedule(trigger_id, trigger.expression(self.policy), trigger.description, payload)
+
+    def add_adapter_reads(self, reason: str, also: Iterable[str] = ()) -> None:
+        """The reads of the adapters the registry lists for this capability (``uses``), plus ``also``, in the one
+        acknowledged "Reads" policy: AWS supports no resource-level permissions for them."""
+        reads = [action for use in self.capability.uses for action in use.permissions(self.policy)]
+        self.function.add_unscoped_statement("Reads", [*reads, *also], reason)
 
 
 def nag_resource(scope: Construct, resource: str) -> str:

@@ -9,24 +9,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Unpack
 
 from aws_cdk import Duration, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from governor.domain.actions import Stop, Tag, Terminate, Untag
-from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources, send_command_grant
-from infra.settings import Settings
+from infra.constructs.dashboard import governor_metric
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction, alert
+from infra.constructs.shared import send_command_grant
 
 AGENT_CONFIG_FILE = Path(__file__).resolve().parent.parent / "cloudwatch-agent-gpu.json"
 RUN_COMMAND_DOCUMENT = "AWS-RunShellScript"
-CAPABILITY = REGISTRY["idle"]
 
 
 def agent_config() -> str:
@@ -43,36 +40,20 @@ INSTANCES_REASON = (
 )
 
 
-class IdleReclamation(Construct):
+class IdleReclamation(CapabilityConstruct):
     """Sweeps the GPU fleet every ``idle.schedule`` and reclaims instances idle by every signal, warning first."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-    ) -> None:
-        super().__init__(scope, construct_id)
+    CAPABILITY = REGISTRY["idle"]
+    FUNCTION_ID = "Idle"
+    MEMORY_MB = 1024
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
-        function = GovernorFunction(
-            self,
-            "Idle",
-            capability=CAPABILITY,
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            timeout=Duration.minutes(5),
-            memory_mb=1024,
-        )
-        sweep = CAPABILITY.trigger("Sweep")
-        function.on_schedule("Sweep", sweep.expression(policy), sweep.description)
-        function.add_unscoped_statement(
-            "Reads",
-            [action for use in CAPABILITY.uses for action in use.permissions(policy)],
+        policy = self.policy
+        function = self.function
+        self.on_schedule("Sweep")
+        self.add_adapter_reads(
             "DescribeInstances, GetMetricData, GetCommandInvocation and ListCommands support no resource-level "
             "permissions; they list GPU instances, read their metrics, read the outcome of the function's own "
             "checkpoint commands and find a command by its intent id instead of sending it twice.",
@@ -92,24 +73,14 @@ class IdleReclamation(Construct):
             self._scale_in_grants(function)
         send_command_grant(function, policy, RUN_COMMAND_DOCUMENT)
         self.agent_parameter = install_agent_config(self, policy)
-        held = cloudwatch.Metric(
-            namespace=NAMESPACE,
-            metric_name="IdleActionsHeldBack",
-            dimensions_map={"service": SERVICE},
-            statistic="Sum",
-            period=Duration.minutes(15),
-        ).create_alarm(
+        alert(
             self,
             "HeldBack",
-            alarm_description="governor idle: the circuit breaker tripped, many GPU instances turned idle together and "
-            "are held; check the CloudWatch agents and GPU drivers, then `governor idle rearm` if they really are idle",
-            threshold=1,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            governor_metric("IdleActionsHeldBack", Duration.minutes(15)),
+            "governor idle: the circuit breaker tripped, many GPU instances turned idle together and are held; "
+            "check the CloudWatch agents and GPU drivers, then `governor idle rearm` if they really are idle",
+            self.shared,
         )
-        held.add_alarm_action(cw_actions.SnsAction(shared.alerts))
-        functions["idle"] = function
-        self.function = function
 
     def _scale_in_grants(self, function: GovernorFunction) -> None:
         """Reclaim Auto Scaling group members through their group (a stopped member would just be replaced).

@@ -10,23 +10,28 @@ function (Stop now).
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from aws_cdk import CfnOutput, Duration, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from governor.domain.actions import Tag
 from governor.interactions.slack_calls import AsyncInvoker
-from governor.observability import NAMESPACE, SERVICE
 from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.function import GovernorFunction
+from infra.constructs.dashboard import governor_metric
+from infra.constructs.function import (
+    CapabilityArgs,
+    CapabilityConstruct,
+    FunctionOptions,
+    GovernorFunction,
+    alert,
+)
 from infra.constructs.notifications import grant_secret_reads
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge
-from infra.settings import Settings
 
 
 def slack_app_secret_names(policy: Policy) -> list[str]:
@@ -37,39 +42,24 @@ def slack_app_secret_names(policy: Policy) -> list[str]:
     return sorted(names)
 
 
-class SlackInteractions(Construct):
+class SlackInteractions(CapabilityConstruct):
     """Slack's Request URL for button clicks: verified, authorised, recorded, bounded; Stop now goes to idle."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-    ) -> None:
-        super().__init__(scope, construct_id)
+    CAPABILITY = REGISTRY["interactions"]
+    FUNCTION_ID = "Interactions"
+    # The worker's calls use the shared clients, one of which can take 105 s when every attempt times out
+    # (bench/soak.py, worst_single_call); the Function URL path answers Slack within 3 s on its own quick
+    # clients (interactions/slack_calls.py, ENDPOINT_*), whatever this limit is.
+    TIMEOUT = Duration.seconds(120)
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
-        idle = functions["idle"]
-        function = GovernorFunction(
-            self,
-            "Interactions",
-            capability=REGISTRY["interactions"],
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            # The worker's calls use the shared clients, one of which can take 105 s when every attempt times out
-            # (bench/soak.py, worst_single_call); the Function URL path answers Slack within 3 s on its own quick
-            # clients (interactions/slack_calls.py, ENDPOINT_*), whatever this limit is.
-            timeout=Duration.seconds(120),
-            memory_mb=512,
-            reserved_concurrency=policy.interactions.reserved_concurrency,
-            environment={"IDLE_FUNCTION": idle.function.function_name},
-        )
+        policy = self.policy
+        idle = args["functions"]["idle"]
+        function = self.function
         self.url = function.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
-        function.triggers.append(REGISTRY["interactions"].trigger("FunctionUrl").line(policy))
+        function.triggers.append(self.capability.trigger("FunctionUrl").line(policy))
         acknowledge(
             function.function,
             "NIST.800.53.R5::NIST.800.53.R5-LambdaFunctionPublicAccessProhibited",
@@ -117,44 +107,39 @@ class SlackInteractions(Construct):
             ],
         )
         function.role.attach_inline_policy(invoke)
-        self._alarms(shared, function)
+        self._alarms(self.shared, function)
         CfnOutput(
             stack,
             "SlackInteractivityUrl",
             value=self.url.url,
             description="Paste into the Slack app's Interactivity Request URL (docs/slack.md)",
         )
-        functions["interactions"] = function
-        self.function = function
+
+    def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
+        """Opt-in reserved concurrency, and the idle function that carries out Stop now."""
+        return {
+            "reserved_concurrency": self.policy.interactions.reserved_concurrency,
+            "environment": {"IDLE_FUNCTION": functions["idle"].function.function_name},
+        }
 
     def _alarms(self, shared: SharedResources, function: GovernorFunction) -> None:
         """Forged or stale requests, and a signing secret the function cannot read, reach the alarm topic."""
-        action = cw_actions.SnsAction(shared.alerts)
         for metric, threshold, what in (
             ("InteractionsForged", 10, "requests with a bad, stale or missing Slack signature (forged or replayed?)"),
             ("InteractionsRefused", 20, "clicks refused (not yours, unknown buttons, a missing signing secret)"),
         ):
-            alarm = cloudwatch.Metric(
-                namespace=NAMESPACE,
-                metric_name=metric,
-                dimensions_map={"service": SERVICE},
-                statistic="Sum",
-                period=Duration.minutes(5),
-            ).create_alarm(
+            alert(
                 self,
                 metric,
-                alarm_description=f"governor interactions: {what}",
+                governor_metric(metric, Duration.minutes(5)),
+                f"governor interactions: {what}",
+                shared,
                 threshold=threshold,
-                evaluation_periods=1,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
-            alarm.add_alarm_action(action)
-        throttles = function.function.metric_throttles(period=Duration.minutes(5), statistic="Sum").create_alarm(
+        alert(
             self,
             "Throttles",
-            alarm_description="governor interactions: Slack requests throttled (reserved concurrency reached)",
-            threshold=1,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            function.function.metric_throttles(period=Duration.minutes(5), statistic="Sum"),
+            "governor interactions: Slack requests throttled (reserved concurrency reached)",
+            shared,
         )
-        throttles.add_alarm_action(action)

@@ -7,20 +7,16 @@ deployed there; the daily sweep covers IAM from any region (IAM is global).
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Duration, Stack
-from aws_cdk import aws_events as events
+from typing import Unpack
+
+from aws_cdk import ArnFormat, Stack
 from constructs import Construct
 
-from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.keys.domain import EVENT_SOURCES
-from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
 from infra.nag import acknowledge
-from infra.settings import Settings
 
-CAPABILITY = REGISTRY["keys"]
 UNSCOPED = {
     "kms:ListKeys": "ListKeys has no resource-level permissions: it lists every key in the account and region.",
     "iam:GenerateCredentialReport": "The credential report is account-wide; IAM allows no resource for it.",
@@ -34,45 +30,23 @@ def scoped_actions(service: str, declared: frozenset[str]) -> list[str]:
     return sorted(a for a in declared if a.startswith(f"{service}:") and a not in UNSCOPED)
 
 
-class KeysEnforcer(Construct):
+class KeysEnforcer(CapabilityConstruct):
     """Keeps KMS keys, IAM access keys and secrets rotated within the ``keys`` policy, daily and on CloudTrail calls."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-    ) -> None:
-        super().__init__(scope, construct_id)
+    CAPABILITY = REGISTRY["keys"]
+    FUNCTION_ID = "Keys"
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
-        self.function = GovernorFunction(
-            self,
-            "Keys",
-            capability=CAPABILITY,
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            timeout=Duration.minutes(5),
-        )
         function = self.function
-        declared = CAPABILITY.permissions(policy)
-        sweep = CAPABILITY.trigger("Sweep")
-        function.on_schedule("Sweep", sweep.expression(policy), sweep.description)
-        function.on_events(
+        declared = self.capability.permissions(self.policy)
+        self.on_schedule("Sweep")
+        self.on_rule(
             "CloudTrailCalls",
-            events.EventPattern(
-                source=sorted(EVENT_SOURCES),
-                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                detail={
-                    "eventName": sorted({name for names in EVENT_SOURCES.values() for name in names}),
-                    "errorCode": [{"exists": False}],  # a refused call changed nothing
-                },
+            successful_calls(
+                sorted(EVENT_SOURCES), sorted({name for names in EVENT_SOURCES.values() for name in names})
             ),
-            CAPABILITY.trigger("CloudTrailCalls").description,
         )
 
         key_arns = stack.format_arn(service="kms", resource="key", resource_name="*")
@@ -123,4 +97,3 @@ class KeysEnforcer(Construct):
             "RotateSecret requires the caller to be allowed to invoke the secret's own rotation function, which "
             "secret owners choose after deploy; limited to functions in this account and region.",
         )
-        functions["keys"] = function

@@ -2,95 +2,68 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from typing import Unpack
+
+from aws_cdk import Stack
 from aws_cdk import aws_events as events
 from constructs import Construct
 
 from governor.adapters import ec2 as ec2_adapter
 from governor.domain.actions import Tag
-from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.lifecycle import pricing as pricing_adapter
 from governor.lifecycle.domain import CLOSING_STATES, RUNNING, STATE_CHANGE
-from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
 from infra.nag import acknowledge
-from infra.settings import Settings
-
-CAPABILITY = REGISTRY["lifecycle"]
 
 
-class Lifecycle(Construct):
+class Lifecycle(CapabilityConstruct):
     """One function on three triggers: GPU RunInstances calls, instance state changes, and the daily reconciliation.
 
     Its role may tag only GPU-family instances, and only with the creator and launch-time keys; everything else
     it does is reading EC2 and writing the ledger.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-    ) -> None:
-        super().__init__(scope, construct_id)
+    CAPABILITY = REGISTRY["lifecycle"]
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id, **args)
+        policy = self.policy
         lifecycle = policy.lifecycle
         families = policy.fleet.gpu_families
-        self.function = GovernorFunction(
-            self,
-            "Function",
-            capability=CAPABILITY,
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            timeout=Duration.minutes(5),
-        )
         self.function.on_events(
             "RunInstances",
-            events.EventPattern(
-                source=["aws.ec2"],
-                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                detail={
-                    "eventSource": ["ec2.amazonaws.com"],
-                    "eventName": ["RunInstances"],
-                    "errorCode": [{"exists": False}],
-                    "responseElements": {
-                        "instancesSet": {"items": {"instanceType": [{"prefix": family} for family in families]}}
-                    },
+            successful_calls(
+                ["aws.ec2"],
+                ["RunInstances"],
+                event_source="ec2.amazonaws.com",
+                responseElements={
+                    "instancesSet": {"items": {"instanceType": [{"prefix": family} for family in families]}}
                 },
             ),
-            CAPABILITY.trigger("RunInstances").description,
+            self.capability.trigger("RunInstances").description,
         )
         fleet = policy.fleet
         self.function.on_events(
             "GovernorTags",
-            events.EventPattern(
-                source=["aws.ec2"],
-                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                detail={
-                    "eventSource": ["ec2.amazonaws.com"],
-                    "eventName": ["CreateTags"],
-                    "errorCode": [{"exists": False}],
-                    "requestParameters": {
-                        "tagSet": {
-                            "items": {
-                                "key": [
-                                    fleet.exempt_tag,
-                                    fleet.keep_until_tag,
-                                    fleet.checkpoint_command_tag,
-                                    "governor:idle-since",
-                                ]
-                            }
+            successful_calls(
+                ["aws.ec2"],
+                ["CreateTags"],
+                event_source="ec2.amazonaws.com",
+                requestParameters={
+                    "tagSet": {
+                        "items": {
+                            "key": [
+                                fleet.exempt_tag,
+                                fleet.keep_until_tag,
+                                fleet.checkpoint_command_tag,
+                                "governor:idle-since",
+                            ]
                         }
-                    },
+                    }
                 },
             ),
-            CAPABILITY.trigger("GovernorTags").description,
+            self.capability.trigger("GovernorTags").description,
         )
         self.function.on_events(
             "StateChange",
@@ -99,9 +72,9 @@ class Lifecycle(Construct):
                 detail_type=[STATE_CHANGE],
                 detail={"state": [RUNNING, *sorted(CLOSING_STATES)]},
             ),
-            CAPABILITY.trigger("StateChange").description,
+            self.capability.trigger("StateChange").description,
         )
-        reconcile = CAPABILITY.trigger("Reconcile")
+        reconcile = self.capability.trigger("Reconcile")
         self.function.on_schedule("Reconcile", reconcile.expression(policy), reconcile.description)
         self.function.add_unscoped_statement(
             "DescribeInstances",
@@ -132,4 +105,3 @@ class Lifecycle(Construct):
                 sorted(pricing_adapter.IAM_ACTIONS),
                 "pricing:GetProducts reads public list prices and supports no resource-level permissions.",
             )
-        functions["lifecycle"] = self.function

@@ -6,19 +6,15 @@ nothing else: it cannot add rules, swap an interface's security groups, or touch
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
-from aws_cdk import aws_events as events
+from typing import Unpack
+
+from aws_cdk import Stack
 from constructs import Construct
 
-from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.network.events import EVENT_NAMES
-from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources
-from infra.settings import Settings
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
 
-CAPABILITY = REGISTRY["network"]
 # Every registered action that is not a Describe* read -> the EC2 resource types (in this account and region) it may
 # touch (the types the Service Authorization Reference lists for it; tests/infra/sar.py checks them). A registered
 # action missing here stops the synth: it must be scoped before it is granted.
@@ -29,47 +25,22 @@ SCOPED = {
 }
 
 
-class NetworkEnforcer(Construct):
+class NetworkEnforcer(CapabilityConstruct):
     """Holds security groups and public IPv4 addresses of GPU instances to the ``network`` policy."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-    ) -> None:
-        super().__init__(scope, construct_id)
+    CAPABILITY = REGISTRY["network"]
+    FUNCTION_ID = "Network"
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
-        function = GovernorFunction(
-            self,
-            "Network",
-            capability=CAPABILITY,
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            timeout=Duration.minutes(5),
-        )
-        permissions = CAPABILITY.permissions(policy)
-        function.on_events(
+        function = self.function
+        permissions = self.capability.permissions(self.policy)
+        self.on_rule(
             "CloudTrailCalls",
-            events.EventPattern(
-                source=["aws.ec2"],
-                detail_type=[CLOUDTRAIL_DETAIL_TYPE],
-                # A call with an errorCode changed nothing: it must not invoke (and bill) the function.
-                detail={
-                    "eventSource": ["ec2.amazonaws.com"],
-                    "eventName": sorted(EVENT_NAMES),
-                    "errorCode": [{"exists": False}],
-                },
-            ),
-            CAPABILITY.trigger("CloudTrailCalls").description,
+            successful_calls(["aws.ec2"], sorted(EVENT_NAMES), event_source="ec2.amazonaws.com"),
         )
-        sweep = CAPABILITY.trigger("DriftSweep")
-        function.on_schedule("DriftSweep", sweep.expression(policy), sweep.description)
+        self.on_schedule("DriftSweep")
         function.add_unscoped_statement(
             "Describe",
             [action for action in permissions if action.startswith("ec2:Describe")],
@@ -98,5 +69,3 @@ class NetworkEnforcer(Construct):
             )
         for kind, reason in reasons.items():
             function.acknowledge_wildcard(stack.format_arn(service="ec2", resource=kind, resource_name="*"), reason)
-        functions["network"] = function
-        self.function = function

@@ -6,7 +6,7 @@ because the report links to the dashboard and shares the notifier's Slack and em
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_events as events
@@ -18,10 +18,8 @@ from governor.notifier import slack
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import Dashboard
-from infra.constructs.function import GovernorFunction
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction
 from infra.constructs.reports import Reports
-from infra.constructs.shared import SharedResources
-from infra.settings import Settings
 
 
 def slack_secret_names(policy: Policy) -> list[str]:
@@ -62,50 +60,28 @@ def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
         function.add_statement(ses.IAM_ACTIONS, identities)
 
 
-class Notifications(Construct):
+class Notifications(CapabilityConstruct):
     """The notifier (governor bus → Slack / SES), the daily and weekly reports, and the dashboard they point to."""
 
+    CAPABILITY = REGISTRY["notifier"]
+    FUNCTION_ID = "Notifier"
+    TIMEOUT = Duration.minutes(3)
+
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-        audit: Any = None,
+        self, scope: Construct, construct_id: str, *, audit: Any = None, **args: Unpack[CapabilityArgs]
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.dashboard = Dashboard(self, "Dashboard", stack_name=settings.stack_name)
-        self.function = GovernorFunction(
-            self,
-            "Notifier",
-            capability=REGISTRY["notifier"],
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            timeout=Duration.minutes(3),
-        )
+        super().__init__(scope, construct_id, **args)
+        policy = self.policy
+        self.dashboard = Dashboard(self, "Dashboard", stack_name=self.settings.stack_name)
         rule = events.Rule(
             self,
             "Findings",
-            event_bus=shared.bus,
+            event_bus=self.shared.bus,
             event_pattern=events.EventPattern(source=[SOURCE], detail_type=[DETAIL_TYPE]),
             description="Every governor finding to the notifier",
         )
         rule.add_target(self.function.rule_target())
-        self.function.triggers.append(REGISTRY["notifier"].trigger("Findings").line(policy))
+        self.function.triggers.append(self.capability.trigger("Findings").line(policy))
         grant_delivery(self.function, policy)
-        functions["notifier"] = self.function
-        self.reports = Reports(
-            self,
-            "Reports",
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            audit=audit,
-            dashboard_url=self.dashboard.url,
-        )
+        self.reports = Reports(self, "Reports", audit=audit, dashboard_url=self.dashboard.url, **args)
         grant_delivery(self.reports.function, policy)
-        functions["report"] = self.reports.function

@@ -61,24 +61,10 @@ class OperatorRoles(Construct):
         report_buckets = [c.bucket for c in stack.node.find_all() if isinstance(c, Reports)]
         self._stack = stack
         self._shared = shared
-        principal = iam.AccountPrincipal(stack.account)
-        self.gpu_admin = iam.Role(
-            self,
-            "GpuAdmin",
-            # IAM is global: the region keeps the names of the stacks in other regions apart.
-            role_name=f"{stack.stack_name}-gpu-admin-{stack.region}",
-            assumed_by=principal,
-            max_session_duration=Duration.hours(4),
-            description="GPU Fleet Governor gpu-admin: GPU instance scheduling, governor:* tags, ledger and reports",
+        self.gpu_admin = self._role(
+            "GpuAdmin", "gpu-admin", "GPU instance scheduling, governor:* tags, ledger and reports"
         )
-        self.auditor = iam.Role(
-            self,
-            "Auditor",
-            role_name=f"{stack.stack_name}-auditor-{stack.region}",
-            assumed_by=principal,
-            max_session_duration=Duration.hours(4),
-            description="GPU Fleet Governor auditor: read-only reports, ledger and audit-lake queries",
-        )
+        self.auditor = self._role("Auditor", "auditor", "read-only reports, ledger and audit-lake queries")
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         gpu_only = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}
         self.gpu_admin.add_to_policy(
@@ -119,6 +105,19 @@ class OperatorRoles(Construct):
                 self._read_bucket(role, bucket, "*", "The reports archive is read whole: report keys carry dates.")
         for lake in lakes:
             self._query_lake(lake.workgroup_name, lake.database_name, lake.table_name, [lake.bucket], lake.results)
+
+    def _role(self, construct_id: str, name: str, purpose: str) -> iam.Role:
+        """A role people of this account assume (if their own IAM policies allow it), for four hours at most."""
+        stack = self._stack
+        return iam.Role(
+            self,
+            construct_id,
+            # IAM is global: the region keeps the names of the stacks in other regions apart.
+            role_name=f"{stack.stack_name}-{name}-{stack.region}",
+            assumed_by=iam.AccountPrincipal(stack.account),
+            max_session_duration=Duration.hours(4),
+            description=f"GPU Fleet Governor {name}: {purpose}",
+        )
 
     def _nag_ref(self, construct: IConstruct) -> str:
         child = construct.node.default_child

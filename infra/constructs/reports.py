@@ -7,82 +7,53 @@ logs; with ``reports.enforce`` it also sends the report to Slack and email.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor.report import archive
 from governor.report import chart_image as chart
-from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources
-from infra.nag import acknowledge
-from infra.settings import Settings
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct
+from infra.constructs.shared import access_log_bucket, data_bucket
 
 PREFIX = "reports"
-CAPABILITY = REGISTRY["report"]
 
 
-class Reports(Construct):
+class Reports(CapabilityConstruct):
     """The report function, its daily and weekly schedules, and the bucket that keeps every report."""
 
+    CAPABILITY = REGISTRY["report"]
+    TIMEOUT = Duration.minutes(10)
+    MEMORY_MB = 1024
+
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        audit: Any,
-        dashboard_url: str,
+        self, scope: Construct, construct_id: str, *, audit: Any, dashboard_url: str, **args: Unpack[CapabilityArgs]
     ) -> None:
-        super().__init__(scope, construct_id)
+        super().__init__(scope, construct_id, **args)
         logs_bucket = getattr(audit, "access_logs", None)
         if logs_bucket is None:
-            logs_bucket = s3.Bucket(
+            logs_bucket = access_log_bucket(
                 self,
                 "AccessLogs",
-                encryption=s3.BucketEncryption.S3_MANAGED,
-                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                enforce_ssl=True,
+                "This bucket receives the reports bucket's server access logs; logging it would log the logs.",
                 object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
                 lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
-                removal_policy=RemovalPolicy.RETAIN,
             )
-            acknowledge(
-                logs_bucket,
-                "AwsSolutions::AwsSolutions-S1",
-                "This bucket receives the reports bucket's server access logs; logging it would log the logs.",
-            )
-        self.bucket = s3.Bucket(
+        self.bucket = data_bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=shared.key,
-            bucket_key_enabled=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
+            key=self.shared.key,
+            access_logs=logs_bucket,
+            log_prefix="reports-bucket/",
             versioned=True,
-            server_access_logs_bucket=logs_bucket,
-            server_access_logs_prefix="reports-bucket/",
             lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
-            removal_policy=RemovalPolicy.RETAIN,
         )
-        self.function = GovernorFunction(
-            self,
-            "Function",
-            capability=CAPABILITY,
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            timeout=Duration.minutes(10),
-            memory_mb=1024,
-            environment={"REPORTS_BUCKET": self.bucket.bucket_name, "DASHBOARD_URL": dashboard_url},
-        )
+        # Known only once the bucket exists, after the function (CapabilityConstruct builds the function first).
+        self.function.function.add_environment("REPORTS_BUCKET", self.bucket.bucket_name)
+        self.function.function.add_environment("DASHBOARD_URL", dashboard_url)
         # GetObject: earlier reports' summary.json for the trend, and signing the Slack link to the archived HTML.
         self.function.add_statement(
             archive.IAM_ACTIONS,
@@ -99,7 +70,4 @@ class Reports(Construct):
         if audit is not None and hasattr(audit, "grant_query"):
             audit.grant_query(self.function)
         for trigger_id in ("Daily", "Weekly"):
-            trigger = CAPABILITY.trigger(trigger_id)
-            self.function.on_schedule(
-                trigger_id, trigger.expression(policy), trigger.description, payload={"kind": trigger_id.lower()}
-            )
+            self.on_schedule(trigger_id, payload={"kind": trigger_id.lower()})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jsii
 from aws_cdk import Aws, Duration, IStableListProducer, Lazy, RemovalPolicy, Stack
@@ -10,11 +10,13 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from governor.domain.actions import Checkpoint
 from governor.policy import Policy
+from infra.nag import acknowledge
 
 if TYPE_CHECKING:
     from infra.constructs.function import GovernorFunction
@@ -32,6 +34,10 @@ _KEY_USERS: dict[str, str] = {
 KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
 
 
+def _string(name: str) -> dynamodb.Attribute:
+    return dynamodb.Attribute(name=name, type=dynamodb.AttributeType.STRING)
+
+
 class SharedResources(Construct):
     """Encrypted stores with the project's own key; rotation period from the keys policy (at most 90 days)."""
 
@@ -45,39 +51,20 @@ class SharedResources(Construct):
             rotation_period=Duration.days(policy.keys.kms_max_rotation_days),
             removal_policy=RemovalPolicy.RETAIN,
         )
-        self.ledger = dynamodb.Table(
-            self,
+        self.ledger = self._table(
             "Ledger",
-            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
-            encryption_key=self.key,
-            time_to_live_attribute="expires_at",
+            "pk",
+            ttl="expires_at",
+            sort_key=_string("sk"),
             deletion_protection=True,
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.ledger.add_global_secondary_index(
             index_name="by-kind",
-            partition_key=dynamodb.Attribute(name="kind", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="at", type=dynamodb.AttributeType.STRING),
+            partition_key=_string("kind"),
+            sort_key=_string("at"),
         )
-        self.idempotency = dynamodb.Table(
-            self,
-            "Idempotency",
-            partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
-            encryption_key=self.key,
-            time_to_live_attribute="expiration",
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        self.idempotency = self._table("Idempotency", "id", ttl="expiration", removal_policy=RemovalPolicy.DESTROY)
         self.bus = events.EventBus(self, "Bus", event_bus_name=bus_name, kms_key=self.key)
         self.archive = self.bus.archive(
             "Archive",
@@ -95,6 +82,22 @@ class SharedResources(Construct):
             self, "Alerts", display_name="GPU Fleet Governor alerts", master_key=self.key, enforce_ssl=True
         )
         self._key_service_principals()
+
+    def _table(self, construct_id: str, partition: str, *, ttl: str, **options: Any) -> dynamodb.Table:
+        """On-demand, point-in-time recoverable, encrypted with the project key, items expiring on ``ttl``."""
+        return dynamodb.Table(
+            self,
+            construct_id,
+            partition_key=_string(partition),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=self.key,
+            time_to_live_attribute=ttl,
+            **options,
+        )
 
     def _key_service_principals(self) -> None:
         """Services may use the key only for this account's resources (aws:SourceAccount / aws:SourceArn); CloudWatch
@@ -188,3 +191,39 @@ def send_command_grant(function: GovernorFunction, policy: Policy, document: str
         [instances],
         {"StringEquals": {f"ssm:resourceTag/{key}": value for key, value in policy.fleet.fleet_tags.items()}},
     )
+
+
+def data_bucket(
+    scope: Construct, construct_id: str, *, key: kms.IKey, access_logs: s3.IBucket, log_prefix: str, **options: Any
+) -> s3.Bucket:
+    """A bucket of the project's data: encrypted with the project key (S3 Bucket Keys on), public access blocked,
+    TLS only, its requests logged to ``access_logs`` under ``log_prefix``, kept when the stack is deleted."""
+    return s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.KMS,
+        encryption_key=key,
+        bucket_key_enabled=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        server_access_logs_bucket=access_logs,
+        server_access_logs_prefix=log_prefix,
+        removal_policy=RemovalPolicy.RETAIN,
+        **options,
+    )
+
+
+def access_log_bucket(scope: Construct, construct_id: str, reason: str, **options: Any) -> s3.Bucket:
+    """A bucket for S3 server access logs (which cannot target an SSE-KMS bucket): S3-managed encryption, public
+    access blocked, TLS only, kept; not logged itself, acknowledged (AwsSolutions-S1) with ``reason``."""
+    bucket = s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        removal_policy=RemovalPolicy.RETAIN,
+        **options,
+    )
+    acknowledge(bucket, "AwsSolutions::AwsSolutions-S1", reason)
+    return bucket

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from typing import Unpack
+
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -22,14 +24,22 @@ from governor.spot.domain import (
     STATE_CHANGE,
     WARNING,
 )
-from infra.constructs.function import GovernorFunction
-from infra.constructs.shared import SharedResources, send_command_grant
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, FunctionOptions, GovernorFunction
+from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket, send_command_grant
 from infra.nag import acknowledge
-from infra.settings import Settings
 
 CHECKPOINT_PREFIX = "checkpoints"
 ACCESS_LOG_DAYS = 365
-CAPABILITY = REGISTRY["spot"]
+#: The EC2 resources in this account a RunInstances from a launch template touches (granted, then acknowledged).
+LAUNCH_RESOURCES = (
+    "subnet",
+    "network-interface",
+    "security-group",
+    "volume",
+    "launch-template",
+    "key-pair",
+    "spot-instances-request",
+)
 
 
 def _reads(actions: frozenset[str]) -> list[str]:
@@ -41,75 +51,59 @@ def _writes(actions: frozenset[str]) -> list[str]:
     return sorted(action for action in actions if ":Describe" not in action)
 
 
-class Spot(Construct):
+class Spot(CapabilityConstruct):
     """One function with reserved concurrency on three rules (warning + rebalance, stop/terminate, SSM status).
 
     Its role holds only what the policy switches on: load-balancer deregistration, Auto Scaling lifecycle
     completion and, with ``replacement`` set, RunInstances for GPU types from launch templates.
     """
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        shared: SharedResources,
-        policy: Policy,
-        settings: Settings,
-        functions: dict[str, GovernorFunction],
-    ) -> None:
-        super().__init__(scope, construct_id)
+    CAPABILITY = REGISTRY["spot"]
+    TIMEOUT = Duration.minutes(3)  # checkpoint first; recording and recovery may outlast the warning
+
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
+        super().__init__(scope, construct_id, **args)
+        policy = self.policy
         spot = policy.spot
-        self.function = GovernorFunction(
-            self,
-            "Function",
-            capability=CAPABILITY,
-            shared=shared,
-            policy=policy,
-            settings=settings,
-            timeout=Duration.minutes(3),  # checkpoint first; recording and recovery may outlast the warning
-            reserved_concurrency=spot.reserved_concurrency,
-        )
-        self.function.on_events(
+        self.on_rule(
             "Interruption",
             events.EventPattern(source=[SOURCE], detail_type=[WARNING, REBALANCE]),
-            CAPABILITY.trigger("Interruption").description,
         )
-        self.function.on_events(
+        self.on_rule(
             "StateChange",
             events.EventPattern(source=[SOURCE], detail_type=[STATE_CHANGE], detail={"state": list(FINAL_STATES)}),
-            CAPABILITY.trigger("StateChange").description,
         )
-        self.function.on_events(
+        self.on_rule(
             "CheckpointStatus",
             events.EventPattern(
                 source=[SSM_SOURCE],
                 detail_type=[COMMAND_STATUS],
                 detail={"status": list(FINAL_COMMAND_STATUSES), "document-name": [DOCUMENT]},
             ),
-            CAPABILITY.trigger("CheckpointStatus").description,
         )
         self._grants(policy)
         self.bucket: s3.Bucket | None = None
         self.checkpoint_policy: iam.ManagedPolicy | None = None
         if spot.checkpoint_bucket.create:
-            self._checkpoint_bucket(shared, policy)
-        functions["spot"] = self.function
+            self._checkpoint_bucket(self.shared, policy)
+
+    def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
+        """Opt-in reserved concurrency, so a burst of other functions never delays an interruption warning."""
+        return {"reserved_concurrency": self.policy.spot.reserved_concurrency}
 
     def _grants(self, policy: Policy) -> None:
         spot = policy.spot
         stack = Stack.of(self)
         # The adapters' reads, and the Describe* reads of the recovery actions the policy switches on.
-        reads = [action for use in CAPABILITY.uses for action in use.permissions(policy)]
+        reads: list[str] = []
         for action in (Deregister, CompleteLifecycleAction, Replace):
             reads += _reads(action.permissions(policy))
-        self.function.add_unscoped_statement(
-            "Reads",
-            reads,
+        self.add_adapter_reads(
             "Describe* reads and ssm:GetCommandInvocation support no resource-level permissions: the function "
             "re-reads the interrupted instance, finds the target groups and Auto Scaling group holding it, subnets "
             "for fallback zones, and the final status of its own checkpoint command (ListCommands finds it by its "
             "intent id, so a retry never sends it twice).",
+            also=reads,
         )
         send_command_grant(self.function, policy, DOCUMENT)
         acknowledge(
@@ -154,18 +148,7 @@ class Spot(Construct):
         self.function.add_statement(
             ["ec2:RunInstances"], [instances], conditions={"StringLike": {"ec2:InstanceType": families}}
         )
-        parts = [
-            stack.format_arn(service="ec2", resource=kind, resource_name="*")
-            for kind in (
-                "subnet",
-                "network-interface",
-                "security-group",
-                "volume",
-                "launch-template",
-                "key-pair",
-                "spot-instances-request",
-            )
-        ]
+        parts = [stack.format_arn(service="ec2", resource=kind, resource_name="*") for kind in LAUNCH_RESOURCES]
         parts.append(stack.format_arn(service="ec2", account="", resource="image", resource_name="*"))
         self.function.add_statement(["ec2:RunInstances"], parts)
         tagged = [
@@ -191,15 +174,7 @@ class Spot(Construct):
             ),
         ):
             acknowledge(self.function.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::{resource}]", reason)
-        for kind in (
-            "subnet",
-            "network-interface",
-            "security-group",
-            "volume",
-            "launch-template",
-            "key-pair",
-            "spot-instances-request",
-        ):
+        for kind in LAUNCH_RESOURCES:
             acknowledge(
                 self.function.role,
                 f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
@@ -214,21 +189,13 @@ class Spot(Construct):
         scope = Construct(self, "Checkpoints")
         # Grant S3 log delivery through the log bucket's policy (ACLs stay disabled), as AWS now recommends.
         scope.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
-        access_logs = s3.Bucket(
+        access_logs = access_log_bucket(
             scope,
             "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS))],
-            removal_policy=RemovalPolicy.RETAIN,
-        )
-        acknowledge(
-            access_logs,
-            "AwsSolutions::AwsSolutions-S1",
             "This bucket receives the checkpoint bucket's server access logs; logging it would need yet another "
             "bucket and log deliveries about log deliveries.",
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(id="ExpireAccessLogs", expiration=Duration.days(ACCESS_LOG_DAYS))],
         )
         rule = s3.LifecycleRule(
             id="ExpireOldCheckpointVersions",
@@ -236,23 +203,18 @@ class Spot(Construct):
             noncurrent_versions_to_retain=settings.noncurrent_versions_to_keep or None,
             abort_incomplete_multipart_upload_after=Duration.days(1),
         )
-        self.bucket = s3.Bucket(
+        self.bucket = data_bucket(
             scope,
             "Bucket",
+            key=shared.key,
+            access_logs=access_logs,
+            log_prefix="checkpoint-bucket/",
             versioned=True,
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=shared.key,
-            bucket_key_enabled=True,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=access_logs,
-            server_access_logs_prefix="checkpoint-bucket/",
             lifecycle_rules=[
                 rule,
                 s3.LifecycleRule(id="RemoveExpiredDeleteMarkers", expired_object_delete_marker=True),
             ],
-            removal_policy=RemovalPolicy.RETAIN,
         )
         team = f"${{aws:PrincipalTag/{policy.fleet.team_tag}}}"
         prefix = f"{CHECKPOINT_PREFIX}/{team}/*"

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 from governor.domain.decision import Finding
-from governor.domain.ports import FindingSink, Ledger, PublishError
+from governor.domain.ports import FindingSink, Ledger, PublishError, utcnow
 from governor.observability import logger, metrics
 
 OUTBOX_KIND = "outbox"
@@ -44,10 +44,6 @@ def finding_id(event_id: str, resource: str, rule: str, part: str = "") -> str:
     return deterministic_id(event_id, resource, rule, part)
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
 def _parse_time(value: object) -> dt.datetime | None:
     if not isinstance(value, str) or not value:
         return None
@@ -63,7 +59,7 @@ class Outbox:
         sink: FindingSink,
         *,
         event_id: str,
-        clock: Callable[[], dt.datetime] = _utcnow,
+        clock: Callable[[], dt.datetime] = utcnow,
     ) -> None:
         self.ledger = ledger
         self.sink = sink

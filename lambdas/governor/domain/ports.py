@@ -92,3 +92,8 @@ class ReadRefused(Exception):
 
 class Clock(Protocol):
     def now(self) -> dt.datetime: ...
+
+
+def utcnow() -> dt.datetime:
+    """The system clock in UTC: what every injectable clock (handlers, the outbox) falls back to outside tests."""
+    return dt.datetime.now(dt.UTC)

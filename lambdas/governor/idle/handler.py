@@ -24,6 +24,7 @@ from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
+from governor.domain.ports import utcnow
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import (
@@ -68,10 +69,6 @@ MARK_TTL = dt.timedelta(days=2)
 STOP_REQUEST_MAX_AGE = dt.timedelta(minutes=15)
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
 @dataclass
 class IdleAws:
     """The AWS reads and writes the sweep uses, and its clock; tests pass the same classes pointed at moto, or fakes."""
@@ -81,7 +78,7 @@ class IdleAws:
     metrics: MetricSource
     commands: SsmCommands
     groups: AutoScalingGroups | None = None
-    clock: Callable[[], dt.datetime] = field(default=_utcnow)
+    clock: Callable[[], dt.datetime] = field(default=utcnow)
     respond: Callable[[str, dict[str, Any]], bool] = answer
 
 

@@ -26,6 +26,7 @@ from governor.adapters.ec2 import Ec2Reader
 from governor.domain.actions import AnyAction, Record, Stop, Tag
 from governor.domain.decision import Decision
 from governor.domain.fleet import ownership
+from governor.domain.ports import utcnow
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.interactions.domain import (
     ACKNOWLEDGED_POLICIES,
@@ -64,10 +65,6 @@ POLICY = "interactions"
 MAX_CLICK_AGE = dt.timedelta(minutes=30)
 
 
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
 @dataclass
 class InteractionsAws:
     """What the endpoint calls; tests and the demo pass the same classes pointed at moto, or fakes."""
@@ -79,7 +76,7 @@ class InteractionsAws:
     idle_function: str | None = None
     directory: Callable[[str], SlackDirectory] = SlackDirectory
     respond: Callable[[str, dict[str, Any]], bool] = answer
-    clock: Callable[[], dt.datetime] = field(default=_utcnow)
+    clock: Callable[[], dt.datetime] = field(default=utcnow)
     #: The endpoint's hand-over to its worker: one quick attempt, so Slack gets its answer within 3 s.
     handover: AsyncInvoker | None = None
 

@@ -11,14 +11,14 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from governor import fanout, runner
 from governor.adapters.aws import per_session
 from governor.domain.decision import Action, Decision, Finding
-from governor.domain.ports import Clock, ReadRefused
+from governor.domain.ports import Clock, ReadRefused, utcnow
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
     CloudTrailEvent,
@@ -57,6 +57,8 @@ ALL_KINDS: tuple[Kind, ...] = ("kms", "access_keys", "secrets")
 MAX_ACTIONS_PER_RUN = 25  # bounds the blast radius of one invocation (a policy typo must not disable every key)
 OVER_BUDGET = "ActionBudget"  # the outcome of an action past the budget: recorded, not taken
 
+T = TypeVar("T")
+
 
 class SweepDetail(BaseModel):
     """The schedule's payload: optionally a subset of kinds to sweep (default: all three)."""
@@ -88,7 +90,7 @@ Trigger = Sweep | Check
 
 class SystemClock:
     def now(self) -> dt.datetime:
-        return dt.datetime.now(dt.UTC)
+        return utcnow()
 
 
 @dataclass
@@ -219,16 +221,21 @@ class KeysRun:
             )
         )
 
-    def _gone(self, resource: str, what: str) -> None:
-        self.settle(Decision(policy="keys", verdict="ignored", resource=resource, reasons=[f"{what} no longer exists"]))
+    def _reread(self, read: Callable[[str], T | None], resource: str, what: str) -> T | None:
+        """The resource as it is now, right before deciding; one that no longer exists is recorded as ignored."""
+        found = read(resource)
+        if found is None:
+            self.settle(
+                Decision(policy="keys", verdict="ignored", resource=resource, reasons=[f"{what} no longer exists"])
+            )
+        return found
 
     # KMS ----------------------------------------------------------------------------------------------------
 
     def check_kms(self, key_id: str) -> None:
         kms = self.adapters.kms
-        key = kms.key(key_id)
+        key = self._reread(kms.key, key_id, "the key")
         if key is None:
-            self._gone(key_id, "the key")
             return
         decision = decide_kms_key(key, self.policy, self.now)
         if decision.verdict == "act":
@@ -270,10 +277,8 @@ class KeysRun:
     # Secrets Manager ------------------------------------------------------------------------------------------
 
     def check_secret(self, secret_id: str) -> None:
-        secrets = self.adapters.secrets
-        secret = secrets.secret(secret_id)
+        secret = self._reread(self.adapters.secrets.secret, secret_id, "the secret")
         if secret is None:
-            self._gone(secret_id, "the secret")
             return
         self.settle(decide_secret(secret, self.policy, self.now), secret)
 

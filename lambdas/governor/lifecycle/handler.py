@@ -10,11 +10,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from governor import fanout
 from governor.adapters.aws import per_session
@@ -22,7 +22,13 @@ from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import UNKNOWN, Instance
 from governor.domain.ports import event_origin
-from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE, CloudTrailEvent, InvalidEventError, parse_model
+from governor.events.envelopes import (
+    CLOUDTRAIL_DETAIL_TYPE,
+    CloudTrailEvent,
+    InstanceStateDetail,
+    InvalidEventError,
+    parse_model,
+)
 from governor.lifecycle import domain
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
@@ -32,18 +38,10 @@ from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, r
 SCHEDULED = "Scheduled Event"
 
 
-class StateChangeDetail(BaseModel):
-    # AWS's field names only: a detail that says ``instance_id`` is not an EC2 event and is parked, not guessed at
-    model_config = ConfigDict(extra="allow")
-
-    instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-f]{8,17}$")
-    state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
-
-
 class StateChangeEvent(EventBridgeModel):
     """``EC2 Instance State-change Notification``: ``detail`` carries ``instance-id`` and ``state`` only."""
 
-    detail: StateChangeDetail
+    detail: InstanceStateDetail  # AWS's field names only: a detail saying ``instance_id`` is parked, not guessed at
 
 
 class ScheduledEvent(EventBridgeModel):

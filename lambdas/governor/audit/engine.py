@@ -35,6 +35,7 @@ RECORDS = "cloudtrail_records"
 MISSING = "missing_records_file"
 MAX_FILE_BYTES = 256 * 1024**2  # one CloudTrail file is one JSON object; real ones are a few MiB
 BATCH_FILES = 512
+ROW_GROUP_ROWS = 122_880  # DuckDB's row group (not settable for an in-memory database in DuckDB 1.4)
 _AWSLOGS = re.compile(
     r"AWSLogs/(?:o-[a-z0-9]{10,32}/)?(?P<account>\d{12})/CloudTrail/(?P<region>[a-z0-9-]+)/"
     r"(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})/[^/]+$"
@@ -211,6 +212,11 @@ class LocalLake:
         # and synchronises; measured (bench/audit_engine.py, CPU of the whole process) it costs about a fifth more
         # CPU and more peak memory (per-thread buffers) for a shorter wall time on an idle machine.
         self.con.execute(f"SET threads = {threads}")
+        # Compress each row group once, when it is full (load() checkpoints then and at the end), instead of at every
+        # 16 MiB appended: a checkpoint compresses the growing row group again each time, and the one that completed
+        # it held the row group both ways at once (the peak memory of a run; bench/README.md section 4).
+        self.con.execute("SET checkpoint_threshold = '1TB'")
+        self._rows = self._compressed = 0
         # a struct keeps only the fields read (the view puts the others back as NULLs): less to hold and compress
         stored = ", ".join(f"{column.name} {self._read[column.name].view_type()}" for column in self.columns)
         partitions = ", ".join(f"{name} VARCHAR" for name in PARTITION_KEYS)
@@ -256,6 +262,14 @@ class LocalLake:
         names = [str(f.path) for f in files]
         for offset in range(0, len(names), BATCH_FILES):
             self._load(names[offset : offset + BATCH_FILES])
+            if self._rows // ROW_GROUP_ROWS > self._compressed // ROW_GROUP_ROWS:
+                self._checkpoint()
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        if self._rows > self._compressed:
+            self.con.execute("CHECKPOINT lake")
+            self._compressed = self._rows
 
     def _load(self, names: list[str]) -> None:
         self.opened.update(names)
@@ -286,14 +300,15 @@ class LocalLake:
             values = ", ".join(
                 self._read[column.name].view_expression(f"rec.{_quoted(column.key)}") for column in self.columns
             )
-            self.con.execute(
+            inserted = self.con.execute(
                 f"INSERT INTO {RECORDS} SELECT {values}, "  # noqa: S608 - table and column names are our constants
                 "coalesce(f.account, rec.recipientAccountId), coalesce(f.region, rec.awsRegion), "
                 "coalesce(f.day, strftime(try_cast(rec.eventTime AS TIMESTAMPTZ), '%Y/%m/%d')), "
                 "CASE WHEN s.missing THEN filename END "
                 "FROM (SELECT filename, Records IS NULL AS missing, unnest(coalesce(Records, [NULL])) AS rec "
                 "FROM batch_files) AS s JOIN files AS f USING (filename)"
-            )
+            ).fetchone()
+            self._rows += int(inserted[0]) if inserted else 0
         finally:
             self.con.unregister("batch_files")
         empty = self.con.execute(

@@ -143,7 +143,7 @@ def _cpu() -> float:
 
 def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
     """One audit run (in this process): timings, files and peak RSS."""
-    from governor.audit.engine import LocalLake, discover, in_window, used_columns
+    from governor.audit.engine import LocalLake, discover, in_window, used_columns, used_fields
     from governor.audit.queries import iso, list_queries, parse_time
 
     began = time.perf_counter()
@@ -153,7 +153,7 @@ def measure(folder: Path, start: str | None, end: str | None) -> dict[str, Any]:
     files = discover(folder)
     wanted = [f for f in files if in_window(f, first, last)]
     specs = list_queries()
-    lake = LocalLake(used_columns(specs))
+    lake = LocalLake(used_columns(specs), fields=used_fields(specs))
     lake.load(wanted)
     loaded = time.perf_counter()
     cpu_loaded = _cpu()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from governor.audit.engine import MISSING, LocalLake, discover, run_audit, used_columns
-from governor.audit.queries import list_queries
+from governor.audit.engine import MISSING, LocalLake, discover, run_audit, used_columns, used_fields
+from governor.audit.queries import QuerySpec, list_queries
 from governor.audit.schema import COLUMNS
 from tests.conftest import CLOUDTRAIL_DIR
 
@@ -41,3 +41,30 @@ def test_only_named_columns_are_read_and_the_view_keeps_every_column() -> None:
     # plus the partitions and the placeholder column naming files without a Records array (never in the view)
     assert set(stored) - {"account", "region", "day", MISSING} == set(wanted)
     assert MISSING not in view
+
+
+def test_only_named_struct_fields_are_kept_and_the_view_keeps_the_glue_types() -> None:
+    fields = used_fields(list_queries())
+    assert ("arn",) in fields["useridentity"] and ("sessioncontext",) not in fields["useridentity"]
+    full = LocalLake()
+    lake = LocalLake(used_columns(list_queries()), fields=fields)
+    try:
+        view = lake.con.execute("DESCRIBE cloudtrail_logs").fetchall()
+        stored = {str(row[0]): str(row[1]) for row in lake.con.execute("DESCRIBE cloudtrail_records").fetchall()}
+        assert view == full.con.execute("DESCRIBE cloudtrail_logs").fetchall()
+    finally:
+        lake.close()
+        full.close()
+    assert "sessioncontext" not in stored["useridentity"]
+
+
+def test_a_struct_named_whole_is_read_whole() -> None:
+    sql = "SELECT useridentity, e.useridentity.arn FROM cloudtrail_logs e"
+    whole = QuerySpec(name="q", purpose="", cis=None, parameters=(), sql=sql, path=CLOUDTRAIL_DIR)
+    assert () in used_fields([whole])["useridentity"]
+    lake = LocalLake({"useridentity"}, fields=used_fields([whole]))
+    try:
+        stored = {str(row[0]): str(row[1]) for row in lake.con.execute("DESCRIBE cloudtrail_records").fetchall()}
+    finally:
+        lake.close()
+    assert "sessioncontext" in stored["useridentity"]

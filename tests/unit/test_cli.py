@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from governor import __version__
-from governor_cli.main import main
+from governor_cli.main import COMMANDS, build_parser, main
 from tests.conftest import ROOT
 
 
@@ -58,3 +58,42 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "idle" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_help_lists_every_command_with_its_own_help_line() -> None:
+    import pkgutil
+
+    import governor_cli.commands as package
+
+    assert set(COMMANDS) == {module.name for module in pkgutil.iter_modules(package.__path__)}
+    # the listing without importing the commands is the one their own modules register
+    assert build_parser(()).format_help() == build_parser().format_help()
+
+
+def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from governor_cli.main import main\n"
+        f"code = main(['backtest', '--metrics', {str(tmp_path / 'missing.csv')!r}])\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith('governor_cli.commands.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={
+            "PYTHONPATH": os.pathsep.join(str(ROOT / folder) for folder in ("lambdas", "cli")),
+            "PATH": "/usr/bin:/bin",
+        },
+        check=False,
+    )
+    assert done.stdout.strip() == "2 ['governor_cli.commands.backtest']"
+    assert done.stderr.count("\n") == 1 and "missing.csv" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_command_s_own_help_names_its_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["validate", "--help"])
+    assert exited.value.code == 0
+    assert "usage: governor validate [-h] [--ranges] [file]" in capsys.readouterr().out

@@ -11,6 +11,7 @@ is found by bisection, reported by name and skipped.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import decimal
 import functools
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.audit.queries import QueryError, QuerySpec, iso, list_queries, parse_time, select_queries
-from governor.audit.schema import COLUMNS, PARTITION_KEYS, TABLE_NAME
+from governor.audit.schema import COLUMNS, PARTITION_KEYS, TABLE_NAME, Column
 from governor.domain.times import EARLIEST, LATEST
 
 SLACK = dt.timedelta(days=1)
@@ -34,6 +35,7 @@ RECORDS = "cloudtrail_records"
 MISSING = "missing_records_file"
 MAX_FILE_BYTES = 256 * 1024**2  # one CloudTrail file is one JSON object; real ones are a few MiB
 BATCH_FILES = 512
+ROW_GROUP_ROWS = 122_880  # DuckDB's row group (not settable for an in-memory database in DuckDB 1.4)
 _AWSLOGS = re.compile(
     r"AWSLogs/(?:o-[a-z0-9]{10,32}/)?(?P<account>\d{12})/CloudTrail/(?P<region>[a-z0-9-]+)/"
     r"(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})/[^/]+$"
@@ -117,6 +119,55 @@ def used_columns(specs: Iterable[QuerySpec]) -> frozenset[str]:
     return frozenset(column.name for column in COLUMNS if column.name in words) | ALWAYS_READ
 
 
+_PATH = re.compile(r"[a-z_][a-z0-9_]*(?:\s*\.\s*[a-z_][a-z0-9_]*)*")
+
+
+def used_fields(specs: Iterable[QuerySpec]) -> dict[str, frozenset[tuple[str, ...]]]:
+    """For each struct column the queries name, the field paths below it they name (``useridentity.arn`` gives
+    ``("arn",)``); an empty path means the whole struct (named without a field after it: ``useridentity IS NULL``,
+    ``useridentity['arn']`` or ``SELECT useridentity``), so nothing below it is left unread."""
+    structs = {column.name for column in COLUMNS if column.kind == "struct"}
+    paths: dict[str, set[tuple[str, ...]]] = {}
+    for spec in specs:
+        for chain in _PATH.findall(spec.sql.lower()):
+            parts = [part.strip() for part in chain.split(".")]
+            for k, part in enumerate(parts):  # after any alias: ``e.useridentity.arn``
+                if part in structs:
+                    paths.setdefault(part, set()).add(tuple(parts[k + 1 :]))
+                    break
+    return {name: frozenset(found) for name, found in paths.items()}
+
+
+def read_shape(column: Column, paths: Collection[tuple[str, ...]] | None) -> Column:
+    """``column`` with only the struct fields ``paths`` name (all of them when a path ends at the struct, or when
+    none names a field it has): what ``read_json`` parses and the table keeps; the view shows the others as NULLs."""
+    if column.kind != "struct" or paths is None or () in paths:
+        return column
+    below: dict[str, set[tuple[str, ...]]] = {}
+    for path in paths:
+        below.setdefault(path[0], set()).add(path[1:])
+    kept = tuple(read_shape(f, below[f.name]) for f in column.fields if f.name in below)
+    return dataclasses.replace(column, fields=kept) if kept else column
+
+
+def _widened(column: Column, read: Column, source: str) -> str:
+    """SQL giving the view's (full) value of ``column`` from its stored ``read`` shape at ``source``: the fields left
+    unread are typed NULLs, so every query sees the Glue table's types."""
+    if read is column:
+        return source
+    parsed = {f.name: f for f in read.fields}
+    inner = ", ".join(
+        f"{f.name} := "
+        + (
+            _widened(f, parsed[f.name], f"{source}.{_quoted(f.name)}")
+            if f.name in parsed
+            else f"CAST(NULL AS {f.view_type()})"
+        )
+        for f in column.fields
+    )
+    return f"CASE WHEN {source} IS NULL THEN NULL ELSE struct_pack({inner}) END"
+
+
 def _json_value(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _json_value(v) for k, v in value.items()}
@@ -136,14 +187,21 @@ def _json_value(value: Any) -> Any:
 class LocalLake:
     """An in-process DuckDB database holding the in-range CloudTrail records as ``cloudtrail_logs``.
 
-    ``columns`` are the column names to read (all by default); the view still has every column of the Glue table.
+    ``columns`` are the column names to read (all by default) and ``fields`` the struct fields to read of them (see
+    :func:`used_fields`; all by default); the view still has every column and field of the Glue table.
     """
 
-    def __init__(self, columns: Collection[str] | None = None, threads: int = 1) -> None:
+    def __init__(
+        self,
+        columns: Collection[str] | None = None,
+        threads: int = 1,
+        fields: dict[str, frozenset[tuple[str, ...]]] | None = None,
+    ) -> None:
         import duckdb
 
         self._duckdb = duckdb
         self.columns = tuple(c for c in COLUMNS if columns is None or c.name in columns or c.name in ALWAYS_READ)
+        self._read = {c.name: read_shape(c, None if fields is None else fields.get(c.name)) for c in self.columns}
         self.con = duckdb.connect(":memory:")
         # A compressed in-memory database: DuckDB's columnar compression on the loaded records, as on disk.
         self.con.execute("ATTACH ':memory:' AS lake (COMPRESS)")
@@ -154,14 +212,22 @@ class LocalLake:
         # and synchronises; measured (bench/audit_engine.py, CPU of the whole process) it costs about a fifth more
         # CPU and more peak memory (per-thread buffers) for a shorter wall time on an idle machine.
         self.con.execute(f"SET threads = {threads}")
-        stored = ", ".join(f"{column.name} {column.view_type()}" for column in self.columns)
+        # Compress each row group once, when it is full (load() checkpoints then and at the end), instead of at every
+        # 16 MiB appended: a checkpoint compresses the growing row group again each time, and the one that completed
+        # it held the row group both ways at once (the peak memory of a run; bench/README.md section 4).
+        self.con.execute("SET checkpoint_threshold = '1TB'")
+        self._rows = self._compressed = 0
+        # a struct keeps only the fields read (the view puts the others back as NULLs): less to hold and compress
+        stored = ", ".join(f"{column.name} {self._read[column.name].view_type()}" for column in self.columns)
         partitions = ", ".join(f"{name} VARCHAR" for name in PARTITION_KEYS)
         # MISSING names a file without a Records array on one placeholder row, found and deleted after each batch
         # (the view does not show it): the one scan that loads a batch also finds them, no second parse.
         self.con.execute(f"CREATE TABLE {RECORDS} ({stored}, {partitions}, {MISSING} VARCHAR)")
         read = {column.name for column in self.columns}
         shaped = ", ".join(
-            column.name if column.name in read else f"CAST(NULL AS {column.view_type()}) AS {column.name}"
+            f"{_widened(column, self._read[column.name], column.name)} AS {column.name}"
+            if column.name in read
+            else f"CAST(NULL AS {column.view_type()}) AS {column.name}"
             for column in COLUMNS
         )
         self.con.execute(
@@ -169,7 +235,9 @@ class LocalLake:
         )
         self.con.execute("CREATE TEMP TABLE files (filename VARCHAR, account VARCHAR, region VARCHAR, day VARCHAR)")
         # DuckDB's reader parses each record straight into these types (camelCase keys, as CloudTrail writes them).
-        self._records_type = "STRUCT(" + ", ".join(f"{_quoted(c.key)} {c.read_type()}" for c in self.columns) + ")[]"
+        self._records_type = (
+            "STRUCT(" + ", ".join(f"{_quoted(c.key)} {self._read[c.name].read_type()}" for c in self.columns) + ")[]"
+        )
         self.opened: set[str] = set()
         self.skipped: list[tuple[str, str]] = []
         self.result_columns: dict[str, list[str]] = {}
@@ -194,6 +262,14 @@ class LocalLake:
         names = [str(f.path) for f in files]
         for offset in range(0, len(names), BATCH_FILES):
             self._load(names[offset : offset + BATCH_FILES])
+            if self._rows // ROW_GROUP_ROWS > self._compressed // ROW_GROUP_ROWS:
+                self._checkpoint()
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        if self._rows > self._compressed:
+            self.con.execute("CHECKPOINT lake")
+            self._compressed = self._rows
 
     def _load(self, names: list[str]) -> None:
         self.opened.update(names)
@@ -221,15 +297,18 @@ class LocalLake:
         )
         self.con.register("batch_files", records)
         try:
-            values = ", ".join(column.view_expression(f"rec.{_quoted(column.key)}") for column in self.columns)
-            self.con.execute(
+            values = ", ".join(
+                self._read[column.name].view_expression(f"rec.{_quoted(column.key)}") for column in self.columns
+            )
+            inserted = self.con.execute(
                 f"INSERT INTO {RECORDS} SELECT {values}, "  # noqa: S608 - table and column names are our constants
                 "coalesce(f.account, rec.recipientAccountId), coalesce(f.region, rec.awsRegion), "
                 "coalesce(f.day, strftime(try_cast(rec.eventTime AS TIMESTAMPTZ), '%Y/%m/%d')), "
                 "CASE WHEN s.missing THEN filename END "
                 "FROM (SELECT filename, Records IS NULL AS missing, unnest(coalesce(Records, [NULL])) AS rec "
                 "FROM batch_files) AS s JOIN files AS f USING (filename)"
-            )
+            ).fetchone()
+            self._rows += int(inserted[0]) if inserted else 0
         finally:
             self.con.unregister("batch_files")
         empty = self.con.execute(
@@ -354,7 +433,7 @@ def run_audit(
         raise QueryError(f"the range is empty: end {iso(end)} is not after start {iso(start)}")
     files = discover(Path(logs))
     wanted = [f for f in files if in_window(f, start, end)]
-    lake = LocalLake(used_columns(specs))
+    lake = LocalLake(used_columns(specs), fields=used_fields(specs))
     try:
         lake.load(wanted)
         span = lake.time_span()

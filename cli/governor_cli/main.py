@@ -13,6 +13,7 @@ import importlib
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any, TextIO
 
@@ -48,12 +49,25 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def one_line(message: object) -> str:
+    """``message`` on one line whatever it quotes: control characters and every character ``str.splitlines`` breaks
+    at (``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028``, ...) are written as escapes, so a hostile value a user passed
+    cannot split the error line or move the cursor."""
+    text = str(message)
+    return "".join(
+        (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+        if unicodedata.category(char) in {"Cc", "Zl", "Zp"}
+        else char
+        for char in text
+    )
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         invalid = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if invalid:
             message += did_you_mean(invalid.group(1), re.findall(r"'([^']*)'", invalid.group(2)))
-        self.exit(EXIT_BAD_INPUT, f"governor: {message}\n")
+        self.exit(EXIT_BAD_INPUT, f"governor: {one_line(message)}\n")
 
 
 class _PipeSafe:
@@ -128,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except UsageError as error:
-        print(f"governor: {error}", file=sys.stderr)
+        print(f"governor: {one_line(error)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

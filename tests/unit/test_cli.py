@@ -97,3 +97,12 @@ def test_a_command_s_own_help_names_its_arguments(capsys: pytest.CaptureFixture[
         main(["validate", "--help"])
     assert exited.value.code == 0
     assert "usage: governor validate [-h] [--ranges] [file]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("hostile", ["a\x1eb", "a\nb", "a\rb", "a\x85b", "a\u2028b", "a\x1b[2Jb"])
+def test_an_error_quoting_a_hostile_value_stays_one_line(hostile: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A value with a record separator, line break or terminal escape is quoted escaped, never split or obeyed."""
+    code = main(["ledger", "export", "--table", "missing", "--kind", hostile, "--out", "/dev/null"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.splitlines()) == 1 and err.startswith("governor: ") and "\x1b" not in err

@@ -22,14 +22,13 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as scheduler_targets
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.policy import Policy, PolicyError
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.constructs.layer import dependency_layer
-from infra.constructs.shared import SharedResources
+from infra.constructs.shared import SharedResources, dead_letter_queue
 from infra.nag import acknowledge
 from infra.settings import LAMBDAS_DIR, Settings
 
@@ -92,17 +91,10 @@ class GovernorFunction(Construct):
         self.event_patterns: list[tuple[str, events.EventPattern, str]] = []
         self._shared = shared
         self._schedule_role: iam.Role | None = None
-        self.dlq = sqs.Queue(
+        self.dlq = dead_letter_queue(
             self,
             "Dlq",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=shared.key,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        acknowledge(
-            self.dlq,
-            "AwsSolutions::AwsSolutions-SQS3",
+            shared.key,
             "This queue is the function's dead-letter queue (Lambda on-failure destination, rule-target DLQ and "
             "the parking place for rejected events); a DLQ for it would only move the same messages one hop.",
         )

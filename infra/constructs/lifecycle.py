@@ -31,7 +31,7 @@ class Lifecycle(CapabilityConstruct):
         policy = self.policy
         lifecycle = policy.lifecycle
         families = policy.fleet.gpu_families
-        self.function.on_events(
+        self.on_rule(
             "RunInstances",
             successful_calls(
                 ["aws.ec2"],
@@ -41,10 +41,9 @@ class Lifecycle(CapabilityConstruct):
                     "instancesSet": {"items": {"instanceType": [{"prefix": family} for family in families]}}
                 },
             ),
-            self.capability.trigger("RunInstances").description,
         )
         fleet = policy.fleet
-        self.function.on_events(
+        self.on_rule(
             "GovernorTags",
             successful_calls(
                 ["aws.ec2"],
@@ -63,19 +62,16 @@ class Lifecycle(CapabilityConstruct):
                     }
                 },
             ),
-            self.capability.trigger("GovernorTags").description,
         )
-        self.function.on_events(
+        self.on_rule(
             "StateChange",
             events.EventPattern(
                 source=["aws.ec2"],
                 detail_type=[STATE_CHANGE],
                 detail={"state": [RUNNING, *sorted(CLOSING_STATES)]},
             ),
-            self.capability.trigger("StateChange").description,
         )
-        reconcile = self.capability.trigger("Reconcile")
-        self.function.on_schedule("Reconcile", reconcile.expression(policy), reconcile.description)
+        self.on_schedule("Reconcile")
         self.function.add_unscoped_statement(
             "DescribeInstances",
             sorted(ec2_adapter.IAM_ACTIONS),

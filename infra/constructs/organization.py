@@ -24,6 +24,7 @@ from governor.adapters.organization import ACCOUNT_ACTIONS, QUEUE_ACTIONS
 from governor.policy import Policy
 from infra import nag
 from infra.constructs.function import GovernorFunction, policy_subset
+from infra.constructs.shared import dead_letter_queue
 from infra.nag import acknowledge
 from infra.settings import OrganizationSettings, SettingsError
 from infra.stacks.spoke import ForwardedPattern, MemberGrant, SpokeStack, member_account_grants
@@ -210,17 +211,10 @@ class OrganizationHub(Construct):
         what could not even be reported.
         """
         timeout = function.function.timeout or Duration.minutes(5)
-        dlq = sqs.Queue(
+        dlq = dead_letter_queue(
             self,
             f"{function.name.capitalize()}TargetsDlq",
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        acknowledge(
-            dlq,
-            "AwsSolutions::AwsSolutions-SQS3",
+            key,
             "This queue is the sweep targets queue's dead-letter queue; a DLQ for it would only move the same messages "
             "one hop.",
         )

@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from governor.domain.actions import Checkpoint
@@ -227,3 +228,17 @@ def access_log_bucket(scope: Construct, construct_id: str, reason: str, **option
     )
     acknowledge(bucket, "AwsSolutions::AwsSolutions-S1", reason)
     return bucket
+
+
+def dead_letter_queue(scope: Construct, construct_id: str, key: kms.IKey | None, reason: str) -> sqs.Queue:
+    """A dead-letter queue: TLS only, kept 14 days (SQS's longest), encrypted with ``key`` (with SQS-managed keys
+    where there is none: the spoke has no project key), and cdk-nag's SQS3 (a DLQ of its own) acknowledged with
+    ``reason``: a DLQ for a DLQ would only move the same messages one hop."""
+    encryption: dict[str, Any] = (
+        {"encryption": sqs.QueueEncryption.KMS, "encryption_master_key": key}
+        if key is not None
+        else {"encryption": sqs.QueueEncryption.SQS_MANAGED}
+    )
+    queue = sqs.Queue(scope, construct_id, enforce_ssl=True, retention_period=Duration.days(14), **encryption)
+    acknowledge(queue, "AwsSolutions::AwsSolutions-SQS3", reason)
+    return queue

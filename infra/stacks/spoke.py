@@ -18,12 +18,12 @@ from aws_cdk import Aws, BootstraplessSynthesizer, CfnParameter, Duration, Fn, S
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.idle import install_agent_config
+from infra.constructs.shared import dead_letter_queue
 from infra.nag import NIST, NIST_BY_DESIGN, acknowledge
 from infra.settings import OrganizationSettings
 
@@ -185,16 +185,10 @@ class SpokeStack(Stack):
         bus = events.EventBus.from_event_bus_arn(self, "HubBus", hub_bus_arn)
         # EventBridge retries an event-bus target for 24 hours (185 attempts; an event-bus target takes no retry
         # policy of its own); what still is not delivered, or is refused at once (a changed bus policy), waits here.
-        self.dead_letters = sqs.Queue(
+        self.dead_letters = dead_letter_queue(
             self,
             "ForwardingDlq",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        acknowledge(
-            self.dead_letters,
-            "AwsSolutions::AwsSolutions-SQS3",
+            None,
             "This queue is the forwarding rules' dead-letter queue; a DLQ for it would only move the same events one "
             "hop.",
         )

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
 from governor.domain.fleet import Instance
+from governor.domain.times import utc
 from governor.policy import FleetPolicy
 
 IAM_ACTIONS = frozenset({"ec2:DescribeInstances"})
@@ -36,7 +37,7 @@ def to_instance(raw: dict[str, Any]) -> Instance:
         id=raw["InstanceId"],
         type=raw.get("InstanceType", ""),
         state=(raw.get("State") or {}).get("Name", "unknown"),
-        launch_time=launch if launch.tzinfo else launch.replace(tzinfo=dt.UTC),
+        launch_time=utc(launch),
         tags=tags,
         lifecycle="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
         zone=(raw.get("Placement") or {}).get("AvailabilityZone"),

@@ -20,6 +20,16 @@ class TimeRangeError(ValueError):
     """A time outside :data:`EARLIEST` .. :data:`LATEST`; the message names the value and the range."""
 
 
+def utc(value: dt.datetime) -> dt.datetime:
+    """The same moment in UTC; a naive time is taken as UTC (what AWS APIs and EventBridge write)."""
+    return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def as_utc(value: Any) -> dt.datetime | None:
+    """:func:`utc` of a datetime (what boto3 returns for a time field); None for anything else (a missing field)."""
+    return utc(value) if isinstance(value, dt.datetime) else None
+
+
 def parse_time(value: Any) -> dt.datetime | None:
     """ISO 8601 (``Z`` accepted, spaces trimmed) or a datetime; naive times are UTC. None for anything else."""
     if isinstance(value, dt.datetime):

@@ -13,6 +13,7 @@ from typing import Any
 
 from governor.domain.decision import Decision
 from governor.domain.explain import Assumed, cloudtrail_call, explainer
+from governor.domain.times import utc
 from governor.events.envelopes import CloudTrailRecord, InboundEvent, InvalidEventError
 from governor.keys import domain
 from governor.keys.domain import (
@@ -34,8 +35,7 @@ Resource = KmsKey | AccessKey | Secret
 
 
 def _at(record: CloudTrailRecord) -> dt.datetime:
-    at = record.event_time
-    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+    return utc(record.event_time)
 
 
 def _request_tags(params: Mapping[str, Any], key: str, value: str) -> dict[str, str]:

@@ -6,7 +6,6 @@ GenerateCredentialReport returns at once when a report under four hours old exis
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client, refused_reads
+from governor.domain.times import as_utc
 from governor.keys.domain import AccessKey, Outcome
 
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
@@ -31,12 +31,6 @@ _NOT_READY = ("ReportInProgress", "ReportNotPresent", "ReportExpired", "Credenti
 
 class CredentialReportTimeout(RuntimeError):
     """The report was not ready in time; raised so the invocation fails and Lambda retries it."""
-
-
-def _utc(value: Any) -> dt.datetime | None:
-    if not isinstance(value, dt.datetime):
-        return None
-    return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 class IamAccessKeys:
@@ -100,8 +94,8 @@ class IamAccessKeys:
                     user=user,
                     user_arn=user,
                     active=meta.get("Status") == "Active",
-                    created=_utc(meta.get("CreateDate")),
-                    last_used=_utc(used.get("LastUsedDate")),
+                    created=as_utc(meta.get("CreateDate")),
+                    last_used=as_utc(used.get("LastUsedDate")),
                     key_id=meta["AccessKeyId"],
                     tags=tags,
                 )

@@ -13,6 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client, refused_reads
+from governor.domain.times import as_utc
 from governor.keys.domain import KmsKey, Outcome
 
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
@@ -35,12 +36,6 @@ _REFUSED = (
     "InvalidArnException",
     "NotFoundException",
 )
-
-
-def _utc(value: Any) -> dt.datetime | None:
-    if not isinstance(value, dt.datetime):
-        return None
-    return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 class KmsKeys:
@@ -84,7 +79,7 @@ class KmsKeys:
             spec=meta.get("KeySpec") or meta.get("CustomerMasterKeySpec") or "SYMMETRIC_DEFAULT",
             usage=meta.get("KeyUsage", "ENCRYPT_DECRYPT"),
             origin=meta.get("Origin", "AWS_KMS"),
-            created=_utc(meta.get("CreationDate")),
+            created=as_utc(meta.get("CreationDate")),
             custom_key_store=meta.get("CustomKeyStoreId"),
             multi_region_type=(meta.get("MultiRegionConfiguration") or {}).get("MultiRegionKeyType"),
         )
@@ -98,7 +93,7 @@ class KmsKeys:
                 key,
                 rotation_enabled=bool(status.get("KeyRotationEnabled")),
                 rotation_period_days=int(period) if period is not None else None,
-                next_rotation=_utc(status.get("NextRotationDate")),
+                next_rotation=as_utc(status.get("NextRotationDate")),
             )
         last, on_demand = self._rotations(key.key_id)
         return replace(key, rotation_enabled=False, last_rotation=last, on_demand_rotations=on_demand)
@@ -111,7 +106,7 @@ class KmsKeys:
             for page in self._kms.get_paginator("list_key_rotations").paginate(KeyId=key_id):
                 self.calls += 1
                 for rotation in page.get("Rotations", []):
-                    when = _utc(rotation.get("RotationDate"))
+                    when = as_utc(rotation.get("RotationDate"))
                     if when and (last is None or when > last):
                         last = when
                     if rotation.get("RotationType") == "ON_DEMAND":

@@ -7,12 +7,12 @@ unplanned rotation (Secrets Manager runs the function's ``testSecret`` step to v
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client, refused_reads
+from governor.domain.times import as_utc
 from governor.keys.domain import Outcome, Secret
 
 # RotateSecret also needs lambda:InvokeFunction on the rotation function (AWS checks the caller may invoke it).
@@ -26,12 +26,6 @@ _REFUSED = (
 )
 
 
-def _utc(value: Any) -> dt.datetime | None:
-    if not isinstance(value, dt.datetime):
-        return None
-    return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
 def to_secret(raw: dict[str, Any]) -> Secret:
     return Secret(
         arn=raw["ARN"],
@@ -39,8 +33,8 @@ def to_secret(raw: dict[str, Any]) -> Secret:
         rotation_enabled=bool(raw.get("RotationEnabled")),
         lambda_arn=raw.get("RotationLambdaARN") or None,
         rules=dict(raw.get("RotationRules") or {}),
-        last_rotated=_utc(raw.get("LastRotatedDate")),
-        created=_utc(raw.get("CreatedDate")),
+        last_rotated=as_utc(raw.get("LastRotatedDate")),
+        created=as_utc(raw.get("CreatedDate")),
         owning_service=raw.get("OwningService"),
         deleted=raw.get("DeletedDate") is not None,
         tags={t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])},

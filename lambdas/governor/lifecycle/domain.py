@@ -28,7 +28,7 @@ from governor.domain.costs import PriceBook
 from governor.domain.decision import Decision, Verdict
 from governor.domain.explain import Assumed, cloudtrail_call, detail_type, explainer
 from governor.domain.fleet import Instance, Ownership, exempt_tag_problem, ownership, snooze_tag_problem
-from governor.domain.times import parse_time
+from governor.domain.times import parse_time, utc
 from governor.events.envelopes import CloudTrailRecord, InboundEvent, InstanceStateDetail, UserIdentity, parse_model
 from governor.policy import Policy
 
@@ -618,7 +618,7 @@ def tag_settings(record: CloudTrailRecord, policy: Policy, event_id: str) -> lis
     watched = watched_tag_keys(policy)
     fleet = policy.fleet
     who = creator(record.user_identity) or "unknown"
-    at = record.event_time if record.event_time.tzinfo else record.event_time.replace(tzinfo=dt.UTC)
+    at = utc(record.event_time)
     settings: list[TagSetting] = []
     for tag in (params.get("tagSet") or {}).get("items") or []:
         if not isinstance(tag, Mapping) or tag.get("key") not in watched:
@@ -732,8 +732,7 @@ def assumed_session(instance_id: str, state: str, at: dt.datetime, policy: Polic
 def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
     """Running opens a usage session, stopping/stopped/terminated closes it; the type is read at run time."""
     detail = parse_model(InstanceStateDetail, event.detail)  # never a decision about instance "unknown"
-    at = event.time or dt.datetime.now(dt.UTC)
-    at = at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+    at = utc(event.time or dt.datetime.now(dt.UTC))
     assumed = assumed_session(detail.instance_id, detail.state, at, policy)
     plan = decide_state_change(
         detail.instance_id,

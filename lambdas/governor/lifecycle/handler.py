@@ -22,6 +22,7 @@ from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import UNKNOWN, Instance
 from governor.domain.ports import event_origin
+from governor.domain.times import utc
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
     CloudTrailEvent,
@@ -223,7 +224,7 @@ def _adopt_creator(runtime: Runtime, launch: domain.Launch) -> None:
 def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
     """Open a session at ``running``, close it at stopping/stopped/shutting-down/terminated; never twice."""
     instance_id, state = event.detail.instance_id, event.detail.state
-    at = event.time if event.time.tzinfo else event.time.replace(tzinfo=dt.UTC)
+    at = utc(event.time)
     if state not in domain.CLOSING_STATES and state != domain.RUNNING:
         instance = None
     else:

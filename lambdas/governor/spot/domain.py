@@ -19,6 +19,7 @@ from governor.domain.actions import AnyAction, Checkpoint, CompleteLifecycleActi
 from governor.domain.decision import Decision
 from governor.domain.explain import Assumed, detail_type, explainer
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership
+from governor.domain.times import utc
 from governor.events.envelopes import InboundEvent, parse_model
 from governor.policy import Policy
 
@@ -683,5 +684,4 @@ def explain_command_status(event: InboundEvent, policy: Policy) -> list[Decision
 
 
 def _event_time(event: InboundEvent) -> dt.datetime:
-    at = event.time or dt.datetime.now(dt.UTC)
-    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+    return utc(event.time or dt.datetime.now(dt.UTC))

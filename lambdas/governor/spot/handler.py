@@ -19,6 +19,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
+from governor.domain.times import utc
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.observability import logger, metrics, tracer
 from governor.once import IN_DOUBT
@@ -124,7 +125,7 @@ def default_ports(event: Any = None) -> SpotPorts:
 
 
 def _when(event: SpotEvent) -> dt.datetime:
-    return event.time if event.time.tzinfo else event.time.replace(tzinfo=dt.UTC)
+    return utc(event.time)
 
 
 def _finding(decision: Decision, event: SpotEvent, title: str, detail: str, **extra: Any) -> Finding:

@@ -42,11 +42,10 @@ def test_unknown_subcommand_exits_2() -> None:
     assert exited.value.code == 2
 
 
-def test_python_dash_m_entry_point(tmp_path: Path) -> None:
-    bad = tmp_path / "g.yaml"
-    bad.write_text("idle: [1, 2]\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "governor_cli", "validate", str(bad)],
+def _fresh_python(*args: str) -> subprocess.CompletedProcess[str]:
+    """A new interpreter that finds the packages through their folders only (as an installed console script would)."""
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -56,6 +55,12 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
         },
         check=False,
     )
+
+
+def test_python_dash_m_entry_point(tmp_path: Path) -> None:
+    bad = tmp_path / "g.yaml"
+    bad.write_text("idle: [1, 2]\n")
+    done = _fresh_python("-m", "governor_cli", "validate", str(bad))
     assert done.returncode == 2
     assert "idle" in done.stderr and "Traceback" not in done.stderr
 
@@ -77,17 +82,7 @@ def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
         f"code = main(['backtest', '--metrics', {str(tmp_path / 'missing.csv')!r}])\n"
         "print(code, sorted(m for m in sys.modules if m.startswith('governor_cli.commands.')))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={
-            "PYTHONPATH": os.pathsep.join(str(ROOT / folder) for folder in ("lambdas", "cli")),
-            "PATH": "/usr/bin:/bin",
-        },
-        check=False,
-    )
+    done = _fresh_python("-c", script)
     assert done.stdout.strip() == "2 ['governor_cli.commands.backtest']"
     assert done.stderr.count("\n") == 1 and "missing.csv" in done.stderr and "Traceback" not in done.stderr
 

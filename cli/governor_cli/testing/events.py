@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -31,81 +31,50 @@ def timestamp(at: dt.datetime | str | None = None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def envelope(
-    detail_type: str,
-    source: str,
-    detail: Any,
-    *,
-    event_id: str | None = None,
-    time: dt.datetime | str | None = None,
-    account: str = ACCOUNT,
-    region: str = REGION,
-    resources: Iterable[str] = (),
-) -> dict[str, Any]:
-    """One EventBridge event; a fresh UUID for ``id`` and the current time unless given."""
+class Where(TypedDict, total=False):
+    """Where and when an event happened, and its id: each defaults as :func:`envelope` says."""
+
+    event_id: str | None
+    time: dt.datetime | str | None
+    account: str
+    region: str
+    resources: Iterable[str]
+
+
+def envelope(detail_type: str, source: str, detail: Any, **where: Unpack[Where]) -> dict[str, Any]:
+    """One EventBridge event; a fresh UUID for ``id``, the current time, :data:`ACCOUNT` and :data:`REGION`, and no
+    resources unless ``where`` says otherwise."""
     return {
         "version": "0",
-        "id": event_id or str(uuid.uuid4()),
+        "id": where.get("event_id") or str(uuid.uuid4()),
         "detail-type": detail_type,
         "source": source,
-        "account": account,
-        "time": timestamp(time),
-        "region": region,
-        "resources": list(resources),
+        "account": where.get("account", ACCOUNT),
+        "time": timestamp(where.get("time")),
+        "region": where.get("region", REGION),
+        "resources": list(where.get("resources", ())),
         "detail": detail,
     }
 
 
-def cloudtrail(
-    record: Mapping[str, Any],
-    *,
-    event_id: str | None = None,
-    account: str | None = None,
-    region: str | None = None,
-) -> dict[str, Any]:
+def cloudtrail(record: Mapping[str, Any], **where: Unpack[Where]) -> dict[str, Any]:
     """A CloudTrail record as EventBridge delivers it: source ``aws.<service>`` from ``eventSource``, time and
-    region from the record (``awsRegion``, else ``region``), account from ``recipientAccountId`` unless given."""
+    region from the record (``awsRegion``), account from ``recipientAccountId``, unless ``where`` says otherwise."""
     service = str(record.get("eventSource", "ec2.amazonaws.com")).split(".", 1)[0]
-    return envelope(
-        CLOUDTRAIL,
-        f"aws.{service}",
-        dict(record),
-        event_id=event_id,
-        time=record.get("eventTime"),
-        account=account or str(record.get("recipientAccountId") or ACCOUNT),
-        region=region or str(record.get("awsRegion") or REGION),
-    )
+    placed: Where = {
+        "time": record.get("eventTime"),
+        "account": str(record.get("recipientAccountId") or ACCOUNT),
+        "region": str(record.get("awsRegion") or REGION),
+    }
+    placed.update(where)
+    return envelope(CLOUDTRAIL, f"aws.{service}", dict(record), **placed)
 
 
-def scheduled(
-    detail: Any = None,
-    *,
-    event_id: str | None = None,
-    time: dt.datetime | str | None = None,
-    account: str = ACCOUNT,
-    region: str = REGION,
-    resources: Iterable[str] = (),
-) -> dict[str, Any]:
+def scheduled(detail: Any = None, **where: Unpack[Where]) -> dict[str, Any]:
     """What a schedule delivers to a sweeping function (``aws.scheduler``, "Scheduled Event")."""
-    return envelope(
-        SCHEDULED,
-        "aws.scheduler",
-        {} if detail is None else detail,
-        event_id=event_id,
-        time=time,
-        account=account,
-        region=region,
-        resources=resources,
-    )
+    return envelope(SCHEDULED, "aws.scheduler", {} if detail is None else detail, **where)
 
 
-def finding(
-    body: Mapping[str, Any],
-    *,
-    event_id: str | None = None,
-    time: dt.datetime | str | None = None,
-    account: str = ACCOUNT,
-    region: str = REGION,
-) -> dict[str, Any]:
+def finding(body: Mapping[str, Any], **where: Unpack[Where]) -> dict[str, Any]:
     """A governor finding on the project's bus, as the notifier receives it."""
-    return envelope(FINDING, FINDING_SOURCE, dict(body), event_id=event_id, time=time, account=account, region=region)
+    return envelope(FINDING, FINDING_SOURCE, dict(body), **where)

@@ -347,6 +347,14 @@ def _warning_actions(
     return actions
 
 
+def _ignored(resource: str, reason: str, rule: str, evidence: dict[str, Any] | None = None) -> Decision:
+    """Recorded and left alone (gone, not a GPU Spot instance, exempt, not the governor's, not final yet): a retry
+    finds the decision and never loops on the resource."""
+    return Decision(
+        policy=POLICY, verdict="ignored", resource=resource, reasons=[reason], evidence=evidence or {}, rule=rule
+    )
+
+
 def decide_warning(
     instance_id: str, instance: Instance | None, instance_action: str, policy: Policy, at: dt.datetime
 ) -> Decision:
@@ -356,13 +364,11 @@ def decide_warning(
     """
     why_not = _not_actionable(instance_id, instance, policy, at)
     if why_not or instance is None:
-        return Decision(
-            policy=POLICY,
-            verdict="ignored",
-            resource=instance_id,
-            reasons=[why_not or f"{instance_id} no longer exists"],
+        return _ignored(
+            instance_id,
+            why_not or f"{instance_id} no longer exists",
+            "spot-interruption",
             evidence={"instance_action": instance_action, **(_evidence(instance, at, policy) if instance else {})},
-            rule="spot-interruption",
         )
     plan = checkpoint_plan(instance.tags, policy)
     who = ownership(instance.tags, policy.fleet)
@@ -402,13 +408,7 @@ def decide_rebalance(instance_id: str, instance: Instance | None, policy: Policy
     """A rebalance recommendation: checkpoint early (``on_rebalance: checkpoint``) or only record and notify."""
     why_not = _not_actionable(instance_id, instance, policy, at)
     if why_not or instance is None:
-        return Decision(
-            policy=POLICY,
-            verdict="ignored",
-            resource=instance_id,
-            reasons=[why_not or f"{instance_id} no longer exists"],
-            rule="spot-rebalance",
-        )
+        return _ignored(instance_id, why_not or f"{instance_id} no longer exists", "spot-rebalance")
     who = ownership(instance.tags, policy.fleet)
     plan = checkpoint_plan(instance.tags, policy)
     return Decision(
@@ -442,20 +442,16 @@ def _rebalance_reason(policy: Policy, what: str) -> str:
 def decide_state_change(instance_id: str, state: str, record: InterruptionRecord | None, policy: Policy) -> Decision:
     """A stop/termination completes the interruption record; an instance never warned about is ``ignored``."""
     if state not in FINAL_STATES:
-        return Decision(
-            policy=POLICY,
-            verdict="ignored",
-            resource=instance_id,
-            reasons=[f"state {state}: only stopped and terminated complete an interruption record"],
-            rule="spot-interruption-final",
+        return _ignored(
+            instance_id,
+            f"state {state}: only stopped and terminated complete an interruption record",
+            "spot-interruption-final",
         )
     if record is None:
-        return Decision(
-            policy=POLICY,
-            verdict="ignored",
-            resource=instance_id,
-            reasons=[f"{instance_id} {state}, but the governor never saw an interruption warning for it"],
-            rule="spot-interruption-final",
+        return _ignored(
+            instance_id,
+            f"{instance_id} {state}, but the governor never saw an interruption warning for it",
+            "spot-interruption-final",
         )
     return Decision(
         policy=POLICY,
@@ -473,12 +469,10 @@ def decide_command_status(
 ) -> Decision:
     """The checkpoint command finished: complete the record and release a held Auto Scaling lifecycle action."""
     if record is None or record.command_id != command_id:
-        return Decision(
-            policy=POLICY,
-            verdict="ignored",
-            resource=instance_id,
-            reasons=[f"command {command_id} is not a checkpoint the governor sent for an interruption"],
-            rule="spot-checkpoint-status",
+        return _ignored(
+            instance_id,
+            f"command {command_id} is not a checkpoint the governor sent for an interruption",
+            "spot-checkpoint-status",
         )
     if status not in FINAL_COMMAND_STATUSES:
         return Decision(

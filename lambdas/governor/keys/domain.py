@@ -403,6 +403,21 @@ def parse_credential_report(text: str) -> list[AccessKey]:
     return keys
 
 
+def _root_key(base: Decision, what: str, title: str) -> Decision:
+    """A root user access key, active or just created: critical, reported only (IAM lets no one but the root user
+    deactivate it)."""
+    return base.model_copy(
+        update={
+            "verdict": "act",
+            "severity": "critical",
+            "rule": "keys.access_key.root",
+            "actions": [Notify(enforced=False)],
+            "reasons": [f"{what}; the governor cannot deactivate root keys: delete it and use roles"],
+            "evidence": {**base.evidence, "title": title},
+        }
+    )
+
+
 def decide_access_key(key: AccessKey, policy: Policy, now: dt.datetime) -> Decision:
     """Warn the owner past ``access_key_warn_days``, deactivate past ``access_key_max_age_days``, report unused keys.
 
@@ -431,18 +446,10 @@ def decide_access_key(key: AccessKey, policy: Policy, now: dt.datetime) -> Decis
         return base.model_copy(update={"verdict": "ignored", "reasons": ["key is inactive: it cannot sign requests"]})
     name = key.key_id or f"access key {key.slot}"
     if key.user == ROOT_USER:
-        return base.model_copy(
-            update={
-                "verdict": "act",
-                "severity": "critical",
-                "rule": "keys.access_key.root",
-                "actions": [Notify(enforced=False)],
-                "reasons": [
-                    f"the root user has an active access key ({age} days old); the governor cannot deactivate root "
-                    "keys: delete it and use roles"
-                ],
-                "evidence": {**evidence, "title": "The root user has an active access key"},
-            }
+        return _root_key(
+            base,
+            f"the root user has an active access key ({age} days old)",
+            "The root user has an active access key",
         )
     reasons: list[str] = []
     actions: list[AnyAction] = []
@@ -780,18 +787,10 @@ def decide_root_key_event(record: CloudTrailRecord) -> Decision:
     if record.event_name == "UpdateAccessKey" and status != "Active":
         return base.model_copy(update={"reasons": [f"a root access key was set {status}"]})
     verb = "created" if record.event_name == "CreateAccessKey" else "set Active"
-    return base.model_copy(
-        update={
-            "verdict": "act",
-            "severity": "critical",
-            "rule": "keys.access_key.root",
-            "actions": [Notify(enforced=False)],
-            "reasons": [
-                f"a root user access key was {verb} ({key_id or 'id not in the event'}); the governor cannot "
-                "deactivate root keys: delete it and use roles"
-            ],
-            "evidence": {**base.evidence, "title": f"A root user access key was {verb}"},
-        }
+    return _root_key(
+        base,
+        f"a root user access key was {verb} ({key_id or 'id not in the event'})",
+        f"A root user access key was {verb}",
     )
 
 

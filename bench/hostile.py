@@ -1,7 +1,7 @@
 """The hostile set: ~200 bad invocations of the ``governor`` command, each run as a real subprocess.
 
 Counts what a user would see: tracebacks, hangs (no exit within the per-case timeout), exit codes that break the
-contract (DESIGN.md §6: 0 ok, 1 a requested check failed, 2 bad input with one line), and error messages longer than
+contract (README.md, "The `governor` command": 0 ok, 1 a requested check failed, 2 bad input with one line), and error messages longer than
 one line. AWS calls go to a local moto server, so ``ledger`` and ``dlq`` meet real-shaped AWS answers.
 
     python -m bench.hostile [--jobs 2] [--timeout 30] [--only SUBSTRING] [--verbose]

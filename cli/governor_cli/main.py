@@ -1,8 +1,9 @@
 """The ``governor`` command: the operators' view of the same domain code the Lambdas run.
 
-Exit codes (DESIGN.md §6): 0 success, 1 ran but a check the user asked for failed, 2 bad input, with one line naming
-the file and what is wrong, never a traceback. Subcommands live in ``governor_cli.commands``, one module each, imported
-only when that command runs (:data:`COMMANDS` lists them for ``--help``).
+Exit codes (README.md, "The `governor` command"): 0 success, 1 ran but a check the user asked for failed, 2 bad
+input, with one line naming the file and what is wrong, never a traceback. Subcommands live in
+``governor_cli.commands``, one module each, imported only when that command runs (:data:`COMMANDS` lists them for
+``--help``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every subcommand's inputs, generated: metrics files, trail folders, ledger exports, CloudTrail files, flags and
-policy values. The contract (DESIGN.md §6) is the only outcome allowed: exit 0, 1 (a check the user asked for) or 2
+policy values. The contract (README.md, "The `governor` command") is the only outcome allowed: exit 0, 1 (a check the user asked for) or 2
 with one line naming what is wrong; never an exception, never a hang (each case runs under a time bound).
 """
 

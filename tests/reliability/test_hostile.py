@@ -1,6 +1,6 @@
 """The hostile set (``bench/hostile.py``) as regression cases: every input the issue listed, and ~270 more.
 
-Each case runs ``governor_cli.main.main`` in-process with a time bound and must end as the contract says (DESIGN.md §6):
+Each case runs ``governor_cli.main.main`` in-process with a time bound and must end as the contract says (README.md, "The `governor` command"):
 the expected exit code, never an exception, and for exit 2 one line on stderr. The few cases that pipe stdout into
 ``head -1`` run as real subprocesses, because a closed pipe only exists between processes.
 """

@@ -36,7 +36,7 @@ class Decision(BaseModel):
         return [action for action in self.actions if action.enforced]
 
     def public(self) -> dict[str, Any]:
-        """The ``explain`` contract of DESIGN.md §6 (evidence and severity stay in the ledger)."""
+        """What ``governor explain --json`` prints of a decision (evidence and severity stay in the ledger)."""
         return self.model_dump(include={"policy", "verdict", "resource", "actions", "reasons", "assumptions"})
 
 

@@ -21,7 +21,8 @@ from typing import Any
 from governor.domain.decision import Finding
 from governor.policy import Policy, parse_policy
 from governor_cli.testing.deployment import LEDGER_TABLE, REGION, SLACK_SIGNING_SECRET, handler_names, image_id
-from governor_cli.testing.events import ACCOUNT, cloudtrail, envelope, timestamp
+from governor_cli.testing.events import ACCOUNT, CLOUDTRAIL, cloudtrail, envelope, scheduled, timestamp
+from governor_cli.testing.events import finding as finding_event
 
 PROTECTED_TAG = "governor:protected"
 SLACK_WEBHOOK_SECRET = "governor/slack-webhook"  # noqa: S105 - a secret's name
@@ -263,14 +264,14 @@ class Scenarios:
         broken: list[dict[str, Any]] = [
             {"id": str(uuid.uuid4()), "detail-type": "EC2 Spot Instance Interruption Warning", "detail": "oops"},
             {"id": str(uuid.uuid4()), "source": "aws.ec2", "detail-type": 42, "detail": {}},
-            {**envelope("AWS API Call via CloudTrail", "aws.ec2", {"eventName": None}), "time": "yesterday"},
+            {**envelope(CLOUDTRAIL, "aws.ec2", {"eventName": None}), "time": "yesterday"},
         ]
         return Case(f"invalid event #{index}", function, self._random.choice(broken), "-", kind="invalid")
 
     # --- notifier: findings from the governor bus to Slack and email ------------------------------------------
 
     def _finding_event(self, finding: Finding) -> dict[str, Any]:
-        return envelope("Governor Finding", "gpu-fleet-governor", finding.model_dump(mode="json"))
+        return finding_event(finding.model_dump(mode="json"))
 
     def notifier_security_finding(self, index: int) -> Case:
         """A critical network finding about its own group: one Slack message and one email, each exactly once."""
@@ -307,7 +308,7 @@ class Scenarios:
     # --- report: one scheduled tick, one report archived and sent -----------------------------------------------
 
     def report_tick(self, index: int) -> Case:
-        event = envelope("Scheduled Event", "aws.scheduler", {"kind": "daily"})
+        event = scheduled({"kind": "daily"})
         start = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).date()
         return Case(f"daily report tick #{index}", "report", event, f"report:daily:{start:%Y-%m-%d}")
 

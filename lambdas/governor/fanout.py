@@ -29,9 +29,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.decision import Decision, Finding
 from governor.domain.ports import Ledger, handling_event_from
-from governor.idle.domain import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.observability import logger, metrics
 from governor.outbox import Outbox, deterministic_id
 

@@ -9,8 +9,8 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.memory import MemoryDeadLetters, MemorySink
-from governor.idle.domain import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.idle.handler import load_breaker
 from governor.policy import parse_policy
 from governor.runtime import Runtime

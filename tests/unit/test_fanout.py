@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from governor import fanout
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.idle.domain import BREAKER_KEY, BREAKER_KIND, MARK_KIND
+from governor.idle.domain import MARK_KIND
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 

@@ -5,17 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from governor.domain.breaker import Breaker
 from governor.domain.fleet import Instance
-from governor.idle.domain import (
-    GPU_MEMORY_USED,
-    GPU_UTILIZATION,
-    IDLE_BREAKER_TAG,
-    Breaker,
-    Mark,
-    Series,
-    SweepPlan,
-    sweep,
-)
+from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, IDLE_BREAKER_TAG, Mark, Series, SweepPlan, sweep
 from governor.policy import Policy, parse_policy
 
 START = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Protocol
 
-from governor.idle.domain import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
 
 
 class BreakerStore(Protocol):

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from governor.domain.breaker import Breaker
 from governor.domain.fleet import Instance, exemption
 from governor.idle.domain import (
     CPU_UTILIZATION,
@@ -40,7 +41,6 @@ from governor.idle.domain import (
     MEMORY_UNITS,
     NETWORK_BYTES,
     SAMPLE_SECONDS,
-    Breaker,
     Mark,
     Replay,
     ReplayedInstance,

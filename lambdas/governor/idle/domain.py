@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
+from governor.domain.breaker import Breaker
 from governor.domain.decision import Decision, Severity, Verdict
 from governor.domain.fleet import Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.times import parse_time
@@ -28,8 +29,6 @@ IDLE_SINCE_TAG = "governor:idle-since"
 IDLE_ACTION_TAG = "governor:idle-action"
 IDLE_BREAKER_TAG = "governor:idle-breaker"
 MARK_KIND = "idle-mark"
-BREAKER_KIND = "idle-breaker"
-BREAKER_KEY = "fleet"
 # GPU memory is judged in MiB; the CloudWatch agent's nvidia_smi plugin publishes MB, which are nvidia-smi's MiB.
 MEMORY_UNITS: dict[str, float] = {"MB": 1.0, "MiB": 1.0, "bytes": 1.0 / (1024 * 1024)}
 DEFAULT_INTERVAL = dt.timedelta(minutes=15)
@@ -156,52 +155,6 @@ class InstanceOutcome:
     mark: Mark | None
     finding: str | None = None
     prior: Mark | None = None
-
-
-@dataclass(frozen=True)
-class Breaker:
-    """The circuit breaker's state, kept between sweeps (one ledger item): which instances it holds and why.
-
-    ``anomaly_start`` is when the first held instance turned idle; ``cleared_at`` is when no more than the trip share
-    of them was still idle (it then waits one window of fresh data before releasing the rest). ``released`` are
-    instances an operator let go; they are not held again while they stay idle.
-    """
-
-    tripped_at: dt.datetime | None = None
-    anomaly_start: dt.datetime | None = None
-    held: frozenset[str] = frozenset()
-    cleared_at: dt.datetime | None = None
-    released: frozenset[str] = frozenset()
-
-    @property
-    def open(self) -> bool:
-        return self.tripped_at is not None
-
-    def to_item(self) -> dict[str, Any]:
-        return {
-            "tripped_at": _iso(self.tripped_at),
-            "anomaly_start": _iso(self.anomaly_start),
-            "held": sorted(self.held),
-            "cleared_at": _iso(self.cleared_at),
-            "released": sorted(self.released),
-        }
-
-    @classmethod
-    def from_item(cls, item: Mapping[str, Any] | None) -> Breaker:
-        if not item:
-            return cls()
-        tripped = parse_time(item.get("tripped_at"))
-        return cls(
-            tripped_at=tripped,
-            anomaly_start=parse_time(item.get("anomaly_start")) if tripped else None,
-            held=frozenset(str(i) for i in item.get("held") or ()) if tripped else frozenset(),
-            cleared_at=parse_time(item.get("cleared_at")) if tripped else None,
-            released=frozenset(str(i) for i in item.get("released") or ()),
-        )
-
-    def rearmed(self) -> Breaker:
-        """What an operator's re-arm leaves: closed, with the held instances released."""
-        return Breaker(released=self.released | self.held)
 
 
 @dataclass(frozen=True)

@@ -22,21 +22,19 @@ from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.ports import utcnow
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import (
-    BREAKER_KEY,
-    BREAKER_KIND,
     CHECKPOINT_DONE,
     IDLE_ACTION_TAG,
     IDLE_SINCE_TAG,
     MARK_KIND,
     POLICY,
     Assessment,
-    Breaker,
     InstanceOutcome,
     Mark,
     MetricSource,

@@ -5,8 +5,11 @@
   time: the machine is shared, and CPU time does not count the time spent waiting for a core. Every round runs the
   peers and every handler once, interleaved, so drift hits them alike. Peers: the baseline
   ``import boto3, aws_lambda_powertools, pydantic`` and Custodian's Lambda entry ``import c7n.handler,
-  c7n.resources.ec2`` (in bench/.venv-c7n). Ratios are of medians from the same run.
-* First invocation: a fresh process that imports the handler and calls ``lambda_handler`` twice with a
+  c7n.resources.ec2`` (in bench/.venv-c7n). Ratios are of medians from the same run. Each handler is imported twice:
+  as deployed (the code asset's files only; Lambda's ``/var/task`` is read-only and the asset has no bytecode, so
+  every module is compiled on import) and with its bytecode cached; Custodian likewise (c7n as ``mu`` archives it,
+  ``*.py`` only, and from its compiled site-packages). See :func:`stage`.
+* First invocation: a fresh process that imports the handler (as deployed, from source) and calls ``lambda_handler`` twice with a
   representative event, the environment the Lambda factory gives the function, against a local emulator running in
   the parent process (so the child pays for every import itself); the child's CPU time from its start to the first
   request it sends to AWS (botocore ``before-send``) is set against the baseline import plus one boto3 Session
@@ -58,30 +61,86 @@ ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "requirements.txt", "*.egg-info"
 REGION = "us-east-1"
 
 
-def child_cpu_ms(python: str, code: str, env: dict[str, str] | None = None) -> float:
+def child_cpu_ms(python: str, code: str, env: dict[str, str] | None = None, cwd: str | None = None) -> float:
     """CPU milliseconds (user + system) a fresh ``python -c code`` used, from ``getrusage`` of children."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([python, "-c", code], check=True, env=env, capture_output=True)
+    subprocess.run([python, "-c", code], check=True, env=env, capture_output=True, cwd=cwd)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
-def import_cpu(runs: int) -> dict[str, float]:
-    """Median import CPU ms per label (interpreter start subtracted), every label once per round, interleaved."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "lambdas")}
-    jobs: list[tuple[str, str, str]] = [("start", PY, "pass"), ("baseline", PY, BASELINE), ("clients", PY, CLIENTS)]
+def stage(scratch: Path) -> dict[str, Path]:
+    """The code as each peer's Lambda function holds it, copied under ``scratch``.
+
+    ``source``: the governor's code asset exactly as CDK packages it (``ASSET_EXCLUDES``: no ``__pycache__``), which
+    Lambda runs from a read-only ``/var/task``, so Python compiles every module at every cold start.
+    ``compiled``: the same files with their bytecode (what a second import on a writable disk sees).
+    ``c7n-source``: the c7n package as Custodian's ``mu`` archives it (``*.py`` only, no ``.pyc``).
+    Libraries (boto3, Powertools, pydantic; c7n's dependencies) keep the bytecode pip compiled, as in a layer.
+    """
+    import compileall
+    import shutil
+
+    root = ROOT / "lambdas"
+    staged = {"source": scratch / "source", "compiled": scratch / "compiled"}
+    for f in root.rglob("*"):
+        relative = f.relative_to(root).as_posix()
+        if f.is_file() and not _excluded(relative):
+            for folder in staged.values():
+                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, folder / relative)
+    compileall.compile_dir(str(staged["compiled"]), quiet=1)
     if C7N_PYTHON.exists():
-        jobs += [("c7n start", str(C7N_PYTHON), "pass"), ("custodian", str(C7N_PYTHON), CUSTODIAN)]
-    jobs += [(name, PY, f"import governor.{name}.handler") for name in handlers()]
-    samples: dict[str, list[float]] = {label: [] for label, _, _ in jobs}
-    for _ in range(runs):
-        for label, python, code in jobs:
-            samples[label].append(child_cpu_ms(python, code, env))
+        site = next((ROOT / "bench" / ".venv-c7n" / "lib").glob("python3*/site-packages"))
+        staged["c7n-source"] = scratch / "c7n-source"
+        shutil.copytree(
+            site / "c7n", staged["c7n-source"] / "c7n", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+    return staged
+
+
+def import_cpu(runs: int) -> dict[str, float]:
+    """Median import CPU ms per label (interpreter start subtracted), every label once per round, interleaved.
+
+    Each handler is measured twice: ``<name>`` imports it from the code asset as deployed (source only, compiled on
+    import, as Lambda does), ``<name> compiled`` with its bytecode cached. Custodian likewise: ``custodian source``
+    (c7n as ``mu`` packages it) and ``custodian`` (c7n from its installed, compiled site-packages). No child writes
+    bytecode (``PYTHONDONTWRITEBYTECODE``), so every round measures the same thing.
+    """
+    with tempfile.TemporaryDirectory(prefix="cold-import-") as scratch:
+        staged = stage(Path(scratch))
+        plain = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        plain.pop("PYTHONPATH", None)
+
+        def on(path: Path) -> dict[str, str]:
+            return {**plain, "PYTHONPATH": str(path)}
+
+        jobs: list[tuple[str, str, str, dict[str, str]]] = [
+            ("start", PY, "pass", plain),
+            ("baseline", PY, BASELINE, plain),
+            ("clients", PY, CLIENTS, plain),
+        ]
+        if C7N_PYTHON.exists():
+            jobs += [
+                ("c7n start", str(C7N_PYTHON), "pass", plain),
+                ("custodian", str(C7N_PYTHON), CUSTODIAN, plain),
+                ("custodian source", str(C7N_PYTHON), CUSTODIAN, on(staged["c7n-source"])),
+            ]
+        for name in handlers():
+            jobs.append((name, PY, f"import governor.{name}.handler", on(staged["source"])))
+            jobs.append((f"{name} compiled", PY, f"import governor.{name}.handler", on(staged["compiled"])))
+        samples: dict[str, list[float]] = {label: [] for label, _, _, _ in jobs}
+        for _ in range(runs):
+            for label, python, code, env in jobs:
+                samples[label].append(child_cpu_ms(python, code, env, cwd=scratch))
     medians = {label: median(values) for label, values in samples.items()}
-    out = {label: value - medians["start"] for label, value in medians.items() if label not in ("start", "c7n start")}
+    c7n_start = medians.get("c7n start", 0.0)
+    out = {
+        label: value - (c7n_start if label.startswith("custodian") else medians["start"])
+        for label, value in medians.items()
+        if label not in ("start", "c7n start")
+    }
     out["start_abs"] = medians["start"]
-    if "custodian" in medians:
-        out["custodian"] = medians["custodian"] - medians["c7n start"]
     return out
 
 
@@ -292,6 +351,9 @@ def first_invocations(runs: int) -> dict[str, dict[str, Any]]:
         meta = boto3.client("kms", region_name=REGION).create_key(Description="bench")["KeyMetadata"]
         setup = {"instance": instance, "group": group, "key": (meta["KeyId"], meta["Arn"])}
         policy = parse_policy({})
+        staged = stage(
+            Path(scratch) / "code"
+        )  # the child imports the asset as deployed: source only, compiled on import
         for function in INVOKED:
             samples: list[dict[str, Any]] = []
             walls: list[float] = []
@@ -308,6 +370,8 @@ def first_invocations(runs: int) -> dict[str, dict[str, Any]]:
                     "AWS_REGION": REGION,
                     "POWERTOOLS_TRACE_DISABLED": "true",
                     "POWERTOOLS_LOG_LEVEL": "ERROR",
+                    "PYTHONPATH": str(staged["source"]),
+                    "PYTHONDONTWRITEBYTECODE": "1",
                 }
                 began = time.perf_counter()
                 done = subprocess.run(
@@ -344,10 +408,25 @@ def measure(runs: int, build_layer: bool, command: str) -> list[Figure]:
     rows: list[Figure] = []
     cpu = import_cpu(runs)
     base, custodian = cpu["baseline"], cpu.get("custodian")
-    rows.append(Figure(section, f"baseline: {BASELINE} (CPU, median of {runs})", f"{base:.0f} ms", command))
+    rows.append(Figure(section, f"baseline: {BASELINE} (CPU, median of {runs})", f"{base:.0f} ms", command, "peer"))
     if custodian is not None:
         rows.append(
-            Figure(section, f"Custodian's entry: {CUSTODIAN} (CPU, median of {runs})", f"{custodian:.0f} ms", command)
+            Figure(
+                section,
+                f"Custodian's entry: {CUSTODIAN}, c7n as `mu` deploys it, source only (CPU, median of {runs})",
+                f"{cpu['custodian source']:.0f} ms",
+                command,
+                "peer for the deployed imports",
+            )
+        )
+        rows.append(
+            Figure(
+                section,
+                f"Custodian's entry, c7n bytecode cached (CPU, median of {runs})",
+                f"{custodian:.0f} ms",
+                command,
+                "peer for the cached imports",
+            )
         )
     rows.append(
         Figure(
@@ -355,20 +434,30 @@ def measure(runs: int, build_layer: bool, command: str) -> list[Figure]:
             f"baseline import + one Session creating 3 clients (CPU, median of {runs})",
             f"{cpu['clients']:.0f} ms",
             command,
+            "peer for the first invocation",
         )
     )
     for name in handlers():
-        value = cpu[name]
-        verdict = "met" if value <= IMPORT_TARGET * base else "not met"
-        versus = f"{value / base:.2f}x baseline (target <= {IMPORT_TARGET}x, {verdict})"
-        if custodian:
-            met = "met" if value <= CUSTODIAN_TARGET * custodian else "not met"
-            versus += f", {value / custodian:.2f}x Custodian (target <= {CUSTODIAN_TARGET}x, {met})"
-        rows.append(
-            Figure(
-                section, f"import governor.{name}.handler (CPU, median of {runs})", f"{value:.0f} ms", command, versus
+        for mode, label, peer in (
+            ("deployed", name, "custodian source"),
+            ("cached", f"{name} compiled", "custodian"),
+        ):
+            value = cpu[label]
+            verdict = "met" if value <= IMPORT_TARGET * base else "NOT met"
+            versus = f"{value / base:.2f}x baseline (target <= {IMPORT_TARGET}x, {verdict})"
+            if peer in cpu:
+                met = "met" if value <= CUSTODIAN_TARGET * cpu[peer] else "NOT met"
+                versus += f", {value / cpu[peer]:.2f}x Custodian (target <= {CUSTODIAN_TARGET}x, {met})"
+            what = "as deployed, compiled on import" if mode == "deployed" else "bytecode cached"
+            rows.append(
+                Figure(
+                    section,
+                    f"import governor.{name}.handler, {what} (CPU, median of {runs})",
+                    f"{value:.0f} ms",
+                    command,
+                    versus,
+                )
             )
-        )
     for function, r in first_invocations(runs).items():
         if "error" in r:
             rows.append(

@@ -25,7 +25,8 @@ def fresh() -> Iterator[None]:
     client.cache_clear()
 
 
-def test_every_adapter_shares_one_session(fresh: None) -> None:
+def test_every_adapter_shares_one_session_built_on_the_first_call(fresh: None) -> None:
+    """Building the idle function's adapters loads no service model; the first calls share one Session."""
     before = client.sessions_created
     region = "us-east-1"
     adapters = [
@@ -38,6 +39,12 @@ def test_every_adapter_shares_one_session(fresh: None) -> None:
         SqsDeadLetters("https://sqs.us-east-1.amazonaws.com/123456789012/dlq", region),
     ]
     assert len(adapters) == 7
+    assert client.sessions_created - before == 0
+    ec2 = client("ec2", region)
+    assert isinstance(ec2, aws.LazyClient) and not ec2.built
+    ec2.describe_instances()
+    client("dynamodb", region).list_tables()
+    assert ec2.built and not client("ssm", region).built  # SSM is asked for, never called: never built
     assert client.sessions_created - before == 1
     assert client("ec2", region) is client("ec2", region)  # Ec2Reader and Ec2Actions share one EC2 client
     assert client("ec2", "eu-west-1") is not client("ec2", region)
@@ -53,9 +60,11 @@ def test_clients_carry_the_bounded_retries(fresh: None) -> None:
 
 def test_cache_clear_starts_a_new_session(fresh: None) -> None:
     first = client("sqs", "us-east-1")
+    first.list_queues()
     created = client.sessions_created
     client.cache_clear()
     assert client("sqs", "us-east-1") is not first
+    client("sqs", "us-east-1").list_queues()
     assert client.sessions_created == created + 1
 
 

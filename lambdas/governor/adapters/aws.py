@@ -7,6 +7,11 @@ Clients are thread-safe once built; the Session is not, so building one is seria
 botocore's ``Config`` are imported on the first client, not when an adapter module is imported: a handler's import
 then costs less than boto3's alone, and the first invocation pays for boto3 once, together with its first client.
 
+A client is built when it is first used, not when it is asked for: ``client("ssm", region)`` hands out a
+:class:`LazyClient` that builds the real one (and loads its service model, most of a client's cost) on its first
+attribute access. An adapter for a service an invocation never calls (SSM on a report-only sweep, SQS without a dead
+letter) then costs nothing, and a function's first AWS request waits only for the clients it has used so far.
+
 ``AWS_ENDPOINT_URL`` (read by botocore itself) points every client at the local emulator in the demo and e2e tests.
 
 Organisation mode: ``client(service, region, account=...)`` for an account other than the function's own assumes the
@@ -98,6 +103,32 @@ def _config(single_attempt: bool) -> Any:
     return config
 
 
+class LazyClient:
+    """A shared client, built from the shared Session on its first attribute access; the same object afterwards."""
+
+    __slots__ = ("_build", "_built", "service")
+
+    def __init__(self, service: str, build: Callable[[], Any]) -> None:
+        self.service = service
+        self._build = build
+        self._built: Any = None
+
+    @property
+    def built(self) -> bool:
+        """Whether the real client exists (its service model loaded)."""
+        return self._built is not None
+
+    def __getattr__(self, name: str) -> Any:
+        real = self._built
+        if real is None:
+            made = self._build()  # serialised by the cache's lock; a thread that lost the race drops its copy
+            real = self._built = self._built or made
+        return getattr(real, name)
+
+    def __repr__(self) -> str:
+        return f"LazyClient({self.service!r}, built={self.built})"
+
+
 class ClientCache:
     """The process's shared Session and its clients; ``cache_clear`` drops both.
 
@@ -169,11 +200,15 @@ class ClientCache:
         with self._lock:
             found = self._clients.get(key)
             if found is None:
-                found = self._session_locked().client(
-                    service, region_name=region, endpoint_url=endpoint_url, config=_config(single_attempt)
-                )
+                found = LazyClient(service, lambda: self._build(service, region, endpoint_url, single_attempt))
                 self._clients[key] = found
             return found
+
+    def _build(self, service: str, region: str | None, endpoint_url: str | None, single_attempt: bool) -> Any:
+        with self._lock:
+            return self._session_locked().client(
+                service, region_name=region, endpoint_url=endpoint_url, config=_config(single_attempt)
+            )
 
     def _member_client(
         self,

@@ -59,7 +59,7 @@ _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
 class FanoutConfig(BaseModel):
     """What the stack tells a sweeping function in organisation mode (``GOVERNOR_FANOUT``, JSON)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     queue_url: str = Field(min_length=1)
     regions: tuple[str, ...] = Field(min_length=1, max_length=40)
@@ -81,7 +81,7 @@ class FanoutConfig(BaseModel):
 class Target(BaseModel):
     """One message on the targets queue: sweep ``sweep`` in ``account`` / ``region`` for round ``round_id``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     sweep: str = Field(pattern=r"^[a-z]{1,32}$")
     account: str = Field(pattern=_ACCOUNT)

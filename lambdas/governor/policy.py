@@ -58,7 +58,7 @@ class PolicyError(Exception):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 class PortRange(_Model):
@@ -67,7 +67,7 @@ class PortRange(_Model):
     from_port: int = Field(alias="from", ge=0, le=65535)
     to_port: int = Field(alias="to", ge=0, le=65535)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

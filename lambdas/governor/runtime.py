@@ -28,7 +28,7 @@ T = TypeVar("T")
 class HandlerEnvironment(BaseModel):
     """The settings the stack gives every function (see ``infra/constructs/function.py``)."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, defer_build=True)
 
     policy_json: str = Field("{}", alias="GOVERNOR_POLICY")
     ledger_table: str = Field(alias="LEDGER_TABLE")
@@ -122,6 +122,19 @@ def run_edge(
             return work(parsed, runtime)
         except InvalidEventError as error:
             return reject(event, error, runtime)
+
+
+def fan_out(
+    event: Any, runtime: Runtime, sweep_name: str, sweep: Callable[[Any, Runtime], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A sweeping handler's organisation branch (:func:`governor.fanout.dispatch`): plan a scheduled round, or run a
+    batch of targets. ``None`` when the function has no fan-out (``GOVERNOR_FANOUT`` unset: a single account, the
+    default), and then ``governor.fanout`` is never imported."""
+    if runtime.extras.get("fanout") is None:
+        return None
+    from governor.fanout import dispatch
+
+    return dispatch(event, runtime, sweep_name, sweep)
 
 
 def _lambda_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -51,6 +51,66 @@ def test_importing_a_handler_builds_no_aws_client_and_no_tracer(name: str) -> No
     assert not any(m.startswith("aws_xray_sdk") for m in loaded)
 
 
+@pytest.mark.parametrize("name", [*ENFORCERS, "notifier", "report", "interactions"])
+def test_importing_a_handler_builds_no_model_and_loads_no_powertools_parser_models(name: str) -> None:
+    """Every model defers its validator to its first use (``defer_build``), and the EventBridge envelope is ours, not
+    Powertools' ``parser.models`` package (150-odd models for every AWS event source)."""
+    code = (
+        f"import json, pydantic, governor.{name}.handler\n"
+        "def subs(c):\n"
+        "    for s in c.__subclasses__():\n"
+        "        yield s\n"
+        "        yield from subs(s)\n"
+        "print(json.dumps(sorted(f'{c.__module__}.{c.__qualname__}' for c in subs(pydantic.BaseModel)"
+        " if c.__pydantic_complete__)))"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GOVERNOR_", "POWERTOOLS_TRACE"))}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**environ, "PYTHONPATH": str(ROOT / "lambdas")},
+    )
+    assert json.loads(done.stdout) == []
+    loaded = _loaded_after_import(f"governor.{name}.handler")
+    assert not any(m.startswith("aws_lambda_powertools.utilities.parser") for m in loaded)
+
+
+def test_every_runtime_model_defers_its_build() -> None:
+    """A new model without ``defer_build`` would build its validator at every function's import again."""
+    import importlib
+    import pkgutil
+
+    import pydantic
+
+    import governor
+
+    for module in pkgutil.walk_packages(governor.__path__, "governor."):
+        importlib.import_module(module.name)
+
+    def subclasses(cls: type) -> list[type]:
+        return [s for c in cls.__subclasses__() for s in (c, *subclasses(c))]
+
+    eager = [
+        f"{c.__module__}.{c.__qualname__}"
+        for c in subclasses(pydantic.BaseModel)
+        if c.__module__.startswith("governor.") and not c.model_config.get("defer_build")
+    ]
+    assert eager == []
+
+
+@pytest.mark.parametrize("name", ["idle", "network", "keys", "lifecycle"])
+def test_a_single_account_sweep_never_imports_the_fan_out(name: str) -> None:
+    loaded = _loaded_after_import(f"governor.{name}.handler")
+    assert "governor.fanout" not in loaded
+
+
+def test_the_idle_sweep_imports_no_slack_code() -> None:
+    loaded = _loaded_after_import("governor.idle.handler")
+    assert not any(m.startswith(("governor.interactions", "slack_sdk")) for m in loaded)
+
+
 def test_tracing_switched_on_loads_the_xray_sdk() -> None:
     loaded = _loaded_after_import("governor.keys.handler", GOVERNOR_TRACING="true")
     assert any(m.startswith("aws_xray_sdk") for m in loaded)

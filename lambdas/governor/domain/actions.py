@@ -164,7 +164,7 @@ class SpotChanges(Protocol):
 class Action(BaseModel):
     """One thing the governor would do; ``enforced`` is false when the policy is report-only."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     type: str
     enforced: bool = False

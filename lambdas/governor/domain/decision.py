@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from governor.domain.actions import Action, AnyAction
 
@@ -21,6 +21,8 @@ _RANK: dict[str, int] = {"ignored": 0, "ok": 1, "act": 2}
 
 class Decision(BaseModel):
     """What one policy decided about one resource, and why."""
+
+    model_config = ConfigDict(defer_build=True)
 
     policy: str
     verdict: Verdict
@@ -51,6 +53,8 @@ def strongest(verdicts: Iterable[Verdict]) -> Verdict:
 
 class Finding(BaseModel):
     """A message for people, published on the ``governor`` bus; the notifier decides where it goes."""
+
+    model_config = ConfigDict(defer_build=True)
 
     policy: str
     rule: str

@@ -2,6 +2,15 @@
 
 Handlers subclass :class:`GovernorEvent` with a typed ``detail``; ``explain`` accepts either an EventBridge event or a
 bare CloudTrail record and normalises both into an :class:`InboundEvent`.
+
+:class:`EventBridgeEnvelope` is field for field Powertools' ``EventBridgeModel`` (same names, aliases, types and its
+EventBridge Scheduler ``detail: "{}"`` fix; ``tests/unit/test_envelopes_powertools.py`` holds them equal on every event
+sample). It is ours because importing Powertools' model loads its ``parser.models`` package, about 150 models for every
+event source AWS has, which cost a handler more CPU at import than ``aws_lambda_powertools`` itself (issue 24,
+bench/README.md section 2).
+
+Every model here, as everywhere in the runtime, sets ``defer_build=True``: pydantic builds a model's validator the
+first time it validates, so a handler's import pays only for the classes, not for schemas it may never use.
 """
 
 from __future__ import annotations
@@ -9,8 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal, TypeVar
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from governor.domain.times import bounded
 
@@ -35,7 +43,7 @@ BoundedTime = Annotated[dt.datetime, AfterValidator(_bounded_time)]
 
 
 class UserIdentity(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     type: str | None = None
     arn: str | None = None
@@ -48,7 +56,7 @@ class UserIdentity(BaseModel):
 class CloudTrailRecord(BaseModel):
     """One CloudTrail record, as in log files and as the ``detail`` of an "AWS API Call via CloudTrail" event."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
     event_version: str | None = Field(None, alias="eventVersion")
     event_time: BoundedTime = Field(alias="eventTime")
@@ -73,26 +81,51 @@ class CloudTrailRecord(BaseModel):
 class InstanceStateDetail(BaseModel):
     """``detail`` of "EC2 Instance State-change Notification": ``instance-id`` and ``state``, as EC2 writes them."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-f]{8,17}$")
     state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
 
 
-class GovernorEvent(EventBridgeModel):
+class EventBridgeEnvelope(BaseModel):
+    """An EventBridge event (https://docs.aws.amazon.com/eventbridge/latest/ref/overiew-event-structure.html)."""
+
+    model_config = ConfigDict(populate_by_name=True, defer_build=True)
+
+    version: str
+    id: str
+    source: str
+    account: str
+    time: dt.datetime
+    region: str
+    resources: list[str]
+    detail_type: str = Field(alias="detail-type")
+    detail: dict[str, Any] | BaseModel  # Powertools' RawDictOrModel: subclasses narrow it to a model
+    replay_name: str | None = Field(None, alias="replay-name")
+
+    @field_validator("detail", mode="before")
+    @classmethod
+    def _scheduler_detail(cls, value: Any, info: Any) -> Any:
+        """EventBridge Scheduler sends ``detail`` as the string ``"{}"`` when the schedule has no payload."""
+        return {} if info.data.get("source") == "aws.scheduler" and value == "{}" else value
+
+
+class GovernorEvent(EventBridgeEnvelope):
     """An EventBridge event as delivered to a Lambda target; subclasses narrow ``detail``."""
 
     time: BoundedTime
     detail: dict[str, Any]
 
 
-class CloudTrailEvent(EventBridgeModel):
+class CloudTrailEvent(EventBridgeEnvelope):
     time: BoundedTime
     detail: CloudTrailRecord
 
 
 class InboundEvent(BaseModel):
     """Any accepted event, reduced to what the policies dispatch on."""
+
+    model_config = ConfigDict(defer_build=True)
 
     id: str
     kind: str

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from governor import fanout, runner
+from governor import runner
 from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
@@ -27,6 +27,7 @@ from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.ports import utcnow
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
+from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import (
     CHECKPOINT_DONE,
@@ -53,18 +54,23 @@ from governor.idle.domain import (
     sweep_interval,
 )
 from governor.idle.metrics import CloudWatchMetrics
-from governor.interactions.domain import SOURCE as INTERACTIONS_SOURCE
-from governor.interactions.domain import STOP_REQUESTED, updated_message
-from governor.interactions.slack_calls import answer
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
-from governor.runtime import Runtime, default_runtime, run_edge
+from governor.runtime import Runtime, default_runtime, fan_out, run_edge
 
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")
 MARK_TTL = dt.timedelta(days=2)
 #: A Stop now request older than this when it arrives (an async retry, a DLQ replay) stops nothing.
 STOP_REQUEST_MAX_AGE = dt.timedelta(minutes=15)
+
+
+def answer(response_url: str, message: dict[str, Any]) -> bool:
+    """Update the Slack message behind a Stop now click (:func:`governor.interactions.slack_calls.answer`, loaded
+    only when there is a click to answer: a scheduled sweep never imports the Slack client)."""
+    from governor.interactions.slack_calls import answer as post
+
+    return post(response_url, message)
 
 
 @dataclass
@@ -93,6 +99,8 @@ def _aws(region: str | None, memory_unit: str) -> IdleAws:
 
 class StopRequest(BaseModel):
     """Stop now, as the interactions function hands it over after verifying and authorising the click."""
+
+    model_config = ConfigDict(defer_build=True)
 
     instance_id: str = Field(pattern=r"^i-[0-9a-f]{8,17}$")
     requested_by: str | None = Field(None, max_length=254)
@@ -476,6 +484,8 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     checkpoint (when the policy has one) has finished. The decision is recorded, naming who asked, before acting;
     then ``settle`` re-reads once more and acts exactly as a sweep would. Enforced only when ``idle.enforce`` is.
     """
+    from governor.interactions.domain import updated_message
+
     request = event.detail
     instance_id = request.instance_id
     policy = runtime.policy
@@ -647,7 +657,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     invokes it asynchronously for Stop now. In organisation mode the schedule plans one sweep per account and region
     and the targets queue runs each (``governor.fanout``)."""
     runtime = default_runtime()
-    fanned = fanout.dispatch(
-        event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context)
-    )
+    fanned = fan_out(event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context))
     return fanned if fanned is not None else handle(event, runtime, context=context)

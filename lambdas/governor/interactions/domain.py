@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from governor.domain.decision import Finding
+from governor.events.names import INTERACTIONS_SOURCE
+from governor.events.names import STOP_REQUESTED as STOP_REQUESTED
 from governor.policy import Policy
 
 KEEP_HOURS = "governor_keep_hours"
@@ -30,9 +32,8 @@ ActionId = Literal["governor_keep_hours", "governor_keep_morning", "governor_sto
 #: Findings whose messages carry "Acknowledge": Spot interruptions and the security capabilities.
 ACKNOWLEDGED_POLICIES = frozenset({"spot", "network", "keys"})
 BUTTON_KIND = "slack-button"
-SOURCE = "gpu-fleet-governor.interactions"
+SOURCE = INTERACTIONS_SOURCE
 CLICKED = "Slack Button Clicked"
-STOP_REQUESTED = "Stop Requested"
 TOKEN = re.compile(r"^[0-9a-f]{32}$")
 SLACK_HOSTS = frozenset({"hooks.slack.com"})
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -109,6 +110,8 @@ def actions_block(token: str, buttons: list[str], policy: Policy) -> dict[str, A
 
 class Click(BaseModel):
     """One verified button click, as the endpoint hands it to its worker."""
+
+    model_config = ConfigDict(defer_build=True)
 
     token: str = Field(pattern=TOKEN.pattern)
     action_id: ActionId

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from governor import fanout, runner
+from governor import runner
 from governor.adapters.aws import per_session
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.ports import Clock, ReadRefused, utcnow
@@ -50,7 +50,7 @@ from governor.keys.domain import (
 )
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
-from governor.runtime import Runtime, default_runtime, run_edge
+from governor.runtime import Runtime, default_runtime, fan_out, run_edge
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 ALL_KINDS: tuple[Kind, ...] = ("kms", "access_keys", "secrets")
@@ -63,7 +63,7 @@ T = TypeVar("T")
 class SweepDetail(BaseModel):
     """The schedule's payload: optionally a subset of kinds to sweep (default: all three)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     kinds: list[Literal["kms", "access_keys", "secrets"]] = list(ALL_KINDS)
 
@@ -384,7 +384,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     In organisation mode the schedule plans one sweep per account and region, access keys (IAM is global) in the
     first region only (``governor.fanout``)."""
     runtime = default_runtime()
-    fanned = fanout.dispatch(event, runtime, "keys", lambda t, rt: handle(t, rt, target_adapters(t, rt), context))
+    fanned = fan_out(event, runtime, "keys", lambda t, rt: handle(t, rt, target_adapters(t, rt), context))
     if fanned is not None:
         return fanned
     from governor.adapters.aws import member_target

@@ -10,13 +10,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
-from governor import fanout
 from governor.adapters.aws import per_session
 from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
@@ -26,6 +24,7 @@ from governor.domain.times import utc
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
     CloudTrailEvent,
+    EventBridgeEnvelope,
     InstanceStateDetail,
     InvalidEventError,
     parse_model,
@@ -34,18 +33,21 @@ from governor.lifecycle import domain
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
 from governor.policy import FleetPolicy
-from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.runtime import Runtime, default_runtime, fan_out, idempotent_on_event_id, run_edge
+
+if TYPE_CHECKING:
+    from governor.fanout import FanoutConfig
 
 SCHEDULED = "Scheduled Event"
 
 
-class StateChangeEvent(EventBridgeModel):
+class StateChangeEvent(EventBridgeEnvelope):
     """``EC2 Instance State-change Notification``: ``detail`` carries ``instance-id`` and ``state`` only."""
 
     detail: InstanceStateDetail  # AWS's field names only: a detail saying ``instance_id`` is parked, not guessed at
 
 
-class ScheduledEvent(EventBridgeModel):
+class ScheduledEvent(EventBridgeEnvelope):
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -330,7 +332,7 @@ def default_capabilities() -> Capabilities:
 def home_of(runtime: Runtime) -> tuple[str, str] | None:
     """Organisation mode: the hub's own account and region (``runtime`` is the hub's), where sessions recorded
     without a place belong; ``None`` in a single account (the reconcile then sees every open session, as before)."""
-    config: fanout.FanoutConfig | None = runtime.extras.get("fanout")
+    config: FanoutConfig | None = runtime.extras.get("fanout")
     if config is not None:
         return config.home_account, runtime.region or ""
     from governor.adapters.aws import client
@@ -378,7 +380,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     plans one reconcile per account and region (``governor.fanout``), each reading EC2 there (spoke role)."""
     runtime = default_runtime()
     home = home_of(runtime)
-    fanned = fanout.dispatch(
+    fanned = fan_out(
         event,
         runtime,
         domain.POLICY,

@@ -13,7 +13,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from governor import fanout, runner
+from governor import runner
 from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
 from governor.domain.actions import Outcome, RevokeIngress
@@ -48,7 +48,7 @@ from governor.network.rules import fleet_group_ids, out_of_scope
 from governor.network.security_groups import GroupState, SecurityGroups
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
-from governor.runtime import Runtime, default_runtime, run_edge
+from governor.runtime import Runtime, default_runtime, fan_out, run_edge
 
 SCHEDULED = "Scheduled Event"
 POLICY = "network"
@@ -368,8 +368,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     """EventBridge rules (six EC2 calls via CloudTrail) and the EventBridge Scheduler drift sweep both land here.
     In organisation mode the schedule plans one drift sweep per account and region (``governor.fanout``)."""
     runtime = default_runtime()
-    fanned = fanout.dispatch(
-        event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context)
-    )
+    fanned = fan_out(event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context))
     # A CloudTrail call forwarded from a member account is judged and acted on in that account (its spoke role).
     return fanned if fanned is not None else handle(event, runtime, target_aws(event, runtime), context)

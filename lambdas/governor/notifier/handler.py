@@ -9,25 +9,21 @@ raises, so Lambda retries the event and finally parks it in the DLQ; channels al
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.aws import per_session
-from governor.adapters.ses import Attachment
 from governor.domain.decision import Finding
-from governor.events.envelopes import InvalidEventError, parse_model
+from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.interactions.domain import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
+from governor.notifier.delivery import AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.domain import (
     DELIVERY_KIND,
     MERGE_KIND,
     Delivery,
-    Email,
     MergedFinding,
-    Message,
     decide_notification,
     email_for,
     merge_key,
@@ -43,55 +39,10 @@ DETAIL_TYPE = "Governor Finding"
 BUTTON_TTL = dt.timedelta(days=7)
 
 
-class FindingEvent(EventBridgeModel):
+class FindingEvent(EventBridgeEnvelope):
     """A finding as the governor bus delivers it."""
 
     detail: Finding
-
-
-class UndeliverableError(RuntimeError):
-    """A channel cannot be used at all (its secret is missing or wrong); retrying the event would not help."""
-
-
-class Outbox(Protocol):
-    """How rendered messages leave: Slack webhooks by secret name, SES email; tests pass fakes or local servers."""
-
-    def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None: ...
-
-    def send_email(self, recipients: Sequence[str], email: Email, attachments: Sequence[Attachment] = ()) -> None: ...
-
-
-@dataclass
-class AwsOutbox:
-    """Webhook URLs from Secrets Manager (cached per container, never logged); email from the verified sender."""
-
-    region: str | None
-    sender: str | None
-    opener: Callable[..., Any] | None = None
-    sleep: Callable[[float], None] | None = None
-    _urls: dict[str, str] = field(default_factory=dict)
-
-    def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None:
-        from governor.notifier.slack import SecretMissingError, SlackWebhook, webhook_url_from_secret
-
-        try:
-            url = self._urls.get(secret_name) or webhook_url_from_secret(secret_name, self.region)
-        except SecretMissingError as error:
-            raise UndeliverableError(str(error)) from None
-        self._urls[secret_name] = url
-        options: dict[str, Any] = {"label": f"Slack webhook '{secret_name}'"}
-        if self.opener is not None:
-            options["opener"] = self.opener
-        if self.sleep is not None:
-            options["sleep"] = self.sleep
-        SlackWebhook(url, **options).post_all(messages)
-
-    def send_email(self, recipients: Sequence[str], email: Email, attachments: Sequence[Attachment] = ()) -> None:
-        from governor.adapters.ses import SesMailer
-
-        if not self.sender:
-            raise UndeliverableError("notifications.email_sender is not set: no email can be sent")
-        SesMailer(self.sender, self.region).send(recipients, email.subject, email.html, email.text, attachments)
 
 
 @per_session

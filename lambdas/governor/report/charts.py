@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from governor.domain import costs
 from governor.domain.times import parse_time
@@ -45,6 +45,8 @@ MAX_BARS = 48
 class UsageBucket(BaseModel):
     """GPU-hours in one time bucket, split by what the governor knew about them."""
 
+    model_config = ConfigDict(defer_build=True)
+
     start: dt.datetime
     busy: float = 0.0
     idle: float = 0.0
@@ -54,12 +56,16 @@ class UsageBucket(BaseModel):
 class HeatRow(BaseModel):
     """One top offender: its label and the busiest GPU's maximum utilisation per bucket (None: no sample)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     label: str
     values: list[float | None]
 
 
 class FleetCharts(BaseModel):
     """Everything the report draws, in the order it draws it."""
+
+    model_config = ConfigDict(defer_build=True)
 
     bucket_minutes: int = 60
     usage: list[UsageBucket] = Field(default_factory=list)

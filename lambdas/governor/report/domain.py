@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from governor.domain import costs
 from governor.domain.identity import normalise_owner
@@ -77,6 +77,8 @@ UTILISATION_KEYS = ("max_gpu_utilization", "gpu_utilization_max", "max_utilizati
 class Table(BaseModel):
     """A table shown in the report and attached in full as CSV."""
 
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     title: str
     columns: list[str]
@@ -85,6 +87,8 @@ class Table(BaseModel):
 
 class QuerySummary(BaseModel):
     """One audit query: how many rows this period, how many the period before, and the first rows."""
+
+    model_config = ConfigDict(defer_build=True)
 
     name: str
     description: str = ""
@@ -111,6 +115,8 @@ class QuerySummary(BaseModel):
 class FindingRow(BaseModel):
     """One of the governor's own findings (a warning or critical decision) with where it stands at the period's end."""
 
+    model_config = ConfigDict(defer_build=True)
+
     policy: str
     rule: str
     severity: Literal["warning", "critical"]
@@ -133,6 +139,8 @@ class BudgetRow(BaseModel):
     """A team's (or an account's) monthly budget against its spend so far this month, with the month-end forecast at
     today's burn. ``team`` holds the budget's name: the team tag's value, or the account id when ``scope`` is
     ``account``."""
+
+    model_config = ConfigDict(defer_build=True)
 
     team: str
     budget_usd: float
@@ -160,6 +168,8 @@ class BudgetRow(BaseModel):
 class TrendPoint(BaseModel):
     """The headline figures of one report, archived as ``summary.json`` so later reports can draw trends."""
 
+    model_config = ConfigDict(defer_build=True)
+
     kind: str
     start: dt.datetime
     end: dt.datetime
@@ -175,6 +185,8 @@ class TrendPoint(BaseModel):
 
 class SpotStats(BaseModel):
     """Spot interruptions in the period and whether the checkpoint command reached (and finished on) the instance."""
+
+    model_config = ConfigDict(defer_build=True)
 
     interruptions: int = 0
     rebalance_recommendations: int = 0
@@ -193,6 +205,8 @@ class SpotStats(BaseModel):
 
 class CostSection(BaseModel):
     """GPU-hours and dollars by team, owner and type; idle hours; savings; Spot; rightsizing."""
+
+    model_config = ConfigDict(defer_build=True)
 
     source: str = "ledger"
     gpu_hours_total: float = 0.0
@@ -230,6 +244,8 @@ GOVERNOR_TAGS_COLUMNS = ("who", "resource_id", "key", "value", "at", "honoured")
 
 class Report(BaseModel):
     """Everything one report says; rendered to HTML, Slack, CSV and archived as JSON."""
+
+    model_config = ConfigDict(defer_build=True)
 
     kind: ReportKind
     start: dt.datetime

@@ -16,17 +16,15 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, Protocol
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from governor.adapters.aws import per_session
-from governor.adapters.ses import Attachment
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
-from governor.events.envelopes import InvalidEventError, parse_model
+from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
+from governor.notifier.delivery import AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.domain import DELIVERY_KIND, Email
-from governor.notifier.handler import AwsOutbox, Outbox, UndeliverableError
 from governor.observability import logger, metrics, tracer
 from governor.report.domain import (
     TREND_PERIODS,
@@ -85,12 +83,12 @@ LINK_SECONDS = 24 * 3600
 
 
 class ReportDetail(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     kind: Literal["daily", "weekly"] = "daily"
 
 
-class ScheduledReport(EventBridgeModel):
+class ScheduledReport(EventBridgeEnvelope):
     """The Scheduler's payload (shaped like a Scheduled Event) with ``detail.kind`` daily or weekly."""
 
     detail: ReportDetail = Field(default_factory=ReportDetail)
@@ -127,7 +125,7 @@ class ReportAws:
 
 
 class ReportEnvironment(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     bucket: str = Field(alias="REPORTS_BUCKET")
     # Absent in a regional stack: the audit lake lives in the audit region (docs/deploy.md), so no queries run here.
@@ -312,6 +310,8 @@ def deliver(
             problems.append(f"team {team}: {error}")
     recipients = policy.reports.email_recipients or policy.notifications.email_recipients
     if recipients:
+        from governor.adapters.ses import Attachment
+
         attachments = [Attachment(name, body.encode()) for name, body in files.items()]
         if chart is not None:
             attachments.insert(0, Attachment(report.chart_file, chart, "image/png", inline_cid=CHART_CID))

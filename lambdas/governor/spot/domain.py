@@ -42,8 +42,10 @@ InstanceId = Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,32}$")]
 
 
 class _Detail(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     # AWS's field names only: a detail that says ``instance_id`` is not an EC2 event and is parked, not guessed at
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
 
 class WarningDetail(_Detail):
@@ -154,7 +156,7 @@ class SpotRecovery(Protocol):
 class InterruptionRecord(BaseModel):
     """One interruption as kept in the ledger (kind ``interruption``, key the instance id); reports read these."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     instance_id: str
     event_id: str
@@ -534,6 +536,8 @@ def start_record(
 class PoolWeek(BaseModel):
     """Interruptions of one Spot pool (instance type in a zone) in one ISO week."""
 
+    model_config = ConfigDict(defer_build=True)
+
     week: str
     instance_type: str
     zone: str
@@ -542,6 +546,8 @@ class PoolWeek(BaseModel):
 
 class InterruptionStats(BaseModel):
     """What the reports show about Spot pools: where interruptions hit, how late in a run, and if checkpoints landed."""
+
+    model_config = ConfigDict(defer_build=True)
 
     total: int
     by_pool_week: list[PoolWeek]

@@ -14,13 +14,11 @@ from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-
 from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.times import utc
-from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
+from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import logger, metrics, tracer
 from governor.once import IN_DOUBT
 from governor.outbox import Outbox
@@ -51,19 +49,19 @@ from governor.spot.domain import (
 )
 
 
-class WarningEvent(EventBridgeModel):
+class WarningEvent(EventBridgeEnvelope):
     detail: WarningDetail
 
 
-class RebalanceEvent(EventBridgeModel):
+class RebalanceEvent(EventBridgeEnvelope):
     detail: RebalanceDetail
 
 
-class StateChangeEvent(EventBridgeModel):
+class StateChangeEvent(EventBridgeEnvelope):
     detail: StateChangeDetail
 
 
-class CommandStatusEvent(EventBridgeModel):
+class CommandStatusEvent(EventBridgeEnvelope):
     detail: CommandStatusDetail
 
 

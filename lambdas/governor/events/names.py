@@ -1,0 +1,10 @@
+"""The governor's own event names: what one of its functions sends another (EventBridge ``source`` and
+``detail-type``). They live apart from the capability that sends them, so a receiver checks a name without importing
+the sender's package (the idle function accepts Stop now without loading the interactions code)."""
+
+from __future__ import annotations
+
+#: Events the interactions function puts or hands over after verifying a Slack click.
+INTERACTIONS_SOURCE = "gpu-fleet-governor.interactions"
+#: Stop now, handed to the idle function (asynchronous Invoke) once the click is verified and authorised.
+STOP_REQUESTED = "Stop Requested"

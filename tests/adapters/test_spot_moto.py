@@ -19,8 +19,8 @@ from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
 from governor.policy import parse_policy
 from governor.runtime import Runtime, default_runtime
-from governor.spot.domain import interruption_stats
 from governor.spot.handler import SpotPorts, handle, lambda_handler
+from governor.spot.records import interruption_stats
 from governor.spot.recovery import SpotRecoveryActions
 from governor_cli.demo.bootstrap import LocalStack, create_shared
 from tests.adapters.test_spot_recovery import REGION, Fleet

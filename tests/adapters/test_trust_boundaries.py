@@ -30,7 +30,7 @@ from governor.network.handler import NetworkAws
 from governor.network.handler import handle as network_handle
 from governor.network.security_groups import SecurityGroups
 from governor.notifier import handler as notifier
-from governor.notifier.domain import Email, Message
+from governor.notifier.messages import Email, Message
 from governor.notifier.slack import DeliveryError, SlackWebhook
 from governor.policy import parse_policy
 from governor.runtime import Runtime

@@ -10,8 +10,6 @@ import pytest
 
 from governor.domain.decision import Finding
 from governor.notifier.domain import (
-    MAX_BLOCKS,
-    MAX_SECTION_CHARS,
     MergedFinding,
     email_for,
     merge,
@@ -19,8 +17,8 @@ from governor.notifier.domain import (
     plan_deliveries,
     route,
     slack_messages,
-    split_text,
 )
+from governor.notifier.messages import MAX_BLOCKS, MAX_SECTION_CHARS, split_text
 from governor.policy import NotificationsPolicy, TeamRoute
 from governor_cli.main import main
 from governor_cli.testing import events

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from governor.audit.engine import run_audit
-from governor.notifier.domain import MAX_BLOCKS, MAX_SECTION_CHARS
+from governor.notifier.messages import MAX_BLOCKS, MAX_SECTION_CHARS
 from governor.policy import Policy
 from governor.report.domain import (
     build_report,

@@ -12,8 +12,8 @@ import pytest
 
 from governor.adapters.ses import Attachment
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor.notifier.domain import Email, Message
 from governor.notifier.handler import UndeliverableError
+from governor.notifier.messages import Email, Message
 from governor.policy import parse_policy
 from governor.report.handler import ReportAws, handle
 from governor.runtime import Runtime

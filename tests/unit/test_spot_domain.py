@@ -15,7 +15,6 @@ from governor.events.envelopes import InvalidEventError, parse_model
 from governor.policy import Policy, parse_policy
 from governor.spot.domain import (
     Candidate,
-    InterruptionRecord,
     StateChangeDetail,
     WarningDetail,
     candidates,
@@ -24,9 +23,9 @@ from governor.spot.domain import (
     decide_rebalance,
     decide_state_change,
     decide_warning,
-    interruption_stats,
     start_record,
 )
+from governor.spot.records import InterruptionRecord, interruption_stats
 from governor_cli.main import main
 from tests.conftest import ROOT
 

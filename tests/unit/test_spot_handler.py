@@ -15,8 +15,9 @@ from governor.domain.fleet import Instance
 from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.policy import parse_policy
 from governor.runtime import Runtime
-from governor.spot.domain import Candidate, LaunchAttempt, LifecycleOutcome, Replacement, interruption_stats
+from governor.spot.domain import Candidate, LaunchAttempt, LifecycleOutcome, Replacement
 from governor.spot.handler import SpotPorts, handle
+from governor.spot.records import interruption_stats
 from tests.conftest import ROOT
 from tests.unit.sinks import RefusesFirstBatch
 

@@ -22,8 +22,10 @@ from typing import Any, Protocol
 from governor.domain.times import parse_bounded, parse_time
 from governor.idle.domain import MARK_KIND
 from governor.lifecycle.domain import LAUNCH, OPEN_SESSION, SESSION
-from governor.notifier.domain import DELIVERY_KIND, MERGE_KIND
-from governor.spot.domain import REBALANCE_KIND, RECORD_KIND
+from governor.notifier.delivery import DELIVERY_KIND
+from governor.notifier.domain import MERGE_KIND
+from governor.spot.domain import REBALANCE_KIND
+from governor.spot.records import RECORD_KIND
 
 DEFAULT_KINDS = ("decision", SESSION)
 _TABLE = re.compile(r"^([a-zA-Z0-9_.-]{3,255}|arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[a-zA-Z0-9_.-]{3,255})$")

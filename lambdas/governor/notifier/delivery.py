@@ -11,10 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from governor.notifier.domain import Email, Message
+from governor.notifier.messages import Email, Message
 
 if TYPE_CHECKING:
     from governor.adapters.ses import Attachment
+
+#: The ledger kind marking a message delivered to one channel (key ``<finding or event id>#<channel>``), so a retried
+#: event sends only to the channels still missing it.
+DELIVERY_KIND = "notify-delivery"
 
 
 class UndeliverableError(RuntimeError):

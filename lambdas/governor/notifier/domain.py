@@ -21,21 +21,24 @@ from governor.domain.decision import Decision, Finding, Severity, Verdict
 from governor.domain.explain import Assumed, detail_type, explainer
 from governor.domain.times import parse_time
 from governor.events.envelopes import InboundEvent, InvalidEventError
+from governor.notifier.messages import (
+    Block,
+    Email,
+    Message,
+    context,
+    escape_mrkdwn,
+    header,
+    pack_messages,
+    section,
+)
 from governor.policy import NotificationsPolicy, Policy
 
-MAX_BLOCKS = 50
-MAX_SECTION_CHARS = 3000
-MAX_HEADER_CHARS = 150
-MAX_FALLBACK_CHARS = 3000
 MERGE_KIND = "notify-merge"
-DELIVERY_KIND = "notify-delivery"
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 _ICON = {"info": ":information_source:", "warning": ":warning:", "critical": ":rotating_light:"}
 _COLOUR = {"info": "#2563eb", "warning": "#d97706", "critical": "#dc2626"}
 
 Channel = Literal["slack", "email"]
-Block = dict[str, Any]
-Message = dict[str, Any]
 
 
 # --- routing -------------------------------------------------------------------------------------------------------
@@ -212,77 +215,7 @@ def plan_deliveries(items: Sequence[MergedFinding], policy: NotificationsPolicy)
     return list(deliveries.values())
 
 
-# --- Slack Block Kit -----------------------------------------------------------------------------------------------
-
-
-def escape_mrkdwn(text: str) -> str:
-    """Slack mrkdwn needs only &, < and > escaped; anything else is shown as written."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def split_text(text: str, limit: int = MAX_SECTION_CHARS) -> list[str]:
-    """Cut text into chunks of at most ``limit`` characters, at line breaks where possible."""
-    chunks: list[str] = []
-    current = ""
-    for line in text.split("\n"):
-        while len(line) > limit:
-            if current:
-                chunks.append(current)
-                current = ""
-            chunks.append(line[:limit])
-            line = line[limit:]
-        candidate = f"{current}\n{line}" if current else line
-        if len(candidate) > limit:
-            chunks.append(current)
-            current = line
-        else:
-            current = candidate
-    if current or not chunks:
-        chunks.append(current)
-    return chunks
-
-
-def section(text: str) -> list[Block]:
-    """One or more mrkdwn section blocks carrying ``text``, each within the 3,000-character limit."""
-    return [{"type": "section", "text": {"type": "mrkdwn", "text": chunk}} for chunk in split_text(text) if chunk]
-
-
-def header(text: str) -> Block:
-    """A plain-text header; callers pass text already escaped, since Slack parses ``<...>`` in every text field."""
-    clipped = text if len(text) <= MAX_HEADER_CHARS else text[: MAX_HEADER_CHARS - 1] + "…"
-    return {"type": "header", "text": {"type": "plain_text", "text": clipped, "emoji": True}}
-
-
-def context(text: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": split_text(text)[0]}]}
-
-
-def pack_messages(groups: Sequence[list[Block]], fallback: str, title: Block | None = None) -> list[Message]:
-    """Pack groups of blocks into as few messages as Slack allows, keeping a group together when it fits.
-
-    Every message repeats ``title`` (with "(part n/N)" when there are several) and carries a plain ``text``
-    fallback for notifications; a group larger than one message is split across messages.
-    """
-    room = MAX_BLOCKS - (1 if title else 0)
-    pages: list[list[Block]] = [[]]
-    for group in groups:
-        if len(pages[-1]) + len(group) > room and pages[-1]:
-            pages.append([])
-        for block in group:
-            if len(pages[-1]) >= room:
-                pages.append([])
-            pages[-1].append(block)
-    messages: list[Message] = []
-    for number, blocks in enumerate(pages, start=1):
-        head: list[Block] = []
-        if title is not None:
-            text = title["text"]["text"]
-            if len(pages) > 1:
-                text = f"{text} (part {number}/{len(pages)})"
-            head = [header(text)]
-        note = fallback if len(pages) == 1 else f"{fallback} (part {number}/{len(pages)})"
-        messages.append({"text": note[:MAX_FALLBACK_CHARS], "blocks": head + blocks})
-    return messages
+# --- Slack Block Kit (helpers and limits: governor.notifier.messages) -----------------------------------------
 
 
 # Bookkeeping a person needs not read about in a notification (the ledger keeps them).
@@ -396,15 +329,6 @@ def slack_messages(items: Sequence[MergedFinding]) -> list[Message]:
 
 
 # --- email ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Email:
-    """An email's subject with HTML and plain-text bodies; attachments are added by the caller."""
-
-    subject: str
-    html: str
-    text: str
 
 
 def email_for(items: Sequence[MergedFinding]) -> Email:

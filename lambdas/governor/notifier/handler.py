@@ -18,9 +18,8 @@ from governor.adapters.aws import per_session
 from governor.domain.decision import Finding
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.interactions.domain import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
-from governor.notifier.delivery import AwsOutbox, Outbox, UndeliverableError
+from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.domain import (
-    DELIVERY_KIND,
     MERGE_KIND,
     Delivery,
     MergedFinding,

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from governor.domain import costs
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
-from governor.notifier.domain import (
+from governor.notifier.messages import (
     MAX_BLOCKS,
     MAX_FALLBACK_CHARS,
     MAX_HEADER_CHARS,
@@ -37,7 +37,7 @@ from governor.notifier.domain import (
 )
 from governor.policy import Policy, PriceEntry
 from governor.report import charts as charting
-from governor.spot import domain as spot
+from governor.spot import records as interruptions
 
 ReportKind = Literal["daily", "weekly", "custom"]
 RESERVED_QUERIES = {"gpu_instance_hours"}
@@ -713,9 +713,11 @@ def spot_section(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt
     """Interruptions in the period (``domain.spot`` records), rebalance recommendations, and checkpoint delivery."""
     items = list(items)
     records = [
-        i for i in items if i.get("kind") == spot.RECORD_KIND and _in(parse_time(i.get("warned_at")), start, end)
+        i
+        for i in items
+        if i.get("kind") == interruptions.RECORD_KIND and _in(parse_time(i.get("warned_at")), start, end)
     ]
-    stats = spot.interruption_stats(records)
+    stats = interruptions.interruption_stats(records)
     rebalances = {
         str(i.get("resource"))
         for i in items

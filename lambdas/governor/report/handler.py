@@ -23,8 +23,8 @@ from governor.adapters.aws import per_session
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
-from governor.notifier.delivery import AwsOutbox, Outbox, UndeliverableError
-from governor.notifier.domain import DELIVERY_KIND, Email
+from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
+from governor.notifier.messages import Email
 from governor.observability import logger, metrics, tracer
 from governor.report.domain import (
     TREND_PERIODS,

@@ -25,10 +25,8 @@ from governor.outbox import Outbox
 from governor.runtime import Runtime, default_runtime, run_edge
 from governor.spot.domain import (
     COMMAND_STATUS,
-    FINAL_COMMAND_STATUSES,
     REBALANCE,
     REBALANCE_KIND,
-    RECORD_KIND,
     SOURCE,
     SSM_SOURCE,
     STATE_CHANGE,
@@ -36,7 +34,6 @@ from governor.spot.domain import (
     CheckpointSender,
     CommandStatusDetail,
     InstanceReader,
-    InterruptionRecord,
     RebalanceDetail,
     SpotRecovery,
     StateChangeDetail,
@@ -47,6 +44,7 @@ from governor.spot.domain import (
     decide_warning,
     start_record,
 )
+from governor.spot.records import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
 
 
 class WarningEvent(EventBridgeEnvelope):

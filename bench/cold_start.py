@@ -18,7 +18,7 @@
   ``make layer`` builds it (pip for manylinux2014_aarch64, into a temporary folder), c7n with its dependencies as
   installed in its virtual environment; each unzipped and zipped (deflate).
 
-    .venv/bin/python -m bench.cold_start [--runs 3] [--no-layer]
+    .venv/bin/python -m bench.cold_start [--runs 11] [--no-layer]
 """
 
 from __future__ import annotations
@@ -531,7 +531,7 @@ def main() -> None:
         _child_invoke(sys.argv[2], sys.argv[3])
         return
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--no-layer", action="store_true")
     args = parser.parse_args()
     command = " ".join(["python -m bench.cold_start", *sys.argv[1:]])

@@ -356,7 +356,7 @@ def main() -> None:
         return
     steps: list[tuple[str, Callable[[], list[Figure]]]] = [
         ("idle sweep", lambda: idle_sweep([20, 50] if quick else [100, 1000, 10000], 2 if quick else 3, 1000)),
-        ("cold start", lambda: cold_start(1 if quick else 3, build_layer=True)),
+        ("cold start", lambda: cold_start(1 if quick else 11, build_layer=True)),
         ("latency", lambda: latency(20 if quick else 200)),
         ("audit", lambda: audit(5000 if quick else 250_000, 1 if quick else 3)),
         ("quality", lambda: quality(150, 24.0, 7)),

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -24,8 +25,8 @@ NEVER_IN_ENFORCERS = (
 )
 
 
-def _loaded_after_import(module: str, **env: str) -> list[str]:
-    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+def _fresh(code: str, **env: str) -> Any:
+    """What ``code`` prints as JSON, run in a fresh interpreter on the runtime alone, without the function settings."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("GOVERNOR_", "POWERTOOLS_TRACE"))}
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -34,7 +35,11 @@ def _loaded_after_import(module: str, **env: str) -> list[str]:
         check=True,
         env={**environ, "PYTHONPATH": str(ROOT / "lambdas"), **env},
     )
-    loaded: list[str] = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def _loaded_after_import(module: str, **env: str) -> list[str]:
+    loaded: list[str] = _fresh(f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))", **env)
     return loaded
 
 
@@ -56,25 +61,17 @@ def test_importing_a_handler_builds_no_model_and_loads_no_powertools_parser_mode
     """Every model defers its validator to its first use (``defer_build``), and the EventBridge envelope is ours, not
     Powertools' ``parser.models`` package (150-odd models for every AWS event source)."""
     code = (
-        f"import json, pydantic, governor.{name}.handler\n"
+        f"import json, sys, pydantic, governor.{name}.handler\n"
         "def subs(c):\n"
         "    for s in c.__subclasses__():\n"
         "        yield s\n"
         "        yield from subs(s)\n"
-        "print(json.dumps(sorted(f'{c.__module__}.{c.__qualname__}' for c in subs(pydantic.BaseModel)"
-        " if c.__pydantic_complete__)))"
+        "built = sorted(f'{c.__module__}.{c.__qualname__}' for c in subs(pydantic.BaseModel) if c.__pydantic_complete__)\n"
+        "print(json.dumps({'built': built, 'loaded': sorted(sys.modules)}))"
     )
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GOVERNOR_", "POWERTOOLS_TRACE"))}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**environ, "PYTHONPATH": str(ROOT / "lambdas")},
-    )
-    assert json.loads(done.stdout) == []
-    loaded = _loaded_after_import(f"governor.{name}.handler")
-    assert not any(m.startswith("aws_lambda_powertools.utilities.parser") for m in loaded)
+    found = _fresh(code)
+    assert found["built"] == []
+    assert not any(m.startswith("aws_lambda_powertools.utilities.parser") for m in found["loaded"])
 
 
 def test_every_runtime_model_defers_its_build() -> None:

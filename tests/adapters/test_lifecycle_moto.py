@@ -26,6 +26,7 @@ from governor.runtime import Runtime, default_runtime
 from governor_cli.demo.bootstrap import LocalStack, create_shared
 from governor_cli.demo.bootstrap import create_ledger_table as create_table
 from governor_cli.main import main
+from governor_cli.testing import events
 from tests.unit.lifecycle_data import as_gpu_launch, envelope, one
 
 TABLE = "governor-ledger"
@@ -49,17 +50,15 @@ def launch_record(instance_id: str, *, assumed_role: bool = False) -> dict[str, 
 
 
 def state_event(instance_id: str, state: str, at: str) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": f"{instance_id}-{state}-{at}",
-        "detail-type": "EC2 Instance State-change Notification",
-        "source": "aws.ec2",
-        "account": "123837392027",
-        "time": at,
-        "region": REGION,
-        "resources": [],
-        "detail": {"instance-id": instance_id, "state": state},
-    }
+    return events.envelope(
+        "EC2 Instance State-change Notification",
+        "aws.ec2",
+        {"instance-id": instance_id, "state": state},
+        event_id=f"{instance_id}-{state}-{at}",
+        time=at,
+        account="123837392027",
+        region=REGION,
+    )
 
 
 def tags_of(ec2: Any, instance_id: str) -> dict[str, str]:

@@ -27,6 +27,7 @@ from governor.idle import handler as idle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared
+from governor_cli.testing import events
 from tests.adapters.org_accounts import account_session
 from tests.adapters.test_spot_moto import LambdaContext
 
@@ -108,17 +109,7 @@ class Org:
         )
 
     def schedule(self, event_id: str = "round-1") -> dict[str, Any]:
-        return {
-            "version": "0",
-            "id": event_id,
-            "detail-type": "Scheduled Event",
-            "source": "aws.scheduler",
-            "account": HUB,
-            "region": REGIONS[0],
-            "time": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "resources": [],
-            "detail": {},
-        }
+        return events.scheduled(event_id=event_id, account=HUB, region=REGIONS[0], time=NOW)
 
     def receive(self) -> list[dict[str, Any]]:
         """What the event source mapping would hand the function: one record per message, with its receive count."""

@@ -24,6 +24,7 @@ from governor.notifier.slack import (
 )
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing import events
 
 
 class FakeSlack:
@@ -141,24 +142,15 @@ def test_webhook_url_from_secret_plain_json_and_missing() -> None:
 
 def _finding_event() -> dict[str, Any]:
     now = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC).isoformat()
-    return {
-        "version": "0",
-        "id": "evt-1",
-        "detail-type": "Governor Finding",
-        "source": "gpu-fleet-governor",
-        "account": "123456789012",
-        "time": now,
-        "region": "us-east-1",
-        "resources": [],
-        "detail": {
-            "policy": "idle",
-            "rule": "idle.warned",
-            "severity": "warning",
-            "resource": "i-0abc",
-            "title": "Idle GPU instance i-0abc will be stopped",
-            "at": now,
-        },
+    body = {
+        "policy": "idle",
+        "rule": "idle.warned",
+        "severity": "warning",
+        "resource": "i-0abc",
+        "title": "Idle GPU instance i-0abc will be stopped",
+        "at": now,
     }
+    return events.finding(body, event_id="evt-1", time=now)
 
 
 @mock_aws

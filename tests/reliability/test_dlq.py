@@ -15,20 +15,18 @@ from moto import mock_aws
 
 from governor.adapters.dlq_admin import parse_message
 from governor_cli.main import main
+from governor_cli.testing import events
 from governor_cli.testing.faults import FaultInjector
 
 REGION = "us-east-1"
-SPOT_EVENT = {
-    "version": "0",
-    "id": "7bf73129-1428-4cd3-a780-95db273d1602",
-    "detail-type": "EC2 Spot Instance Interruption Warning",
-    "source": "aws.ec2",
-    "account": "123456789012",
-    "time": "2026-11-30T12:00:00Z",
-    "region": REGION,
-    "resources": [],
-    "detail": {"instance-id": "i-0123456789abcdef0", "instance-action": "terminate"},
-}
+SPOT_EVENT = events.envelope(
+    "EC2 Spot Instance Interruption Warning",
+    "aws.ec2",
+    {"instance-id": "i-0123456789abcdef0", "instance-action": "terminate"},
+    event_id="7bf73129-1428-4cd3-a780-95db273d1602",
+    time="2026-11-30T12:00:00Z",
+    region=REGION,
+)
 
 
 def _zip() -> bytes:

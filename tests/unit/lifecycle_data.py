@@ -6,6 +6,7 @@ import copy
 import json
 from typing import Any
 
+from governor_cli.testing import events
 from tests.conftest import CLOUDTRAIL_DIR
 
 
@@ -38,14 +39,4 @@ def as_gpu_launch(record: dict[str, Any], instance_type: str = "g5.xlarge") -> d
 
 def envelope(record: dict[str, Any], event_id: str = "evt-1") -> dict[str, Any]:
     """The record as EventBridge delivers it ("AWS API Call via CloudTrail")."""
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws.ec2",
-        "account": record["recipientAccountId"],
-        "time": record["eventTime"],
-        "region": record["awsRegion"],
-        "resources": [],
-        "detail": record,
-    }
+    return events.cloudtrail(record, event_id=event_id)

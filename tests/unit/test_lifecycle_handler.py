@@ -14,10 +14,12 @@ from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.lifecycle.handler import Capabilities, handle
 from governor.policy import FleetPolicy, Policy, parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing import events
 from tests.unit.lifecycle_data import as_gpu_launch, envelope, one
 
 LAUNCH_TIME = dt.datetime(2023, 7, 10, 11, 55, 21, tzinfo=dt.UTC)
 GPU_ID = "i-0dbc91f429e48eeed"  # the real record's instance id
+ACCOUNT = "123837392027"  # the real record's account
 
 
 @dataclass
@@ -93,31 +95,18 @@ def gpu(instance_id: str = GPU_ID, state: str = "running", tags: dict[str, str] 
 
 
 def state_event(state: str, at: str, instance_id: str = GPU_ID, event_id: str | None = None) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": event_id or f"{state}-{at}",
-        "detail-type": "EC2 Instance State-change Notification",
-        "source": "aws.ec2",
-        "account": "123837392027",
-        "time": at,
-        "region": "us-east-1",
-        "resources": [],
-        "detail": {"instance-id": instance_id, "state": state},
-    }
+    return events.envelope(
+        "EC2 Instance State-change Notification",
+        "aws.ec2",
+        {"instance-id": instance_id, "state": state},
+        event_id=event_id or f"{state}-{at}",
+        time=at,
+        account=ACCOUNT,
+    )
 
 
 def scheduled(event_id: str = "sched-1") -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": "123837392027",
-        "time": "2026-12-02T07:00:00Z",
-        "region": "us-east-1",
-        "resources": [],
-        "detail": {},
-    }
+    return events.scheduled(event_id=event_id, time="2026-12-02T07:00:00Z", account=ACCOUNT)
 
 
 def test_gpu_launch_is_tagged_once_and_recorded_with_its_creator() -> None:

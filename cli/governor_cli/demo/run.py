@@ -41,6 +41,7 @@ from governor_cli.demo.emulator import running_emulator
 from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
 from governor_cli.demo.trail import Principal, Trail
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
+from governor_cli.testing import events
 
 SECTIONS = REGISTRY.sections()
 SLACK_ACTIONS_PATH = "T0DEMO"
@@ -490,30 +491,24 @@ class Simulation:
         client("secretsmanager").create_secret(Name=name, SecretString=self.signing_secret)
 
     def scheduled(self, detail: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {
-            "version": "0",
-            "id": str(uuid.uuid4()),
-            "detail-type": "Scheduled Event",
-            "source": "aws.scheduler",
-            "account": self.trail.account,
-            "time": self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": self.trail.region,
-            "resources": [f"arn:aws:scheduler:{HUB_REGION}:{HUB_ACCOUNT}:schedule/default/governor"],
-            "detail": detail or {},
-        }
+        return events.scheduled(
+            detail or {},
+            account=self.trail.account,
+            region=self.trail.region,
+            time=self.now,
+            resources=[f"arn:aws:scheduler:{HUB_REGION}:{HUB_ACCOUNT}:schedule/default/governor"],
+        )
 
     def ec2_event(self, detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "version": "0",
-            "id": str(uuid.uuid4()),
-            "detail-type": detail_type,
-            "source": "aws.ec2",
-            "account": self.trail.account,
-            "time": self.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": self.trail.region,
-            "resources": [f"arn:aws:ec2:{self.trail.region}:{self.trail.account}:instance/{detail['instance-id']}"],
-            "detail": detail,
-        }
+        return events.envelope(
+            detail_type,
+            "aws.ec2",
+            detail,
+            account=self.trail.account,
+            region=self.trail.region,
+            time=self.now,
+            resources=[f"arn:aws:ec2:{self.trail.region}:{self.trail.account}:instance/{detail['instance-id']}"],
+        )
 
     def api_call(self, function: str | tuple[str, ...], who: Principal, source: str, name: str, **kwargs: Any) -> None:
         """Record the call in the trail and deliver its EventBridge event to the functions whose rules match."""
@@ -564,17 +559,17 @@ class Simulation:
 
     def subscribe_notifier(self) -> None:
         """The stack's rule on the governor bus, with a queue standing in for the notifier's Lambda target."""
-        sqs, events = client("sqs"), client("events")
+        sqs, bus = client("sqs"), client("events")
         self.findings_queue = sqs.create_queue(QueueName="governor-findings")["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=self.findings_queue, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
-        events.put_rule(
+        bus.put_rule(
             Name="governor-findings",
             EventBusName=self.stack.bus_name,
             EventPattern=json.dumps({"source": ["gpu-fleet-governor"], "detail-type": ["Governor Finding"]}),
         )
-        events.put_targets(
+        bus.put_targets(
             Rule="governor-findings", EventBusName=self.stack.bus_name, Targets=[{"Id": "q", "Arn": arn}]
         )
 

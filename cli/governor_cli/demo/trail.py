@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from governor_cli.testing import events
+
 ACCOUNT = "123456789012"
 
 
@@ -98,17 +100,12 @@ class Trail:
 
     def envelope(self, record: dict[str, Any]) -> dict[str, Any]:
         """The EventBridge event AWS delivers for a CloudTrail management event."""
-        return {
-            "version": "0",
-            "id": str(uuid.uuid5(uuid.NAMESPACE_URL, record["eventID"])),
-            "detail-type": "AWS API Call via CloudTrail",
-            "source": "aws." + record["eventSource"].split(".")[0],
-            "account": self.account,
-            "time": record["eventTime"],
-            "region": self.region,
-            "resources": [],
-            "detail": record,
-        }
+        return events.cloudtrail(
+            record,
+            event_id=str(uuid.uuid5(uuid.NAMESPACE_URL, record["eventID"])),
+            account=self.account,
+            region=self.region,
+        )
 
     def write(self, root: Path) -> list[Path]:
         """Gzipped ``{"Records": [...]}`` files under ``AWSLogs/<account>/CloudTrail/<region>/YYYY/MM/DD/``."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from governor.policy import Policy, parse_policy
 from governor_cli.testing.deployment import REGION, Deployment, image_id
+from governor_cli.testing.events import envelope, scheduled
 from governor_cli.testing.faults import ApiCall, FaultInjector
 from governor_cli.testing.invariants import Verdict
 from governor_cli.testing.scenarios import ACCOUNT, RESPONSE_URL, SOAK_POLICY
@@ -116,32 +117,16 @@ def _launch(count: int, tags: dict[str, str]) -> list[str]:
 
 
 def _sweep(at: dt.datetime) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": ACCOUNT,
-        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
-        "resources": [],
-        "detail": {},
-    }
+    return scheduled(account=ACCOUNT, region=REGION, time=at)
 
 
 def _stop_request(instance_id: str, at: dt.datetime) -> dict[str, Any]:
-    from governor.interactions.domain import SOURCE, STOP_REQUESTED
+    from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
 
-    return {
-        "version": "0",
-        "id": f"slack:stop_now:{uuid.uuid4().hex}:UANA:{at.timestamp():.6f}",
-        "detail-type": STOP_REQUESTED,
-        "source": SOURCE,
-        "account": ACCOUNT,
-        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
-        "resources": [],
-        "detail": {
+    return envelope(
+        STOP_REQUESTED,
+        INTERACTIONS_SOURCE,
+        {
             "instance_id": instance_id,
             "requested_by": "alice@example.com",
             "slack_user": "UANA",
@@ -149,7 +134,11 @@ def _stop_request(instance_id: str, at: dt.datetime) -> dict[str, Any]:
             "token": uuid.uuid4().hex,
             "message_blocks": [],
         },
-    }
+        event_id=f"slack:stop_now:{uuid.uuid4().hex}:UANA:{at.timestamp():.6f}",
+        account=ACCOUNT,
+        region=REGION,
+        time=at,
+    )
 
 
 def _accepted_warnings(call: ApiCall) -> list[str]:

@@ -280,36 +280,25 @@ def _child_invoke(function: str, event_file: str) -> None:
 
 def _events(function: str, index: int, setup: dict[str, Any]) -> list[dict[str, Any]]:
     """Two distinct representative events for ``function`` (distinct ids: idempotency would short-cut a repeat)."""
+    from governor_cli.testing.events import (  # here, not at the top: the measuring child imports this module
+        envelope,
+        scheduled,
+    )
+
     events: list[dict[str, Any]] = []
     for n in range(2):
         tag = f"{index}-{n}-{time.monotonic_ns()}"
         if function == "idle":
-            events.append(
-                {
-                    "version": "0",
-                    "id": f"cold-{tag}",
-                    "detail-type": "Scheduled Event",
-                    "source": "aws.scheduler",
-                    "account": "123456789012",
-                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "region": REGION,
-                    "resources": [],
-                    "detail": {},
-                }
-            )
+            events.append(scheduled(event_id=f"cold-{tag}", region=REGION))
         elif function == "spot":
             events.append(
-                {
-                    "version": "0",
-                    "id": f"cold-{tag}",
-                    "detail-type": "EC2 Spot Instance Interruption Warning",
-                    "source": "aws.ec2",
-                    "account": "123456789012",
-                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "region": REGION,
-                    "resources": [],
-                    "detail": {"instance-id": setup["instance"], "instance-action": "terminate"},
-                }
+                envelope(
+                    "EC2 Spot Instance Interruption Warning",
+                    "aws.ec2",
+                    {"instance-id": setup["instance"], "instance-action": "terminate"},
+                    event_id=f"cold-{tag}",
+                    region=REGION,
+                )
             )
         elif function == "network":
             from bench.network_latency import _event as network_event

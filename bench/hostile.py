@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from governor_cli.testing import events
+
 ROOT = Path(__file__).resolve().parents[1]
 OK, FAILED, BAD = {0}, {1}, {2}
 
@@ -81,17 +83,9 @@ def _record(name: str = "AuthorizeSecurityGroupIngress", when: str = "2026-11-02
 
 
 def _eventbridge(detail_type: str, detail: object, source: str = "aws.ec2") -> dict:
-    return {
-        "version": "0",
-        "id": "7bf73129-1428-4cd3-a780-95db273d1602",
-        "detail-type": detail_type,
-        "source": source,
-        "account": "123456789012",
-        "time": "2026-11-02T10:00:00Z",
-        "region": "us-east-1",
-        "resources": [],
-        "detail": detail,
-    }
+    return events.envelope(
+        detail_type, source, detail, event_id="7bf73129-1428-4cd3-a780-95db273d1602", time="2026-11-02T10:00:00Z"
+    )
 
 
 POLICIES = {

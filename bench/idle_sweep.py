@@ -33,6 +33,7 @@ from governor.observability import logger
 from governor.policy import Policy, parse_policy
 from governor.runtime import Runtime
 from governor_cli.sim.workload import Workload, generate
+from governor_cli.testing import events
 
 AGENT_METRICS = {"nvidia_smi_utilization_gpu": GPU_UTILIZATION, "nvidia_smi_memory_used": GPU_MEMORY_USED}
 
@@ -130,19 +131,7 @@ class FakeCloudWatch:
 
 
 def _event(at: dt.datetime, event_id: str) -> GovernorEvent:
-    return GovernorEvent.model_validate(
-        {
-            "version": "0",
-            "id": event_id,
-            "detail-type": "Scheduled Event",
-            "source": "aws.scheduler",
-            "account": "123456789012",
-            "time": at.isoformat(),
-            "region": "us-east-1",
-            "resources": [],
-            "detail": {},
-        }
-    )
+    return GovernorEvent.model_validate(events.scheduled(event_id=event_id, time=at))
 
 
 def _policy() -> Policy:

@@ -44,6 +44,7 @@ from typing import Any
 from botocore.config import Config
 
 from bench.common import C7N_PYTHON, ROOT, Figure, median, ratio
+from governor_cli.testing import events
 
 REGION = "us-east-1"
 WINDOW_MINUTES = 120
@@ -285,17 +286,7 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[s
         SsmCommands(ssm=_client("ssm")),
     )
     event = GovernorEvent.model_validate(
-        {
-            "version": "0",
-            "id": f"bench-sweep-{time.monotonic_ns()}",
-            "detail-type": "Scheduled Event",
-            "source": "aws.scheduler",
-            "account": "123456789012",
-            "time": now.isoformat(),
-            "region": REGION,
-            "resources": [],
-            "detail": {},
-        }
+        events.scheduled(event_id=f"bench-sweep-{time.monotonic_ns()}", time=now, region=REGION)
     )
     with counting_calls() as calls:
         began = time.perf_counter()

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from governor_cli.testing import events
+
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-east-1"
 
@@ -36,17 +38,7 @@ def _event(template: dict[str, Any], index: int, key_id: str, arn: str) -> dict[
     record["responseElements"] = {"keyId": arn}
     record["awsRegion"] = REGION
     record["eventID"] = f"bench-{index:05d}"
-    return {
-        "version": "0",
-        "id": f"bench-event-{index:05d}",
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws.kms",
-        "account": "123456789012",
-        "time": record["eventTime"],
-        "region": REGION,
-        "resources": [arn],
-        "detail": record,
-    }
+    return events.cloudtrail(record, event_id=f"bench-event-{index:05d}", account="123456789012", resources=[arn])
 
 
 def main() -> None:

@@ -19,6 +19,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from governor_cli.testing import events
+
 REGION = "us-east-1"
 
 
@@ -72,20 +74,10 @@ def reconcile_figures(instances: int, vanished: int) -> None:
             calls[event_name.rsplit(".", 1)[-1]] += 1
 
         ec2.meta.events.register("before-call.ec2.*", count)
-        ledger._table.meta.client.meta.events.register("before-call.dynamodb.*", count)
+        ledger._client.meta.events.register("before-call.dynamodb.*", count)
         runtime = Runtime(policy, ledger, MemorySink(), MemoryDeadLetters(), region=REGION)
         caps = Capabilities(reader=reader, tagger=Ec2Actions(REGION, ec2), prices=prices, now=lambda: now)
-        event = {
-            "version": "0",
-            "id": "bench-sweep",
-            "detail-type": "Scheduled Event",
-            "source": "aws.scheduler",
-            "account": "123456789012",
-            "time": now.isoformat(),
-            "region": REGION,
-            "resources": [],
-            "detail": {},
-        }
+        event = events.scheduled(event_id="bench-sweep", time=now, region=REGION)
         began = time.perf_counter()
         result = handle(event, runtime, caps)
         elapsed = time.perf_counter() - began

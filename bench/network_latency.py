@@ -19,6 +19,8 @@ import statistics
 import time
 from typing import Any
 
+from governor_cli.testing import events
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
@@ -69,17 +71,8 @@ def _event(index: int, group: str, port: int, rule_id: str) -> dict[str, Any]:
         "eventID": f"bench-{index:05d}",
         "recipientAccountId": ACCOUNT,
     }
-    return {
-        "version": "0",
-        "id": f"bench-network-{index:05d}",
-        "detail-type": "AWS API Call via CloudTrail",
-        "source": "aws.ec2",
-        "account": ACCOUNT,
-        "time": "2026-11-30T09:15:02Z",
-        "region": REGION,
-        "resources": [],
-        "detail": record,
-    }
+    # delivered a second after the call, as EventBridge does
+    return events.cloudtrail(record, event_id=f"bench-network-{index:05d}", time="2026-11-30T09:15:02Z")
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ from governor.idle.metrics import MAX_DATAPOINTS, MAX_QUERIES, CloudWatchMetrics
 from governor.observability import logger
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing import events
 
 HUB = "100000000000"
 REGION_NAMES = ("us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1", "eu-central-1", "us-east-2")
@@ -227,17 +228,7 @@ class World:
 
 
 def schedule() -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "round-1",
-        "detail-type": "Scheduled Event",
-        "source": "aws.scheduler",
-        "account": HUB,
-        "region": "us-east-1",
-        "time": NOW.isoformat().replace("+00:00", "Z"),
-        "resources": [],
-        "detail": {},
-    }
+    return events.scheduled(event_id="round-1", account=HUB, region="us-east-1", time=NOW)
 
 
 def run(accounts: int, regions: int, instances: int, concurrency: int, latency_ms: float) -> dict[str, Any]:

@@ -16,11 +16,11 @@ import logging
 import os
 import statistics
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from governor_cli.demo.emulator import running_emulator
+from governor_cli.testing.events import envelope
 
 
 @dataclass
@@ -105,17 +105,13 @@ def run(events: int, instances: int) -> dict[str, Any]:
         total: list[float] = []
         context = _Context()
         for n in range(events):
-            event = {
-                "version": "0",
-                "id": str(uuid.uuid4()),
-                "detail-type": "EC2 Spot Instance Interruption Warning",
-                "source": "aws.ec2",
-                "account": "123456789012",
-                "time": "2026-12-01T10:15:00Z",
-                "region": region,
-                "resources": [],
-                "detail": {"instance-id": ids[n % len(ids)], "instance-action": "terminate"},
-            }
+            event = envelope(
+                "EC2 Spot Instance Interruption Warning",
+                "aws.ec2",
+                {"instance-id": ids[n % len(ids)], "instance-action": "terminate"},
+                time="2026-12-01T10:15:00Z",
+                region=region,
+            )
             start = time.perf_counter()
             result = handle(event, runtime, ports, context)
             end = time.perf_counter()

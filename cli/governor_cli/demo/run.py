@@ -569,9 +569,7 @@ class Simulation:
             EventBusName=self.stack.bus_name,
             EventPattern=json.dumps({"source": ["gpu-fleet-governor"], "detail-type": ["Governor Finding"]}),
         )
-        bus.put_targets(
-            Rule="governor-findings", EventBusName=self.stack.bus_name, Targets=[{"Id": "q", "Arn": arn}]
-        )
+        bus.put_targets(Rule="governor-findings", EventBusName=self.stack.bus_name, Targets=[{"Id": "q", "Arn": arn}])
 
     def launch_fleet(self, workload: Workload, share: Sequence[int] | None = None) -> None:
         """Run each synthetic instance (those at ``share``, default all) in the current target and deliver its

@@ -27,10 +27,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.decision import Decision, Finding
+from governor.domain.model import Model
 from governor.domain.ports import Ledger, handling_event_from
 from governor.observability import logger, metrics
 from governor.outbox import Outbox, deterministic_id
@@ -56,10 +57,10 @@ _ACCOUNT = r"^\d{12}$"
 _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
 
 
-class FanoutConfig(BaseModel):
+class FanoutConfig(Model):
     """What the stack tells a sweeping function in organisation mode (``GOVERNOR_FANOUT``, JSON)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     queue_url: str = Field(min_length=1)
     regions: tuple[str, ...] = Field(min_length=1, max_length=40)
@@ -78,10 +79,10 @@ class FanoutConfig(BaseModel):
         return None if not text else cls.model_validate(json.loads(text))
 
 
-class Target(BaseModel):
+class Target(Model):
     """One message on the targets queue: sweep ``sweep`` in ``account`` / ``region`` for round ``round_id``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     sweep: str = Field(pattern=r"^[a-z]{1,32}$")
     account: str = Field(pattern=_ACCOUNT)

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from governor.domain.model import Model
 from governor.domain.times import EARLIEST, LATEST
 
 DEFAULT_GPU_FAMILIES = ["p", "g", "trn", "inf", "dl"]
@@ -57,8 +58,8 @@ class PolicyError(Exception):
     """A policy file that cannot be used; the message names the file, the field path and the reason."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
+class _Model(Model):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class PortRange(_Model):
@@ -67,7 +68,7 @@ class PortRange(_Model):
     from_port: int = Field(alias="from", ge=0, le=65535)
     to_port: int = Field(alias="to", ge=0, le=65535)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @model_validator(mode="before")
     @classmethod

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from governor.domain.model import Model
 from governor.domain.ports import DeadLetters, FindingSink, Ledger, handling_event_from
 from governor.events.envelopes import InvalidEventError
 from governor.observability import logger, metrics
@@ -25,10 +26,10 @@ from governor.runner import once_per_event
 T = TypeVar("T")
 
 
-class HandlerEnvironment(BaseModel):
+class HandlerEnvironment(Model):
     """The settings the stack gives every function (see ``infra/constructs/function.py``)."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, defer_build=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     policy_json: str = Field("{}", alias="GOVERNOR_POLICY")
     ledger_table: str = Field(alias="LEDGER_TABLE")

@@ -75,7 +75,8 @@ def test_importing_a_handler_builds_no_model_and_loads_no_powertools_parser_mode
 
 
 def test_every_runtime_model_defers_its_build() -> None:
-    """A new model without ``defer_build`` would build its validator at every function's import again."""
+    """Every model derives from ``governor.domain.model.Model`` (``defer_build``); one that did not would build its
+    validator at every function's import again."""
     import importlib
     import pkgutil
 

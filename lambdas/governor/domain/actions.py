@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from governor.domain.model import Model
 from governor.policy import Policy
 
 if TYPE_CHECKING:
@@ -161,10 +162,10 @@ class SpotChanges(Protocol):
     def recovery(self) -> _Recovery: ...
 
 
-class Action(BaseModel):
+class Action(Model):
     """One thing the governor would do; ``enforced`` is false when the policy is report-only."""
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    model_config = ConfigDict(extra="forbid")
 
     type: str
     enforced: bool = False

@@ -10,19 +10,18 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from governor.domain.actions import Action, AnyAction
+from governor.domain.model import Model
 
 Verdict = Literal["act", "ok", "ignored"]
 Severity = Literal["info", "warning", "critical"]
 _RANK: dict[str, int] = {"ignored": 0, "ok": 1, "act": 2}
 
 
-class Decision(BaseModel):
+class Decision(Model):
     """What one policy decided about one resource, and why."""
-
-    model_config = ConfigDict(defer_build=True)
 
     policy: str
     verdict: Verdict
@@ -51,10 +50,8 @@ def strongest(verdicts: Iterable[Verdict]) -> Verdict:
     return best
 
 
-class Finding(BaseModel):
+class Finding(Model):
     """A message for people, published on the ``governor`` bus; the notifier decides where it goes."""
-
-    model_config = ConfigDict(defer_build=True)
 
     policy: str
     rule: str

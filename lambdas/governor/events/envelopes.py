@@ -9,8 +9,8 @@ sample). It is ours because importing Powertools' model loads its ``parser.model
 event source AWS has, which cost a handler more CPU at import than ``aws_lambda_powertools`` itself (issue 24,
 bench/README.md section 2).
 
-Every model here, as everywhere in the runtime, sets ``defer_build=True``: pydantic builds a model's validator the
-first time it validates, so a handler's import pays only for the classes, not for schemas it may never use.
+Every model here, as everywhere in the runtime, derives from :class:`governor.domain.model.Model`, which defers
+building its validator to its first use.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from governor.domain.model import Model
 from governor.domain.times import bounded
 
 CLOUDTRAIL_DETAIL_TYPE = "AWS API Call via CloudTrail"
@@ -42,8 +43,8 @@ def _bounded_time(value: dt.datetime | None) -> dt.datetime | None:
 BoundedTime = Annotated[dt.datetime, AfterValidator(_bounded_time)]
 
 
-class UserIdentity(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
+class UserIdentity(Model):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     type: str | None = None
     arn: str | None = None
@@ -53,10 +54,10 @@ class UserIdentity(BaseModel):
     session_context: dict[str, Any] | None = Field(None, alias="sessionContext")
 
 
-class CloudTrailRecord(BaseModel):
+class CloudTrailRecord(Model):
     """One CloudTrail record, as in log files and as the ``detail`` of an "AWS API Call via CloudTrail" event."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     event_version: str | None = Field(None, alias="eventVersion")
     event_time: BoundedTime = Field(alias="eventTime")
@@ -78,19 +79,19 @@ class CloudTrailRecord(BaseModel):
         return bool(self.error_code)
 
 
-class InstanceStateDetail(BaseModel):
+class InstanceStateDetail(Model):
     """``detail`` of "EC2 Instance State-change Notification": ``instance-id`` and ``state``, as EC2 writes them."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)
+    model_config = ConfigDict(extra="allow")
 
     instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-f]{8,17}$")
     state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
 
 
-class EventBridgeEnvelope(BaseModel):
+class EventBridgeEnvelope(Model):
     """An EventBridge event (https://docs.aws.amazon.com/eventbridge/latest/ref/overiew-event-structure.html)."""
 
-    model_config = ConfigDict(populate_by_name=True, defer_build=True)
+    model_config = ConfigDict(populate_by_name=True)
 
     version: str
     id: str
@@ -122,10 +123,8 @@ class CloudTrailEvent(EventBridgeEnvelope):
     detail: CloudTrailRecord
 
 
-class InboundEvent(BaseModel):
+class InboundEvent(Model):
     """Any accepted event, reduced to what the policies dispatch on."""
-
-    model_config = ConfigDict(defer_build=True)
 
     id: str
     kind: str

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from governor import runner
 from governor.adapters.aws import per_session
@@ -25,6 +25,7 @@ from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate,
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
+from governor.domain.model import Model
 from governor.domain.ports import utcnow
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
@@ -97,10 +98,8 @@ def _aws(region: str | None, memory_unit: str) -> IdleAws:
     )
 
 
-class StopRequest(BaseModel):
+class StopRequest(Model):
     """Stop now, as the interactions function hands it over after verifying and authorising the click."""
-
-    model_config = ConfigDict(defer_build=True)
 
     instance_id: str = Field(pattern=r"^i-[0-9a-f]{8,17}$")
     requested_by: str | None = Field(None, max_length=254)

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from governor.domain.decision import Finding
+from governor.domain.model import Model
 from governor.events.names import INTERACTIONS_SOURCE
 from governor.events.names import STOP_REQUESTED as STOP_REQUESTED
 from governor.policy import Policy
@@ -108,10 +109,8 @@ def actions_block(token: str, buttons: list[str], policy: Policy) -> dict[str, A
     return {"type": "actions", "block_id": f"governor:{token}", "elements": elements}
 
 
-class Click(BaseModel):
+class Click(Model):
     """One verified button click, as the endpoint hands it to its worker."""
-
-    model_config = ConfigDict(defer_build=True)
 
     token: str = Field(pattern=TOKEN.pattern)
     action_id: ActionId

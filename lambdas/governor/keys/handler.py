@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from governor import runner
 from governor.adapters.aws import per_session
 from governor.domain.decision import Action, Decision, Finding
+from governor.domain.model import Model
 from governor.domain.ports import Clock, ReadRefused, utcnow
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
@@ -60,10 +61,10 @@ OVER_BUDGET = "ActionBudget"  # the outcome of an action past the budget: record
 T = TypeVar("T")
 
 
-class SweepDetail(BaseModel):
+class SweepDetail(Model):
     """The schedule's payload: optionally a subset of kinds to sweep (default: all three)."""
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    model_config = ConfigDict(extra="forbid")
 
     kinds: list[Literal["kms", "access_keys", "secrets"]] = list(ALL_KINDS)
 

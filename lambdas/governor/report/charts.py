@@ -21,9 +21,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from governor.domain import costs
+from governor.domain.model import Model
 from governor.domain.times import parse_time
 
 # One palette for HTML, email and PNG (colour-blind safe: blue / orange / grey, after the Okabe-Ito set).
@@ -42,10 +43,8 @@ HEATMAP_ROWS = 10
 MAX_BARS = 48
 
 
-class UsageBucket(BaseModel):
+class UsageBucket(Model):
     """GPU-hours in one time bucket, split by what the governor knew about them."""
-
-    model_config = ConfigDict(defer_build=True)
 
     start: dt.datetime
     busy: float = 0.0
@@ -53,19 +52,15 @@ class UsageBucket(BaseModel):
     unmonitored: float = 0.0
 
 
-class HeatRow(BaseModel):
+class HeatRow(Model):
     """One top offender: its label and the busiest GPU's maximum utilisation per bucket (None: no sample)."""
-
-    model_config = ConfigDict(defer_build=True)
 
     label: str
     values: list[float | None]
 
 
-class FleetCharts(BaseModel):
+class FleetCharts(Model):
     """Everything the report draws, in the order it draws it."""
-
-    model_config = ConfigDict(defer_build=True)
 
     bucket_minutes: int = 60
     usage: list[UsageBucket] = Field(default_factory=list)

@@ -22,10 +22,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from governor.domain import costs
 from governor.domain.identity import normalise_owner
+from governor.domain.model import Model
 from governor.domain.times import parse_time
 from governor.notifier.messages import (
     MAX_BLOCKS,
@@ -74,10 +75,8 @@ UTILISATION_KEYS = ("max_gpu_utilization", "gpu_utilization_max", "max_utilizati
 # --- model ---------------------------------------------------------------------------------------------------------
 
 
-class Table(BaseModel):
+class Table(Model):
     """A table shown in the report and attached in full as CSV."""
-
-    model_config = ConfigDict(defer_build=True)
 
     name: str
     title: str
@@ -85,10 +84,8 @@ class Table(BaseModel):
     rows: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class QuerySummary(BaseModel):
+class QuerySummary(Model):
     """One audit query: how many rows this period, how many the period before, and the first rows."""
-
-    model_config = ConfigDict(defer_build=True)
 
     name: str
     description: str = ""
@@ -112,10 +109,8 @@ class QuerySummary(BaseModel):
         return f"{change:+,d} vs previous period"
 
 
-class FindingRow(BaseModel):
+class FindingRow(Model):
     """One of the governor's own findings (a warning or critical decision) with where it stands at the period's end."""
-
-    model_config = ConfigDict(defer_build=True)
 
     policy: str
     rule: str
@@ -135,12 +130,10 @@ class FindingRow(BaseModel):
 BUDGET_COLUMNS = ("budget_usd", "spent_usd", "spent_percent", "burn_per_day_usd", "forecast_usd")
 
 
-class BudgetRow(BaseModel):
+class BudgetRow(Model):
     """A team's (or an account's) monthly budget against its spend so far this month, with the month-end forecast at
     today's burn. ``team`` holds the budget's name: the team tag's value, or the account id when ``scope`` is
     ``account``."""
-
-    model_config = ConfigDict(defer_build=True)
 
     team: str
     budget_usd: float
@@ -165,10 +158,8 @@ class BudgetRow(BaseModel):
         return 100.0 * self.forecast_usd / self.budget_usd
 
 
-class TrendPoint(BaseModel):
+class TrendPoint(Model):
     """The headline figures of one report, archived as ``summary.json`` so later reports can draw trends."""
-
-    model_config = ConfigDict(defer_build=True)
 
     kind: str
     start: dt.datetime
@@ -183,10 +174,8 @@ class TrendPoint(BaseModel):
     audit_events: int = 0
 
 
-class SpotStats(BaseModel):
+class SpotStats(Model):
     """Spot interruptions in the period and whether the checkpoint command reached (and finished on) the instance."""
-
-    model_config = ConfigDict(defer_build=True)
 
     interruptions: int = 0
     rebalance_recommendations: int = 0
@@ -203,10 +192,8 @@ class SpotStats(BaseModel):
     )
 
 
-class CostSection(BaseModel):
+class CostSection(Model):
     """GPU-hours and dollars by team, owner and type; idle hours; savings; Spot; rightsizing."""
-
-    model_config = ConfigDict(defer_build=True)
 
     source: str = "ledger"
     gpu_hours_total: float = 0.0
@@ -242,10 +229,8 @@ GOVERNOR_TAGS_TITLE = "Exemptions, snoozes and checkpoint names, by who set them
 GOVERNOR_TAGS_COLUMNS = ("who", "resource_id", "key", "value", "at", "honoured")
 
 
-class Report(BaseModel):
+class Report(Model):
     """Everything one report says; rendered to HTML, Slack, CSV and archived as JSON."""
-
-    model_config = ConfigDict(defer_build=True)
 
     kind: ReportKind
     start: dt.datetime

@@ -17,11 +17,12 @@ from functools import cache
 from typing import Any, Literal, Protocol
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from governor.adapters.aws import per_session
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
+from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.messages import Email
@@ -82,8 +83,8 @@ BUDGET_ALERT_KIND = "budget-alert"
 LINK_SECONDS = 24 * 3600
 
 
-class ReportDetail(BaseModel):
-    model_config = ConfigDict(extra="ignore", defer_build=True)
+class ReportDetail(Model):
+    model_config = ConfigDict(extra="ignore")
 
     kind: Literal["daily", "weekly"] = "daily"
 
@@ -124,8 +125,8 @@ class ReportAws:
     outbox: Outbox
 
 
-class ReportEnvironment(BaseModel):
-    model_config = ConfigDict(extra="ignore", defer_build=True)
+class ReportEnvironment(Model):
+    model_config = ConfigDict(extra="ignore")
 
     bucket: str = Field(alias="REPORTS_BUCKET")
     # Absent in a regional stack: the audit lake lives in the audit region (docs/deploy.md), so no queries run here.

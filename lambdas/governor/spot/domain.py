@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from governor.domain.actions import AnyAction, Checkpoint, CompleteLifecycleAction, Deregister, Notify, Record, Replace
 from governor.domain.decision import Decision
 from governor.domain.explain import Assumed, detail_type, explainer
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership
+from governor.domain.model import Model
 from governor.domain.times import utc
 from governor.events.envelopes import InboundEvent, parse_model
 from governor.policy import Policy
@@ -39,11 +40,9 @@ GONE_STATES = ("shutting-down", "terminated", "stopping", "stopped")
 InstanceId = Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,32}$")]
 
 
-class _Detail(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
+class _Detail(Model):
     # AWS's field names only: a detail that says ``instance_id`` is not an EC2 event and is parked, not guessed at
-    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
 class WarningDetail(_Detail):

@@ -11,7 +11,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
+
+from governor.domain.model import Model
 
 #: The ledger kind of an interruption record (key: the instance id).
 RECORD_KIND = "interruption"
@@ -19,10 +21,10 @@ RECORD_KIND = "interruption"
 FINAL_COMMAND_STATUSES = ("Success", "Failed", "TimedOut", "Cancelled")
 
 
-class InterruptionRecord(BaseModel):
+class InterruptionRecord(Model):
     """One interruption as kept in the ledger (kind ``interruption``, key the instance id); reports read these."""
 
-    model_config = ConfigDict(extra="ignore", defer_build=True)
+    model_config = ConfigDict(extra="ignore")
 
     instance_id: str
     event_id: str
@@ -68,10 +70,8 @@ class InterruptionRecord(BaseModel):
             return None
 
 
-class PoolWeek(BaseModel):
+class PoolWeek(Model):
     """Interruptions of one Spot pool (instance type in a zone) in one ISO week."""
-
-    model_config = ConfigDict(defer_build=True)
 
     week: str
     instance_type: str
@@ -79,10 +79,8 @@ class PoolWeek(BaseModel):
     interruptions: int
 
 
-class InterruptionStats(BaseModel):
+class InterruptionStats(Model):
     """What the reports show about Spot pools: where interruptions hit, how late in a run, and if checkpoints landed."""
-
-    model_config = ConfigDict(defer_build=True)
 
     total: int
     by_pool_week: list[PoolWeek]

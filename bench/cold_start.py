@@ -9,11 +9,11 @@
   as deployed (the code asset's files only; Lambda's ``/var/task`` is read-only and the asset has no bytecode, so
   every module is compiled on import) and with its bytecode cached; Custodian likewise (c7n as ``mu`` archives it,
   ``*.py`` only, and from its compiled site-packages). See :func:`stage`.
-* First invocation: a fresh process that imports the handler (as deployed, from source) and calls ``lambda_handler`` twice with a
-  representative event, the environment the Lambda factory gives the function, against a local emulator running in
-  the parent process (so the child pays for every import itself); the child's CPU time from its start to the first
-  request it sends to AWS (botocore ``before-send``) is set against the baseline import plus one boto3 Session
-  creating three clients (ec2, cloudwatch, dynamodb); median of ``--runs`` fresh processes.
+* First invocation: a fresh process that imports the handler (as deployed, from source) and calls ``lambda_handler``
+  twice with a representative event, the environment the Lambda factory gives the function, against a local emulator
+  running in the parent process (so the child pays for every import itself); the child's CPU time from its start to
+  the first request it sends to AWS (botocore ``before-send``) is set against the baseline import plus one boto3
+  Session creating three clients (ec2, cloudwatch, dynamodb); median of ``--runs`` fresh processes.
 * Sizes: the code asset as CDK packages it (``lambdas/`` minus ASSET_EXCLUDES), the dependency layer built as
   ``make layer`` builds it (pip for manylinux2014_aarch64, into a temporary folder), c7n with its dependencies as
   installed in its virtual environment; each unzipped and zipped (deflate).
@@ -69,26 +69,36 @@ def child_cpu_ms(python: str, code: str, env: dict[str, str] | None = None, cwd:
     return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
+def asset_files() -> list[Path]:
+    """The files of the governor's code asset, as CDK packages ``lambdas/`` (``ASSET_EXCLUDES``: no bytecode)."""
+    root = ROOT / "lambdas"
+    return [f for f in root.rglob("*") if f.is_file() and not _excluded(f.relative_to(root).as_posix())]
+
+
+def stage_asset(folder: Path) -> Path:
+    """A copy of the code asset in ``folder``: source only, as Lambda runs it from a read-only ``/var/task``, where
+    Python compiles every module at every cold start."""
+    import shutil
+
+    root = ROOT / "lambdas"
+    for f in asset_files():
+        (folder / f.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, folder / f.relative_to(root))
+    return folder
+
+
 def stage(scratch: Path) -> dict[str, Path]:
     """The code as each peer's Lambda function holds it, copied under ``scratch``.
 
-    ``source``: the governor's code asset exactly as CDK packages it (``ASSET_EXCLUDES``: no ``__pycache__``), which
-    Lambda runs from a read-only ``/var/task``, so Python compiles every module at every cold start.
-    ``compiled``: the same files with their bytecode (what a second import on a writable disk sees).
-    ``c7n-source``: the c7n package as Custodian's ``mu`` archives it (``*.py`` only, no ``.pyc``).
-    Libraries (boto3, Powertools, pydantic; c7n's dependencies) keep the bytecode pip compiled, as in a layer.
+    ``source``: the governor's code asset (:func:`stage_asset`). ``compiled``: the same files with their bytecode
+    (what a second import on a writable disk sees). ``c7n-source``: the c7n package as Custodian's ``mu`` archives it
+    (``*.py`` only, no ``.pyc``). Libraries (boto3, Powertools, pydantic; c7n's dependencies) keep the bytecode pip
+    compiled, as in a layer.
     """
     import compileall
     import shutil
 
-    root = ROOT / "lambdas"
-    staged = {"source": scratch / "source", "compiled": scratch / "compiled"}
-    for f in root.rglob("*"):
-        relative = f.relative_to(root).as_posix()
-        if f.is_file() and not _excluded(relative):
-            for folder in staged.values():
-                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(f, folder / relative)
+    staged = {"source": stage_asset(scratch / "source"), "compiled": stage_asset(scratch / "compiled")}
     compileall.compile_dir(str(staged["compiled"]), quiet=1)
     if C7N_PYTHON.exists():
         site = next((ROOT / "bench" / ".venv-c7n" / "lib").glob("python3*/site-packages"))
@@ -167,9 +177,8 @@ def folder_sizes(root: Path, files: list[Path]) -> tuple[int, int]:
 
 def code_asset() -> tuple[int, int, int]:
     """The governor's code asset: (files, unzipped, zipped)."""
-    root = ROOT / "lambdas"
-    files = [f for f in root.rglob("*") if f.is_file() and not _excluded(f.relative_to(root).as_posix())]
-    unzipped, zipped = folder_sizes(root, files)
+    files = asset_files()
+    unzipped, zipped = folder_sizes(ROOT / "lambdas", files)
     return len(files), unzipped, zipped
 
 
@@ -340,9 +349,7 @@ def first_invocations(runs: int) -> dict[str, dict[str, Any]]:
         meta = boto3.client("kms", region_name=REGION).create_key(Description="bench")["KeyMetadata"]
         setup = {"instance": instance, "group": group, "key": (meta["KeyId"], meta["Arn"])}
         policy = parse_policy({})
-        staged = stage(
-            Path(scratch) / "code"
-        )  # the child imports the asset as deployed: source only, compiled on import
+        code = stage_asset(Path(scratch) / "code")  # the child imports the asset as deployed, compiled on import
         for function in INVOKED:
             samples: list[dict[str, Any]] = []
             walls: list[float] = []
@@ -359,7 +366,7 @@ def first_invocations(runs: int) -> dict[str, dict[str, Any]]:
                     "AWS_REGION": REGION,
                     "POWERTOOLS_TRACE_DISABLED": "true",
                     "POWERTOOLS_LOG_LEVEL": "ERROR",
-                    "PYTHONPATH": str(staged["source"]),
+                    "PYTHONPATH": str(code),
                     "PYTHONDONTWRITEBYTECODE": "1",
                 }
                 began = time.perf_counter()

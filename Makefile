@@ -47,7 +47,7 @@ synth: $(VENV)/.installed
 
 ## layer: the Lambda dependency layer for arm64, without Docker
 layer:
-	python3 -m infra.build_layer  # pip for manylinux2014_aarch64, then drops boto3/botocore/s3transfer (the runtime's)
+	python3 -m infra.build_layer  # CPython 3.14 arm64 wheels, verified; kept while current (see infra/build_layer.py)
 
 ## checkov in its own venv: its pins (boto3 1.35, policy_sentry 0.13) conflict with ours
 .venv-checkov/.installed: requirements-checkov.txt

@@ -36,7 +36,7 @@ def _preflight(reserved: int | None, region: str | None) -> str | None:
 
 def main() -> int:
     try:
-        app, stack = build_app(outdir=os.environ.get("CDK_OUTDIR", "cdk.out"))
+        app, stack = build_app(outdir=os.environ.get("CDK_OUTDIR", "cdk.out"), deployable=True)
     except (PolicyError, SettingsError) as error:
         print(f"cdk synth stopped: {error}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ The context is loaded the way the CDK CLI loads it, so every caller synthesizes 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,16 @@ def build_app(
     policy_file: Path | None = None,
     outdir: str | None = None,
     context: dict[str, Any] | None = None,
+    deployable: bool = False,
 ) -> tuple[App, GovernorStack]:
-    """Raises ``PolicyError`` for a bad policy file and ``SettingsError`` for bad context, before any construct."""
+    """Raises ``PolicyError`` for a bad policy file and ``SettingsError`` for bad context, before any construct.
+
+    ``deployable`` (``app.py`` only) requires the verified layer build; otherwise a placeholder layer stands in, so
+    the tests, the demo's summary and the benchmarks inspect the same template without building the layer.
+    """
     # App applies `context` first, then CDK_CONTEXT_JSON (the CLI), then `post_cli_context` (explicit overrides).
     app = App(outdir=outdir, context=project_context(), post_cli_context=context or None)
-    settings = Settings.from_context(app.node.try_get_context)
+    settings = replace(Settings.from_context(app.node.try_get_context), deployable=deployable)
     if policy is None:
         policy = load_policy(policy_file or settings.policy_file)
     stack = GovernorStack(

@@ -7,7 +7,7 @@ resource they concern (through :func:`acknowledge`); the NIST rules this design 
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, App, Stack, Validations
+from aws_cdk import Acknowledgment, App, Stack, Token, Validations
 from cdk_nag import AwsSolutionsChecks, NIST80053R5Checks
 from constructs import IConstruct
 
@@ -51,14 +51,10 @@ NIST_BY_DESIGN: dict[str, str] = {
 }
 
 #: Buckets whose objects are written once and can be re-created: versioning would only keep deleted copies.
+#: (Every server-access-log bucket is acknowledged where it is made: ``access_log_bucket`` below.)
 UNVERSIONED_BUCKETS: dict[str, str] = {
-    "Audit/AccessLogs": "S3 server access logs are written once and never overwritten.",
-    "Spot/Checkpoints/AccessLogs": "S3 server access logs are written once and never overwritten.",
     "Audit/Results": "Athena query results are re-created by re-running the query and expire by lifecycle.",
 }
-
-#: S3 server access logging delivers only to buckets encrypted with SSE-S3; SSE-KMS targets are not supported.
-ACCESS_LOG_BUCKETS = ("Audit/AccessLogs", "Spot/Checkpoints/AccessLogs")
 
 
 def enable(app: App) -> None:
@@ -68,6 +64,62 @@ def enable(app: App) -> None:
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge ``rule`` on ``scope`` and its children; the reason must say why it is safe here."""
     Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+
+IAM5 = "AwsSolutions::AwsSolutions-IAM5"
+
+
+def nag_name(scope: IConstruct, resource: str) -> str:
+    """How cdk-nag names ``resource`` in a finding id, in this stack's environment.
+
+    ``Ref`` reads ``<Name>`` (``<AWS::Region>`` when the stack is environment-agnostic), ``Fn::GetAtt`` reads
+    ``<LogicalId.Attr>``, and a concrete account or region (``-c account=... -c region=...``) reads as itself. Naming
+    an acknowledgement from the very expression the grant uses keeps it valid in every environment; a hand-written
+    ``<AWS::Region>`` stops matching as soon as the region is known.
+    """
+    resolved = Stack.of(scope).resolve(resource)
+
+    def render(part: object) -> str:
+        if isinstance(part, str):
+            return part
+        if isinstance(part, dict) and "Ref" in part:
+            return f"<{part['Ref']}>"
+        if isinstance(part, dict) and "Fn::GetAtt" in part:
+            return "<" + ".".join(part["Fn::GetAtt"]) + ">"
+        if isinstance(part, dict) and "Fn::Join" in part:
+            separator, parts = part["Fn::Join"]
+            return str(separator).join(render(p) for p in parts)
+        raise ValueError(f"cannot name {part!r} as cdk-nag does")
+
+    return render(resolved)
+
+
+def arn(scope: IConstruct, template: str) -> str:
+    """``template`` with ``{partition}``, ``{region}`` and ``{account}`` filled from the stack (tokens or literals)."""
+    stack = Stack.of(scope)
+    return template.format(partition=stack.partition, region=stack.region, account=stack.account)
+
+
+def acknowledge_wildcard(scope: IConstruct, resource: str, reason: str) -> None:
+    """Acknowledge AwsSolutions-IAM5 for the wildcard ``resource`` (the grant's own expression) on ``scope``."""
+    if not Token.is_unresolved(resource) and "*" not in resource:
+        raise ValueError(f"{resource} has no wildcard to acknowledge")
+    acknowledge(scope, f"{IAM5}[Resource::{nag_name(scope, resource)}]", reason)
+
+
+def acknowledge_access_log_bucket(bucket: IConstruct) -> None:
+    """A server-access-log bucket, wherever a construct makes one (audit, checkpoints, reports in any region)."""
+    acknowledge(
+        bucket,
+        f"{NIST}::{NIST}-S3BucketVersioningEnabled",
+        "S3 server access logs are written once and never overwritten.",
+    )
+    acknowledge(
+        bucket,
+        f"{NIST}::{NIST}-S3DefaultEncryptionKMS",
+        "S3 server access logging delivers only to buckets with SSE-S3 default encryption; SSE-KMS targets "
+        "are not supported, so this log bucket uses SSE-S3.",
+    )
 
 
 def _find(stack: Stack, path: str) -> IConstruct | None:
@@ -85,15 +137,6 @@ def acknowledge_nist(stack: Stack) -> None:
         bucket = _find(stack, path)
         if bucket is not None:
             acknowledge(bucket, f"{NIST}::{NIST}-S3BucketVersioningEnabled", reason)
-    for path in ACCESS_LOG_BUCKETS:
-        bucket = _find(stack, path)
-        if bucket is not None:
-            acknowledge(
-                bucket,
-                f"{NIST}::{NIST}-S3DefaultEncryptionKMS",
-                "S3 server access logging delivers only to buckets with SSE-S3 default encryption; SSE-KMS targets "
-                "are not supported, so this log bucket uses SSE-S3.",
-            )
 
 
 #: checkov (run by tests/infra/test_checkov.py from its own venv) findings this design answers differently:
@@ -103,12 +146,12 @@ CHECKOV_ACKNOWLEDGED: dict[str, tuple[tuple[str, ...] | str, str]] = {
     "CKV_AWS_116": ("*", NIST_BY_DESIGN["LambdaDLQ"]),
     "CKV_AWS_117": ("*", NIST_BY_DESIGN["LambdaInsideVPC"]),
     "CKV_AWS_18": (
-        ("AuditAccessLogs", "SpotCheckpointsAccessLogs"),
+        ("AuditAccessLogs", "SpotCheckpointsAccessLogs", "NotificationsReportsAccessLogs"),
         "These buckets are the server access log targets; logging them would need yet another bucket and log "
         "deliveries about log deliveries.",
     ),
     "CKV_AWS_21": (
-        ("AuditAccessLogs", "AuditResults", "SpotCheckpointsAccessLogs"),
+        ("AuditAccessLogs", "AuditResults", "SpotCheckpointsAccessLogs", "NotificationsReportsAccessLogs"),
         "S3 access logs are written once and never overwritten; Athena results are re-created by re-running the "
         "query and expire by lifecycle (as UNVERSIONED_BUCKETS says for cdk-nag).",
     ),

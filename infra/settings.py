@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDAS_DIR = ROOT / "lambdas"
 QUERIES_DIR = ROOT / "queries"
-LAYER_BUILD_DIR = ROOT / "build" / "layer"
+BUILD_DIR = ROOT / "build"
 CDK_JSON = ROOT / "cdk.json"
 
 
@@ -33,6 +33,16 @@ _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
 #: IAM role names hold 64 characters; the spoke role is named ``<spoke_role_name>-<region>`` (role names are global,
 #: one StackSet instance per region), and the longest region name has 14 characters.
 SPOKE_ROLE_NAME_MAX = 64 - 1 - 14
+#: The longest region name (``ap-southeast-2`` and its peers), for names built before the region is known.
+LONGEST_REGION = 14
+#: Named IAM roles the stack creates: ``<stack_name>-<suffix>-<region>`` (infra.constructs.operators).
+OPERATOR_ROLE_SUFFIXES = ("gpu-admin", "auditor")
+#: CloudFormation stack names: a letter, then letters, digits and hyphens, at most 128 characters.
+_STACK_NAME = r"^[A-Za-z][A-Za-z0-9-]{0,127}$"
+#: EventBridge bus names (the organisation intake bus adds ``-org``).
+_BUS_NAME = r"^[A-Za-z0-9._/-]{1,252}$"
+#: The layer is built by ``make layer``; nothing else can serve (see infra.constructs.layer).
+LAYER_CHOICES = ("build",)
 
 
 def _distinct(value: tuple[str, ...], pattern: str, what: str, one: str) -> tuple[str, ...]:
@@ -122,12 +132,24 @@ class Settings:
     stack_name: str = "GpuFleetGovernor"
     policy_file: Path = ROOT / "governor.yaml"
     bus_name: str = "governor"
-    layer: str = "auto"
-    powertools_layer_version: int = 27
+    layer: str = "build"
+    #: The folder holding ``layer/`` and ``layer-manifest.json`` (``make layer`` writes ``build/``).
+    layer_build: Path = BUILD_DIR
     log_retention_days: int = 90
     region: str | None = None
     audit_region: str | None = None
     organization: OrganizationSettings | None = None
+    #: Only ``app.py`` (the CDK CLI's entry) synthesizes a deployable app: it needs the verified layer build. The
+    #: tests, ``governor demo`` and the benchmarks inspect the template with a placeholder layer.
+    deployable: bool = False
+
+    @property
+    def layer_dir(self) -> Path:
+        return self.layer_build / "layer"
+
+    @property
+    def layer_manifest(self) -> Path:
+        return self.layer_build / "layer-manifest.json"
 
     @property
     def holds_audit(self) -> bool:
@@ -145,17 +167,64 @@ class Settings:
                 "context audit_region is set but region is not: pass -c region=<this stack's region> so the synth "
                 "knows whether this stack holds the trail"
             )
-        return cls(
+        if region is not None and not re.fullmatch(_REGION, region):
+            raise SettingsError(f"context region: {region!r} is not a region name such as us-east-1")
+        if audit_region is not None and not re.fullmatch(_REGION, audit_region):
+            raise SettingsError(f"context audit_region: {audit_region!r} is not a region name such as us-east-1")
+        account = _text(get("account"))
+        if account is not None and not re.fullmatch(r"\d{12}", account):
+            raise SettingsError(f"context account: {account!r} is not a 12-digit account id")
+        layer = _text(get("layer")) or defaults.layer
+        if layer not in LAYER_CHOICES:
+            raise SettingsError(
+                f"context layer: {layer!r} is not supported; only 'build' (make layer) is: the public Powertools "
+                "layer has no slack_sdk, PyYAML or matplotlib, which notifications, policy loading and reports import"
+            )
+        layer_build = _text(get("layer_build"))
+        settings = cls(
             stack_name=_text(get("stack_name")) or defaults.stack_name,
             policy_file=(ROOT / str(policy)) if policy else defaults.policy_file,
             bus_name=_text(get("bus_name")) or defaults.bus_name,
-            layer=_text(get("layer")) or defaults.layer,
-            powertools_layer_version=int(str(get("powertools_layer_version") or defaults.powertools_layer_version)),
-            log_retention_days=int(str(get("log_retention_days") or defaults.log_retention_days)),
+            layer=layer,
+            layer_build=(ROOT / layer_build) if layer_build else defaults.layer_build,
+            log_retention_days=_number(get("log_retention_days"), "log_retention_days", defaults.log_retention_days),
             region=region,
             audit_region=audit_region,
             organization=OrganizationSettings.from_context(get("organization")),
         )
+        settings.check_names()
+        return settings
+
+    def check_names(self) -> None:
+        """Names AWS would refuse at deploy time stop the synth here, naming the setting and the limit."""
+        if not re.fullmatch(_STACK_NAME, self.stack_name):
+            raise SettingsError(
+                f"context stack_name: {self.stack_name!r} must start with a letter and hold only letters, digits and "
+                "hyphens, at most 128 characters (CloudFormation)"
+            )
+        region_length = len(self.region) if self.region else LONGEST_REGION
+        longest = max(OPERATOR_ROLE_SUFFIXES, key=len)
+        limit = 64 - 2 - len(longest) - region_length
+        if len(self.stack_name) > limit:
+            where = f"in {self.region}" if self.region else f"in a region of {LONGEST_REGION} characters"
+            raise SettingsError(
+                f"context stack_name: {len(self.stack_name)} characters is too long: the operator role "
+                f"'{self.stack_name}-{longest}-{self.region or '<region>'}' must fit IAM's 64 characters, so "
+                f"stack_name may have at most {limit} {where}"
+            )
+        if not re.fullmatch(_BUS_NAME, self.bus_name):
+            raise SettingsError(
+                f"context bus_name: {self.bus_name!r} must be 1-252 letters, digits or . _ / - (EventBridge)"
+            )
+
+
+def _number(value: object, name: str, default: int) -> int:
+    if value in (None, ""):
+        return default
+    try:
+        return int(str(value))
+    except ValueError:
+        raise SettingsError(f"context {name}: {value!r} is not a whole number") from None
 
 
 def _text(value: object) -> str | None:

@@ -29,7 +29,7 @@ from governor.policy import Policy, PolicyError
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.constructs.layer import dependency_layer
 from infra.constructs.shared import SharedResources, dead_letter_queue
-from infra.nag import acknowledge
+from infra.nag import acknowledge, nag_name
 from infra.settings import LAMBDAS_DIR, Settings
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -433,22 +433,8 @@ class CapabilityConstruct(Construct):
 
 
 def nag_resource(scope: Construct, resource: str) -> str:
-    """How cdk-nag writes a resource in a finding id: ``Ref`` as ``<Name>``, ``Fn::GetAtt`` as ``<LogicalId.Attr>``."""
-    resolved = Stack.of(scope).resolve(resource)
-
-    def render(part: object) -> str:
-        if isinstance(part, str):
-            return part
-        if isinstance(part, dict) and "Ref" in part:
-            return f"<{part['Ref']}>"
-        if isinstance(part, dict) and "Fn::GetAtt" in part:
-            return "<" + ".".join(part["Fn::GetAtt"]) + ">"
-        if isinstance(part, dict) and "Fn::Join" in part:
-            separator, parts = part["Fn::Join"]
-            return str(separator).join(render(p) for p in parts)
-        raise ValueError(f"cannot name {part!r} as cdk-nag does")
-
-    return render(resolved)
+    """How cdk-nag writes a resource in a finding id (``infra.nag.nag_name``)."""
+    return nag_name(scope, resource)
 
 
 def _retention(days: int) -> logs.RetentionDays:

@@ -31,7 +31,7 @@ from infra.constructs.function import (
 )
 from infra.constructs.notifications import grant_secret_reads
 from infra.constructs.shared import SharedResources
-from infra.nag import acknowledge
+from infra.nag import acknowledge, acknowledge_wildcard
 
 
 def slack_app_secret_names(policy: Policy) -> list[str]:
@@ -87,10 +87,9 @@ class SlackInteractions(CapabilityConstruct):
                 "Null": {"aws:TagKeys": "false"},
             },
         )
-        acknowledge(
+        acknowledge_wildcard(
             function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-            "instance/*]",
+            instances,
             "GPU instances are launched at run time, so their ids are unknown at deploy time. CreateTags is held to "
             "the snooze tag key, GPU instance types and instances carrying fleet.fleet_tags.",
         )

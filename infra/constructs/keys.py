@@ -15,7 +15,7 @@ from constructs import Construct
 from governor.keys.domain import EVENT_SOURCES
 from governor.registry import REGISTRY
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
-from infra.nag import acknowledge
+from infra.nag import acknowledge_wildcard
 
 UNSCOPED = {
     "kms:ListKeys": "ListKeys has no resource-level permissions: it lists every key in the account and region.",
@@ -70,30 +70,28 @@ class KeysEnforcer(CapabilityConstruct):
             sorted(a for a in UNSCOPED if a in declared),
             "Account-wide listings AWS cannot scope to a resource: " + " ".join(sorted(set(UNSCOPED.values()))),
         )
-        acknowledge(
+        acknowledge_wildcard(
             function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
+            key_arns,
             "Any customer key in this account and region may be created after deploy; the sweep checks them all. "
             "The actions are the rotation reads plus EnableKeyRotation/RotateKeyOnDemand, nothing that uses or "
             "deletes a key.",
         )
-        acknowledge(
+        acknowledge_wildcard(
             function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:user/*]",
+            user_arns,
             "Access keys of any IAM user in this account are governed; the only change is UpdateAccessKey (to "
             "Inactive, by the code). No role, policy or group is reachable.",
         )
-        acknowledge(
+        acknowledge_wildcard(
             function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
-            "<AWS::AccountId>:secret:*]",
+            secret_arns,
             "Every secret in this account and region is governed; DescribeSecret and RotateSecret only, never "
             "GetSecretValue.",
         )
-        acknowledge(
+        acknowledge_wildcard(
             function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:"
-            "function:*]",
+            function_arns,
             "RotateSecret requires the caller to be allowed to invoke the secret's own rotation function, which "
             "secret owners choose after deploy; limited to functions in this account and region.",
         )

@@ -14,7 +14,7 @@ from governor.lifecycle import pricing as pricing_adapter
 from governor.lifecycle.domain import CLOSING_STATES, RUNNING, STATE_CHANGE
 from governor.registry import REGISTRY
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
-from infra.nag import acknowledge
+from infra.nag import acknowledge_wildcard
 
 
 class Lifecycle(CapabilityConstruct):
@@ -88,10 +88,9 @@ class Lifecycle(CapabilityConstruct):
                 "ForAllValues:StringEquals": {"aws:TagKeys": [lifecycle.creator_tag, lifecycle.launched_at_tag]},
             },
         )
-        acknowledge(
+        acknowledge_wildcard(
             self.function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-            "instance/*]",
+            instances,
             "New instances are unknown at deploy time; CreateTags is limited to GPU-family instance types by the "
             "ec2:InstanceType condition and to the creator and launch-time tag keys by aws:TagKeys.",
         )

@@ -18,7 +18,7 @@ from governor.policy import Policy
 from infra.constructs.audit import AuditLake
 from infra.constructs.reports import Reports
 from infra.constructs.shared import SharedResources
-from infra.nag import acknowledge
+from infra.nag import acknowledge, acknowledge_wildcard
 
 SCHEDULING_ACTIONS = ("ec2:StartInstances", "ec2:StopInstances", "ec2:RebootInstances")
 TAG_ACTIONS = ("ec2:CreateTags", "ec2:DeleteTags")
@@ -91,10 +91,9 @@ class OperatorRoles(Construct):
             "ec2:DescribeInstances, DescribeInstanceStatus and DescribeTags support no resource-level permissions; "
             "they are reads, needed to find the GPU instance to schedule.",
         )
-        acknowledge(
+        acknowledge_wildcard(
             self.gpu_admin,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-            "instance/*]",
+            instances,
             "Instances are launched after deployment; start/stop/reboot and CreateTags are limited to GPU "
             "instance types by the ec2:InstanceType condition (DeleteTags does not support it), and tag writes and "
             "deletions to governor:* keys by aws:TagKeys.",

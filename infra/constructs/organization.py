@@ -25,7 +25,7 @@ from governor.policy import Policy
 from infra import nag
 from infra.constructs.function import GovernorFunction, policy_subset
 from infra.constructs.shared import dead_letter_queue
-from infra.nag import acknowledge
+from infra.nag import acknowledge, nag_name
 from infra.settings import OrganizationSettings, SettingsError
 from infra.stacks.spoke import ForwardedPattern, MemberGrant, SpokeStack, member_account_grants
 
@@ -284,7 +284,7 @@ class OrganizationHub(Construct):
         for resource in resources:
             acknowledge(
                 function.role,
-                f"AwsSolutions::AwsSolutions-IAM5[Resource::{resource.replace(stack.partition, '<AWS::Partition>')}]",
+                f"AwsSolutions::AwsSolutions-IAM5[Resource::{nag_name(function.role, resource)}]",
                 "The spoke role has the same name in every member account (one per region); which accounts exist is "
                 "known only at run time. aws:ResourceOrgID limits it to the organisation's accounts, and the spoke "
                 "role's trust policy admits only this function role.",

@@ -17,7 +17,7 @@ from constructs import Construct
 
 from governor.domain.actions import Checkpoint
 from governor.policy import Policy
-from infra.nag import acknowledge
+from infra.nag import acknowledge, acknowledge_access_log_bucket
 
 if TYPE_CHECKING:
     from infra.constructs.function import GovernorFunction
@@ -227,6 +227,7 @@ def access_log_bucket(scope: Construct, construct_id: str, reason: str, **option
         **options,
     )
     acknowledge(bucket, "AwsSolutions::AwsSolutions-S1", reason)
+    acknowledge_access_log_bucket(bucket)
     return bucket
 
 

@@ -26,7 +26,7 @@ from governor.spot.domain import (
 )
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, FunctionOptions, GovernorFunction
 from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket, send_command_grant
-from infra.nag import acknowledge
+from infra.nag import acknowledge, acknowledge_wildcard
 
 CHECKPOINT_PREFIX = "checkpoints"
 ACCESS_LOG_DAYS = 365
@@ -106,10 +106,9 @@ class Spot(CapabilityConstruct):
             also=reads,
         )
         send_command_grant(self.function, policy, DOCUMENT)
-        acknowledge(
+        acknowledge_wildcard(
             self.function.role,
-            "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-            "instance/*]",
+            stack.format_arn(service="ec2", resource="instance", resource_name="*"),
             "Interrupted instances are unknown at deploy time. SendCommand is limited to the AWS-RunShellScript "
             "document and to instances carrying fleet.fleet_tags (ssm:resourceTag); RunInstances (when replacement "
             "is on) to GPU-family types by the ec2:InstanceType condition.",
@@ -117,10 +116,9 @@ class Spot(CapabilityConstruct):
         if spot.deregister_from_target_groups:
             groups = stack.format_arn(service="elasticloadbalancing", resource="targetgroup", resource_name="*/*")
             self.function.add_statement(_writes(Deregister.permissions(policy)), [groups])
-            acknowledge(
+            acknowledge_wildcard(
                 self.function.role,
-                "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:elasticloadbalancing:<AWS::Region>:"
-                "<AWS::AccountId>:targetgroup/*/*]",
+                groups,
                 "Any target group may hold an interrupted instance; only DeregisterTargets is granted, which stops "
                 "new traffic to an instance about to be reclaimed.",
             )
@@ -130,10 +128,9 @@ class Spot(CapabilityConstruct):
                 "autoScalingGroupName/*"
             )
             self.function.add_statement(_writes(CompleteLifecycleAction.permissions(policy)), [groups])
-            acknowledge(
+            acknowledge_wildcard(
                 self.function.role,
-                "AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:"
-                "<AWS::AccountId>:autoScalingGroup:*:autoScalingGroupName/*]",
+                groups,
                 "Any Auto Scaling group may hold an interrupted instance in Terminating:Wait; CompleteLifecycleAction "
                 "only lets a termination that EC2 performs anyway proceed once the checkpoint finished.",
             )
@@ -164,21 +161,20 @@ class Spot(CapabilityConstruct):
         )
         for resource, reason in (
             (
-                "arn:<AWS::Partition>:ec2:<AWS::Region>::image/*",
+                parts[-1],
                 "The launch template names the AMI; any AMI the template uses must be launchable.",
             ),
             (
-                "arn:<AWS::Partition>:iam::<AWS::AccountId>:role/*",
+                roles,
                 "The launch template's instance profile role is chosen by fleet owners; PassRole is limited to "
                 "passing roles to EC2 (iam:PassedToService).",
             ),
         ):
-            acknowledge(self.function.role, f"AwsSolutions::AwsSolutions-IAM5[Resource::{resource}]", reason)
-        for kind in LAUNCH_RESOURCES:
-            acknowledge(
+            acknowledge_wildcard(self.function.role, resource, reason)
+        for resource in parts[:-1]:
+            acknowledge_wildcard(
                 self.function.role,
-                f"AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
-                f"{kind}/*]",
+                resource,
                 "RunInstances from a launch template touches the template's own subnet, interfaces, security groups, "
                 "volumes, key pair and Spot request; tags may be written only in the same call (ec2:CreateAction).",
             )

@@ -24,6 +24,7 @@ from governor.adapters.organization import ACCOUNT_ACTIONS, QUEUE_ACTIONS
 from governor.policy import Policy
 from infra import nag
 from infra.constructs.function import GovernorFunction, policy_subset
+from infra.constructs.hub_regions import hub_region_groups
 from infra.constructs.shared import dead_letter_queue
 from infra.nag import acknowledge, nag_name
 from infra.settings import OrganizationSettings, SettingsError
@@ -156,7 +157,8 @@ class OrganizationHub(Construct):
                         accounts=[Aws.ACCOUNT_ID],
                     ),
                     regions=list(organization.regions),
-                )
+                ),
+                *hub_region_groups(self, organization, stack.region),
             ],
             template_body=body,
         )

@@ -79,6 +79,7 @@ class SharedResources(Construct):
         assert isinstance(archive_resource, events.CfnArchive)
         archive_resource.kms_key_identifier = self.key.key_arn
         self._only_governor_functions_publish()
+        self._events_may_describe_the_bus_key()
         self.alerts = sns.Topic(
             self, "Alerts", display_name="GPU Fleet Governor alerts", master_key=self.key, enforce_ssl=True
         )
@@ -130,6 +131,24 @@ class SharedResources(Construct):
                         "kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"
                     }
                 },
+            )
+        )
+
+    def _events_may_describe_the_bus_key(self) -> None:
+        """EventBridge calls DescribeKey to verify the bus key when the bus is created or updated.
+
+        CDK's own statement for the bus allows DescribeKey only under
+        ``kms:EncryptionContext:aws:events:event-bus:arn``, and DescribeKey requests carry no encryption context
+        (Service Authorization Reference), so that allow never applies. This one is held to this account's
+        EventBridge by ``aws:SourceAccount``; DescribeKey reveals only the key's metadata.
+        """
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeVerifiesTheBusKey",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:DescribeKey"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
             )
         )
 

@@ -201,7 +201,8 @@ def test_the_stack_set_is_service_managed_with_auto_deployment(org: OrgSynth) ->
         "MaxConcurrentPercentage": 25,
         "RegionConcurrencyType": "PARALLEL",
     }
-    (group,) = props["StackInstancesGroup"]
+    group, hub_regions = props["StackInstancesGroup"]  # the second: the hub's other regions (test_deploy_environments)
+    assert hub_regions["DeploymentTargets"]["AccountFilterType"] == "INTERSECTION"
     assert group["Regions"] == ORG["regions"]
     assert group["DeploymentTargets"]["OrganizationalUnitIds"] == ORG["ou_ids"]
     assert group["DeploymentTargets"]["AccountFilterType"] == "DIFFERENCE"  # not the hub's own account

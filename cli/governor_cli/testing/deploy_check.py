@@ -1,0 +1,170 @@
+"""Run the deploy commands the docs tell a user to run, verbatim, with the real CDK CLI, against the local emulator.
+
+``make deploy-check`` and ``make deploy-local`` (CI runs both after ``make test``). The commands are read from the
+docs themselves: every fenced ``bash`` block that follows a ``<!-- deploy-check -->`` line in README.md,
+docs/deploy.md or docs/organization.md is run line by line through bash, exactly as written, so the docs and CI
+cannot drift apart. They run against moto's server on the loopback interface (``governor_cli.testing.local_aws``):
+``cdk bootstrap`` creates the bootstrap stack there, ``cdk deploy`` publishes the assets (the real layer, built by
+cdk.json's build hook) and executes the change set, ``cdk destroy`` removes the stack.
+
+On top of the documented commands, settings AWS would refuse must stop the synth with one line naming the setting
+(``MUST_FAIL``). ``deploy-local`` is the short path: bootstrap, deploy one region, list the resource types the
+emulator skipped, then ``governor status`` on the deployed stack.
+
+    python -m governor_cli.testing.deploy_check check | local
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = ("README.md", "docs/deploy.md", "docs/organization.md")
+MARKER = "<!-- deploy-check -->"
+REGION = "us-east-1"
+STACK = "GpuFleetGovernor"
+
+
+@dataclass(frozen=True)
+class Command:
+    source: str  # file:line
+    text: str
+
+
+def documented_commands(root: Path = ROOT, docs: tuple[str, ...] = DOCS) -> list[Command]:
+    """Every command of every marked ``bash`` block, continuation lines joined, in document order."""
+    commands: list[Command] = []
+    for doc in docs:
+        lines = (root / doc).read_text(encoding="utf-8").splitlines()
+        index = 0
+        while index < len(lines):
+            if lines[index].strip() == MARKER:
+                fence = index + 1
+                if fence >= len(lines) or not lines[fence].startswith("```bash"):
+                    raise ValueError(f"{doc}:{index + 1}: {MARKER} must stand right before a ```bash block")
+                index = fence + 1
+                pending, start = "", index
+                while not lines[index].startswith("```"):
+                    line = lines[index]
+                    if not pending:
+                        start = index
+                    if line.rstrip().endswith("\\"):
+                        pending += line.rstrip()[:-1] + " "
+                    else:
+                        text = (pending + line).strip()
+                        pending = ""
+                        if text and not text.startswith("#"):
+                            commands.append(Command(f"{doc}:{start + 1}", text))
+                    index += 1
+            index += 1
+    return commands
+
+
+#: Settings AWS would refuse at deploy time (or that cannot serve at run time): the synth must stop, in one line
+#: naming the setting, before anything is deployed.
+MUST_FAIL: dict[str, str] = {
+    "npx cdk synth -c account=111122223333 -c region=ap-southeast-2 -c stack_name=GpuFleetGovernorResearchPlatformA1"
+    "B2C": "context stack_name",
+    "npx cdk synth -c account=111122223333 -c region=us-east-1 -c layer=public": "context layer",
+    "npx cdk synth -c account=111122223333 -c region=us-east-1 -c layer=auto": "context layer",
+}
+
+
+def _run(text: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-o", "pipefail", "-c", text], cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def _report(ok: bool, source: str, text: str, seconds: float, detail: str = "") -> None:
+    mark = "ok  " if ok else "FAIL"
+    print(f"{mark} {seconds:6.1f}s {source}: {text}" + (f"\n     {detail}" if detail else ""), flush=True)
+
+
+def _tail(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    return "\n     ".join(lines[-12:])
+
+
+def _skipped(env: dict[str, str], region: str, stack: str) -> dict[str, int]:
+    import boto3
+
+    from governor_cli.testing.local_aws import skipped_types
+
+    cfn = boto3.client(
+        "cloudformation",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        region_name=region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    template = json.loads(json.dumps(cfn.get_template(StackName=stack)["TemplateBody"]))
+    if isinstance(template, str):
+        template = json.loads(template)
+    resources = [r for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack) for r in page[
+        "StackResourceSummaries"
+    ]]
+    return skipped_types(template, resources)
+
+
+def check(commands: list[Command], must_fail: dict[str, str]) -> int:
+    """Run every command on a fresh emulator; returns the count of failures."""
+    from governor_cli.testing.local_aws import client_environment, local_aws
+
+    failures = 0
+    with local_aws() as endpoint:
+        env = client_environment(endpoint, REGION)
+        env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{env.get('PATH', '')}"
+        print(f"emulator at {endpoint} (account 111122223333); {len(commands)} documented commands", flush=True)
+        for command in commands:
+            began = time.monotonic()
+            done = _run(command.text, env)
+            ok = done.returncode == 0
+            failures += not ok
+            _report(ok, command.source, command.text, time.monotonic() - began, "" if ok else _tail(done))
+            if ok and re.match(r"npx cdk deploy\b", command.text):
+                region = re.search(r"-c region=(\S+)", command.text)
+                skipped = _skipped(env, region.group(1) if region else REGION, STACK)
+                print(f"     emulator skipped {sum(skipped.values())} resources: {json.dumps(skipped)}", flush=True)
+        for text, setting in must_fail.items():
+            began = time.monotonic()
+            done = _run(text, env)
+            app_lines = [line for line in done.stderr.splitlines() if line.startswith("cdk synth stopped:")]
+            ok = done.returncode != 0 and len(app_lines) == 1 and setting in app_lines[0]
+            failures += not ok
+            _report(ok, "must stop", text, time.monotonic() - began, app_lines[0] if app_lines else _tail(done))
+    print(f"{len(commands) + len(must_fail) - failures} passed, {failures} failed", flush=True)
+    return failures
+
+
+LOCAL = [
+    Command("deploy-local", "npx cdk bootstrap aws://111122223333/us-east-1"),
+    Command("deploy-local", "npx cdk deploy -c account=111122223333 -c region=us-east-1 --require-approval never"),
+    Command("deploy-local", "governor status --stack GpuFleetGovernor --region us-east-1"),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the documented deploy commands, on the local emulator")
+    parser.add_argument("mode", choices=("check", "local", "list"))
+    args = parser.parse_args(argv)
+    if args.mode == "list":
+        for command in documented_commands():
+            print(f"{command.source}: {command.text}")
+        return 0
+    if args.mode == "local":
+        return 1 if check(LOCAL, {}) else 0
+    commands = documented_commands()
+    if not commands:
+        print("no documented deploy commands found", file=sys.stderr)
+        return 2
+    return 1 if check(commands, MUST_FAIL) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "idle": "see or re-arm the idle sweep's circuit breaker",
     "ledger": "read the decision ledger",
     "report": "render the security and cost report locally",
+    "status": "check a deployed governor: functions, schedules, DLQs, alarms, GPU agents, Slack, SES",
     "validate": "check a policy file",
 }
 

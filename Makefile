@@ -7,7 +7,8 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20,22
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck synth layer bench soak clean screenshots
+.PHONY: demo test lint typecheck synth layer layer-clean layer-import-check deploy-check deploy-local bench soak clean \
+	screenshots
 
 $(VENV)/.installed: requirements.txt lambdas/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -45,9 +46,31 @@ typecheck: $(VENV)/.installed-dev
 synth: $(VENV)/.installed
 	$(PY) app.py
 
-## layer: the Lambda dependency layer for arm64, without Docker
+## layer: the Lambda dependency layer for CPython 3.14 arm64, without Docker (cdk.json's build hook runs it)
 layer:
 	python3 -m infra.build_layer  # CPython 3.14 arm64 wheels, verified; kept while current (see infra/build_layer.py)
+
+layer-clean:
+	rm -rf build/layer build/layer.partial build/layer-manifest.json
+
+## The pinned CDK CLI (and Pyodide's CPython 3.14) from package-lock.json; the docs run the CLI as `npx cdk`.
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+## layer-import-check: every module of the code asset imported on CPython 3.14 against the built layer
+layer-import-check: $(VENV)/.installed-demo node_modules/.installed
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(MAKE) layer
+	$(PY) -m governor_cli.testing.layer_import
+
+## deploy-check: every cdk command README.md, docs/deploy.md and docs/organization.md tell a user to run, verbatim,
+##               with the real CDK CLI and its build hook, against the local emulator (slow: not part of make test)
+deploy-check: $(VENV)/.installed-demo node_modules/.installed
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m governor_cli.testing.deploy_check check
+
+## deploy-local: cdk bootstrap and cdk deploy onto moto's server with the real CLI, then governor status
+deploy-local: $(VENV)/.installed-demo node_modules/.installed
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m governor_cli.testing.deploy_check local
 
 ## checkov in its own venv: its pins (boto3 1.35, policy_sentry 0.13) conflict with ours
 .venv-checkov/.installed: requirements-checkov.txt
@@ -69,7 +92,7 @@ soak: $(VENV)/.installed-dev
 	$(PY) -m bench.soak
 
 clean:
-	rm -rf cdk.out build out .mypy_cache .ruff_cache .pytest_cache
+	rm -rf cdk.out build out .mypy_cache .ruff_cache .pytest_cache node_modules
 
 ## screenshots: regenerate docs/img/ (reports rendered by headless Chromium from real runs); needs chromium
 screenshots: $(VENV)/.installed-dev

@@ -48,11 +48,11 @@ def documented_commands(root: Path = ROOT, docs: tuple[str, ...] = DOCS) -> list
         while index < len(lines):
             if lines[index].strip() == MARKER:
                 fence = index + 1
-                if fence >= len(lines) or not lines[fence].startswith("```bash"):
+                if fence >= len(lines) or not lines[fence].strip().startswith("```bash"):
                     raise ValueError(f"{doc}:{index + 1}: {MARKER} must stand right before a ```bash block")
                 index = fence + 1
                 pending, start = "", index
-                while not lines[index].startswith("```"):
+                while not lines[index].strip().startswith("```"):
                     line = lines[index]
                     if not pending:
                         start = index

@@ -73,14 +73,17 @@ def test_eventbridge_may_describe_the_bus_key_without_an_encryption_context(
     request = Request(
         action="kms:DescribeKey",
         resource="*",
-        context={"aws:SourceAccount": account, "aws:SourceArn": f"arn:aws:events:us-east-1:{account}:event-bus/governor"},
+        context={
+            "aws:SourceAccount": account,
+            "aws:SourceArn": f"arn:aws:events:us-east-1:{account}:event-bus/governor",
+        },
     )
     allowing = []
     for statement in _key_statements(template):
         principal = json.dumps(statement.get("Principal"))
-        if statement["Effect"] == "Allow" and "events.amazonaws.com" in principal:
-            if statement_matches(resolve(statement, template["Resources"]), request):
-                allowing.append(statement)
+        events_allow = statement["Effect"] == "Allow" and "events.amazonaws.com" in principal
+        if events_allow and statement_matches(resolve(statement, template["Resources"]), request):
+            allowing.append(statement)
     assert allowing, "no key-policy statement lets EventBridge DescribeKey without an encryption context"
     assert all(
         not any(key.startswith("kms:EncryptionContext") for block in s.get("Condition", {}).values() for key in block)

@@ -12,7 +12,9 @@ from tests.conftest import ROOT
 def test_the_check_reads_the_commands_from_the_docs() -> None:
     commands = [c.text for c in documented_commands()]
     assert "npx cdk deploy -c account=111122223333 -c region=us-east-1" in commands
-    assert any("-c region=eu-west-1 -c audit_region=us-east-1" in c and c.startswith("npx cdk deploy") for c in commands)
+    assert any(
+        "-c region=eu-west-1 -c audit_region=us-east-1" in c and c.startswith("npx cdk deploy") for c in commands
+    )
     assert any("organization=" in c for c in commands)
     assert any(c.startswith("npx cdk destroy") for c in commands)
     assert any(c.startswith("governor status --stack") for c in commands)

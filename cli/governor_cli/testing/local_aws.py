@@ -11,6 +11,8 @@ AWS on a valid template:
   logical id, which can pass the 48 characters of an archive name.
 * ``AWS::Events::EventBus``: moto's bus has no ``physical_resource_id``, so a ``Ref`` to it hands a rule the bus
   object instead of its name and ``ExecuteChangeSet`` fails (``'EventBus' object has no attribute 'split'``).
+* ``DeleteChangeSet`` by name when no such change set exists (what ``cdk deploy`` sends before every update):
+  moto 5.2.5 raises ``UnboundLocalError`` (HTTP 500) instead of answering; here it answers as for a deleted one.
 * The endpoint is given as ``http://localhost:PORT``, not ``127.0.0.1``: moto's CloudFormation reads a
   ``TemplateURL`` path-style only when the host says ``localhost``; with an IP it takes ``127`` for the bucket
   (``CreateChangeSet``: "The specified bucket does not exist", what issue 32 found).
@@ -52,6 +54,21 @@ def _shim_event_bus() -> None:
         models.EventBus.physical_resource_id = property(lambda self: self.name)  # type: ignore[attr-defined]
 
 
+def _shim_delete_change_set() -> None:
+    from moto.cloudformation import models
+
+    original = models.CloudFormationBackend.delete_change_set
+
+    def delete_change_set(self: Any, change_set_name: str) -> None:
+        known = change_set_name in self.change_sets or any(
+            cs.change_set_name == change_set_name for cs in self.change_sets.values()
+        )
+        if known:
+            original(self, change_set_name)
+
+    models.CloudFormationBackend.delete_change_set = delete_change_set  # type: ignore[method-assign]
+
+
 @contextmanager
 def local_aws(account: str = ACCOUNT) -> Iterator[str]:
     """A running moto server with the shims; yields its endpoint URL (``http://localhost:PORT``)."""
@@ -60,6 +77,7 @@ def local_aws(account: str = ACCOUNT) -> Iterator[str]:
 
     _shim_archive()
     _shim_event_bus()
+    _shim_delete_change_set()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

@@ -160,7 +160,9 @@ def check(commands: list[Command], must_fail: dict[str, str]) -> int:
         for text, setting in must_fail.items():
             began = time.monotonic()
             done = _run(text, env)
-            app_lines = [line for line in done.stderr.splitlines() if line.startswith("cdk synth stopped:")]
+            # On the pseudo-terminal the app's stderr arrives in the captured output.
+            output = (done.stdout + done.stderr).splitlines()
+            app_lines = [line.strip() for line in output if line.strip().startswith("cdk synth stopped:")]
             ok = done.returncode != 0 and len(app_lines) == 1 and setting in app_lines[0]
             failures += not ok
             _report(ok, "must stop", text, time.monotonic() - began, app_lines[0] if app_lines else _tail(done))

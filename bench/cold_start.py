@@ -15,7 +15,7 @@
   the first request it sends to AWS (botocore ``before-send``) is set against the baseline import plus one boto3
   Session creating three clients (ec2, cloudwatch, dynamodb); median of ``--runs`` fresh processes.
 * Sizes: the code asset as CDK packages it (``lambdas/`` minus ASSET_EXCLUDES), the dependency layer built as
-  ``make layer`` builds it (pip for manylinux2014_aarch64, into a temporary folder), c7n with its dependencies as
+  ``make layer`` builds it (``infra.build_layer.build``, into a temporary folder), c7n with its dependencies as
   installed in its virtual environment; each unzipped and zipped (deflate).
 
     .venv/bin/python -m bench.cold_start [--runs 11] [--no-layer]
@@ -183,36 +183,18 @@ def code_asset() -> tuple[int, int, int]:
 
 
 def layer(target: Path) -> tuple[int, int, float] | str:
-    """Build the layer as ``make layer`` does; (unzipped, zipped, build seconds), or why it was not built."""
+    """Build the layer with ``make layer``'s own code (``infra.build_layer.build``: CPython 3.14 arm64 wheels, pruned
+    and verified) into ``target``; (unzipped, zipped, build seconds), or why it was not built."""
+    from infra.build_layer import LayerBuildError, build
+
     began = time.perf_counter()
-    python = target / "python"
-    python.mkdir(parents=True)
-    done = subprocess.run(
-        [
-            "python3",
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--platform",
-            "manylinux2014_aarch64",
-            "--implementation",
-            "cp",
-            "--python-version",
-            "3.14",
-            "--only-binary=:all:",
-            "--target",
-            str(python),
-            "-r",
-            str(ROOT / "lambdas" / "requirements.txt"),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        return f"not built: pip failed ({done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no output'})"
-    files = [f for f in target.rglob("*") if f.is_file()]
-    unzipped, zipped = folder_sizes(target, files)
+    out = target / "layer"
+    try:
+        build(out=out, manifest=target / "layer-manifest.json")
+    except LayerBuildError as error:
+        return f"not built: {error}"
+    files = [f for f in out.rglob("*") if f.is_file()]
+    unzipped, zipped = folder_sizes(out, files)
     return unzipped, zipped, time.perf_counter() - began
 
 

@@ -80,7 +80,7 @@ def test_a_disabled_schedule_and_a_dead_letter_are_degraded_with_the_reason() ->
     boto3.client("sqs").send_message(QueueUrl=resources[1]["PhysicalResourceId"], MessageBody="{}")
     checks = {c.area: c for c in _checks(resources)}
     assert checks["schedule"].state == status.DEGRADED and checks["schedule"].reason.startswith("DISABLED")
-    assert checks["dlq"].state == status.DEGRADED and "1 messages waiting" in checks["dlq"].reason
+    assert checks["dlq"].state == status.DEGRADED and "1 message waiting" in checks["dlq"].reason
     assert "DEGRADED" in checks["dlq"].line()
 
 

@@ -168,7 +168,7 @@ def queues(aws: Aws, resources: list[dict[str, Any]]) -> list[Check]:
         )
         name = url.rsplit("/", 1)[-1]
         if depth:
-            reason = f"{depth} messages waiting: governor dlq inspect / replay"
+            reason = f"{depth} message{'' if depth == 1 else 's'} waiting: governor dlq list --queue-url {url}"
             checks.append(Check("dlq", name, DEGRADED, reason))
         else:
             checks.append(Check("dlq", name, OK, "empty"))

@@ -9,7 +9,8 @@ cdk.json's build hook) and executes the change set, ``cdk destroy`` removes the 
 
 On top of the documented commands, settings AWS would refuse must stop the synth with one line naming the setting
 (``MUST_FAIL``). ``deploy-local`` is the short path: bootstrap, deploy one region, list the resource types the
-emulator skipped, then ``governor status`` on the deployed stack.
+emulator skipped, ``governor status`` on the deployed stack (healthy, exit 0), then one message on one of its
+dead-letter queues and ``governor status`` again (degraded, exit 1, naming the queue).
 
     python -m governor_cli.testing.deploy_check check | local
 """
@@ -137,8 +138,11 @@ def _skipped(env: dict[str, str], region: str, stack: str) -> dict[str, int]:
     return skipped_types(template, resources)
 
 
-def check(commands: list[Command], must_fail: dict[str, str]) -> int:
-    """Run every command on a fresh emulator; returns the count of failures."""
+def check(commands: list[Command], must_fail: dict[str, str], *, read_back: bool = False) -> int:
+    """Run every command on a fresh emulator; returns the count of failures.
+
+    ``read_back`` (``deploy-local``): print what ``governor status`` answered, then put one message on a dead-letter
+    queue of the deployed stack and require ``governor status`` to answer degraded (exit 1) naming that queue."""
     from governor_cli.testing.local_aws import client_environment, local_aws
 
     failures = 0
@@ -153,10 +157,14 @@ def check(commands: list[Command], must_fail: dict[str, str]) -> int:
             ok = done.returncode == 0
             failures += not ok
             _report(ok, command.source, command.text, time.monotonic() - began, "" if ok else _tail(done))
+            if read_back and command.text.startswith("governor status"):
+                print(_indented(done.stdout), flush=True)
             if ok and re.match(r"npx cdk deploy\b", command.text) and "organization=" not in command.text:
                 region = re.search(r"-c region=(\S+)", command.text)
                 skipped = _skipped(env, region.group(1) if region else REGION, STACK)
                 print(f"     emulator skipped {sum(skipped.values())} resources: {json.dumps(skipped)}", flush=True)
+        if read_back:
+            failures += not _degraded_by_a_dead_letter(env, REGION, STACK)
         for text, setting in must_fail.items():
             began = time.monotonic()
             done = _run(text, env)
@@ -166,8 +174,46 @@ def check(commands: list[Command], must_fail: dict[str, str]) -> int:
             ok = done.returncode != 0 and len(app_lines) == 1 and setting in app_lines[0]
             failures += not ok
             _report(ok, "must stop", text, time.monotonic() - began, app_lines[0] if app_lines else _tail(done))
-    print(f"{len(commands) + len(must_fail) - failures} passed, {failures} failed", flush=True)
+    total = len(commands) + len(must_fail) + read_back
+    print(f"{total - failures} passed, {failures} failed", flush=True)
     return failures
+
+
+def _indented(text: str) -> str:
+    """``text`` under its check; without the "y" answers the pseudo-terminal echoes back."""
+    return "\n".join(f"     {line}" for line in text.splitlines() if line.strip() not in ("", "y"))
+
+
+def _degraded_by_a_dead_letter(env: dict[str, str], region: str, stack: str) -> bool:
+    """One message on the deployed stack's first dead-letter queue: ``governor status`` must exit 1 and say so."""
+    import boto3
+
+    credentials = {
+        "endpoint_url": env["AWS_ENDPOINT_URL"],
+        "region_name": region,
+        "aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+    }
+    began = time.monotonic()
+    resources = boto3.client("cloudformation", **credentials).list_stack_resources(StackName=stack)
+    queues = [
+        r["PhysicalResourceId"]
+        for r in resources["StackResourceSummaries"]
+        if r["ResourceType"] == "AWS::SQS::Queue" and "Dlq" in r["LogicalResourceId"]
+    ]
+    text = f"governor status --stack {stack} --region {region}"
+    if not queues:
+        _report(False, "dead letter", text, time.monotonic() - began, "the deployed stack has no dead-letter queue")
+        return False
+    queue = sorted(queues)[0]
+    boto3.client("sqs", **credentials).send_message(QueueUrl=queue, MessageBody='{"detail-type": "deploy-local"}')
+    done = _run(text, env)
+    name = queue.rsplit("/", 1)[-1]
+    lines = [line.strip() for line in done.stdout.splitlines() if line.strip().startswith("DEGRADED")]
+    ok = done.returncode == 1 and any(name in line and "1 message waiting" in line for line in lines)
+    _report(ok, "dead letter", f"{text} (one message on {name}: must exit 1)", time.monotonic() - began)
+    print(_indented("\n".join(lines)) if ok else _tail(done), flush=True)
+    return ok
 
 
 #: The short path: bootstrap, deploy one region, read it back.
@@ -187,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{command.source}: {command.text}")
         return 0
     if args.mode == "local":
-        return 1 if check(LOCAL, {}) else 0
+        return 1 if check(LOCAL, {}, read_back=True) else 0
     commands = documented_commands()
     if not commands:
         print("no documented deploy commands found", file=sys.stderr)

@@ -3,7 +3,7 @@
 The CLI talks to it through ``AWS_ENDPOINT_URL``; the account is the one the docs use (moto takes its default
 account from ``MOTO_ACCOUNT_ID``, read when moto is imported, so it is set first).
 
-Shims, here in the test harness and never in the product, for two places where moto's CloudFormation differs from
+Shims, here in the test harness and never in the product, for the places where moto's CloudFormation differs from
 AWS on a valid template:
 
 * ``AWS::Events::Archive``: moto ``json.loads`` the ``EventPattern``, which CloudFormation accepts as an object
@@ -11,20 +11,24 @@ AWS on a valid template:
   logical id, which can pass the 48 characters of an archive name.
 * ``AWS::Events::EventBus``: moto's bus has no ``physical_resource_id``, so a ``Ref`` to it hands a rule the bus
   object instead of its name and ``ExecuteChangeSet`` fails (``'EventBus' object has no attribute 'split'``).
-* ``DeleteChangeSet`` by name when no such change set exists (what ``cdk deploy`` sends before every update):
-  moto 5.2.5 raises ``UnboundLocalError`` (HTTP 500) instead of answering; here it answers as for a deleted one.
+* ``DeleteChangeSet`` by name when no such change set exists (``cdk deploy`` sends it before every update of a
+  stack, "if it exists", and AWS answers success): moto 5.2.5 raises ``UnboundLocalError`` (HTTP 500); here it
+  answers as AWS does.
 * The endpoint is given as ``http://localhost:PORT``, not ``127.0.0.1``: moto's CloudFormation reads a
   ``TemplateURL`` path-style only when the host says ``localhost``; with an IP it takes ``127`` for the bucket
   (``CreateChangeSet``: "The specified bucket does not exist", what issue 32 found).
 
-Resource types moto's CloudFormation does not implement are skipped by moto with a warning; ``skipped_types``
-lists them for the stack, so nothing is skipped silently.
+Resource types moto's CloudFormation does not implement are skipped by moto with a warning per resource;
+``skipped_types`` lists them once per deployed stack with their counts, so nothing is skipped silently (the
+per-resource warnings and the server's access log are silenced).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -69,6 +73,14 @@ def _shim_delete_change_set() -> None:
     models.CloudFormationBackend.delete_change_set = delete_change_set  # type: ignore[method-assign]
 
 
+def _quiet() -> None:
+    """No access log line per request and no per-resource "not supported" warning: the check lists the skipped
+    resource types of each deployed stack itself (``skipped_types``), once, with their counts."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    logging.getLogger("moto").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="Tried to parse .* but it's not supported", category=UserWarning)
+
+
 @contextmanager
 def local_aws(account: str = ACCOUNT) -> Iterator[str]:
     """A running moto server with the shims; yields its endpoint URL (``http://localhost:PORT``)."""
@@ -78,6 +90,7 @@ def local_aws(account: str = ACCOUNT) -> Iterator[str]:
     _shim_archive()
     _shim_event_bus()
     _shim_delete_change_set()
+    _quiet()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

@@ -1,0 +1,138 @@
+"""The layer builder (``infra.build_layer``) without the network: the tags the runtime loads, the architecture of
+shared objects, every pin present, and a failed build leaving nothing behind (issue 32: pip was asked for
+``manylinux2014_aarch64`` only, which cp314 matplotlib and numpy do not publish, and a failed build left an empty
+``build/layer/python`` that was then deployed)."""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from infra import build_layer
+from infra.build_layer import LayerBuildError, build, foreign_objects, pinned, tag_loads, verify
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "cp314-cp314-manylinux_2_28_aarch64",  # matplotlib, numpy, pillow for cp314: what manylinux2014 alone missed
+        "cp314-cp314-manylinux_2_27_aarch64",
+        "cp314-cp314-manylinux_2_34_aarch64",  # the runtime's own glibc
+        "cp314-cp314-manylinux2014_aarch64",
+        "cp310-abi3-manylinux_2_17_aarch64",
+        "py3-none-any",
+        "py2.py3-none-any",
+    ],
+)
+def test_tags_the_runtime_loads(tag: str) -> None:
+    assert tag_loads(tag)
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "cp314-cp314-manylinux_2_35_aarch64",  # newer glibc than Amazon Linux 2023's 2.34
+        "cp314-cp314-manylinux_2_28_x86_64",
+        "cp313-cp313-manylinux_2_28_aarch64",
+        "cp314-cp314t-manylinux_2_28_aarch64",  # free-threaded build
+        "cp314-cp314-musllinux_1_2_aarch64",
+        "cp315-abi3-manylinux_2_17_aarch64",
+        "py2-none-any",
+    ],
+)
+def test_tags_the_runtime_cannot_load(tag: str) -> None:
+    assert not tag_loads(tag)
+
+
+def test_the_platforms_cover_every_glibc_the_runtime_has() -> None:
+    assert "manylinux_2_28_aarch64" in build_layer.PLATFORMS and "manylinux_2_34_aarch64" in build_layer.PLATFORMS
+    assert not any("x86_64" in p or "2_35" in p for p in build_layer.PLATFORMS)
+
+
+def _elf(path: Path, machine: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x7fELF" + b"\x02\x01\x01" + b"\x00" * 9 + struct.pack("<HH", 3, machine) + b"\x00" * 40)
+
+
+def _distribution(site: Path, name: str, version: str, tag: str) -> None:
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "WHEEL").write_text(f"Wheel-Version: 1.0\nTag: {tag}\n")
+
+
+def test_a_shared_object_for_another_architecture_is_found(tmp_path: Path) -> None:
+    _elf(tmp_path / "numpy" / "_core" / "_multiarray_umath.cpython-314-aarch64-linux-gnu.so", 183)
+    _elf(tmp_path / "numpy" / "_core" / "_simd.cpython-314-x86_64-linux-gnu.so", 62)
+    assert foreign_objects(tmp_path) == ["numpy/_core/_simd.cpython-314-x86_64-linux-gnu.so"]
+
+
+def test_verify_wants_every_pin_at_its_version_and_loadable_tags(tmp_path: Path) -> None:
+    with pytest.raises(LayerBuildError, match="build is empty"):
+        verify(tmp_path, {"pydantic": "2.14.4"})
+    _distribution(tmp_path, "pydantic", "2.14.3", "py3-none-any")
+    with pytest.raises(LayerBuildError, match=re.escape("pydantic is 2.14.3 in the layer, pinned 2.14.4")):
+        verify(tmp_path, {"pydantic": "2.14.4"})
+    with pytest.raises(LayerBuildError, match=re.escape("pyyaml==6.0.3 is missing")):
+        verify(tmp_path, {"pyyaml": "6.0.3"})
+    _distribution(tmp_path, "numpy", "2.3.5", "cp314-cp314-manylinux_2_28_x86_64")
+    with pytest.raises(LayerBuildError, match=re.escape("numpy 2.3.5: wheel tags")):
+        verify(tmp_path, {"pydantic": "2.14.3"})
+
+
+def test_unpinned_requirements_are_refused(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("aws-lambda-powertools[tracer]==3.37.0  # extras kept\nPyYAML>=6\n")
+    with pytest.raises(LayerBuildError, match=re.escape("requirements.txt:2: 'PyYAML>=6' is not pinned")):
+        pinned(requirements)
+
+
+def test_the_shipped_requirements_are_all_pinned() -> None:
+    assert set(pinned(build_layer.REQUIREMENTS)) >= {"aws_lambda_powertools", "pydantic", "pyyaml", "slack_sdk"}
+
+
+def test_a_failed_build_leaves_neither_layer_nor_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A previous good build is removed too: nothing stale can be synthesized after a failure."""
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pydantic==2.14.4\n")
+    out, manifest = tmp_path / "build" / "layer", tmp_path / "build" / "layer-manifest.json"
+    (out / "python" / "pydantic").mkdir(parents=True)
+    manifest.write_text("{}")
+
+    def no_wheels(site: Path, requirements: Path) -> None:
+        (site / "half_installed").mkdir()
+        raise LayerBuildError("pip found no wheels for the runtime: ERROR: No matching distribution")
+
+    monkeypatch.setattr(build_layer, "_pip", no_wheels)
+    with pytest.raises(LayerBuildError, match="No matching distribution"):
+        build(requirements, out, manifest)
+    assert not out.exists() and not manifest.exists() and not out.with_name("layer.partial").exists()
+
+    def nothing_installed(site: Path, requirements: Path) -> None:
+        return None
+
+    monkeypatch.setattr(build_layer, "_pip", nothing_installed)
+    with pytest.raises(LayerBuildError, match="build is empty"):
+        build(requirements, out, manifest)
+    assert not out.exists() and not manifest.exists()
+
+
+def test_a_verified_build_writes_its_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pydantic==2.14.4\n")
+    out, manifest = tmp_path / "build" / "layer", tmp_path / "build" / "layer-manifest.json"
+
+    def installs(site: Path, requirements: Path) -> None:
+        _distribution(site, "pydantic", "2.14.4", "py3-none-any")
+        _distribution(site, "botocore", "1.44.8", "py3-none-any")
+        (site / "pydantic" / "__pycache__").mkdir(parents=True)
+
+    monkeypatch.setattr(build_layer, "_pip", installs)
+    record = build(requirements, out, manifest)
+    assert build_layer.current(requirements, out, manifest)
+    assert record["removed"] == ["botocore-1.44.8.dist-info"]
+    assert not list(out.rglob("__pycache__")) and manifest.is_file()
+    requirements.write_text("pydantic==2.14.5\n")
+    assert not build_layer.current(requirements, out, manifest)  # another requirements file: rebuilt

@@ -139,16 +139,22 @@ class SharedResources(Construct):
 
         CDK's own statement for the bus allows DescribeKey only under
         ``kms:EncryptionContext:aws:events:event-bus:arn``, and DescribeKey requests carry no encryption context
-        (Service Authorization Reference), so that allow never applies. This one is held to this account's
-        EventBridge by ``aws:SourceAccount``; DescribeKey reveals only the key's metadata.
+        (Service Authorization Reference), so that allow never applies. This one is held to EventBridge acting for
+        this account (``aws:SourceAccount``) on its resources in this region (``aws:SourceArn``: the bus and its
+        archive, which uses the same key), the global keys EventBridge's key-policy guidance names; DescribeKey
+        reveals only the key's metadata.
         """
+        stack = Stack.of(self)
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="EventBridgeVerifiesTheBusKey",
                 principals=[iam.ServicePrincipal("events.amazonaws.com")],
                 actions=["kms:DescribeKey"],
                 resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": stack.format_arn(service="events", resource="*")},
+                },
             )
         )
 

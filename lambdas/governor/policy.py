@@ -336,7 +336,7 @@ class AuditPolicy(_Model):
 class ReportsPolicy(_Model):
     """Scheduled security and cost reports; ``enforce: false`` renders and archives them without sending."""
 
-    enforce: bool = False
+    enforce: bool = True
     daily_schedule: Schedule = "cron(0 7 * * ? *)"
     weekly_schedule: Schedule = "cron(0 7 ? * MON *)"
     top_rows: int = Field(10, ge=1, le=100)
@@ -352,7 +352,7 @@ class TeamRoute(_Model):
 class NotificationsPolicy(_Model):
     """Where findings go; ``enforce: false`` logs and archives them on the bus without sending to Slack or email."""
 
-    enforce: bool = False
+    enforce: bool = True
     slack_secret_name: str = "governor/slack-webhook"  # noqa: S105 - a secret's name, not its value
     email_sender: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+$")
     email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)

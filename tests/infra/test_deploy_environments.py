@@ -90,11 +90,17 @@ def test_eventbridge_may_describe_the_bus_key_without_an_encryption_context(
         for s in allowing
     )
     foreign = Request(action="kms:DescribeKey", resource="*", context={"aws:SourceAccount": "999999999999"})
-    assert not any(
-        statement_matches(resolve(s, template["Resources"]), foreign)
-        for s in _key_statements(template)
-        if s["Effect"] == "Allow" and "events.amazonaws.com" in json.dumps(s.get("Principal"))
+    elsewhere = Request(
+        action="kms:DescribeKey",
+        resource="*",
+        context={"aws:SourceAccount": account, "aws:SourceArn": f"arn:aws:events:eu-west-1:{account}:event-bus/x"},
     )
+    for request in (foreign, elsewhere):
+        assert not any(
+            statement_matches(resolve(s, template["Resources"]), request)
+            for s in _key_statements(template)
+            if s["Effect"] == "Allow" and "events.amazonaws.com" in json.dumps(s.get("Principal"))
+        ), request
 
 
 def _stack_set(template: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_validate_good_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(ROOT / "governor.yaml")]) == 0
-    assert "valid (report-only everywhere)" in capsys.readouterr().out
+    assert "valid (report-only everywhere; delivering: notifications, reports)" in capsys.readouterr().out
 
 
 def test_validate_misspelt_key_exits_2_with_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

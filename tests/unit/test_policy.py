@@ -11,9 +11,12 @@ from tests.conftest import ROOT
 
 
 def test_shipped_policy_is_valid_and_report_only() -> None:
+    """Every section that changes resources is report-only; findings and reports are delivered (issue 32: a fresh
+    deploy speaks on day one; tests/unit/test_shipped_defaults.py)."""
     policy = load_policy(ROOT / "governor.yaml")
-    for section in ("idle", "spot", "network", "keys", "lifecycle", "audit", "reports", "notifications"):
+    for section in ("idle", "spot", "network", "keys", "lifecycle", "audit"):
         assert getattr(policy, section).enforce is False, section
+    assert policy.notifications.enforce is True and policy.reports.enforce is True
     assert policy.keys.kms_max_rotation_days == 90
     assert [(r.from_port, r.to_port) for r in policy.network.training_ports] == [(2222, 2223)]
 

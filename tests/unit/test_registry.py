@@ -144,7 +144,7 @@ def test_validate_lists_every_enforcing_section(tmp_path: Path, capsys: pytest.C
     policy = tmp_path / "governor.yaml"
     policy.write_text("notifications:\n  enforce: true\nreports:\n  enforce: true\nnetwork:\n  enforce: true\n")
     assert main(["validate", str(policy)]) == 0
-    assert "enforcing: network, notifications, reports" in capsys.readouterr().out
+    assert "enforcing: network; delivering: notifications, reports" in capsys.readouterr().out
 
 
 def test_organization_mode_adds_assume_role_only_to_functions_acting_in_member_accounts() -> None:

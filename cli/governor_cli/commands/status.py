@@ -39,7 +39,9 @@ class Check:
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("status", help="check a deployed governor: functions, schedules, DLQs, alarms")
+    parser = subparsers.add_parser(
+        "status", help="check a deployed governor: functions, schedules, DLQs, alarms, GPU agents, Slack, SES"
+    )
     parser.add_argument("--stack", help="the CloudFormation stack name (e.g. GpuFleetGovernor)")
     parser.add_argument("--region", help="the stack's region (default: the environment's)")
     parser.add_argument("--policy", default="governor.yaml", help="the deployed policy file (default governor.yaml)")

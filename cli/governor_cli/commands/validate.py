@@ -74,9 +74,16 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.file)
     except PolicyError as error:
         raise UsageError(str(error)) from None
+    from governor.domain.actions import Notify, Record
     from governor.registry import REGISTRY
 
     enforcing = [name for name in REGISTRY.sections() if getattr(policy, name).enforce]
-    mode = f"enforcing: {', '.join(enforcing)}" if enforcing else "report-only everywhere"
+    # Sections whose functions only tell people (notifications, reports) deliver; they change no resource.
+    delivering = {c.section for c in REGISTRY.values() if all(a in (Notify, Record) for a in c.actions)}
+    acting = [name for name in enforcing if name not in delivering]
+    mode = f"enforcing: {', '.join(acting)}" if acting else "report-only everywhere"
+    told = [name for name in enforcing if name in delivering]
+    if told:
+        mode += f"; delivering: {', '.join(told)}"
     print(f"{args.file}: valid ({mode})")
     return 0

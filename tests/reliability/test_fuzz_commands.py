@@ -26,7 +26,7 @@ from governor.domain.explain import explain
 from governor.domain.times import EARLIEST, LATEST
 from governor.events.envelopes import InvalidEventError
 from governor.policy import Policy, PolicyError, parse_policy, parse_policy_text
-from governor.report.domain import build_report
+from governor.report.build import build_report
 from governor_cli.commands.demo import MAX_HOURS, MAX_INSTANCES, check_options
 from governor_cli.commands.ledger import KINDS
 from governor_cli.commands.report import read_ledger

@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 
 from governor.policy import PolicyError, parse_policy
-from governor.report.domain import csv_files, origin_of, origins, render_html, render_text, slack_messages
+from governor.report.render.csv_files import csv_files
+from governor.report.render.html_page import render_html
+from governor.report.render.slack import render_text, slack_messages
+from governor.report.sections.accounts import origin_of, origins
 from governor_cli.commands.ledger import filter_origins, parse_origins
 from governor_cli.main import UsageError, main
 from tests.unit.test_report import _idle, _session, at, sample_ledger

@@ -105,24 +105,7 @@ def team_view(report: Report, team: str) -> Report:
     Audit activity and the fleet trend stay in the fleet report (the security channel's); the money figures are the
     team's row of "spend by team" and its idle offenders, so a team sees exactly its share of the fleet report.
     """
-    cost = report.cost
-    row = next((r for r in cost.by_team.rows if str(r.get("team")) == team), None)
-    offenders = [r for r in cost.offenders.rows if str(r.get("team")) == team]
-    narrowed = cost.model_copy(
-        update={
-            "by_team": cost.by_team.model_copy(update={"rows": [row] if row else []}),
-            "offenders": cost.offenders.model_copy(update={"rows": offenders}),
-            "gpu_hours_total": float(row["gpu_hours"]) if row else 0.0,
-            "cost_total_usd": float(row["cost_usd"]) if row else 0.0,
-            "idle_cost_usd": round(sum(float(r.get("idle_usd") or 0.0) for r in offenders), 2),
-            "savings_usd": round(sum(float(r.get("reclaimed_usd") or 0.0) for r in offenders), 2),
-            "would_save_usd": round(sum(float(r.get("would_reclaim_usd") or 0.0) for r in offenders), 2),
-            "would_reclaim_gpu_hours": cost.would_reclaim_gpu_hours_by_team.get(team, 0.0),
-            "would_reclaim_gpu_hours_by_team": {},
-            "by_account": None,  # a team digest shows its own spend, not the organisation's
-            "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
-        }
-    )
+    narrowed = _team_cost(report.cost, team)
     return report.model_copy(
         update={
             "audience": team,
@@ -133,3 +116,28 @@ def team_view(report: Report, team: str) -> Report:
             "trends": [],
         }
     )
+
+
+def _team_cost(cost: CostSection, team: str) -> CostSection:
+    """The cost section of one team: its row of "spend by team", its idle offenders and what they add up to."""
+    row = next((r for r in cost.by_team.rows if str(r.get("team")) == team), None)
+    offenders = [r for r in cost.offenders.rows if str(r.get("team")) == team]
+    return cost.model_copy(
+        update={
+            "by_team": cost.by_team.model_copy(update={"rows": [row] if row else []}),
+            "offenders": cost.offenders.model_copy(update={"rows": offenders}),
+            "gpu_hours_total": float(row["gpu_hours"]) if row else 0.0,
+            "cost_total_usd": float(row["cost_usd"]) if row else 0.0,
+            "idle_cost_usd": _total(offenders, "idle_usd"),
+            "savings_usd": _total(offenders, "reclaimed_usd"),
+            "would_save_usd": _total(offenders, "would_reclaim_usd"),
+            "would_reclaim_gpu_hours": cost.would_reclaim_gpu_hours_by_team.get(team, 0.0),
+            "would_reclaim_gpu_hours_by_team": {},
+            "by_account": None,  # a team digest shows its own spend, not the organisation's
+            "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
+        }
+    )
+
+
+def _total(rows: Iterable[Mapping[str, Any]], column: str) -> float:
+    return round(sum(float(r.get(column) or 0.0) for r in rows), 2)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from governor.report import charts as charting
-from governor.report.model import FindingRow, Report
+from governor.report.model import CostSection, FindingRow, Report, SpotStats
 from governor.report.render.format import (
     ID_CHARS,
     ID_COLUMNS,
@@ -239,30 +239,53 @@ def render_html(report: Report, chart_src: str | None = None, *, inline_svg: boo
     The fleet chart is inline SVG for browsers; ``chart_src`` (a file name, ``cid:...`` or a data URI) adds the same
     chart as a PNG, which is what email clients that drop SVG show (``inline_svg=False`` for email).
     """
-    cost = report.cost
-    parts = [
+    parts = [*_head(report), _todo_html(report), *_overview(report)]
+    parts.append(
+        f"<h2>Needs attention <span class='muted'>({plural(len(report.open_findings), 'open finding')})</span></h2>"
+    )
+    parts.append(_findings_html(report))
+    parts += _money(report, chart_src, inline_svg)
+    if report.trends:
+        parts.append(f"<h2>Trend over the last {plural(len(report.trends) + 1, report.kind + ' report')}</h2>")
+        parts.append(_trends_html(report))
+    parts.append("<h2>Audit activity (CIS monitoring queries)</h2>")
+    parts.append(_audit_html(report))
+    if report.dashboard_url:
+        url = html.escape(report.dashboard_url)
+        parts.append(f"<p><a href='{url}'>CloudWatch dashboard</a></p>")
+    parts.append("<p class='muted'>Every table is attached in full as CSV.</p></body></html>")
+    return "\n".join(parts)
+
+
+def _head(report: Report) -> list[str]:
+    """The document head, the title and when the report was made, with the link to the archived copy."""
+    link = ""
+    if report.report_url:
+        expires = report.report_url_expires
+        link = f" · <a href='{html.escape(report.report_url)}'>full report</a>" + (
+            f" (link expires {expires:%d %b %H:%M} UTC)" if expires else ""
+        )
+    return [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width,initial-scale=1'>",
         f"<title>{html.escape(title(report))}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title(report))}</h1>",
-        f"<p class='muted'>Generated {report.generated_at:%d %b %Y %H:%M} UTC"
-        + (
-            f" · <a href='{html.escape(report.report_url)}'>full report</a>"
-            + (f" (link expires {report.report_url_expires:%d %b %H:%M} UTC)" if report.report_url_expires else "")
-            if report.report_url
-            else ""
-        )
-        + "</p>",
+        f"<p class='muted'>Generated {report.generated_at:%d %b %Y %H:%M} UTC" + link + "</p>",
     ]
+
+
+def _todo_html(report: Report) -> str:
     todo = todo_items(report)
     if todo:
-        parts.append("<ol class='todo'>" + "".join(f"<li>{html.escape(t)}</li>" for t in todo) + "</ol>")
-    else:
-        parts.append("<p class='todo ok'>Nothing needs doing today: no open warning or critical findings.</p>")
-    parts.append(_tiles(report))
+        return "<ol class='todo'>" + "".join(f"<li>{html.escape(t)}</li>" for t in todo) + "</ol>"
+    return "<p class='todo ok'>Nothing needs doing today: no open warning or critical findings.</p>"
+
+
+def _overview(report: Report) -> list[str]:
+    """The tiles, spend and idle spend by team, by account and region, and the report's notes."""
+    cost = report.cost
     team_rows = cost.by_team.rows[:8]
-    parts.append("<div class='cols'><div>")
-    parts.append("<h3>Spend by team</h3>")
+    parts = [_tiles(report), "<div class='cols'><div>", "<h3>Spend by team</h3>"]
     parts.append(_html_table(cost.by_team.columns, team_rows, "No GPU usage recorded in this period."))
     if len(cost.by_team.rows) > len(team_rows):
         parts.append(f"<p class='muted'>All {len(cost.by_team.rows):,} teams in gpu_hours_by_team.csv.</p>")
@@ -275,47 +298,19 @@ def render_html(report: Report, chart_src: str | None = None, *, inline_svg: boo
         if len(cost.by_account.rows) > 20:
             parts.append(f"<p class='muted'>All {len(cost.by_account.rows):,} in {cost.by_account.name}.csv.</p>")
     parts += [f"<p class='note'>{html.escape(n)}</p>" for n in report.notes]
+    return parts
 
-    parts.append(
-        f"<h2>Needs attention <span class='muted'>({plural(len(report.open_findings), 'open finding')})</span></h2>"
-    )
-    parts.append(_findings_html(report))
 
-    parts.append("<h2>Money</h2>")
-    parts += [f"<p class='note'>{html.escape(n)}</p>" for n in cost.notes]
-    step = (
-        plural(report.charts.bucket_minutes, "minute")
-        if report.charts.bucket_minutes < 120
-        else (plural(report.charts.bucket_minutes // 60, "hour"))
-    )
-    parts.append(
-        f"<h3>Fleet GPU-hours: busy, idle and unmonitored <span class='muted'>(GPU-hours per {step})</span></h3>"
-    )
-    if not report.charts.empty:
-        if inline_svg:
-            parts.append(charting.usage_svg(report.charts, report.end))
-        if chart_src and not inline_svg:
-            parts.append(f"<img src='{html.escape(chart_src)}' alt='Fleet GPU-hours: busy, idle and unmonitored'>")
-        parts.append(charting.legend_html())
-    else:
-        parts.append("<p class='muted'>No GPU usage sessions in this period.</p>")
+def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]:
+    """The money section: the fleet chart, budgets, idle spend and its offenders, spend tables, Spot, rightsizing."""
+    cost = report.cost
+    parts = ["<h2>Money</h2>", *[f"<p class='note'>{html.escape(n)}</p>" for n in cost.notes]]
+    parts += _fleet_chart(report, chart_src, inline_svg)
     if report.budgets:
         parts.append("<h3>Monthly budgets</h3>")
         table = report.budgets_table()
         parts.append(_html_table(table.columns, table.rows))
-    idle_word = "reclaimed" if cost.idle_enforced else "would reclaim"
-    parts.append(
-        f"<p>Idle: {cost.idle_gpu_hours_detected:,.1f} GPU-hours on "
-        f"{plural(cost.idle_instances_detected, 'instance')} ({money(cost.idle_cost_usd)}); "
-        + (
-            f"{plural(cost.idle_actions, 'instance')} stopped or terminated, "
-            f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-hours reclaimed, {money(cost.savings_usd)} saved"
-            if cost.idle_enforced or cost.savings_usd
-            else f"report-only: enforcement {idle_word} {cost.would_reclaim_gpu_hours:,.1f} GPU-hours, "
-            f"{money(cost.would_save_usd)}"
-        )
-        + f" (prices as of {html.escape(cost.prices_as_of)}).</p>"
-    )
+    parts.append(_idle_line(cost))
     offenders = cost.offenders
     parts.append("<h3>Top idle offenders</h3>")
     parts.append(_html_table(offenders.columns, offenders.rows[:10], "No idle GPU instances in this period."))
@@ -329,16 +324,7 @@ def render_html(report: Report, chart_src: str | None = None, *, inline_svg: boo
         parts.append(_html_table(table.columns, table.rows[:10]))
         if len(table.rows) > 10:
             parts.append(f"<p class='muted'>All {len(table.rows):,} rows in {table.name}.csv.</p>")
-    stats = cost.spot
-    parts.append("<h3>Spot</h3>")
-    parts.append(
-        f"<p>{plural(stats.interruptions, 'interruption')}, "
-        f"{plural(stats.rebalance_recommendations, 'rebalance recommendation')}; checkpoints "
-        f"{stats.checkpoints_delivered:,} delivered of {stats.checkpoints_requested:,} sent, "
-        f"{stats.checkpoints_succeeded:,} finished successfully.</p>"
-    )
-    if stats.by_pool.rows:
-        parts.append(_html_table(stats.by_pool.columns, stats.by_pool.rows))
+    parts += _spot(cost.spot)
     parts.append(f"<h3>{html.escape(cost.rightsizing.title)}</h3>")
     parts.append(_html_table(cost.rightsizing.columns, cost.rightsizing.rows[:10], "No candidates."))
     tags = report.governor_tags
@@ -347,15 +333,51 @@ def render_html(report: Report, chart_src: str | None = None, *, inline_svg: boo
         parts.append(_html_table(tags.columns, tags.rows[:20]))
         if len(tags.rows) > 20:
             parts.append(f"<p class='muted'>All {len(tags.rows):,} in {tags.name}.csv.</p>")
+    return parts
 
-    if report.trends:
-        parts.append(f"<h2>Trend over the last {plural(len(report.trends) + 1, report.kind + ' report')}</h2>")
-        parts.append(_trends_html(report))
 
-    parts.append("<h2>Audit activity (CIS monitoring queries)</h2>")
-    parts.append(_audit_html(report))
-    if report.dashboard_url:
-        url = html.escape(report.dashboard_url)
-        parts.append(f"<p><a href='{url}'>CloudWatch dashboard</a></p>")
-    parts.append("<p class='muted'>Every table is attached in full as CSV.</p></body></html>")
-    return "\n".join(parts)
+def _fleet_chart(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]:
+    """The fleet's GPU-hours chart: inline SVG for browsers, or the PNG at ``chart_src`` for email."""
+    minutes = report.charts.bucket_minutes
+    step = plural(minutes, "minute") if minutes < 120 else plural(minutes // 60, "hour")
+    parts = [f"<h3>Fleet GPU-hours: busy, idle and unmonitored <span class='muted'>(GPU-hours per {step})</span></h3>"]
+    if report.charts.empty:
+        return [*parts, "<p class='muted'>No GPU usage sessions in this period.</p>"]
+    if inline_svg:
+        parts.append(charting.usage_svg(report.charts, report.end))
+    if chart_src and not inline_svg:
+        parts.append(f"<img src='{html.escape(chart_src)}' alt='Fleet GPU-hours: busy, idle and unmonitored'>")
+    return [*parts, charting.legend_html()]
+
+
+def _idle_line(cost: CostSection) -> str:
+    """Idle GPU-hours and dollars, and what was reclaimed (or, report-only, what enforcing would have reclaimed)."""
+    if cost.idle_enforced or cost.savings_usd:
+        outcome = (
+            f"{plural(cost.idle_actions, 'instance')} stopped or terminated, "
+            f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-hours reclaimed, {money(cost.savings_usd)} saved"
+        )
+    else:
+        outcome = (
+            f"report-only: enforcement would reclaim {cost.would_reclaim_gpu_hours:,.1f} GPU-hours, "
+            f"{money(cost.would_save_usd)}"
+        )
+    return (
+        f"<p>Idle: {cost.idle_gpu_hours_detected:,.1f} GPU-hours on "
+        f"{plural(cost.idle_instances_detected, 'instance')} ({money(cost.idle_cost_usd)}); "
+        + outcome
+        + f" (prices as of {html.escape(cost.prices_as_of)}).</p>"
+    )
+
+
+def _spot(stats: SpotStats) -> list[str]:
+    parts = [
+        "<h3>Spot</h3>",
+        f"<p>{plural(stats.interruptions, 'interruption')}, "
+        f"{plural(stats.rebalance_recommendations, 'rebalance recommendation')}; checkpoints "
+        f"{stats.checkpoints_delivered:,} delivered of {stats.checkpoints_requested:,} sent, "
+        f"{stats.checkpoints_succeeded:,} finished successfully.</p>",
+    ]
+    if stats.by_pool.rows:
+        parts.append(_html_table(stats.by_pool.columns, stats.by_pool.rows))
+    return parts

@@ -12,7 +12,7 @@ from governor.notifier.messages import (
     escape_mrkdwn,
     split_text,
 )
-from governor.report.model import Report
+from governor.report.model import Report, Table
 from governor.report.render.format import delta, money, title, todo_items, would_reclaim_text
 from governor.report.words import plural
 
@@ -31,71 +31,82 @@ def slack_messages(report: Report, teams: int = 5) -> list[Message]:
     """
     from slack_sdk.models.blocks import ContextBlock, DividerBlock, HeaderBlock, MarkdownTextObject, SectionBlock
 
-    cost = report.cost
     blocks: list[Any] = [HeaderBlock(text=title(report)[:MAX_HEADER_CHARS])]
+    blocks += [SectionBlock(text=MarkdownTextObject(text=chunk)) for chunk in split_text(_todo_text(report)) if chunk]
+    blocks.append(DividerBlock())
+    money_text = "\n".join(_money_lines(report, teams))
+    blocks += [SectionBlock(text=MarkdownTextObject(text=chunk)) for chunk in split_text(money_text) if chunk]
+    audit = _audit_line(report)
+    if audit:
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=escape_mrkdwn(audit))]))
+    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_link_line(report))]))
+    cost = report.cost
+    fallback = f"{title(report)}: {plural(len(report.open_findings), 'open finding')}, {money(cost.cost_total_usd)}"
+    return [{"text": fallback[:MAX_FALLBACK_CHARS], "blocks": [block.to_dict() for block in blocks[:MAX_BLOCKS]]}]
+
+
+def _todo_text(report: Report) -> str:
     todo = todo_items(report)
-    if todo:
-        lines = "\n".join(f"{i}. {escape_mrkdwn(t)}" for i, t in enumerate(todo, start=1))
-        text = f"*What to do today*\n{lines}"
-    else:
-        text = "*Nothing needs doing today:* no open warning or critical findings."
-    blocks += [SectionBlock(text=MarkdownTextObject(text=chunk)) for chunk in split_text(text) if chunk]
+    if not todo:
+        return "*Nothing needs doing today:* no open warning or critical findings."
+    lines = "\n".join(f"{i}. {escape_mrkdwn(t)}" for i, t in enumerate(todo, start=1))
+    return f"*What to do today*\n{lines}"
+
+
+def _money_lines(report: Report, teams: int) -> list[str]:
+    """Spend, idle and reclaimed; the change since the period before; the top teams, accounts and every budget."""
+    cost = report.cost
     reclaim = (
         f"{money(cost.savings_usd)} reclaimed"
         if cost.idle_enforced or cost.savings_usd
         else f"report-only: {would_reclaim_text(cost)} with idle.enforce on"
     )
-    money_lines = [
+    lines = [
         f"*Money* {money(cost.cost_total_usd)} on {cost.gpu_hours_total:,.1f} GPU-hours; "
         f"{money(cost.idle_cost_usd)} of it idle; {reclaim}."
     ]
     previous = report.previous
     if previous is not None:
-        money_lines.append(f"Spend {delta(cost.cost_total_usd, previous.spend_usd)}.")
+        lines.append(f"Spend {delta(cost.cost_total_usd, previous.spend_usd)}.")
     for row in cost.by_team.rows[:teams]:
         idle = f" (idle {money(float(row.get('idle_usd', 0.0)))})" if row.get("idle_usd") else ""
-        money_lines.append(
+        lines.append(
             f"• {escape_mrkdwn(str(row['team']))}: {money(float(row['cost_usd']))}, "
             f"{float(row['gpu_hours']):,.1f} GPU-hours{idle}"
         )
     if len(cost.by_team.rows) > teams:
-        money_lines.append(f"…and {plural(len(cost.by_team.rows) - teams, 'more team')} in the full report.")
-    if cost.by_account is not None:
-        for row in cost.by_account.rows[:teams]:
-            money_lines.append(
-                f"• account {escape_mrkdwn(str(row['account']))} {escape_mrkdwn(str(row['region']))}: "
-                f"{money(float(row['cost_usd']))}, {float(row['gpu_hours']):,.1f} GPU-hours"
-            )
-        if len(cost.by_account.rows) > teams:
-            more = len(cost.by_account.rows) - teams
-            money_lines.append(f"…and {plural(more, 'more account and region', 'more accounts and regions')}.")
+        lines.append(f"…and {plural(len(cost.by_team.rows) - teams, 'more team')} in the full report.")
+    lines += _account_lines(cost.by_account, teams)
     for budget in report.budgets:
-        money_lines.append(
+        lines.append(
             f"• budget {escape_mrkdwn(budget.label)}: {money(budget.spent_usd)} of {money(budget.budget_usd)} "
             f"({budget.spent_percent:.0f}%), forecast {money(budget.forecast_usd)} by month end"
         )
-    blocks.append(DividerBlock())
-    blocks += [
-        SectionBlock(text=MarkdownTextObject(text=chunk)) for chunk in split_text("\n".join(money_lines)) if chunk
+    return lines
+
+
+def _account_lines(by_account: Table | None, limit: int) -> list[str]:
+    if by_account is None:
+        return []
+    lines = [
+        f"• account {escape_mrkdwn(str(row['account']))} {escape_mrkdwn(str(row['region']))}: "
+        f"{money(float(row['cost_usd']))}, {float(row['gpu_hours']):,.1f} GPU-hours"
+        for row in by_account.rows[:limit]
     ]
+    if len(by_account.rows) > limit:
+        more = len(by_account.rows) - limit
+        lines.append(f"…and {plural(more, 'more account and region', 'more accounts and regions')}.")
+    return lines
+
+
+def _audit_line(report: Report) -> str:
+    """How many API calls the audit queries matched, busiest first; empty when none did."""
     audit_total = sum(q.count for q in report.security)
+    if not audit_total:
+        return ""
     busiest = [q for q in report.security if q.count][:3]
-    if audit_total:
-        named = ", ".join(f"{q.name.replace('_', ' ')} {q.count:,}" for q in busiest)
-        blocks.append(
-            ContextBlock(
-                elements=[
-                    MarkdownTextObject(
-                        text=escape_mrkdwn(
-                            f"Audit activity (not findings): {plural(audit_total, 'matching API call')}; {named}."
-                        )
-                    )
-                ]
-            )
-        )
-    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_link_line(report))]))
-    fallback = f"{title(report)}: {plural(len(report.open_findings), 'open finding')}, {money(cost.cost_total_usd)}"
-    return [{"text": fallback[:MAX_FALLBACK_CHARS], "blocks": [block.to_dict() for block in blocks[:MAX_BLOCKS]]}]
+    named = ", ".join(f"{q.name.replace('_', ' ')} {q.count:,}" for q in busiest)
+    return f"Audit activity (not findings): {plural(audit_total, 'matching API call')}; {named}."
 
 
 def render_text(report: Report) -> str:

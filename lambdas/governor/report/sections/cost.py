@@ -103,65 +103,97 @@ def cost_section(
     ``gpu_instance_hours`` audit query. Unpriced types count their hours and are named in the notes, never guessed.
     """
     book = prices or costs.PriceBook(policy.lifecycle)
-    notes: list[str] = []
-    usage_items: list[Mapping[str, Any]] = list(items)
-    source = "ledger"
-    if not costs.sessions_of(items):
-        from_audit = _sessions_from_audit(audit_hours, start)
-        if from_audit:
-            source = "cloudtrail"
-            usage_items += from_audit
-            notes.append("GPU-hours from CloudTrail launches and stops (the ledger holds no usage sessions)")
-    by_team = costs.gpu_hours_and_cost(usage_items, start, end, "team", book)
-    by_owner = costs.gpu_hours_and_cost(usage_items, start, end, "owner", book)
-    by_type = costs.gpu_hours_and_cost(usage_items, start, end, "instance_type", book)
-    unpriced = sorted(r.key for r in by_type if r.unpriced_sessions)
-    if unpriced:
-        notes.append(f"no price for {', '.join(unpriced)}: hours counted, dollars not")
+    usage_items, source, notes = _usage(items, audit_hours, start)
     idle = costs.idle_hours(items, start, end)
     saved = costs.savings(items, start, end, book)
+    offenders = costs.idle_offenders(items, start, end, book)
+    spend, unpriced = _spend(usage_items, offenders, start, end, book)
+    if unpriced:
+        notes.append(f"no price for {', '.join(unpriced)}: hours counted, dollars not")
     if saved.unpriced_instances:
         notes.append(
             f"{plural(saved.unpriced_instances, 'reclaimed instance')} without a price: their savings are not counted"
         )
-    offenders = costs.idle_offenders(items, start, end, book)
+    return CostSection(
+        source=source,
+        **spend,
+        **_idle_figures(idle, offenders),
+        idle_enforced=_idle_enforced(items, policy),
+        savings_usd=round(saved.saved_usd, 2),
+        spot=spot_section(items, start, end),
+        rightsizing=rightsizing(items, policy, start, end, _instance_types(items, idle)),
+        prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
+        notes=notes,
+        by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
+    )
+
+
+def _usage(
+    items: Sequence[Mapping[str, Any]], audit_hours: Iterable[Mapping[str, Any]], start: dt.datetime
+) -> tuple[list[Mapping[str, Any]], str, list[str]]:
+    """The items usage is counted from, where the sessions came from, and the note that says so when not the ledger."""
+    usage_items: list[Mapping[str, Any]] = list(items)
+    if costs.sessions_of(items):
+        return usage_items, "ledger", []
+    from_audit = _sessions_from_audit(audit_hours, start)
+    if not from_audit:
+        return usage_items, "ledger", []
+    note = "GPU-hours from CloudTrail launches and stops (the ledger holds no usage sessions)"
+    return usage_items + from_audit, "cloudtrail", [note]
+
+
+def _spend(
+    usage_items: Sequence[Mapping[str, Any]],
+    offenders: Iterable[costs.OffenderRow],
+    start: dt.datetime,
+    end: dt.datetime,
+    book: costs.PriceBook,
+) -> tuple[dict[str, Any], list[str]]:
+    """The spend tables (by team and owner with their idle dollars, by type) and totals; and the unpriced types."""
+    by_team = costs.gpu_hours_and_cost(usage_items, start, end, "team", book)
+    by_owner = costs.gpu_hours_and_cost(usage_items, start, end, "owner", book)
+    by_type = costs.gpu_hours_and_cost(usage_items, start, end, "instance_type", book)
     idle_by_team: dict[str, float] = defaultdict(float)
     idle_by_owner: dict[str, float] = defaultdict(float)
     for offender in offenders:
         idle_by_team[offender.team] += offender.idle_usd
         idle_by_owner[offender.owner] += offender.idle_usd
-    types = {s.get("instance_id"): s.get("instance_type") for s in costs.sessions_of(items)}
-    types.update({r.instance_id: r.instance_type for r in idle.instances if r.instance_type})
-    return CostSection(
-        source=source,
-        gpu_hours_total=round(sum(r.gpu_hours for r in by_team), 2),
-        cost_total_usd=round(sum(r.cost_usd for r in by_team), 2),
-        by_team=_cost_table("gpu_hours_by_team", "Spend by team", "team", by_team, idle_by_team),
-        by_owner=_cost_table("gpu_hours_by_owner", "Spend by owner", "owner", by_owner, idle_by_owner),
-        by_type=_cost_table("gpu_hours_by_type", "Spend by instance type", "instance_type", by_type),
-        idle_cost_usd=round(sum(o.idle_usd for o in offenders), 2),
-        would_reclaim_gpu_hours=round(sum(r.would_reclaim_gpu_hours for r in idle.instances), 2),
-        would_save_usd=round(sum(o.would_reclaim_usd for o in offenders), 2),
-        idle_enforced=_idle_enforced(items, policy),
-        offenders=Table(
+    spend = {
+        "gpu_hours_total": round(sum(r.gpu_hours for r in by_team), 2),
+        "cost_total_usd": round(sum(r.cost_usd for r in by_team), 2),
+        "by_team": _cost_table("gpu_hours_by_team", "Spend by team", "team", by_team, idle_by_team),
+        "by_owner": _cost_table("gpu_hours_by_owner", "Spend by owner", "owner", by_owner, idle_by_owner),
+        "by_type": _cost_table("gpu_hours_by_type", "Spend by instance type", "instance_type", by_type),
+    }
+    return spend, sorted(r.key for r in by_type if r.unpriced_sessions)
+
+
+def _idle_figures(idle: costs.IdleSummary, offenders: Sequence[costs.OffenderRow]) -> dict[str, Any]:
+    """Idle GPU-hours and dollars, detected, reclaimed and (report-only) would-reclaim, and the offenders' table."""
+    return {
+        "idle_cost_usd": round(sum(o.idle_usd for o in offenders), 2),
+        "would_reclaim_gpu_hours": round(sum(r.would_reclaim_gpu_hours for r in idle.instances), 2),
+        "would_save_usd": round(sum(o.would_reclaim_usd for o in offenders), 2),
+        "offenders": Table(
             name="idle_offenders",
             title="Top idle offenders",
             columns=list(OFFENDER_COLUMNS),
             rows=[{c: getattr(o, c) for c in OFFENDER_COLUMNS} for o in offenders],
         ),
-        idle_gpu_hours_detected=round(idle.detected_gpu_hours, 2),
-        idle_gpu_hours_reclaimed=round(idle.reclaimed_gpu_hours, 2),
-        idle_instances_detected=sum(1 for r in idle.instances if r.idle_hours > 0),
-        idle_actions=sum(1 for r in idle.instances if r.reclaimed_hours > 0),
-        savings_usd=round(saved.saved_usd, 2),
-        idle_would_act=sum(1 for r in idle.instances if r.would_reclaim_hours > 0),
-        would_reclaim_gpu_hours_by_team=_would_by_team(idle.instances, offenders),
-        spot=spot_section(items, start, end),
-        rightsizing=rightsizing(items, policy, start, end, {str(k): str(v) for k, v in types.items() if k and v}),
-        prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
-        notes=notes,
-        by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
-    )
+        "idle_gpu_hours_detected": round(idle.detected_gpu_hours, 2),
+        "idle_gpu_hours_reclaimed": round(idle.reclaimed_gpu_hours, 2),
+        "idle_instances_detected": sum(1 for r in idle.instances if r.idle_hours > 0),
+        "idle_actions": sum(1 for r in idle.instances if r.reclaimed_hours > 0),
+        "idle_would_act": sum(1 for r in idle.instances if r.would_reclaim_hours > 0),
+        "would_reclaim_gpu_hours_by_team": _would_by_team(idle.instances, offenders),
+    }
+
+
+def _instance_types(items: Iterable[Mapping[str, Any]], idle: costs.IdleSummary) -> dict[str, str]:
+    """Instance id -> type, from the usage sessions and the idle decisions, for rightsizing's suggestions."""
+    types = {s.get("instance_id"): s.get("instance_type") for s in costs.sessions_of(items)}
+    types.update({r.instance_id: r.instance_type for r in idle.instances if r.instance_type})
+    return {str(k): str(v) for k, v in types.items() if k and v}
 
 
 def _would_by_team(rows: Iterable[costs.IdleRow], offenders: Iterable[costs.OffenderRow]) -> dict[str, float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from governor.domain import costs
 from governor.domain.identity import normalise_owner
@@ -14,6 +14,9 @@ from governor.domain.times import parse_time
 from governor.policy import Policy
 from governor.report.model import FindingRow
 from governor.report.words import sentence
+
+#: Decisions about one resource under one policy, each with when it was made, oldest first.
+Flagged = list[tuple[dt.datetime, Mapping[str, Any]]]
 
 # Actions that fix the problem by themselves when done; warn / notify / record / tag only tell someone.
 FIXING_ACTIONS = frozenset(
@@ -106,7 +109,20 @@ def findings_section(
     sessions: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for session in costs.sessions_of(items):
         sessions[str(session.get("instance_id"))].append(session)
-    history: dict[tuple[str, str], list[tuple[dt.datetime, Mapping[str, Any]]]] = defaultdict(list)
+    rows: list[FindingRow] = []
+    for (policy_name, resource), entries in _histories(items, end).items():
+        standing = _standing(entries, start)
+        if standing is None:
+            continue
+        flagged, status, resolution = standing
+        rows.append(_finding(policy_name, resource, flagged, status, resolution, sessions, policy))
+    rows.sort(key=lambda f: (f.status != "open", f.severity != "critical", f.first_seen, f.resource))
+    return rows
+
+
+def _histories(items: Iterable[Mapping[str, Any]], end: dt.datetime) -> dict[tuple[str, str], Flagged]:
+    """Each (policy, resource)'s decisions made before ``end``, oldest first (the notifier's and report's left out)."""
+    history: dict[tuple[str, str], Flagged] = defaultdict(list)
     for item in items:
         if item.get("kind", "decision") != "decision" or item.get("policy") in (None, "notifications", "reports"):
             continue
@@ -114,53 +130,63 @@ def findings_section(
         if at is None or at >= end:
             continue
         history[(str(item["policy"]), str(item.get("resource")))].append((at, item))
-    rows: list[FindingRow] = []
-    for (policy_name, resource), entries in history.items():
+    for entries in history.values():
         entries.sort(key=lambda e: e[0])
-        episode: list[tuple[dt.datetime, Mapping[str, Any]]] = []
-        closed: tuple[list[tuple[dt.datetime, Mapping[str, Any]]], dt.datetime, str] | None = None
-        for at, decision in entries:
-            if decision.get("severity") in ("warning", "critical"):
-                episode.append((at, decision))
-                fixed = _fixed(decision)
-                if fixed:
-                    closed = (episode, at, f"{_done_phrase(str(fixed[0].get('type')))} by the governor")
-                    episode = []
-            elif episode and _resolves(decision):
-                reason = next(iter(decision.get("reasons") or []), "") or "no longer flagged"
-                closed = (episode, at, sentence(str(reason)))
+    return history
+
+
+def _standing(entries: Flagged, start: dt.datetime) -> tuple[Flagged, Literal["open", "resolved"], str] | None:
+    """The finding as it stands after one resource's decisions: the open episode's warnings, or the last episode
+    resolved in the period with how, or None (never flagged, or resolved before the period)."""
+    episode: Flagged = []
+    closed: tuple[Flagged, dt.datetime, str] | None = None
+    for at, decision in entries:
+        if decision.get("severity") in ("warning", "critical"):
+            episode.append((at, decision))
+            fixed = _fixed(decision)
+            if fixed:
+                closed = (episode, at, f"{_done_phrase(str(fixed[0].get('type')))} by the governor")
                 episode = []
-        if episode:
-            flagged, status, resolution = episode, "open", ""
-        elif closed is not None and closed[1] >= start:
-            flagged, status, resolution = closed[0], "resolved", closed[2]
-        else:
-            continue
-        first_at = flagged[0][0]
-        last_at, last = flagged[-1]
-        severity = "critical" if any(d.get("severity") == "critical" for _, d in flagged) else "warning"
-        owner, team = _owner_of(last, sessions)
-        reasons = [str(r) for r in last.get("reasons") or []]
-        rule = str(last.get("rule") or policy_name)
-        rows.append(
-            FindingRow(
-                policy=policy_name,
-                rule=rule,
-                severity=severity,
-                resource=resource,
-                summary=sentence(reasons[0]) if reasons else rule,
-                owner=owner,
-                team=team,
-                first_seen=first_at,
-                last_seen=last_at,
-                status=status,
-                resolution=resolution,
-                remediation=remediation(policy_name, rule, policy),
-                enforced=any(isinstance(a, Mapping) and a.get("enforced") for a in last.get("actions") or []),
-            )
-        )
-    rows.sort(key=lambda f: (f.status != "open", f.severity != "critical", f.first_seen, f.resource))
-    return rows
+        elif episode and _resolves(decision):
+            reason = next(iter(decision.get("reasons") or []), "") or "no longer flagged"
+            closed = (episode, at, sentence(str(reason)))
+            episode = []
+    if episode:
+        return episode, "open", ""
+    if closed is not None and closed[1] >= start:
+        return closed[0], "resolved", closed[2]
+    return None
+
+
+def _finding(
+    policy_name: str,
+    resource: str,
+    flagged: Flagged,
+    status: Literal["open", "resolved"],
+    resolution: str,
+    sessions: Mapping[str, list[Mapping[str, Any]]],
+    policy: Policy,
+) -> FindingRow:
+    """One row: first and last seen from the episode's warnings, the rest from its latest decision."""
+    last_at, last = flagged[-1]
+    owner, team = _owner_of(last, sessions)
+    reasons = [str(r) for r in last.get("reasons") or []]
+    rule = str(last.get("rule") or policy_name)
+    return FindingRow(
+        policy=policy_name,
+        rule=rule,
+        severity="critical" if any(d.get("severity") == "critical" for _, d in flagged) else "warning",
+        resource=resource,
+        summary=sentence(reasons[0]) if reasons else rule,
+        owner=owner,
+        team=team,
+        first_seen=flagged[0][0],
+        last_seen=last_at,
+        status=status,
+        resolution=resolution,
+        remediation=remediation(policy_name, rule, policy),
+        enforced=any(isinstance(a, Mapping) and a.get("enforced") for a in last.get("actions") or []),
+    )
 
 
 def _done_phrase(action: str) -> str:

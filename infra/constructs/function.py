@@ -111,6 +111,7 @@ class GovernorFunction(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"GPU Fleet Governor {name} function: only the actions its code declares",
         )
+        shared.add_publisher(self.role)
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=sorted(LOGS),

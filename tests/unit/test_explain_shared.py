@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from governor.domain.decision import Decision
-from governor.domain.explain import explain, registrations
 from governor.domain.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.events.envelopes import CloudTrailRecord
+from governor.explain import explain, registrations
 from governor.keys import domain as keys_domain
 from governor.keys import explain as keys_explain
 from governor.keys.domain import AccessKey, KmsKey, Secret

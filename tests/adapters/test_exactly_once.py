@@ -15,12 +15,12 @@ from governor.adapters.aws import client
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Finding
-from governor.domain.memory import MemorySink
 from governor.domain.once import INTENT_KIND, send_command_once
 from governor.domain.ports import PublishError
 from governor.idle.domain import MARK_KIND
 from governor.idle.handler import handle
 from governor_cli.demo.bootstrap import create_ledger_table
+from governor_cli.testing.memory import MemorySink
 from tests.adapters.test_idle_sweep import T0, _aws, _event, _launch, _metrics, _runtime, _state
 
 REGION = "us-east-1"

@@ -213,8 +213,8 @@ def test_the_demos_targets_are_member_accounts_in_every_region_or_the_hub_alone(
 
 
 def test_an_account_budget_alert_names_the_account_and_is_raised_once() -> None:
-    from governor.domain.memory import MemoryLedger
     from governor.report.handler import handle
+    from governor_cli.testing.memory import MemoryLedger
     from tests.unit.test_report_handler import RUN_AT, scheduled, setup
 
     rt, aws = setup(enforce=False)

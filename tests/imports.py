@@ -6,6 +6,7 @@ module, else ``package``; importing ``a.b.c`` also runs ``a`` and ``a.b`` (:func
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -42,17 +43,31 @@ def _typing_only(tree: ast.Module) -> set[int]:
     return skipped
 
 
+def import_statements(name: str) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of module ``name`` that runs (inside functions too, not under ``if TYPE_CHECKING``)."""
+    tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
+    skipped = _typing_only(tree)
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skipped]
+
+
+def third_party_imports(name: str) -> set[str]:
+    """The top-level names ``name`` imports from outside the project and the standard library."""
+    found: set[str] = set()
+    for node in import_statements(name):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found - set(sys.stdlib_module_names) - {"__future__", *PACKAGES}
+
+
 def imports_of(name: str) -> list[tuple[int, str]]:
     """(line, module) of each project module ``name`` imports at run time, in source order."""
     known = modules()
     path = known[name]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = _typing_only(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in import_statements(name):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name in known]
         elif isinstance(node, ast.ImportFrom):

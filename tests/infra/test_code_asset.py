@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from packaging.utils import canonicalize_name
 from governor.registry import REGISTRY
 from infra.asset import NOT_RUNTIME, asset_files, excluded
 from infra.settings import LAMBDAS_DIR
-from tests.imports import loaded_by, modules
+from tests.imports import loaded_by, modules, third_party_imports
 from tests.infra.conftest import Synth
 
 # Folder or file names that belong to the tooling, the tests or the benchmarks; none may appear at any depth.
@@ -174,28 +173,6 @@ def _layer_distributions() -> set[str]:
     return found
 
 
-def _third_party_imports(name: str) -> set[str]:
-    """The top-level names of what ``name`` imports from outside the project and the standard library, inside
-    functions too (not under ``if TYPE_CHECKING``)."""
-    tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
-    typing_only = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and getattr(block.test, "id", getattr(block.test, "attr", "")) == "TYPE_CHECKING"
-        for statement in block.body
-        for node in ast.walk(statement)
-    }
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            found.add(node.module.split(".")[0])
-    return found - set(sys.stdlib_module_names) - {"__future__", "governor"}
-
-
 def test_what_a_handler_can_import_is_in_the_layer_or_the_lambda_runtime() -> None:
     """A handler never reaches a local engine or other tooling whose library the function does not have (DuckDB,
     sqlglot, moto): every third-party import of every module a handler can load comes from the layer's requirements
@@ -207,7 +184,7 @@ def test_what_a_handler_can_import_is_in_the_layer_or_the_lambda_runtime() -> No
         f"{name} imports {top}"
         for name in reachable
         if name.startswith("governor")
-        for top in _third_party_imports(name)
+        for top in third_party_imports(name)
         if not {canonicalize_name(d) for d in providers.get(top, [top])} & layer
     )
     assert missing == []

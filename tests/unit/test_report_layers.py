@@ -15,6 +15,7 @@ import pytest
 from radon.complexity import cc_rank, cc_visit
 
 from tests.conftest import ROOT
+from tests.imports import imports_of
 
 REPORT = ROOT / "lambdas" / "governor" / "report"
 MAX_LINES = 600
@@ -40,26 +41,12 @@ def _layer(path: Path) -> str:
 
 def _report_imports(path: Path) -> set[str]:
     """The report modules ``path`` imports at run time (not under ``if TYPE_CHECKING``), inside functions too."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
-        for statement in block.body
-        for node in ast.walk(statement)
+    name = ".".join(path.relative_to(ROOT / "lambdas").with_suffix("").parts).removesuffix(".__init__")
+    return {
+        target.split(".")[2]
+        for _, target in imports_of(name)
+        if target.startswith("governor.report.") and target.count(".") >= 2
     }
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("governor.report"):
-            names = (
-                [node.module] if node.module != "governor.report" else [f"governor.report.{a.name}" for a in node.names]
-            )
-            found |= {name.split(".")[2] for name in names if name.count(".") >= 2}
-        elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[2] for a in node.names if a.name.startswith("governor.report.")}
-    return found
 
 
 def test_the_report_is_split_into_its_layers() -> None:

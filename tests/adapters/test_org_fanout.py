@@ -34,6 +34,15 @@ from tests.adapters.test_spot_moto import LambdaContext
 HUB = "123456789012"  # moto's default account, the organisation's management account here
 REGIONS = ("us-east-1", "us-west-2")
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+
+
+@pytest.fixture(autouse=True)
+def _clock_at_test_start() -> None:
+    """The wall clock when each test starts, not at collection: a slow run must not make the sweep's event stale."""
+    global NOW
+    NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+
+
 TAGS = {"owner": "ana@example.com", "team": "vision", "gpu-fleet": "true"}
 
 

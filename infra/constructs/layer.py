@@ -22,8 +22,9 @@ from pathlib import Path
 from aws_cdk import Stack
 from aws_cdk import aws_lambda as lambda_
 
+from infra.asset import asset_files
 from infra.build_layer import LAMBDA_UNZIPPED_LIMIT, REQUIREMENTS, fingerprint, size
-from infra.settings import LAMBDAS_DIR, ROOT, Settings, SettingsError
+from infra.settings import ROOT, Settings, SettingsError
 
 _CACHE_ATTR = "_governor_layer"
 PLACEHOLDER_DIR = ROOT / "infra" / "layer_placeholder"
@@ -60,15 +61,9 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def code_asset_bytes(excluded: tuple[str, ...]) -> int:
-    """Unzipped bytes of the code asset (``lambdas/`` without ``excluded`` folder or file names)."""
-    return sum(
-        path.stat().st_size
-        for path in LAMBDAS_DIR.rglob("*")
-        if path.is_file()
-        and not any(part in excluded for part in path.relative_to(LAMBDAS_DIR).parts)
-        and path.suffix != ".pyc"
-    )
+def code_asset_bytes() -> int:
+    """Unzipped bytes of the code asset, as ``infra.asset`` declares it (the files ``Code.from_asset`` packages)."""
+    return sum(path.stat().st_size for path in asset_files())
 
 
 def dependency_layer(stack: Stack, settings: Settings) -> lambda_.ILayerVersion:
@@ -77,7 +72,7 @@ def dependency_layer(stack: Stack, settings: Settings) -> lambda_.ILayerVersion:
     if existing is not None:
         return existing
     if settings.deployable:
-        folder = verified_build(settings, code_asset_bytes(("__pycache__", "requirements.txt")))
+        folder = verified_build(settings, code_asset_bytes())
         description = "GPU Fleet Governor runtime dependencies (lambdas/requirements.txt, CPython 3.14 arm64)"
     else:
         folder, description = PLACEHOLDER_DIR, PLACEHOLDER_DESCRIPTION

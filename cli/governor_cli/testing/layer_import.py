@@ -4,9 +4,10 @@ The functions run CPython 3.14 on arm64. No arm64 3.14 interpreter can be instal
 are reachable, and none ships one); Pyodide, CPython 3.14 compiled to WebAssembly, comes from npm (pinned in
 package.json). The check therefore:
 
-* imports every ``governor`` module (handlers included) with ``sys.path`` = the code asset, then the layer's own
-  files, as the Lambda runtime orders them, under CPython 3.14: every pure-Python package the layer ships (Powertools,
-  pydantic, slack_sdk, PyYAML's Python half, ...) is the very file the layer deploys;
+* imports every ``governor`` module of the code asset (handlers included; the files ``infra.asset`` declares, the
+  ones ``Code.from_asset`` packages, staged in a scratch folder) with ``sys.path`` = the code asset, then the layer's
+  own files, as the Lambda runtime orders them, under CPython 3.14: every pure-Python package the layer ships
+  (Powertools, pydantic, slack_sdk, PyYAML's Python half, ...) is the very file the layer deploys;
 * puts after the layer what the Lambda runtime itself provides (boto3, botocore, s3transfer, which the layer
   deliberately leaves out), at the versions requirements.txt pins, as the runtime's own copy stands after the layers;
 * substitutes, for a compiled distribution whose arm64 shared objects no wasm interpreter can load, the same
@@ -28,7 +29,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from infra.asset import asset_files
 from infra.build_layer import LAYER_DIR, distributions
+from infra.settings import LAMBDAS_DIR
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Compiled distributions in the layer that have a CPython 3.14 wasm build on PyPI, substituted for the import check.
@@ -68,6 +71,16 @@ def _runtime_provided(into: Path) -> list[str]:
     return pins
 
 
+def _stage_asset(into: Path) -> int:
+    """A copy of the code asset (only what ``Code.from_asset`` ships); returns its file count."""
+    files = asset_files()
+    for source in files:
+        target = into / source.relative_to(LAMBDAS_DIR)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    return len(files)
+
+
 def check(layer: Path = LAYER_DIR) -> int:
     site = layer / "python"
     if not site.is_dir():
@@ -75,6 +88,7 @@ def check(layer: Path = LAYER_DIR) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="layer-import-") as scratch:
         work = Path(scratch)
+        shipped = _stage_asset(work / "asset")
         substituted = _substitutes(site, work / "substitutes")
         provided = _runtime_provided(work / "runtime")
         out = work / "outcome.json"
@@ -84,7 +98,7 @@ def check(layer: Path = LAYER_DIR) -> int:
             [
                 "node",
                 str(script),
-                str(ROOT / "lambdas"),
+                str(work / "asset"),
                 str(site),
                 str(work / "substitutes"),
                 str(work / "runtime"),
@@ -99,7 +113,10 @@ def check(layer: Path = LAYER_DIR) -> int:
     tag_checked = {m: e for m, e in modules.items() if e != "ok" and any(f"'{t}" in e for t in TAG_CHECKED)}
     failed = {m: e for m, e in modules.items() if e != "ok" and m not in tag_checked}
     handlers = [m for m in modules if m.endswith(".handler")]
-    print(f"CPython {outcome['python']} ({outcome['platform']}): {len(modules)} modules of the code asset")
+    print(
+        f"CPython {outcome['python']} ({outcome['platform']}): {len(modules)} modules of the code asset "
+        f"({shipped} files, as infra.asset ships them)"
+    )
     print(f"substituted (same version, CPython 3.14 wasm from PyPI): {', '.join(substituted)}")
     print(f"after the layer, as the Lambda runtime provides them: {', '.join(provided)}")
     print(f"handlers imported: {sum(modules[m] == 'ok' for m in handlers)} of {len(handlers)}")

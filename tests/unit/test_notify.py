@@ -183,6 +183,6 @@ def test_explain_shows_where_a_finding_would_go(tmp_path: Path, capsys: pytest.C
     (decision,) = [d for d in result["decisions"] if d["policy"] == "notifications"]
     assert decision["verdict"] == "act"
     assert decision["actions"] == [
-        {"type": "notify", "enforced": False, "channel": "slack", "target": ["governor/slack-vision"]}
-    ]
+        {"type": "notify", "enforced": True, "channel": "slack", "target": ["governor/slack-vision"]}
+    ]  # delivery is on by default (issue 32): the policy above does not switch it off
     assert "merge state not read" in decision["assumptions"][0]

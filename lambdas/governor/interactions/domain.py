@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 from pydantic import Field, ValidationError
 
 from governor.domain.decision import Finding
+from governor.domain.escape import slack_text
 from governor.domain.model import Model
 from governor.events.names import INTERACTIONS_SOURCE
 from governor.events.names import STOP_REQUESTED as STOP_REQUESTED
@@ -269,11 +270,11 @@ def updated_message(blocks: list[dict[str, Any]], token: str, note: str) -> dict
     """The original message without this token's buttons, plus one line saying who did what."""
     blocks = [b for b in blocks if b.get("block_id") != f"governor:{token}"]
     blocks = blocks[: MAX_MESSAGE_BLOCKS - 1]
-    shown = note.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")[:3000]
+    shown = slack_text(note)[:3000]  # the fallback ``text`` too: Slack parses <...> and formatting in both
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": shown}]})
-    return {"replace_original": True, "text": note[:3000], "blocks": blocks}
+    return {"replace_original": True, "text": shown, "blocks": blocks}
 
 
 def ephemeral(text: str) -> dict[str, Any]:
     """An answer only the clicking user sees; the message stays as it was."""
-    return {"response_type": "ephemeral", "replace_original": False, "text": text[:3000]}
+    return {"response_type": "ephemeral", "replace_original": False, "text": slack_text(text)[:3000]}

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from governor.domain import costs
+from governor.domain.escape import csv_cell
 from governor.domain.identity import normalise_owner
 from governor.domain.model import Model
 from governor.domain.times import parse_time
@@ -1325,18 +1326,8 @@ def _csv(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_safe(value: Any) -> Any:
-    """OWASP's CSV-injection rule: a text cell starting with = + - @ tab or CR gets a leading ``'``.
-
-    CloudTrail values (``userAgent``, ``errorMessage``, user names) are chosen by whoever made the call, and a failed
-    console login is enough to plant ``=HYPERLINK(...)`` in a spreadsheet the security team opens. Numbers stay numbers.
-    """
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
+#: The CSV sink's one escape (``governor.domain.escape.csv_cell``), under the name the report's writers use.
+csv_safe = csv_cell
 
 
 # --- HTML ----------------------------------------------------------------------------------------------------------

@@ -431,8 +431,13 @@ class InteractionsPolicy(_Model):
     teams: dict[Annotated[str, Field(min_length=1, max_length=64)], TeamMembers] = Field(default_factory=dict)
     keep_hours: int = Field(4, ge=1, le=24 * 7)
     morning_hour: int = Field(9, ge=0, le=23)
-    # Opt-in throttle for the public endpoint (see docs/deploy.md: reserving fails the deploy in small accounts).
-    reserved_concurrency: int | None = Field(None, ge=1, le=100)
+    # The public endpoint's throttle: at most this many requests at once (reserved concurrency, counted by the deploy's
+    # preflight; only while ``buttons`` is on, since the endpoint exists only then). null: unthrottled.
+    reserved_concurrency: int | None = Field(5, ge=1, le=100)
+
+    def endpoint_concurrency(self) -> int:
+        """The executions the public endpoint reserves: none while buttons are off (no endpoint is deployed)."""
+        return (self.reserved_concurrency or 0) if self.buttons else 0
 
 
 class LedgerPolicy(_Model):

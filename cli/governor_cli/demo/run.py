@@ -33,7 +33,7 @@ from typing import Any
 
 from governor.adapters.aws import client
 from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
-from governor.policy import Policy
+from governor.policy import Policy, TeamMembers
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor_cli.demo.capture import CaptureEndpoint, capture_endpoint
@@ -283,6 +283,16 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
             "slack_users": {
                 **chosen.interactions.slack_users,
                 **{slack_user(p): f"{p}@demo.example" for p in PEOPLE.values()},
+            },
+            # The demo's owner tags are bare user names, which match nobody (owners match only by full identity):
+            # each person acts on their own instances as a member of the team the warning was sent to.
+            "teams": {
+                **chosen.interactions.teams,
+                **{
+                    team: TeamMembers(members=[f"{person}@demo.example"])
+                    for team, person in PEOPLE.items()
+                    if team not in chosen.interactions.teams
+                },
             },
         }
     )

@@ -28,7 +28,7 @@ from governor.domain.fleet import Instance, checkpoint_choice, exemption, owners
 from governor.domain.model import Model
 from governor.domain.ports import utcnow
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
-from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
+from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import (
     CHECKPOINT_DONE,
@@ -485,16 +485,19 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     """
     from governor.interactions.domain import updated_message
 
-    request = event.detail
+    request, unverified = verified_stop_request(event, runtime)
+    if request is None:
+        return _unverified_stop(event, runtime, str(unverified))
     instance_id = request.instance_id
     policy = runtime.policy
     idle = policy.idle
     now = max(aws.clock(), event.time)
     who = f"{request.requested_by or 'unknown person'} (Slack {request.slack_user})"
     asked = {"requested_by": request.requested_by, "slack_user": request.slack_user, "token": request.token}
+    blocks = event.detail.message_blocks
 
     def finish(status: str, note: str) -> dict[str, Any]:
-        aws.respond(request.response_url, updated_message(request.message_blocks, request.token, note))
+        aws.respond(request.response_url, updated_message(blocks, request.token, note))
         return {"status": status, "event_id": event.id, "instance": instance_id, "note": note}
 
     def refuse(why: str) -> dict[str, Any]:
@@ -524,14 +527,18 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     cluster = report_only_reason(live, idle)
     if cluster:
         return refuse(cluster)
+    stored_item = runtime.ledger.get_item(MARK_KIND, instance_id)
+    stored = Mark.from_item(stored_item) if stored_item else None
+    mark = current_mark(live, stored)
+    # The sweep's own precondition: an action follows a warning of the current idle spell that people received. A
+    # button from an older warning (the instance was busy since, or restarted) stops nothing.
+    if mark is None or mark.warned_at is None:
+        return refuse("no warning of its current idle spell was sent (it was busy or restarted since the message)")
     start = lookback_start(idle, now, sweep_interval(idle))
     signals = aws.metrics.fetch([instance_id], required_signals(idle), start, now)
     assessment, _ = assess_for_sweep(live, signals.get(instance_id, {}), policy, now)
     if assessment.status != "idle":
         return refuse(f"it is {assessment.status} now: {'; '.join(assessment.reasons)}")
-    stored_item = runtime.ledger.get_item(MARK_KIND, instance_id)
-    stored = Mark.from_item(stored_item) if stored_item else None
-    mark = current_mark(live, stored)
     command = checkpoint_command(live, policy)
     if command:
         marks = {instance_id: mark} if mark else {}
@@ -540,7 +547,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
         if mark is not None and mark.checkpoint_sent_at is not None and mark.checkpoint_status not in CHECKPOINT_DONE:
             return refuse(f"its checkpoint is {mark.checkpoint_status or 'Pending'}; click Stop now again once done")
         if mark is None or mark.checkpoint_sent_at is None:
-            base = mark or Mark(idle_since=now, warned_at=now)
+            base = mark or Mark(idle_since=now, warned_at=now)  # (the warning's mark: checked above)
             decision = Decision(
                 policy=POLICY,
                 verdict="act",
@@ -608,6 +615,69 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     box.flush()
     metrics.add_metric(name="IdleActions", unit="Count", value=1)
     return finish(verb, f"{instance_id} {verb} for {who}")
+
+
+@dataclass(frozen=True)
+class VerifiedStop:
+    """Stop now as the interactions function recorded it after verifying Slack's signature and authorising the click."""
+
+    instance_id: str
+    requested_by: str | None
+    slack_user: str
+    response_url: str
+    token: str
+
+
+def verified_stop_request(event: StopRequestEvent, runtime: Runtime) -> tuple[VerifiedStop | None, str | None]:
+    """The request as recorded under the click's id by the interactions function, or why there is none.
+
+    Everything Stop now acts on or writes (the instance, who asked, where to answer) comes from that record; the
+    invocation only names it. A direct Invoke with made-up fields finds no record, or one that does not match.
+    """
+    from governor.interactions.domain import ClickError, check_response_url
+
+    item = runtime.ledger.get_item(STOP_REQUEST_KIND, event.id)
+    if not item:
+        return None, "no verified Slack click is recorded under this request's id"
+    detail = event.detail
+    fields = ("instance_id", "slack_user", "response_url", "token")
+    differ = [name for name in fields if str(item.get(name) or "") != str(getattr(detail, name))]
+    if differ:
+        return None, f"the request's {', '.join(differ)} differ from the verified click's"
+    try:
+        url = check_response_url(str(item.get("response_url") or ""))
+    except ClickError as error:
+        return None, str(error)
+    requested_by = item.get("requested_by")
+    return (
+        VerifiedStop(
+            str(item["instance_id"]),
+            str(requested_by) if requested_by else None,
+            str(item["slack_user"]),
+            url,
+            str(item["token"]),
+        ),
+        None,
+    )
+
+
+def _unverified_stop(event: StopRequestEvent, runtime: Runtime, why: str) -> dict[str, Any]:
+    """Recorded and refused; nothing is read, changed or posted (the invocation's ``response_url`` is no Slack word)."""
+    runtime.ledger.record(
+        Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource=event.detail.instance_id,
+            reasons=[f"Stop now not done: {why}"],
+            evidence={"status": "stop-now-unverified", "claimed_requested_by": event.detail.requested_by},
+            severity="warning",
+            rule="idle.stop-now-unverified",
+        ),
+        event_id=event.id,
+    )
+    metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
+    logger.warning("Stop now request refused", extra={"event_id": event.id, "reason": why})
+    return {"status": "refused", "event_id": event.id, "reason": why}
 
 
 def process(parsed: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:

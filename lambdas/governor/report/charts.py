@@ -296,9 +296,7 @@ def heatmap_html(charts: FleetCharts) -> str:
             f"{'no sample' if v is None else f'{v:.0f}%'}'></td>"
             for at, v in zip(charts.heatmap_starts, row.values, strict=True)
         )
-        rows.append(
-            f"<tr><td class='bar-label' title='{html_text(row.label)}'>{html_text(row.label)}</td>{cells}</tr>"
-        )
+        rows.append(f"<tr><td class='bar-label' title='{html_text(row.label)}'>{html_text(row.label)}</td>{cells}</tr>")
     scale = (
         "".join(f"<span><i style='background:{heat_colour(v)}'></i>{v}%</span>" for v in (0, 25, 50, 75, 100))
         + f"<span><i style='background:{PALETTE['empty']}'></i>no sample</span>"

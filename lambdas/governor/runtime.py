@@ -97,6 +97,13 @@ def default_runtime() -> Runtime:
     )
 
 
+def account_of(context: Any) -> str | None:
+    """The function's own account, from the invoked function ARN (``arn:aws:lambda:REGION:ACCOUNT:function:...``)."""
+    arn = getattr(context, "invoked_function_arn", None)
+    parts = arn.split(":") if isinstance(arn, str) else []
+    return parts[4] if len(parts) > 4 and parts[4].isdigit() else None
+
+
 def reject(event: Any, error: InvalidEventError, runtime: Runtime) -> dict[str, Any]:
     """Log the one validation error with the event id, count it, and park the event in the DLQ with its reason."""
     logger.error("rejected event", extra={"event_id": error.event_id, "reason": str(error)})

@@ -4,9 +4,9 @@ A Function URL rather than an API Gateway HTTP API: Slack authenticates with its
 offers to check (IAM auth cannot be used by Slack), so the function verifies it either way; an HTTP API would add a
 stage, a route, an integration, access logs and a per-request charge, and its only extra here, throttling, is
 covered by reserved concurrency (``interactions.reserved_concurrency``, on by default, counted by the deploy's
-preflight). No Function URL is deployed while ``interactions.buttons`` is off. The role may write only the snooze tag, only on GPU instances carrying
-``fleet.fleet_tags``, read only the two Slack secrets, and invoke only itself (the click's worker) and the idle
-function (Stop now).
+preflight). No Function URL is deployed while ``interactions.buttons`` is off. The role may write only the snooze
+tag, only on GPU instances carrying ``fleet.fleet_tags``, read only the two Slack secrets, and invoke only itself (the
+click's worker) and the idle function (Stop now).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Unpack
 from aws_cdk import ArnFormat, Stack
 from constructs import Construct
 
-from governor.keys.domain import EVENT_SOURCES
+from governor.keys.domain import RULE_EVENTS
 from governor.registry import REGISTRY
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
 from infra.nag import acknowledge
@@ -44,9 +44,7 @@ class KeysEnforcer(CapabilityConstruct):
         self.on_schedule("Sweep")
         self.on_rule(
             "CloudTrailCalls",
-            successful_calls(
-                sorted(EVENT_SOURCES), sorted({name for names in EVENT_SOURCES.values() for name in names})
-            ),
+            successful_calls(sorted(RULE_EVENTS), sorted({name for names in RULE_EVENTS.values() for name in names})),
         )
 
         key_arns = stack.format_arn(service="kms", resource="key", resource_name="*")

@@ -27,6 +27,7 @@ from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.model import Model
 from governor.domain.ports import utcnow
+from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
 from governor.idle.autoscaling import AutoScalingGroups
@@ -55,6 +56,7 @@ from governor.idle.domain import (
     sweep_interval,
 )
 from governor.idle.metrics import CloudWatchMetrics
+from governor.idle.ownership import unproven_claim
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
 from governor.runtime import Runtime, default_runtime, fan_out, run_edge
@@ -161,10 +163,16 @@ def _refresh_checkpoints(marks: dict[str, Mark], aws: IdleAws) -> None:
             marks[instance_id] = replace(mark, checkpoint_status=status)
 
 
+def bounded(instance: Instance, runtime: Runtime, now: dt.datetime) -> Instance:
+    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever, whoever set it."""
+    return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now)
+
+
 def _still_safe(instance: Instance, live: Instance | None, runtime: Runtime, now: dt.datetime) -> str | None:
     """Why acting is no longer right after re-reading the instance, or None when it still is."""
     if live is None:
         return f"{instance.id} no longer exists"
+    live = bounded(live, runtime, now)
     if live.state != "running":
         return f"{instance.id} is {live.state} now"
     if live.launch_time != instance.launch_time:
@@ -345,6 +353,9 @@ def ignored_tags(
     for instance in instances:
         problems = [str(p) for p in tag_problems(instance.tags, fleet, now)]
         problems += [str(p) for p in mark_tag_problems(instance, stored.get(instance.id), now)]
+        claim = unproven_claim(instance.tags)
+        if claim is not None:
+            problems.append(str(claim))
         choice = checkpoint_choice(instance.tags, fleet, runtime.policy.idle.checkpoint_command)
         if choice.problem:
             problems.append(choice.problem)
@@ -377,7 +388,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
         return skipped
     policy = runtime.policy
     interval = sweep_interval(policy.idle)
-    instances = aws.instances.gpu_instances(policy.fleet)
+    instances = [bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)]
     start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], required_signals(policy.idle), start, now)
     stored = load_marks(runtime)
@@ -520,6 +531,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     live = aws.instances.instance(instance_id)
     if live is None or live.state != "running":
         return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
+    live = bounded(live, runtime, now)
     if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
         return refuse(f"{instance_id} is not a GPU fleet instance")
     if load_breaker(runtime).open:

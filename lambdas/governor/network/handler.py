@@ -19,6 +19,7 @@ from governor.adapters.ec2 import Ec2Reader
 from governor.domain.actions import Outcome, RevokeIngress
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, ownership
+from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
     CloudTrailEvent,
@@ -95,6 +96,11 @@ def parse(raw: Any) -> CloudTrailEvent | GovernorEvent:
 # --- deciding with live state -----------------------------------------------------------------------------------------
 
 
+def bounded(instance: Instance, runtime: Runtime, now: dt.datetime) -> Instance:
+    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever."""
+    return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now)
+
+
 def ownership_proofs(group_ids: Sequence[str], aws: NetworkAws, runtime: Runtime) -> dict[str, str | None]:
     """For each group, why nothing proves it is the fleet's (None: every interface using it is a GPU instance's).
 
@@ -155,6 +161,7 @@ def _launch_group_decisions(instances: Sequence[Instance], aws: NetworkAws, runt
 
 
 def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> Judged:
+    instance = bounded(instance, runtime, now)
     elastic = aws.addresses.elastic([instance.public_ip]) if instance.public_ip else {}
     address = public_address(instance, elastic)
     return decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now), instance.tags
@@ -348,7 +355,7 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, 
             decision = _reread(decision, aws, runtime)
         judged.append((decision, group_tags.get(decision.resource, {})))
     elastic = aws.addresses.elastic([i.public_ip for i in instances if i.public_ip])
-    for instance in instances:
+    for instance in (bounded(i, runtime, now) for i in instances):
         address: PublicAddress | None = public_address(instance, elastic)
         decision = decide_public_ip(instance.id, instance.type, instance.tags, address, policy, now)
         judged.append((decision, instance.tags))

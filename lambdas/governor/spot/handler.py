@@ -17,6 +17,8 @@ from typing import Any
 from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
+from governor.domain.fleet import Instance
+from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import logger, metrics, tracer
@@ -155,6 +157,11 @@ def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> 
 RECOVERY = ("deregister", "complete_lifecycle_action", "replace")
 
 
+def _bounded(instance: Instance | None, runtime: Runtime, at: dt.datetime) -> Instance | None:
+    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever."""
+    return None if instance is None else bounded_instance(instance, runtime.policy.fleet, runtime.ledger, at)
+
+
 def _misplaced(
     event: WarningEvent | RebalanceEvent, runtime: Runtime, ports: SpotPorts, rule: str
 ) -> dict[str, Any] | None:
@@ -181,7 +188,7 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
     misplaced = _misplaced(event, runtime, ports, "spot-interruption")
     if misplaced is not None:
         return misplaced
-    instance = ports.reader.instance(instance_id)
+    instance = _bounded(ports.reader.instance(instance_id), runtime, at)
     decision = decide_warning(instance_id, instance, event.detail.instance_action, runtime.policy, at)
     if decision.verdict != "act" or instance is None:
         runtime.ledger.record(decision, event_id=event.id, at=at)
@@ -354,7 +361,7 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
     misplaced = _misplaced(event, runtime, ports, "spot-rebalance")
     if misplaced is not None:
         return misplaced
-    instance = ports.reader.instance(event.detail.instance_id)
+    instance = _bounded(ports.reader.instance(event.detail.instance_id), runtime, at)
     decision = decide_rebalance(event.detail.instance_id, instance, runtime.policy, at)
     if decision.verdict != "act" or instance is None:
         runtime.ledger.record(decision, event_id=event.id, at=at)

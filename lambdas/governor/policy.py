@@ -463,6 +463,17 @@ class Policy(_Model):
     budgets: BudgetsPolicy = Field(default_factory=BudgetsPolicy)
     interactions: InteractionsPolicy = Field(default_factory=InteractionsPolicy)
 
+    @model_validator(mode="after")
+    def _exemptions_outlive_no_record(self) -> Policy:
+        """An exemption's end is counted from its recorded setting; a ledger that forgot the setting first would let
+        the same tag start a new clock (``governor.domain.tagging``)."""
+        if self.ledger.retention_days < self.fleet.max_exemption_days:
+            raise ValueError(
+                f"ledger.retention_days ({self.ledger.retention_days}) must be at least fleet.max_exemption_days "
+                f"({self.fleet.max_exemption_days}): an exemption's end is counted from its recorded setting"
+            )
+        return self
+
 
 def _fields_at(location: tuple[Any, ...]) -> list[str]:
     """The field names of the section that holds ``location`` (for "did you mean"), or none when it is not a model."""

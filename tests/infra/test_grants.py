@@ -8,10 +8,30 @@ governor's own Slack secrets.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from governor.policy import load_policy
+from infra.app_builder import build_app
 from tests.infra.conftest import Synth
-from tests.infra.policy_eval import RolePolicy, role_policy
+from tests.infra.policy_eval import RolePolicy, arn_of, role_policy
+
+
+class _ScaleInSynth(Synth):
+    """The shipped policy with ``idle.asg_action: scale_in`` (the only setting with an Auto Scaling grant)."""
+
+    def _build(self, outdir: Path) -> Any:
+        shipped = load_policy(Path(__file__).resolve().parents[2] / "governor.yaml")
+        policy = shipped.model_copy(update={"idle": shipped.idle.model_copy(update={"asg_action": "scale_in"})})
+        return build_app(policy=policy, outdir=str(outdir))
+
+
+@pytest.fixture(scope="module")
+def full_policy_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return _ScaleInSynth(tmp_path_factory.mktemp("scale-in"))
+
 
 TARGET_GROUP = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/website/0123456789abcdef"
 
@@ -31,3 +51,48 @@ def test_spot_deregisters_only_from_target_groups_carrying_the_fleet_tags(synth:
     assert role.allows("elasticloadbalancing:DeregisterTargets", TARGET_GROUP, **fleet)
     assert not role.allows("elasticloadbalancing:DeregisterTargets", TARGET_GROUP)
     assert not role.allows("elasticloadbalancing:DeregisterTargets", TARGET_GROUP, **{"aws:ResourceTag/gpu-fleet": "x"})
+
+
+def _functions(synth: Synth) -> dict[str, str]:
+    """Each governor function's logical id, by capability."""
+    return {
+        f["Properties"]["Handler"].split(".")[1]: logical_id
+        for logical_id, f in synth.resources("AWS::Lambda::Function").items()
+        if str(f["Properties"].get("Handler", "")).endswith(".handler.lambda_handler")
+    }
+
+
+def test_the_keys_role_invokes_rotation_functions_but_none_of_the_governors(synth: Synth) -> None:
+    role = _role_of(synth, "keys")
+    rotation = "arn:aws:lambda:us-east-1:123456789012:function:SecretsManagerRDSRotation"
+    assert role.allows("lambda:InvokeFunction", rotation)
+    for name, logical_id in _functions(synth).items():
+        assert not role.allows("lambda:InvokeFunction", arn_of(synth.json, logical_id)), name
+
+
+SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:{}-AbCdEf"
+
+
+def test_only_the_delivering_functions_read_the_governors_secrets_and_keys_never_rotates_them(synth: Synth) -> None:
+    policy = synth.stack.policy
+    webhook = SECRET.format(policy.notifications.slack_secret_name)
+    signing = SECRET.format(policy.interactions.signing_secret_name)
+    readers = {
+        name
+        for name in _functions(synth)
+        if _role_of(synth, name).allows("secretsmanager:GetSecretValue", webhook)
+        or _role_of(synth, name).allows("secretsmanager:GetSecretValue", signing)
+    }
+    assert readers == {"notifier", "report", "interactions"}
+    keys = _role_of(synth, "keys")
+    assert keys.allows("secretsmanager:RotateSecret", SECRET.format("training-db"))
+    assert not keys.allows("secretsmanager:RotateSecret", webhook)
+    assert not keys.allows("secretsmanager:RotateSecret", signing)
+
+
+def test_idle_scales_in_only_auto_scaling_groups_carrying_the_fleet_tags(full_policy_synth: Synth) -> None:
+    role = _role_of(full_policy_synth, "idle")
+    group = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:1234:autoScalingGroupName/website"
+    action = "autoscaling:TerminateInstanceInAutoScalingGroup"
+    assert role.allows(action, group, **{"autoscaling:ResourceTag/gpu-fleet": "true"})
+    assert not role.allows(action, group)

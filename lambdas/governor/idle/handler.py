@@ -213,7 +213,7 @@ def recheck_metrics(
     return {i: assess_signals(i, fresh.get(i, {}), idle, now) for i in ids}
 
 
-def _group_refusal(outcome: InstanceOutcome, aws: IdleAws) -> str | None:
+def _group_refusal(outcome: InstanceOutcome, aws: IdleAws, runtime: Runtime) -> str | None:
     """For a reclaim through an Auto Scaling group: why the group cannot be scaled in by this instance now."""
     for action in outcome.decision.enforced_actions():
         if isinstance(action, Terminate) and action.via == "autoscaling":
@@ -222,7 +222,7 @@ def _group_refusal(outcome: InstanceOutcome, aws: IdleAws) -> str | None:
             capacity = aws.groups.capacity(str(action.group), outcome.instance.id)
             if capacity is None:
                 return f"Auto Scaling group {action.group} no longer exists"
-            return capacity.refusal(outcome.instance.id)
+            return capacity.refusal(outcome.instance.id, runtime.policy.fleet.fleet_tags)
     return None
 
 
@@ -253,7 +253,7 @@ def settle(
         if why is None and recheck is not None and recheck.status != "idle":
             why = f"metrics re-read before acting say {recheck.status}: {'; '.join(recheck.reasons)}"
         if why is None:
-            refusal = _group_refusal(outcome, aws)
+            refusal = _group_refusal(outcome, aws, runtime)
             if not refusal:
                 return runner.Go(live)
             reported = _held(decided, f"reported only: {refusal}", status="reported", rule="idle.reported")

@@ -81,6 +81,6 @@ def test_gpu_family_matching() -> None:
 
 def test_the_ledger_keeps_an_exemptions_setting_as_long_as_the_exemption_may_last() -> None:
     """Issue 33: the end of ``exempt=true`` counts from its recorded setting, which the ledger must still hold."""
-    with pytest.raises(PolicyError, match="ledger.retention_days"):
+    with pytest.raises(PolicyError, match=r"ledger\.retention_days"):
         parse_policy({"ledger": {"retention_days": 30}, "fleet": {"max_exemption_days": 90}})
     assert parse_policy({"ledger": {"retention_days": 30}, "fleet": {"max_exemption_days": 30}})

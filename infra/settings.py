@@ -12,6 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from governor.adapters.aws import spoke_role_name
+from governor.registry import REGISTRY
+
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDAS_DIR = ROOT / "lambdas"
 QUERIES_DIR = ROOT / "queries"
@@ -30,9 +33,12 @@ CallAs = Literal["DELEGATED_ADMIN", "SELF"]
 _ORG_ID = r"^o-[a-z0-9]{10,32}$"
 _TARGET_ID = r"^(ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}|r-[a-z0-9]{4,32})$"
 _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
-#: IAM role names hold 64 characters; the spoke role is named ``<spoke_role_name>-<region>`` (role names are global,
-#: one StackSet instance per region), and the longest region name has 14 characters.
-SPOKE_ROLE_NAME_MAX = 64 - 1 - 14
+#: IAM role names hold 64 characters; each capability's spoke role is named ``<spoke_role_name>-<function>-<region>``
+#: (role names are global, one StackSet instance per region); the longest region name has 14 characters and the
+#: longest capability name acting in member accounts 9 (``lifecycle``).
+LONGEST_REGION = 14
+LONGEST_FUNCTION = max(len(name) for name, capability in REGISTRY.items() if capability.member_accounts)
+SPOKE_ROLE_NAME_MAX = 64 - 1 - LONGEST_FUNCTION - 1 - LONGEST_REGION
 
 
 def _distinct(value: tuple[str, ...], pattern: str, what: str, one: str) -> tuple[str, ...]:
@@ -86,9 +92,9 @@ class OrganizationSettings(BaseModel):
     def _regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _distinct(value, _REGION, "a region name such as us-east-1", "a region")
 
-    def spoke_role(self, region: str) -> str:
-        """The spoke role's name in one region (IAM names are global, so each region's instance has its own)."""
-        return f"{self.spoke_role_name}-{region}"
+    def spoke_role(self, region: str, function: str) -> str:
+        """One capability's spoke role in one region (IAM names are global, so each region's instance has its own)."""
+        return spoke_role_name(self.spoke_role_name, function, region)
 
     @classmethod
     def from_context(cls, value: object) -> OrganizationSettings | None:

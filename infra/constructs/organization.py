@@ -273,10 +273,12 @@ class OrganizationHub(Construct):
         return queue
 
     def _assume_spoke_role(self, function: GovernorFunction, organization: OrganizationSettings) -> None:
-        """The function may assume the spoke role, in any account of the organisation, in the spoke regions only."""
+        """The function may assume its own capability's spoke role (no other's), in any account of the organisation,
+        in the spoke regions only."""
         stack = Stack.of(self)
         resources = [
-            f"arn:{stack.partition}:iam::*:role/{organization.spoke_role(region)}" for region in organization.regions
+            f"arn:{stack.partition}:iam::*:role/{organization.spoke_role(region, function.name)}"
+            for region in organization.regions
         ]
         function.add_statement(["sts:AssumeRole"], resources, {"StringEquals": {"aws:ResourceOrgID": organization.id}})
         function.function.add_environment("GOVERNOR_SPOKE_ROLE", organization.spoke_role_name)
@@ -285,7 +287,7 @@ class OrganizationHub(Construct):
             acknowledge(
                 function.role,
                 f"AwsSolutions::AwsSolutions-IAM5[Resource::{resource.replace(stack.partition, '<AWS::Partition>')}]",
-                "The spoke role has the same name in every member account (one per region); which accounts exist is "
-                "known only at run time. aws:ResourceOrgID limits it to the organisation's accounts, and the spoke "
-                "role's trust policy admits only this function role.",
+                "The capability's spoke role has the same name in every member account (one per region); which "
+                "accounts exist is known only at run time. aws:ResourceOrgID limits it to the organisation's accounts, "
+                "and that spoke role's trust policy admits only this function role.",
             )

@@ -170,18 +170,25 @@ def for_each_target(targets: Sequence[Site], work: Callable[[Site], None]) -> No
 
 
 def create_spoke_roles(sites: Sequence[Site]) -> None:
-    """``<SPOKE_ROLE>-<region>`` in every member account, trusting the hub account, as the StackSet deploys it."""
+    """``<SPOKE_ROLE>-<function>-<region>`` for every capability acting in members, in every member account, trusting
+    the hub account, as the StackSet deploys them."""
     trust = {
         "Version": "2012-10-17",
         "Statement": [
             {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{HUB_ACCOUNT}:root"}, "Action": "sts:AssumeRole"}
         ],
     }
+    from governor.adapters.aws import spoke_role_name
+    from governor.registry import REGISTRY
+
+    acting = sorted(name for name, capability in REGISTRY.items() if capability.member_accounts)
     for site in sites:
         if site.member:
-            site.client("iam").create_role(
-                RoleName=f"{SPOKE_ROLE}-{site.region}", AssumeRolePolicyDocument=json.dumps(trust)
-            )
+            for function in acting:
+                site.client("iam").create_role(
+                    RoleName=spoke_role_name(SPOKE_ROLE, function, site.region),
+                    AssumeRolePolicyDocument=json.dumps(trust),
+                )
 
 
 def member_ports(function: str, runtime: Any, account: str, region: str, event_id: str | None) -> Any:

@@ -32,6 +32,7 @@ CallAs = Literal["DELEGATED_ADMIN", "SELF"]
 
 _ORG_ID = r"^o-[a-z0-9]{10,32}$"
 _TARGET_ID = r"^(ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}|r-[a-z0-9]{4,32})$"
+_PRINCIPAL = r"^arn:aws[a-z-]*:(iam|sts)::[0-9*]{1,12}:[A-Za-z0-9+=,.@_/*-]+$"
 _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
 #: IAM role names hold 64 characters; each capability's spoke role is named ``<spoke_role_name>-<function>-<region>``
 #: (role names are global, one StackSet instance per region); the longest region name has 14 characters and the
@@ -76,6 +77,12 @@ class OrganizationSettings(BaseModel):
     sweep_concurrency: int = Field(10, ge=2, le=1000, description="targets swept at once (maximum_concurrency)")
     sweep_attempts: int = Field(3, ge=1, le=10, description="deliveries of a target before it becomes a finding")
     breaker_targets: int = Field(5, ge=1, le=10000, description="open per-target breakers that hold every target")
+    # Reserve the fleet tag keys and governor:* to the governor's roles and these principals (issue 33): a service
+    # control policy on ou_ids (infra/constructs/reserved_tags.py). The hub must be allowed to manage SCPs.
+    reserve_tags: bool = False
+    tag_admins: tuple[str, ...] = Field(
+        (), max_length=50, description="principal ARN patterns (arn:aws:iam::*:role/PlatformAdmin) that keep the keys"
+    )
 
     @field_validator("ou_ids")
     @classmethod
@@ -86,6 +93,13 @@ class OrganizationSettings(BaseModel):
     @classmethod
     def _accounts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _distinct(value, r"^\d{12}$", "a 12-digit account id", "an account")
+
+    @field_validator("tag_admins")
+    @classmethod
+    def _admins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _distinct(
+            value, r"^arn:aws[a-z-]*:(iam|sts)::[0-9*]{1,12}:[A-Za-z0-9+=,.@_/*-]+$", "an IAM ARN", "an ARN"
+        )
 
     @field_validator("regions")
     @classmethod

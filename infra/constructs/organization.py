@@ -17,6 +17,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_organizations as organizations
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -24,6 +25,7 @@ from governor.adapters.organization import ACCOUNT_ACTIONS, QUEUE_ACTIONS
 from governor.policy import Policy
 from infra import nag
 from infra.constructs.function import GovernorFunction, policy_subset
+from infra.constructs.reserved_tags import reserved_tag_document
 from infra.constructs.shared import dead_letter_queue
 from infra.nag import acknowledge
 from infra.settings import OrganizationSettings, SettingsError
@@ -160,6 +162,7 @@ class OrganizationHub(Construct):
             ],
             template_body=body,
         )
+        self.reserved_tags = self._reserved_tags(policy, organization, functions) if organization.reserve_tags else None
         CfnOutput(
             stack,
             "OrganizationIntakeBusArn",
@@ -271,6 +274,27 @@ class OrganizationHub(Construct):
             f"{organization.sweep_attempts} attempts each)"
         )
         return queue
+
+    def _reserved_tags(
+        self, policy: Policy, organization: OrganizationSettings, functions: dict[str, GovernorFunction]
+    ) -> organizations.CfnPolicy:
+        """A service control policy on the organisation's OUs: only the governor's roles (hub and spokes) and
+        ``organization.tag_admins`` write the fleet tag keys and ``governor:*`` (``infra.constructs.reserved_tags``)."""
+        stack = Stack.of(self)
+        allowed: list[Any] = [
+            *(function.role.role_arn for _, function in sorted(functions.items())),
+            f"arn:{stack.partition}:iam::*:role/{organization.spoke_role_name}-*",
+            *organization.tag_admins,
+        ]
+        return organizations.CfnPolicy(
+            self,
+            "ReservedTagKeys",
+            name=f"{stack.stack_name}-reserved-tag-keys",
+            type="SERVICE_CONTROL_POLICY",
+            description="GPU Fleet Governor: only the governor and named admins write the fleet and governor:* tags",
+            content=reserved_tag_document(policy, allowed),
+            target_ids=list(organization.ou_ids),
+        )
 
     def _assume_spoke_role(self, function: GovernorFunction, organization: OrganizationSettings) -> None:
         """The function may assume its own capability's spoke role (no other's), in any account of the organisation,

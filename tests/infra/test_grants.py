@@ -16,7 +16,8 @@ import pytest
 from governor.policy import load_policy
 from infra.app_builder import build_app
 from tests.infra.conftest import Synth
-from tests.infra.policy_eval import RolePolicy, arn_of, role_policy
+from tests.infra.policy_eval import Request, RolePolicy, arn_of, resolve, role_policy, statement_matches
+from tests.infra.sar import validate
 
 
 class _ScaleInSynth(Synth):
@@ -96,3 +97,55 @@ def test_idle_scales_in_only_auto_scaling_groups_carrying_the_fleet_tags(full_po
     action = "autoscaling:TerminateInstanceInAutoScalingGroup"
     assert role.allows(action, group, **{"autoscaling:ResourceTag/gpu-fleet": "true"})
     assert not role.allows(action, group)
+
+
+# --- the reserved tag keys (optional: attach the managed policy, or reserve_tags in organisation mode) ------------
+
+
+def _reserved(template: dict[str, Any], kind: str, key: str) -> list[dict[str, Any]]:
+    (found,) = [v for k, v in template["Resources"].items() if v["Type"] == kind and "ReservedTagKeys" in k]
+    document = found["Properties"][key]
+    return [resolve(s, template["Resources"]) for s in document["Statement"]]
+
+
+def _may_tag(statements: list[dict[str, Any]], principal: str, keys: list[str], action: str = "ec2:CreateTags") -> bool:
+    """Whether the reservation denies the call (the principal's own grants allow it, as in any account)."""
+    request = Request(action, "*", {"aws:PrincipalArn": principal, "aws:TagKeys": keys})
+    return not any(s["Effect"] == "Deny" and statement_matches(s, request) for s in statements)
+
+
+PERSON = "arn:aws:iam::123456789012:role/ml-engineer"
+
+
+def test_the_single_account_policy_reserves_the_fleet_and_governor_keys_to_the_governor(synth: Synth) -> None:
+    """Issue 33: the docs advised protecting the fleet tag with an SCP, which the project did not deploy."""
+    statements = _reserved(synth.json, "AWS::IAM::ManagedPolicy", "PolicyDocument")
+    for keys in (["gpu-fleet"], ["governor:exempt"], ["Name", "governor:keep-until"]):
+        assert not _may_tag(statements, PERSON, keys), keys
+        for action in ("iam:TagUser", "kms:TagResource", "secretsmanager:TagResource", "elasticloadbalancing:AddTags"):
+            assert not _may_tag(statements, PERSON, keys, action), (keys, action)
+    assert _may_tag(statements, PERSON, ["Name", "owner"])
+    idle = "arn:aws:iam::123456789012:role/IdleRole94DC025C"
+    assert _may_tag(statements, idle, ["governor:idle-since"])  # the governor's own roles keep the keys
+    assert "ReservedTagKeysPolicyArn" in synth.json["Outputs"]
+
+
+def test_organisation_mode_can_reserve_the_keys_by_service_control_policy() -> None:
+    org = {
+        "id": "o-abcdefghij",
+        "ou_ids": ["ou-ab12-abcdefgh"],
+        "regions": ["us-east-1"],
+        "reserve_tags": True,
+        "tag_admins": ["arn:aws:iam::*:role/PlatformAdmin"],
+    }
+    app, stack = build_app(context={"organization": org})
+    template = app.synth().get_stack_by_name(stack.stack_name).template
+    (scp,) = [v for k, v in template["Resources"].items() if v["Type"] == "AWS::Organizations::Policy"]
+    assert scp["Properties"]["Type"] == "SERVICE_CONTROL_POLICY"
+    assert scp["Properties"]["TargetIds"] == org["ou_ids"]
+    statements = _reserved(template, "AWS::Organizations::Policy", "Content")
+    member = "arn:aws:iam::222222222222:role/ml-engineer"
+    assert not _may_tag(statements, member, ["gpu-fleet"])
+    assert _may_tag(statements, "arn:aws:iam::222222222222:role/PlatformAdmin", ["gpu-fleet"])
+    assert _may_tag(statements, "arn:aws:iam::222222222222:role/GovernorSpoke-idle-us-east-1", ["governor:idle-since"])
+    assert not [str(p) for p in validate(template) if "ReservedTagKeys" in str(p)]  # valid per the SAR

@@ -9,120 +9,22 @@ association the idle sweep relies on. The hub's account, intake bus and function
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Aws, BootstraplessSynthesizer, CfnParameter, Duration, Fn, Stack, Token
+from aws_cdk import App, Aws, BootstraplessSynthesizer, CfnParameter, Duration, Fn, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from governor.policy import Policy
-from governor.registry import REGISTRY
+from infra import nag
 from infra.constructs.idle import install_agent_config
+from infra.constructs.member_accounts import ForwardedPattern, MemberGrant
 from infra.constructs.shared import dead_letter_queue
 from infra.nag import NIST, NIST_BY_DESIGN, acknowledge
 from infra.settings import OrganizationSettings
-
-#: The functions whose work concerns resources of the account an event (or a sweep) is about; the notifier, the
-#: report and the Slack interactions work on the hub's own resources only.
-#: The functions that act in member accounts (the registry says which).
-MEMBER_ACCOUNT_FUNCTIONS = frozenset(name for name, capability in REGISTRY.items() if capability.member_accounts)
-
-#: Services whose calls in the hub concern the hub's own bookkeeping (traces, logs), never a member account.
-HUB_ONLY_SERVICES = frozenset({"xray", "logs"})
-
-
-@dataclass(frozen=True)
-class ForwardedPattern:
-    """One hub trigger: the function it invokes, the hub rule's id, its pattern and why it exists."""
-
-    function: str
-    rule: str
-    pattern: events.EventPattern
-    description: str
-
-
-@dataclass(frozen=True)
-class MemberGrant:
-    """One statement a hub function role holds that concerns resources in whatever account it runs against."""
-
-    function: str
-    statement: dict[str, Any]
-
-
-def _references_hub_resources(value: Any) -> bool:
-    """A resolved statement naming one of the hub's own resources (a Ref or GetAtt other than a pseudo parameter)."""
-    if isinstance(value, dict):
-        if "Fn::GetAtt" in value:
-            return True
-        ref = value.get("Ref")
-        if isinstance(ref, str) and not ref.startswith("AWS::"):
-            return True
-        return any(_references_hub_resources(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_references_hub_resources(v) for v in value)
-    return False
-
-
-def _localise(value: Any, account: str | None, region: str | None) -> Any:
-    """The hub's literal account and region (a hub synthesized with ``-c account/region``) become the spoke's own."""
-    if isinstance(value, dict):
-        return {k: _localise(v, account, region) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_localise(v, account, region) for v in value]
-    if isinstance(value, str) and value.startswith("arn:"):
-        text = value
-        if account:
-            text = text.replace(f":{account}:", ":${AWS::AccountId}:")
-        if region:
-            text = text.replace(f":{region}:", ":${AWS::Region}:")
-        if text != value:
-            return {"Fn::Sub": text.replace("${aws:", "${!aws:")}
-    return value
-
-
-def member_account_grants(hub: Stack, roles: dict[str, iam.IRole]) -> list[MemberGrant]:
-    """What the hub's functions need in a member account: every statement of their roles that names no hub resource.
-
-    The one place the spoke's permissions come from: the hub roles' own statements, which the capability constructs
-    build only from actions their registry entry lists (``governor.registry``; a construct granting anything else
-    stops the synth), with their resource scopes and conditions; statements on the ledger, the bus, the queues, the
-    key and the log groups name hub resources and stay out.
-    """
-    by_role = {
-        hub.resolve(role.role_name)["Ref"]: name for name, role in roles.items() if name in MEMBER_ACCOUNT_FUNCTIONS
-    }
-    grants: list[MemberGrant] = []
-    seen: set[tuple[str, str]] = set()
-    for node in hub.node.find_all():
-        if not isinstance(node, iam.CfnPolicy):
-            continue
-        attached = [r.get("Ref") for r in hub.resolve(node.roles) or [] if isinstance(r, dict)]
-        functions = [by_role[r] for r in attached if r in by_role]
-        if not functions:
-            continue
-        document = hub.resolve(node.policy_document)
-        for statement in document.get("Statement", []):
-            actions = statement.get("Action", [])
-            actions = [actions] if isinstance(actions, str) else actions
-            if _references_hub_resources(statement) or all(a.split(":")[0] in HUB_ONLY_SERVICES for a in actions):
-                continue
-            local = _localise(statement, _literal(hub.account), _literal(hub.region))
-            local = {k: v for k, v in local.items() if k != "Sid"}
-            for function in functions:  # each capability's own role holds its own grants (issue 33)
-                key = (function, json.dumps(local, sort_keys=True))
-                if key not in seen:
-                    seen.add(key)
-                    grants.append(MemberGrant(function, local))
-    return grants
-
-
-def _literal(value: str) -> str | None:
-    return None if Token.is_unresolved(value) else value
 
 
 class SpokeStack(Stack):
@@ -290,3 +192,23 @@ def _nag_text(value: Any) -> str | None:
         texts = [_nag_text(p) for p in parts]
         return None if any(t is None for t in texts) else separator.join(t for t in texts if t is not None)
     return None
+
+
+SPOKE_STACK_NAME = "GovernorSpoke"
+
+
+def synthesize_spoke(
+    policy: Policy,
+    organization: OrganizationSettings,
+    patterns: list[ForwardedPattern],
+    grants: list[MemberGrant],
+    context: dict[str, Any],
+) -> dict[str, Any]:
+    """The spoke template, synthesized in its own App with both cdk-nag packs (a finding stops the hub's synth)."""
+    app = App(context=context)
+    spoke = SpokeStack(
+        app, SPOKE_STACK_NAME, policy=policy, organization=organization, patterns=patterns, grants=grants
+    )
+    nag.enable(app)
+    template: dict[str, Any] = app.synth().get_stack_by_name(spoke.stack_name).template
+    return template

@@ -105,7 +105,8 @@ def render_text(run: Any, specs: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from governor.audit import QueryError, list_queries, run_audit
+    from governor.audit.engine import run_audit
+    from governor.audit.queries import QueryError, list_queries
     from governor_cli.main import UsageError, did_you_mean
 
     try:

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from governor.domain.escape import slack_text
-
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
 MAX_HEADER_CHARS = 150
@@ -29,10 +27,6 @@ class Email:
     subject: str
     html: str
     text: str
-
-
-#: The Slack sink's one escape (``governor.domain.escape.slack_text``), under the name the renderers import.
-escape_mrkdwn = slack_text
 
 
 def split_text(text: str, limit: int = MAX_SECTION_CHARS) -> list[str]:

@@ -18,11 +18,11 @@ from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
+from governor.domain.once import IN_DOUBT
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import logger, metrics, tracer
-from governor.once import IN_DOUBT
 from governor.outbox import Outbox
 from governor.runtime import Runtime, account_of, default_runtime, run_edge
 from governor.spot.domain import (

@@ -19,7 +19,6 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
-from governor.domain.memory import FixedClock, MemoryLedger, MemorySink
 from governor.domain.tagging import FIRST_SEEN, TAG_SET, setting_key
 from governor.idle.handler import handle as idle_handle
 from governor.keys.handler import KeyAdapters
@@ -29,6 +28,7 @@ from governor.keys.kms import KmsKeys
 from governor.keys.secrets import SecretsRotation
 from governor.lifecycle import handler as lifecycle
 from governor_cli.testing import events
+from governor_cli.testing.memory import FixedClock, MemoryLedger, MemorySink
 from tests.adapters.test_idle_sweep import NOW, T0, _aws, _event, _metrics, _state
 from tests.adapters.test_trust_boundaries import ACCOUNT, REGION, _idle_policy, _launch, _runtime
 from tests.conftest import ROOT

@@ -14,10 +14,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.network.handler import handle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.adapters.test_network_aws import IMAGE, REGION, aws, cloudtrail, scheduled
 
 WEB = [

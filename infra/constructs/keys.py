@@ -18,6 +18,8 @@ from governor.keys.domain import RULE_EVENTS
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
+from infra.constructs.interactions import slack_app_secret_names
+from infra.constructs.notifications import secret_arns, slack_secret_names
 from infra.nag import acknowledge
 
 UNSCOPED = {
@@ -109,15 +111,7 @@ class KeysEnforcer(CapabilityConstruct):
         function depend on itself.
         """
         stack = Stack.of(self)
-        secrets = [
-            stack.format_arn(
-                service="secretsmanager",
-                resource="secret",
-                resource_name=f"{name}-??????",
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
-            )
-            for name in governor_secret_names(self.policy)
-        ]
+        secrets = secret_arns(self, governor_secret_names(self.policy))
         policy = iam.Policy(
             self,
             "NotTheGovernorsOwn",
@@ -141,9 +135,6 @@ class KeysEnforcer(CapabilityConstruct):
 
 def governor_secret_names(policy: Policy) -> list[str]:
     """Every secret the governor itself reads: the Slack webhooks, the signing secret and the bot token."""
-    from infra.constructs.interactions import slack_app_secret_names
-    from infra.constructs.notifications import slack_secret_names
-
     return sorted({*slack_secret_names(policy), *slack_app_secret_names(policy)})
 
 

@@ -16,7 +16,6 @@ import pytest
 from moto import mock_aws
 
 from governor.idle import handler as idle_handler
-from governor.interactions import domain as interactions_domain
 from governor.interactions import handler as interactions
 from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW, ClickError, check_response_url
 from governor.interactions.slack_calls import SlackSecrets
@@ -126,11 +125,6 @@ def test_response_url_is_only_ever_one_of_slacks_documented_hosts(url: str) -> N
 def test_slack_and_govslack_response_urls_are_accepted() -> None:
     for url in ("https://hooks.slack.com/actions/T1/2/3", "https://hooks.slack-gov.com/actions/T1/2/3"):
         assert check_response_url(url) == url
-
-
-def test_loopback_is_accepted_only_while_the_local_demo_switches_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(interactions_domain, "LOOPBACK_RESPONSE_URLS", True)
-    assert check_response_url("http://127.0.0.1:8000/actions/x")
 
 
 def test_a_missing_signing_secret_is_read_once_a_minute_not_once_a_request() -> None:

@@ -176,16 +176,13 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     os.environ.pop("AWS_PROFILE", None)
     from governor.adapters.aws import client
-    from governor.interactions import domain as interactions
 
     client.cache_clear()
-    interactions.LOOPBACK_RESPONSE_URLS = True  # Slack's answers go to the demo's capture endpoint on 127.0.0.1
     try:
         _warm_up(endpoint)
         with _fast_metric_queries(), filter_wildcards():
             yield Emulator(endpoint=endpoint)
     finally:
-        interactions.LOOPBACK_RESPONSE_URLS = False
         server.stop()
         for key, value in saved.items():
             if value is None:

@@ -36,7 +36,7 @@ from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor.policy import Policy, TeamMembers
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
-from governor_cli.demo.capture import CaptureEndpoint, capture_endpoint
+from governor_cli.demo.capture import SLACK_ACTIONS, CaptureEndpoint, capture_endpoint, slack_answers_to
 from governor_cli.demo.emulator import running_emulator
 from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
 from governor_cli.demo.trail import Principal, Trail
@@ -437,7 +437,7 @@ class Simulation:
         if buttons is None or self.capture is None:
             return
         token = buttons[0]
-        response_url = f"{self.capture.url}/actions/{SLACK_ACTIONS_PATH}/{token[:8]}"
+        response_url = f"{SLACK_ACTIONS}{SLACK_ACTIONS_PATH}/{token[:8]}"  # Slack's host: see slack_answers_to
         request = click_request(
             message, token, action_id, slack_user(person), response_url, self.now, self.signing_secret
         )
@@ -922,6 +922,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
         _quiet_powertools(log),
         running_emulator(options.port),
         capture_endpoint(options.out / "slack") as capture,
+        slack_answers_to(capture),
     ):
         _fresh_containers()
         sim = Simulation(options, create_shared(), start=start, clock=clock)

@@ -43,10 +43,6 @@ TOKEN = re.compile(r"^[0-9a-f]{32}$")
 #: governor call an internal address.
 SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
 RESPONSE_PATH = "/actions/"
-LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-#: Plain http on the loopback address, for the local demo's capture endpoint and the tests only; the demo harness
-#: switches it on for its run (``governor_cli.demo.emulator``). Off in Lambda: 127.0.0.1 there is the runtime API.
-LOOPBACK_RESPONSE_URLS = False
 MAX_MESSAGE_BLOCKS = 50
 #: Slack's block_actions payload carries the message it was clicked on (at most 50 blocks of 3,000 characters, URL
 #: encoded): a body larger than this is no click of ours and is answered 400 before the signature is even computed.
@@ -144,7 +140,8 @@ class Click(Model):
 def check_response_url(url: str) -> str:
     """Slack's documented ``response_url``: https, one of :data:`SLACK_HOSTS`, no port or credentials, ``/actions/``.
 
-    Loopback http only when :data:`LOOPBACK_RESPONSE_URLS` is switched on (the local demo and tests).
+    Nothing else, loopback included (127.0.0.1 in Lambda is the runtime API): the local demo answers through Slack's
+    host too, and its tooling redirects the transport (``governor_cli.demo.capture.slack_answers_to``).
     """
     try:
         parts = urlsplit(url)
@@ -153,8 +150,6 @@ def check_response_url(url: str) -> str:
         raise ClickError("response_url is not a URL") from None
     plain = port is None and parts.username is None and parts.password is None and "\\" not in url
     if parts.scheme == "https" and parts.hostname in SLACK_HOSTS and plain and parts.path.startswith(RESPONSE_PATH):
-        return url
-    if LOOPBACK_RESPONSE_URLS and parts.scheme == "http" and parts.hostname in LOCAL_HOSTS:
         return url
     raise ClickError("response_url is not a https://hooks.slack.com/actions/ (or hooks.slack-gov.com) address")
 

@@ -42,7 +42,7 @@ def main() -> int:
         return 2
     if str(app.node.try_get_context("preflight")).lower() != "false":
         region = stack.settings.region or os.environ.get("CDK_DEFAULT_REGION")
-        reserved = (stack.policy.spot.reserved_concurrency or 0) + (stack.policy.interactions.reserved_concurrency or 0)
+        reserved = (stack.policy.spot.reserved_concurrency or 0) + stack.policy.interactions.endpoint_concurrency()
         problem = _preflight(reserved, region)
         if problem:
             print(f"cdk synth stopped: {problem}", file=sys.stderr)

@@ -12,6 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from governor.adapters.aws import spoke_role_name
+from governor.registry import REGISTRY
+
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDAS_DIR = ROOT / "lambdas"
 QUERIES_DIR = ROOT / "queries"
@@ -29,12 +32,14 @@ CallAs = Literal["DELEGATED_ADMIN", "SELF"]
 
 _ORG_ID = r"^o-[a-z0-9]{10,32}$"
 _TARGET_ID = r"^(ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}|r-[a-z0-9]{4,32})$"
+_PRINCIPAL = r"^arn:aws[a-z-]*:(iam|sts)::[0-9*]{1,12}:[A-Za-z0-9+=,.@_/*-]+$"
 _REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$"
-#: IAM role names hold 64 characters; the spoke role is named ``<spoke_role_name>-<region>`` (role names are global,
-#: one StackSet instance per region), and the longest region name has 14 characters.
-SPOKE_ROLE_NAME_MAX = 64 - 1 - 14
-#: The longest region name (``ap-southeast-2`` and its peers), for names built before the region is known.
+#: IAM role names hold 64 characters; each capability's spoke role is named ``<spoke_role_name>-<function>-<region>``
+#: (role names are global, one StackSet instance per region); the longest region name has 14 characters and the
+#: longest capability name acting in member accounts 9 (``lifecycle``).
 LONGEST_REGION = 14
+LONGEST_FUNCTION = max(len(name) for name, capability in REGISTRY.items() if capability.member_accounts)
+SPOKE_ROLE_NAME_MAX = 64 - 1 - LONGEST_FUNCTION - 1 - LONGEST_REGION
 #: Named IAM roles the stack creates: ``<stack_name>-<suffix>-<region>`` (infra.constructs.operators).
 OPERATOR_ROLE_SUFFIXES = ("gpu-admin", "auditor")
 #: CloudFormation stack names: a letter, then letters, digits and hyphens, at most 128 characters.
@@ -80,6 +85,12 @@ class OrganizationSettings(BaseModel):
     sweep_concurrency: int = Field(10, ge=2, le=1000, description="targets swept at once (maximum_concurrency)")
     sweep_attempts: int = Field(3, ge=1, le=10, description="deliveries of a target before it becomes a finding")
     breaker_targets: int = Field(5, ge=1, le=10000, description="open per-target breakers that hold every target")
+    # Reserve the fleet tag keys and governor:* to the governor's roles and these principals (issue 33): a service
+    # control policy on ou_ids (infra/constructs/reserved_tags.py). The hub must be allowed to manage SCPs.
+    reserve_tags: bool = False
+    tag_admins: tuple[str, ...] = Field(
+        (), max_length=50, description="principal ARN patterns (arn:aws:iam::*:role/PlatformAdmin) that keep the keys"
+    )
 
     @field_validator("ou_ids")
     @classmethod
@@ -91,14 +102,21 @@ class OrganizationSettings(BaseModel):
     def _accounts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _distinct(value, r"^\d{12}$", "a 12-digit account id", "an account")
 
+    @field_validator("tag_admins")
+    @classmethod
+    def _admins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _distinct(
+            value, r"^arn:aws[a-z-]*:(iam|sts)::[0-9*]{1,12}:[A-Za-z0-9+=,.@_/*-]+$", "an IAM ARN", "an ARN"
+        )
+
     @field_validator("regions")
     @classmethod
     def _regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _distinct(value, _REGION, "a region name such as us-east-1", "a region")
 
-    def spoke_role(self, region: str) -> str:
-        """The spoke role's name in one region (IAM names are global, so each region's instance has its own)."""
-        return f"{self.spoke_role_name}-{region}"
+    def spoke_role(self, region: str, function: str) -> str:
+        """One capability's spoke role in one region (IAM names are global, so each region's instance has its own)."""
+        return spoke_role_name(self.spoke_role_name, function, region)
 
     @classmethod
     def from_context(cls, value: object) -> OrganizationSettings | None:

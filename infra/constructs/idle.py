@@ -99,12 +99,14 @@ class IdleReclamation(CapabilityConstruct):
             "DescribeAutoScalingGroups supports no resource-level permissions; it re-reads a group's minimum and "
             "desired capacity right before scaling it in.",
         )
+        fleet = {f"autoscaling:ResourceTag/{key}": value for key, value in self.policy.fleet.fleet_tags.items()}
         function.add_statement(
             [action for action in Terminate.SCALE_IN if not action.startswith("autoscaling:Describe")],
             [groups],
-            reason="Any Auto Scaling group may hold an idle GPU instance; the function scales a group in only by an "
-            "instance its sweep judged idle and re-read, always decrementing the desired capacity and never below the "
-            "group's minimum (checked first, and enforced by EC2 Auto Scaling).",
+            {"StringEquals": fleet},
+            reason="GPU Auto Scaling groups are created after deploy; only groups carrying fleet.fleet_tags "
+            "(autoscaling:ResourceTag, checked in code too) may be scaled in, only by an instance the sweep judged "
+            "idle and re-read, always decrementing the desired capacity and never below the group's minimum.",
         )
 
 

@@ -3,9 +3,10 @@
 A Function URL rather than an API Gateway HTTP API: Slack authenticates with its own HMAC signature, which neither
 offers to check (IAM auth cannot be used by Slack), so the function verifies it either way; an HTTP API would add a
 stage, a route, an integration, access logs and a per-request charge, and its only extra here, throttling, is
-covered by the opt-in reserved concurrency. The role may write only the snooze tag, only on GPU instances carrying
-``fleet.fleet_tags``, read only the two Slack secrets, and invoke only itself (the click's worker) and the idle
-function (Stop now).
+covered by reserved concurrency (``interactions.reserved_concurrency``, on by default, counted by the deploy's
+preflight). No Function URL is deployed while ``interactions.buttons`` is off. The role may write only the snooze
+tag, only on GPU instances carrying ``fleet.fleet_tags``, read only the two Slack secrets, and invoke only itself (the
+click's worker) and the idle function (Stop now).
 """
 
 from __future__ import annotations
@@ -58,16 +59,25 @@ class SlackInteractions(CapabilityConstruct):
         policy = self.policy
         idle = args["functions"]["idle"]
         function = self.function
-        self.url = function.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
-        function.triggers.append(self.capability.trigger("FunctionUrl").line(policy))
-        acknowledge(
-            function.function,
-            "NIST.800.53.R5::NIST.800.53.R5-LambdaFunctionPublicAccessProhibited",
-            "Slack's interactivity Request URL must be reachable from Slack, which cannot sign with IAM: the two "
-            "permissions CDK adds allow invoking only through the Function URL (lambda:FunctionUrlAuthType NONE, "
-            "lambda:InvokedViaFunctionUrl), and the function refuses every request whose Slack v0 signature "
-            "(signing secret in Secrets Manager) is wrong or older than five minutes before reading anything else.",
+        # The public endpoint exists only while the policy puts buttons on messages: with buttons off there is
+        # nothing to click, so nothing is exposed (the function stays, unreachable from outside, so switching
+        # buttons on is a policy change, not a new capability).
+        self.url = (
+            function.function.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
+            if policy.interactions.buttons
+            else None
         )
+        if self.url is not None:
+            function.triggers.append(self.capability.trigger("FunctionUrl").line(policy))
+            acknowledge(
+                function.function,
+                "NIST.800.53.R5::NIST.800.53.R5-LambdaFunctionPublicAccessProhibited",
+                "Slack's interactivity Request URL must be reachable from Slack, which cannot sign with IAM: the two "
+                "permissions CDK adds allow invoking only through the Function URL (lambda:FunctionUrlAuthType NONE, "
+                "lambda:InvokedViaFunctionUrl), and the function refuses every request whose Slack v0 signature "
+                "(signing secret in Secrets Manager) is wrong or older than five minutes before reading anything "
+                "else.",
+            )
         grant_secret_reads(function, slack_app_secret_names(policy))
         function.add_unscoped_statement(
             "Reads",
@@ -107,17 +117,18 @@ class SlackInteractions(CapabilityConstruct):
         )
         function.role.attach_inline_policy(invoke)
         self._alarms(self.shared, function)
-        CfnOutput(
-            stack,
-            "SlackInteractivityUrl",
-            value=self.url.url,
-            description="Paste into the Slack app's Interactivity Request URL (docs/slack.md)",
-        )
+        if self.url is not None:
+            CfnOutput(
+                stack,
+                "SlackInteractivityUrl",
+                value=self.url.url,
+                description="Paste into the Slack app's Interactivity Request URL (docs/slack.md)",
+            )
 
     def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
         """Opt-in reserved concurrency, and the idle function that carries out Stop now."""
         return {
-            "reserved_concurrency": self.policy.interactions.reserved_concurrency,
+            "reserved_concurrency": self.policy.interactions.endpoint_concurrency() or None,
             "environment": {"IDLE_FUNCTION": functions["idle"].function.function_name},
         }
 

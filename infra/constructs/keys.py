@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from typing import Unpack
 
-from aws_cdk import ArnFormat, Stack
+import jsii
+from aws_cdk import ArnFormat, IStableListProducer, Lazy, Stack
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from governor.keys.domain import EVENT_SOURCES
+from governor.keys.domain import RULE_EVENTS
+from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
+from infra.constructs.interactions import slack_app_secret_names
+from infra.constructs.notifications import secret_arns, slack_secret_names
 from infra.nag import acknowledge_wildcard
 
 UNSCOPED = {
@@ -44,9 +49,7 @@ class KeysEnforcer(CapabilityConstruct):
         self.on_schedule("Sweep")
         self.on_rule(
             "CloudTrailCalls",
-            successful_calls(
-                sorted(EVENT_SOURCES), sorted({name for names in EVENT_SOURCES.values() for name in names})
-            ),
+            successful_calls(sorted(RULE_EVENTS), sorted({name for names in RULE_EVENTS.values() for name in names})),
         )
 
         key_arns = stack.format_arn(service="kms", resource="key", resource_name="*")
@@ -93,5 +96,55 @@ class KeysEnforcer(CapabilityConstruct):
             function.role,
             function_arns,
             "RotateSecret requires the caller to be allowed to invoke the secret's own rotation function, which "
-            "secret owners choose after deploy; limited to functions in this account and region.",
+            "secret owners choose after deploy; limited to functions in this account and region, and denied on every "
+            "function of this stack (policy NotTheGovernorsOwn).",
         )
+        self._not_the_governors_own()
+
+    def _not_the_governors_own(self) -> None:
+        """Explicit denies next to the broad grants: the keys role never invokes one of the governor's own functions
+        (idle's Stop now, the Slack endpoint...) and never rotates or reads the governor's own Slack secrets.
+
+        A policy of its own (not the role's default one): naming the keys function's own ARN there would make the
+        function depend on itself.
+        """
+        stack = Stack.of(self)
+        secrets = secret_arns(self, governor_secret_names(self.policy))
+        policy = iam.Policy(
+            self,
+            "NotTheGovernorsOwn",
+            statements=[
+                iam.PolicyStatement(
+                    sid="NeverInvokeTheGovernorsFunctions",
+                    effect=iam.Effect.DENY,
+                    actions=["lambda:InvokeFunction"],
+                    resources=Lazy.list(_GovernorFunctionArns(stack)),
+                ),
+                iam.PolicyStatement(
+                    sid="NeverTouchTheGovernorsSecrets",
+                    effect=iam.Effect.DENY,
+                    actions=["secretsmanager:GetSecretValue", "secretsmanager:RotateSecret"],
+                    resources=secrets,
+                ),
+            ],
+        )
+        self.function.role.attach_inline_policy(policy)
+
+
+def governor_secret_names(policy: Policy) -> list[str]:
+    """Every secret the governor itself reads: the Slack webhooks, the signing secret and the bot token."""
+    return sorted({*slack_secret_names(policy), *slack_app_secret_names(policy)})
+
+
+@jsii.implements(IStableListProducer)
+class _GovernorFunctionArns:
+    """Resolves, at synth time, to the ARNs of every governor function in the stack (built after this construct)."""
+
+    def __init__(self, stack: Stack) -> None:
+        self._stack = stack
+
+    def produce(self) -> list[str] | None:
+        from infra.constructs.function import GovernorFunction
+
+        functions = [n for n in self._stack.node.find_all() if isinstance(n, GovernorFunction)]
+        return sorted({f.function.function_arn for f in functions}, key=str)

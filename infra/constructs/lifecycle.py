@@ -10,6 +10,7 @@ from constructs import Construct
 
 from governor.adapters import ec2 as ec2_adapter
 from governor.domain.actions import Tag
+from governor.domain.tagging import KUBERNETES_TAG_PREFIX, watched_tag_keys
 from governor.lifecycle import pricing as pricing_adapter
 from governor.lifecycle.domain import CLOSING_STATES, RUNNING, STATE_CHANGE
 from governor.registry import REGISTRY
@@ -42,24 +43,16 @@ class Lifecycle(CapabilityConstruct):
                 },
             ),
         )
-        fleet = policy.fleet
         self.on_rule(
             "GovernorTags",
             successful_calls(
                 ["aws.ec2"],
                 ["CreateTags"],
                 event_source="ec2.amazonaws.com",
+                # Exemptions, snoozes, command names, marks, ownership (owner, team, fleet tags) and Kubernetes claims:
+                # every setting is recorded with its author (governor.domain.tagging).
                 requestParameters={
-                    "tagSet": {
-                        "items": {
-                            "key": [
-                                fleet.exempt_tag,
-                                fleet.keep_until_tag,
-                                fleet.checkpoint_command_tag,
-                                "governor:idle-since",
-                            ]
-                        }
-                    }
+                    "tagSet": {"items": {"key": [*watched_tag_keys(policy), {"prefix": KUBERNETES_TAG_PREFIX}]}}
                 },
             ),
         )

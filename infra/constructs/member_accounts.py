@@ -86,7 +86,7 @@ def member_account_grants(hub: Stack, roles: dict[str, iam.IRole]) -> list[Membe
         hub.resolve(role.role_name)["Ref"]: name for name, role in roles.items() if name in MEMBER_ACCOUNT_FUNCTIONS
     }
     grants: list[MemberGrant] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for node in hub.node.find_all():
         if not isinstance(node, iam.CfnPolicy):
             continue
@@ -102,10 +102,11 @@ def member_account_grants(hub: Stack, roles: dict[str, iam.IRole]) -> list[Membe
                 continue
             local = _localise(statement, _literal(hub.account), _literal(hub.region))
             local = {k: v for k, v in local.items() if k != "Sid"}
-            key = json.dumps(local, sort_keys=True)
-            if key not in seen:
-                seen.add(key)
-                grants.append(MemberGrant(functions[0], local))
+            for function in functions:  # each capability's own spoke role holds its own grants (issue 33)
+                key = (function, json.dumps(local, sort_keys=True))
+                if key not in seen:
+                    seen.add(key)
+                    grants.append(MemberGrant(function, local))
     return grants
 
 

@@ -49,7 +49,10 @@ class NetworkEnforcer(CapabilityConstruct):
         )
         reasons = {
             "security-group": "Any security group in this account and region may be opened after deploy; the only "
-            "action on it is RevokeSecurityGroupIngress (never Authorize or Delete).",
+            "action on it is RevokeSecurityGroupIngress (never Authorize or Delete). IAM has no condition key for the "
+            "interfaces using a group, so ownership is proven in code: rules are revoked only in groups every network "
+            "interface of which is a GPU instance's (DescribeNetworkInterfaces, re-read right before revoking); a "
+            "group shared with a load balancer or any other interface is reported, never changed.",
             "elastic-ip": "Any Elastic IP in this account and region may be attached to a GPU instance; the only "
             "action is DisassociateAddress (the allocation is never released).",
             "network-interface": "Interfaces of GPU instances are created at run time; only DisassociateAddress and "

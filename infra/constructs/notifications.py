@@ -29,10 +29,10 @@ def slack_secret_names(policy: Policy) -> list[str]:
     return sorted(names)
 
 
-def grant_secret_reads(function: GovernorFunction, names: list[str]) -> None:
-    """GetSecretValue on exactly these secrets (Secrets Manager appends a random six-character suffix to each ARN)."""
-    stack = Stack.of(function)
-    secrets = [
+def secret_arns(scope: Construct, names: list[str]) -> list[str]:
+    """These secrets' ARNs in this account and region (Secrets Manager appends a random six-character suffix)."""
+    stack = Stack.of(scope)
+    return [
         stack.format_arn(
             service="secretsmanager",
             resource="secret",
@@ -41,7 +41,11 @@ def grant_secret_reads(function: GovernorFunction, names: list[str]) -> None:
         )
         for name in names
     ]
-    function.add_statement(slack.IAM_ACTIONS, secrets)
+
+
+def grant_secret_reads(function: GovernorFunction, names: list[str]) -> None:
+    """GetSecretValue on exactly these secrets."""
+    function.add_statement(slack.IAM_ACTIONS, secret_arns(function, names))
 
 
 def grant_delivery(function: GovernorFunction, policy: Policy) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
@@ -17,6 +17,7 @@ from constructs import Construct, IConstruct
 from governor.policy import Policy
 from infra.constructs.audit import AuditLake
 from infra.constructs.reports import Reports
+from infra.constructs.reserved_tags import reserved_keys, reserved_tag_statement
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge, acknowledge_wildcard
 
@@ -104,6 +105,31 @@ class OperatorRoles(Construct):
                 self._read_bucket(role, bucket, "*", "The reports archive is read whole: report keys carry dates.")
         for lake in lakes:
             self._query_lake(lake.workgroup_name, lake.database_name, lake.table_name, [lake.bucket], lake.results)
+        self.reserved_tags = self._reserved_tags(policy)
+
+    def _reserved_tags(self, policy: Policy) -> iam.ManagedPolicy:
+        """The single-account form of the reserved tag keys (``infra.constructs.reserved_tags``): a managed policy that
+        does nothing until attached to the roles and groups people use; the governor's roles and gpu-admin keep the
+        keys."""
+        allowed = [*self._shared.publisher_role_arns(), self.gpu_admin.role_arn]
+        statement = reserved_tag_statement(policy, allowed)
+        document = iam.PolicyDocument.from_json({"Version": "2012-10-17", "Statement": [statement]})
+        managed = iam.ManagedPolicy(
+            self,
+            "ReservedTagKeys",
+            description="Attach to every role and group people use: only the governor and gpu-admin write "
+            + ", ".join(reserved_keys(policy))
+            + " tags",
+            document=document,
+        )
+        CfnOutput(
+            self._stack,
+            "ReservedTagKeysPolicyArn",
+            value=managed.managed_policy_arn,
+            description="Attach to the roles and groups people use: reserves the fleet and governor:* tag keys "
+            "(docs/security.md)",
+        )
+        return managed
 
     def _role(self, construct_id: str, name: str, purpose: str) -> iam.Role:
         """A role people of this account assume (if their own IAM policies allow it), for four hours at most."""

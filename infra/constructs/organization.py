@@ -18,6 +18,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_organizations as organizations
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -26,6 +27,7 @@ from governor.policy import Policy
 from infra.constructs.function import GovernorFunction, policy_subset
 from infra.constructs.hub_regions import hub_region_groups
 from infra.constructs.member_accounts import ForwardedPattern, MemberGrant, member_account_grants
+from infra.constructs.reserved_tags import reserved_tag_document
 from infra.constructs.shared import dead_letter_queue
 from infra.nag import acknowledge, nag_name
 from infra.settings import OrganizationSettings, SettingsError
@@ -150,6 +152,7 @@ class OrganizationHub(Construct):
             ],
             template_body=body,
         )
+        self.reserved_tags = self._reserved_tags(policy, organization, functions) if organization.reserve_tags else None
         CfnOutput(
             stack,
             "OrganizationIntakeBusArn",
@@ -262,11 +265,34 @@ class OrganizationHub(Construct):
         )
         return queue
 
+    def _reserved_tags(
+        self, policy: Policy, organization: OrganizationSettings, functions: dict[str, GovernorFunction]
+    ) -> organizations.CfnPolicy:
+        """A service control policy on the organisation's OUs: only the governor's roles (hub and spokes) and
+        ``organization.tag_admins`` write the fleet tag keys and ``governor:*`` (``infra.constructs.reserved_tags``)."""
+        stack = Stack.of(self)
+        allowed: list[Any] = [
+            *(function.role.role_arn for _, function in sorted(functions.items())),
+            f"arn:{stack.partition}:iam::*:role/{organization.spoke_role_name}-*",
+            *organization.tag_admins,
+        ]
+        return organizations.CfnPolicy(
+            self,
+            "ReservedTagKeys",
+            name=f"{stack.stack_name}-reserved-tag-keys",
+            type="SERVICE_CONTROL_POLICY",
+            description="GPU Fleet Governor: only the governor and named admins write the fleet and governor:* tags",
+            content=reserved_tag_document(policy, allowed),
+            target_ids=list(organization.ou_ids),
+        )
+
     def _assume_spoke_role(self, function: GovernorFunction, organization: OrganizationSettings) -> None:
-        """The function may assume the spoke role, in any account of the organisation, in the spoke regions only."""
+        """The function may assume its own capability's spoke role (no other's), in any account of the organisation,
+        in the spoke regions only."""
         stack = Stack.of(self)
         resources = [
-            f"arn:{stack.partition}:iam::*:role/{organization.spoke_role(region)}" for region in organization.regions
+            f"arn:{stack.partition}:iam::*:role/{organization.spoke_role(region, function.name)}"
+            for region in organization.regions
         ]
         function.add_statement(["sts:AssumeRole"], resources, {"StringEquals": {"aws:ResourceOrgID": organization.id}})
         function.function.add_environment("GOVERNOR_SPOKE_ROLE", organization.spoke_role_name)
@@ -275,7 +301,7 @@ class OrganizationHub(Construct):
             acknowledge(
                 function.role,
                 f"AwsSolutions::AwsSolutions-IAM5[Resource::{nag_name(function.role, resource)}]",
-                "The spoke role has the same name in every member account (one per region); which accounts exist is "
-                "known only at run time. aws:ResourceOrgID limits it to the organisation's accounts, and the spoke "
-                "role's trust policy admits only this function role.",
+                "The capability's spoke role has the same name in every member account (one per region); which "
+                "accounts exist is known only at run time. aws:ResourceOrgID limits it to the organisation's accounts, "
+                "and that spoke role's trust policy admits only this function role.",
             )

@@ -115,12 +115,14 @@ class Spot(CapabilityConstruct):
         )
         if spot.deregister_from_target_groups:
             groups = stack.format_arn(service="elasticloadbalancing", resource="targetgroup", resource_name="*/*")
-            self.function.add_statement(_writes(Deregister.permissions(policy)), [groups])
+            fleet = {f"aws:ResourceTag/{key}": value for key, value in policy.fleet.fleet_tags.items()}
+            self.function.add_statement(_writes(Deregister.permissions(policy)), [groups], {"StringEquals": fleet})
             acknowledge_wildcard(
                 self.function.role,
                 groups,
-                "Any target group may hold an interrupted instance; only DeregisterTargets is granted, which stops "
-                "new traffic to an instance about to be reclaimed.",
+                "Target groups are created after deploy; DeregisterTargets only, and only on target groups carrying "
+                "fleet.fleet_tags (aws:ResourceTag, checked in code too): a web service's target group is never "
+                "drained by a Spot warning.",
             )
         if spot.complete_lifecycle_action:
             groups = (

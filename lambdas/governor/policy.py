@@ -431,8 +431,13 @@ class InteractionsPolicy(_Model):
     teams: dict[Annotated[str, Field(min_length=1, max_length=64)], TeamMembers] = Field(default_factory=dict)
     keep_hours: int = Field(4, ge=1, le=24 * 7)
     morning_hour: int = Field(9, ge=0, le=23)
-    # Opt-in throttle for the public endpoint (see docs/deploy.md: reserving fails the deploy in small accounts).
-    reserved_concurrency: int | None = Field(None, ge=1, le=100)
+    # The public endpoint's throttle: at most this many requests at once (reserved concurrency, counted by the deploy's
+    # preflight; only while ``buttons`` is on, since the endpoint exists only then). null: unthrottled.
+    reserved_concurrency: int | None = Field(5, ge=1, le=100)
+
+    def endpoint_concurrency(self) -> int:
+        """The executions the public endpoint reserves: none while buttons are off (no endpoint is deployed)."""
+        return (self.reserved_concurrency or 0) if self.buttons else 0
 
 
 class LedgerPolicy(_Model):
@@ -457,6 +462,17 @@ class Policy(_Model):
     ledger: LedgerPolicy = Field(default_factory=LedgerPolicy)
     budgets: BudgetsPolicy = Field(default_factory=BudgetsPolicy)
     interactions: InteractionsPolicy = Field(default_factory=InteractionsPolicy)
+
+    @model_validator(mode="after")
+    def _exemptions_outlive_no_record(self) -> Policy:
+        """An exemption's end is counted from its recorded setting; a ledger that forgot the setting first would let
+        the same tag start a new clock (``governor.domain.tagging``)."""
+        if self.ledger.retention_days < self.fleet.max_exemption_days:
+            raise ValueError(
+                f"ledger.retention_days ({self.ledger.retention_days}) must be at least fleet.max_exemption_days "
+                f"({self.fleet.max_exemption_days}): an exemption's end is counted from its recorded setting"
+            )
+        return self
 
 
 def _fields_at(location: tuple[Any, ...]) -> list[str]:

@@ -94,6 +94,8 @@ class Trigger:
     description: str
     #: For a schedule, the policy field holding its expression, as ``section.field``.
     schedule: str | None = None
+    #: Only under this policy condition (the Slack endpoint exists only while buttons are on); None: always.
+    when: Callable[[Policy], bool] | None = None
 
     def expression(self, policy: Policy) -> str:
         section, name = str(self.schedule).split(".")
@@ -203,7 +205,7 @@ class Capability:
         return next(t for t in self.triggers if t.id == trigger_id)
 
     def trigger_lines(self, policy: Policy) -> list[str]:
-        return [t.line(policy) for t in self.triggers]
+        return [t.line(policy) for t in self.triggers if t.when is None or t.when(policy)]
 
 
 class Registry(Mapping[str, Capability]):
@@ -347,7 +349,12 @@ REGISTRY = Registry(
         section="interactions",
         description="Slack buttons: Keep, Keep until tomorrow, Stop now, Acknowledge (verified, authorised)",
         triggers=(
-            Trigger("FunctionUrl", "url", "Function URL (auth NONE; every request must carry Slack's v0 signature)"),
+            Trigger(
+                "FunctionUrl",
+                "url",
+                "Function URL (auth NONE; every request must carry Slack's v0 signature)",
+                when=lambda policy: policy.interactions.buttons,  # no public endpoint while buttons are off
+            ),
         ),
         uses=(
             _DESCRIBE,

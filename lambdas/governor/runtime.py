@@ -86,7 +86,7 @@ def default_runtime() -> Runtime:
     if env.spoke_role:
         from governor.adapters.aws import Organization, client
 
-        client.configure(Organization(env.spoke_role, env.home_account))
+        client.configure(Organization(env.spoke_role, env.home_account, env.function))
     return Runtime(
         policy=policy,
         ledger=DynamoLedger(env.ledger_table, policy.ledger.retention_days, env.region),
@@ -95,6 +95,13 @@ def default_runtime() -> Runtime:
         region=env.region,
         extras=extras,
     )
+
+
+def account_of(context: Any) -> str | None:
+    """The function's own account, from the invoked function ARN (``arn:aws:lambda:REGION:ACCOUNT:function:...``)."""
+    arn = getattr(context, "invoked_function_arn", None)
+    parts = arn.split(":") if isinstance(arn, str) else []
+    return parts[4] if len(parts) > 4 and parts[4].isdigit() else None
 
 
 def reject(event: Any, error: InvalidEventError, runtime: Runtime) -> dict[str, Any]:

@@ -350,6 +350,9 @@ def test_gpu_memory_is_read_in_mb_through_the_handler(fleet: Any) -> None:
     assert result["outcomes"].get("warned", 0) == 0 and result["outcomes"]["busy"] == 2
 
 
+FLEET_GROUP_TAG = {"Key": "gpu-fleet", "Value": "true", "PropagateAtLaunch": True}
+
+
 def _asg(min_size: int, desired: int, tags: list[dict[str, Any]] | None = None) -> tuple[Any, list[str]]:
     ec2 = boto3.client("ec2", region_name="us-east-1")
     autoscaling = boto3.client("autoscaling", region_name="us-east-1")
@@ -375,7 +378,7 @@ def _asg(min_size: int, desired: int, tags: list[dict[str, Any]] | None = None) 
 
 @mock_aws
 def test_an_auto_scaling_member_is_reclaimed_through_its_group_within_the_minimum() -> None:
-    autoscaling, members = _asg(min_size=1, desired=2)
+    autoscaling, members = _asg(min_size=1, desired=2, tags=[FLEET_GROUP_TAG])
     ec2 = boto3.client("ec2", region_name="us-east-1")
     assert all(_tags(ec2, m)["aws:autoscaling:groupName"] == "train-pool" for m in members)
     runtime = _runtime(max_actions_per_sweep=5)
@@ -391,6 +394,20 @@ def test_an_auto_scaling_member_is_reclaimed_through_its_group_within_the_minimu
     assert _state(ec2, refused[0]) == "running"
     titles = [f.title for f in runtime.sink.findings]  # type: ignore[attr-defined]
     assert any("reported, not reclaimed" in t for t in titles)
+
+
+@mock_aws
+def test_a_group_without_the_fleet_tags_is_never_scaled_in() -> None:
+    """Issue 33: the idle role could terminate members of any Auto Scaling group; now only the fleet's (its tags, in
+    code and in the IAM condition) lose members, the others are reported."""
+    autoscaling, members = _asg(min_size=0, desired=2)
+    runtime = _runtime(max_actions_per_sweep=5)
+    aws = _aws()
+    handle(_event(T0, "sweep-1"), runtime, aws)
+    second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
+    assert all("lacks fleet.fleet_tags" in second["done"][m][0] for m in members)
+    group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["train-pool"])["AutoScalingGroups"][0]
+    assert group["DesiredCapacity"] == 2
 
 
 @mock_aws

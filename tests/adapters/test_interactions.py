@@ -23,6 +23,7 @@ from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Finding
 from governor.idle import handler as idle_handler
+from governor.idle.domain import MARK_KIND, Mark
 from governor.idle.metrics import CloudWatchMetrics
 from governor.interactions import handler as interactions
 from governor.interactions.domain import (
@@ -165,10 +166,17 @@ def _finding(resource: str, rule: str = "idle.warned", policy: str = "idle") -> 
 
 
 def _issue(runtime: Runtime, finding: Finding) -> str:
-    """What the notifier does when it sends the message: the token's record in the ledger."""
+    """What the notifier does when it sends the message: the token's record in the ledger (expiring in a week)."""
     token = button_token(finding)
-    runtime.ledger.put_item(BUTTON_KIND, token, button_record(finding, token))
+    expires = int((NOW + dt.timedelta(days=7)).timestamp())
+    runtime.ledger.put_item(BUTTON_KIND, token, {**button_record(finding, token), "expires_at": expires})
     return token
+
+
+def _warned(runtime: Runtime, instance: str) -> None:
+    """What the idle sweep keeps when it warns: the idle spell's mark, with the warning's publication time."""
+    mark = Mark(idle_since=NOW - dt.timedelta(minutes=45), warned_at=NOW - dt.timedelta(minutes=30))
+    runtime.ledger.put_item(MARK_KIND, instance, mark.to_item(instance))
 
 
 def _body(token: str, action_id: str, user: str = "UANA", action_ts: str = "1700000000.000100") -> str:
@@ -429,6 +437,7 @@ def test_no_snooze_when_snoozes_are_switched_off(world: World) -> None:
 def test_stop_now_stops_an_idle_instance_through_the_idle_function(world: World) -> None:
     instance = _launch(world.ec2)
     _metrics(instance, 0.2)
+    _warned(world.runtime, instance)
     token = _issue(world.runtime, _finding(instance))
     result = world.click(token, STOP_NOW)
     assert result["status"] == "stopped", result
@@ -444,6 +453,7 @@ def test_stop_now_stops_an_idle_instance_through_the_idle_function(world: World)
 def test_stop_now_on_an_instance_that_became_busy_is_refused(world: World) -> None:
     instance = _launch(world.ec2)
     _metrics(instance, 85.0)
+    _warned(world.runtime, instance)
     token = _issue(world.runtime, _finding(instance))
     result = world.click(token, STOP_NOW)
     assert result["status"] == "refused"
@@ -514,14 +524,20 @@ def test_the_team_and_the_admins_may_act_by_the_instances_own_tags(world: World)
     assert world.click(token, KEEP_HOURS, user="UADMIN", action_ts="3")["status"] == "kept"
 
 
-def test_a_retagged_owner_counts_not_the_message(world: World) -> None:
-    """Ownership is re-read from the instance at click time: the message's owner is only what it was then."""
+def test_retagging_after_the_message_gives_nobody_new_rights_and_is_recorded(world: World) -> None:
+    """Authorised against the owner and team recorded when the message was sent (issue 33: retagging ``team=`` gave
+    another team Stop-now rights, unrecorded); the change since is written next to the click."""
+    raw = _policy(teams={"nlp": {"members": ["bob@example.com"]}, "vision": {"members": ["carol@example.com"]}})
+    world.runtime = _runtime(raw)
     instance = _launch(world.ec2)
     token = _issue(world.runtime, _finding(instance))
     world.ec2.create_tags(
         Resources=[instance], Tags=[{"Key": "owner", "Value": "bob@example.com"}, {"Key": "team", "Value": "nlp"}]
     )
-    assert world.click(token, KEEP_HOURS)["status"] == "refused"
+    assert world.click(token, KEEP_HOURS, user="UBOB")["status"] == "refused"  # bob's retag bought him nothing
+    assert world.click(token, KEEP_HOURS, action_ts="9")["status"] == "kept"  # ana still decides about her warning
+    (kept,) = world.decisions("interactions.keep")
+    assert any("team tag changed since the message: vision -> nlp" in reason for reason in kept.reasons)
 
 
 def test_report_only_records_and_answers_but_changes_nothing(world: World) -> None:

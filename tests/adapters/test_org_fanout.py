@@ -55,7 +55,7 @@ def spoke_roles(account: str) -> None:
         ],
     }
     for region in REGIONS:
-        iam.create_role(RoleName=f"GovernorSpoke-{region}", AssumeRolePolicyDocument=json.dumps(trust))
+        iam.create_role(RoleName=f"GovernorSpoke-idle-{region}", AssumeRolePolicyDocument=json.dumps(trust))
 
 
 def launch(session: boto3.session.Session, util: float) -> str:
@@ -162,7 +162,7 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
         client.cache_clear()
         built = Org()
         monkeypatch.setenv("IDEMPOTENCY_TABLE", built.local.idempotency_table)
-        client.configure(Organization("GovernorSpoke", HUB))
+        client.configure(Organization("GovernorSpoke", HUB, "idle"))
         monkeypatch.setattr(idle, "default_runtime", lambda: built.runtime)
         yield built
         client.configure(None)
@@ -209,7 +209,7 @@ def test_an_idle_sweep_runs_in_each_of_3_accounts_and_2_regions(org: Org) -> Non
 def test_one_broken_account_becomes_a_finding_and_the_others_complete(org: Org) -> None:
     broken = org.members[1]
     iam = account_session(broken, REGIONS[0]).client("iam")
-    iam.delete_role(RoleName=f"GovernorSpoke-{REGIONS[1]}")  # the spoke was never deployed there
+    iam.delete_role(RoleName=f"GovernorSpoke-idle-{REGIONS[1]}")  # the spoke was never deployed there
     for account in org.accounts:
         session = (
             boto3.session.Session(region_name=REGIONS[0]) if account == HUB else account_session(account, REGIONS[0])

@@ -45,7 +45,7 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
             extras={"fanout": built.config},
         )
         monkeypatch.setenv("IDEMPOTENCY_TABLE", built.local.idempotency_table)
-        client.configure(Organization("GovernorSpoke", HUB))
+        client.configure(Organization("GovernorSpoke", HUB, "lifecycle"))
         monkeypatch.setattr(lifecycle, "default_runtime", lambda: built.runtime)
         yield built
         client.configure(None)

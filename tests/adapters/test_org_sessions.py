@@ -50,7 +50,7 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
         monkeypatch.setenv("IDEMPOTENCY_TABLE", local.idempotency_table)
         member = account_session(MEMBER, REGION)
         member.client("iam").create_role(
-            RoleName=f"GovernorSpoke-{REGION}",
+            RoleName=f"GovernorSpoke-spot-{REGION}",
             AssumeRolePolicyDocument=json.dumps(
                 {
                     "Version": "2012-10-17",
@@ -64,7 +64,7 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
                 }
             ),
         )
-        client.configure(Organization("GovernorSpoke", HUB))
+        client.configure(Organization("GovernorSpoke", HUB, "spot"))
         yield local
         client.configure(None)
     client.cache_clear()

@@ -16,6 +16,7 @@ from governor.spot.domain import Candidate
 from governor.spot.recovery import REPLACES_TAG, SpotRecoveryActions
 
 REGION = "us-east-1"
+FLEET = {"gpu-fleet": "true"}
 
 
 class Fleet:
@@ -90,15 +91,17 @@ def test_deregisters_only_from_target_groups_that_list_the_instance() -> None:
     instance = fleet.instance(interrupted)
     elbv2.register_targets(TargetGroupArn=by_ip, Targets=[{"Id": instance.private_ip, "Port": 80}])
 
+    for arn in (serving, untouched, by_ip):
+        elbv2.add_tags(ResourceArns=[arn], Tags=[{"Key": "gpu-fleet", "Value": "true"}])
     recovery = SpotRecoveryActions(REGION)
-    assert sorted(recovery.deregister(instance)) == sorted([serving, by_ip])
+    assert sorted(recovery.deregister(instance, FLEET).groups) == sorted([serving, by_ip])
 
     def listed(arn: str) -> set[str]:
         health = elbv2.describe_target_health(TargetGroupArn=arn)["TargetHealthDescriptions"]
         return {d["Target"]["Id"] for d in health}
 
     assert listed(serving) == {other} and listed(untouched) == {other} and listed(by_ip) == set()
-    assert recovery.deregister(instance) == []
+    assert recovery.deregister(instance, FLEET).groups == []
 
 
 @mock_aws

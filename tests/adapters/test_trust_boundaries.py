@@ -473,12 +473,17 @@ def test_with_scope_all_the_sweep_revokes_at_most_its_budget_and_defers_the_rest
 
 
 def test_groups_of_gpu_instances_and_fleet_tagged_groups_are_judged(ec2: Any) -> None:
+    """Both are judged; only the GPU instance's group is changed: a tag proves nothing (issue 33), so the tagged group
+    that no interface uses is reported, never changed."""
     (attached,) = _web_groups(ec2, 1)
     (tagged,) = _web_groups(ec2, 1, {"gpu-fleet": "true"})
     (web,) = _web_groups(ec2, 1)
     ec2.run_instances(ImageId=IMAGE, InstanceType="g5.xlarge", MinCount=1, MaxCount=1, SecurityGroupIds=[attached])
-    network_handle(_sweep_event(), _network_runtime(world_open_allowed_ports=[]), _network_aws())
-    assert (_world_rules(ec2, [attached]), _world_rules(ec2, [tagged]), _world_rules(ec2, [web])) == (0, 0, 2)
+    runtime = _network_runtime(world_open_allowed_ports=[])
+    network_handle(_sweep_event(), runtime, _network_aws())
+    assert (_world_rules(ec2, [attached]), _world_rules(ec2, [tagged]), _world_rules(ec2, [web])) == (0, 2, 2)
+    reported = [f for f in runtime.sink.findings if f.resource == tagged]  # type: ignore[attr-defined]
+    assert reported and "used by no network interface" in reported[0].detail
 
 
 class _FixedBeforeRevoke(SecurityGroups):
@@ -493,10 +498,11 @@ class _FixedBeforeRevoke(SecurityGroups):
 
 
 def test_each_group_is_reread_right_before_its_rules_are_revoked(ec2: Any) -> None:
-    (group,) = _web_groups(ec2, 1, {"gpu-fleet": "true"})
+    (group,) = _web_groups(ec2, 1)
+    ec2.run_instances(ImageId=IMAGE, InstanceType="g5.xlarge", MinCount=1, MaxCount=1, SecurityGroupIds=[group])
     adapters = _network_aws()
     adapters.groups = _FixedBeforeRevoke(REGION)
-    runtime = _network_runtime()
+    runtime = _network_runtime(public_ip_on_gpu="allow")
     result = network_handle(_sweep_event(), runtime, adapters)
     assert result["done"] == [] and _world_rules(ec2, [group]) == 0
     reread = [d for _, d in runtime.ledger.decisions if d.resource == group]  # type: ignore[attr-defined]

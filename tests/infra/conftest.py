@@ -16,12 +16,15 @@ class Synth:
     """The synthesized stack: CDK ``Template`` for assertions plus the raw JSON and the output folder."""
 
     def __init__(self, outdir: Path) -> None:
-        app, stack = build_app(outdir=str(outdir))
+        app, stack = self._build(outdir)
         assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
         self.stack = stack
         self.template = assertions.Template.from_json(assembly.get_stack_by_name(stack.stack_name).template)
         self.json: dict[str, Any] = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
         self.outdir = outdir
+
+    def _build(self, outdir: Path) -> Any:
+        return build_app(outdir=str(outdir))
 
     def resources(self, kind: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.json["Resources"].items() if v["Type"] == kind}

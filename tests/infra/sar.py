@@ -78,6 +78,7 @@ POLICY_DOCUMENTS = {
     "AWS::S3::BucketPolicy": ("PolicyDocument",),
     "AWS::SQS::QueuePolicy": ("PolicyDocument",),
     "AWS::SNS::TopicPolicy": ("PolicyDocument",),
+    "AWS::Organizations::Policy": ("Content",),
 }
 
 

@@ -53,5 +53,13 @@ def test_every_checkov_finding_is_acknowledged_with_a_reason(failed: list[dict[s
     assert not open_findings, "\n".join(open_findings)
 
 
-def test_every_acknowledgement_is_still_needed(failed: list[dict[str, Any]]) -> None:
-    assert {c["check_id"] for c in failed} == set(CHECKOV_ACKNOWLEDGED)
+#: Acknowledgements for resources only some policies deploy: the public Slack endpoint exists only while
+#: ``interactions.buttons`` is on (issue 33).
+ONLY_WITH_BUTTONS = frozenset({"CKV_AWS_258"})
+
+
+def test_every_acknowledgement_is_still_needed(failed: list[dict[str, Any]], synth: Synth) -> None:
+    expected = set(CHECKOV_ACKNOWLEDGED)
+    if not synth.stack.policy.interactions.buttons:
+        expected -= ONLY_WITH_BUTTONS
+    assert {c["check_id"] for c in failed} == expected

@@ -177,9 +177,12 @@ def test_every_resource_moto_can_create_was_created(synth: Synth, deployed: dict
     in_template = Counter(r["Type"] for r in synth.json["Resources"].values())
     unsupported = {kind for kind in in_template if resource_class_from_type(kind) is None}
     assert not unsupported & set(MOTO_FAILS_ON)
-    assert unsupported == set(MOTO_CANNOT_CREATE), (
-        f"not created by moto but not listed: {sorted(unsupported - set(MOTO_CANNOT_CREATE))}; "
-        f"listed but now created: {sorted(set(MOTO_CANNOT_CREATE) - unsupported)}"
+    listed = set(MOTO_CANNOT_CREATE)
+    if not synth.stack.policy.interactions.buttons:
+        listed.discard("AWS::Lambda::Url")  # the public Slack endpoint exists only while buttons are on (issue 33)
+    assert unsupported == listed, (
+        f"not created by moto but not listed: {sorted(unsupported - listed)}; "
+        f"listed but now created: {sorted(listed - unsupported)}"
     )
     created = Counter(r["ResourceType"] for r in deployed["resources"] if r["ResourceStatus"] == "CREATE_COMPLETE")
     for kind, count in in_template.items():

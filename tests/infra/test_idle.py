@@ -84,8 +84,10 @@ def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth)
 def test_auto_scaling_members_are_scaled_in_through_their_group_only(synth: Synth) -> None:
     """TerminateInstanceInAutoScalingGroup's resource is the group (Service Authorization Reference)."""
     role = _role(synth)
-    assert role.allows("autoscaling:TerminateInstanceInAutoScalingGroup", GROUP)
-    assert not role.allows("autoscaling:TerminateInstanceInAutoScalingGroup", INSTANCE)
+    fleet = {"autoscaling:ResourceTag/gpu-fleet": "true"}
+    assert role.allows("autoscaling:TerminateInstanceInAutoScalingGroup", GROUP, **fleet)
+    assert not role.allows("autoscaling:TerminateInstanceInAutoScalingGroup", GROUP)  # not a fleet group (issue 33)
+    assert not role.allows("autoscaling:TerminateInstanceInAutoScalingGroup", INSTANCE, **fleet)
     assert role.allows("autoscaling:DescribeAutoScalingGroups", "*")
     for action in (
         "autoscaling:UpdateAutoScalingGroup",

@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from governor.policy import Policy, load_policy
 from governor.registry import BASE_PERMISSIONS, REGISTRY
+from infra.app_builder import build_app
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import RolePolicy, arn_of, role_policy
 
 FLEET_GPU = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
+
+
+class PolicySynth(Synth):
+    """The shipped policy with its ``interactions`` section changed, synthesized like the default stack."""
+
+    def __init__(self, outdir: Path, **interactions: Any) -> None:
+        shipped = load_policy(Path(__file__).resolve().parents[2] / "governor.yaml")
+        self.policy = shipped.model_copy(update={"interactions": shipped.interactions.model_copy(update=interactions)})
+        super().__init__(outdir)
+
+    def _build(self, outdir: Path) -> Any:
+        return build_app(policy=self.policy, outdir=str(outdir))
+
+
+@pytest.fixture(scope="module")
+def buttons_on(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return PolicySynth(tmp_path_factory.mktemp("buttons-on"), buttons=True)
+
+
+@pytest.fixture(scope="module")
+def buttons_off(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return PolicySynth(tmp_path_factory.mktemp("buttons-off"), buttons=False)
 
 
 def _function(synth: Synth, handler: str) -> tuple[str, dict[str, Any]]:
@@ -25,7 +52,8 @@ def _role(synth: Synth) -> RolePolicy:
     return role_policy(synth.json, function["Properties"]["Role"]["Fn::GetAtt"][0])
 
 
-def test_slack_reaches_the_function_through_a_url_that_only_invokes_it(synth: Synth) -> None:
+def test_slack_reaches_the_function_through_a_url_that_only_invokes_it(buttons_on: Synth) -> None:
+    synth = buttons_on
     function_id, _ = _function(synth, "interactions")
     [url] = synth.resources("AWS::Lambda::Url").values()
     assert url["Properties"]["AuthType"] == "NONE"
@@ -84,7 +112,25 @@ def test_stop_now_goes_to_the_idle_function_named_in_the_environment(synth: Synt
     _, function = _function(synth, "interactions")
     idle, _ = _function(synth, "idle")
     assert function["Properties"]["Environment"]["Variables"]["IDLE_FUNCTION"] == {"Ref": idle}
-    assert "ReservedConcurrentExecutions" not in function["Properties"]  # opt-in (interactions.reserved_concurrency)
+
+
+def test_no_public_endpoint_is_deployed_while_buttons_are_off(buttons_off: Synth) -> None:
+    """Issue 33: the Function URL was deployed although the shipped policy puts no button on any message."""
+    assert buttons_off.resources("AWS::Lambda::Url") == {}
+    public = [
+        p for p in buttons_off.resources("AWS::Lambda::Permission").values() if p["Properties"]["Principal"] == "*"
+    ]
+    assert public == [] and "SlackInteractivityUrl" not in buttons_off.json.get("Outputs", {})
+    _, function = _function(buttons_off, "interactions")
+    assert "ReservedConcurrentExecutions" not in function["Properties"]  # nothing to throttle without an endpoint
+
+
+def test_the_public_endpoint_is_throttled_by_reserved_concurrency_the_preflight_counts(buttons_on: Synth) -> None:
+    """Issue 33: the endpoint had no throttle; its reserved concurrency is what the deploy's preflight checks."""
+    _, function = _function(buttons_on, "interactions")
+    reserved = function["Properties"]["ReservedConcurrentExecutions"]
+    policy: Policy = buttons_on.stack.policy
+    assert reserved == policy.interactions.reserved_concurrency == policy.interactions.endpoint_concurrency() == 5
 
 
 def test_forged_requests_and_throttles_raise_alarms(synth: Synth) -> None:

@@ -66,7 +66,7 @@ def test_the_organization_comes_from_cdk_json_or_a_c_json_string() -> None:
     assert Settings.from_context({}.get).organization is None
     from_cli = Settings.from_context({"organization": json.dumps(ORG)}.get).organization
     assert from_cli == OrganizationSettings.model_validate(ORG)
-    assert from_cli is not None and from_cli.spoke_role("eu-west-1") == "GovernorSpoke-eu-west-1"
+    assert from_cli is not None and from_cli.spoke_role("eu-west-1", "idle") == "GovernorSpoke-idle-eu-west-1"
 
 
 def test_without_the_organization_the_hub_has_nothing_of_it(synth: Synth) -> None:
@@ -122,9 +122,28 @@ def test_the_spoke_has_no_code_and_no_bootstrap_dependency(org: OrgSynth) -> Non
     assert {"AWS::SSM::Parameter", "AWS::IAM::Role"} <= kinds
 
 
-def test_the_spoke_role_has_a_fixed_name_per_region(org: OrgSynth) -> None:
-    (role,) = [r for r in org.of_type(org.spoke, "AWS::IAM::Role").values() if "RoleName" in r["Properties"]]
-    assert role["Properties"]["RoleName"] == {"Fn::Join": ["-", ["GovernorSpoke", {"Ref": "AWS::Region"}]]}
+ACTING = ["idle", "keys", "lifecycle", "network", "spot"]  # the capabilities that act in member accounts, sorted
+
+
+def _spoke_roles(org: OrgSynth) -> dict[str, dict[str, Any]]:
+    """The spoke's execution roles by capability (from their fixed names)."""
+    found = {}
+    for role in org.of_type(org.spoke, "AWS::IAM::Role").values():
+        name = role["Properties"].get("RoleName")
+        if name:
+            found[name["Fn::Join"][1][0].removeprefix("GovernorSpoke-")] = role
+    return found
+
+
+def test_each_capability_has_its_own_spoke_role_with_a_fixed_name_per_region(org: OrgSynth) -> None:
+    """Issue 33: one spoke role held all five capabilities' grants, so the Spot function gained key and network
+    powers in every member account."""
+    roles = _spoke_roles(org)
+    assert sorted(roles) == ACTING
+    for function, role in roles.items():
+        assert role["Properties"]["RoleName"] == {
+            "Fn::Join": ["-", [f"GovernorSpoke-{function}", {"Ref": "AWS::Region"}]]
+        }
 
 
 def _with_parameters(value: Any, parameters: dict[str, Any]) -> Any:
@@ -143,8 +162,8 @@ def _parameters(hub_roles: list[str]) -> dict[str, Any]:
     return {"HubAccountId": HUB, "HubFunctionRoleArns": hub_roles, "HubBusArn": bus}
 
 
-def _trust(org: OrgSynth, hub_roles: list[str]) -> list[dict[str, Any]]:
-    (role,) = [r for r in org.of_type(org.spoke, "AWS::IAM::Role").values() if "RoleName" in r["Properties"]]
+def _trust(org: OrgSynth, hub_roles: list[str], function: str = "spot") -> list[dict[str, Any]]:
+    role = _spoke_roles(org)[function]
     document = _with_parameters(role["Properties"]["AssumeRolePolicyDocument"], _parameters(hub_roles))
     return [resolve(s, org.spoke["Resources"]) for s in document["Statement"]]
 
@@ -161,28 +180,55 @@ def _may_assume(statements: list[dict[str, Any]], principal_arn: str, **context:
     return False
 
 
-def test_the_spoke_role_admits_only_the_hub_function_roles_inside_the_organization(org: OrgSynth) -> None:
-    spot = f"arn:aws:iam::{HUB}:role/GpuFleetGovernor-SpotFunctionRole-ABC"
-    trust = _trust(org, [spot])
-    assert _may_assume(trust, spot, **{"aws:PrincipalOrgID": ORG["id"]})
-    assert not _may_assume(trust, spot, **{"aws:PrincipalOrgID": "o-otherorg00"})  # same ARN, another organisation
-    assert not _may_assume(trust, f"arn:aws:iam::{HUB}:role/Admin", **{"aws:PrincipalOrgID": ORG["id"]})
-    assert not _may_assume(trust, "arn:aws:iam::999999999999:role/GpuFleetGovernor-SpotFunctionRole-ABC")
+HUB_ROLES = [f"arn:aws:iam::{HUB}:role/GpuFleetGovernor-{f.capitalize()}FunctionRole-ABC" for f in ACTING]
 
 
-def test_the_spoke_role_holds_the_hub_grants_and_nothing_of_the_hub(org: OrgSynth) -> None:
-    (policy,) = [p for k, p in org.of_type(org.spoke, "AWS::IAM::Policy").items() if k == "ExecutionPolicy"]
-    text = json.dumps(policy)
+def test_each_spoke_role_admits_only_its_own_hub_function_role_inside_the_organization(org: OrgSynth) -> None:
+    org_id = {"aws:PrincipalOrgID": ORG["id"]}
+    for index, function in enumerate(ACTING):
+        trust = _trust(org, HUB_ROLES, function)
+        own = HUB_ROLES[index]
+        assert _may_assume(trust, own, **org_id), function
+        assert not _may_assume(trust, own, **{"aws:PrincipalOrgID": "o-otherorg00"})  # same ARN, another org
+        assert not any(_may_assume(trust, other, **org_id) for other in HUB_ROLES if other != own), function
+        assert not _may_assume(trust, f"arn:aws:iam::{HUB}:role/Admin", **org_id)
+        assert not _may_assume(trust, own.replace(HUB, "999999999999"))
+    parameters = org.stack_set["Properties"]["Parameters"]
+    (listed,) = [p["ParameterValue"] for p in parameters if p["ParameterKey"] == "HubFunctionRoleArns"]
+    order = [ref["Fn::GetAtt"][0] for ref in listed["Fn::Join"][1]]  # the hub passes its roles in the same order
+    assert all(o.startswith(f.capitalize()) for f, o in zip(ACTING, order, strict=True)), order
+
+
+def _spoke_policy(org: OrgSynth, function: str) -> dict[str, Any]:
+    (policy,) = [
+        p
+        for k, p in org.of_type(org.spoke, "AWS::IAM::Policy").items()
+        if k == f"{function.capitalize()}ExecutionPolicy"
+    ]
+    return policy
+
+
+def test_each_spoke_role_holds_its_own_capabilitys_hub_grants_and_nothing_of_the_hub(org: OrgSynth) -> None:
+    idle = json.dumps(_spoke_policy(org, "idle"))
     for action in ("ec2:StopInstances", "ec2:TerminateInstances", "ssm:SendCommand", "ec2:DescribeInstances"):
-        assert action in text
-    for hub_only in ("dynamodb:", "sqs:", "logs:", "xray:", "events:PutEvents", "sts:", "organizations:"):
-        assert hub_only not in text
-    stops = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "ec2:StopInstances" in s["Action"]]
+        assert action in idle
+    for function in ACTING:
+        text = json.dumps(_spoke_policy(org, function))
+        for hub_only in ("dynamodb:", "sqs:", "logs:", "xray:", "events:PutEvents", "sts:", "organizations:"):
+            assert hub_only not in text, (function, hub_only)
+    stops = [
+        s
+        for s in _spoke_policy(org, "idle")["Properties"]["PolicyDocument"]["Statement"]
+        if "ec2:StopInstances" in s["Action"]
+    ]
     assert stops and all("ec2:InstanceType" in json.dumps(s["Condition"]) for s in stops)
+    spot = json.dumps(_spoke_policy(org, "spot"))
+    for other in ("kms:", "iam:UpdateAccessKey", "secretsmanager:", "ec2:RevokeSecurityGroupIngress", "ec2:Stop"):
+        assert other not in spot, other  # the Spot function gains no key, network or idle power in members
 
 
 def test_both_templates_are_valid_per_the_sar(org: OrgSynth) -> None:
-    spoke = _with_parameters(org.spoke, _parameters([f"arn:aws:iam::{HUB}:role/Spot"]))
+    spoke = _with_parameters(org.spoke, _parameters(HUB_ROLES))
     assert sum(1 for _ in statements(spoke)) > 20
     assert not validate(spoke)
     assert not [str(p) for p in validate(org.json) if not _known(p)]  # the hub: only test_sar's known finding

@@ -124,6 +124,23 @@ def test_an_auto_scaling_member_is_reported_only_when_the_policy_says_so() -> No
 
 
 @pytest.mark.parametrize(
+    ("tags", "group"),
+    [
+        ({"eks:cluster-name": "ml", "eks:nodegroup-name": "gpu", "aws:autoscaling:groupName": "eks-gpu-1"}, "gpu"),
+        ({"eks:cluster-name": "ml", "aws:autoscaling:groupName": "eks-gpu-1234"}, "eks-gpu-1234"),
+        ({"kubernetes.io/cluster/ml": "owned", "aws:autoscaling:groupName": "nodes"}, "nodes"),
+        ({"karpenter.sh/nodepool": "gpu", "aws:ec2:fleet-id": "fleet-1"}, "gpu"),
+        ({"karpenter.sh/provisioner-name": "default", "aws:ec2:fleet-id": "fleet-2"}, "default"),
+    ],
+)
+def test_kubernetes_nodes_are_reported_only_with_their_node_group_named(tags: dict[str, str], group: str) -> None:
+    outcome = _due(instance(**tags), policy())
+    assert outcome.outcome == "reported"
+    assert not any(a.type in ("stop", "terminate", "checkpoint") for a in outcome.decision.actions)
+    assert any("Kubernetes node" in r and f"node group {group}" in r for r in outcome.decision.reasons)
+
+
+@pytest.mark.parametrize(
     "tags",
     [
         {"eks:cluster-name": "ml"},
@@ -131,11 +148,9 @@ def test_an_auto_scaling_member_is_reported_only_when_the_policy_says_so() -> No
         {"kubernetes.io/cluster/ml": "owned"},
         {"karpenter.sh/nodepool": "gpu"},
         {"karpenter.sh/provisioner-name": "default"},
-        {"eks:cluster-name": "ml", "aws:autoscaling:groupName": "eks-gpu-1234"},  # managed node group: still EKS
     ],
 )
-def test_kubernetes_nodes_are_reported_only_with_the_reason(tags: dict[str, str]) -> None:
+def test_a_kubernetes_tag_alone_spares_nothing(tags: dict[str, str]) -> None:
+    """Issue 33: anyone can set these tags; without an Auto Scaling group or EC2 Fleet behind it, no claim holds."""
     outcome = _due(instance(**tags), policy())
-    assert outcome.outcome == "reported"
-    assert not any(a.type in ("stop", "terminate", "checkpoint") for a in outcome.decision.actions)
-    assert any("Kubernetes node" in r for r in outcome.decision.reasons)
+    assert outcome.outcome == "acted"

@@ -88,10 +88,13 @@ def test_owner_team_or_admin_and_nobody_else(email: str | None, owner: str, team
     assert ok is allowed and why
 
 
-def test_a_bare_user_name_tag_matches_only_a_person_the_policy_names() -> None:
+def test_an_owner_matches_only_by_full_identity() -> None:
+    """Issue 33: a bare owner tag ``ana`` matched both ana@corp.example and ana@contractor.example."""
     policy = _policy()
-    assert authorise(Person("U1", "ana@example.com", "policy"), "ana", "vision", policy)[0]
+    for person in (Person("U1", "ana@example.com", "policy"), Person("U2", "ana@contractor.example", "policy")):
+        assert not authorise(person, "ana", "vision", policy)[0]
     assert not authorise(Person("U1", "ana@guest.example", "slack"), "ana", "vision", policy)[0]
+    assert authorise(Person("U1", "ana@example.com", "policy"), "Ana@Example.com", "vision", policy)[0]
 
 
 def test_tomorrow_nine_follows_the_teams_clock_across_daylight_saving() -> None:

@@ -80,3 +80,10 @@ def test_gpu_family_matching() -> None:
     assert not fleet.is_gpu_type("m5.large")
     assert not fleet.is_gpu_type("gr6.4xlarge")
     assert not fleet.is_gpu_type("c7g.large")
+
+
+def test_the_ledger_keeps_an_exemptions_setting_as_long_as_the_exemption_may_last() -> None:
+    """Issue 33: the end of ``exempt=true`` counts from its recorded setting, which the ledger must still hold."""
+    with pytest.raises(PolicyError, match=r"ledger\.retention_days"):
+        parse_policy({"ledger": {"retention_days": 30}, "fleet": {"max_exemption_days": 90}})
+    assert parse_policy({"ledger": {"retention_days": 30}, "fleet": {"max_exemption_days": 30}})

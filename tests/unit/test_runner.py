@@ -33,6 +33,7 @@ from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import Instance
 from governor.outbox import Outbox
 from governor.policy import Policy, parse_policy
+from governor.spot.domain import Deregistration
 from governor_cli.testing.memory import MemoryLedger, MemorySink
 
 NOW = dt.datetime(2026, 12, 3, 6, 0, tzinfo=dt.UTC)
@@ -102,7 +103,7 @@ class Recorder:
                     if method == "revoke":
                         return True
                     if method == "deregister":
-                        return ["tg-1"]
+                        return Deregistration(["tg-1"], [])
                     if method in ("enable_rotation", "rotate_on_demand", "deactivate", "set_rotation"):
                         return Outcome(ok=True)
                     return _Answer()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -14,7 +14,7 @@ import pytest
 from governor.domain.fleet import Instance
 from governor.policy import parse_policy
 from governor.runtime import Runtime
-from governor.spot.domain import Candidate, LaunchAttempt, LifecycleOutcome, Replacement
+from governor.spot.domain import Candidate, Deregistration, LaunchAttempt, LifecycleOutcome, Replacement
 from governor.spot.handler import SpotPorts, handle
 from governor.spot.records import interruption_stats
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
@@ -81,11 +81,11 @@ class FakeRecovery:
     lifecycle_completed: list[str] = field(default_factory=list)
     replaced: list[tuple[str, list[Candidate], str]] = field(default_factory=list)
 
-    def deregister(self, instance: Instance) -> list[str]:
+    def deregister(self, instance: Instance, fleet_tags: Mapping[str, str]) -> Deregistration:
         if self.fail_deregister:
             raise RuntimeError("elbv2 unavailable")
         self.deregistered.append(instance.id)
-        return list(self.groups)
+        return Deregistration(list(self.groups), [])
 
     def complete_lifecycle_action(self, instance_id: str) -> LifecycleOutcome:
         self.lifecycle_completed.append(instance_id)

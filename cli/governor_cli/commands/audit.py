@@ -76,9 +76,9 @@ def write_csv(results: dict[str, dict[str, Any]], out: TextIO) -> None:
 
 def _safe_cell(value: Any) -> str:
     """Text from CloudTrail is neutralised against spreadsheet formulas (OWASP); numbers are written as they are."""
-    from governor.report.render.csv_files import csv_safe
+    from governor.domain.escape import csv_cell
 
-    return str(csv_safe(_cell(value))) if isinstance(value, str) else _cell(value)
+    return str(csv_cell(_cell(value))) if isinstance(value, str) else _cell(value)
 
 
 def _text_order(row: dict[str, Any]) -> list[str]:

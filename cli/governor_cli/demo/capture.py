@@ -83,3 +83,31 @@ def capture_endpoint(folder: Path, host: str = "127.0.0.1") -> Iterator[CaptureE
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+#: Where Slack answers a click (``response_url``); the governor posts there only (``check_response_url``).
+SLACK_ACTIONS = "https://hooks.slack.com/actions/"
+
+
+@contextmanager
+def slack_answers_to(endpoint: CaptureEndpoint) -> Iterator[None]:
+    """The demo's clicks carry ``response_url``s on Slack's own host, which the governor insists on, as in production;
+    while active, the webhook client ``slack_sdk`` gives the governor posts those to the capture endpoint instead.
+
+    The tooling changes the transport (a third-party class), never a setting of the governor's runtime.
+    """
+    from slack_sdk.webhook import client as webhook
+
+    original = webhook.WebhookClient.__init__
+    base = endpoint.url.rsplit("/services/", 1)[0]
+
+    def redirected(self: Any, url: str, *args: Any, **kwargs: Any) -> None:
+        if url.startswith(SLACK_ACTIONS):
+            url = f"{base}/actions/{url.removeprefix(SLACK_ACTIONS)}"
+        original(self, url, *args, **kwargs)
+
+    webhook.WebhookClient.__init__ = redirected  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        webhook.WebhookClient.__init__ = original  # type: ignore[method-assign]

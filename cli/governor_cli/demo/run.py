@@ -33,10 +33,10 @@ from typing import Any
 
 from governor.adapters.aws import client
 from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
-from governor.policy import Policy
+from governor.policy import Policy, TeamMembers
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
-from governor_cli.demo.capture import CaptureEndpoint, capture_endpoint
+from governor_cli.demo.capture import SLACK_ACTIONS, CaptureEndpoint, capture_endpoint, slack_answers_to
 from governor_cli.demo.emulator import running_emulator
 from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
 from governor_cli.demo.trail import Principal, Trail
@@ -170,18 +170,25 @@ def for_each_target(targets: Sequence[Site], work: Callable[[Site], None]) -> No
 
 
 def create_spoke_roles(sites: Sequence[Site]) -> None:
-    """``<SPOKE_ROLE>-<region>`` in every member account, trusting the hub account, as the StackSet deploys it."""
+    """``<SPOKE_ROLE>-<function>-<region>`` for every capability acting in members, in every member account, trusting
+    the hub account, as the StackSet deploys them."""
     trust = {
         "Version": "2012-10-17",
         "Statement": [
             {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{HUB_ACCOUNT}:root"}, "Action": "sts:AssumeRole"}
         ],
     }
+    from governor.adapters.aws import spoke_role_name
+    from governor.registry import REGISTRY
+
+    acting = sorted(name for name, capability in REGISTRY.items() if capability.member_accounts)
     for site in sites:
         if site.member:
-            site.client("iam").create_role(
-                RoleName=f"{SPOKE_ROLE}-{site.region}", AssumeRolePolicyDocument=json.dumps(trust)
-            )
+            for function in acting:
+                site.client("iam").create_role(
+                    RoleName=spoke_role_name(SPOKE_ROLE, function, site.region),
+                    AssumeRolePolicyDocument=json.dumps(trust),
+                )
 
 
 def member_ports(function: str, runtime: Any, account: str, region: str, event_id: str | None) -> Any:
@@ -283,6 +290,16 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
             "slack_users": {
                 **chosen.interactions.slack_users,
                 **{slack_user(p): f"{p}@demo.example" for p in PEOPLE.values()},
+            },
+            # The demo's owner tags are bare user names, which match nobody (owners match only by full identity):
+            # each person acts on their own instances as a member of the team the warning was sent to.
+            "teams": {
+                **chosen.interactions.teams,
+                **{
+                    team: TeamMembers(members=[f"{person}@demo.example"])
+                    for team, person in PEOPLE.items()
+                    if team not in chosen.interactions.teams
+                },
             },
         }
     )
@@ -420,7 +437,7 @@ class Simulation:
         if buttons is None or self.capture is None:
             return
         token = buttons[0]
-        response_url = f"{self.capture.url}/actions/{SLACK_ACTIONS_PATH}/{token[:8]}"
+        response_url = f"{SLACK_ACTIONS}{SLACK_ACTIONS_PATH}/{token[:8]}"  # Slack's host: see slack_answers_to
         request = click_request(
             message, token, action_id, slack_user(person), response_url, self.now, self.signing_secret
         )
@@ -905,6 +922,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
         _quiet_powertools(log),
         running_emulator(options.port),
         capture_endpoint(options.out / "slack") as capture,
+        slack_answers_to(capture),
     ):
         _fresh_containers()
         sim = Simulation(options, create_shared(), start=start, clock=clock)

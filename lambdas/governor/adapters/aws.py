@@ -15,8 +15,9 @@ letter) then costs nothing, and a function's first AWS request waits only for th
 ``AWS_ENDPOINT_URL`` (read by botocore itself) points every client at the local emulator in the demo and e2e tests.
 
 Organisation mode: ``client(service, region, account=...)`` for an account other than the function's own assumes the
-spoke role there (``<spoke role>-<region>``) and returns a client on those credentials. Credentials are cached per
-account and region until five minutes before they expire; the session is named after the event that opened it.
+function's spoke role there (``<spoke role>-<function>-<region>``) and returns a client on those credentials.
+Credentials are cached per account and region until five minutes before they expire; the session is named after the
+event that opened it.
 Without organisation mode (the default), or for the function's own account, it is the shared client as before.
 """
 
@@ -63,14 +64,24 @@ def partition_of(region: str | None) -> str:
 
 
 class Organization:
-    """What the runtime needs to act in a member account: the spoke role's name and the function's own account."""
+    """What the runtime needs to act in a member account: the spoke roles' name, the function's own account, and
+    which function it is (each capability has its own spoke role, holding only that capability's grants)."""
 
-    def __init__(self, spoke_role: str, home_account: str | None) -> None:
+    def __init__(self, spoke_role: str, home_account: str | None, function: str) -> None:
         self.spoke_role = spoke_role
         self.home_account = home_account
+        self.function = function
 
     def role_arn(self, account: str, region: str | None) -> str:
-        return f"arn:{partition_of(region)}:iam::{account}:role/{self.spoke_role}-{region}"
+        return (
+            f"arn:{partition_of(region)}:iam::{account}:role/{spoke_role_name(self.spoke_role, self.function, region)}"
+        )
+
+
+def spoke_role_name(prefix: str, function: str, region: str | None) -> str:
+    """``<prefix>-<function>-<region>``: one role per capability per region (IAM names are global), in every member
+    account; the hub's infrastructure names it the same way (``infra.settings.OrganizationSettings.spoke_role``)."""
+    return f"{prefix}-{function}-{region}"
 
 
 @cache

@@ -12,6 +12,7 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
 from governor.adapters.aws import client
+from governor.domain.escape import email_header
 
 IAM_ACTIONS = frozenset({"ses:SendEmail"})
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
@@ -40,7 +41,7 @@ def build_mime(
     message = EmailMessage()
     message["From"] = sender
     message["To"] = ", ".join(recipients)
-    message["Subject"] = subject
+    message["Subject"] = email_header(subject)  # a CR/LF from a tag must not make every retry fail
     message["Date"] = formatdate(usegmt=True)
     message["Message-ID"] = make_msgid(domain=sender.partition("@")[2] or None)
     message.set_content(text)

@@ -157,7 +157,7 @@ class KeyChanges(Protocol):
 
 
 class _Recovery(Protocol):
-    def deregister(self, instance: Instance) -> list[str]: ...
+    def deregister(self, instance: Instance, fleet_tags: Mapping[str, str]) -> Any: ...
 
     def complete_lifecycle_action(self, instance_id: str) -> Any: ...
 
@@ -317,6 +317,7 @@ class Deregister(Action):
         {
             "elasticloadbalancing:DescribeTargetGroups",
             "elasticloadbalancing:DescribeTargetHealth",
+            "elasticloadbalancing:DescribeTags",
             "elasticloadbalancing:DeregisterTargets",
         }
     )
@@ -326,8 +327,13 @@ class Deregister(Action):
         return cls.IAM if policy.spot.deregister_from_target_groups else frozenset()
 
     def execute(self, aws: SpotChanges, at: Acting) -> Outcome:
-        groups = aws.recovery.deregister(at.live)
-        return Outcome(ok=True, done=f"deregistered from {len(groups)} target group(s)", data={"target_groups": groups})
+        """Only from target groups carrying ``fleet.fleet_tags`` (the IAM grant has the same condition)."""
+        result = aws.recovery.deregister(at.live, at.policy.fleet.fleet_tags)
+        groups, left = list(result.groups), list(result.left_alone)
+        done = f"deregistered from {len(groups)} target group(s)"
+        if left:
+            done += f"; left in {len(left)} target group(s) without fleet.fleet_tags: {', '.join(left)}"
+        return Outcome(ok=True, done=done, data={"target_groups": groups, "left_alone": left})
 
 
 class CompleteLifecycleAction(Action):

@@ -19,6 +19,10 @@ several times. The rule, applied in this order (documented in docs/reports.md):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
+
+from governor.events.envelopes import UserIdentity
 
 UNKNOWN = "unknown"
 _ARN = re.compile(r"^arn:aws[a-z-]*:(?:iam|sts)::\d{12}:(?P<kind>[a-z-]+)/(?P<path>.+)$")
@@ -39,3 +43,42 @@ def normalise_owner(value: object) -> str:
     if email:
         text = email.group("local")
     return text or UNKNOWN
+
+
+# --- who made a CloudTrail call ---------------------------------------------------------------------------------------
+
+
+def creator(identity: UserIdentity | Mapping[str, Any]) -> str | None:
+    """The principal behind a call, as an ARN a person can act on.
+
+    An assumed-role session resolves through ``sessionContext.sessionIssuer`` to the role ARN plus the session
+    name (``arn:aws:iam::1:role/ci/alice@example.com``), so the role and the person or job behind it both show.
+    IAM users, root and federated users keep their own ARN; an AWS service is named by ``invokedBy``.
+    """
+    ident = identity if isinstance(identity, UserIdentity) else UserIdentity.model_validate(dict(identity))
+    extra = ident.model_extra or {}
+    if ident.type == "AssumedRole":
+        issuer = (ident.session_context or {}).get("sessionIssuer") or {}
+        role_arn = issuer.get("arn")
+        session = _session_name(ident)
+        if role_arn and session:
+            return f"{role_arn}/{session}"
+        if role_arn:
+            return str(role_arn)
+    if ident.arn:
+        return ident.arn
+    if ident.type == "AWSService" and extra.get("invokedBy"):
+        return str(extra["invokedBy"])
+    if ident.principal_id:
+        return ident.principal_id
+    return None
+
+
+def _session_name(ident: UserIdentity) -> str | None:
+    if ident.arn and ":assumed-role/" in ident.arn:
+        parts = ident.arn.split(":assumed-role/", 1)[1].split("/", 1)
+        if len(parts) == 2 and parts[1]:
+            return parts[1]
+    if ident.principal_id and ":" in ident.principal_id:
+        return ident.principal_id.split(":", 1)[1] or None
+    return None

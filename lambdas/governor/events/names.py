@@ -8,3 +8,6 @@ from __future__ import annotations
 INTERACTIONS_SOURCE = "gpu-fleet-governor.interactions"
 #: Stop now, handed to the idle function (asynchronous Invoke) once the click is verified and authorised.
 STOP_REQUESTED = "Stop Requested"
+#: The ledger item a verified, authorised Stop now click leaves for the idle function, keyed by the click's id: the
+#: idle function takes the instance, who asked and where to answer from it, never from the invocation.
+STOP_REQUEST_KIND = "stop-request"

@@ -7,7 +7,8 @@ instead; AWS refuses it when the desired capacity would drop below the minimum, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from governor.adapters.aws import client
@@ -21,11 +22,17 @@ class GroupCapacity:
     minimum: int
     desired: int
     member: bool
+    tags: Mapping[str, str] = field(default_factory=dict)
 
-    def refusal(self, instance_id: str) -> str | None:
-        """Why scaling the group in by this instance is not allowed now, or None."""
+    def refusal(self, instance_id: str, fleet_tags: Mapping[str, str] | None = None) -> str | None:
+        """Why scaling the group in by this instance is not allowed now, or None. Only a group carrying
+        ``fleet.fleet_tags`` is the fleet's to shrink (the IAM grant has the same condition)."""
         if not self.member:
             return f"{instance_id} is no longer a member of Auto Scaling group {self.name}"
+        missing = {k: v for k, v in (fleet_tags or {}).items() if self.tags.get(k) != v}
+        if missing:
+            wanted = ", ".join(f"{k}={v}" for k, v in missing.items())
+            return f"Auto Scaling group {self.name} lacks fleet.fleet_tags ({wanted}): not the fleet's to scale in"
         if self.desired - 1 < self.minimum:
             return (
                 f"Auto Scaling group {self.name} is at its minimum (desired {self.desired}, minimum {self.minimum}); "
@@ -56,6 +63,7 @@ class AutoScalingGroups:
             minimum=int(raw.get("MinSize", 0)),
             desired=int(raw.get("DesiredCapacity", 0)),
             member=instance_id in members,
+            tags={t["Key"]: t.get("Value", "") for t in raw.get("Tags", []) if "Key" in t},
         )
 
     def scale_in(self, instance_id: str) -> str:

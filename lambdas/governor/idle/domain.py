@@ -21,7 +21,9 @@ from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, W
 from governor.domain.breaker import Breaker
 from governor.domain.decision import Decision, Severity, Verdict
 from governor.domain.fleet import Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
+from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
 from governor.domain.times import parse_time
+from governor.idle.ownership import kubernetes_node
 from governor.policy import IdlePolicy, Policy
 
 POLICY = "idle"
@@ -33,9 +35,9 @@ MARK_KIND = "idle-mark"
 MEMORY_UNITS: dict[str, float] = {"MB": 1.0, "MiB": 1.0, "bytes": 1.0 / (1024 * 1024)}
 DEFAULT_INTERVAL = dt.timedelta(minutes=15)
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
-# EKS and Karpenter mark their nodes with these tags; the cluster owns such capacity.
-EKS_TAGS = ("eks:cluster-name", "eks:nodegroup-name", "karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
-EKS_TAG_PREFIX = "kubernetes.io/cluster/"
+# EKS and Karpenter mark their nodes with these tags (a claim; governor.idle.ownership says when it is proven).
+EKS_TAGS = KUBERNETES_TAGS
+EKS_TAG_PREFIX = KUBERNETES_TAG_PREFIX
 ASG_TAG = "aws:autoscaling:groupName"
 
 GPU_UTILIZATION = "gpu_utilization"
@@ -426,14 +428,10 @@ def auto_scaling_group(instance: Instance) -> str | None:
 
 
 def kubernetes_owner(instance: Instance) -> str | None:
-    """Why a Kubernetes cluster (EKS, Karpenter) owns this node, from the tags they put on it, or None."""
-    for key in EKS_TAGS:
-        if instance.tags.get(key, "").strip():
-            return f"tag {key}={instance.tags[key]}"
-    for key in instance.tags:
-        if key.startswith(EKS_TAG_PREFIX):
-            return f"tag {key}"
-    return None
+    """Why a Kubernetes cluster (EKS, Karpenter) owns this node, or None: its tags claim it and AWS's own tags prove
+    a node group launched it (``governor.idle.ownership``); a claim alone is reported, not honoured."""
+    node = kubernetes_node(instance.tags)
+    return node.describe() if node else None
 
 
 def report_only_reason(instance: Instance, policy: IdlePolicy) -> str | None:
@@ -441,8 +439,8 @@ def report_only_reason(instance: Instance, policy: IdlePolicy) -> str | None:
     node = kubernetes_owner(instance)
     if node:
         return (
-            f"a Kubernetes node ({node}): its cluster autoscaler owns the capacity and would replace it, "
-            "so it is reported only; drain or scale the node group instead"
+            f"{node}: its cluster autoscaler owns the capacity and would replace it, so it is reported only and its "
+            "idle GPU-hours counted; drain or scale the node group instead"
         )
     group = auto_scaling_group(instance)
     if group and policy.asg_action == "report":

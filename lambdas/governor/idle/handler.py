@@ -27,8 +27,9 @@ from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.model import Model
 from governor.domain.ports import utcnow
+from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
-from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
+from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import (
     CHECKPOINT_DONE,
@@ -55,6 +56,7 @@ from governor.idle.domain import (
     sweep_interval,
 )
 from governor.idle.metrics import CloudWatchMetrics
+from governor.idle.ownership import unproven_claim
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
 from governor.runtime import Runtime, default_runtime, fan_out, run_edge
@@ -161,10 +163,16 @@ def _refresh_checkpoints(marks: dict[str, Mark], aws: IdleAws) -> None:
             marks[instance_id] = replace(mark, checkpoint_status=status)
 
 
+def bounded(instance: Instance, runtime: Runtime, now: dt.datetime) -> Instance:
+    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever, whoever set it."""
+    return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now)
+
+
 def _still_safe(instance: Instance, live: Instance | None, runtime: Runtime, now: dt.datetime) -> str | None:
     """Why acting is no longer right after re-reading the instance, or None when it still is."""
     if live is None:
         return f"{instance.id} no longer exists"
+    live = bounded(live, runtime, now)
     if live.state != "running":
         return f"{instance.id} is {live.state} now"
     if live.launch_time != instance.launch_time:
@@ -205,7 +213,7 @@ def recheck_metrics(
     return {i: assess_signals(i, fresh.get(i, {}), idle, now) for i in ids}
 
 
-def _group_refusal(outcome: InstanceOutcome, aws: IdleAws) -> str | None:
+def _group_refusal(outcome: InstanceOutcome, aws: IdleAws, runtime: Runtime) -> str | None:
     """For a reclaim through an Auto Scaling group: why the group cannot be scaled in by this instance now."""
     for action in outcome.decision.enforced_actions():
         if isinstance(action, Terminate) and action.via == "autoscaling":
@@ -214,7 +222,7 @@ def _group_refusal(outcome: InstanceOutcome, aws: IdleAws) -> str | None:
             capacity = aws.groups.capacity(str(action.group), outcome.instance.id)
             if capacity is None:
                 return f"Auto Scaling group {action.group} no longer exists"
-            return capacity.refusal(outcome.instance.id)
+            return capacity.refusal(outcome.instance.id, runtime.policy.fleet.fleet_tags)
     return None
 
 
@@ -245,7 +253,7 @@ def settle(
         if why is None and recheck is not None and recheck.status != "idle":
             why = f"metrics re-read before acting say {recheck.status}: {'; '.join(recheck.reasons)}"
         if why is None:
-            refusal = _group_refusal(outcome, aws)
+            refusal = _group_refusal(outcome, aws, runtime)
             if not refusal:
                 return runner.Go(live)
             reported = _held(decided, f"reported only: {refusal}", status="reported", rule="idle.reported")
@@ -345,6 +353,9 @@ def ignored_tags(
     for instance in instances:
         problems = [str(p) for p in tag_problems(instance.tags, fleet, now)]
         problems += [str(p) for p in mark_tag_problems(instance, stored.get(instance.id), now)]
+        claim = unproven_claim(instance.tags)
+        if claim is not None:
+            problems.append(str(claim))
         choice = checkpoint_choice(instance.tags, fleet, runtime.policy.idle.checkpoint_command)
         if choice.problem:
             problems.append(choice.problem)
@@ -377,7 +388,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
         return skipped
     policy = runtime.policy
     interval = sweep_interval(policy.idle)
-    instances = aws.instances.gpu_instances(policy.fleet)
+    instances = [bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)]
     start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], required_signals(policy.idle), start, now)
     stored = load_marks(runtime)
@@ -485,16 +496,19 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     """
     from governor.interactions.domain import updated_message
 
-    request = event.detail
+    request, unverified = verified_stop_request(event, runtime)
+    if request is None:
+        return _unverified_stop(event, runtime, str(unverified))
     instance_id = request.instance_id
     policy = runtime.policy
     idle = policy.idle
     now = max(aws.clock(), event.time)
     who = f"{request.requested_by or 'unknown person'} (Slack {request.slack_user})"
     asked = {"requested_by": request.requested_by, "slack_user": request.slack_user, "token": request.token}
+    blocks = event.detail.message_blocks
 
     def finish(status: str, note: str) -> dict[str, Any]:
-        aws.respond(request.response_url, updated_message(request.message_blocks, request.token, note))
+        aws.respond(request.response_url, updated_message(blocks, request.token, note))
         return {"status": status, "event_id": event.id, "instance": instance_id, "note": note}
 
     def refuse(why: str) -> dict[str, Any]:
@@ -517,6 +531,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     live = aws.instances.instance(instance_id)
     if live is None or live.state != "running":
         return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
+    live = bounded(live, runtime, now)
     if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
         return refuse(f"{instance_id} is not a GPU fleet instance")
     if load_breaker(runtime).open:
@@ -524,14 +539,18 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     cluster = report_only_reason(live, idle)
     if cluster:
         return refuse(cluster)
+    stored_item = runtime.ledger.get_item(MARK_KIND, instance_id)
+    stored = Mark.from_item(stored_item) if stored_item else None
+    mark = current_mark(live, stored)
+    # The sweep's own precondition: an action follows a warning of the current idle spell that people received. A
+    # button from an older warning (the instance was busy since, or restarted) stops nothing.
+    if mark is None or mark.warned_at is None:
+        return refuse("no warning of its current idle spell was sent (it was busy or restarted since the message)")
     start = lookback_start(idle, now, sweep_interval(idle))
     signals = aws.metrics.fetch([instance_id], required_signals(idle), start, now)
     assessment, _ = assess_for_sweep(live, signals.get(instance_id, {}), policy, now)
     if assessment.status != "idle":
         return refuse(f"it is {assessment.status} now: {'; '.join(assessment.reasons)}")
-    stored_item = runtime.ledger.get_item(MARK_KIND, instance_id)
-    stored = Mark.from_item(stored_item) if stored_item else None
-    mark = current_mark(live, stored)
     command = checkpoint_command(live, policy)
     if command:
         marks = {instance_id: mark} if mark else {}
@@ -540,7 +559,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
         if mark is not None and mark.checkpoint_sent_at is not None and mark.checkpoint_status not in CHECKPOINT_DONE:
             return refuse(f"its checkpoint is {mark.checkpoint_status or 'Pending'}; click Stop now again once done")
         if mark is None or mark.checkpoint_sent_at is None:
-            base = mark or Mark(idle_since=now, warned_at=now)
+            base = mark or Mark(idle_since=now, warned_at=now)  # (the warning's mark: checked above)
             decision = Decision(
                 policy=POLICY,
                 verdict="act",
@@ -608,6 +627,69 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     box.flush()
     metrics.add_metric(name="IdleActions", unit="Count", value=1)
     return finish(verb, f"{instance_id} {verb} for {who}")
+
+
+@dataclass(frozen=True)
+class VerifiedStop:
+    """Stop now as the interactions function recorded it after verifying Slack's signature and authorising the click."""
+
+    instance_id: str
+    requested_by: str | None
+    slack_user: str
+    response_url: str
+    token: str
+
+
+def verified_stop_request(event: StopRequestEvent, runtime: Runtime) -> tuple[VerifiedStop | None, str | None]:
+    """The request as recorded under the click's id by the interactions function, or why there is none.
+
+    Everything Stop now acts on or writes (the instance, who asked, where to answer) comes from that record; the
+    invocation only names it. A direct Invoke with made-up fields finds no record, or one that does not match.
+    """
+    from governor.interactions.domain import ClickError, check_response_url
+
+    item = runtime.ledger.get_item(STOP_REQUEST_KIND, event.id)
+    if not item:
+        return None, "no verified Slack click is recorded under this request's id"
+    detail = event.detail
+    fields = ("instance_id", "slack_user", "response_url", "token")
+    differ = [name for name in fields if str(item.get(name) or "") != str(getattr(detail, name))]
+    if differ:
+        return None, f"the request's {', '.join(differ)} differ from the verified click's"
+    try:
+        url = check_response_url(str(item.get("response_url") or ""))
+    except ClickError as error:
+        return None, str(error)
+    requested_by = item.get("requested_by")
+    return (
+        VerifiedStop(
+            str(item["instance_id"]),
+            str(requested_by) if requested_by else None,
+            str(item["slack_user"]),
+            url,
+            str(item["token"]),
+        ),
+        None,
+    )
+
+
+def _unverified_stop(event: StopRequestEvent, runtime: Runtime, why: str) -> dict[str, Any]:
+    """Recorded and refused; nothing is read, changed or posted (the invocation's ``response_url`` is no Slack word)."""
+    runtime.ledger.record(
+        Decision(
+            policy=POLICY,
+            verdict="ignored",
+            resource=event.detail.instance_id,
+            reasons=[f"Stop now not done: {why}"],
+            evidence={"status": "stop-now-unverified", "claimed_requested_by": event.detail.requested_by},
+            severity="warning",
+            rule="idle.stop-now-unverified",
+        ),
+        event_id=event.id,
+    )
+    metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
+    logger.warning("Stop now request refused", extra={"event_id": event.id, "reason": why})
+    return {"status": "refused", "event_id": event.id, "reason": why}
 
 
 def process(parsed: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:

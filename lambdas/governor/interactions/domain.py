@@ -19,8 +19,10 @@ from urllib.parse import parse_qs, urlsplit
 from pydantic import Field, ValidationError
 
 from governor.domain.decision import Finding
+from governor.domain.escape import slack_text
 from governor.domain.model import Model
 from governor.events.names import INTERACTIONS_SOURCE
+from governor.events.names import STOP_REQUEST_KIND as STOP_REQUEST_KIND
 from governor.events.names import STOP_REQUESTED as STOP_REQUESTED
 from governor.policy import Policy
 
@@ -36,9 +38,17 @@ BUTTON_KIND = "slack-button"
 SOURCE = INTERACTIONS_SOURCE
 CLICKED = "Slack Button Clicked"
 TOKEN = re.compile(r"^[0-9a-f]{32}$")
-SLACK_HOSTS = frozenset({"hooks.slack.com"})
-LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+#: The hosts Slack documents for ``response_url`` (``https://hooks.slack.com/actions/...``; GovSlack runs on
+#: ``slack-gov.com``). Nothing else is ever posted to: a URL in a click or a Stop now request is not a way to make the
+#: governor call an internal address.
+SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
+RESPONSE_PATH = "/actions/"
 MAX_MESSAGE_BLOCKS = 50
+#: Slack's block_actions payload carries the message it was clicked on (at most 50 blocks of 3,000 characters, URL
+#: encoded): a body larger than this is no click of ours and is answered 400 before the signature is even computed.
+MAX_BODY_BYTES = 256 * 1024
+#: The form fields a click has (one: ``payload``); a body with more is answered 400.
+MAX_FORM_FIELDS = 20
 
 
 class ClickError(ValueError):
@@ -128,16 +138,20 @@ class Click(Model):
 
 
 def check_response_url(url: str) -> str:
-    """Slack's own hooks host over https (loopback http only for the local demo and tests)."""
+    """Slack's documented ``response_url``: https, one of :data:`SLACK_HOSTS`, no port or credentials, ``/actions/``.
+
+    Nothing else, loopback included (127.0.0.1 in Lambda is the runtime API): the local demo answers through Slack's
+    host too, and its tooling redirects the transport (``governor_cli.demo.capture.slack_answers_to``).
+    """
     try:
         parts = urlsplit(url)
+        port = parts.port
     except ValueError:
         raise ClickError("response_url is not a URL") from None
-    if parts.scheme == "https" and parts.hostname in SLACK_HOSTS:
+    plain = port is None and parts.username is None and parts.password is None and "\\" not in url
+    if parts.scheme == "https" and parts.hostname in SLACK_HOSTS and plain and parts.path.startswith(RESPONSE_PATH):
         return url
-    if parts.scheme == "http" and parts.hostname in LOCAL_HOSTS:
-        return url
-    raise ClickError("response_url is not a https://hooks.slack.com/ address")
+    raise ClickError("response_url is not a https://hooks.slack.com/actions/ (or hooks.slack-gov.com) address")
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -147,7 +161,12 @@ def _mapping(value: Any) -> dict[str, Any]:
 def parse_click(body: str) -> Click:
     """``application/x-www-form-urlencoded`` with one ``payload`` field of JSON: a ``block_actions`` click on one of
     the governor's buttons. Anything else raises :class:`ClickError` with one line saying what is wrong."""
-    fields = parse_qs(body, keep_blank_values=True, max_num_fields=20)
+    if len(body.encode()) > MAX_BODY_BYTES:
+        raise ClickError(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        fields = parse_qs(body, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS, strict_parsing=False)
+    except ValueError:
+        raise ClickError(f"the body is not a form of at most {MAX_FORM_FIELDS} fields") from None
     values = fields.get("payload") or []
     if len(values) != 1:
         raise ClickError("the body has no single payload= field")
@@ -210,9 +229,10 @@ def person_from_policy(slack_user: str, policy: Policy) -> Person | None:
 def authorise(person: Person, owner: str | None, team: str | None, policy: Policy) -> tuple[bool, str]:
     """Owner, a member of the owning team, or an admin; nobody else.
 
-    The owner tag matches the person's email, or, for a person the policy's ``slack_users`` names, the email's user
-    name (tag ``ana`` for ``ana@corp.example``): the policy is written by admins, whereas an address from Slack's
-    ``users.info`` may belong to a guest of another organisation in a shared channel, so it must match in full.
+    ``owner`` and ``team`` are what the governor recorded when it sent the message (the button's ledger record), not
+    what the tags say at click time: retagging ``team=`` after a warning gives another team nothing. The owner matches
+    only by full identity, the whole address: a bare ``ana`` would match ``ana@corp.example`` and
+    ``ana@contractor.example`` alike.
     """
     if person.email is None:
         return False, f"Slack user {person.slack_user} resolves to no person (not in interactions.slack_users)"
@@ -220,12 +240,36 @@ def authorise(person: Person, owner: str | None, team: str | None, policy: Polic
     if email in {a.lower() for a in policy.interactions.admins}:
         return True, f"{email} is in interactions.admins"
     tag = (owner or "").strip().lower()
-    if tag and (tag == email or (person.source == "policy" and tag == email.partition("@")[0])):
+    if tag and tag == email:
         return True, f"{email} owns it (tag {policy.fleet.owner_tag}={owner})"
     members = policy.interactions.teams.get(team or "")
     if team and members and email in {m.lower() for m in members.members}:
         return True, f"{email} is a member of team {team}"
     return False, f"{email} is not its owner ({owner or 'unknown'}), not in team {team or 'unknown'} and not an admin"
+
+
+def button_expired(record: dict[str, Any], now: dt.datetime) -> str | None:
+    """Why a button no longer acts: its record's ``expires_at`` (set when the message was sent) has passed. DynamoDB's
+    TTL removes the record only days later, so the handler checks the time itself."""
+    expires = record.get("expires_at")
+    try:
+        at = dt.datetime.fromtimestamp(float(expires), dt.UTC) if expires is not None else None
+    except (TypeError, ValueError, OverflowError):
+        return "this button's record has no valid expiry; it acts on nothing"
+    if at is not None and now >= at:
+        return f"this button expired at {at.isoformat()}; wait for the next message"
+    return None
+
+
+def ownership_changes(owner: str | None, team: str | None, live: Any) -> list[str]:
+    """How the instance's owner and team tags changed since the message was sent (recorded with the click, and never
+    used to authorise it)."""
+    notes = []
+    if (live.owner or "") != (owner or "") and live.source == "tag":
+        notes.append(f"owner tag changed since the message: {owner or 'unknown'} -> {live.owner}")
+    if (live.team or "unknown") != (team or "unknown"):
+        notes.append(f"team tag changed since the message: {team or 'unknown'} -> {live.team}")
+    return notes
 
 
 # --- how long a Keep ----------------------------------------------------------------------------------------------
@@ -269,11 +313,11 @@ def updated_message(blocks: list[dict[str, Any]], token: str, note: str) -> dict
     """The original message without this token's buttons, plus one line saying who did what."""
     blocks = [b for b in blocks if b.get("block_id") != f"governor:{token}"]
     blocks = blocks[: MAX_MESSAGE_BLOCKS - 1]
-    shown = note.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")[:3000]
+    shown = slack_text(note)[:3000]  # the fallback ``text`` too: Slack parses <...> and formatting in both
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": shown}]})
-    return {"replace_original": True, "text": note[:3000], "blocks": blocks}
+    return {"replace_original": True, "text": shown, "blocks": blocks}
 
 
 def ephemeral(text: str) -> dict[str, Any]:
     """An answer only the clicking user sees; the message stays as it was."""
-    return {"response_type": "ephemeral", "replace_original": False, "text": text[:3000]}
+    return {"response_type": "ephemeral", "replace_original": False, "text": slack_text(text)[:3000]}

@@ -35,15 +35,19 @@ from governor.interactions.domain import (
     IDLE_BUTTONS,
     KEEP_HOURS,
     KEEP_MORNING,
+    MAX_BODY_BYTES,
     SOURCE,
     STOP_NOW,
+    STOP_REQUEST_KIND,
     STOP_REQUESTED,
     Click,
     ClickError,
     Person,
     authorise,
+    button_expired,
     ephemeral,
     keep_until,
+    ownership_changes,
     parse_click,
     person_from_policy,
     updated_message,
@@ -140,7 +144,13 @@ def verified_body(event: dict[str, Any], secret: str, clock: Callable[[], dt.dat
 
 
 def receive(event: dict[str, Any], runtime: Runtime, aws: InteractionsAws, context: Any = None) -> dict[str, Any]:
-    """Verify, parse, hand over, answer: nothing is read or changed on Slack's say-so before the signature holds."""
+    """Verify, parse, hand over, answer: nothing is read or changed on Slack's say-so before the signature holds.
+
+    A body too large to be a click is answered 400 before anything is read (base64 adds a third at most).
+    """
+    if len(str(event.get("body") or "")) > MAX_BODY_BYTES * 4 // 3 + 4:
+        metrics.add_metric(name="InteractionsRefused", unit="Count", value=1)
+        return _http(400, f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
         secret = aws.secrets.value(runtime.policy.interactions.signing_secret_name)
     except SecretUnavailable as error:
@@ -248,10 +258,16 @@ def _record(
 
 
 def _refuse(
-    event: ClickEvent, runtime: Runtime, aws: InteractionsAws, resource: str, why: str, person: Person | None
+    event: ClickEvent,
+    runtime: Runtime,
+    aws: InteractionsAws,
+    resource: str,
+    why: str,
+    person: Person | None,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A recorded refusal and an answer only the clicking user sees."""
-    _record(runtime, event, resource, "ignored", "interactions.refused", [why], person)
+    _record(runtime, event, resource, "ignored", "interactions.refused", [why, *notes], person)
     metrics.add_metric(name="InteractionsRefused", unit="Count", value=1)
     aws.respond(event.detail.response_url, ephemeral(f"Not done: {why}"))
     return {"status": "refused", "reason": why}
@@ -268,9 +284,14 @@ def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, 
     if not record or click.action_id not in (record.get("buttons") or []):
         return _refuse(event, runtime, aws, "gpu-fleet", "this button belongs to no message the governor sent", None)
     resource = str(record.get("resource") or "")
+    expired = button_expired(record, now)
+    if expired:
+        return _refuse(event, runtime, aws, resource, expired, None)
     person = resolve(click, runtime, aws)
+    # Authorised against the owner and team recorded when the message was sent, never the tags at click time.
     owner, team = record.get("owner"), record.get("team")
     instance = None
+    changed: list[str] = []
     if click.action_id in IDLE_BUTTONS:
         instance = aws.instances.instance(resource)
         if instance is None or instance.state != "running":
@@ -278,13 +299,13 @@ def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, 
             return _refuse(event, runtime, aws, resource, f"{resource} is {state} now", person)
         if not (policy.fleet.is_gpu_type(instance.type) and policy.fleet.carries_fleet_tags(instance.tags)):
             return _refuse(event, runtime, aws, resource, f"{resource} is not a GPU fleet instance", person)
-        who = ownership(instance.tags, policy.fleet)
-        owner, team = who.owner, who.team
+        changed = ownership_changes(owner, team, ownership(instance.tags, policy.fleet))
     elif record.get("policy") not in ACKNOWLEDGED_POLICIES:
         return _refuse(event, runtime, aws, resource, "this finding takes no acknowledgement", person)
     allowed, why = authorise(person, owner, team, policy)
     if not allowed:
-        return _refuse(event, runtime, aws, resource, f"not yours: {why}", person)
+        return _refuse(event, runtime, aws, resource, f"not yours: {why}", person, changed)
+    why = "; ".join([why, *changed])
     enforce = policy.interactions.enforce
     suffix = "" if enforce else " (report-only: nothing changed)"
     if click.action_id in (KEEP_HOURS, KEEP_MORNING):
@@ -309,7 +330,11 @@ def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, 
         actions = [Stop(enforced=enforce, via="idle function")]
         _record(runtime, event, resource, "act", "interactions.stop-now", reasons, person, actions)
         if enforce:
-            aws.invoker.invoke(aws.idle_function, stop_request(event, resource, person, now))
+            request = stop_request(event, resource, person, now)
+            # The idle function acts only on what this verified, authorised click recorded under its id: a Stop now
+            # invoked by anyone else (a direct Invoke) finds no record and stops nothing.
+            runtime.ledger.put_item(STOP_REQUEST_KIND, event.id, stop_record(event, resource, person, team))
+            aws.invoker.invoke(aws.idle_function, request)
             note = f"Stop now requested by {person.label}: re-checking that {resource} is still idle"
         else:
             note = f"Stop now clicked by {person.label}{suffix}"
@@ -345,6 +370,20 @@ def stop_request(event: ClickEvent, instance_id: str, person: Person, now: dt.da
             "token": click.token,
             "message_blocks": click.message_blocks,
         },
+    }
+
+
+def stop_record(event: ClickEvent, instance_id: str, person: Person, team: str | None) -> dict[str, Any]:
+    """What the idle function takes Stop now from: who asked (verified and authorised here), for which instance, where
+    to answer, and the team the warning was sent to."""
+    click = event.detail
+    return {
+        "instance_id": instance_id,
+        "requested_by": person.email,
+        "slack_user": person.slack_user,
+        "response_url": click.response_url,
+        "token": click.token,
+        "team": team,
     }
 
 

@@ -8,6 +8,7 @@ function, the two Slack secrets only).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,35 +51,59 @@ class SecretUnavailable(RuntimeError):
     """A Slack secret is missing or empty: the endpoint cannot verify anything and refuses every request."""
 
 
+#: A missing or empty secret is remembered this long: a flood of requests to an endpoint whose secret is missing costs
+#: one Secrets Manager read a minute per container, not one per request.
+NEGATIVE_CACHE_SECONDS = 60.0
+
+
 class SlackSecrets:
-    """The signing secret and the optional bot token, read once per container (never logged)."""
+    """The signing secret and the optional bot token, read once per container (never logged); a secret found missing
+    is not asked for again for :data:`NEGATIVE_CACHE_SECONDS`."""
 
     IAM_ACTIONS = frozenset({"secretsmanager:GetSecretValue"})
 
-    def __init__(self, region: str | None = None, secretsmanager: Any = None) -> None:
+    def __init__(
+        self, region: str | None = None, secretsmanager: Any = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._client = secretsmanager or client("secretsmanager", region)
         self._values: dict[str, str] = {}
+        self._missing: dict[str, tuple[float, str]] = {}
+        self._clock = clock
+        self.reads = 0
 
     def value(self, name: str) -> str:
         """The secret's string (a bare value, or JSON with ``signing_secret`` / ``token``)."""
-        if name not in self._values:
-            try:
-                raw = (self._client.get_secret_value(SecretId=name).get("SecretString") or "").strip()
-            except ClientError as error:
-                code = error.response.get("Error", {}).get("Code", "")
-                if code in {"ResourceNotFoundException", "InvalidRequestException"}:
-                    raise SecretUnavailable(f"secret '{name}' not found in Secrets Manager ({code})") from None
-                raise
-            if raw.startswith("{"):
-                try:
-                    data = json.loads(raw)
-                except json.JSONDecodeError:
-                    raise SecretUnavailable(f"secret '{name}' is not valid JSON") from None
-                raw = str(data.get("signing_secret") or data.get("token") or "").strip()
-            if not raw:
-                raise SecretUnavailable(f"secret '{name}' is empty")
-            self._values[name] = raw
+        if name in self._values:
+            return self._values[name]
+        missing = self._missing.get(name)
+        if missing is not None and self._clock() - missing[0] < NEGATIVE_CACHE_SECONDS:
+            raise SecretUnavailable(missing[1])
+        try:
+            self._values[name] = self._read(name)
+        except SecretUnavailable as error:
+            self._missing[name] = (self._clock(), str(error))
+            raise
+        self._missing.pop(name, None)
         return self._values[name]
+
+    def _read(self, name: str) -> str:
+        self.reads += 1
+        try:
+            raw = (self._client.get_secret_value(SecretId=name).get("SecretString") or "").strip()
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in {"ResourceNotFoundException", "InvalidRequestException"}:
+                raise SecretUnavailable(f"secret '{name}' not found in Secrets Manager ({code})") from None
+            raise
+        if raw.startswith("{"):
+            try:
+                data = json.loads(raw)
+            except json.JSONDecodeError:
+                raise SecretUnavailable(f"secret '{name}' is not valid JSON") from None
+            raw = str(data.get("signing_secret") or data.get("token") or "").strip()
+        if not raw:
+            raise SecretUnavailable(f"secret '{name}' is empty")
+        return raw
 
 
 class SnoozeTagger:

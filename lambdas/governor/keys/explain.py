@@ -201,3 +201,15 @@ def explain_keys_event(event: InboundEvent, policy: Policy) -> list[Decision]:
     """``governor explain`` for the KMS, IAM and Secrets Manager calls that trigger an immediate check."""
     assert event.cloudtrail is not None
     return [explain_record(event.cloudtrail, event.source, policy)]
+
+
+@explainer(
+    POLICY,
+    lambda event: any(cloudtrail_call(source, *names)(event) for source, names in domain.TAG_CALLS.items()),
+    decides=(domain.tag_settings, domain.decide_tag_setting),
+)
+def explain_tag_call(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """Who tagged a user, role, KMS key or secret: read from the call alone, as the handler reads it."""
+    assert event.cloudtrail is not None
+    settings = domain.tag_settings(event.cloudtrail, event.source, policy, event.id)
+    return [domain.decide_tag_setting(setting, policy) for setting in settings]

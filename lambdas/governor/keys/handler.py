@@ -20,6 +20,7 @@ from governor.adapters.aws import per_session
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.model import Model
 from governor.domain.ports import Clock, ReadRefused, utcnow
+from governor.domain.tagging import ResourceKind, record_settings
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
     CloudTrailEvent,
@@ -29,24 +30,28 @@ from governor.events.envelopes import (
     parse_model,
 )
 from governor.keys.domain import (
-    EVENT_SOURCES,
     ROOT_USER,
+    RULE_EVENTS,
     AccessKeysPort,
     Kind,
     KmsPort,
     Outcome,
     SecretsPort,
     Target,
+    bounded,
     decide_access_key,
     decide_failed_call,
     decide_kms_key,
     decide_root_key_event,
     decide_secret,
+    decide_tag_setting,
     decide_unreadable,
     event_target,
     failure_finding,
     finding_for,
+    is_tag_call,
     parse_credential_report,
+    tag_settings,
     with_tags,
 )
 from governor.observability import logger, metrics, tracer
@@ -86,7 +91,18 @@ class Check:
     region: str | None = None
 
 
-Trigger = Sweep | Check
+@dataclass(frozen=True)
+class TagCall:
+    """A tagging call on a user, role, KMS key or secret: recorded with its author, an exemption reported at once."""
+
+    event_id: str
+    record: CloudTrailRecord
+    source: str
+    account: str | None = None
+    region: str | None = None
+
+
+Trigger = Sweep | Check | TagCall
 
 
 class SystemClock:
@@ -110,11 +126,13 @@ def parse_trigger(raw: Any) -> Trigger:
     if envelope.detail_type == CLOUDTRAIL_DETAIL_TYPE:
         event = parse_model(CloudTrailEvent, raw)
         record = event.detail
-        names = EVENT_SOURCES.get(event.source, ())
+        names = RULE_EVENTS.get(event.source, ())
         if record.event_name not in names:
             raise InvalidEventError(
                 f"{event.source} {record.event_name} is not a call the keys enforcer handles", envelope.id
             )
+        if is_tag_call(event.source, record):
+            return TagCall(envelope.id, record, event.source, envelope.account, envelope.region)
         target = event_target(record)
         if target is None and not record.failed:
             raise InvalidEventError(
@@ -240,7 +258,7 @@ class KeysRun:
             return
         decision = decide_kms_key(key, self.policy, self.now)
         if decision.verdict == "act":
-            key = with_tags(key, kms.tags(key.key_id))
+            key = self.bounded(with_tags(key, kms.tags(key.key_id)), (key.key_id, key.arn), "kms-key")
             decision = decide_kms_key(key, self.policy, self.now)
         self.settle(decision, key)
 
@@ -259,6 +277,7 @@ class KeysRun:
     def check_user(self, user: str) -> None:
         iam = self.adapters.iam
         for key in iam.user_keys(user):
+            key = self.bounded(key, (key.user, key.user_arn), "iam-user")
             self.settle(decide_access_key(key, self.policy, self.now), key)
 
     def sweep_access_keys(self) -> None:
@@ -281,12 +300,14 @@ class KeysRun:
         secret = self._reread(self.adapters.secrets.secret, secret_id, "the secret")
         if secret is None:
             return
+        secret = self.bounded(secret, (secret.arn, secret.name), "secret")
         self.settle(decide_secret(secret, self.policy, self.now), secret)
 
     def sweep_secrets(self) -> None:
         listed: list[Any] = []
         self.guarded("secrets", lambda: listed.extend(self.adapters.secrets.secrets()))
         for secret in listed:
+            secret = self.bounded(secret, (secret.arn, secret.name), "secret")
             decision = decide_secret(secret, self.policy, self.now)
             if decision.enforced_actions():
                 self.guarded("secrets", partial(self.check_secret, secret.arn))
@@ -306,6 +327,28 @@ class KeysRun:
             target.resource_id
         )
 
+    def tagged(self, call: TagCall) -> dict[str, Any]:
+        """Who tagged which credential, and when: each watched setting recorded (the report lists them by person); an
+        exemption on a credential, or a value the governor will not honour, is a finding at once."""
+        settings = tag_settings(call.record, call.source, self.policy, call.event_id)
+        published = record_settings(
+            settings,
+            self.runtime.ledger,
+            lambda setting: decide_tag_setting(setting, self.policy),
+            event_id=call.event_id,
+        )
+        for decision, title in published:
+            finding = Finding.from_decision(
+                decision, title, event_id=call.event_id, account=self.account, region=call.region or self.runtime.region
+            )
+            self._stage(finding)
+        self.decisions += len(settings)
+        return self.finish(trigger=call.record.event_name, tags=[s.item() for s in settings])
+
+    def bounded(self, resource: T, ids: tuple[str, ...], kind: ResourceKind) -> T:
+        """``exempt=true`` on a credential read as its end (``governor.domain.tagging.bounded_tags``)."""
+        return bounded(resource, ids, kind, self.runtime.ledger, self.policy, self.now)  # type: ignore[type-var]
+
     def finish(self, **extra: Any) -> dict[str, Any]:
         self.outbox.flush()
         metrics.add_metric(name="KeyDecisions", unit="Count", value=self.decisions)
@@ -323,6 +366,8 @@ class KeysRun:
 
 def _process(trigger: Trigger, runtime: Runtime, adapters: KeyAdapters) -> dict[str, Any]:
     run = KeysRun(runtime, adapters, trigger.event_id, trigger.account)
+    if isinstance(trigger, TagCall):
+        return run.tagged(trigger)
     if isinstance(trigger, Sweep):
         run.outbox.flush_stale("keys")  # findings earlier invocations left unsent
         sweeps = {"kms": run.sweep_kms, "access_keys": run.sweep_access_keys, "secrets": run.sweep_secrets}

@@ -26,9 +26,13 @@ from typing import Any
 from governor.domain.actions import AnyAction, Notify, Record, Tag
 from governor.domain.costs import PriceBook
 from governor.domain.decision import Decision, Verdict
-from governor.domain.fleet import Instance, Ownership, exempt_tag_problem, ownership, snooze_tag_problem
+from governor.domain.fleet import Instance, Ownership, ownership
+from governor.domain.identity import creator as creator
+from governor.domain.tagging import TAG_SET as TAG_SET
+from governor.domain.tagging import ResourceKind, TagSetting, decide_setting, settings_from, tag_pairs
+from governor.domain.tagging import watched_tag_keys as watched_tag_keys
 from governor.domain.times import parse_time, utc
-from governor.events.envelopes import CloudTrailRecord, UserIdentity
+from governor.events.envelopes import CloudTrailRecord
 from governor.policy import Policy
 
 POLICY = "lifecycle"
@@ -40,42 +44,6 @@ RUNNING = "running"
 CLOSING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 TAG_VALUE_LIMIT = 256
 RESTART_TOLERANCE = dt.timedelta(minutes=5)
-
-
-def creator(identity: UserIdentity | Mapping[str, Any]) -> str | None:
-    """The principal behind a call, as an ARN a person can act on.
-
-    An assumed-role session resolves through ``sessionContext.sessionIssuer`` to the role ARN plus the session
-    name (``arn:aws:iam::1:role/ci/alice@example.com``), so the role and the person or job behind it both show.
-    IAM users, root and federated users keep their own ARN; an AWS service is named by ``invokedBy``.
-    """
-    ident = identity if isinstance(identity, UserIdentity) else UserIdentity.model_validate(dict(identity))
-    extra = ident.model_extra or {}
-    if ident.type == "AssumedRole":
-        issuer = (ident.session_context or {}).get("sessionIssuer") or {}
-        role_arn = issuer.get("arn")
-        session = _session_name(ident)
-        if role_arn and session:
-            return f"{role_arn}/{session}"
-        if role_arn:
-            return str(role_arn)
-    if ident.arn:
-        return ident.arn
-    if ident.type == "AWSService" and extra.get("invokedBy"):
-        return str(extra["invokedBy"])
-    if ident.principal_id:
-        return ident.principal_id
-    return None
-
-
-def _session_name(ident: UserIdentity) -> str | None:
-    if ident.arn and ":assumed-role/" in ident.arn:
-        parts = ident.arn.split(":assumed-role/", 1)[1].split("/", 1)
-        if len(parts) == 2 and parts[1]:
-            return parts[1]
-    if ident.principal_id and ":" in ident.principal_id:
-        return ident.principal_id.split(":", 1)[1] or None
-    return None
 
 
 def tag_value(value: str) -> str:
@@ -565,91 +533,47 @@ def _reconcile_decision(instance_id: str, reason: str, session: str) -> Decision
 
 # --- who set a governor tag ------------------------------------------------------------------------------------------
 
-TAG_SET = "governor-tag"
 TAGGING_CALL = "CreateTags"
-
-
-@dataclass(frozen=True)
-class TagSetting:
-    """One governor tag written by someone: the exemption, snooze, checkpoint name or mark, who wrote it and when."""
-
-    resource_id: str
-    key: str
-    value: str
-    who: str
-    at: dt.datetime
-    event_id: str
-    problem: str | None = None
-
-    def item(self) -> dict[str, Any]:
-        return {
-            "kind": TAG_SET,
-            "resource_id": self.resource_id,
-            "key": self.key,
-            "value": self.value,
-            "who": self.who,
-            "at": self.at.isoformat(),
-            "event_id": self.event_id,
-            "problem": self.problem,
-        }
-
-
-def watched_tag_keys(policy: Policy) -> tuple[str, ...]:
-    """The tags that ask the governor to hold back or to run something; each setting is recorded with its author."""
-    fleet = policy.fleet
-    return (fleet.exempt_tag, fleet.keep_until_tag, fleet.checkpoint_command_tag, "governor:idle-since")
+TAG_RULE = "lifecycle.governor-tag"
+_EC2_KINDS: dict[str, ResourceKind] = {"i-": "instance", "sg-": "security-group"}
 
 
 def tag_settings(record: CloudTrailRecord, policy: Policy, event_id: str) -> list[TagSetting]:
-    """The watched tags a successful ``CreateTags`` call set on instances, each with the caller and the time.
+    """The watched tags a successful ``CreateTags`` call set on instances and security groups, or a ``RunInstances``
+    call set at launch (tag specifications), each with the caller and the time.
 
     A value the governor would not honour (unbounded snooze, exempt value other than ``true`` or a date, a checkpoint
     name outside the allow-list) carries the reason, so the finding and the report say so.
     """
-    if record.event_name != TAGGING_CALL or record.failed:
+    if record.failed or record.event_name not in (TAGGING_CALL, "RunInstances"):
         return []
-    params = record.request_parameters or {}
-    resources = [
-        str(item.get("resourceId"))
-        for item in ((params.get("resourcesSet") or {}).get("items") or [])
-        if isinstance(item, Mapping) and str(item.get("resourceId", "")).startswith("i-")
-    ]
-    watched = watched_tag_keys(policy)
-    fleet = policy.fleet
     who = creator(record.user_identity) or "unknown"
     at = utc(record.event_time)
-    settings: list[TagSetting] = []
-    for tag in (params.get("tagSet") or {}).get("items") or []:
-        if not isinstance(tag, Mapping) or tag.get("key") not in watched:
-            continue
-        key, value = str(tag["key"]), str(tag.get("value") or "")
-        problem = None
-        if key == fleet.exempt_tag:
-            found = exempt_tag_problem(value, fleet, at)
-            problem = found.reason if found else None
-        elif key == fleet.keep_until_tag:
-            found = snooze_tag_problem(value, fleet, at)
-            problem = found.reason if found else None
-        elif key == fleet.checkpoint_command_tag and value.strip() not in fleet.checkpoint_commands:
-            problem = "names no entry of fleet.checkpoint_commands; never run"
-        settings.extend(TagSetting(r, key, value, who, at, event_id, problem) for r in resources)
-    return settings
+    if record.event_name == "RunInstances":
+        found: list[TagSetting] = []
+        for launch in launches(record):
+            found += settings_from(
+                launch.tags.items(),
+                [(launch.instance_id, "instance")],
+                policy,
+                who=who,
+                at=at,
+                event_id=event_id,
+                source="RunInstances",
+            )
+        return found
+    params = record.request_parameters or {}
+    resources: list[tuple[str, ResourceKind]] = []
+    for item in (params.get("resourcesSet") or {}).get("items") or []:
+        resource = str(item.get("resourceId", "")) if isinstance(item, Mapping) else ""
+        kind = next((k for prefix, k in _EC2_KINDS.items() if resource.startswith(prefix)), None)
+        if kind is not None:
+            resources.append((resource, kind))
+    pairs = tag_pairs(params.get("tagSet"))
+    return settings_from(pairs, resources, policy, who=who, at=at, event_id=event_id, source="CreateTags")
 
 
 def decide_tag_setting(setting: TagSetting, policy: Policy) -> Decision:
-    """Every watched tag setting is recorded; one the governor will not honour is also a finding for people."""
-    reasons = [
-        f"{setting.who} set {setting.key}={setting.value!r} on {setting.resource_id} at {setting.at.isoformat()}"
-    ]
-    if setting.problem:
-        reasons.append(f"ignored by the governor: {setting.problem}")
-    return Decision(
-        policy=POLICY,
-        verdict="act" if setting.problem else "ok",
-        resource=setting.resource_id,
-        actions=[Record(enforced=True, kind=TAG_SET)] + ([Notify(enforced=True)] if setting.problem else []),
-        reasons=reasons,
-        evidence=setting.item(),
-        severity="warning" if setting.problem else "info",
-        rule="lifecycle.governor-tag",
-    )
+    """Every watched tag setting is recorded; an exemption, or a value the governor will not honour, is also a
+    finding for people (:func:`governor.domain.tagging.decide_setting`)."""
+    return decide_setting(setting, policy, policy_name=POLICY, rule=TAG_RULE)

@@ -20,6 +20,7 @@ from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import UNKNOWN, Instance
 from governor.domain.ports import event_origin
+from governor.domain.tagging import record_settings
 from governor.domain.times import utc
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
@@ -181,36 +182,34 @@ def on_run_instances(event: CloudTrailEvent, runtime: Runtime, caps: Capabilitie
                 caps.tagger.tag(launch.instance_id, missing)
                 tagged += 1
     metrics.add_metric(name="GpuLaunchesRecorded", unit="Count", value=len(gpu_ids))
+    settings = on_create_tags(event, runtime)  # exemptions and claims set at launch have an author too
     return {
         "status": "done",
         "decisions": [d.public() for d in decisions],
         "tagged": tagged,
+        "tags": settings["tags"],
     }
 
 
 def on_create_tags(event: CloudTrailEvent, runtime: Runtime) -> dict[str, Any]:
-    """Record who set each exemption, snooze or checkpoint name, and when (CloudTrail is the only witness).
+    """Record who set each exemption, snooze, command name, ownership tag or Kubernetes claim, and when (CloudTrail is
+    the only witness); the same for the tags a RunInstances call set at launch.
 
-    Reports list them by person; a value the governor will not honour is also published as a finding at once.
+    Reports list them by person; an exemption, or a value the governor will not honour, is also a finding at once.
     """
     settings = domain.tag_settings(event.detail, runtime.policy, event.id)
-    findings: list[Finding] = []
-    for setting in settings:
-        decision = domain.decide_tag_setting(setting, runtime.policy)
-        runtime.ledger.record(decision, event_id=f"{event.id}#{setting.resource_id}#{setting.key}", at=setting.at)
-        runtime.ledger.put_item(domain.TAG_SET, f"{setting.resource_id}#{setting.key}", setting.item())
-        if setting.problem:
-            findings.append(
-                Finding.from_decision(
-                    decision,
-                    f"{setting.key} on {setting.resource_id} set by {setting.who} is not honoured",
-                    account=event.account,
-                    region=event.region or runtime.region,
-                    event_id=event.id,
-                )
-            )
+    published = record_settings(
+        settings, runtime.ledger, lambda setting: domain.decide_tag_setting(setting, runtime.policy), event_id=event.id
+    )
+    findings = [
+        Finding.from_decision(
+            decision, title, account=event.account, region=event.region or runtime.region, event_id=event.id
+        )
+        for decision, title in published
+    ]
     _send(runtime, findings, event.id)
-    return {"status": "done", "tags": [s.item() for s in settings], "refused": len(findings)}
+    refused = sum(1 for s in settings if s.problem)
+    return {"status": "done", "tags": [s.item() for s in settings], "refused": refused, "findings": len(findings)}
 
 
 def _adopt_creator(runtime: Runtime, launch: domain.Launch) -> None:

@@ -40,13 +40,16 @@ def decide_group(
     group_name: str | None = None,
     assumptions: Sequence[str] = (),
     notes: Sequence[str] = (),
+    shared: str | None = None,
 ) -> Decision:
     """Judge the given ingress rules of one group: revoke the offending ones (by rule id), leave the rest.
 
     A protected group is ``ignored``: its violations are reported, never changed. ``tags`` None means unknown.
+    ``shared`` says why nothing proves the group is the fleet's (:func:`~governor.network.rules.not_the_fleets`): its
+    violations are reported and nothing is revoked, whatever ``network.enforce`` says.
     """
     network = policy.network
-    enforce = network.enforce
+    enforce = network.enforce and shared is None
     judged = [(rule, rule_violations(rule, policy, group_name)) for rule in rules]
     offending = [(rule, why) for rule, why in judged if why]
     compliant = [rule for rule, why in judged if not why]
@@ -100,7 +103,9 @@ def decide_group(
         all_assumptions.append(
             "rule ids not in the event: the handler finds them by re-reading the group (DescribeSecurityGroupRules)"
         )
-    if not enforce:
+    if shared is not None:
+        reasons.append(shared)
+    elif not enforce:
         reasons.append("network.enforce is false: report only, nothing is revoked")
     return Decision(
         policy=POLICY,
@@ -138,11 +143,13 @@ def decide_group_call(
     policy: Policy,
     *,
     assumptions: Sequence[str] = (),
+    shared: str | None = None,
 ) -> Decision:
     """Judge the rules a call added or changed as they are now (re-read), never the event's copy alone.
 
     A group gone since is ``ignored``; one outside ``network.scope`` (``fleet_groups``: the groups attached to GPU
-    instances) is recorded and left alone; a rule no longer in the group is noted, not revoked.
+    instances) is recorded and left alone; a rule no longer in the group is noted, not revoked; a group nothing
+    proves is the fleet's (``shared``) is reported, never changed.
     """
     if live is None:
         return Decision(
@@ -162,7 +169,14 @@ def decide_group_call(
         wanted, gone = match_live(call.rules, live.rules)
     notes = [f"{rule.describe()} is no longer in the group; nothing to revoke" for rule in gone]
     return decide_group(
-        live.group_id, wanted, policy, tags=live.tags, group_name=live.name, notes=notes, assumptions=assumptions
+        live.group_id,
+        wanted,
+        policy,
+        tags=live.tags,
+        group_name=live.name,
+        notes=notes,
+        assumptions=assumptions,
+        shared=shared,
     )
 
 

@@ -30,8 +30,9 @@ def assumed_group(call: NetworkCall) -> Assumed[AssumedGroup]:
     group = call.group or "unknown"
     rules = () if call.name == "CreateSecurityGroup" else call.rules
     assumptions = [
-        f"{group} still exists and is attached to a GPU instance of the fleet (within network.scope 'fleet'; "
-        "explain reads nothing from AWS)",
+        f"{group} still exists and only GPU instances' interfaces use it (within network.scope 'fleet', and proven "
+        "the fleet's; explain reads nothing from AWS: a group also used by a load balancer, another instance or "
+        "nothing at all is reported, never changed)",
         "each rule is still in the group as the call added it; the handler re-reads the group before revoking, and "
         "a rule already gone is left alone",
     ]

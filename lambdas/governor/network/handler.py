@@ -7,7 +7,7 @@ compliant rules from the same call stay; the finding says exactly what was done.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from governor.adapters.ec2 import Ec2Reader
 from governor.domain.actions import Outcome, RevokeIngress
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, ownership
+from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
     CloudTrailEvent,
@@ -44,7 +45,7 @@ from governor.network.events import (
     parse_call,
     public_address,
 )
-from governor.network.rules import fleet_group_ids, out_of_scope
+from governor.network.rules import fleet_group_ids, not_the_fleets, out_of_scope
 from governor.network.security_groups import GroupState, SecurityGroups
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
@@ -95,6 +96,34 @@ def parse(raw: Any) -> CloudTrailEvent | GovernorEvent:
 # --- deciding with live state -----------------------------------------------------------------------------------------
 
 
+def bounded(instance: Instance, runtime: Runtime, now: dt.datetime) -> Instance:
+    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever."""
+    return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now)
+
+
+def ownership_proofs(group_ids: Sequence[str], aws: NetworkAws, runtime: Runtime) -> dict[str, str | None]:
+    """For each group, why nothing proves it is the fleet's (None: every interface using it is a GPU instance's).
+
+    Two reads whatever the number of groups: the interfaces using them, and the instances those interfaces belong
+    to. Under ``network.scope: all`` the policy's author chose to judge every group, and nothing is asked.
+    """
+    if runtime.policy.network.scope == "all" or not group_ids:
+        return dict.fromkeys(group_ids)
+    attached = aws.groups.attachments(list(group_ids))
+    ids = sorted({a.instance_id for found in attached.values() for a in found if a.instance_id})
+    fleet = runtime.policy.fleet
+    gpu = {i.id for i in aws.instances.instances(ids) if fleet.is_gpu_type(i.type)} if ids else set()
+    return {group: not_the_fleets(group, attached.get(group, []), gpu) for group in group_ids}
+
+
+def _proven(decision: Decision, judge: Callable[[str | None], Decision], aws: NetworkAws, runtime: Runtime) -> Decision:
+    """The decision again with the group's ownership proof, read only when it would revoke something."""
+    if not revocations(decision):
+        return decision
+    shared = ownership_proofs([decision.resource], aws, runtime)[decision.resource]
+    return decision if shared is None else judge(shared)
+
+
 def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Judged:
     """Judge the rules this call added or changed, as they are now (re-read), never the event's copy alone."""
     live = aws.groups.group(call.group_id, None if call.group_id else call.group_name)
@@ -102,16 +131,45 @@ def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Jud
     if live is not None and runtime.policy.network.scope != "all":
         gpus = aws.instances.gpu_instances(runtime.policy.fleet, states=("pending", "running"))
         fleet_groups = fleet_group_ids(gpus, runtime.policy)
-    return decide_group_call(call, live, fleet_groups, runtime.policy), live.tags if live is not None else {}
+    decision = decide_group_call(call, live, fleet_groups, runtime.policy)
+    if live is None:
+        return decision, {}
+
+    def judge(shared: str | None) -> Decision:
+        return decide_group_call(call, live, fleet_groups, runtime.policy, shared=shared)
+
+    return _proven(decision, judge, aws, runtime), live.tags
+
+
+def _launch_group_decisions(instances: Sequence[Instance], aws: NetworkAws, runtime: Runtime) -> list[Judged]:
+    """A GPU launch puts its security groups in scope: each is judged now, not only at the next drift sweep (a group
+    opened to the world before the launch was, until then, nobody's proven group)."""
+    judged: list[Judged] = []
+    for group_id in sorted(
+        {g for i in instances if runtime.policy.fleet.is_gpu_type(i.type) for g in i.security_groups}
+    ):
+        live = aws.groups.group(group_id)
+        if live is None:
+            continue
+
+        def judge(shared: str | None, live: GroupState = live) -> Decision:
+            policy = runtime.policy
+            return decide_group(live.group_id, live.rules, policy, tags=live.tags, group_name=live.name, shared=shared)
+
+        judged.append((_proven(judge(None), judge, aws, runtime), live.tags))
+    return judged
 
 
 def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> Judged:
+    instance = bounded(instance, runtime, now)
     elastic = aws.addresses.elastic([instance.public_ip]) if instance.public_ip else {}
     address = public_address(instance, elastic)
     return decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now), instance.tags
 
 
-def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> list[Judged]:
+def _address_decisions(
+    call: NetworkCall, aws: NetworkAws, runtime: Runtime, now: dt.datetime, launched_out: list[Instance] | None = None
+) -> list[Judged]:
     decisions: list[Judged] = []
     if call.name == "RunInstances":
         fleet = runtime.policy.fleet
@@ -132,6 +190,8 @@ def _address_decisions(call: NetworkCall, aws: NetworkAws, runtime: Runtime, now
             return [(Decision(policy="network", verdict="ignored", resource=target, reasons=[reason]), {})]
         ids = [instance_id]
     found = {instance.id: instance for instance in aws.instances.instances(ids)} if ids else {}
+    if launched_out is not None and call.name == "RunInstances":
+        launched_out.extend(found.values())
     for instance_id in ids:
         instance = found.get(instance_id)
         if instance is None:
@@ -156,7 +216,8 @@ def _reread(decision: Decision, aws: NetworkAws, runtime: Runtime) -> Decision:
         if isinstance(action, RevokeIngress)
         for rule_id in action.rule_ids
     }
-    fresh = decide_group(live.group_id, live.rules, runtime.policy, tags=live.tags, group_name=live.name)
+    shared = ownership_proofs([live.group_id], aws, runtime)[live.group_id]  # re-read, as the rules are
+    fresh = decide_group(live.group_id, live.rules, runtime.policy, tags=live.tags, group_name=live.name, shared=shared)
     kept = []
     for action in fresh.actions:
         if isinstance(action, RevokeIngress) and action.enforced and not set(action.rule_ids) <= planned:
@@ -231,7 +292,9 @@ def on_call(event: CloudTrailEvent, runtime: Runtime, aws: NetworkAws) -> dict[s
     elif call.name in SECURITY_GROUP_EVENTS:
         decisions = [_group_decision(call, aws, runtime)]
     else:
-        decisions = _address_decisions(call, aws, runtime, now)
+        launched: list[Instance] = []
+        decisions = _address_decisions(call, aws, runtime, now, launched)
+        decisions += _launch_group_decisions(launched, aws, runtime)
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id)
     box.resume()  # what an earlier attempt of this event staged and never got accepted
     try:
@@ -274,13 +337,25 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, 
         group_decisions.append(
             decide_group(group.group_id, group.rules, policy, tags=group.tags, group_name=group.name)
         )
+    # Only groups every interface of which is a GPU instance's may lose rules: the proofs of those the sweep would
+    # change, in one batch before the budget is spent (and again, one group at a time, right before revoking).
+    revoking = [d.resource for d in group_decisions if revocations(d)]
+    proofs = ownership_proofs(revoking, aws, runtime)
+    by_id = {g.group_id: g for g in groups}
+    for index, decision in enumerate(group_decisions):
+        shared = proofs.get(decision.resource)
+        if shared is not None:
+            group = by_id[decision.resource]
+            group_decisions[index] = decide_group(
+                group.group_id, group.rules, policy, tags=group.tags, group_name=group.name, shared=shared
+            )
     limited, deferred = limit_revocations(group_decisions, policy.network.max_revocations_per_sweep)
     for decision in limited:
         if revocations(decision):
             decision = _reread(decision, aws, runtime)
         judged.append((decision, group_tags.get(decision.resource, {})))
     elastic = aws.addresses.elastic([i.public_ip for i in instances if i.public_ip])
-    for instance in instances:
+    for instance in (bounded(i, runtime, now) for i in instances):
         address: PublicAddress | None = public_address(instance, elastic)
         decision = decide_public_ip(instance.id, instance.type, instance.tags, address, policy, now)
         judged.append((decision, instance.tags))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from governor.domain.fleet import Instance
 from governor.network.events import IngressRule, Source
@@ -101,4 +102,51 @@ def out_of_scope(group_id: str, tags: Mapping[str, str] | None, fleet_groups: se
     return (
         f"{group_id} is attached to no GPU instance and lacks fleet.fleet_tags ({wanted}); outside network.scope "
         "'fleet' (set scope: all to judge every group)"
+    )
+
+
+# --- ownership: what proves a group is the fleet's --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A network interface using a security group, as DescribeNetworkInterfaces shows it."""
+
+    interface_id: str
+    instance_id: str | None
+    kind: str = "interface"
+    requester_managed: bool = False
+    description: str = ""
+
+    def describe(self) -> str:
+        if self.instance_id:
+            return f"{self.interface_id} of {self.instance_id}"
+        what = self.description or self.kind
+        return f"{self.interface_id} ({what[:60]})"
+
+
+def not_the_fleets(group_id: str, attached: Sequence[Attached], gpu_instances: set[str]) -> str | None:
+    """Why nothing an ordinary account user cannot fake proves ``group_id`` is the fleet's, or None when it is proven:
+    at least one interface uses it and every one of them is an instance interface of a GPU instance.
+
+    A tag (``gpu-fleet=true``) or one GPU instance launched into a web load balancer's group proves nothing: the load
+    balancer's interfaces use the group too. A group nothing uses may be about to be used by anything. Either way the
+    group is judged and reported, never changed.
+    """
+    if not attached:
+        return (
+            f"{group_id} is used by no network interface: nothing proves it is the fleet's, so its rules are reported, "
+            "never changed (they are revoked once only GPU instances use it)"
+        )
+    others = [
+        a
+        for a in attached
+        if a.instance_id not in gpu_instances or a.requester_managed or a.kind not in ("interface", "")
+    ]
+    if not others:
+        return None
+    shown = ", ".join(a.describe() for a in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return (
+        f"{group_id} is shared with {len(others)} interface(s) that are not GPU instances' ({shown}): reported, never "
+        "changed"
     )

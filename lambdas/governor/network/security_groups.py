@@ -5,7 +5,7 @@ Revoking by ``sgr-`` id removes exactly the offending rule; compliant rules adde
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +13,14 @@ from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
 from governor.network.events import IngressRule, rule_from_record
+from governor.network.rules import Attached
 
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
-IAM_ACTIONS = frozenset({"ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules"})
+IAM_ACTIONS = frozenset(
+    {"ec2:DescribeSecurityGroups", "ec2:DescribeSecurityGroupRules", "ec2:DescribeNetworkInterfaces"}
+)
+#: DescribeNetworkInterfaces takes at most 200 values in one filter.
+_FILTER_VALUES = 200
 _GONE = (
     "InvalidGroup.NotFound",
     "InvalidGroupId.NotFound",
@@ -37,6 +42,17 @@ class GroupState:
 
 def _tags(raw: dict[str, Any]) -> dict[str, str]:
     return {t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])}
+
+
+def to_attached(raw: dict[str, Any]) -> Attached:
+    attachment = raw.get("Attachment") or {}
+    return Attached(
+        interface_id=str(raw.get("NetworkInterfaceId", "")),
+        instance_id=attachment.get("InstanceId") or None,
+        kind=str(raw.get("InterfaceType") or "interface"),
+        requester_managed=bool(raw.get("RequesterManaged")),
+        description=str(raw.get("Description") or ""),
+    )
 
 
 class SecurityGroups:
@@ -89,6 +105,20 @@ class SecurityGroups:
             )
             for raw in self._paginate("describe_security_groups", "SecurityGroups", PaginationConfig={"PageSize": 1000})
         ]
+
+    def attachments(self, group_ids: Sequence[str]) -> dict[str, list[Attached]]:
+        """Every network interface using each group (paginated, 200 groups a filter): what proves, or disproves, that
+        a group is the fleet's. A group no interface uses maps to an empty list."""
+        found: dict[str, list[Attached]] = {group: [] for group in group_ids}
+        for start in range(0, len(group_ids), _FILTER_VALUES):
+            chunk = list(group_ids[start : start + _FILTER_VALUES])
+            filters = [{"Name": "group-id", "Values": chunk}]
+            for raw in self._paginate("describe_network_interfaces", "NetworkInterfaces", Filters=filters):
+                attached = to_attached(raw)
+                for group in raw.get("Groups", []):
+                    if group.get("GroupId") in found:
+                        found[group["GroupId"]].append(attached)
+        return found
 
     def revoke(self, group_id: str, rule_id: str) -> bool:
         """Revoke one ingress rule by id; False when the rule or group is already gone (nothing left to do)."""

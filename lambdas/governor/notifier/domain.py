@@ -8,7 +8,6 @@ enforced here, so no adapter ever posts a payload Slack would reject.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,13 +15,13 @@ from typing import Any, Literal
 
 from governor.domain.actions import AnyAction, Notify
 from governor.domain.decision import Decision, Finding, Severity, Verdict
+from governor.domain.escape import email_header, html_text, slack_text
 from governor.domain.times import parse_time
 from governor.notifier.messages import (
     Block,
     Email,
     Message,
     context,
-    escape_mrkdwn,
     header,
     pack_messages,
     section,
@@ -267,20 +266,20 @@ def action_sentence(action: dict[str, Any]) -> str | None:
 
 def _action_line(action: dict[str, Any]) -> str | None:
     sentence = action_sentence(action)
-    return f"• {escape_mrkdwn(sentence)}" if sentence else None
+    return f"• {slack_text(sentence)}" if sentence else None
 
 
 def finding_blocks(item: MergedFinding) -> list[Block]:
     """The blocks of one finding: what, about which resource, who owns it, what the governor did or would do."""
     f = item.finding
     lines = [
-        f"{_ICON[f.severity]} *{escape_mrkdwn(f.title)}*",
-        f"*Severity* {f.severity}   *Rule* `{escape_mrkdwn(f.rule)}`   *Resource* `{escape_mrkdwn(f.resource)}`",
+        f"{_ICON[f.severity]} *{slack_text(f.title)}*",
+        f"*Severity* {f.severity}   *Rule* `{slack_text(f.rule)}`   *Resource* `{slack_text(f.resource)}`",
     ]
     if f.owner or f.team:
-        lines.append(f"*Owner* {escape_mrkdwn(f.owner or 'unknown')}   *Team* {escape_mrkdwn(f.team or 'unknown')}")
+        lines.append(f"*Owner* {slack_text(f.owner or 'unknown')}   *Team* {slack_text(f.team or 'unknown')}")
     if f.detail:
-        lines.append(escape_mrkdwn(f.detail))
+        lines.append(slack_text(f.detail))
     blocks = section("\n".join(lines))
     lines = [line for line in map(_action_line, f.actions) if line]
     if lines:
@@ -297,7 +296,7 @@ def finding_blocks(item: MergedFinding) -> list[Block]:
         )
         if part
     )
-    blocks.append(context(escape_mrkdwn(where)))
+    blocks.append(context(slack_text(where)))
     blocks.append({"type": "divider"})
     return blocks
 
@@ -320,7 +319,7 @@ def summary_line(items: Sequence[MergedFinding]) -> str:
 def slack_messages(items: Sequence[MergedFinding]) -> list[Message]:
     """Block Kit messages for a set of findings, split so every message is within Slack's limits."""
     ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
-    summary = escape_mrkdwn(summary_line(ordered))  # the fallback ``text`` drives notifications: <!channel> too
+    summary = slack_text(summary_line(ordered))  # the fallback ``text`` drives notifications: <!channel> too
     return pack_messages([finding_blocks(item) for item in ordered], summary, header(summary))
 
 
@@ -330,7 +329,7 @@ def slack_messages(items: Sequence[MergedFinding]) -> list[Message]:
 def email_for(items: Sequence[MergedFinding]) -> Email:
     """One email for a set of findings: HTML for mail clients, the same content as plain text for the rest."""
     ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
-    subject = summary_line(ordered)[:200]
+    subject = email_header(summary_line(ordered))
     text_parts: list[str] = []
     html_parts: list[str] = []
     for item in ordered:
@@ -357,21 +356,21 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
             )
         )
         rows = "".join(
-            f"<tr><th style='text-align:left;padding:2px 12px 2px 0'>{html.escape(k)}</th>"
-            f"<td>{html.escape(str(v))}</td></tr>"
+            f"<tr><th style='text-align:left;padding:2px 12px 2px 0'>{html_text(k)}</th>"
+            f"<td>{html_text(str(v))}</td></tr>"
             for k, v in facts
         )
         html_parts.append(
             f"<div style='border-left:4px solid {_COLOUR[f.severity]};padding:4px 12px;margin:12px 0'>"
-            f"<h3 style='margin:4px 0'>{html.escape(f.title)}</h3><table>{rows}</table>"
-            + (f"<p>{html.escape(f.detail)}</p>" if f.detail else "")
-            + (f"<p><em>{html.escape(note)}</em></p>" if note else "")
+            f"<h3 style='margin:4px 0'>{html_text(f.title)}</h3><table>{rows}</table>"
+            + (f"<p>{html_text(f.detail)}</p>" if f.detail else "")
+            + (f"<p><em>{html_text(note)}</em></p>" if note else "")
             + "</div>"
         )
     text = subject + "\n\n" + "\n\n".join(text_parts) + "\n"
     body = (
         "<!doctype html><html><body style='font-family:sans-serif'>"
-        f"<h2>{html.escape(subject)}</h2>{''.join(html_parts)}</body></html>"
+        f"<h2>{html_text(subject)}</h2>{''.join(html_parts)}</body></html>"
     )
     return Email(subject=subject, html=body, text=text)
 

@@ -30,7 +30,7 @@ from governor.notifier.domain import (
     slack_messages,
 )
 from governor.observability import logger, metrics, tracer
-from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.runtime import Runtime, account_of, default_runtime, idempotent_on_event_id, run_edge
 
 SOURCE = "gpu-fleet-governor"
 DETAIL_TYPE = "Governor Finding"
@@ -69,13 +69,6 @@ def parse(raw: Any, account: str | None = None) -> FindingEvent:
             event.id,
         )
     return event
-
-
-def account_of(context: Any) -> str | None:
-    """The function's own account, from the invoked function ARN (``arn:aws:lambda:REGION:ACCOUNT:function:...``)."""
-    arn = getattr(context, "invoked_function_arn", None)
-    parts = arn.split(":") if isinstance(arn, str) else []
-    return parts[4] if len(parts) > 4 and parts[4].isdigit() else None
 
 
 def with_buttons(item: MergedFinding, runtime: Runtime, now: dt.datetime) -> MergedFinding:

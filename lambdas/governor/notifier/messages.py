@@ -29,11 +29,6 @@ class Email:
     text: str
 
 
-def escape_mrkdwn(text: str) -> str:
-    """Slack mrkdwn needs only &, < and > escaped; anything else is shown as written."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def split_text(text: str, limit: int = MAX_SECTION_CHARS) -> list[str]:
     """Cut text into chunks of at most ``limit`` characters, at line breaks where possible."""
     chunks: list[str] = []

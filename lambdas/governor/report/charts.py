@@ -14,7 +14,6 @@ PNG (email, archive) is drawn by ``governor.report.chart_image`` with matplotlib
 from __future__ import annotations
 
 import datetime as dt
-import html
 import itertools
 import math
 from collections import defaultdict
@@ -24,6 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from governor.domain import costs
+from governor.domain.escape import html_text
 from governor.domain.model import Model
 from governor.domain.times import parse_time
 
@@ -228,7 +228,7 @@ def usage_svg(charts: FleetCharts, end: dt.datetime) -> str:
             f"{bucket.start:%Y-%m-%d %H:%M} UTC: busy {bucket.busy:,.1f}, idle {bucket.idle:,.1f}, "
             f"unmonitored {bucket.unmonitored:,.1f} GPU-hours"
         )
-        parts.append(f"<g><title>{html.escape(tip)}</title>")
+        parts.append(f"<g><title>{html_text(tip)}</title>")
         for name in ("busy", "idle", "unmonitored"):
             value = getattr(bucket, name)
             h = plot_h * value / y_max
@@ -256,7 +256,7 @@ def legend_html() -> str:
     return (
         "<p class='legend'>"
         + "".join(
-            f"<span><i style='background:{PALETTE[key]}'></i>{html.escape(text)}</span>" for key, text in names.items()
+            f"<span><i style='background:{PALETTE[key]}'></i>{html_text(text)}</span>" for key, text in names.items()
         )
         + "</p>"
     )
@@ -272,7 +272,7 @@ def bars_html(rows: Sequence[tuple[str, float]], money: bool = True) -> str:
         share = max(1, round(100 * value / top)) if value > 0 else 0
         shown = f"${value:,.2f}" if money else f"{value:,.1f}"
         body.append(
-            f"<tr><td class='bar-label' title='{html.escape(label)}'>{html.escape(label)}</td>"
+            f"<tr><td class='bar-label' title='{html_text(label)}'>{html_text(label)}</td>"
             f"<td class='bar-cell'><div class='bar' style='width:{share}%;background:{PALETTE['cost']}'></div></td>"
             f"<td class='num'>{shown}</td></tr>"
         )
@@ -292,13 +292,11 @@ def heatmap_html(charts: FleetCharts) -> str:
     for row in charts.heatmap:
         cells = "".join(
             f"<td class='heat' style='background:{heat_colour(v)}' "
-            f"title='{html.escape(row.label)} {at:%Y-%m-%d %H:%M} UTC: "
+            f"title='{html_text(row.label)} {at:%Y-%m-%d %H:%M} UTC: "
             f"{'no sample' if v is None else f'{v:.0f}%'}'></td>"
             for at, v in zip(charts.heatmap_starts, row.values, strict=True)
         )
-        rows.append(
-            f"<tr><td class='bar-label' title='{html.escape(row.label)}'>{html.escape(row.label)}</td>{cells}</tr>"
-        )
+        rows.append(f"<tr><td class='bar-label' title='{html_text(row.label)}'>{html_text(row.label)}</td>{cells}</tr>")
     scale = (
         "".join(f"<span><i style='background:{heat_colour(v)}'></i>{v}%</span>" for v in (0, 25, 50, 75, 100))
         + f"<span><i style='background:{PALETTE['empty']}'></i>no sample</span>"

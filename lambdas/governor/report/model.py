@@ -192,8 +192,8 @@ class CostSection(Model):
     by_account: Table | None = None
 
 
-GOVERNOR_TAGS_TITLE = "Exemptions, snoozes and checkpoint names, by who set them"
-GOVERNOR_TAGS_COLUMNS = ("who", "resource_id", "key", "value", "at", "honoured")
+GOVERNOR_TAGS_TITLE = "Exemptions, snoozes, ownership tags and checkpoint names, by who set them"
+GOVERNOR_TAGS_COLUMNS = ("who", "resource_kind", "resource_id", "key", "value", "source", "at", "honoured")
 
 
 class Report(Model):

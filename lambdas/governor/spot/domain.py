@@ -123,6 +123,15 @@ class Replacement:
 
 
 @dataclass(frozen=True)
+class Deregistration:
+    """The target groups the instance left, and those listing it that it stayed in because they do not carry
+    ``fleet.fleet_tags`` (a web service's group is not the fleet's to drain, whatever event claims otherwise)."""
+
+    groups: list[str]
+    left_alone: list[str]
+
+
+@dataclass(frozen=True)
 class LifecycleOutcome:
     """What happened to the instance's Auto Scaling lifecycle action (``completed`` lists the hooks continued)."""
 
@@ -135,7 +144,7 @@ class LifecycleOutcome:
 class SpotRecovery(Protocol):
     """Load-balancer, Auto Scaling and relaunch operations; implemented by ``spot/recovery.py``."""
 
-    def deregister(self, instance: Instance) -> list[str]: ...
+    def deregister(self, instance: Instance, fleet_tags: Mapping[str, str]) -> Deregistration: ...
 
     def complete_lifecycle_action(self, instance_id: str) -> LifecycleOutcome: ...
 
@@ -213,11 +222,36 @@ def _not_actionable(instance_id: str, instance: Instance | None, policy: Policy,
         return f"{instance_id} no longer exists; nothing to checkpoint (recorded, not retried)"
     if instance.state in GONE_STATES:
         return f"{instance_id} is already {instance.state}; nothing to checkpoint (recorded, not retried)"
+    if instance.state != "running":
+        return f"{instance_id} is {instance.state}, not running; a warning about it is not acted on"
+    if instance.lifecycle != "spot":
+        # Only Spot capacity gets these warnings and rebalance recommendations (capacity reservations and Capacity
+        # Blocks have events of their own): one about an On-Demand instance is not AWS's, whoever sent it.
+        return (
+            f"{instance_id} is {instance.lifecycle}, not a Spot instance: Spot interruption warnings and rebalance "
+            "recommendations concern Spot capacity only"
+        )
     if not policy.fleet.is_gpu_type(instance.type):
         return f"{instance.type} is not in the GPU fleet (families {', '.join(policy.fleet.gpu_families)})"
     why = exemption(instance.id, instance.tags, policy.fleet, policy.spot.exemptions, now)
     if why:
         return f"exempt: {why}"
+    return None
+
+
+def elsewhere(
+    event_account: str | None, event_region: str | None, account: str | None, region: str | None
+) -> str | None:
+    """Why an EC2 event cannot be about the instance the function would read: it names another account or region
+    than the one its adapters read (the function's own, or the member account it acts in through the spoke role).
+
+    EventBridge sets both fields to where the event happened; a direct Invoke can set anything, and an instance id
+    from another account or region must never be resolved against this one.
+    """
+    if account and event_account != account:
+        return f"the event is about account {event_account or '(none)'}, the function reads account {account}"
+    if region and event_region != region:
+        return f"the event is about region {event_region or '(none)'}, the function reads region {region}"
     return None
 
 

@@ -10,19 +10,21 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, partial
 from typing import Any
 
 from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
+from governor.domain.fleet import Instance
 from governor.domain.once import IN_DOUBT
+from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
-from governor.runtime import Runtime, default_runtime, run_edge
+from governor.runtime import Runtime, account_of, default_runtime, run_edge
 from governor.spot.domain import (
     COMMAND_STATUS,
     REBALANCE,
@@ -42,6 +44,7 @@ from governor.spot.domain import (
     decide_rebalance,
     decide_state_change,
     decide_warning,
+    elsewhere,
     start_record,
 )
 from governor.spot.records import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
@@ -90,6 +93,9 @@ class SpotPorts:
     reader: InstanceReader
     commands: CheckpointSender
     recovery: SpotRecovery
+    #: Where the adapters read and act (None: the function's own account, from its context; its own region).
+    account: str | None = None
+    region: str | None = None
 
 
 def _member_ports(
@@ -100,7 +106,13 @@ def _member_ports(
     from governor.spot.recovery import SpotRecoveryActions
 
     where: dict[str, Any] = {"account": account, "event_id": event_id}
-    return SpotPorts(Ec2Reader(region, **where), SsmCommands(region, **where), SpotRecoveryActions(region, **where))
+    return SpotPorts(
+        Ec2Reader(region, **where),
+        SsmCommands(region, **where),
+        SpotRecoveryActions(region, **where),
+        account=account,
+        region=region,
+    )
 
 
 _ports = cache(_member_ports)
@@ -145,10 +157,38 @@ def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> 
 RECOVERY = ("deregister", "complete_lifecycle_action", "replace")
 
 
+def _bounded(instance: Instance | None, runtime: Runtime, at: dt.datetime) -> Instance | None:
+    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever."""
+    return None if instance is None else bounded_instance(instance, runtime.policy.fleet, runtime.ledger, at)
+
+
+def _misplaced(
+    event: WarningEvent | RebalanceEvent, runtime: Runtime, ports: SpotPorts, rule: str
+) -> dict[str, Any] | None:
+    """An event naming another account or region than the adapters read: recorded, nothing read or done."""
+    why = elsewhere(event.account, event.region, ports.account, ports.region or runtime.region)
+    if why is None:
+        return None
+    decision = Decision(
+        policy="spot",
+        verdict="ignored",
+        resource=event.detail.instance_id,
+        reasons=[f"not acted on: {why}"],
+        evidence={"event_account": event.account, "event_region": event.region},
+        severity="warning",
+        rule=rule,
+    )
+    runtime.ledger.record(decision, event_id=event.id, at=_when(event))
+    return _result("ignored", event, decision, reason=decision.reasons[0])
+
+
 def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
     at = _when(event)
     instance_id = event.detail.instance_id
-    instance = ports.reader.instance(instance_id)
+    misplaced = _misplaced(event, runtime, ports, "spot-interruption")
+    if misplaced is not None:
+        return misplaced
+    instance = _bounded(ports.reader.instance(instance_id), runtime, at)
     decision = decide_warning(instance_id, instance, event.detail.instance_action, runtime.policy, at)
     if decision.verdict != "act" or instance is None:
         runtime.ledger.record(decision, event_id=event.id, at=at)
@@ -237,6 +277,10 @@ def _keep(record: InterruptionRecord, action: Action, outcome: Outcome) -> None:
             record.replacement_reason = f"relaunch failed: {outcome.message.removeprefix('replace: ')}"
     elif action.type == "deregister":
         record.target_groups = list(data.get("target_groups") or [])
+        left = list(data.get("left_alone") or [])
+        if left:
+            names = ", ".join(left)
+            record.errors.append(f"left in target group(s) without fleet.fleet_tags (not the fleet's): {names}")
     elif action.type == "complete_lifecycle_action":
         record.lifecycle_action = data.get("note")
 
@@ -314,7 +358,10 @@ def _warning_findings(decision: Decision, record: InterruptionRecord, event: War
 
 def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
     at = _when(event)
-    instance = ports.reader.instance(event.detail.instance_id)
+    misplaced = _misplaced(event, runtime, ports, "spot-rebalance")
+    if misplaced is not None:
+        return misplaced
+    instance = _bounded(ports.reader.instance(event.detail.instance_id), runtime, at)
     decision = decide_rebalance(event.detail.instance_id, instance, runtime.policy, at)
     if decision.verdict != "act" or instance is None:
         runtime.ledger.record(decision, event_id=event.id, at=at)
@@ -436,6 +483,9 @@ def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, A
 def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) -> dict[str, Any]:
     """Parse at the edge (invalid events go to the DLQ with their reason), then process the event once per event id
     (a duplicate delivery returns the first result)."""
+
+    if ports.account is None and account_of(context) is not None:
+        ports = replace(ports, account=account_of(context))  # the function's own account, from its ARN
 
     def work(parsed: SpotEvent, rt: Runtime) -> dict[str, Any]:
         return runner.once_per_event(

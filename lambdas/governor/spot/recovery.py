@@ -7,14 +7,14 @@ tried and the attempt is kept), never exceptions: an interruption usually means 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
 from governor.domain.fleet import Instance
-from governor.spot.domain import Candidate, LaunchAttempt, LifecycleOutcome, Replacement
+from governor.spot.domain import Candidate, Deregistration, LaunchAttempt, LifecycleOutcome, Replacement
 
 CAPACITY_ERRORS = frozenset(
     {
@@ -106,14 +106,33 @@ class SpotRecoveryActions:
                     found.append((group["TargetGroupArn"], targets))
         return found
 
-    def deregister(self, instance: Instance) -> list[str]:
-        """Deregister the instance from every target group listing it (connection draining then applies)."""
-        groups = []
-        for arn, targets in self.registrations(instance):
+    def group_tags(self, arns: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Each target group's tags (DescribeTags takes 20 ARNs a call)."""
+        found: dict[str, dict[str, str]] = {}
+        for start in range(0, len(arns), 20):
+            self.calls += 1
+            answer = self.elbv2.describe_tags(ResourceArns=list(arns[start : start + 20]))
+            for description in answer.get("TagDescriptions", []):
+                tags = {t["Key"]: t.get("Value", "") for t in description.get("Tags", [])}
+                found[description["ResourceArn"]] = tags
+        return found
+
+    def deregister(self, instance: Instance, fleet_tags: Mapping[str, str]) -> Deregistration:
+        """Deregister the instance from every target group listing it that carries ``fleet_tags`` (connection
+        draining then applies); a group without them is left as it is and named, never changed."""
+        registered = self.registrations(instance)
+        tags = self.group_tags([arn for arn, _ in registered]) if registered else {}
+        groups: list[str] = []
+        left: list[str] = []
+        for arn, targets in registered:
+            have = tags.get(arn, {})
+            if any(have.get(key) != value for key, value in fleet_tags.items()):
+                left.append(arn)
+                continue
             self.calls += 1
             self.elbv2.deregister_targets(TargetGroupArn=arn, Targets=targets)
             groups.append(arn)
-        return groups
+        return Deregistration(groups, left)
 
     # --- Auto Scaling --------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Every table of the report as CSV with a header row, made safe to open in a spreadsheet."""
+"""Every table of the report as CSV with a header row, made safe to open in a spreadsheet (``csv_cell``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import io
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from governor.domain.escape import csv_cell
 from governor.report.model import FINDING_COLUMNS, Report, columns_of
 from governor.report.render.format import plain_value
 
@@ -32,19 +33,5 @@ def _csv(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: csv_safe(plain_value(v)) for k, v in row.items()})
+        writer.writerow({k: csv_cell(plain_value(v)) for k, v in row.items()})
     return buffer.getvalue()
-
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_safe(value: Any) -> Any:
-    """OWASP's CSV-injection rule: a text cell starting with = + - @ tab or CR gets a leading ``'``.
-
-    CloudTrail values (``userAgent``, ``errorMessage``, user names) are chosen by whoever made the call, and a failed
-    console login is enough to plant ``=HYPERLINK(...)`` in a spreadsheet the security team opens. Numbers stay numbers.
-    """
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from governor.domain.escape import html_text
 from governor.report import charts as charting
 from governor.report.model import CostSection, FindingRow, Report, SpotStats
 from governor.report.render.format import (
@@ -65,28 +65,28 @@ def _cell_html(column: str, value: Any) -> str:
     """A table cell: numbers right-aligned; long ids shortened with the full value in a tooltip."""
     text = format_value(column, value)
     if numeric_column(column) and isinstance(value, int | float):
-        return f"<td class='num'>{html.escape(text)}</td>"
+        return f"<td class='num'>{html_text(text)}</td>"
     limit = ID_CHARS if column in ID_COLUMNS else TEXT_CHARS
     if column in ID_COLUMNS or len(text) > limit:
         shown = text if len(text) <= limit else text[: limit - 1] + "…"
         css = "id" if column in ID_COLUMNS else ""
-        return f"<td><span class='{css}' title='{html.escape(text)}'>{html.escape(shown)}</span></td>"
-    return f"<td>{html.escape(text)}</td>"
+        return f"<td><span class='{css}' title='{html_text(text)}'>{html_text(shown)}</span></td>"
+    return f"<td>{html_text(text)}</td>"
 
 
 def _html_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]], empty: str = "None.") -> str:
     if not rows:
-        return f"<p class='muted'>{html.escape(empty)}</p>"
+        return f"<p class='muted'>{html_text(empty)}</p>"
     head = "".join(
-        f"<th class='{'num' if numeric_column(c) else ''}'>{html.escape(human_header(c))}</th>" for c in columns
+        f"<th class='{'num' if numeric_column(c) else ''}'>{html_text(human_header(c))}</th>" for c in columns
     )
     body = "".join("<tr>" + "".join(_cell_html(c, row.get(c)) for c in columns) + "</tr>" for row in rows)
     return f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _tile(value: str, label: str, sub: str = "", css: str = "") -> str:
-    small = f"<small>{html.escape(sub)}</small>" if sub else ""
-    return f"<div class='tile {css}'><b>{html.escape(value)}</b>{html.escape(label)}{small}</div>"
+    small = f"<small>{html_text(sub)}</small>" if sub else ""
+    return f"<div class='tile {css}'><b>{html_text(value)}</b>{html_text(label)}{small}</div>"
 
 
 def _tiles(report: Report) -> str:
@@ -144,15 +144,15 @@ def _findings_html(report: Report) -> str:
     def rows(findings: Sequence[FindingRow]) -> str:
         out = []
         for f in findings:
-            resolution = f" <span class='muted'>({html.escape(f.resolution)})</span>" if f.resolution else ""
+            resolution = f" <span class='muted'>({html_text(f.resolution)})</span>" if f.resolution else ""
             out.append(
                 "<tr>"
                 f"<td><span class='sev {f.severity}'>{f.severity}</span></td>"
-                f"<td>{html.escape(f.summary)}<br><span class='muted'>{html.escape(f.remediation)}</span></td>"
-                f"<td><span class='id' title='{html.escape(f.resource)}'>{html.escape(f.resource)}</span></td>"
-                f"<td>{html.escape(f.owner)}<br><span class='muted'>{html.escape(f.team)}</span></td>"
+                f"<td>{html_text(f.summary)}<br><span class='muted'>{html_text(f.remediation)}</span></td>"
+                f"<td><span class='id' title='{html_text(f.resource)}'>{html_text(f.resource)}</span></td>"
+                f"<td>{html_text(f.owner)}<br><span class='muted'>{html_text(f.team)}</span></td>"
                 f"<td class='num' title='first seen {f.first_seen:%Y-%m-%d %H:%M} UTC'>"
-                f"{html.escape(age_text(f.first_seen, report.end))}</td>"
+                f"{html_text(age_text(f.first_seen, report.end))}</td>"
                 f"<td class='st-{f.status}'>{f.status}{resolution}</td>"
                 "</tr>"
             )
@@ -195,7 +195,7 @@ def _trends_html(report: Report) -> str:
     columns = ["period", "spend_usd", "idle_usd", "gpu_hours", "open_critical", "open_warning", "audit_events"]
     top = max((p.spend_usd for p in points), default=0) or 1.0
     spark = "".join(
-        f"<span title='{html.escape(label)}: {money(p.spend_usd)}' style='display:inline-block;width:14px;"
+        f"<span title='{html_text(label)}: {money(p.spend_usd)}' style='display:inline-block;width:14px;"
         f"margin-right:3px;vertical-align:bottom;background:{charting.PALETTE['busy']};"
         f"height:{max(2, round(40 * p.spend_usd / top))}px'></span>"
         for label, p in zip(labels, points, strict=True)
@@ -223,10 +223,10 @@ def _audit_html(report: Report) -> str:
             continue
         shown = len(query.top_rows)
         parts.append(
-            f"<details><summary>{html.escape(query.name.replace('_', ' '))}: "
+            f"<details><summary>{html_text(query.name.replace('_', ' '))}: "
             f"{plural(query.count, 'event')}"
             + (f", first {shown} shown" if shown < query.count else "")
-            + f" (all in security_{html.escape(query.name)}.csv)</summary>"
+            + f" (all in security_{html_text(query.name)}.csv)</summary>"
             + _html_table(query.columns, query.top_rows)
             + "</details>"
         )
@@ -251,7 +251,7 @@ def render_html(report: Report, chart_src: str | None = None, *, inline_svg: boo
     parts.append("<h2>Audit activity (CIS monitoring queries)</h2>")
     parts.append(_audit_html(report))
     if report.dashboard_url:
-        url = html.escape(report.dashboard_url)
+        url = html_text(report.dashboard_url)
         parts.append(f"<p><a href='{url}'>CloudWatch dashboard</a></p>")
     parts.append("<p class='muted'>Every table is attached in full as CSV.</p></body></html>")
     return "\n".join(parts)
@@ -262,14 +262,14 @@ def _head(report: Report) -> list[str]:
     link = ""
     if report.report_url:
         expires = report.report_url_expires
-        link = f" · <a href='{html.escape(report.report_url)}'>full report</a>" + (
+        link = f" · <a href='{html_text(report.report_url)}'>full report</a>" + (
             f" (link expires {expires:%d %b %H:%M} UTC)" if expires else ""
         )
     return [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width,initial-scale=1'>",
-        f"<title>{html.escape(title(report))}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{html.escape(title(report))}</h1>",
+        f"<title>{html_text(title(report))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html_text(title(report))}</h1>",
         f"<p class='muted'>Generated {report.generated_at:%d %b %Y %H:%M} UTC" + link + "</p>",
     ]
 
@@ -277,7 +277,7 @@ def _head(report: Report) -> list[str]:
 def _todo_html(report: Report) -> str:
     todo = todo_items(report)
     if todo:
-        return "<ol class='todo'>" + "".join(f"<li>{html.escape(t)}</li>" for t in todo) + "</ol>"
+        return "<ol class='todo'>" + "".join(f"<li>{html_text(t)}</li>" for t in todo) + "</ol>"
     return "<p class='todo ok'>Nothing needs doing today: no open warning or critical findings.</p>"
 
 
@@ -293,18 +293,18 @@ def _overview(report: Report) -> list[str]:
     parts.append(charting.bars_html(report.charts.idle_cost_by_team))
     parts.append("</div></div>")
     if cost.by_account is not None:
-        parts.append(f"<h3>{html.escape(cost.by_account.title)}</h3>")
+        parts.append(f"<h3>{html_text(cost.by_account.title)}</h3>")
         parts.append(_html_table(cost.by_account.columns, cost.by_account.rows[:20]))
         if len(cost.by_account.rows) > 20:
             parts.append(f"<p class='muted'>All {len(cost.by_account.rows):,} in {cost.by_account.name}.csv.</p>")
-    parts += [f"<p class='note'>{html.escape(n)}</p>" for n in report.notes]
+    parts += [f"<p class='note'>{html_text(n)}</p>" for n in report.notes]
     return parts
 
 
 def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]:
     """The money section: the fleet chart, budgets, idle spend and its offenders, spend tables, Spot, rightsizing."""
     cost = report.cost
-    parts = ["<h2>Money</h2>", *[f"<p class='note'>{html.escape(n)}</p>" for n in cost.notes]]
+    parts = ["<h2>Money</h2>", *[f"<p class='note'>{html_text(n)}</p>" for n in cost.notes]]
     parts += _fleet_chart(report, chart_src, inline_svg)
     if report.budgets:
         parts.append("<h3>Monthly budgets</h3>")
@@ -320,16 +320,16 @@ def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]
         parts.append("<h3>Busiest GPU's utilisation, top idle offenders</h3>")
         parts.append(charting.heatmap_html(report.charts))
     for table in (cost.by_owner, cost.by_type):
-        parts.append(f"<h3>{html.escape(table.title)}</h3>")
+        parts.append(f"<h3>{html_text(table.title)}</h3>")
         parts.append(_html_table(table.columns, table.rows[:10]))
         if len(table.rows) > 10:
             parts.append(f"<p class='muted'>All {len(table.rows):,} rows in {table.name}.csv.</p>")
     parts += _spot(cost.spot)
-    parts.append(f"<h3>{html.escape(cost.rightsizing.title)}</h3>")
+    parts.append(f"<h3>{html_text(cost.rightsizing.title)}</h3>")
     parts.append(_html_table(cost.rightsizing.columns, cost.rightsizing.rows[:10], "No candidates."))
     tags = report.governor_tags
     if tags.rows:
-        parts.append(f"<h3>{html.escape(tags.title)}</h3>")
+        parts.append(f"<h3>{html_text(tags.title)}</h3>")
         parts.append(_html_table(tags.columns, tags.rows[:20]))
         if len(tags.rows) > 20:
             parts.append(f"<p class='muted'>All {len(tags.rows):,} in {tags.name}.csv.</p>")
@@ -346,7 +346,7 @@ def _fleet_chart(report: Report, chart_src: str | None, inline_svg: bool) -> lis
     if inline_svg:
         parts.append(charting.usage_svg(report.charts, report.end))
     if chart_src and not inline_svg:
-        parts.append(f"<img src='{html.escape(chart_src)}' alt='Fleet GPU-hours: busy, idle and unmonitored'>")
+        parts.append(f"<img src='{html_text(chart_src)}' alt='Fleet GPU-hours: busy, idle and unmonitored'>")
     return [*parts, charting.legend_html()]
 
 
@@ -366,7 +366,7 @@ def _idle_line(cost: CostSection) -> str:
         f"<p>Idle: {cost.idle_gpu_hours_detected:,.1f} GPU-hours on "
         f"{plural(cost.idle_instances_detected, 'instance')} ({money(cost.idle_cost_usd)}); "
         + outcome
-        + f" (prices as of {html.escape(cost.prices_as_of)}).</p>"
+        + f" (prices as of {html_text(cost.prices_as_of)}).</p>"
     )
 
 

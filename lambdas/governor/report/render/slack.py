@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from governor.domain.escape import slack_text
 from governor.notifier.messages import (
     MAX_BLOCKS,
     MAX_FALLBACK_CHARS,
     MAX_HEADER_CHARS,
     Message,
-    escape_mrkdwn,
     split_text,
 )
 from governor.report.model import Report, Table
@@ -38,7 +38,7 @@ def slack_messages(report: Report, teams: int = 5) -> list[Message]:
     blocks += [SectionBlock(text=MarkdownTextObject(text=chunk)) for chunk in split_text(money_text) if chunk]
     audit = _audit_line(report)
     if audit:
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=escape_mrkdwn(audit))]))
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=slack_text(audit))]))
     blocks.append(ContextBlock(elements=[MarkdownTextObject(text=_link_line(report))]))
     cost = report.cost
     fallback = f"{title(report)}: {plural(len(report.open_findings), 'open finding')}, {money(cost.cost_total_usd)}"
@@ -49,7 +49,7 @@ def _todo_text(report: Report) -> str:
     todo = todo_items(report)
     if not todo:
         return "*Nothing needs doing today:* no open warning or critical findings."
-    lines = "\n".join(f"{i}. {escape_mrkdwn(t)}" for i, t in enumerate(todo, start=1))
+    lines = "\n".join(f"{i}. {slack_text(t)}" for i, t in enumerate(todo, start=1))
     return f"*What to do today*\n{lines}"
 
 
@@ -71,7 +71,7 @@ def _money_lines(report: Report, teams: int) -> list[str]:
     for row in cost.by_team.rows[:teams]:
         idle = f" (idle {money(float(row.get('idle_usd', 0.0)))})" if row.get("idle_usd") else ""
         lines.append(
-            f"• {escape_mrkdwn(str(row['team']))}: {money(float(row['cost_usd']))}, "
+            f"• {slack_text(str(row['team']))}: {money(float(row['cost_usd']))}, "
             f"{float(row['gpu_hours']):,.1f} GPU-hours{idle}"
         )
     if len(cost.by_team.rows) > teams:
@@ -79,7 +79,7 @@ def _money_lines(report: Report, teams: int) -> list[str]:
     lines += _account_lines(cost.by_account, teams)
     for budget in report.budgets:
         lines.append(
-            f"• budget {escape_mrkdwn(budget.label)}: {money(budget.spent_usd)} of {money(budget.budget_usd)} "
+            f"• budget {slack_text(budget.label)}: {money(budget.spent_usd)} of {money(budget.budget_usd)} "
             f"({budget.spent_percent:.0f}%), forecast {money(budget.forecast_usd)} by month end"
         )
     return lines
@@ -89,7 +89,7 @@ def _account_lines(by_account: Table | None, limit: int) -> list[str]:
     if by_account is None:
         return []
     lines = [
-        f"• account {escape_mrkdwn(str(row['account']))} {escape_mrkdwn(str(row['region']))}: "
+        f"• account {slack_text(str(row['account']))} {slack_text(str(row['region']))}: "
         f"{money(float(row['cost_usd']))}, {float(row['gpu_hours']):,.1f} GPU-hours"
         for row in by_account.rows[:limit]
     ]

@@ -50,7 +50,9 @@ def _plain_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def governor_tags_table(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime) -> Table:
-    """Every exemption, snooze and checkpoint name set in the period, grouped by the person who set it (CloudTrail).
+    """Every exemption, snooze, ownership tag and checkpoint name set in the period, on instances, security groups,
+    users, roles, KMS keys and secrets (CloudTrail tag calls and launch tag specifications, or first seen by the
+    governor), grouped by the person who set it.
 
     Any account user can tag; this table is how the security team sees who keeps what out of the governor's reach.
     """
@@ -64,9 +66,11 @@ def governor_tags_table(items: Iterable[Mapping[str, Any]], start: dt.datetime, 
         rows.append(
             {
                 "who": str(item.get("who") or "unknown"),
+                "resource_kind": str(item.get("resource_kind") or "instance"),
                 "resource_id": str(item.get("resource_id") or ""),
                 "key": str(item.get("key") or ""),
                 "value": str(item.get("value") or ""),
+                "source": str(item.get("source") or "CreateTags"),
                 "at": at.isoformat(),
                 "honoured": "no: " + str(item["problem"]) if item.get("problem") else "yes",
             }

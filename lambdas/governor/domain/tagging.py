@@ -1,0 +1,258 @@
+"""Who set a tag that steers the governor, and when; and the end of every exemption.
+
+Any account user can tag. A tag that exempts, snoozes, names a command, claims ownership (owner, team, the fleet
+tags) or claims a node for Kubernetes is recorded with its author and time as CloudTrail reports the call (EC2
+``CreateTags`` and ``RunInstances`` tag specifications; IAM ``TagUser`` / ``TagRole``; KMS and Secrets Manager
+``TagResource``), in ledger items of kind :data:`TAG_SET` that the report lists by person.
+
+``governor:exempt=true`` carries no end of its own, so its end is the recorded setting plus
+``fleet.max_exemption_days``: :func:`bounded_tags` hands the decisions the tag as that end date, which the pure
+exemption rules (``governor.domain.fleet.exemption``) honour only until then. A ``true`` nobody is recorded as setting
+(set before the governor was deployed, or in a region whose calls it does not see) starts its clock when the governor
+first sees it, and that first sighting is recorded too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from governor.domain.actions import Notify, Record
+from governor.domain.decision import Decision, Severity
+from governor.domain.fleet import EXEMPT_TRUE, Instance, exempt_tag_problem, snooze_tag_problem
+from governor.domain.ports import Ledger
+from governor.domain.times import parse_time
+from governor.policy import FleetPolicy, Policy
+
+TAG_SET = "governor-tag"
+FIRST_SEEN = "unknown: present when the governor first saw it"
+#: Tags Kubernetes node groups put on their nodes: a claim the idle policy checks (``governor.idle.ownership``).
+KUBERNETES_TAGS = ("eks:cluster-name", "eks:nodegroup-name", "karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
+KUBERNETES_TAG_PREFIX = "kubernetes.io/cluster/"
+
+Source = Literal["CreateTags", "RunInstances", "TagUser", "TagRole", "TagResource", "first-seen"]
+ResourceKind = Literal["instance", "security-group", "iam-user", "iam-role", "kms-key", "secret", "other"]
+#: The resources whose tags exempt a credential from rotation (issue 33: a user exempted their own access key).
+CREDENTIALS: frozenset[str] = frozenset({"iam-user", "kms-key", "secret"})
+
+
+@dataclass(frozen=True)
+class TagSetting:
+    """One watched tag written by someone: who wrote it, when, on what, and whether the governor honours it."""
+
+    resource_id: str
+    key: str
+    value: str
+    who: str
+    at: dt.datetime
+    event_id: str
+    problem: str | None = None
+    source: Source = "CreateTags"
+    kind: ResourceKind = "instance"
+
+    @property
+    def credential(self) -> bool:
+        return self.kind in CREDENTIALS
+
+    def item(self) -> dict[str, Any]:
+        return {
+            "kind": TAG_SET,
+            "resource_id": self.resource_id,
+            "resource_kind": self.kind,
+            "key": self.key,
+            "value": self.value,
+            "who": self.who,
+            "at": self.at.isoformat(),
+            "event_id": self.event_id,
+            "problem": self.problem,
+            "source": self.source,
+        }
+
+
+def setting_key(resource_id: str, key: str) -> str:
+    """The ledger key of the latest setting of ``key`` on ``resource_id``."""
+    return f"{resource_id}#{key}"
+
+
+def watched_tag_keys(policy: Policy) -> tuple[str, ...]:
+    """The tags that ask the governor to hold back, run something, or claim whose a resource is."""
+    fleet = policy.fleet
+    return tuple(
+        dict.fromkeys(
+            (
+                fleet.exempt_tag,
+                fleet.keep_until_tag,
+                fleet.checkpoint_command_tag,
+                "governor:idle-since",
+                fleet.owner_tag,
+                fleet.team_tag,
+                *fleet.fleet_tags,
+                *KUBERNETES_TAGS,
+            )
+        )
+    )
+
+
+def is_watched(key: str, policy: Policy) -> bool:
+    return key in watched_tag_keys(policy) or key.startswith(KUBERNETES_TAG_PREFIX)
+
+
+def tag_problem(key: str, value: str, policy: Policy, at: dt.datetime) -> str | None:
+    """Why the governor will not honour this tag value as set at ``at``, or None."""
+    fleet = policy.fleet
+    if key == fleet.exempt_tag:
+        found = exempt_tag_problem(value, fleet, at)
+        return found.reason if found else None
+    if key == fleet.keep_until_tag:
+        found = snooze_tag_problem(value, fleet, at)
+        return found.reason if found else None
+    if key == fleet.checkpoint_command_tag and value.strip() not in fleet.checkpoint_commands:
+        return "names no entry of fleet.checkpoint_commands; never run"
+    return None
+
+
+def settings_from(
+    pairs: Iterable[tuple[str, str]],
+    resources: Sequence[tuple[str, ResourceKind]],
+    policy: Policy,
+    *,
+    who: str,
+    at: dt.datetime,
+    event_id: str,
+    source: Source,
+) -> list[TagSetting]:
+    """One :class:`TagSetting` per watched tag and resource of one tagging call."""
+    found: list[TagSetting] = []
+    for key, value in pairs:
+        if not is_watched(key, policy):
+            continue
+        problem = tag_problem(key, value, policy, at)
+        found.extend(TagSetting(r, key, value, who, at, event_id, problem, source, kind) for r, kind in resources)
+    return found
+
+
+def tag_pairs(items: Any) -> list[tuple[str, str]]:
+    """Tags as CloudTrail records them: ``{"key", "value"}`` (EC2, IAM, Secrets Manager) or ``{"tagKey",
+    "tagValue"}`` (KMS), in a list or an EC2 ``{"items": [...]}`` set."""
+    if isinstance(items, Mapping):
+        items = items.get("items") or []
+    pairs = []
+    for tag in items if isinstance(items, list) else []:
+        if not isinstance(tag, Mapping):
+            continue
+        key = tag.get("key", tag.get("tagKey", tag.get("Key")))
+        value = tag.get("value", tag.get("tagValue", tag.get("Value")))
+        if key is not None:
+            pairs.append((str(key), "" if value is None else str(value)))
+    return pairs
+
+
+def decide_setting(setting: TagSetting, policy: Policy, *, policy_name: str, rule: str) -> Decision:
+    """Every watched setting is recorded. A finding goes out for a value the governor will not honour, and for every
+    exemption: on a credential (warning: it stops rotation) and on an instance (info), with its end."""
+    fleet = policy.fleet
+    reasons = [
+        f"{setting.who} set {setting.key}={setting.value!r} on {setting.resource_id} at {setting.at.isoformat()} "
+        f"({setting.source})"
+    ]
+    exemption = setting.key == fleet.exempt_tag and setting.value.strip().lower() != "false"
+    if setting.problem:
+        reasons.append(f"ignored by the governor: {setting.problem}")
+    elif exemption and setting.value.strip().lower() == EXEMPT_TRUE:
+        end = exemption_end(setting.at, fleet)
+        reasons.append(f"honoured until {end.isoformat()} (fleet.max_exemption_days {fleet.max_exemption_days})")
+    notify = bool(setting.problem) or exemption
+    severity: Severity = "warning" if setting.problem or (exemption and setting.credential) else "info"
+    return Decision(
+        policy=policy_name,
+        verdict="act" if notify else "ok",
+        resource=setting.resource_id,
+        actions=[Record(enforced=True, kind=TAG_SET)] + ([Notify(enforced=True)] if notify else []),
+        reasons=reasons,
+        evidence=setting.item(),
+        severity=severity,
+        rule=rule,
+    )
+
+
+def setting_title(setting: TagSetting) -> str:
+    """The finding's title for a setting :func:`decide_setting` reports."""
+    if setting.problem:
+        return f"{setting.key} on {setting.resource_id} set by {setting.who} is not honoured"
+    what = "credential " if setting.credential else ""
+    return f"{setting.who} exempted {what}{setting.resource_id} ({setting.key}={setting.value})"
+
+
+def record_settings(
+    settings: Sequence[TagSetting], ledger: Ledger, decide: Callable[[TagSetting], Decision], *, event_id: str
+) -> list[tuple[Decision, str]]:
+    """Record each setting as ``decide`` (the capability's :func:`decide_setting`) judges it, and the latest setting per
+    resource and key (the exemption clocks and the report read it); returns what to publish, with titles."""
+    published: list[tuple[Decision, str]] = []
+    for setting in settings:
+        decision = decide(setting)
+        ledger.record(decision, event_id=f"{event_id}#{setting.resource_id}#{setting.key}", at=setting.at)
+        ledger.put_item(TAG_SET, setting_key(setting.resource_id, setting.key), setting.item())
+        if decision.verdict == "act":
+            published.append((decision, setting_title(setting)))
+    return published
+
+
+# --- the end of an exemption -------------------------------------------------------------------------------------
+
+
+def exemption_end(set_at: dt.datetime, fleet: FleetPolicy) -> dt.datetime:
+    return set_at + dt.timedelta(days=fleet.max_exemption_days)
+
+
+def recorded_setting(
+    ledger: Ledger, resource_ids: Sequence[str], key: str, value: str
+) -> tuple[str, dict[str, Any]] | None:
+    """The latest recorded setting of ``key`` to ``value`` on any of the resource's ids."""
+    for resource_id in resource_ids:
+        item = ledger.get_item(TAG_SET, setting_key(resource_id, key))
+        if item and str(item.get("value", "")).strip().lower() == value.strip().lower():
+            return resource_id, item
+    return None
+
+
+def bounded_tags(
+    resource_ids: Sequence[str],
+    tags: Mapping[str, str],
+    fleet: FleetPolicy,
+    ledger: Ledger,
+    now: dt.datetime,
+    *,
+    kind: ResourceKind = "instance",
+) -> dict[str, str]:
+    """``tags`` with ``exempt=true`` replaced by its end (the recorded setting plus ``fleet.max_exemption_days``).
+
+    A ``true`` with no recorded setting is recorded now as first seen, so its clock starts today and a later sweep
+    finds the same start. The decision then honours the exemption only until that end and says so in its reason.
+    """
+    value = tags.get(fleet.exempt_tag)
+    if value is None or value.strip().lower() != EXEMPT_TRUE or not resource_ids:
+        return dict(tags)
+    found = recorded_setting(ledger, resource_ids, fleet.exempt_tag, value)
+    if found is None:
+        first = TagSetting(
+            resource_ids[0], fleet.exempt_tag, value, FIRST_SEEN, now, "first-seen", source="first-seen", kind=kind
+        )
+        ledger.put_item(TAG_SET, setting_key(first.resource_id, first.key), first.item())
+        set_at = now
+    else:
+        set_at = _when(found[1].get("at")) or now
+    end = exemption_end(set_at, fleet)
+    return {**tags, fleet.exempt_tag: end.isoformat()}
+
+
+def _when(value: Any) -> dt.datetime | None:
+    return parse_time(value) if value else None
+
+
+def bounded_instance(instance: Instance, fleet: FleetPolicy, ledger: Ledger, now: dt.datetime) -> Instance:
+    """The instance with its ``exempt=true`` read as its end (:func:`bounded_tags`), for every decision about it."""
+    tags = bounded_tags([instance.id], instance.tags, fleet, ledger, now)
+    return instance if tags == instance.tags else replace(instance, tags=tags)

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from governor.idle.domain import GPU_UTILIZATION, naive_stop, replay
+from governor.idle.domain import GPU_UTILIZATION, Series, replay
 from governor.policy import Policy, parse_policy
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 
@@ -58,6 +58,32 @@ class Score:
         if instance.working_at(stop_epoch):
             self.false_stops += 1
             self.false_by_kind[instance.kind] += 1
+
+
+def naive_stop(
+    series: Series,
+    start: float,
+    end: float,
+    *,
+    period_seconds: int = 3600,
+    threshold: float = 5.0,
+    periods: int = 2,
+) -> float | None:
+    """The usual rule, for comparison only: mean utilisation under 5% for two consecutive hours, then stop.
+
+    Periods run from ``start`` to ``end``; a period with no data counts as 0% (missing data read as idle, as
+    alarms with ``treat_missing_data: breaching`` do). Returns the epoch second of the stop, or None.
+    """
+    below = 0
+    edge = start
+    while edge + period_seconds <= end:
+        values = series.window(edge, edge + period_seconds)
+        mean = sum(values) / len(values) if values else 0.0
+        below = below + 1 if mean < threshold else 0
+        edge += period_seconds
+        if below >= periods:
+            return edge
+    return None
 
 
 def score_naive(workload: Workload) -> Score:

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from governor.domain.breaker import Breaker
 from governor.domain.fleet import Instance, exemption
@@ -56,11 +56,8 @@ from governor.idle.domain import (
     warning_window_minutes,
 )
 from governor.policy import Policy
+from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, parse_timestamp
 
-if TYPE_CHECKING:
-    pass
-
-HEADER = ["timestamp", "instance_id", "metric", "value"]
 LOADED = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION)  # the metrics a metrics file may hold, in array order
 # Values the row-by-row reader's float() reads the same way as DuckDB's cast; anything else goes to that reader.
 _PLAIN_NUMBER = r"\s*\+?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
@@ -164,8 +161,6 @@ def load_partitions(path: Path, memory_unit: str, folder: Path) -> Samples:
     import duckdb
     import numpy as np
 
-    from governor_cli.commands.backtest import KNOWN_METRICS, _timestamp
-
     with path.open(encoding="utf-8-sig", newline="") as handle:
         try:
             header = next(csv.reader([handle.readline()]), [])
@@ -235,7 +230,7 @@ def load_partitions(path: Path, memory_unit: str, folder: Path) -> Samples:
             if ts is None:
                 continue
             try:
-                when = _timestamp(ts, stamps)
+                when = parse_timestamp(ts, stamps)
             except ValueError:
                 raise Unsure("timestamp") from None
             if em is None or em != (when - when % 60) // 60:
@@ -1022,11 +1017,8 @@ def _parse_block(buffer: bytearray, size: int, positions: dict[str, int], scale:
     codes = np.empty(len(heads), dtype=np.int8)
     for k, name in enumerate(heads):
         codes[k] = LOADED.index(name) if name in LOADED else -1
-        if codes[k] < 0:
-            from governor_cli.commands.backtest import KNOWN_METRICS
-
-            if name.strip() in KNOWN_METRICS:
-                raise Unsure("metric name with spaces")
+        if codes[k] < 0 and name.strip() in KNOWN_METRICS:
+            raise Unsure("metric name with spaces")
     code = codes[np.cumsum(change) - 1]
     if (code < 0).any():
         rows = np.nonzero(code >= 0)[0]

@@ -897,32 +897,6 @@ def _alarm(state: Breaker, monitored: int, policy: Policy, now: dt.datetime) -> 
     )
 
 
-def naive_stop(
-    series: Series,
-    start: float,
-    end: float,
-    *,
-    period_seconds: int = 3600,
-    threshold: float = 5.0,
-    periods: int = 2,
-) -> float | None:
-    """The usual rule, for comparison only: mean utilisation under 5% for two consecutive hours, then stop.
-
-    Periods run from ``start`` to ``end``; a period with no data counts as 0% (missing data read as idle, as
-    alarms with ``treat_missing_data: breaching`` do). Returns the epoch second of the stop, or None.
-    """
-    below = 0
-    edge = start
-    while edge + period_seconds <= end:
-        values = series.window(edge, edge + period_seconds)
-        mean = sum(values) / len(values) if values else 0.0
-        below = below + 1 if mean < threshold else 0
-        edge += period_seconds
-        if below >= periods:
-            return edge
-    return None
-
-
 @dataclass
 class ReplayedInstance:
     """What the replayed policy did to one instance: warnings and the action with their times."""

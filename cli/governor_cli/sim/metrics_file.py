@@ -13,10 +13,18 @@ import re
 from collections.abc import Iterable
 
 from governor.domain.times import EARLIEST, LATEST, RANGE_TEXT, TimeRangeError, bounded
-from governor.idle.domain import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, MEMORY_UNITS, Series
+from governor.idle.domain import (
+    CPU_UTILIZATION,
+    GPU_ENGINE_ACTIVE,
+    GPU_MEMORY_USED,
+    GPU_POWER,
+    GPU_UTILIZATION,
+    MEMORY_UNITS,
+    Series,
+)
 
 HEADER = ["timestamp", "instance_id", "metric", "value"]
-KNOWN_METRICS = frozenset({GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION})
+KNOWN_METRICS = frozenset({GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION, GPU_POWER, GPU_ENGINE_ACTIVE})
 _EPOCH = re.compile(r"^\s*\d+(\.\d+)?\s*$")
 
 

@@ -46,11 +46,12 @@ from governor.idle.domain import (
     auto_scaling_group,
     checkpoint_command,
     current_mark,
+    fetched_signals,
     lookback_start,
     mark_tag_problems,
+    power_limit,
     reclaim_action,
     report_only_reason,
-    required_signals,
     sweep,
     sweep_interval,
 )
@@ -201,8 +202,9 @@ def recheck_metrics(
         return {}
     idle = runtime.policy.idle
     now = max(aws.clock(), judged_at)
-    fresh = aws.metrics.fetch(ids, required_signals(idle), now - dt.timedelta(minutes=idle.window_minutes), now)
-    return {i: assess_signals(i, fresh.get(i, {}), idle, now) for i in ids}
+    types = {o.instance.id: o.instance.type for o in outcomes}
+    fresh = aws.metrics.fetch(ids, fetched_signals(idle), now - dt.timedelta(minutes=idle.window_minutes), now)
+    return {i: assess_signals(i, fresh.get(i, {}), idle, now, power_limit(types[i], idle)) for i in ids}
 
 
 def _group_refusal(outcome: InstanceOutcome, aws: IdleAws) -> str | None:
@@ -379,7 +381,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     interval = sweep_interval(policy.idle)
     instances = aws.instances.gpu_instances(policy.fleet)
     start = lookback_start(policy.idle, now, interval)
-    signals = aws.metrics.fetch([i.id for i in instances], required_signals(policy.idle), start, now)
+    signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
@@ -407,7 +409,10 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
         logger.warning("idle circuit breaker tripped", extra={"held": held, "fleet": plan.fleet_size})
     if plan.rearmed is not None:
         runtime.ledger.record(plan.rearmed, event_id=event.id)
-        logger.info("idle circuit breaker re-armed")
+        logger.info("idle circuit breaker re-armed", extra={"why": plan.rearmed.reasons[0]})
+    if plan.renewed is not None:
+        runtime.ledger.record(plan.renewed, event_id=event.id)
+        logger.warning("idle circuit breaker hold renewed", extra={"held": len(plan.breaker.held)})
     rechecked = recheck_metrics(plan.outcomes, runtime, aws, now)
     done: dict[str, list[str]] = {}
     for outcome in plan.outcomes:
@@ -525,7 +530,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     if cluster:
         return refuse(cluster)
     start = lookback_start(idle, now, sweep_interval(idle))
-    signals = aws.metrics.fetch([instance_id], required_signals(idle), start, now)
+    signals = aws.metrics.fetch([instance_id], fetched_signals(idle), start, now)
     assessment, _ = assess_for_sweep(live, signals.get(instance_id, {}), policy, now)
     if assessment.status != "idle":
         return refuse(f"it is {assessment.status} now: {'; '.join(assessment.reasons)}")

@@ -18,7 +18,9 @@ from typing import Any
 from governor.adapters.aws import client
 from governor.idle.domain import (
     CPU_UTILIZATION,
+    GPU_ENGINE_ACTIVE,
     GPU_MEMORY_USED,
+    GPU_POWER,
     GPU_UTILIZATION,
     MEMORY_UNITS,
     NETWORK_BYTES,
@@ -35,6 +37,9 @@ PERIOD = 60
 METRICS: dict[str, tuple[tuple[str, str, str], ...]] = {
     GPU_UTILIZATION: ((AGENT_NAMESPACE, "nvidia_smi_utilization_gpu", "Maximum"),),
     GPU_MEMORY_USED: ((AGENT_NAMESPACE, "nvidia_smi_memory_used", "Maximum"),),
+    GPU_POWER: ((AGENT_NAMESPACE, "nvidia_smi_power_draw", "Maximum"),),
+    # The agent's nvidia_smi input has no graphics-engine activity (DCGM's GR_ENGINE_ACTIVE): nothing to read.
+    GPU_ENGINE_ACTIVE: (),
     CPU_UTILIZATION: (("AWS/EC2", "CPUUtilization", "Maximum"),),
     NETWORK_BYTES: (("AWS/EC2", "NetworkIn", "Sum"), ("AWS/EC2", "NetworkOut", "Sum")),
 }

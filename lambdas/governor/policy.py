@@ -210,6 +210,8 @@ class IdlePolicy(_Model):
     # Stalled: utilisation at or above this over the whole window at near-idle power, memory not moving (a hung NCCL
     # job): a finding to the owner, never a stop. null: not looked for. Needs the model's idle draw.
     stall_utilization_threshold: float | None = Field(90.0, gt=0, le=100)
+    # Where the sweep reads GPU metrics (governor.idle.sources): one name per metric source implementation.
+    metric_source: Literal["cloudwatch_agent"] = "cloudwatch_agent"
     # Instances of an Auto Scaling group: reclaimed through the group (desired capacity decremented, never below
     # its minimum) or reported only. EKS and Karpenter nodes are always reported only.
     asg_action: Literal["scale_in", "report"] = "scale_in"

@@ -107,7 +107,13 @@ Signals = Mapping[str, Series]
 
 
 class MetricSource(Protocol):
-    """Where the sweep reads metrics: CloudWatch ``GetMetricData`` in the cloud, a CSV in ``backtest``."""
+    """The port the idle decision reads GPU signals through (``governor.idle.sources`` names the implementations).
+
+    Returns, per instance, a series per signal (``SIGNALS``: utilisation or graphics-engine activity in percent,
+    memory in MiB, power in W, CPU, network), or per device as ``signal@device`` (a GPU index or MIG slice); a
+    signal the source does not publish is absent or empty, and missing data is never idle. The CloudWatch agent is
+    the first implementation (``governor.idle.metrics``); ``backtest`` reads files into the same shape.
+    """
 
     def fetch(
         self, instance_ids: Sequence[str], signals: Sequence[str], start: dt.datetime, end: dt.datetime

@@ -55,7 +55,7 @@ from governor.idle.domain import (
     sweep,
     sweep_interval,
 )
-from governor.idle.metrics import CloudWatchMetrics
+from governor.idle.sources import metric_source
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
 from governor.runtime import Runtime, default_runtime, fan_out, run_edge
@@ -89,11 +89,11 @@ class IdleAws:
 
 
 @per_session
-def _aws(region: str | None, memory_unit: str) -> IdleAws:
+def _aws(region: str | None, memory_unit: str, source: str = "cloudwatch_agent") -> IdleAws:
     return IdleAws(
         Ec2Reader(region),
         Ec2Actions(region),
-        CloudWatchMetrics(region, memory_unit=memory_unit),
+        metric_source(source, region, memory_unit=memory_unit),
         SsmCommands(region),
         AutoScalingGroups(region),
     )
@@ -626,7 +626,7 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: An
     execution id or click; ``context`` lets the idempotency record of a sweep that times out expire with it."""
 
     def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit)
+        chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit, rt.policy.idle.metric_source)
         return runner.once_per_event(
             event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, chosen), context=context
         )
@@ -639,15 +639,16 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
     from governor.adapters.aws import client, member_target
 
     unit = runtime.policy.idle.gpu_memory_unit
+    source = runtime.policy.idle.metric_source
     member = member_target(event)
     if member is None:
-        return _aws(runtime.region, unit)
+        return _aws(runtime.region, unit, source)
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
     return IdleAws(
         Ec2Reader(region, **where),
         Ec2Actions(region, **where),
-        CloudWatchMetrics(region, client("cloudwatch", region, **where), memory_unit=unit),
+        metric_source(source, region, client("cloudwatch", region, **where), unit),
         SsmCommands(region, **where),
         AutoScalingGroups(region, client("autoscaling", region, **where)),
     )

@@ -460,7 +460,7 @@ def assess_signals(
     if gaps:
         return Assessment(instance_id, "unmonitored", gaps, evidence)
     if stalled:
-        evidence["stalled_since"] = _stalled_since(signals, policy, now)
+        evidence["stalled_since"] = _stalled_since(signals, policy, now, ceiling if ceiling is not None else math.inf)
         return Assessment(instance_id, "stalled", stalled, evidence)
     memory = (
         f", memory moved {evidence['gpu_memory_change_mib']:.0f} MiB" if "gpu_memory_change_mib" in evidence else ""
@@ -555,21 +555,28 @@ def _summarise_devices(evidence: dict[str, Any], per_device: Mapping[str, Mappin
             evidence[key] = pick(values)
 
 
-def _stalled_since(signals: Signals, policy: IdlePolicy, now: dt.datetime) -> str:
-    """When the activity last fell below the stall threshold (the earliest sample read if never): how long the
-    stall has lasted, so its finding is sent once, on the first sweep that sees a whole window of it."""
+def _stalled_since(signals: Signals, policy: IdlePolicy, now: dt.datetime, ceiling: float) -> str:
+    """When the stall began: after the last sample below the stall threshold or above the idle power ceiling (the
+    earliest sample read if none), so its finding is sent once, on the first sweep that sees a whole window of it."""
     threshold = policy.stall_utilization_threshold or 0.0
+    end = now.timestamp() + 1
     since = now.timestamp()
     for device_signals in devices(signals).values():
-        series = device_signals.get(GPU_ENGINE_ACTIVE) or device_signals.get(GPU_UTILIZATION)
-        if series is None:
-            continue
-        index = bisect_left(series.times, now.timestamp() + 1)
-        first = series.times[0] if series.times else since
-        while index > 0 and series.values[index - 1] >= threshold:
-            index -= 1
-        began = series.times[index] if index < len(series.times) else since
-        since = min(since, began if index > 0 else first)
+        breaks: list[float] = []
+        first = since
+        for name, limit, above in (
+            (GPU_ENGINE_ACTIVE if device_signals.get(GPU_ENGINE_ACTIVE) else GPU_UTILIZATION, threshold, False),
+            (GPU_POWER, ceiling, True),
+        ):
+            found = device_signals.get(name)
+            if found is None or not found.times:
+                continue
+            first = min(first, found.times[0])
+            for t, v in zip(reversed(found.times), reversed(found.values), strict=True):
+                if t < end and ((v > limit) if above else (v < limit)):
+                    breaks.append(t + SAMPLE_SECONDS[name])
+                    break
+        since = min(since, max(breaks) if breaks else first)
     return dt.datetime.fromtimestamp(since, dt.UTC).isoformat()
 
 

@@ -14,9 +14,11 @@ import itertools
 import json
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from governor.domain.fleet import Instance
 from governor.idle.domain import MEMORY_UNITS, Replay, ReplayedInstance, Series, replay
 from governor.policy import Policy, PolicyError, resolve_policy
 from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, MetricsFileError, parse_metrics, parse_timestamp
@@ -127,7 +129,11 @@ def replay_stretches(
 
 
 def replay_file(
-    path: Path, policy: Policy, interval: dt.timedelta, memory_unit: str = "MB"
+    path: Path,
+    policy: Policy,
+    interval: dt.timedelta,
+    memory_unit: str = "MB",
+    inventory: Mapping[str, Instance] | None = None,
 ) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
     """The columnar replay of a metrics file (see :mod:`governor_cli.sim.columnar`): the decisions of
     :func:`replay_stretches`, with time growing with the samples and memory with the fleet and the window.
@@ -135,19 +141,23 @@ def replay_file(
     A file the columnar reader does not vouch for is read row by row instead, which raises
     :class:`MetricsFileError` naming the line for anything malformed.
     """
-    from governor_cli.sim import columnar
+    from governor_cli.sim import columnar, parquet
 
     with tempfile.TemporaryDirectory(prefix="governor-backtest-") as scratch:
         folder = Path(scratch)
         if not path.is_file():
             path.open(encoding="utf-8").close()  # the OSError a missing file or a folder raises
+        if parquet.is_parquet(path):
+            return columnar.replay_columnar(
+                parquet.open_samples(path, memory_unit, folder), policy, interval, inventory
+            )
         try:
             samples = columnar.load(path, memory_unit, folder)
         except columnar.Unsure:
             with path.open(encoding="utf-8-sig", newline="") as handle:  # -sig: spreadsheets start with a BOM
                 signals = parse_metrics(handle, str(path), memory_unit)
             samples = columnar.from_signals(signals, folder)
-        return columnar.replay_columnar(samples, policy, interval)
+        return columnar.replay_columnar(samples, policy, interval, inventory)
 
 
 def bounds(signals: dict[str, dict[str, Series]]) -> tuple[dt.datetime, dt.datetime]:

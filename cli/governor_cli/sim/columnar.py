@@ -30,7 +30,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from governor.domain.breaker import Breaker
 from governor.domain.fleet import Instance, exemption
@@ -69,6 +69,15 @@ _PLAIN_NUMBER = r"\s*\+?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
 LARGE_FILE = 1 << 30  # bytes of CSV from which the DuckDB pass uses every core
 # Minutes per Parquet partition; the replay holds one partition plus the lookback per metric as a dense array.
 PART_MINUTES = 240
+
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from governor_cli.sim.parquet import ParquetSamples
+
+    #: Where the replay reads samples: a CSV's partitions, its dense array, a generator store, or a Parquet file.
+    Source: TypeAlias = "Samples | Store | Dense | ParquetSamples"
 
 
 class Unsure(Exception):
@@ -327,7 +336,7 @@ def stretches(minutes: Any, gap_seconds: float) -> list[tuple[int, int]]:
 class Window:
     """Dense ``[metric, instance, minute]`` samples (NaN where none) for the minutes ``lo`` .. ``hi`` - 1."""
 
-    def __init__(self, samples: Samples | Store | Dense) -> None:
+    def __init__(self, samples: Source) -> None:
         import numpy as np
 
         self.samples = samples
@@ -457,7 +466,7 @@ class _Stretch:
 
 
 def replay_columnar(
-    samples: Samples | Store | Dense,
+    samples: Source,
     policy: Policy,
     interval: dt.timedelta,
     inventory: Mapping[str, Instance] | None = None,
@@ -572,7 +581,7 @@ def _one_sweep(
     now: float,
     window: Window,
     state: _Stretch,
-    samples: Samples | Store | Dense,
+    samples: Source,
     policy: Policy,
     enforcing: Policy,
     interval: dt.timedelta,
@@ -704,7 +713,7 @@ def _one_sweep(
 def _plan(
     window: Window,
     state: _Stretch,
-    samples: Samples | Store | Dense,
+    samples: Source,
     enforcing: Policy,
     interval: dt.timedelta,
     instance: Any,

@@ -274,7 +274,7 @@ class ParquetSamples:
         import pyarrow.compute as pc
 
         if self._cache is not None and self._cache[0] == number:
-            return self._cache[1]  # type: ignore[no-any-return]
+            return self._cache[1]
         minute, inst, code = self._keys(number)
         column = self._file.read_row_group(number, columns=["value"]).column("value")
         if not (

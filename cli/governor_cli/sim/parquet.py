@@ -125,8 +125,8 @@ class ParquetSamples:
             raise
         except Exception as error:  # pyarrow raises several types for a broken file
             raise MetricsFileError(f"{self.path}: not a readable Parquet file ({error.__class__.__name__})") from None
-        self.metrics = LOADED
         minutes: list[Any] = []
+        seen = np.zeros(len(LOADED), dtype=bool)
         previous = -math.inf
         for number in range(self._file.num_row_groups):
             minute, inst, code = self._keys(number)
@@ -138,6 +138,7 @@ class ParquetSamples:
                 raise Unsure("row groups not in time order")
             previous = hi
             known = code >= 0
+            seen[np.unique(code[known])] = True
             order = np.unique(inst[known]) if known.any() else np.empty(0, np.int64)
             first = np.full(len(self._positions), np.iinfo(np.int64).max)
             np.minimum.at(first, inst[known], minute[known])
@@ -149,6 +150,10 @@ class ParquetSamples:
                 self.parts.add(part)
         if not self._positions:
             raise MetricsFileError(f"{self.path}: no samples")
+        present = np.nonzero(seen)[0]
+        self.metrics = tuple(LOADED[c] for c in present.tolist())  # only the metrics the file holds, in code order
+        self._row = np.full(len(LOADED), -1, dtype=np.int64)
+        self._row[present] = np.arange(len(present))
         self.ids = sorted(self._positions)
         self._sorted = np.empty(len(self.ids), dtype=np.int64)
         self._sorted[[self._positions[i] for i in self.ids]] = np.arange(len(self.ids))
@@ -265,7 +270,7 @@ class ParquetSamples:
             if not keep.all():
                 minute, inst, code, value = minute[keep], inst[keep], code[keep], value[keep]
             value = np.where(code == LOADED.index(GPU_MEMORY_USED), value * scale, value)
-            np.fmax.at(flat, (code.astype(np.int64) * n + self._sorted[inst]) * width + (minute - lo), value)
+            np.fmax.at(flat, (self._row[code] * n + self._sorted[inst]) * width + (minute - lo), value)
 
     def _group(self, number: int) -> tuple[Any, Any, Any, Any]:
         """One row group with its values (kept for the next call: a group may span two partitions)."""

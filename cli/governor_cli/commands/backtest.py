@@ -31,7 +31,26 @@ MAX_INTERVAL_SECONDS = 24 * 3600
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("backtest", help="replay the idle policy over exported GPU metrics")
-    parser.add_argument("--metrics", required=True, help="CSV with the header timestamp,instance_id,metric,value")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--metrics", help="CSV with the header timestamp,instance_id,metric,value, or Parquet with those columns"
+    )
+    source.add_argument(
+        "--from-cloudwatch",
+        action="store_true",
+        help="read the fleet's own metrics from CloudWatch (one-minute data is kept 15 days)",
+    )
+    parser.add_argument("--region", help="--from-cloudwatch: the region (default: the AWS configuration's)")
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--from-cloudwatch: only instances with this tag",
+    )
+    parser.add_argument("--instance-ids", nargs="+", default=[], help="--from-cloudwatch: only these instances")
+    parser.add_argument("--days", type=float, default=14, help="--from-cloudwatch: how far back, up to 15 (default 14)")
+    parser.add_argument("--save", help="--from-cloudwatch: also keep the metrics read as this Parquet file")
     parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
     parser.add_argument("--interval", default="15m", help="sweep interval, e.g. 15m, 1h, 900s (default: 15m)")
     parser.add_argument(
@@ -256,6 +275,13 @@ def run(args: argparse.Namespace) -> int:
         interval = parse_interval(args.interval)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if args.from_cloudwatch:
+        from governor_cli.backtest_cloudwatch import run_from_cloudwatch
+
+        return run_from_cloudwatch(args, policy, interval)
+    for option in ("region", "save", "instance_ids", "tag"):
+        if getattr(args, option):
+            raise UsageError(f"--{option.replace('_', '-')} goes with --from-cloudwatch, not --metrics")
     path = Path(args.metrics)
     try:
         result, gaps = replay_file(path, policy, interval, args.memory_unit)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from governor.idle.domain import GPU_MEMORY_USED, MEMORY_UNITS, NETWORK_BYTES
-from governor.idle.metrics import MAX_DATAPOINTS, MAX_QUERIES, METRICS, PERIOD
+from governor.idle.metrics import MAX_DATAPOINTS, MAX_QUERIES, METRICS, metric_data, metric_query
 
 IAM_ACTIONS = frozenset({"cloudwatch:GetMetricData", "ec2:DescribeInstances"})
 SLICE_MINUTES = MAX_DATAPOINTS // MAX_QUERIES  # 201 points a query, so 500 queries stay under 100,800 datapoints
@@ -70,21 +70,7 @@ class CloudWatchHistory:
             for code, signal in enumerate(names):
                 for namespace, metric, stat in METRICS[signal]:
                     owners.append((position, code))
-                    queries.append(
-                        {
-                            "Id": f"q{len(queries)}",
-                            "MetricStat": {
-                                "Metric": {
-                                    "Namespace": namespace,
-                                    "MetricName": metric,
-                                    "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
-                                },
-                                "Period": PERIOD,
-                                "Stat": stat,
-                            },
-                            "ReturnData": True,
-                        }
-                    )
+                    queries.append(metric_query(f"q{len(queries)}", instance_id, namespace, metric, stat))
         if NETWORK_BYTES in names:
             raise ValueError("network_bytes is not read into a backtest (it sums two metrics); leave it out")
         owner_position = np.array([o[0] for o in owners], dtype=np.int64)
@@ -118,20 +104,9 @@ class CloudWatchHistory:
             low = high
 
     def _results(self, queries: list[dict[str, Any]], start: dt.datetime, end: dt.datetime, total: int) -> list[Any]:
-        results: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "MetricDataQueries": queries,
-            "StartTime": start,
-            "EndTime": end,
-            "ScanBy": "TimestampAscending",
-        }
-        while True:
+        def counted() -> None:
             self.calls += 1
             if self._progress is not None:
                 self._progress(self.calls, total)
-            page = self._cloudwatch.get_metric_data(**kwargs)
-            results.extend(page.get("MetricDataResults", []))
-            token = page.get("NextToken")
-            if not token:
-                return results
-            kwargs["NextToken"] = token
+
+        return metric_data(self._cloudwatch, queries, start, end, counted)

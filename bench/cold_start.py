@@ -14,7 +14,7 @@
   running in the parent process (so the child pays for every import itself); the child's CPU time from its start to
   the first request it sends to AWS (botocore ``before-send``) is set against the baseline import plus one boto3
   Session creating three clients (ec2, cloudwatch, dynamodb); median of ``--runs`` fresh processes.
-* Sizes: the code asset as CDK packages it (``lambdas/`` minus ASSET_EXCLUDES), the dependency layer built as
+* Sizes: the code asset as CDK packages it (``lambdas/`` minus ``infra.asset.ASSET_EXCLUDES``), the dependency layer built as
   ``make layer`` builds it (pip for manylinux2014_aarch64, into a temporary folder), c7n with its dependencies as
   installed in its virtual environment; each unzipped and zipped (deflate).
 
@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import resource
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import C7N_PYTHON, PY, ROOT, Figure, human_bytes, median
+from infra.asset import asset_files as code_asset_files
 
 BASELINE = "import boto3, aws_lambda_powertools, pydantic"
 CUSTODIAN = "import c7n.handler, c7n.resources.ec2"
@@ -57,7 +57,6 @@ def handlers() -> tuple[str, ...]:
 
 
 INVOKED = ("idle", "keys", "network", "spot")
-ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "requirements.txt", "*.egg-info"]
 REGION = "us-east-1"
 
 
@@ -70,9 +69,9 @@ def child_cpu_ms(python: str, code: str, env: dict[str, str] | None = None, cwd:
 
 
 def asset_files() -> list[Path]:
-    """The files of the governor's code asset, as CDK packages ``lambdas/`` (``ASSET_EXCLUDES``: no bytecode)."""
-    root = ROOT / "lambdas"
-    return [f for f in root.rglob("*") if f.is_file() and not _excluded(f.relative_to(root).as_posix())]
+    """The files of the governor's code asset, as CDK packages ``lambdas/`` (``infra.asset``: no bytecode, nothing
+    no function runs)."""
+    return code_asset_files(ROOT / "lambdas")
 
 
 def stage_asset(folder: Path) -> Path:
@@ -152,15 +151,6 @@ def import_cpu(runs: int) -> dict[str, float]:
     }
     out["start_abs"] = medians["start"]
     return out
-
-
-def _excluded(relative: str) -> bool:
-    parts = relative.split("/")
-    for pattern in ASSET_EXCLUDES:
-        bare = pattern.removeprefix("**/")
-        if fnmatch.fnmatch(relative, pattern) or any(fnmatch.fnmatch(p, bare) for p in parts):
-            return True
-    return False
 
 
 def folder_sizes(root: Path, files: list[Path]) -> tuple[int, int]:

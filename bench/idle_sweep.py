@@ -24,7 +24,6 @@ from typing import Any
 
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.events.envelopes import GovernorEvent
 from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, required_signals
 from governor.idle.handler import IdleAws, run_sweep
@@ -34,6 +33,7 @@ from governor.policy import Policy, parse_policy
 from governor.runtime import Runtime
 from governor_cli.sim.workload import Workload, generate
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
 AGENT_METRICS = {"nvidia_smi_utilization_gpu": GPU_UTILIZATION, "nvidia_smi_memory_used": GPU_MEMORY_USED}
 

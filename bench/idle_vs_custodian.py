@@ -270,12 +270,12 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[s
     """One first sweep (empty ledger), as the scheduled Lambda would run it: calls, idle verdicts, seconds, outcomes."""
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
-    from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
     from governor.events.envelopes import GovernorEvent
     from governor.idle.handler import IdleAws, run_sweep
     from governor.idle.metrics import CloudWatchMetrics
     from governor.policy import parse_policy
     from governor.runtime import Runtime
+    from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
     policy = parse_policy({"idle": {"launch_grace_minutes": 0}})
     runtime = Runtime(policy, MemoryLedger(), MemorySink(), MemoryDeadLetters(), region=REGION)

@@ -73,7 +73,6 @@ def run(count: int) -> None:
 
     from governor.adapters.bus import EventBusSink
     from governor.adapters.ledger import DynamoLedger
-    from governor.domain.memory import MemoryDeadLetters
     from governor.keys.handler import KeyAdapters, handle
     from governor.keys.iam_keys import IamAccessKeys
     from governor.keys.kms import KmsKeys
@@ -82,6 +81,7 @@ def run(count: int) -> None:
     from governor.policy import parse_policy
     from governor.runtime import Runtime
     from governor_cli.demo.bootstrap import create_ledger_table
+    from governor_cli.testing.memory import MemoryDeadLetters
 
     create_ledger_table("ledger", REGION)
     boto3.client("events", region_name=REGION).create_event_bus(Name="governor")

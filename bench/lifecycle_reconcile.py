@@ -32,12 +32,12 @@ def reconcile_figures(instances: int, vanished: int) -> None:
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ledger import DynamoLedger
     from governor.domain.costs import PriceBook
-    from governor.domain.memory import MemoryDeadLetters, MemorySink
     from governor.lifecycle import domain as lifecycle
     from governor.lifecycle.handler import Capabilities, handle
     from governor.policy import parse_policy
     from governor.runtime import Runtime
     from governor_cli.demo.bootstrap import create_shared
+    from governor_cli.testing.memory import MemoryDeadLetters, MemorySink
 
     with mock_aws():
         client.cache_clear()

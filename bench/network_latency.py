@@ -110,7 +110,6 @@ def run(count: int, group_count: int) -> None:
     from governor.adapters.bus import EventBusSink
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.ledger import DynamoLedger
-    from governor.domain.memory import MemoryDeadLetters
     from governor.events.envelopes import CloudTrailRecord
     from governor.network.addresses import PublicAddresses
     from governor.network.domain import decide_call
@@ -121,6 +120,7 @@ def run(count: int, group_count: int) -> None:
     from governor.policy import parse_policy
     from governor.runtime import Runtime
     from governor_cli.demo.bootstrap import create_ledger_table
+    from governor_cli.testing.memory import MemoryDeadLetters
 
     logger.setLevel(logging.WARNING)
     create_ledger_table("ledger", REGION)

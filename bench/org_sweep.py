@@ -33,7 +33,6 @@ from governor.adapters.bus import EventBusSink
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
-from governor.domain.memory import MemoryDeadLetters
 from governor.idle import handler as idle
 from governor.idle.domain import required_signals
 from governor.idle.metrics import MAX_DATAPOINTS, MAX_QUERIES, CloudWatchMetrics
@@ -41,6 +40,7 @@ from governor.observability import logger
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters
 
 HUB = "100000000000"
 REGION_NAMES = ("us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1", "eu-central-1", "us-east-2")

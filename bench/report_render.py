@@ -16,8 +16,11 @@ from typing import Any
 
 from bench.common import median
 from governor.policy import Policy
+from governor.report.build import build_report
 from governor.report.chart_image import render_fleet_png
-from governor.report.domain import build_report, csv_files, render_html, slack_messages
+from governor.report.render.csv_files import csv_files
+from governor.report.render.html_page import render_html
+from governor.report.render.slack import slack_messages
 
 DAY = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
 

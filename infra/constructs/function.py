@@ -27,13 +27,13 @@ from constructs import Construct
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.policy import Policy, PolicyError
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
+from infra.asset import ASSET_EXCLUDES
 from infra.constructs.layer import dependency_layer
 from infra.constructs.shared import SharedResources, dead_letter_queue
 from infra.nag import acknowledge
 from infra.settings import LAMBDAS_DIR, Settings
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
-ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "requirements.txt", "*.egg-info"]
 
 
 #: Bytes of Lambda's 4 KB of environment variables the policy may take; the rest holds resource names and URLs.
@@ -111,6 +111,7 @@ class GovernorFunction(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"GPU Fleet Governor {name} function: only the actions its code declares",
         )
+        shared.add_publisher(self.role)
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=sorted(LOGS),

@@ -9,9 +9,10 @@ deploys from any hub, and a change to the hub's rules or grants changes the Stac
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from aws_cdk import App, Aws, CfnOutput, Duration, Fn, Stack
+from aws_cdk import Aws, CfnOutput, Duration, Fn, Stack
 from aws_cdk import aws_cloudformation as cfn
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -22,12 +23,11 @@ from constructs import Construct
 
 from governor.adapters.organization import ACCOUNT_ACTIONS, QUEUE_ACTIONS
 from governor.policy import Policy
-from infra import nag
 from infra.constructs.function import GovernorFunction, policy_subset
+from infra.constructs.member_accounts import ForwardedPattern, MemberGrant, member_account_grants
 from infra.constructs.shared import dead_letter_queue
 from infra.nag import acknowledge
 from infra.settings import OrganizationSettings, SettingsError
-from infra.stacks.spoke import ForwardedPattern, MemberGrant, SpokeStack, member_account_grants
 
 #: CloudFormation's limit for a TemplateBody passed inline (a larger template must go through S3).
 TEMPLATE_BODY_LIMIT = 51_200
@@ -53,24 +53,11 @@ def fanout_environment_bytes(policy: Policy, organization: OrganizationSettings,
     return len(policy_subset(policy, sections, function)) + len(json.dumps(settings)) + ENVIRONMENT_OTHERS
 
 
-SPOKE_STACK_NAME = "GovernorSpoke"
-
-
-def synthesize_spoke(
-    policy: Policy,
-    organization: OrganizationSettings,
-    patterns: list[ForwardedPattern],
-    grants: list[MemberGrant],
-    context: dict[str, Any],
-) -> dict[str, Any]:
-    """The spoke template, synthesized in its own App with both cdk-nag packs (a finding stops the hub's synth)."""
-    app = App(context=context)
-    spoke = SpokeStack(
-        app, SPOKE_STACK_NAME, policy=policy, organization=organization, patterns=patterns, grants=grants
-    )
-    nag.enable(app)
-    template: dict[str, Any] = app.synth().get_stack_by_name(spoke.stack_name).template
-    return template
+#: Synthesizes the spoke's template from the hub's triggers and grants (``infra.stacks.spoke.synthesize_spoke``,
+#: handed over by the stack: a construct does not import a stack).
+SpokeSynthesizer = Callable[
+    [Policy, OrganizationSettings, list[ForwardedPattern], list[MemberGrant], dict[str, Any]], dict[str, Any]
+]
 
 
 class OrganizationHub(Construct):
@@ -87,6 +74,7 @@ class OrganizationHub(Construct):
         bus_name: str,
         context: dict[str, Any],
         key: kms.IKey,
+        spoke: SpokeSynthesizer,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -98,7 +86,7 @@ class OrganizationHub(Construct):
         grants = member_account_grants(stack, {name: f.role for name, f in functions.items()})
         acting = sorted({grant.function for grant in grants})
         self.intake = self._intake(organization, functions, patterns, bus_name)
-        self.spoke_template = synthesize_spoke(policy, organization, patterns, grants, context)
+        self.spoke_template = spoke(policy, organization, patterns, grants, context)
         body = json.dumps(self.spoke_template, separators=(",", ":"), sort_keys=True)
         if len(body.encode()) > TEMPLATE_BODY_LIMIT:
             raise SettingsError(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import jsii
 from aws_cdk import Aws, Duration, IStableListProducer, Lazy, RemovalPolicy, Stack
@@ -19,8 +20,23 @@ from governor.domain.actions import Checkpoint
 from governor.policy import Policy
 from infra.nag import acknowledge
 
-if TYPE_CHECKING:
-    from infra.constructs.function import GovernorFunction
+
+class Grantee(Protocol):
+    """What a grant helper here needs of a function (``infra.constructs.function.GovernorFunction``): this module
+    builds what every function uses, so it does not import the function construct."""
+
+    @property
+    def role(self) -> iam.IRole: ...
+
+    def add_statement(
+        self,
+        actions: Iterable[str],
+        resources: Sequence[str],
+        conditions: dict[str, object] | None = None,
+        *,
+        reason: str | None = None,
+    ) -> None: ...
+
 
 # The services that use the project key on the stack's behalf, and the ARNs of the resources they act for. Each
 # statement carries aws:SourceAccount and aws:SourceArn, so another account's alarm, rule or queue cannot have the
@@ -44,6 +60,7 @@ class SharedResources(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, policy: Policy, bus_name: str) -> None:
         super().__init__(scope, construct_id)
+        self._publishers: list[iam.IRole] = []
         self.key = kms.Key(
             self,
             "Key",
@@ -155,14 +172,14 @@ class SharedResources(Construct):
             )
         )
 
+    def add_publisher(self, role: iam.IRole) -> None:
+        """A governor function's execution role: one of the only principals allowed to publish on the bus."""
+        self._publishers.append(role)
+
     def publisher_role_arns(self) -> list[str]:
         """The execution role ARNs of every governor function in this stack (the only allowed publishers)."""
-        from infra.constructs.function import GovernorFunction
-
-        functions: list[GovernorFunction] = [
-            node for node in Stack.of(self).node.find_all() if isinstance(node, GovernorFunction)
-        ]
-        return sorted({function.role.role_arn for function in functions}, key=str)
+        stack = Stack.of(self)
+        return sorted({role.role_arn for role in self._publishers if Stack.of(role) is stack}, key=str)
 
 
 @jsii.implements(IStableListProducer)
@@ -176,14 +193,14 @@ class _Publishers:
         return self._shared.publisher_role_arns()
 
 
-def send_command_grant(function: GovernorFunction, policy: Policy, document: str) -> None:
+def send_command_grant(function: Grantee, policy: Policy, document: str) -> None:
     """``ssm:SendCommand`` with one document, on instances carrying every ``fleet.fleet_tags`` pair only.
 
     The Service Authorization Reference lists ``ssm:resourceTag/${TagKey}`` for SendCommand's instance resource, and
     AWS's own examples put the document and the tagged instances in two statements, since the document carries no
     such tag. Without the condition, the role could run shell on any instance in the region.
     """
-    stack = Stack.of(function)
+    stack = Stack.of(function.role)
     instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
     arn = stack.format_arn(service="ssm", account="", resource="document", resource_name=document)
     function.add_statement(Checkpoint.IAM, [arn])

@@ -19,6 +19,7 @@ from infra.constructs.organization import OrganizationHub
 from infra.constructs.shared import SharedResources
 from infra.constructs.spot import Spot
 from infra.settings import Settings
+from infra.stacks.spoke import synthesize_spoke
 
 
 class GovernorStack(Stack):
@@ -71,6 +72,7 @@ class GovernorStack(Stack):
                 bus_name=settings.bus_name,
                 context=dict(self.node.get_all_context()),  # the same feature flags for the spoke
                 key=self.shared.key,
+                spoke=synthesize_spoke,
             )
             if settings.organization is not None
             else None

@@ -31,10 +31,11 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.decision import Decision, Finding
+from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
 from governor.domain.ports import Ledger, handling_event_from
 from governor.observability import logger, metrics
-from governor.outbox import Outbox, deterministic_id
+from governor.outbox import Outbox
 
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")

@@ -16,28 +16,21 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 
 from governor.domain.decision import Finding
+from governor.domain.ids import deterministic_id
 from governor.domain.ports import FindingSink, Ledger, PublishError, utcnow
 from governor.observability import logger, metrics
 
 OUTBOX_KIND = "outbox"
 EVENT_KIND = "outbox-event"
-#: Fixed namespace for uuid5 ids: the same (event, resource, rule) gives the same id in every run.
-NAMESPACE = uuid.UUID("6f1d3c1e-9a4b-5b7e-8d2a-1f0c6e4b2a90")
 #: A staged finding younger than this may belong to an invocation still running; sweeps leave it to that one.
 STALE_AFTER = dt.timedelta(minutes=5)
 #: How far back a sweep looks for unsent findings.
 HORIZON = dt.timedelta(days=7)
 SENT_TTL = dt.timedelta(days=7)
 PENDING_TTL = dt.timedelta(days=30)
-
-
-def deterministic_id(*parts: str) -> str:
-    """A uuid5 of the parts: the same inputs give the same id, on a retry and in any other process."""
-    return str(uuid.uuid5(NAMESPACE, "|".join(parts)))
 
 
 def finding_id(event_id: str, resource: str, rule: str, part: str = "") -> str:

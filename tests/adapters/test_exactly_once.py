@@ -15,12 +15,12 @@ from governor.adapters.aws import client
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Finding
-from governor.domain.memory import MemorySink
+from governor.domain.once import INTENT_KIND, send_command_once
 from governor.domain.ports import PublishError
 from governor.idle.domain import MARK_KIND
 from governor.idle.handler import handle
-from governor.once import INTENT_KIND, send_command_once
 from governor_cli.demo.bootstrap import create_ledger_table
+from governor_cli.testing.memory import MemorySink
 from tests.adapters.test_idle_sweep import T0, _aws, _event, _launch, _metrics, _runtime, _state
 
 REGION = "us-east-1"
@@ -71,7 +71,7 @@ def test_a_retry_finds_the_command_by_its_comment_and_never_resends_it(aws: Any)
 
 
 def _intent(instance: str) -> str:
-    from governor.once import intent_id
+    from governor.domain.once import intent_id
 
     return intent_id("ev-1", instance)
 

@@ -10,12 +10,12 @@ from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
-from governor.domain.memory import MemoryDeadLetters, MemorySink
 from governor.idle.handler import load_breaker
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_ledger_table
 from governor_cli.main import main
+from governor_cli.testing.memory import MemoryDeadLetters, MemorySink
 
 TABLE = "governor-ledger"
 TRIPPED = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)

@@ -12,7 +12,6 @@ from moto import mock_aws
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.fleet import Instance
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import IDLE_ACTION_TAG, IDLE_SINCE_TAG, MARK_KIND
 from governor.idle.handler import IdleAws, handle
@@ -20,6 +19,7 @@ from governor.idle.metrics import CloudWatchMetrics
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.events import scheduled
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
 # The simulated clock runs ahead of moto's launch times, however late in a parallel run these tests start
 # (the module is imported at collection, its tests may run minutes later).

@@ -22,7 +22,6 @@ from moto import mock_aws
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Finding
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.idle import handler as idle_handler
 from governor.idle.metrics import CloudWatchMetrics
 from governor.interactions import handler as interactions
@@ -41,6 +40,7 @@ from governor.notifier.handler import with_buttons
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example signing secret
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)

@@ -11,7 +11,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.domain.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.keys.handler import KeyAdapters, handle
 from governor.keys.iam_keys import IamAccessKeys
 from governor.keys.kms import KmsKeys
@@ -19,6 +18,7 @@ from governor.keys.secrets import SecretsRotation
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events
+from governor_cli.testing.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.adapters.test_keys_adapters import REGION, rotation_function
 from tests.conftest import ROOT
 

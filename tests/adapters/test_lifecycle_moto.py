@@ -18,7 +18,6 @@ from governor.adapters.aws import client
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ledger import DynamoLedger
 from governor.domain.costs import PriceBook, gpu_hours_and_cost
-from governor.domain.memory import MemoryDeadLetters, MemorySink
 from governor.lifecycle.handler import Capabilities, default_capabilities, handle, lambda_handler
 from governor.lifecycle.pricing import ENDPOINT_REGION, PriceListPrices, parse_product
 from governor.policy import parse_policy
@@ -27,6 +26,7 @@ from governor_cli.demo.bootstrap import LocalStack, create_shared
 from governor_cli.demo.bootstrap import create_ledger_table as create_table
 from governor_cli.main import main
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters, MemorySink
 from tests.unit.lifecycle_data import as_gpu_launch, envelope, one
 
 TABLE = "governor-ledger"

@@ -10,13 +10,13 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.network.addresses import PublicAddresses
 from governor.network.handler import NetworkAws, SweepIncompleteError, handle
 from governor.network.security_groups import SecurityGroups
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
 REGION = "us-east-1"
 IMAGE = "ami-12c6146b"  # moto accepts any AMI id; listing its catalogue costs seconds

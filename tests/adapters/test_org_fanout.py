@@ -18,22 +18,31 @@ import pytest
 from moto import mock_aws
 
 from governor import fanout
-from governor.adapters import ec2 as ec2_adapter
 from governor.adapters.aws import Organization, client
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.organization import OrganizationAccounts, TargetQueue
-from governor.domain.memory import MemoryDeadLetters, MemorySink
 from governor.idle import handler as idle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared
+from governor_cli.demo.emulator import filter_wildcards
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters, MemorySink
 from tests.adapters.org_accounts import account_session
 from tests.adapters.test_spot_moto import LambdaContext
 
 HUB = "123456789012"  # moto's default account, the organisation's management account here
 REGIONS = ("us-east-1", "us-west-2")
 NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+
+
+@pytest.fixture(autouse=True)
+def _clock_at_test_start() -> None:
+    """The wall clock when each test starts, not at collection: a slow run must not make the sweep's event stale."""
+    global NOW
+    NOW = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+
+
 TAGS = {"owner": "ana@example.com", "team": "vision", "gpu-fleet": "true"}
 
 
@@ -149,8 +158,7 @@ class Org:
 
 @pytest.fixture
 def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
-    monkeypatch.setattr(ec2_adapter, "WILDCARD_TYPE_FILTER", False)  # moto matches no wildcard filter values
-    with mock_aws():
+    with mock_aws(), filter_wildcards():  # the emulator matches wildcard filter values as AWS does
         client.cache_clear()
         built = Org()
         monkeypatch.setenv("IDEMPOTENCY_TABLE", built.local.idempotency_table)

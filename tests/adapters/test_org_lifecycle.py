@@ -13,13 +13,13 @@ import pytest
 from moto import mock_aws
 
 from governor import fanout
-from governor.adapters import ec2 as ec2_adapter
 from governor.adapters.aws import Organization, client
-from governor.domain.memory import MemoryDeadLetters, MemorySink
 from governor.lifecycle import domain
 from governor.lifecycle import handler as lifecycle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.demo.emulator import filter_wildcards
+from governor_cli.testing.memory import MemoryDeadLetters, MemorySink
 from tests.adapters.org_accounts import account_session
 from tests.adapters.test_org_fanout import HUB, NOW, REGIONS, Org, launch
 from tests.adapters.test_spot_moto import LambdaContext
@@ -31,8 +31,7 @@ START = (NOW.replace(hour=0, minute=0)).isoformat()
 def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
     """The hub and one member account of the OU in the round (2 accounts x 2 regions); the OU's other member is
     left out of it, so its sessions must survive every target's reconcile."""
-    monkeypatch.setattr(ec2_adapter, "WILDCARD_TYPE_FILTER", False)  # moto matches no wildcard filter values
-    with mock_aws():
+    with mock_aws(), filter_wildcards():  # the emulator matches wildcard filter values as AWS does
         client.cache_clear()
         lifecycle.default_capabilities.cache_clear()
         built = Org()

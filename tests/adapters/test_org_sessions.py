@@ -173,10 +173,10 @@ def test_a_world_open_rule_in_account_b_is_revoked_in_account_b(
     """The spoke forwards account B's AuthorizeSecurityGroupIngress; the hub's network function re-reads the group
     and revokes the rule in B through the spoke role (before, it looked the group up in the hub's own account, found
     nothing and recorded "no longer exists")."""
-    from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
     from governor.network import handler as network
     from governor.policy import parse_policy
     from governor.runtime import Runtime
+    from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
     from tests.adapters.test_network_aws import authorize, live_rules, new_group
 
     member_ec2 = account_session(MEMBER, REGION).client("ec2")

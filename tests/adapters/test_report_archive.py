@@ -11,7 +11,7 @@ from moto import mock_aws
 
 from governor.report.archive import S3Archive
 from governor.report.chart_image import CloudWatchChart
-from governor.report.domain import utilisation_widget
+from governor.report.charts import utilisation_widget
 
 
 @mock_aws

@@ -14,7 +14,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.notifier.handler import AwsOutbox, handle
 from governor.notifier.slack import (
     DeliveryError,
@@ -25,6 +24,7 @@ from governor.notifier.slack import (
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
 
 class FakeSlack:

@@ -21,7 +21,6 @@ from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.ses import Attachment
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.idle.domain import IDLE_SINCE_TAG, MARK_KIND
 from governor.idle.handler import handle as idle_handle
 from governor.lifecycle import handler as lifecycle
@@ -36,6 +35,7 @@ from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.main import main
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.adapters.test_idle_sweep import NOW, T0, _aws, _event, _metrics, _state
 
 REGION = "us-east-1"

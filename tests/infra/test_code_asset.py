@@ -1,12 +1,21 @@
 """What a deploy uploads as Lambda code: the ``governor`` runtime package, and none of the operator tooling beside it
-(the CLI, demo, simulator and fault injection live in ``cli/governor_cli``), nor the tests or the benchmarks."""
+(the CLI, demo, simulator, fault injection and test fakes live in ``cli/governor_cli``), nor the tests or the
+benchmarks, nor what the runtime package holds for the CLI only (``infra.asset.NOT_RUNTIME``): runtime code only."""
 
 from __future__ import annotations
 
+import ast
 import json
+from importlib import metadata
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from governor.registry import REGISTRY
+from infra.asset import NOT_RUNTIME, asset_files, excluded
+from infra.settings import LAMBDAS_DIR
+from tests.imports import loaded_by, modules, third_party_imports
 from tests.infra.conftest import Synth
 
 # Folder or file names that belong to the tooling, the tests or the benchmarks; none may appear at any depth.
@@ -44,7 +53,6 @@ def test_the_code_asset_holds_the_runtime_and_no_tooling_tests_or_benchmarks(syn
         "policy.py",
         "observability.py",
         "runtime.py",
-        "registry.py",
         "domain",
         "adapters",
         "events",
@@ -55,3 +63,129 @@ def test_the_code_asset_holds_the_runtime_and_no_tooling_tests_or_benchmarks(syn
     shipped = [p.relative_to(folder).as_posix() for p in folder.rglob("*")]
     assert [path for path in shipped if NOT_SHIPPED & set(path.split("/"))] == []
     assert [path for path in shipped if "__pycache__" in path or path.endswith((".pyc", ".egg-info"))] == []
+
+
+def _module(relative: str) -> str:
+    """``governor/keys/handler.py`` -> ``governor.keys.handler``; a package's ``__init__.py`` is the package."""
+    parts = relative.removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_asset_is_exactly_what_infra_asset_declares(synth: Synth) -> None:
+    """The benchmark's staged copy and this test read ``infra.asset``; CDK's own packaging must agree with it."""
+    folder = next(iter(code_folders(synth).values()))
+    shipped = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    declared = [p.relative_to(LAMBDAS_DIR).as_posix() for p in asset_files()]
+    assert shipped == declared
+    for pattern in NOT_RUNTIME:  # every exclusion still names something, or it goes from the list
+        assert any(excluded(p.relative_to(LAMBDAS_DIR).as_posix()) for p in LAMBDAS_DIR.rglob(pattern.split("/")[-1]))
+
+
+def test_every_module_in_the_asset_is_one_a_handler_imports(synth: Synth) -> None:
+    """Runtime only: each shipped module is imported (at module level or inside a function) by some registered
+    handler, directly or through others; test fakes, benchmark or comparison code and local engines are not, and no
+    data file ships."""
+    folder = next(iter(code_folders(synth).values()))
+    shipped = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+    assert [p for p in shipped if not p.endswith(".py")] == []
+    reachable = loaded_by(capability.module for capability in REGISTRY.values())
+    assert sorted(_module(p) for p in shipped if _module(p) not in reachable) == []
+    # and the other way round: nothing a handler imports is left out (it would fail at its first import in Lambda)
+    left_out = {_module(p.relative_to(LAMBDAS_DIR).as_posix()) for p in LAMBDAS_DIR.rglob("*.py")} - {
+        _module(p) for p in shipped
+    }
+    assert sorted(left_out & reachable) == []
+    assert {"governor.report.render.html_page", "governor.fanout", "governor.audit.queries"} <= reachable
+
+
+def test_the_tooling_flips_no_switch_in_the_runtime() -> None:
+    """The demo or a command that needs AWS to behave differently changes the emulator, never a module-level setting of
+    the runtime (which would ship, unused, in every function): no module of ``cli/`` assigns to a ``governor`` module's
+    attribute or ``setattr``s one. Test support (``governor_cli.testing``) patches as the tests' monkeypatch does."""
+    offenders = []
+    tooling = [m for m in modules() if m.startswith("governor_cli") and not m.startswith("governor_cli.testing")]
+    assert "governor_cli.demo.emulator" in tooling
+    for name in tooling:
+        tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
+        bound = _runtime_modules_bound(tree)
+        for node in ast.walk(tree):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign)
+                else []
+            )
+            for target in targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id in bound
+                ):
+                    offenders.append(f"{name}:{node.lineno} {bound[target.value.id]}.{target.attr}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Name) and first.id in bound:
+                    offenders.append(f"{name}:{node.lineno} setattr({bound[first.id]}, ...)")
+    assert offenders == []
+
+
+def _runtime_modules_bound(tree: ast.Module) -> dict[str, str]:
+    """Local name -> the ``governor`` module it is bound to by an import (``from governor.adapters import ec2``)."""
+    known = modules()
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("governor.") and alias.asname:
+                    bound[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("governor"):
+            for alias in node.names:
+                target = f"{node.module}.{alias.name}"
+                if target in known:
+                    bound[alias.asname or alias.name] = target
+    return bound
+
+
+#: What the Lambda runtime itself provides beside the standard library (lambdas/requirements.txt says the same).
+RUNTIME_PROVIDED = {"boto3", "botocore", "s3transfer"}
+
+
+def _layer_distributions() -> set[str]:
+    """Every distribution the layer holds: lambdas/requirements.txt and what each requires, extras included as asked."""
+    wanted = [
+        Requirement(line.split("#")[0].strip())
+        for line in (LAMBDAS_DIR / "requirements.txt").read_text(encoding="utf-8").splitlines()
+        if line.split("#")[0].strip()
+    ]
+    found: set[str] = set()
+    while wanted:
+        requirement = wanted.pop()
+        name = canonicalize_name(requirement.name)
+        if name in found:
+            continue
+        found.add(name)
+        for text in metadata.requires(requirement.name) or []:
+            needed = Requirement(text)
+            extras = requirement.extras or {""}
+            if needed.marker is None or any(needed.marker.evaluate({"extra": extra}) for extra in extras):
+                wanted.append(needed)
+    return found
+
+
+def test_what_a_handler_can_import_is_in_the_layer_or_the_lambda_runtime() -> None:
+    """A handler never reaches a local engine or other tooling whose library the function does not have (DuckDB,
+    sqlglot, moto): every third-party import of every module a handler can load comes from the layer's requirements
+    (with their own requirements) or the Lambda runtime's boto3."""
+    layer = _layer_distributions() | RUNTIME_PROVIDED
+    providers = metadata.packages_distributions()
+    reachable = loaded_by(capability.module for capability in REGISTRY.values())
+    missing = sorted(
+        f"{name} imports {top}"
+        for name in reachable
+        if name.startswith("governor")
+        for top in third_party_imports(name)
+        if not {canonicalize_name(d) for d in providers.get(top, [top])} & layer
+    )
+    assert missing == []
+    assert {"pydantic", "aws-lambda-powertools", "aws-xray-sdk", "slack-sdk", "matplotlib"} <= layer

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.adapters.dlq_admin import parse_message
+from governor_cli.dlq_admin import parse_message
 from governor_cli.main import main
 from governor_cli.testing import events
 from governor_cli.testing.faults import FaultInjector

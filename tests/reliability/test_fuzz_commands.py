@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from pydantic import BaseModel
 
-from governor.domain.explain import explain
 from governor.domain.times import EARLIEST, LATEST
 from governor.events.envelopes import InvalidEventError
+from governor.explain import explain
 from governor.policy import Policy, PolicyError, parse_policy, parse_policy_text
-from governor.report.domain import build_report
+from governor.report.build import build_report
 from governor_cli.commands.demo import MAX_HOURS, MAX_INSTANCES, check_options
 from governor_cli.commands.ledger import KINDS
 from governor_cli.commands.report import read_ledger

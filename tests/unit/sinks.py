@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from governor.domain.memory import MemorySink
+from governor_cli.testing.memory import MemorySink
 
 
 class RefusesFirstBatch(MemorySink):

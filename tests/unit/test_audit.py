@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from governor.audit import AuditRun, QueryError, list_queries, run_audit
-from governor.audit.queries import parse_time, to_positional
+from governor.audit.engine import AuditRun, run_audit
+from governor.audit.queries import QueryError, list_queries, parse_time, to_positional
 from tests.conftest import CLOUDTRAIL_DIR
 
 ACCOUNT = "111122223333"

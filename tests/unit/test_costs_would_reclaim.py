@@ -10,7 +10,8 @@ from governor.domain.costs import idle_hours, savings
 from governor.domain.fleet import Instance
 from governor.idle import domain as idle
 from governor.policy import parse_policy
-from governor.report.domain import cost_section, would_reclaim_text
+from governor.report.render.format import would_reclaim_text
+from governor.report.sections.cost import cost_section
 
 DAY = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 END = DAY + dt.timedelta(hours=8)

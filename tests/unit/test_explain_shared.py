@@ -21,24 +21,27 @@ from typing import Any
 import pytest
 
 from governor.domain.decision import Decision
-from governor.domain.explain import explain, registrations
-from governor.domain.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.events.envelopes import CloudTrailRecord
+from governor.explain import explain, registrations
 from governor.keys import domain as keys_domain
 from governor.keys import explain as keys_explain
 from governor.keys.domain import AccessKey, KmsKey, Secret
 from governor.lifecycle import domain as lifecycle_domain
+from governor.lifecycle import explain as lifecycle_explain
 from governor.lifecycle import handler as lifecycle_handler
 from governor.network import domain as network_domain
 from governor.network import explain as network_explain
 from governor.notifier import domain as notify_domain
+from governor.notifier import explain as notify_explain
 from governor.notifier import handler as notifier_handler
 from governor.policy import Policy, parse_policy
 from governor.registry import REGISTRY
 from governor.runtime import Runtime
 from governor.spot import domain as spot_domain
+from governor.spot import explain as spot_explain
 from governor.spot import handler as spot_handler
 from governor_cli.testing.events import cloudtrail
+from governor_cli.testing.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.conftest import ROOT
 from tests.unit import test_keys_handler as keys_world
 from tests.unit import test_lifecycle_handler as lifecycle_world
@@ -115,6 +118,9 @@ def test_no_explainer_keeps_a_rule_of_its_own() -> None:
         network_domain,
         network_explain,
         notify_domain,
+        notify_explain,
+        spot_explain,
+        lifecycle_explain,
     ):
         own = [name for name in vars(module) if name.startswith("_explain")]
         assert own == [], (module.__name__, own)
@@ -334,7 +340,7 @@ def test_spot_handler_records_what_explain_shows(name: str, spot: dict[str, Any]
     world = spot_world.World(**spot)
     instance_id = event["detail"]["instance-id"]
     at = dt.datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
-    assumed = spot_domain.assumed_instance(instance_id, world.runtime.policy, at)
+    assumed = spot_explain.assumed_instance(instance_id, world.runtime.policy, at)
     world.reader.instances[instance_id] = assumed.state
     [shown] = decisions_of(explain(event, world.runtime.policy), "spot")
     world.run(event)
@@ -359,7 +365,7 @@ def test_lifecycle_handler_records_what_explain_shows_for_a_state_change(state: 
     world = lifecycle_world.make_world(parse_policy({}))
     instance_id = event["detail"]["instance-id"]
     at = dt.datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
-    assumed = lifecycle_domain.assumed_session(instance_id, state, at, world.runtime.policy)
+    assumed = lifecycle_explain.assumed_session(instance_id, state, at, world.runtime.policy)
     if assumed.state.instance is not None:
         world.ec2.by_id[instance_id] = assumed.state.instance
     if assumed.state.open_item is not None:
@@ -374,7 +380,7 @@ def test_lifecycle_handler_records_what_explain_shows_for_a_launch_and_a_tag() -
     event = load(FIXTURES / "network" / "run_instances_public.json")
     policy = parse_policy({})
     world = lifecycle_world.make_world(policy)
-    assumed = lifecycle_domain.assumed_launches(CloudTrailRecord.model_validate(event["detail"]), policy)
+    assumed = lifecycle_explain.assumed_launches(CloudTrailRecord.model_validate(event["detail"]), policy)
     assert assumed.state, "the sample launch is a GPU launch"
     world.ec2.by_id.update({i: instance for i, instance in assumed.state.items() if instance is not None})
     shown = decisions_of(explain(event, policy), "lifecycle")

@@ -11,10 +11,10 @@ import pytest
 
 from governor import fanout
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.idle.domain import MARK_KIND
 from governor.policy import parse_policy
 from governor.runtime import Runtime
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
 AT = dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.UTC)
 HUB, B, C = "111111111111", "222222222222", "333333333333"

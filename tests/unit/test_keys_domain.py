@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from governor.domain.explain import explain
+from governor.explain import explain
 from governor.keys.domain import (
     AccessKey,
     KmsKey,

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from governor.domain.decision import Decision
-from governor.domain.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.domain.ports import PublishError
 from governor.keys.domain import AccessKey, KmsKey, Outcome, Secret
 from governor.keys.handler import MAX_ACTIONS_PER_RUN, KeyAdapters, handle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events
+from governor_cli.testing.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.conftest import ROOT
 from tests.unit.sinks import RefusesFirstBatch
 from tests.unit.test_keys_domain import REPORT

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from governor.domain.explain import explain
 from governor.domain.fleet import ownership
 from governor.events.envelopes import CloudTrailRecord
+from governor.explain import explain
 from governor.lifecycle.domain import creator, decide_launch, launches, tag_value
 from governor.policy import parse_policy
 from tests.unit.lifecycle_data import RECORDS, as_gpu_launch, envelope, one

@@ -10,11 +10,11 @@ import pytest
 
 from governor.domain.costs import PriceBook, gpu_hours_and_cost
 from governor.domain.fleet import Instance
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.lifecycle.handler import Capabilities, handle
 from governor.policy import FleetPolicy, Policy, parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.unit.lifecycle_data import as_gpu_launch, envelope, one
 
 LAUNCH_TIME = dt.datetime(2023, 7, 10, 11, 55, 21, tzinfo=dt.UTC)

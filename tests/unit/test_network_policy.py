@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from governor.domain.decision import Decision
-from governor.domain.explain import explain
 from governor.domain.fleet import Instance
 from governor.events.envelopes import CloudTrailRecord
+from governor.explain import explain
 from governor.network.domain import decide_group, decide_public_ip
 from governor.network.events import IngressRule, PublicAddress, Source, parse_call, public_address
 from governor.network.rules import rule_violations

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from governor.adapters.ses import Attachment
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.notifier.handler import DeliveryFailed, UndeliverableError, handle
 from governor.notifier.messages import Email, Message
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.events import finding
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 

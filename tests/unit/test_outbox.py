@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 
 from governor.domain.decision import Finding
-from governor.domain.memory import MemoryLedger, MemorySink
 from governor.domain.ports import PublishError
 from governor.outbox import STALE_AFTER, Outbox
+from governor_cli.testing.memory import MemoryLedger, MemorySink
 
 NOW = dt.datetime(2026, 12, 3, 6, 0, tzinfo=dt.UTC)
 

@@ -13,14 +13,11 @@ import pytest
 from governor.audit.engine import run_audit
 from governor.notifier.messages import MAX_BLOCKS, MAX_SECTION_CHARS
 from governor.policy import Policy
-from governor.report.domain import (
-    build_report,
-    csv_files,
-    period_for,
-    render_html,
-    render_text,
-    slack_messages,
-)
+from governor.report.build import build_report
+from governor.report.domain import period_for
+from governor.report.render.csv_files import csv_files
+from governor.report.render.html_page import render_html
+from governor.report.render.slack import render_text, slack_messages
 from tests.conftest import CLOUDTRAIL_DIR
 
 DAY = dt.datetime(2023, 7, 10, tzinfo=dt.UTC)

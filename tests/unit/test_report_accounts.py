@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 
 from governor.policy import PolicyError, parse_policy
-from governor.report.domain import csv_files, origin_of, origins, render_html, render_text, slack_messages
+from governor.report.render.csv_files import csv_files
+from governor.report.render.html_page import render_html
+from governor.report.render.slack import render_text, slack_messages
+from governor.report.sections.accounts import origin_of, origins
 from governor_cli.commands.ledger import filter_origins, parse_origins
 from governor_cli.main import UsageError, main
 from tests.unit.test_report import _idle, _session, at, sample_ledger
@@ -210,8 +213,8 @@ def test_the_demos_targets_are_member_accounts_in_every_region_or_the_hub_alone(
 
 
 def test_an_account_budget_alert_names_the_account_and_is_raised_once() -> None:
-    from governor.domain.memory import MemoryLedger
     from governor.report.handler import handle
+    from governor_cli.testing.memory import MemoryLedger
     from tests.unit.test_report_handler import RUN_AT, scheduled, setup
 
     rt, aws = setup(enforce=False)

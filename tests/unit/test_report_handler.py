@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from governor.adapters.ses import Attachment
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.notifier.handler import UndeliverableError
 from governor.notifier.messages import Email, Message
 from governor.policy import parse_policy
 from governor.report.handler import ReportAws, handle
 from governor.runtime import Runtime
 from governor_cli.testing import events
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.unit.test_report import sample_ledger
 
 RUN_AT = dt.datetime(2023, 7, 11, 7, 0, tzinfo=dt.UTC)

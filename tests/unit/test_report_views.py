@@ -16,21 +16,14 @@ from slack_sdk.models.blocks import Block
 from governor.domain.identity import normalise_owner
 from governor.policy import Policy, PolicyError, parse_policy
 from governor.report import charts
+from governor.report.build import build_report, with_history
 from governor.report.chart_image import render_fleet_png
-from governor.report.domain import (
-    TrendPoint,
-    age_text,
-    budget_alerts,
-    build_report,
-    csv_files,
-    format_value,
-    human_header,
-    money,
-    month_bounds,
-    render_html,
-    slack_messages,
-    with_history,
-)
+from governor.report.model import TrendPoint
+from governor.report.render.csv_files import csv_files
+from governor.report.render.format import age_text, format_value, human_header, money
+from governor.report.render.html_page import render_html
+from governor.report.render.slack import slack_messages
+from governor.report.sections.budgets import budget_alerts, month_bounds
 from tests.unit.test_report import DAY, NEXT_DAY, _idle, _session, at, sample_ledger
 
 
@@ -437,7 +430,7 @@ def test_finding_messages_speak_in_sentences_and_say_how_to_snooze() -> None:
 
 
 def test_a_team_view_is_that_teams_share_of_the_fleet_report() -> None:
-    from governor.report.domain import team_view
+    from governor.report.build import team_view
 
     items = [
         _session("i-7", "g5.12xlarge", 4, 5.672, "vision", "ana", start=at(0), end=None),

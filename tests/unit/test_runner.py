@@ -31,9 +31,9 @@ from governor.domain.actions import (
 )
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import Instance
-from governor.domain.memory import MemoryLedger, MemorySink
 from governor.outbox import Outbox
 from governor.policy import Policy, parse_policy
+from governor_cli.testing.memory import MemoryLedger, MemorySink
 
 NOW = dt.datetime(2026, 12, 3, 6, 0, tzinfo=dt.UTC)
 EVERYTHING_ON = parse_policy(

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from governor.domain.explain import explain
 from governor.domain.fleet import Instance
 from governor.events.envelopes import InvalidEventError, parse_model
+from governor.explain import explain
 from governor.policy import Policy, parse_policy
 from governor.spot.domain import (
     Candidate,

@@ -12,12 +12,12 @@ from typing import Any, Literal
 import pytest
 
 from governor.domain.fleet import Instance
-from governor.domain.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor.spot.domain import Candidate, LaunchAttempt, LifecycleOutcome, Replacement
 from governor.spot.handler import SpotPorts, handle
 from governor.spot.records import interruption_stats
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.conftest import ROOT
 from tests.unit.sinks import RefusesFirstBatch
 

@@ -76,7 +76,7 @@ def write_csv(results: dict[str, dict[str, Any]], out: TextIO) -> None:
 
 def _safe_cell(value: Any) -> str:
     """Text from CloudTrail is neutralised against spreadsheet formulas (OWASP); numbers are written as they are."""
-    from governor.report.domain import csv_safe
+    from governor.report.render.csv_files import csv_safe
 
     return str(csv_safe(_cell(value))) if isinstance(value, str) else _cell(value)
 
@@ -105,7 +105,8 @@ def render_text(run: Any, specs: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from governor.audit import QueryError, list_queries, run_audit
+    from governor.audit.engine import run_audit
+    from governor.audit.queries import QueryError, list_queries
     from governor_cli.main import UsageError, did_you_mean
 
     try:

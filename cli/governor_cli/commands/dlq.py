@@ -42,7 +42,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def _admin(args: argparse.Namespace) -> tuple[Any, str, str]:
     """The adapter, the Lambda function name and the queue URL; lookup failures are usage errors (exit 2)."""
-    from governor.adapters.dlq_admin import DlqAdmin, DlqLookupError
+    from governor_cli.dlq_admin import DlqAdmin, DlqLookupError
     from governor_cli.main import UsageError
 
     if args.limit is not None and args.limit < 1:

@@ -80,7 +80,7 @@ def render_text(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from governor.domain.explain import explain
+    from governor.explain import explain
     from governor_cli.main import UsageError
 
     try:

@@ -130,7 +130,7 @@ def filter_origins(
     ``decisions`` place the instance-keyed items (default: the decisions among ``items``); pass all of them when
     ``items`` is a period's slice, since a session's instance may have been decided on before the period.
     """
-    from governor.report.domain import UNKNOWN_ORIGIN, origin_of, origins
+    from governor.report.sections.accounts import UNKNOWN_ORIGIN, origin_of, origins
 
     if not accounts and not regions:
         return items, []

@@ -181,7 +181,7 @@ def period(
 
 def read_history(folder: Path) -> list[Any]:
     """Earlier runs' ``summary.json`` points; an unreadable one is skipped with a note, never fatal."""
-    from governor.report.domain import TrendPoint
+    from governor.report.model import TrendPoint
 
     points = []
     if folder.is_dir():
@@ -196,17 +196,13 @@ def read_history(folder: Path) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from governor.audit.engine import event_span, run_audit
     from governor.audit.queries import QueryError, list_queries
+    from governor.report.build import build_report, with_history
     from governor.report.chart_image import render_fleet_png
-    from governor.report.domain import (
-        build_report,
-        csv_files,
-        previous_period,
-        render_html,
-        render_text,
-        slack_messages,
-        with_history,
-        would_reclaim_text,
-    )
+    from governor.report.domain import previous_period
+    from governor.report.render.csv_files import csv_files
+    from governor.report.render.format import would_reclaim_text
+    from governor.report.render.html_page import render_html
+    from governor.report.render.slack import render_text, slack_messages
     from governor_cli.main import UsageError
 
     try:

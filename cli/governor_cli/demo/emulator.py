@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 import socket
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -113,6 +114,32 @@ def _fast_metric_queries() -> Iterator[None]:
         CloudWatchBackend.get_metric_data = original  # type: ignore[method-assign]
 
 
+def _aws_wildcard(pattern: str) -> re.Pattern[str]:
+    """A filter value as EC2 reads it: ``*`` any characters, ``?`` one character, everything else literal."""
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
+
+
+@contextmanager
+def filter_wildcards() -> Iterator[None]:
+    """DescribeInstances filter values match wildcards in AWS (``instance-type`` ``g5.*``) and literally in moto; while
+    active, the emulator matches them as AWS does, so the runtime's EC2 reads send the filters they send to AWS (the
+    adapter re-checks the family in code either way)."""
+    from moto.ec2 import utils
+
+    original = utils.instance_value_in_filter_values
+
+    def as_aws_does(instance_value: Any, filter_values: Any) -> bool:
+        if isinstance(instance_value, str) and isinstance(filter_values, list | tuple | set):
+            return any(_aws_wildcard(str(value)).fullmatch(instance_value) for value in filter_values)
+        return bool(original(instance_value, filter_values))
+
+    utils.instance_value_in_filter_values = as_aws_does
+    try:
+        yield
+    finally:
+        utils.instance_value_in_filter_values = original
+
+
 def _warm_up(endpoint: str) -> None:
     """Build moto's EC2 backend (seconds of CPU: instance types and offerings of every region) with a patient client
     before the demo's first call: on a busy machine that first call could otherwise time out and be retried, and a
@@ -148,17 +175,14 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
     os.environ.update(FAKE_ENVIRONMENT)
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     os.environ.pop("AWS_PROFILE", None)
-    from governor.adapters import ec2
     from governor.adapters.aws import client
 
     client.cache_clear()
-    ec2.WILDCARD_TYPE_FILTER = False
     try:
         _warm_up(endpoint)
-        with _fast_metric_queries():
+        with _fast_metric_queries(), filter_wildcards():
             yield Emulator(endpoint=endpoint)
     finally:
-        ec2.WILDCARD_TYPE_FILTER = True
         server.stop()
         for key, value in saved.items():
             if value is None:

@@ -1238,7 +1238,7 @@ def account_figures(result: DemoResult) -> list[dict[str, Any]]:
     """Per (account, region): decisions to act (from the ledger, as the policy table counts them), the report's spend
     and idle figures (its ``gpu_hours_by_account`` table), what the demo launched there and read back there as
     stopped; then the hub's own row when its functions decided something (the notifier's delivery decisions)."""
-    from governor.report.domain import origin_of, origins
+    from governor.report.sections.accounts import origin_of, origins
 
     table = (result.report.get("cost") or {}).get("by_account") or {}
     rows = {(str(r["account"]), str(r["region"])): r for r in table.get("rows", [])}

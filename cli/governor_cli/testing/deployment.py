@@ -268,7 +268,7 @@ class Deployment:
 
     def dlq_messages(self, function: str) -> list[dict[str, Any]]:
         """Every message in ``function``'s DLQ (peeked, left in place)."""
-        from governor.adapters.dlq_admin import DlqAdmin
+        from governor_cli.dlq_admin import DlqAdmin
 
         return [
             letter.summary() | {"event": letter.event}

@@ -19,10 +19,6 @@ from governor.policy import FleetPolicy
 
 IAM_ACTIONS = frozenset({"ec2:DescribeInstances"})
 
-#: AWS matches wildcards in ``instance-type`` filter values; moto matches none. The local emulator harness
-#: (``governor_cli.demo.emulator``) switches this off; the family is re-checked in code either way.
-WILDCARD_TYPE_FILTER = True
-
 
 def to_instance(raw: dict[str, Any]) -> Instance:
     tags = {t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])}
@@ -62,12 +58,12 @@ class Ec2Reader:
         region: str | None = None,
         ec2: Any = None,
         *,
-        wildcard_type_filter: bool | None = None,
+        wildcard_type_filter: bool = True,
         account: str | None = None,
         event_id: str | None = None,
     ) -> None:
         self._ec2 = ec2 or client("ec2", region, account=account, event_id=event_id)
-        self._wildcards = WILDCARD_TYPE_FILTER if wildcard_type_filter is None else wildcard_type_filter
+        self._wildcards = wildcard_type_filter
         self.calls = 0
 
     def _pages(self, **kwargs: Any) -> Iterator[dict[str, Any]]:

@@ -1,9 +1,9 @@
 """SSM Run Command: the checkpoint command sent to an instance before a stop or on a Spot warning.
 
 ``SendCommand`` takes no client token, so a resend signals the job twice. Its client has botocore's retries switched
-off (one attempt): an answer lost to a read timeout is never resent by the transport. ``governor.once`` records the
-intent first and, on a retry, finds the command by the intent id carried in its ``Comment`` (``ListCommands``)
-instead of sending it again.
+off (one attempt): an answer lost to a read timeout is never resent by the transport. ``governor.domain.once``
+records the intent first and, on a retry, finds the command by the intent id carried in its ``Comment``
+(``ListCommands``) instead of sending it again.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
+from governor.observability import logger, metrics
 
 # SendCommand is the Checkpoint action's permission (governor.domain.actions).
 IAM_ACTIONS = frozenset({"ssm:GetCommandInvocation", "ssm:ListCommands"})
@@ -72,6 +73,8 @@ class SsmCommands:
             page = self._ssm.list_commands(**kwargs)
             for command in page.get("Commands", []):
                 if command.get("Comment") == comment:
+                    metrics.add_metric(name="CommandsFoundNotResent", unit="Count", value=1)
+                    logger.info("command found by its intent id; not sent again", extra={"instance_id": instance_id})
                     return str(command["CommandId"])
             token = page.get("NextToken")
             if not token:

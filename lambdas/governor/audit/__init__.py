@@ -1,6 +1,6 @@
-"""The audit lake's local side: the query library and the DuckDB engine that runs it over CloudTrail files."""
+"""The audit lake's query library (``queries``, ``schema``), shared by Athena in the cloud (``governor.report.athena``)
+and the local DuckDB engine (``engine``, for ``governor audit`` and ``governor report``).
 
-from governor.audit.engine import AuditRun, run_audit
-from governor.audit.queries import QueryError, QuerySpec, list_queries
-
-__all__ = ["AuditRun", "QueryError", "QuerySpec", "list_queries", "run_audit"]
+Imports nothing, so the report function loads the query library without the local engine (DuckDB is not in the
+Lambda layer, and the code asset leaves ``engine`` out: ``infra/asset.py``).
+"""

@@ -10,18 +10,21 @@ carries out (a ledger record, a finding on the bus). Adding a permission is one 
 ``execute(aws, at)`` carries one enforced action out through the adapters it is given (``aws``: the capability's
 adapter bundle, which each class states as a small ``Protocol``) and returns one :class:`Outcome`; the generic runner
 (:mod:`governor.runner`) calls it after re-reading the resource. Nothing here imports boto3: the adapters are passed
-in, and the at-most-once helper for ``SendCommand`` is imported when a checkpoint is executed.
+in, and the at-most-once protocol for ``SendCommand`` (``governor.domain.once``) works on the ledger and commands
+ports it is handed. Nothing here imports a capability, an adapter or the runtime (``tests/unit/test_layers.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NamedTuple, Protocol
 
 from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
+from governor.domain.once import send_command_once
 from governor.policy import Policy
 
 if TYPE_CHECKING:
@@ -110,6 +113,10 @@ class _AddressWrites(Protocol):
     def disassociate(self, association_id: str) -> None: ...
 
     def drop_auto_assigned(self, network_interface_id: str) -> None: ...
+
+    def auto_assigned(self, instance: Instance) -> Any:
+        """The public address the instance holds now, as auto-assigned (``public_ip``, ``network_interface_id``)."""
+        ...
 
 
 class _InstanceReads(Protocol):
@@ -278,9 +285,7 @@ class Checkpoint(Action):
 
     def execute(self, aws: Commands, at: Acting) -> Outcome:
         """At most once per event: the intent is claimed before sending, and a retry looks the command up instead of
-        resending it (``governor.once``). ``timeout`` (idle) or ``timeout_seconds`` (Spot) bounds the command."""
-        from governor.once import send_command_once
-
+        resending it (``governor.domain.once``). ``timeout`` (idle) or ``timeout_seconds`` (Spot) bounds the command."""
         sent = send_command_once(
             at.ledger,
             aws.commands,
@@ -346,6 +351,17 @@ class CompleteLifecycleAction(Action):
         return Outcome(ok=True, done=f"lifecycle action: {note}", data={"note": note})
 
 
+#: How ``Replace.candidates`` writes "wherever the launch template puts it".
+ANY_ZONE = "any"
+
+
+class Place(NamedTuple):
+    """One place ``Replace`` tries, in the shape the recovery adapter reads: a type and a zone (None: any)."""
+
+    instance_type: str
+    zone: str | None
+
+
 class Replace(Action):
     """Relaunch capacity from the interrupted instance's launch template (``spot.replacement``)."""
 
@@ -361,13 +377,14 @@ class Replace(Action):
         return cls.IAM if policy.spot.replacement != "none" else frozenset()
 
     def execute(self, aws: SpotChanges, at: Acting) -> Outcome:
-        """Relaunch from the policy's candidate types, in the policy's market; the launch's client token is derived
-        from the interrupted instance inside the adapter, so a retry finds the same launch."""
-        from governor.spot.domain import candidates
-
+        """Relaunch from the candidates the decision listed (the policy's fallback types and zones), in the policy's
+        market; the launch's client token is derived from the interrupted instance inside the adapter, so a retry finds
+        the same launch. Without a list, the instance's own type, in any zone."""
         instance = at.live
         market: Literal["spot", "on-demand"] = "spot" if at.policy.spot.replacement == "spot" else "on-demand"
-        replacement = aws.recovery.replace(instance, candidates(instance.type, at.policy), market)
+        listed = self.candidates or [{"instance_type": instance.type, "zone": ANY_ZONE}]
+        places = [Place(c["instance_type"], None if c.get("zone", ANY_ZONE) == ANY_ZONE else c["zone"]) for c in listed]
+        replacement = aws.recovery.replace(instance, places, market)
         done = f"replacement {replacement.instance_id} launched" if replacement.instance_id else ""
         return Outcome(
             ok=bool(replacement.instance_id),
@@ -434,8 +451,6 @@ class RemovePublicIp(Action):
         )
 
     def _disassociate(self, aws: AddressChanges, instance_id: str) -> str:
-        from governor.network.events import public_address
-
         aws.addresses.disassociate(str(self.association_id))
         done = (
             f"disassociated Elastic IP {self.public_ip} ({self.association_id}) from {instance_id}; "
@@ -443,7 +458,7 @@ class RemovePublicIp(Action):
         )
         # AWS gives an instance whose interface auto-assigns a fresh public address when its Elastic IP leaves.
         after = aws.instances.instance(instance_id)
-        replacement = public_address(after, {}) if after is not None else None
+        replacement = aws.addresses.auto_assigned(after) if after is not None else None
         if replacement is None or replacement.public_ip == self.public_ip:
             return done
         if replacement.network_interface_id:
@@ -503,8 +518,6 @@ class SetSecretRotation(Action):
     def execute(self, aws: KeyChanges, at: Acting) -> Outcome:
         """The secret as re-read (its own rotation function is kept); RotateSecret's ClientRequestToken comes from
         the event id, so a resent call is the same request."""
-        from governor.outbox import deterministic_id
-
         secret = at.live
         token = deterministic_id(at.event_id, secret.arn, self.type)
         outcome = aws.secrets.set_rotation(secret, dict(self.rotation_rules), token=token)

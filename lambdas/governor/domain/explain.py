@@ -1,21 +1,21 @@
-"""``governor explain``: every policy that handles an event decides on it, from the event and the policy alone.
+"""``governor explain``'s registrations: every policy that handles an event decides on it, from the event and the
+policy alone.
 
-Policies register an explainer with :func:`explainer`; each registered capability's explaining module (``explain``,
-or ``domain`` where the explainer sits with the decisions) is imported on first use, so a new capability needs no
-edit here. An explainer states no rule of its own: it builds the live state the handler would read from AWS as the
-event implies it (:class:`Assumed`, each assumption printed), and calls the very decision functions the handler
-calls, which it names in ``decides`` (a test holds both sides to it).
+Policies register an explainer with :func:`explainer` in their capability's ``explain`` module. An explainer states
+no rule of its own: it builds the live state the handler would read from AWS as the event implies it
+(:class:`Assumed`, each assumption printed), and calls the very decision functions the handler calls, which it names
+in ``decides`` (a test holds both sides to it). :mod:`governor.explain` loads every registered capability's
+explainers and runs them; this module imports no capability and not the registry.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from governor.domain.decision import Decision, strongest
-from governor.events.envelopes import InboundEvent, normalise
+from governor.domain.decision import Decision
+from governor.events.envelopes import InboundEvent
 from governor.policy import Policy
 
 Matcher = Callable[[InboundEvent], bool]
@@ -34,7 +34,6 @@ class Registration:
 
 
 _REGISTRY: list[Registration] = []
-_LOADED = False
 
 
 def explainer(
@@ -50,9 +49,8 @@ def explainer(
     return register
 
 
-def registrations() -> list[Registration]:
-    """Every registered explainer, every capability's module loaded first."""
-    _load_policies()
+def registered() -> list[Registration]:
+    """The explainers registered so far, in registration order (``governor.explain`` loads them all first)."""
     return list(_REGISTRY)
 
 
@@ -86,33 +84,3 @@ def cloudtrail_call(source: str, *names: str) -> Matcher:
 def detail_type(source: str, *types: str) -> Matcher:
     wanted = set(types)
     return lambda event: event.source == source and event.detail_type in wanted
-
-
-def _load_policies() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    from governor.registry import REGISTRY
-
-    for capability in REGISTRY.values():
-        importlib.import_module(capability.explains)
-    _LOADED = True
-
-
-def explain_event(event: InboundEvent, policy: Policy) -> dict[str, Any]:
-    """One decision per policy that handles the event; the top verdict is the strongest of them."""
-    _load_policies()
-    decisions: list[Decision] = []
-    for registration in _REGISTRY:
-        if registration.matches(event):
-            decisions.extend(registration.func(event, policy))
-    return {
-        "verdict": strongest(d.verdict for d in decisions),
-        "event": {"id": event.id, "kind": event.kind},
-        "decisions": [d.public() for d in decisions],
-    }
-
-
-def explain(raw: Any, policy: Policy) -> dict[str, Any]:
-    """Raises ``InvalidEventError`` for input that is neither an EventBridge event nor a CloudTrail record."""
-    return explain_event(normalise(raw), policy)

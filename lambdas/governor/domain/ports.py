@@ -1,6 +1,6 @@
 """The small interfaces the domain and handlers need from the outside world.
 
-Adapters implement them against AWS; ``memory`` implements them in memory for tests, ``backtest`` and ``explain``.
+Adapters implement them against AWS; ``governor_cli.testing.memory`` implements them in memory for tests and benchmarks.
 """
 
 from __future__ import annotations

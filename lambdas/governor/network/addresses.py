@@ -11,7 +11,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
-from governor.network.events import PublicAddress
+from governor.domain.fleet import Instance
+from governor.network.events import PublicAddress, public_address
 
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
 IAM_ACTIONS = frozenset({"ec2:DescribeAddresses", "ec2:DescribeNetworkInterfaces"})
@@ -70,3 +71,8 @@ class PublicAddresses:
         self._ec2.modify_network_interface_attribute(
             NetworkInterfaceId=network_interface_id, AssociatePublicIpAddress=False
         )
+
+    def auto_assigned(self, instance: Instance) -> PublicAddress | None:
+        """The instance's public IPv4 address as auto-assigned: what AWS gives an interface whose Elastic IP left
+        (its primary network interface holds it). No call: the instance was just re-read."""
+        return public_address(instance, {})

@@ -14,13 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 from governor.domain.actions import AnyAction, Notify
 from governor.domain.decision import Decision, Finding, Severity, Verdict
-from governor.domain.explain import Assumed, detail_type, explainer
 from governor.domain.times import parse_time
-from governor.events.envelopes import InboundEvent, InvalidEventError
 from governor.notifier.messages import (
     Block,
     Email,
@@ -31,7 +27,7 @@ from governor.notifier.messages import (
     pack_messages,
     section,
 )
-from governor.policy import NotificationsPolicy, Policy
+from governor.policy import NotificationsPolicy
 
 MERGE_KIND = "notify-merge"
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
@@ -440,26 +436,3 @@ def decide_notification(
     ]
     reasons = [f"routed by {where.reason}", step.reason]
     return NotificationPlan(notification_decision(finding, "act", reasons, actions, "notifications.deliver"), step)
-
-
-# --- governor explain ----------------------------------------------------------------------------------------------
-
-
-@explainer("notifications", detail_type("gpu-fleet-governor", "Governor Finding"), decides=(decide_notification,))
-def explain_finding(event: InboundEvent, policy: Policy) -> list[Decision]:
-    """Where a finding would go, by the notifier's ``decide_notification``; the merge state is assumed empty."""
-    try:
-        finding = Finding.model_validate(event.detail)
-    except ValidationError as error:
-        raise InvalidEventError(f"invalid Governor Finding: {error.errors()[0]['msg']}", event.id) from None
-    window = policy.notifications.merge_window_minutes
-    assumed: Assumed[Mapping[str, Any] | None] = Assumed(
-        None,
-        (
-            f"merge state not read: no finding about {finding.resource} / {finding.rule} was sent in the last "
-            f"{window} min (else this one would be merged instead of sent)",
-        ),
-    )
-    at = event.time or finding.at
-    plan = decide_notification(finding, policy.notifications, lambda: assumed.state, at)
-    return [assumed.on(plan.decision) if plan.step is not None else plan.decision]

@@ -21,7 +21,7 @@ IAM_ACTIONS = frozenset({"cloudwatch:GetMetricWidgetImage"})
 
 
 class CloudWatchChart:
-    """Renders a metric widget definition (see ``governor.report.domain.utilisation_widget``) to PNG bytes."""
+    """Renders a metric widget definition (see ``governor.report.charts.utilisation_widget``) to PNG bytes."""
 
     def __init__(self, region: str | None = None) -> None:
         self._cloudwatch = client("cloudwatch", region)

@@ -310,3 +310,33 @@ def heatmap_html(charts: FleetCharts) -> str:
         + "".join(rows)
         + f"</tbody></table></div><p class='legend'>{scale}</p>"
     )
+
+
+def utilisation_widget(region: str, start: dt.datetime, end: dt.datetime, threshold: float) -> dict[str, Any]:
+    """A CloudWatch metric widget for ``GetMetricWidgetImage``: every instance's busiest GPU, hourly maximum."""
+    period = 3600 if (end - start) > dt.timedelta(days=1) else 300
+    return {
+        "title": "Fleet GPU utilisation (busiest GPU per instance)",
+        "view": "timeSeries",
+        "region": region,
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+        "width": 900,
+        "height": 360,
+        "stat": "Maximum",
+        "period": period,
+        "yAxis": {"left": {"min": 0, "max": 100, "label": "%", "showUnits": False}},
+        "metrics": [
+            [
+                {
+                    "expression": (
+                        "SEARCH('{CWAgent,InstanceId} MetricName=\"nvidia_smi_utilization_gpu\"', "
+                        f"'Maximum', {period})"
+                    ),
+                    "id": "e1",
+                    "label": "",
+                }
+            ]
+        ],
+        "annotations": {"horizontal": [{"label": "rightsizing threshold", "value": threshold}]},
+    }

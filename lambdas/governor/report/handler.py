@@ -27,23 +27,15 @@ from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, pa
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.messages import Email
 from governor.observability import logger, metrics, tracer
-from governor.report.domain import (
-    TREND_PERIODS,
-    Report,
-    TrendPoint,
-    budget_alerts,
-    build_report,
-    csv_files,
-    period_for,
-    previous_period,
-    render_html,
-    render_text,
-    slack_messages,
-    team_view,
-    title,
-    utilisation_widget,
-    with_history,
-)
+from governor.report.build import TREND_PERIODS, build_report, team_view, with_history
+from governor.report.charts import utilisation_widget
+from governor.report.domain import period_for, previous_period
+from governor.report.model import Report, TrendPoint
+from governor.report.render.csv_files import csv_files
+from governor.report.render.format import title
+from governor.report.render.html_page import render_html
+from governor.report.render.slack import render_text, slack_messages
+from governor.report.sections.budgets import budget_alerts
 from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
 
 SCHEDULE_SOURCE = "aws.scheduler"

@@ -17,10 +17,10 @@ from typing import Any
 from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
+from governor.domain.once import IN_DOUBT
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import logger, metrics, tracer
-from governor.once import IN_DOUBT
 from governor.outbox import Outbox
 from governor.runtime import Runtime, default_runtime, run_edge
 from governor.spot.domain import (

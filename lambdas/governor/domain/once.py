@@ -5,17 +5,21 @@ Before sending, the intent is claimed with a conditional write (``attribute_not_
 A retry that finds the intent with a CommandId reuses it; one that finds the intent without a CommandId (the earlier
 attempt died between sending and recording, or its answer was lost) looks the command up by its Comment and sends
 only when SSM has no such command, i.e. the earlier send was never accepted.
+
+A protocol over two ports (the ledger and the commands adapter, both passed in), so the typed ``Checkpoint`` action
+runs it without importing the runtime; the commands adapter logs and counts a command it finds instead of resending.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from governor.domain.ports import Ledger
-from governor.observability import logger, metrics
-from governor.outbox import deterministic_id
+from governor.domain.ids import deterministic_id
+
+if TYPE_CHECKING:  # the port is a type here; the typed actions, which ports' signatures name, import this module
+    from governor.domain.ports import Ledger
 
 INTENT_KIND = "intent"
 IN_DOUBT = (
@@ -82,11 +86,8 @@ def send_command_once(
         earlier = finder(instance_id, comment) if callable(finder) else None
         if earlier:
             ledger.put_item(INTENT_KIND, key, {**base, "command_id": earlier, "delivered": True})
-            metrics.add_metric(name="CommandsFoundNotResent", unit="Count", value=1)
-            logger.info("command found by its intent id; not sent again", extra={"instance_id": instance_id})
             return OnceResult(True, earlier, reused=True)
         if not callable(finder):  # nothing can prove the earlier send never arrived: do not risk a second one
-            logger.warning("intent without command id and no lookup: not resent", extra={"instance_id": instance_id})
             return OnceResult(False, error=IN_DOUBT, reused=True)
     sent: Sent = commands.send(instance_id, command, timeout_seconds, comment=comment)
     ledger.put_item(

@@ -1,4 +1,5 @@
-"""In-memory implementations of the ports: used by unit tests, ``explain``, ``backtest`` and the demo."""
+"""In-memory implementations of the runtime's ports (ledger, findings sink, dead letters, clock) for the tests and the
+benchmarks; not in the Lambda code asset."""
 
 from __future__ import annotations
 

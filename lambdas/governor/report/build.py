@@ -1,0 +1,143 @@
+"""Assembly: the report from its sections, its trend history, and one team's digest of it.
+
+Inputs are plain data so the same code serves the Lambda (Athena results, DynamoDB ledger) and ``governor report``
+(DuckDB results, an exported ledger file): audit results ``{query: {"count", "rows"}}`` for this period and the
+previous one, and ledger items (decisions and keyed items) as dictionaries.
+
+The order is the one a reader acts in: what needs attention now (the governor's open findings), then money (spend,
+idle spend, reclaimed or would-reclaim, budgets, by team), then trends, then the audit activity (CIS monitoring
+queries), which counts API calls worth a look and is kept apart from findings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from governor.domain import costs
+from governor.policy import Policy
+from governor.report import charts as charting
+from governor.report.model import CostSection, Report, ReportKind, TrendPoint
+from governor.report.sections.budgets import budget_section
+from governor.report.sections.cost import cost_section, utilisation_series
+from governor.report.sections.findings import findings_section
+from governor.report.sections.security import governor_tags_table, security_section
+
+TREND_PERIODS = 8
+
+
+def with_history(report: Report, history: Iterable[TrendPoint], periods: int = TREND_PERIODS) -> Report:
+    """Attach the last ``periods`` earlier reports of the same kind (oldest first); duplicates keep the newest."""
+    earlier = {(p.start, p.end): p for p in history if p.kind == report.kind and p.end <= report.start}
+    report.trends = sorted(earlier.values(), key=lambda p: p.start)[-periods:]
+    return report
+
+
+def build_report(
+    *,
+    kind: ReportKind,
+    start: dt.datetime,
+    end: dt.datetime,
+    policy: Policy,
+    audit: Mapping[str, Mapping[str, Any]],
+    previous_audit: Mapping[str, Mapping[str, Any]] | None = None,
+    ledger_items: Sequence[Mapping[str, Any]] = (),
+    descriptions: Mapping[str, str] | None = None,
+    errors: Mapping[str, str] | None = None,
+    notes: Sequence[str] = (),
+    now: dt.datetime | None = None,
+    prices: costs.PriceBook | None = None,
+) -> Report:
+    """Assemble the report; an empty period gives a report that says so, never an error."""
+    generated = now or dt.datetime.now(dt.UTC)
+    security = security_section(audit, previous_audit, policy.reports.top_rows, descriptions, errors)
+    hours_rows = audit.get("gpu_instance_hours", {}).get("rows", [])
+    book = prices or costs.PriceBook(policy.lifecycle)
+    cost = cost_section(ledger_items, policy, start, end, hours_rows, book)
+    report = Report(
+        kind=kind,
+        start=start,
+        end=end,
+        generated_at=generated,
+        security=security,
+        cost=cost,
+        findings=findings_section(ledger_items, policy, start, end),
+        budgets=budget_section(ledger_items, policy, end, book),
+        charts=fleet_charts(ledger_items, cost, start, end),
+        utilisation=utilisation_series(ledger_items, start, end),
+        notes=list(notes),
+        dashboard_url=policy.notifications.dashboard_url,
+        governor_tags=governor_tags_table(ledger_items, start, end),
+    )
+    if report.empty:
+        report.notes.append("nothing happened in this period: no audit rows, no GPU usage, no utilisation samples")
+    return report
+
+
+def fleet_charts(
+    items: Sequence[Mapping[str, Any]], cost: CostSection, start: dt.datetime, end: dt.datetime
+) -> charting.FleetCharts:
+    """The fleet views: stacked GPU-hours, idle dollars by team, and a heat map of the top idle offenders."""
+    idle_by_team: dict[str, float] = defaultdict(float)
+    for row in cost.offenders.rows:
+        idle_by_team[str(row["team"])] += float(row["idle_usd"])
+    top = [
+        (str(r["instance_id"]), f"{r['instance_id']} ({r['owner']}, {r['instance_type']})")
+        for r in cost.offenders.rows[: charting.HEATMAP_ROWS]
+    ]
+    starts, rows = charting.heatmap(items, start, end, top)
+    return charting.FleetCharts(
+        bucket_minutes=int(charting.bucket_size(start, end).total_seconds() // 60),
+        usage=charting.fleet_usage(items, start, end),
+        idle_cost_by_team=sorted(
+            ((team, round(usd, 2)) for team, usd in idle_by_team.items() if usd > 0), key=lambda p: (-p[1], p[0])
+        )[:12],
+        heatmap=rows,
+        heatmap_starts=starts,
+    )
+
+
+def team_view(report: Report, team: str) -> Report:
+    """The report narrowed to one team, for its own digest: its open findings, its spend, idle and budget.
+
+    Audit activity and the fleet trend stay in the fleet report (the security channel's); the money figures are the
+    team's row of "spend by team" and its idle offenders, so a team sees exactly its share of the fleet report.
+    """
+    narrowed = _team_cost(report.cost, team)
+    return report.model_copy(
+        update={
+            "audience": team,
+            "cost": narrowed,
+            "findings": [f for f in report.findings if f.team == team],
+            "budgets": [b for b in report.budgets if b.scope == "team" and b.team == team],
+            "security": [],
+            "trends": [],
+        }
+    )
+
+
+def _team_cost(cost: CostSection, team: str) -> CostSection:
+    """The cost section of one team: its row of "spend by team", its idle offenders and what they add up to."""
+    row = next((r for r in cost.by_team.rows if str(r.get("team")) == team), None)
+    offenders = [r for r in cost.offenders.rows if str(r.get("team")) == team]
+    return cost.model_copy(
+        update={
+            "by_team": cost.by_team.model_copy(update={"rows": [row] if row else []}),
+            "offenders": cost.offenders.model_copy(update={"rows": offenders}),
+            "gpu_hours_total": float(row["gpu_hours"]) if row else 0.0,
+            "cost_total_usd": float(row["cost_usd"]) if row else 0.0,
+            "idle_cost_usd": _total(offenders, "idle_usd"),
+            "savings_usd": _total(offenders, "reclaimed_usd"),
+            "would_save_usd": _total(offenders, "would_reclaim_usd"),
+            "would_reclaim_gpu_hours": cost.would_reclaim_gpu_hours_by_team.get(team, 0.0),
+            "would_reclaim_gpu_hours_by_team": {},
+            "by_account": None,  # a team digest shows its own spend, not the organisation's
+            "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
+        }
+    )
+
+
+def _total(rows: Iterable[Mapping[str, Any]], column: str) -> float:
+    return round(sum(float(r.get(column) or 0.0) for r in rows), 2)

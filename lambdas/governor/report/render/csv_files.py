@@ -1,0 +1,50 @@
+"""Every table of the report as CSV with a header row, made safe to open in a spreadsheet."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from governor.report.model import FINDING_COLUMNS, Report, columns_of
+from governor.report.render.format import plain_value
+
+
+def csv_files(report: Report, audit: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, str]:
+    """Every table as CSV with a header row, even when empty: findings, budgets, cost tables, each audit query."""
+    files: dict[str, str] = {"findings.csv": _csv(FINDING_COLUMNS, report.findings_table().rows)}
+    if report.budgets:
+        table = report.budgets_table()
+        files["budgets.csv"] = _csv(table.columns, table.rows)
+    for table in report.tables():
+        files[f"{table.name}.csv"] = _csv(table.columns, table.rows)
+    for summary in report.security:
+        result = (audit or {}).get(summary.name, {})
+        rows = list(result.get("rows", summary.top_rows))
+        columns = list(result.get("columns") or []) or columns_of(rows) or summary.columns or ["no_rows_in_period"]
+        files[f"security_{summary.name}.csv"] = _csv(columns, rows)
+    return files
+
+
+def _csv(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: csv_safe(plain_value(v)) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: Any) -> Any:
+    """OWASP's CSV-injection rule: a text cell starting with = + - @ tab or CR gets a leading ``'``.
+
+    CloudTrail values (``userAgent``, ``errorMessage``, user names) are chosen by whoever made the call, and a failed
+    console login is enough to plant ``=HYPERLINK(...)`` in a spreadsheet the security team opens. Numbers stay numbers.
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value

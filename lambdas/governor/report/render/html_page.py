@@ -1,0 +1,383 @@
+"""The report as one self-contained HTML page (inline CSS and SVG), in the order a reader acts."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from governor.report import charts as charting
+from governor.report.model import CostSection, FindingRow, Report, SpotStats
+from governor.report.render.format import (
+    ID_CHARS,
+    ID_COLUMNS,
+    TEXT_CHARS,
+    age_text,
+    delta,
+    format_value,
+    human_header,
+    money,
+    numeric_column,
+    title,
+    todo_items,
+)
+from governor.report.words import plural
+
+# Rows of open (and of resolved) findings shown in the HTML; findings.csv has them all.
+FINDING_ROWS = 25
+
+_CSS = """
+*{box-sizing:border-box}
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;padding:20px;max-width:1200px;
+color:#111827;background:#fff;font-size:14px;line-height:1.45;overflow-wrap:anywhere}
+h1{font-size:21px;margin:0}h2{font-size:17px;margin:26px 0 8px;padding-bottom:3px;border-bottom:2px solid #e5e7eb}
+h3{font-size:14px;margin:16px 0 6px}.muted{color:#6b7280}p{margin:6px 0}
+.tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:10px;margin:12px 0}
+.tile{border:1px solid #e5e7eb;border-radius:8px;padding:8px 12px;background:#f9fafb}
+.tile b{display:block;font-size:20px;font-variant-numeric:tabular-nums}.tile small{display:block;color:#6b7280}
+.tile.bad{border-color:#fca5a5;background:#fef2f2}.tile.warn{border-color:#fcd34d;background:#fffbeb}
+.todo{margin:8px 0;padding:10px 14px 10px 30px;border-left:4px solid #d55e00;background:#fff7ed;border-radius:4px}
+.todo li{margin:3px 0}.ok{border-left-color:#059669;background:#ecfdf5}
+.wide{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:4px 0 10px;font-size:13px;max-width:100%}
+th,td{border-bottom:1px solid #e5e7eb;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f3f4f6;font-weight:600;white-space:nowrap}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.id{display:inline-block;max-width:14em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom;
+font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+.sev{display:inline-block;white-space:nowrap;padding:0 6px;border-radius:9px;font-size:12px;font-weight:600;color:#fff}
+.sev.critical{background:#dc2626}.sev.warning{background:#d97706}.st-resolved{color:#059669}.st-open{color:#b91c1c}
+.note{background:#fef3c7;padding:6px 10px;border-radius:6px}
+.legend span{display:inline-block;margin-right:14px;font-size:12px;white-space:nowrap}
+.legend i{display:inline-block;width:11px;height:11px;margin-right:5px;border-radius:2px;vertical-align:middle}
+.bars{width:100%}.bars td{border:0;padding:2px 6px}.bar-cell{width:60%}.bar{height:14px;border-radius:2px}
+.bar-label{max-width:18em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.heatmap td.heat{width:14px;min-width:6px;height:16px;padding:0;border:1px solid #fff}
+.heatmap .heat-tick{font-weight:400;font-size:11px;color:#6b7280;background:none;padding:0 2px}
+.cols{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:20px}
+@media (max-width:900px){.cols{grid-template-columns:minmax(0,1fr)}}
+details{margin:6px 0}summary{cursor:pointer;color:#1d4ed8}svg.chart{display:block;max-width:100%;height:auto}
+img{max-width:100%;border:1px solid #e5e7eb;border-radius:8px}
+"""
+
+
+def _cell_html(column: str, value: Any) -> str:
+    """A table cell: numbers right-aligned; long ids shortened with the full value in a tooltip."""
+    text = format_value(column, value)
+    if numeric_column(column) and isinstance(value, int | float):
+        return f"<td class='num'>{html.escape(text)}</td>"
+    limit = ID_CHARS if column in ID_COLUMNS else TEXT_CHARS
+    if column in ID_COLUMNS or len(text) > limit:
+        shown = text if len(text) <= limit else text[: limit - 1] + "…"
+        css = "id" if column in ID_COLUMNS else ""
+        return f"<td><span class='{css}' title='{html.escape(text)}'>{html.escape(shown)}</span></td>"
+    return f"<td>{html.escape(text)}</td>"
+
+
+def _html_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]], empty: str = "None.") -> str:
+    if not rows:
+        return f"<p class='muted'>{html.escape(empty)}</p>"
+    head = "".join(
+        f"<th class='{'num' if numeric_column(c) else ''}'>{html.escape(human_header(c))}</th>" for c in columns
+    )
+    body = "".join("<tr>" + "".join(_cell_html(c, row.get(c)) for c in columns) + "</tr>" for row in rows)
+    return f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def _tile(value: str, label: str, sub: str = "", css: str = "") -> str:
+    small = f"<small>{html.escape(sub)}</small>" if sub else ""
+    return f"<div class='tile {css}'><b>{html.escape(value)}</b>{html.escape(label)}{small}</div>"
+
+
+def _tiles(report: Report) -> str:
+    cost = report.cost
+    before = report.previous
+    critical = sum(1 for f in report.open_findings if f.severity == "critical")
+    warning = sum(1 for f in report.open_findings if f.severity == "warning")
+    share = f"{100 * cost.idle_cost_usd / cost.cost_total_usd:.0f}% of spend" if cost.cost_total_usd else ""
+    tiles = [
+        _tile(
+            f"{critical + warning:,} open",
+            "findings",
+            f"{critical:,} critical · {warning:,} warning · "
+            f"{len(report.findings) - len(report.open_findings):,} resolved",
+            "bad" if critical else ("warn" if warning else ""),
+        ),
+        _tile(
+            money(cost.cost_total_usd), "GPU spend", delta(cost.cost_total_usd, before.spend_usd if before else None)
+        ),
+        _tile(money(cost.idle_cost_usd), "idle spend", share, "warn" if cost.idle_cost_usd else ""),
+    ]
+    if cost.idle_enforced or cost.savings_usd:
+        tiles.append(
+            _tile(money(cost.savings_usd), "reclaimed", f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-hours given back")
+        )
+    if not cost.idle_enforced:
+        tiles.append(
+            _tile(
+                money(cost.would_save_usd),
+                "would reclaim",
+                f"{cost.would_reclaim_gpu_hours:,.1f} GPU-hours if idle.enforce were on",
+            )
+        )
+    tiles.append(
+        _tile(
+            f"{cost.gpu_hours_total:,.1f}",
+            "GPU-hours",
+            delta(cost.gpu_hours_total, before.gpu_hours if before else None, False),
+        )
+    )
+    if report.budgets:
+        worst = max(report.budgets, key=lambda b: b.forecast_percent)
+        tiles.append(
+            _tile(
+                f"{worst.forecast_percent:.0f}%",
+                f"forecast of budget ({worst.team})",
+                f"{money(worst.spent_usd)} of {money(worst.budget_usd)} spent",
+                "bad" if worst.forecast_percent >= 100 else ("warn" if worst.forecast_percent >= 80 else ""),
+            )
+        )
+    return "<div class='tiles'>" + "".join(tiles) + "</div>"
+
+
+def _findings_html(report: Report) -> str:
+    def rows(findings: Sequence[FindingRow]) -> str:
+        out = []
+        for f in findings:
+            resolution = f" <span class='muted'>({html.escape(f.resolution)})</span>" if f.resolution else ""
+            out.append(
+                "<tr>"
+                f"<td><span class='sev {f.severity}'>{f.severity}</span></td>"
+                f"<td>{html.escape(f.summary)}<br><span class='muted'>{html.escape(f.remediation)}</span></td>"
+                f"<td><span class='id' title='{html.escape(f.resource)}'>{html.escape(f.resource)}</span></td>"
+                f"<td>{html.escape(f.owner)}<br><span class='muted'>{html.escape(f.team)}</span></td>"
+                f"<td class='num' title='first seen {f.first_seen:%Y-%m-%d %H:%M} UTC'>"
+                f"{html.escape(age_text(f.first_seen, report.end))}</td>"
+                f"<td class='st-{f.status}'>{f.status}{resolution}</td>"
+                "</tr>"
+            )
+        head = (
+            "<tr><th>Severity</th><th>Finding and what to do</th><th>Resource</th><th>Owner</th>"
+            "<th class='num'>Age</th><th>Status</th></tr>"
+        )
+        return f"<div class='wide'><table><thead>{head}</thead><tbody>{''.join(out)}</tbody></table></div>"
+
+    def more(shown: int, total: int) -> str:
+        return f"<p class='muted'>…and {total - shown:,} more in findings.csv.</p>" if total > shown else ""
+
+    open_ = report.open_findings
+    resolved = [f for f in report.findings if f.status == "resolved"]
+    parts = [rows(open_[:FINDING_ROWS]) if open_ else "<p>No open warning or critical findings.</p>"]
+    parts.append(more(min(len(open_), FINDING_ROWS), len(open_)))
+    if resolved:
+        parts.append(
+            f"<details><summary>{plural(len(resolved), 'finding')} resolved in the period</summary>"
+            f"{rows(resolved[:FINDING_ROWS])}{more(min(len(resolved), FINDING_ROWS), len(resolved))}</details>"
+        )
+    return "".join(parts)
+
+
+def _trends_html(report: Report) -> str:
+    points = [*report.trends, report.trend_point()]
+    labels = [f"{p.start:%d %b %H:%M}" if p.kind == "custom" else f"{p.start:%a %d %b}" for p in points]
+    rows: list[dict[str, Any]] = [
+        {
+            "period": label,
+            "spend_usd": p.spend_usd,
+            "idle_usd": p.idle_usd,
+            "gpu_hours": p.gpu_hours,
+            "open_critical": p.open_critical,
+            "open_warning": p.open_warning,
+            "audit_events": p.audit_events,
+        }
+        for label, p in zip(labels, points, strict=True)
+    ]
+    columns = ["period", "spend_usd", "idle_usd", "gpu_hours", "open_critical", "open_warning", "audit_events"]
+    top = max((p.spend_usd for p in points), default=0) or 1.0
+    spark = "".join(
+        f"<span title='{html.escape(label)}: {money(p.spend_usd)}' style='display:inline-block;width:14px;"
+        f"margin-right:3px;vertical-align:bottom;background:{charting.PALETTE['busy']};"
+        f"height:{max(2, round(40 * p.spend_usd / top))}px'></span>"
+        for label, p in zip(labels, points, strict=True)
+    )
+    return f"<p aria-label='spend per period'>{spark}</p>" + _html_table(columns, rows)
+
+
+def _audit_html(report: Report) -> str:
+    compare = any(q.previous_count is not None for q in report.security)
+    overview = []
+    for q in report.security:
+        row: dict[str, Any] = {"query": q.name.replace("_", " "), "count": q.count}
+        if compare:
+            row["change"] = q.change_text() if q.change is not None else ""
+        row["watches"] = q.error or q.description
+        overview.append(row)
+    columns = ["query", "count", *(["change"] if compare else []), "watches"]
+    parts = [
+        "<p class='muted'>API calls the CIS monitoring queries match in CloudTrail. These are activity worth a look, "
+        "not findings: most are routine.</p>",
+        _html_table(columns, overview, "No audit queries ran."),
+    ]
+    for query in report.security:
+        if not query.count:
+            continue
+        shown = len(query.top_rows)
+        parts.append(
+            f"<details><summary>{html.escape(query.name.replace('_', ' '))}: "
+            f"{plural(query.count, 'event')}"
+            + (f", first {shown} shown" if shown < query.count else "")
+            + f" (all in security_{html.escape(query.name)}.csv)</summary>"
+            + _html_table(query.columns, query.top_rows)
+            + "</details>"
+        )
+    return "".join(parts)
+
+
+def render_html(report: Report, chart_src: str | None = None, *, inline_svg: bool = True) -> str:
+    """A self-contained page (inline CSS), ordered as a reader acts: today's to-do, money, trends, audit activity.
+
+    The fleet chart is inline SVG for browsers; ``chart_src`` (a file name, ``cid:...`` or a data URI) adds the same
+    chart as a PNG, which is what email clients that drop SVG show (``inline_svg=False`` for email).
+    """
+    parts = [*_head(report), _todo_html(report), *_overview(report)]
+    parts.append(
+        f"<h2>Needs attention <span class='muted'>({plural(len(report.open_findings), 'open finding')})</span></h2>"
+    )
+    parts.append(_findings_html(report))
+    parts += _money(report, chart_src, inline_svg)
+    if report.trends:
+        parts.append(f"<h2>Trend over the last {plural(len(report.trends) + 1, report.kind + ' report')}</h2>")
+        parts.append(_trends_html(report))
+    parts.append("<h2>Audit activity (CIS monitoring queries)</h2>")
+    parts.append(_audit_html(report))
+    if report.dashboard_url:
+        url = html.escape(report.dashboard_url)
+        parts.append(f"<p><a href='{url}'>CloudWatch dashboard</a></p>")
+    parts.append("<p class='muted'>Every table is attached in full as CSV.</p></body></html>")
+    return "\n".join(parts)
+
+
+def _head(report: Report) -> list[str]:
+    """The document head, the title and when the report was made, with the link to the archived copy."""
+    link = ""
+    if report.report_url:
+        expires = report.report_url_expires
+        link = f" · <a href='{html.escape(report.report_url)}'>full report</a>" + (
+            f" (link expires {expires:%d %b %H:%M} UTC)" if expires else ""
+        )
+    return [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+        f"<title>{html.escape(title(report))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title(report))}</h1>",
+        f"<p class='muted'>Generated {report.generated_at:%d %b %Y %H:%M} UTC" + link + "</p>",
+    ]
+
+
+def _todo_html(report: Report) -> str:
+    todo = todo_items(report)
+    if todo:
+        return "<ol class='todo'>" + "".join(f"<li>{html.escape(t)}</li>" for t in todo) + "</ol>"
+    return "<p class='todo ok'>Nothing needs doing today: no open warning or critical findings.</p>"
+
+
+def _overview(report: Report) -> list[str]:
+    """The tiles, spend and idle spend by team, by account and region, and the report's notes."""
+    cost = report.cost
+    team_rows = cost.by_team.rows[:8]
+    parts = [_tiles(report), "<div class='cols'><div>", "<h3>Spend by team</h3>"]
+    parts.append(_html_table(cost.by_team.columns, team_rows, "No GPU usage recorded in this period."))
+    if len(cost.by_team.rows) > len(team_rows):
+        parts.append(f"<p class='muted'>All {len(cost.by_team.rows):,} teams in gpu_hours_by_team.csv.</p>")
+    parts.append("</div><div><h3>Idle spend by team</h3>")
+    parts.append(charting.bars_html(report.charts.idle_cost_by_team))
+    parts.append("</div></div>")
+    if cost.by_account is not None:
+        parts.append(f"<h3>{html.escape(cost.by_account.title)}</h3>")
+        parts.append(_html_table(cost.by_account.columns, cost.by_account.rows[:20]))
+        if len(cost.by_account.rows) > 20:
+            parts.append(f"<p class='muted'>All {len(cost.by_account.rows):,} in {cost.by_account.name}.csv.</p>")
+    parts += [f"<p class='note'>{html.escape(n)}</p>" for n in report.notes]
+    return parts
+
+
+def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]:
+    """The money section: the fleet chart, budgets, idle spend and its offenders, spend tables, Spot, rightsizing."""
+    cost = report.cost
+    parts = ["<h2>Money</h2>", *[f"<p class='note'>{html.escape(n)}</p>" for n in cost.notes]]
+    parts += _fleet_chart(report, chart_src, inline_svg)
+    if report.budgets:
+        parts.append("<h3>Monthly budgets</h3>")
+        table = report.budgets_table()
+        parts.append(_html_table(table.columns, table.rows))
+    parts.append(_idle_line(cost))
+    offenders = cost.offenders
+    parts.append("<h3>Top idle offenders</h3>")
+    parts.append(_html_table(offenders.columns, offenders.rows[:10], "No idle GPU instances in this period."))
+    if len(offenders.rows) > 10:
+        parts.append(f"<p class='muted'>All {len(offenders.rows):,} in idle_offenders.csv.</p>")
+    if report.charts.heatmap:
+        parts.append("<h3>Busiest GPU's utilisation, top idle offenders</h3>")
+        parts.append(charting.heatmap_html(report.charts))
+    for table in (cost.by_owner, cost.by_type):
+        parts.append(f"<h3>{html.escape(table.title)}</h3>")
+        parts.append(_html_table(table.columns, table.rows[:10]))
+        if len(table.rows) > 10:
+            parts.append(f"<p class='muted'>All {len(table.rows):,} rows in {table.name}.csv.</p>")
+    parts += _spot(cost.spot)
+    parts.append(f"<h3>{html.escape(cost.rightsizing.title)}</h3>")
+    parts.append(_html_table(cost.rightsizing.columns, cost.rightsizing.rows[:10], "No candidates."))
+    tags = report.governor_tags
+    if tags.rows:
+        parts.append(f"<h3>{html.escape(tags.title)}</h3>")
+        parts.append(_html_table(tags.columns, tags.rows[:20]))
+        if len(tags.rows) > 20:
+            parts.append(f"<p class='muted'>All {len(tags.rows):,} in {tags.name}.csv.</p>")
+    return parts
+
+
+def _fleet_chart(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]:
+    """The fleet's GPU-hours chart: inline SVG for browsers, or the PNG at ``chart_src`` for email."""
+    minutes = report.charts.bucket_minutes
+    step = plural(minutes, "minute") if minutes < 120 else plural(minutes // 60, "hour")
+    parts = [f"<h3>Fleet GPU-hours: busy, idle and unmonitored <span class='muted'>(GPU-hours per {step})</span></h3>"]
+    if report.charts.empty:
+        return [*parts, "<p class='muted'>No GPU usage sessions in this period.</p>"]
+    if inline_svg:
+        parts.append(charting.usage_svg(report.charts, report.end))
+    if chart_src and not inline_svg:
+        parts.append(f"<img src='{html.escape(chart_src)}' alt='Fleet GPU-hours: busy, idle and unmonitored'>")
+    return [*parts, charting.legend_html()]
+
+
+def _idle_line(cost: CostSection) -> str:
+    """Idle GPU-hours and dollars, and what was reclaimed (or, report-only, what enforcing would have reclaimed)."""
+    if cost.idle_enforced or cost.savings_usd:
+        outcome = (
+            f"{plural(cost.idle_actions, 'instance')} stopped or terminated, "
+            f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-hours reclaimed, {money(cost.savings_usd)} saved"
+        )
+    else:
+        outcome = (
+            f"report-only: enforcement would reclaim {cost.would_reclaim_gpu_hours:,.1f} GPU-hours, "
+            f"{money(cost.would_save_usd)}"
+        )
+    return (
+        f"<p>Idle: {cost.idle_gpu_hours_detected:,.1f} GPU-hours on "
+        f"{plural(cost.idle_instances_detected, 'instance')} ({money(cost.idle_cost_usd)}); "
+        + outcome
+        + f" (prices as of {html.escape(cost.prices_as_of)}).</p>"
+    )
+
+
+def _spot(stats: SpotStats) -> list[str]:
+    parts = [
+        "<h3>Spot</h3>",
+        f"<p>{plural(stats.interruptions, 'interruption')}, "
+        f"{plural(stats.rebalance_recommendations, 'rebalance recommendation')}; checkpoints "
+        f"{stats.checkpoints_delivered:,} delivered of {stats.checkpoints_requested:,} sent, "
+        f"{stats.checkpoints_succeeded:,} finished successfully.</p>",
+    ]
+    if stats.by_pool.rows:
+        parts.append(_html_table(stats.by_pool.columns, stats.by_pool.rows))
+    return parts

@@ -1,0 +1,204 @@
+"""The governor's own findings: its warning and critical decisions, one row per policy and resource, open or resolved,
+each with what a person does about it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from governor.domain import costs
+from governor.domain.identity import normalise_owner
+from governor.domain.times import parse_time
+from governor.policy import Policy
+from governor.report.model import FindingRow
+from governor.report.words import sentence
+
+#: Decisions about one resource under one policy, each with when it was made, oldest first.
+Flagged = list[tuple[dt.datetime, Mapping[str, Any]]]
+
+# Actions that fix the problem by themselves when done; warn / notify / record / tag only tell someone.
+FIXING_ACTIONS = frozenset(
+    {
+        "stop",
+        "terminate",
+        "revoke_ingress",
+        "remove_public_ip",
+        "enable_key_rotation",
+        "rotate_key",
+        "deactivate_access_key",
+        "set_secret_rotation",
+        "replace",
+        "checkpoint",
+    }
+)
+
+
+def remediation(policy_name: str, rule: str, policy: Policy) -> str:
+    """One sentence: what a person does about a finding of this policy and rule (with the exact tag to set)."""
+    fleet = policy.fleet
+    if policy_name == "idle":
+        return (
+            "Stop the instance if nobody needs it; to keep it, tag it "
+            f"{fleet.keep_until_tag}=<ISO 8601 time> (snooze) or {fleet.exempt_tag}=true."
+        )
+    if policy_name == "network":
+        if "public" in rule:
+            return "Launch it without a public IP (or put it behind a load balancer), or exempt it in governor.yaml."
+        return "Remove the world-open ingress rule, or list the group under network exemptions in governor.yaml."
+    if policy_name == "keys":
+        if "secret" in rule:
+            return "Turn on the secret's rotation with an interval within keys.max_secret_rotation_days."
+        if "access" in rule:
+            return "Rotate the IAM access key (create a new one, switch, then deactivate the old one)."
+        return "Enable automatic rotation on the KMS key (every 90 days or less)."
+    if policy_name == "lifecycle":
+        return f"Tag the instance with {fleet.owner_tag} and {fleet.team_tag} so its cost is charged to a team."
+    if policy_name == "spot":
+        return "Check that the job's checkpoint finished and resume it on a new instance."
+    if policy_name == "budgets":
+        return "Stop idle instances of the team, or raise its budget under budgets.teams in governor.yaml."
+    if policy_name == "reports":
+        return "Read the query's failure reason; this report lacks that query's figures until it runs."
+    return "See the decision's reasons in the ledger (governor ledger export)."
+
+
+def _owner_of(decision: Mapping[str, Any], sessions: Mapping[str, list[Mapping[str, Any]]]) -> tuple[str, str]:
+    evidence = decision.get("evidence") or {}
+    owner = evidence.get("owner")
+    team = evidence.get("team")
+    for action in decision.get("actions") or []:
+        if isinstance(action, Mapping):
+            owner = owner or action.get("owner")
+    own = sessions.get(str(decision.get("resource")), [])
+    if own:
+        latest = max(own, key=lambda s: str(s.get("start", "")))
+        owner = owner or latest.get("owner")
+        team = team or latest.get("team")
+    return normalise_owner(owner), str(team or "unknown")
+
+
+def _resolves(decision: Mapping[str, Any]) -> bool:
+    """A later info-level decision that says the problem is gone (an idle instance still idle does not)."""
+    if decision.get("severity", "info") != "info" or decision.get("verdict") not in ("ok", "ignored"):
+        return False
+    status = (decision.get("evidence") or {}).get("status")
+    return not (decision.get("policy") == "idle" and status in costs.IDLE_STATUSES)
+
+
+def _fixed(decision: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        a
+        for a in decision.get("actions") or []
+        if isinstance(a, Mapping) and a.get("type") in FIXING_ACTIONS and a.get("enforced")
+    ]
+
+
+def findings_section(
+    items: Iterable[Mapping[str, Any]], policy: Policy, start: dt.datetime, end: dt.datetime
+) -> list[FindingRow]:
+    """The governor's warning and critical decisions, one row per policy and resource, as they stand at ``end``.
+
+    A finding opens with a warning or critical decision and is resolved when that decision did a fixing action (a
+    stop, a revoke...) or a later info-level decision about the same policy and resource found the problem gone
+    (busy again, compliant, exempted, snoozed); a new warning after that opens it again. Findings resolved before
+    the period are left out; open ones are shown however old. Open first, critical first, oldest first.
+    """
+    items = list(items)
+    sessions: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for session in costs.sessions_of(items):
+        sessions[str(session.get("instance_id"))].append(session)
+    rows: list[FindingRow] = []
+    for (policy_name, resource), entries in _histories(items, end).items():
+        standing = _standing(entries, start)
+        if standing is None:
+            continue
+        flagged, status, resolution = standing
+        rows.append(_finding(policy_name, resource, flagged, status, resolution, sessions, policy))
+    rows.sort(key=lambda f: (f.status != "open", f.severity != "critical", f.first_seen, f.resource))
+    return rows
+
+
+def _histories(items: Iterable[Mapping[str, Any]], end: dt.datetime) -> dict[tuple[str, str], Flagged]:
+    """Each (policy, resource)'s decisions made before ``end``, oldest first (the notifier's and report's left out)."""
+    history: dict[tuple[str, str], Flagged] = defaultdict(list)
+    for item in items:
+        if item.get("kind", "decision") != "decision" or item.get("policy") in (None, "notifications", "reports"):
+            continue
+        at = parse_time(item.get("at"))
+        if at is None or at >= end:
+            continue
+        history[(str(item["policy"]), str(item.get("resource")))].append((at, item))
+    for entries in history.values():
+        entries.sort(key=lambda e: e[0])
+    return history
+
+
+def _standing(entries: Flagged, start: dt.datetime) -> tuple[Flagged, Literal["open", "resolved"], str] | None:
+    """The finding as it stands after one resource's decisions: the open episode's warnings, or the last episode
+    resolved in the period with how, or None (never flagged, or resolved before the period)."""
+    episode: Flagged = []
+    closed: tuple[Flagged, dt.datetime, str] | None = None
+    for at, decision in entries:
+        if decision.get("severity") in ("warning", "critical"):
+            episode.append((at, decision))
+            fixed = _fixed(decision)
+            if fixed:
+                closed = (episode, at, f"{_done_phrase(str(fixed[0].get('type')))} by the governor")
+                episode = []
+        elif episode and _resolves(decision):
+            reason = next(iter(decision.get("reasons") or []), "") or "no longer flagged"
+            closed = (episode, at, sentence(str(reason)))
+            episode = []
+    if episode:
+        return episode, "open", ""
+    if closed is not None and closed[1] >= start:
+        return closed[0], "resolved", closed[2]
+    return None
+
+
+def _finding(
+    policy_name: str,
+    resource: str,
+    flagged: Flagged,
+    status: Literal["open", "resolved"],
+    resolution: str,
+    sessions: Mapping[str, list[Mapping[str, Any]]],
+    policy: Policy,
+) -> FindingRow:
+    """One row: first and last seen from the episode's warnings, the rest from its latest decision."""
+    last_at, last = flagged[-1]
+    owner, team = _owner_of(last, sessions)
+    reasons = [str(r) for r in last.get("reasons") or []]
+    rule = str(last.get("rule") or policy_name)
+    return FindingRow(
+        policy=policy_name,
+        rule=rule,
+        severity="critical" if any(d.get("severity") == "critical" for _, d in flagged) else "warning",
+        resource=resource,
+        summary=sentence(reasons[0]) if reasons else rule,
+        owner=owner,
+        team=team,
+        first_seen=flagged[0][0],
+        last_seen=last_at,
+        status=status,
+        resolution=resolution,
+        remediation=remediation(policy_name, rule, policy),
+        enforced=any(isinstance(a, Mapping) and a.get("enforced") for a in last.get("actions") or []),
+    )
+
+
+def _done_phrase(action: str) -> str:
+    return {
+        "stop": "stopped",
+        "terminate": "terminated",
+        "revoke_ingress": "ingress revoked",
+        "remove_public_ip": "public IP removed",
+        "enable_key_rotation": "rotation enabled",
+        "rotate_key": "key rotated",
+        "deactivate_access_key": "access key deactivated",
+        "set_secret_rotation": "secret rotation set",
+        "replace": "replaced",
+        "checkpoint": "checkpoint sent",
+    }.get(action, action.replace("_", " ") + " done")

@@ -1,4 +1,4 @@
-"""``governor backtest --from-cloudwatch``: what the policy would have done to the fleet over its last days.
+"""``governor backtest --from-cloudwatch``: reading the fleet's last days into a file the backtest replays.
 
 The GPU instances (by tag or id) are listed with one paginated ``DescribeInstances``; their metrics are read from
 CloudWatch as the sweep reads them (``governor_cli.history``: batched ``GetMetricData`` at the call's limits, in
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +78,14 @@ def per_team(data: dict[str, Any], inventory: dict[str, Instance], policy: Polic
     return dict(sorted(teams.items()))
 
 
-def run_from_cloudwatch(args: argparse.Namespace, policy: Policy, interval: dt.timedelta) -> int:
+@contextmanager
+def history_file(
+    args: argparse.Namespace, policy: Policy
+) -> Iterator[tuple[Path, dict[str, Instance], dict[str, Any]]]:
+    """Read the fleet's history into a Parquet file (``--save``, else a temporary one) and yield it with the EC2
+    inventory and what the read cost (calls, datapoints, samples); the caller replays it."""
     from governor.adapters.aws import client
-    from governor_cli.commands.backtest import _iso, render_text, replay_file, to_json
     from governor_cli.sim import parquet
-    from governor_cli.sim.metrics_file import MetricsFileError
 
     if not 0 < args.days <= RETENTION_DAYS:
         raise _usage(f"--days {args.days:g}: CloudWatch keeps one-minute data for {RETENTION_DAYS} days; use 1 to 15")
@@ -112,9 +116,8 @@ def run_from_cloudwatch(args: argparse.Namespace, policy: Policy, interval: dt.t
         if done == total or done % 25 == 0:
             print(f"GetMetricData {done}/{total}", file=sys.stderr)
 
-    history = CloudWatchHistory(
-        client("cloudwatch", args.region), memory_unit=policy.idle.gpu_memory_unit, progress=progress
-    )
+    unit = policy.idle.gpu_memory_unit
+    history = CloudWatchHistory(client("cloudwatch", args.region), memory_unit=unit, progress=progress)
     inventory = {i.id: i for i in instances}
     with tempfile.TemporaryDirectory(prefix="governor-history-") as scratch:
         path = Path(args.save) if args.save else Path(scratch) / "history.parquet"
@@ -127,26 +130,18 @@ def run_from_cloudwatch(args: argparse.Namespace, policy: Policy, interval: dt.t
         print(f"{rows} samples in {history.calls} calls", file=sys.stderr)
         if not rows:
             raise _usage(f"no metrics in CloudWatch for these {len(instances)} instances over {args.days:g} days")
-        try:
-            result, gaps = replay_file(path, policy, interval, "MiB", inventory)
-        except MetricsFileError as error:
-            raise _usage(str(error)) from None
-    data = to_json(result, policy)
-    data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
-    data["summary"]["cloudwatch"] = {"calls": history.calls, "datapoints": history.datapoints, "samples": rows}
-    data["teams"] = per_team(data, inventory, policy)
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    print(render_text(data, f"CloudWatch ({args.region or 'configured region'}, last {args.days:g} days)"))
-    print("\nper team (GPU-hours and dollars the stops would have saved, at on-demand prices):")
-    for team, row in data["teams"].items():
-        print(
+        yield path, inventory, {"calls": history.calls, "datapoints": history.datapoints, "samples": rows}
+
+
+def render_teams(teams: dict[str, dict[str, Any]]) -> str:
+    lines = ["", "per team (GPU-hours and dollars the stops would have saved, at on-demand prices):"]
+    for team, row in teams.items():
+        lines.append(
             f"  {team:20} {row['instances']:5} instances  {row['warned']:4} warned  {row['stopped']:4} stopped  "
             f"{row['gpu_hours_saved']:10.2f} GPU-h  ${row['usd_saved']:,.2f}"
             + (f"  ({row['unpriced']} without a price)" if row["unpriced"] else "")
         )
-    return 0
+    return "\n".join(lines)
 
 
 def parquet_signals() -> tuple[str, ...]:

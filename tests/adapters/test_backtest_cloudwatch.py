@@ -57,11 +57,10 @@ def _history(cloudwatch: Any, instance_id: str, busy_until: int) -> None:
 
 
 @pytest.fixture
-def fleet(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from governor.adapters import ec2 as ec2_adapter
+def fleet() -> Any:
+    from governor_cli.demo.emulator import filter_wildcards
 
-    monkeypatch.setattr(ec2_adapter, "WILDCARD_TYPE_FILTER", False)  # moto matches no wildcard filter values
-    with mock_aws():
+    with mock_aws(), filter_wildcards():  # the emulator matches wildcard filter values as AWS does
         ec2 = boto3.client("ec2", region_name="us-east-1")
         cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
         ids = {

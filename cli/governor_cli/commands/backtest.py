@@ -276,9 +276,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     if args.from_cloudwatch:
-        from governor_cli.backtest_cloudwatch import run_from_cloudwatch
-
-        return run_from_cloudwatch(args, policy, interval)
+        return _from_cloudwatch(args, policy, interval)
     for option in ("region", "save", "instance_ids", "tag"):
         if getattr(args, option):
             raise UsageError(f"--{option.replace('_', '-')} goes with --from-cloudwatch, not --metrics")
@@ -292,4 +290,26 @@ def run(args: argparse.Namespace) -> int:
     data = to_json(result, policy)
     data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
     print(json.dumps(data, indent=2) if args.json else render_text(data, str(path)))
+    return 0
+
+
+def _from_cloudwatch(args: argparse.Namespace, policy: Policy, interval: dt.timedelta) -> int:
+    """``--from-cloudwatch``: the fleet's history read into Parquet, replayed knowing each instance, per team."""
+    from governor_cli.backtest_cloudwatch import history_file, per_team, render_teams
+    from governor_cli.main import UsageError
+
+    with history_file(args, policy) as (path, inventory, read):
+        try:
+            result, gaps = replay_file(path, policy, interval, "MiB", inventory)
+        except MetricsFileError as error:
+            raise UsageError(str(error)) from None
+    data = to_json(result, policy)
+    data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
+    data["summary"]["cloudwatch"] = read
+    data["teams"] = per_team(data, inventory, policy)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    source = f"CloudWatch ({args.region or 'configured region'}, last {args.days:g} days)"
+    print(render_text(data, source) + render_teams(data["teams"]))
     return 0

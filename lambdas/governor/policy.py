@@ -27,6 +27,7 @@ MAX_GPU_MEMORY_MIB = 1024 * 1024  # 1 TiB, several times the largest GPU's memor
 MAX_NETWORK_BYTES = 10.0**15
 MAX_HOURLY_USD = 10_000.0
 MAX_GPUS = 128
+MAX_GPU_WATTS = 2000.0  # the most one GPU's power limit may be (today's largest are about 1,000 W)
 EARLIEST_DATE = EARLIEST.date()  # the range every input time must fit (governor.domain.times)
 LATEST_DATE = (LATEST - dt.timedelta(days=1)).date()
 _SCHEDULE = re.compile(
@@ -154,6 +155,19 @@ class FleetPolicy(_Model):
         return [f"{family}{digit}*" for family in self.gpu_families for digit in "0123456789"]
 
 
+class GpuPowerEntry(_Model):
+    """One GPU model's idle draw and power limit in watts, measured on the operator's own idle machines."""
+
+    idle_watts: float = Field(gt=0, le=MAX_GPU_WATTS)
+    limit_watts: float = Field(gt=0, le=MAX_GPU_WATTS)
+
+    @model_validator(mode="after")
+    def _idle_below_limit(self) -> GpuPowerEntry:
+        if self.idle_watts >= self.limit_watts:
+            raise ValueError("idle_watts must be below limit_watts")
+        return self
+
+
 class IdlePolicy(_Model):
     """Reclaim GPU instances that every signal says are idle, warning first; never a working machine."""
 
@@ -178,10 +192,26 @@ class IdlePolicy(_Model):
     max_fleet_percent: float = Field(20.0, ge=0, le=100)
     # The newest GPU sample must be at most this old when judged and again right before acting, else unmonitored.
     max_sample_age_minutes: int = Field(5, ge=1, le=60)
-    # Circuit breaker: more than this share of the monitored fleet turning idle within one sweep interval (and at
-    # least breaker_min_instances of them) is a correlated anomaly (agent or driver failure): hold those instances.
+    # Circuit breaker: at least breaker_min_instances turning idle together can be a metrics or driver outage ...
     breaker_fleet_percent: float = Field(25.0, gt=0, le=100)
     breaker_min_instances: int = Field(5, ge=2, le=10_000)
+    # ... but only instances whose quiet stretches began within this many minutes of each other (a failure hits every
+    # node in the same minute; an evening lull spreads over hours), and only with a failure's signature: more than
+    # breaker_fleet_percent of the monitored fleet at once, or half of them with a measurement-failure sign (memory or
+    # power reading exactly 0, power frozen, samples missing at the onset), or breaker_min_teams teams at once.
+    breaker_onset_minutes: int = Field(2, ge=1, le=60)
+    breaker_min_teams: int = Field(3, ge=2, le=1000)
+    # The hold is short and clears by itself: after this many minutes only instances still showing a sign stay held.
+    breaker_hold_minutes: int = Field(45, ge=15, le=24 * 60)
+    # Power: when the source publishes it, idle also needs the GPU near its idle draw, i.e. at most idle + this percent
+    # of (limit - idle) for its model (governor/idle/power.py; gpu_power adds or overrides models). null: not judged.
+    idle_power_margin_percent: float | None = Field(20.0, ge=0, le=100)
+    gpu_power: dict[str, GpuPowerEntry] = Field(default_factory=dict, max_length=100)
+    # Stalled: utilisation at or above this over the whole window at near-idle power, memory not moving (a hung NCCL
+    # job): a finding to the owner, never a stop. null: not looked for. Needs the model's idle draw.
+    stall_utilization_threshold: float | None = Field(90.0, gt=0, le=100)
+    # Where the sweep reads GPU metrics (governor.idle.sources): one name per metric source implementation.
+    metric_source: Literal["cloudwatch_agent"] = "cloudwatch_agent"
     # Instances of an Auto Scaling group: reclaimed through the group (desired capacity decremented, never below
     # its minimum) or reported only. EKS and Karpenter nodes are always reported only.
     asg_action: Literal["scale_in", "report"] = "scale_in"

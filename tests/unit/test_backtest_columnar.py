@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from governor.idle.domain import GPU_MEMORY_USED
 from governor.policy import Policy, parse_policy
 from governor_cli.commands.backtest import parse_metrics, replay_file, replay_stretches, to_json
 from governor_cli.sim import columnar
@@ -201,7 +202,8 @@ def test_the_dense_reader_reads_values_as_float_does(tmp_path: Path) -> None:
     path = tmp_path / "values.csv"
     path.write_text("timestamp,instance_id,metric,value\n" + "\n".join(rows) + "\n")
     dense = columnar.read_dense(path, "MiB")
-    assert dense.data[1, 0].tolist() == [float(v) * 1.0 for v in values]
+    assert dense.metrics == (GPU_MEMORY_USED,)
+    assert dense.data[0, 0].tolist() == [float(v) * 1.0 for v in values]
     assert dense.first == 1_793_577_600 // 60
 
 

@@ -18,7 +18,6 @@ from governor.idle.domain import (
     assess,
     checkpoint_command,
     decide,
-    naive_stop,
     reclaim_action,
     sweep,
 )
@@ -287,15 +286,6 @@ def test_every_verdict_carries_its_evidence_for_the_ledger() -> None:
     assert by_id["i-busy"].evidence["status"] == "busy" and by_id["i-busy"].evidence["max_gpu_utilization"] == 70
     assert by_id["i-dark"].evidence["status"] == "unmonitored" and by_id["i-dark"].severity == "warning"
     assert all(d.policy == "idle" and d.rule and d.rule.startswith("idle.") for d in by_id.values())
-
-
-def test_naive_rule_stops_a_sparse_inference_server_that_the_policy_keeps() -> None:
-    util = [0.0] * 240
-    for minute in range(5, 240, 40):
-        util[minute] = 35.0
-    s = series(util)
-    assert naive_stop(s, NOW.timestamp() - 240 * 60, NOW.timestamp()) is not None
-    assert assess(instance(), signals(util=util), policy(), NOW).status == "busy"
 
 
 def _sweep_at(at: dt.datetime, util: list[float], marks: dict[str, Mark]) -> Any:

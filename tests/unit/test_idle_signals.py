@@ -83,6 +83,14 @@ def test_the_newest_sample_must_be_recent_else_unmonitored() -> None:
         ("memory_change_tolerance_mib", -1),
         ("gpu_memory_unit", "GB"),
         ("asg_action", "stop"),
+        ("breaker_onset_minutes", 0),
+        ("breaker_hold_minutes", 5),
+        ("breaker_min_teams", 1),
+        ("idle_power_margin_percent", 150),
+        ("stall_utilization_threshold", 0),
+        ("metric_source", "prometheus-by-tag"),
+        ("gpu_power", {"NVIDIA L4": {"idle_watts": 80, "limit_watts": 72}}),
+        ("gpu_power", {"NVIDIA L4": {"idle_watts": -1, "limit_watts": 72}}),
     ],
 )
 def test_new_policy_fields_have_documented_ranges(field: str, value: Any) -> None:
@@ -154,3 +162,15 @@ def test_a_kubernetes_tag_alone_spares_nothing(tags: dict[str, str]) -> None:
     """Issue 33: anyone can set these tags; without an Auto Scaling group or EC2 Fleet behind it, no claim holds."""
     outcome = _due(instance(**tags), policy())
     assert outcome.outcome == "acted"
+
+
+def test_every_metric_source_the_policy_accepts_has_an_implementation() -> None:
+    from typing import get_args
+
+    from governor.idle.sources import SOURCES, metric_source
+    from governor.policy import IdlePolicy
+
+    names = get_args(IdlePolicy.model_fields["metric_source"].annotation)
+    assert set(names) == set(SOURCES)
+    with pytest.raises(ValueError, match="metric_source"):
+        metric_source("nonsense", "us-east-1")

@@ -10,8 +10,6 @@ from tests.imports import cycles, imports_of, modules
 #: contracts. Not a capability package, not ``governor.adapters``, not the runtime (runner, runtime, outbox, fanout,
 #: registry, observability).
 DOMAIN_MAY_IMPORT = ("governor.domain", "governor.policy", "governor.events")
-#: Known and owned elsewhere: the backtest command and the columnar simulator share a helper (issue 36 moves it).
-KNOWN_CYCLES = [["governor_cli.commands.backtest", "governor_cli.sim.columnar"]]
 
 
 def _within(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -26,7 +24,7 @@ def test_the_walk_sees_every_package_and_imports_inside_functions() -> None:
 
 
 def test_nothing_imports_in_a_cycle() -> None:
-    assert [group for group in cycles() if group not in KNOWN_CYCLES] == []
+    assert cycles() == []
 
 
 def test_the_shared_domain_imports_no_capability_adapter_or_runtime_module() -> None:

@@ -9,44 +9,48 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import csv
 import datetime as dt
 import itertools
 import json
-import math
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from governor.domain.times import EARLIEST, LATEST, RANGE_TEXT, TimeRangeError, bounded
-from governor.idle.domain import (
-    CPU_UTILIZATION,
-    GPU_MEMORY_USED,
-    GPU_UTILIZATION,
-    MEMORY_UNITS,
-    Replay,
-    ReplayedInstance,
-    Series,
-    replay,
-)
+from governor.domain.fleet import Instance
+from governor.idle.domain import MEMORY_UNITS, Replay, ReplayedInstance, Series, replay
 from governor.policy import Policy, PolicyError, resolve_policy
+from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, MetricsFileError, parse_metrics, parse_timestamp
 
-HEADER = ["timestamp", "instance_id", "metric", "value"]
-KNOWN_METRICS = frozenset({GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION})
+__all__ = ["HEADER", "KNOWN_METRICS", "MetricsFileError", "parse_metrics", "parse_timestamp"]
+
 _INTERVAL = re.compile(r"^\s*(\d+)\s*([smh]?)\s*$")
-_EPOCH = re.compile(r"^\s*\d+(\.\d+)?\s*$")
 MAX_INTERVAL_SECONDS = 24 * 3600
-
-
-class MetricsFileError(ValueError):
-    """A metrics file that cannot be replayed; the message names the line and what is wrong."""
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("backtest", help="replay the idle policy over exported GPU metrics")
-    parser.add_argument("--metrics", required=True, help="CSV with the header timestamp,instance_id,metric,value")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--metrics", help="CSV with the header timestamp,instance_id,metric,value, or Parquet with those columns"
+    )
+    source.add_argument(
+        "--from-cloudwatch",
+        action="store_true",
+        help="read the fleet's own metrics from CloudWatch (one-minute data is kept 15 days)",
+    )
+    parser.add_argument("--region", help="--from-cloudwatch: the region (default: the AWS configuration's)")
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--from-cloudwatch: only instances with this tag",
+    )
+    parser.add_argument("--instance-ids", nargs="+", default=[], help="--from-cloudwatch: only these instances")
+    parser.add_argument("--days", type=float, default=14, help="--from-cloudwatch: how far back, up to 15 (default 14)")
+    parser.add_argument("--save", help="--from-cloudwatch: also keep the metrics read as this Parquet file")
     parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
     parser.add_argument("--interval", default="15m", help="sweep interval, e.g. 15m, 1h, 900s (default: 15m)")
     parser.add_argument(
@@ -70,93 +74,6 @@ def parse_interval(text: str) -> dt.timedelta:
     if amount > MAX_INTERVAL_SECONDS:
         raise ValueError(f"--interval {text!r}: at most 24h; a sweep rarer than daily cannot keep an idle window")
     return dt.timedelta(seconds=amount)
-
-
-def _timestamp(text: str, cache: dict[str, float]) -> float:
-    """Epoch seconds or ISO 8601 within the supported time range; raises ValueError saying what is wrong."""
-    found = cache.get(text)
-    if found is not None:
-        return found
-    if _EPOCH.match(text):
-        value = float(text)
-        if not EARLIEST.timestamp() <= value < LATEST.timestamp():
-            hint = (
-                " (epoch milliseconds? use seconds)"
-                if EARLIEST.timestamp() <= value / 1000 < LATEST.timestamp()
-                else ""
-            )
-            raise TimeRangeError(f"epoch {text.strip()} is outside the supported range {RANGE_TEXT}{hint}")
-    else:
-        try:
-            parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(f"{text!r} is neither ISO 8601 nor epoch seconds") from None
-        value = bounded(parsed, "timestamp").timestamp()
-    cache[text] = value
-    return value
-
-
-def parse_metrics(
-    lines: Iterable[str], source: str = "metrics", memory_unit: str = "MB"
-) -> dict[str, dict[str, Series]]:
-    """Read ``timestamp,instance_id,metric,value`` rows into sorted series; one sample per minute per metric.
-
-    ``gpu_memory_used`` values are in ``memory_unit`` (MB, the agent's unit, by default) and converted to the MiB the
-    domain judges in. Unknown metric names are skipped; any malformed row raises :class:`MetricsFileError`.
-    """
-    memory_scale = MEMORY_UNITS[memory_unit]
-    reader = csv.reader(lines)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise MetricsFileError(f"{source}: empty file (expected the header {','.join(HEADER)})") from None
-    except csv.Error as error:
-        raise MetricsFileError(f"{source}: line 1: {error}") from None
-    if [h.strip().lower() for h in header] != HEADER:
-        raise MetricsFileError(f"{source}: line 1: header must be {','.join(HEADER)}, found {','.join(header)}")
-    points: dict[tuple[str, str], dict[float, float]] = {}
-    stamps: dict[str, float] = {}
-    try:
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            line = reader.line_num
-            if len(row) != 4:
-                raise MetricsFileError(f"{source}: line {line}: expected 4 fields, found {len(row)}")
-            stamp, instance_id, metric, raw = row
-            metric = metric.strip()
-            if metric not in KNOWN_METRICS:
-                continue
-            instance_id = instance_id.strip()
-            if not instance_id:
-                raise MetricsFileError(f"{source}: line {line}: empty instance_id")
-            if not instance_id.isprintable() or len(instance_id) > 256:
-                raise MetricsFileError(f"{source}: line {line}: instance_id {instance_id[:40]!r} is not a printable id")
-            try:
-                when = _timestamp(stamp, stamps)
-            except ValueError as error:
-                raise MetricsFileError(f"{source}: line {line}: timestamp {error}") from None
-            try:
-                value = float(raw)
-            except ValueError:
-                raise MetricsFileError(f"{source}: line {line}: value {raw!r} is not a number") from None
-            if not math.isfinite(value) or value < 0:
-                raise MetricsFileError(f"{source}: line {line}: value {raw!r} must be a finite, non-negative number")
-            if metric == GPU_MEMORY_USED:
-                value *= memory_scale
-            minute = when - when % 60
-            series = points.setdefault((instance_id, metric), {})
-            previous = series.get(minute)
-            series[minute] = value if previous is None else max(previous, value)
-    except csv.Error as error:
-        raise MetricsFileError(f"{source}: line {reader.line_num}: {error}") from None
-    if not points:
-        raise MetricsFileError(f"{source}: no gpu_utilization, gpu_memory_used or cpu_utilization samples")
-    result: dict[str, dict[str, Series]] = {}
-    for (instance_id, metric), by_time in points.items():
-        times = sorted(by_time)
-        result.setdefault(instance_id, {})[metric] = Series(times, [by_time[t] for t in times])
-    return result
 
 
 def stretches(signals: dict[str, dict[str, Series]], gap: dt.timedelta) -> list[tuple[float, float]]:
@@ -231,7 +148,11 @@ def replay_stretches(
 
 
 def replay_file(
-    path: Path, policy: Policy, interval: dt.timedelta, memory_unit: str = "MB"
+    path: Path,
+    policy: Policy,
+    interval: dt.timedelta,
+    memory_unit: str = "MB",
+    inventory: Mapping[str, Instance] | None = None,
 ) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
     """The columnar replay of a metrics file (see :mod:`governor_cli.sim.columnar`): the decisions of
     :func:`replay_stretches`, with time growing with the samples and memory with the fleet and the window.
@@ -239,19 +160,23 @@ def replay_file(
     A file the columnar reader does not vouch for is read row by row instead, which raises
     :class:`MetricsFileError` naming the line for anything malformed.
     """
-    from governor_cli.sim import columnar
+    from governor_cli.sim import columnar, parquet
 
     with tempfile.TemporaryDirectory(prefix="governor-backtest-") as scratch:
         folder = Path(scratch)
         if not path.is_file():
             path.open(encoding="utf-8").close()  # the OSError a missing file or a folder raises
+        if parquet.is_parquet(path):
+            return columnar.replay_columnar(
+                parquet.open_samples(path, memory_unit, folder), policy, interval, inventory
+            )
         try:
             samples = columnar.load(path, memory_unit, folder)
         except columnar.Unsure:
             with path.open(encoding="utf-8-sig", newline="") as handle:  # -sig: spreadsheets start with a BOM
                 signals = parse_metrics(handle, str(path), memory_unit)
             samples = columnar.from_signals(signals, folder)
-        return columnar.replay_columnar(samples, policy, interval)
+        return columnar.replay_columnar(samples, policy, interval, inventory)
 
 
 def bounds(signals: dict[str, dict[str, Series]]) -> tuple[dt.datetime, dt.datetime]:
@@ -350,6 +275,11 @@ def run(args: argparse.Namespace) -> int:
         interval = parse_interval(args.interval)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if args.from_cloudwatch:
+        return _from_cloudwatch(args, policy, interval)
+    for option in ("region", "save", "instance_ids", "tag"):
+        if getattr(args, option):
+            raise UsageError(f"--{option.replace('_', '-')} goes with --from-cloudwatch, not --metrics")
     path = Path(args.metrics)
     try:
         result, gaps = replay_file(path, policy, interval, args.memory_unit)
@@ -360,4 +290,26 @@ def run(args: argparse.Namespace) -> int:
     data = to_json(result, policy)
     data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
     print(json.dumps(data, indent=2) if args.json else render_text(data, str(path)))
+    return 0
+
+
+def _from_cloudwatch(args: argparse.Namespace, policy: Policy, interval: dt.timedelta) -> int:
+    """``--from-cloudwatch``: the fleet's history read into Parquet, replayed knowing each instance, per team."""
+    from governor_cli.backtest_cloudwatch import history_file, per_team, render_teams
+    from governor_cli.main import UsageError
+
+    with history_file(args, policy) as (path, inventory, read):
+        try:
+            result, gaps = replay_file(path, policy, interval, "MiB", inventory)
+        except MetricsFileError as error:
+            raise UsageError(str(error)) from None
+    data = to_json(result, policy)
+    data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
+    data["summary"]["cloudwatch"] = read
+    data["teams"] = per_team(data, inventory, policy)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    source = f"CloudWatch ({args.region or 'configured region'}, last {args.days:g} days)"
+    print(render_text(data, source) + render_teams(data["teams"]))
     return 0

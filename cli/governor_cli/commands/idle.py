@@ -56,11 +56,12 @@ def describe(breaker: Breaker) -> str:
         return f"circuit breaker closed{released}"
     assert breaker.tripped_at is not None
     since = breaker.anomaly_start.isoformat() if breaker.anomaly_start else "unknown"
-    cleared = f", anomaly cleared at {breaker.cleared_at.isoformat()}" if breaker.cleared_at else ""
+    until = f", hold until {breaker.hold_until.isoformat()} unless a sign persists" if breaker.hold_until else ""
+    why = f" on {breaker.signature}" if breaker.signature else ""
     held = ", ".join(sorted(breaker.held))
     return (
-        f"circuit breaker open since {breaker.tripped_at.isoformat()} (instances turned idle from {since}{cleared}); "
-        f"holding {len(breaker.held)}: {held}"
+        f"circuit breaker open since {breaker.tripped_at.isoformat()}{why} (instances turned idle from {since}"
+        f"{until}); holding {len(breaker.held)}: {held}"
     )
 
 

@@ -27,8 +27,8 @@ import itertools
 import math
 import os
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,9 @@ from governor.domain.breaker import Breaker
 from governor.domain.fleet import Instance, exemption
 from governor.idle.domain import (
     CPU_UTILIZATION,
+    GPU_ENGINE_ACTIVE,
     GPU_MEMORY_USED,
+    GPU_POWER,
     GPU_UTILIZATION,
     MEMORY_UNITS,
     NETWORK_BYTES,
@@ -52,21 +54,30 @@ from governor.idle.domain import (
     checks_status,
     idle_checks,
     onset_limits,
+    power_limit,
+    stall_check,
     sweep,
     warning_window_minutes,
 )
 from governor.policy import Policy
+from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, parse_timestamp
 
-if TYPE_CHECKING:
-    pass
-
-HEADER = ["timestamp", "instance_id", "metric", "value"]
-LOADED = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION)  # the metrics a metrics file may hold, in array order
+# The metrics a metrics file may hold, by code; each reader keeps the ones its file holds, in this order (``metrics``).
+LOADED = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION, GPU_POWER, GPU_ENGINE_ACTIVE)
 # Values the row-by-row reader's float() reads the same way as DuckDB's cast; anything else goes to that reader.
 _PLAIN_NUMBER = r"\s*\+?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
 LARGE_FILE = 1 << 30  # bytes of CSV from which the DuckDB pass uses every core
 # Minutes per Parquet partition; the replay holds one partition plus the lookback per metric as a dense array.
 PART_MINUTES = 240
+
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from governor_cli.sim.parquet import ParquetSamples
+
+    #: Where the replay reads samples: a CSV's partitions, its dense array, a generator store, or a Parquet file.
+    Source: TypeAlias = "Samples | Store | Dense | ParquetSamples"
 
 
 class Unsure(Exception):
@@ -83,6 +94,7 @@ class Samples:
     parts: set[int] = field(default_factory=set)
     part_minutes: int = PART_MINUTES
     base: int = 0  # minute indices are epoch minutes
+    metrics: tuple[str, ...] = LOADED  # rows of the replay's arrays: metric codes are their indexes here
     _con: Any = field(default=None, repr=False, compare=False)
 
     def partition(self, part: int) -> Path:
@@ -164,8 +176,6 @@ def load_partitions(path: Path, memory_unit: str, folder: Path) -> Samples:
     import duckdb
     import numpy as np
 
-    from governor_cli.commands.backtest import KNOWN_METRICS, _timestamp
-
     with path.open(encoding="utf-8-sig", newline="") as handle:
         try:
             header = next(csv.reader([handle.readline()]), [])
@@ -235,7 +245,7 @@ def load_partitions(path: Path, memory_unit: str, folder: Path) -> Samples:
             if ts is None:
                 continue
             try:
-                when = _timestamp(ts, stamps)
+                when = parse_timestamp(ts, stamps)
             except ValueError:
                 raise Unsure("timestamp") from None
             if em is None or em != (when - when % 60) // 60:
@@ -326,13 +336,14 @@ def stretches(minutes: Any, gap_seconds: float) -> list[tuple[int, int]]:
 class Window:
     """Dense ``[metric, instance, minute]`` samples (NaN where none) for the minutes ``lo`` .. ``hi`` - 1."""
 
-    def __init__(self, samples: Samples | Store | Dense) -> None:
+    def __init__(self, samples: Source) -> None:
         import numpy as np
 
         self.samples = samples
+        self.positions = {instance_id: n for n, instance_id in enumerate(samples.ids)}
         self.lo = 0
         self.hi = 0
-        self.data = np.empty((len(LOADED), len(samples.ids), 0))
+        self.data = np.empty((len(samples.metrics), len(samples.ids), 0))
         self._chunks: dict[int, tuple[Any, Any, Any]] = {}  # chunk k: _stats of minutes k * STATS_CHUNK onwards
 
     def cover(self, lo: int, hi: int) -> None:
@@ -345,7 +356,7 @@ class Window:
         size = self.samples.part_minutes
         overlap = lo < self.hi
         new_hi = -(-(max(hi, self.hi) if overlap else hi) // size) * size
-        data = np.full((len(LOADED), len(self.samples.ids), new_hi - lo), np.nan)
+        data = np.full((len(self.samples.metrics), len(self.samples.ids), new_hi - lo), np.nan)
         loaded_until = lo
         if overlap:
             keep = max(lo, self.lo)
@@ -410,14 +421,15 @@ def _merge(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> tuple[Any, Any, 
     return a[0] + b[0], np.fmax(a[1], b[1]), np.fmin(a[2], b[2])
 
 
-def _by_signal(stats: tuple[Any, Any, Any]) -> dict[str, tuple[Any, Any, Any]]:
-    """The shape :func:`governor.idle.domain.idle_checks` reads; a signal no metrics file holds has no samples."""
+def _by_signal(stats: tuple[Any, Any, Any], metrics: tuple[str, ...]) -> dict[str, tuple[Any, Any, Any]]:
+    """The shape :func:`governor.idle.domain.idle_checks` reads; a signal the metrics file lacks has no samples."""
     import numpy as np
 
     count, high, low = stats
-    found = {name: (count[n], high[n], low[n]) for n, name in enumerate(LOADED)}
+    found = {name: (count[n], high[n], low[n]) for n, name in enumerate(metrics)}
     none = np.full(count.shape[1], np.nan)
-    found[NETWORK_BYTES] = (np.zeros(count.shape[1], dtype=np.int64), none, none)
+    for name in (*LOADED, NETWORK_BYTES):
+        found.setdefault(name, (np.zeros(count.shape[1], dtype=np.int64), none, none))
     return found
 
 
@@ -454,9 +466,14 @@ class _Stretch:
 
 
 def replay_columnar(
-    samples: Samples | Store | Dense, policy: Policy, interval: dt.timedelta
+    samples: Source,
+    policy: Policy,
+    interval: dt.timedelta,
+    inventory: Mapping[str, Instance] | None = None,
 ) -> tuple[Replay, list[tuple[dt.datetime, dt.datetime]]]:
-    """The replay of :func:`governor_cli.commands.backtest.replay_stretches`, sweep by sweep over the partitions."""
+    """The replay of :func:`governor_cli.commands.backtest.replay_stretches`, sweep by sweep over the partitions.
+
+    ``inventory`` is what EC2 says of the instances (type: the GPU's idle draw; tags: team and exemptions)."""
     import numpy as np
 
     idle = policy.idle
@@ -477,8 +494,18 @@ def replay_columnar(
     launch_dt = [dt.datetime.fromtimestamp(t, dt.UTC) for t in launch]
     grace_until = launch + idle.launch_grace_minutes * 60
     start_dt = dt.datetime.fromtimestamp(base + spans[0][0] * 60, dt.UTC)
-    # Without tags only the policy's own exemptions (by id) apply, and they do not depend on the time.
-    exempt = np.array([exemption(i, {}, policy.fleet, idle.exemptions, start_dt) is not None for i in ids])
+    known = inventory or {}
+    # Exemptions by id, and by the inventory's tags as they stand at the start (an exempt instance is decided by
+    # sweep() itself every time, which reads them at its own time).
+    exempt = np.array(
+        [
+            exemption(i, dict(known[i].tags) if i in known else {}, policy.fleet, idle.exemptions, start_dt) is not None
+            for i in ids
+        ]
+    )
+    ceiling = np.array(
+        [np.nan if (c := power_limit(known[i].type, idle).ceiling if i in known else None) is None else c for i in ids]
+    )
 
     end_dt = dt.datetime.fromtimestamp(base + (spans[-1][1] + 1) * 60, dt.UTC)
     total = Replay(start=start_dt, end=end_dt, interval=interval)
@@ -488,7 +515,12 @@ def replay_columnar(
     def instance(ix: int) -> Instance:
         found = instances.get(ix)
         if found is None:
-            found = instances[ix] = Instance(id=ids[ix], type="unknown", state="running", launch_time=launch_dt[ix])
+            given = known.get(ids[ix])
+            found = instances[ix] = (
+                replace(given, state="running", launch_time=launch_dt[ix])
+                if given is not None
+                else Instance(id=ids[ix], type="unknown", state="running", launch_time=launch_dt[ix])
+            )
         return found
 
     for sid, (lo, hi) in enumerate(spans):
@@ -510,7 +542,7 @@ def replay_columnar(
         while now <= end:
             _one_sweep(
                 now, window, state, samples, policy, enforcing, interval, total, instance, grace_until, exempt,
-                early_minutes, quiet_s, end_at,
+                early_minutes, quiet_s, end_at, ceiling,
             )  # fmt: skip
             now += step
     gaps = [
@@ -522,11 +554,34 @@ def replay_columnar(
     return total, gaps
 
 
+def _newest_age(
+    window: Window,
+    metrics: tuple[str, ...],
+    lo: int,
+    hi: int,
+    now: float,
+    base: int,
+    stats: Mapping[str, tuple[Any, Any, Any]],
+) -> Any:
+    """Minutes since each instance's newest activity sample: engine activity where the window holds any, else
+    utilisation (as the sweep reads the series it judges); NaN without one."""
+    import numpy as np
+
+    ages = []
+    for name in (GPU_UTILIZATION, GPU_ENGINE_ACTIVE):
+        if name not in metrics:
+            ages.append(np.full(len(window.samples.ids), np.nan))
+            continue
+        has, ix = _last(~np.isnan(window.view(lo, hi)[metrics.index(name)]))
+        ages.append(np.where(has, (now - (base + (lo + ix) * 60.0)) / 60, np.nan))
+    return np.where(stats[GPU_ENGINE_ACTIVE][0] > 0, ages[1], ages[0])
+
+
 def _one_sweep(
     now: float,
     window: Window,
     state: _Stretch,
-    samples: Samples | Store | Dense,
+    samples: Source,
     policy: Policy,
     enforcing: Policy,
     interval: dt.timedelta,
@@ -537,43 +592,56 @@ def _one_sweep(
     early_minutes: int,
     quiet_s: float,
     end_at: dt.datetime,
+    ceiling: Any,
 ) -> None:
     import numpy as np
 
     idle = policy.idle
     base = samples.base
+    metrics = samples.metrics
     step = interval.total_seconds()
     window_s = idle.window_minutes * 60
     since = now - window_s - step
     look_lo, look_hi = _column(since, base), _column(now + 1, base)
     window.cover(look_lo, look_hi)
-    gpu_look = window.view(look_lo, look_hi)[0]
-    has_newest, newest_ix = _last(~np.isnan(gpu_look))
-    age = np.where(has_newest, (now - (base + (look_lo + newest_ix) * 60.0)) / 60, np.nan)
     full_lo, end = _column(now - window_s, base), _column(now, base)
     if early_minutes < idle.window_minutes:
         early_lo = _column(now - early_minutes * 60, base)
         early = window.stats(early_lo, end)
-        busy_e, gap_e = checks_status(idle_checks(_by_signal(early), age, idle, early_minutes))
-        early_idle = ~busy_e & ~gap_e
         full = _merge(window.stats(full_lo, early_lo), early)
     else:
-        early_idle = np.zeros(len(samples.ids), dtype=bool)
         full = window.stats(full_lo, end)
-    busy, gap = checks_status(idle_checks(_by_signal(full), age, idle, idle.window_minutes))
+    full_stats = _by_signal(full, metrics)
+    age = _newest_age(window, metrics, look_lo, look_hi, now, base, full_stats)
+    if early_minutes < idle.window_minutes:
+        early_stats = _by_signal(early, metrics)
+        busy_e, gap_e = checks_status(
+            idle_checks(
+                early_stats,
+                _newest_age(window, metrics, look_lo, look_hi, now, base, early_stats),
+                idle,
+                early_minutes,
+                ceiling,
+            )
+        )
+        early_idle = ~busy_e & ~gap_e
+    else:
+        early_idle = np.zeros(len(samples.ids), dtype=bool)
+    busy, gap = checks_status(idle_checks(full_stats, age, idle, idle.window_minutes, ceiling))
     full_idle = ~busy & ~gap
+    stalled = np.asarray(stall_check(full_stats, idle, idle.window_minutes, ceiling), dtype=bool) & ~gap
     running = state.fleet & ~state.stopped
     grace = now < grace_until
-    careful = running & (state.marked | exempt | (~grace & (full_idle | early_idle)))
+    careful = running & (state.marked | exempt | (~grace & (full_idle | early_idle | stalled)))
     quick = running & ~careful
     quick_busy = quick & ~grace & busy
     # When each quick, busy instance's quiet stretch began: idle_onset's rule, over the same lookback.
     onset = np.full(len(samples.ids), np.nan)
     block = window.view(look_lo, _column(now, base))
     for signal, limit in onset_limits(idle):
-        if signal not in LOADED:
+        if signal not in metrics:
             continue
-        found, last = _last(block[LOADED.index(signal)] >= limit)
+        found, last = _last(block[metrics.index(signal)] >= limit)
         ends = np.where(found, base + (look_lo + last) * 60.0 + SAMPLE_SECONDS[signal], np.nan)
         onset = np.fmax(onset, ends)
     quiet = state.gpu & ~np.isnan(onset) & (now - onset >= quiet_s)
@@ -645,7 +713,7 @@ def _one_sweep(
 def _plan(
     window: Window,
     state: _Stretch,
-    samples: Samples | Store | Dense,
+    samples: Source,
     enforcing: Policy,
     interval: dt.timedelta,
     instance: Any,
@@ -669,6 +737,7 @@ def _plan(
     import numpy as np
 
     at = dt.datetime.fromtimestamp(now, dt.UTC)
+    position = window.positions
     for attempt in (0, 1):
         aside = waiting if attempt == 0 else np.zeros_like(waiting)
         rows = careful & ~aside
@@ -676,6 +745,15 @@ def _plan(
             count=int((quick | aside).sum()),
             monitored=int((quick_busy | aside).sum()),  # busy, and idle: both are monitored
             onsets={samples.ids[ix]: float(onset[ix]) for ix in np.nonzero((quick_busy | aside) & quiet)[0]},
+            signals=lambda wanted: _series(
+                window,
+                np.array(sorted(position[i] for i in wanted), dtype=np.int64),
+                look_lo,
+                look_hi,
+                samples.base,
+                state.gpu,
+                samples.ids,
+            ),
         )
         picked = np.nonzero(rows)[0]
         signals = _series(window, picked, look_lo, look_hi, samples.base, state.gpu, samples.ids)
@@ -711,7 +789,7 @@ def _series(
     block = window.view(lo, hi)[:, rows, :]
     minutes = (base + np.arange(lo, hi) * 60.0).tolist()
     gaps = np.isnan(block)
-    for n, name in enumerate(LOADED):
+    for n, name in enumerate(window.samples.metrics):
         values = block[n].tolist()
         complete = ~gaps[n].any(axis=1)
         for k, ix in enumerate(rows.tolist()):
@@ -731,6 +809,7 @@ def _series(
 
 # --- The generator's samples as arrays: a workload streamed into the replay without a CSV -------------------------
 
+STORED = LOADED[:3]  # a store holds utilisation, memory and CPU (the generator's default metrics)
 STORE_CHUNK = 100  # instances per chunk of the store: one chunk of a month is 100 x 43,200 x 3 int32 (52 MiB)
 _MISSING = -1
 
@@ -743,7 +822,7 @@ def encode(instance: Any) -> Any:
     """
     import numpy as np
 
-    out = np.empty((len(LOADED), instance.minutes), dtype=np.int32)
+    out = np.empty((len(STORED), instance.minutes), dtype=np.int32)
     for n, values in enumerate((instance.gpu_utilization, instance.gpu_memory_used, instance.cpu_utilization)):
         raw = np.array(values, dtype=np.float64)  # None -> NaN
         missing = np.isnan(raw)
@@ -790,7 +869,7 @@ def write_chunk(folder: Path, chunk: int, instances: Iterable[Any], part_minutes
     first = start // 60
     for part in range(first // part_minutes, (first + minutes - 1) // part_minutes + 1):
         lo, hi = max(part * part_minutes, first), min((part + 1) * part_minutes, first + minutes)
-        piece = np.full((len(LOADED), len(ids), part_minutes), _MISSING, dtype=np.int32)
+        piece = np.full((len(STORED), len(ids), part_minutes), _MISSING, dtype=np.int32)
         piece[:, :, lo - part * part_minutes : hi - part * part_minutes] = block[:, :, lo - first : hi - first]
         np.save(target / f"part{part}.npy", piece)
     present = (block != _MISSING).any(axis=(0, 1))
@@ -813,6 +892,7 @@ class Store:
 
         self.folder = folder
         self.part_minutes = part_minutes
+        self.metrics = STORED
         self.base = 0
         self.memory_scale = MEMORY_UNITS[memory_unit]
         self.chunks: list[Path] = []
@@ -887,6 +967,7 @@ class Dense:
     ids: list[str]
     data: Any  # float64 [metric, instance, minute], minute 0 is ``first``
     first: int  # epoch minute of column 0
+    metrics: tuple[str, ...] = LOADED  # the metric of each row of ``data``
     part_minutes: int = PART_MINUTES
     base: int = 0
     minutes: Any = None
@@ -915,7 +996,9 @@ class Dense:
                     rows,
                     np.full(len(rows), sid, dtype=np.int64),
                     first + np.argmax(held[rows], axis=1).astype(np.int64),
-                    (~np.isnan(self.data[0, rows, a:b])).any(axis=1),
+                    (~np.isnan(self.data[self.metrics.index(GPU_UTILIZATION), rows, a:b])).any(axis=1)
+                    if GPU_UTILIZATION in self.metrics
+                    else np.zeros(len(rows), dtype=bool),
                 )
             )
         return tuple(np.concatenate([f[k] for f in found]) for k in range(4))  # type: ignore[return-value]
@@ -976,18 +1059,21 @@ def read_dense(path: Path, memory_unit: str) -> Dense:
     first = min(int(b[1].min()) for b in blocks if len(b[1]))
     last = max(int(b[1].max()) for b in blocks if len(b[1]))
     n, width = len(positions), last - first + 1
-    if len(LOADED) * n * width * 8 > DENSE_BYTES:
+    present = np.unique(np.concatenate([np.unique(b[2]) for b in blocks]))
+    if len(present) * n * width * 8 > DENSE_BYTES:
         raise Unsure("too large to hold dense")
+    rows = np.full(len(LOADED), -1, dtype=np.int64)
+    rows[present] = np.arange(len(present))  # metric code -> row of the array (only the metrics the file holds)
     ids = sorted(positions)
     order = np.empty(n, dtype=np.int64)
     order[[positions[i] for i in ids]] = np.arange(n)  # first-seen index -> sorted index
-    data = np.full((len(LOADED), n, width), np.nan)
+    data = np.full((len(present), n, width), np.nan)
     flat = data.reshape(-1)
     while blocks:
         inst, minute, code, value = blocks.pop(0)
         # two samples in one minute: the larger, as the row-by-row reader keeps
-        np.fmax.at(flat, (code.astype(np.int64) * n + order[inst]) * width + (minute - first), value)
-    return Dense(ids, data, first)
+        np.fmax.at(flat, (rows[code] * n + order[inst]) * width + (minute - first), value)
+    return Dense(ids, data, first, metrics=tuple(LOADED[c] for c in present.tolist()))
 
 
 def _parse_block(buffer: bytearray, size: int, positions: dict[str, int], scale: float) -> tuple[Any, Any, Any, Any]:
@@ -1022,11 +1108,8 @@ def _parse_block(buffer: bytearray, size: int, positions: dict[str, int], scale:
     codes = np.empty(len(heads), dtype=np.int8)
     for k, name in enumerate(heads):
         codes[k] = LOADED.index(name) if name in LOADED else -1
-        if codes[k] < 0:
-            from governor_cli.commands.backtest import KNOWN_METRICS
-
-            if name.strip() in KNOWN_METRICS:
-                raise Unsure("metric name with spaces")
+        if codes[k] < 0 and name.strip() in KNOWN_METRICS:
+            raise Unsure("metric name with spaces")
     code = codes[np.cumsum(change) - 1]
     if (code < 0).any():
         rows = np.nonzero(code >= 0)[0]

@@ -24,6 +24,7 @@ Same seed, same arguments: the same workload, byte for byte.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import random
 from collections.abc import Iterable, Iterator, Mapping
@@ -31,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from governor.idle.domain import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_UTILIZATION, Series
+from governor.idle.domain import CPU_UTILIZATION, GPU_MEMORY_USED, GPU_POWER, GPU_UTILIZATION, Series
 
-Kind = Literal["training", "inference", "notebook", "idle", "unmonitored"]
+Kind = Literal["training", "inference", "notebook", "idle", "unmonitored", "diurnal"]
 KINDS: tuple[Kind, ...] = ("training", "inference", "notebook", "idle", "unmonitored")
 DEFAULT_MIX: dict[Kind, float] = {
     "training": 0.35,
@@ -69,6 +70,9 @@ class SyntheticInstance:
     gpu_memory_used: list[float | None]
     cpu_utilization: list[float | None]
     working: list[bool]
+    # Power draw in W per minute (the agent's nvidia_smi_power_draw), when generated with ``power=True``.
+    gpu_power_draw: list[float | None] | None = None
+    team: str = ""
 
     @property
     def minutes(self) -> int:
@@ -95,11 +99,14 @@ class SyntheticInstance:
                     yield self.start + 60 * minute, name, value
 
     def _metric_lists(self) -> dict[str, list[float | None]]:
-        return {
+        found = {
             GPU_UTILIZATION: self.gpu_utilization,
             GPU_MEMORY_USED: self.gpu_memory_used,
             CPU_UTILIZATION: self.cpu_utilization,
         }
+        if self.gpu_power_draw is not None:
+            found[GPU_POWER] = self.gpu_power_draw
+        return found
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,13 @@ def write_rows(
                     str(second) if epoch else dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 )
                 stamps[second] = stamp
-            text = str(int(value)) if metric == GPU_MEMORY_USED else f"{value:.1f}"
+            text = (
+                str(int(value))
+                if metric == GPU_MEMORY_USED
+                else f"{value:.2f}"
+                if metric == GPU_POWER
+                else f"{value:.1f}"
+            )
             writer.writerow([stamp, instance.id, metric, text])
             count += 1
     return count
@@ -239,6 +252,44 @@ def _idle(rng: random.Random, minutes: int) -> tuple[list[float], list[float], l
     return util, memory, cpu, [False] * minutes
 
 
+# Teams owning each kind of workload (the breaker counts unrelated teams turning idle together as a failure's sign).
+TEAMS: dict[Kind, tuple[str, ...]] = {
+    "training": ("research", "vision", "speech"),
+    "inference": ("serving",),
+    "notebook": ("data-science",),
+    "idle": ("research", "data-science"),
+    "unmonitored": ("research",),
+    "diurnal": ("serving",),
+}
+# Simulated power: (idle W, W at full load) per instance family. Where the governor has a measured idle draw
+# (governor.idle.power.MEASURED) the idle figure is that one; elsewhere about a tenth of the model's limit.
+SIM_POWER: dict[str, tuple[float, float]] = {
+    "g5": (25.58, 300.0),
+    "g4dn": (26.78, 70.0),
+    "g6": (7.0, 72.0),
+    "p4d": (50.0, 400.0),
+    "p5": (70.0, 700.0),
+}
+
+
+def with_power(instance: SyntheticInstance) -> SyntheticInstance:
+    """The instance with a power series that follows its utilisation (idle draw plus load), as nvidia-smi reads it;
+    drawn from its own random stream, so the other metrics stay byte for byte what they were."""
+    family = instance.instance_type.split(".", 1)[0]
+    if family not in SIM_POWER:
+        return instance  # not an NVIDIA GPU (inf2: Inferentia): nvidia-smi publishes nothing
+    idle, peak = SIM_POWER[family]
+    rng = random.Random(f"{instance.id}:power")
+    power: list[float | None] = []
+    for util in instance.gpu_utilization:
+        if util is None:
+            power.append(None)
+            continue
+        load = (peak - idle) * util / 100 * rng.uniform(0.85, 1.0)
+        power.append(round(max(1.0, idle + load + rng.gauss(0, 0.6)), 2))
+    return dataclasses.replace(instance, gpu_power_draw=power)
+
+
 def make_instance(kind: Kind, instance_id: str, start: int, minutes: int, rng: random.Random) -> SyntheticInstance:
     """One instance of ``kind`` starting at epoch second ``start``; ``rng`` makes it reproducible."""
     instance_type, gpus = rng.choice(_TYPES[kind])
@@ -271,6 +322,7 @@ def make_instance(kind: Kind, instance_id: str, start: int, minutes: int, rng: r
         gpu_memory_used=gpu_memory,
         cpu_utilization=list(cpu),
         working=working,
+        team=TEAMS[kind][int(instance_id[-3:], 16) % len(TEAMS[kind])],
     )
 
 
@@ -293,12 +345,13 @@ def generate(
     seed: int = 7,
     start: dt.datetime = DEFAULT_START,
     mix: Mapping[Kind, float] | None = None,
+    power: bool = False,
 ) -> Workload:
-    """A fleet of ``instances``, kinds in proportion to ``mix`` (default :data:`DEFAULT_MIX`), a sample a minute."""
+    """A fleet of ``instances``, kinds in proportion to ``mix`` (default :data:`DEFAULT_MIX`), a sample a minute;
+    with ``power`` each NVIDIA GPU also reports its power draw (the shipped agent configuration collects it)."""
     minutes = int(hours * 60)
-    return Workload(
-        start=start, minutes=minutes, instances=list(stream(instances, hours=hours, seed=seed, start=start, mix=mix))
-    )
+    made = stream(instances, hours=hours, seed=seed, start=start, mix=mix)
+    return Workload(start=start, minutes=minutes, instances=[with_power(i) if power else i for i in made])
 
 
 def stream(
@@ -322,6 +375,92 @@ def stream(
     for index in range(block * len(kinds) // blocks, (block + 1) * len(kinds) // blocks):
         rng = random.Random(f"{seed}:{index}")
         yield make_instance(kinds[index], f"i-0{seed % 4096:03x}{index:013x}", first, minutes, rng)
+
+
+DIURNAL_START = dt.datetime(2026, 11, 2, 6, 0, tzinfo=dt.UTC)
+
+
+def diurnal(
+    instances: int = 143,
+    *,
+    reclaimable: int = 89,
+    hours: float = 36.0,
+    seed: int = 7,
+    start: dt.datetime = DIURNAL_START,
+    power: bool = True,
+) -> Workload:
+    """A serving fleet's day and a half from 06:00: a morning ramp, a busy day, an evening decline over hours, a
+    quiet night and the next morning's ramp (the shape of the production day issue 36 describes).
+
+    ``reclaimable`` pods lose their traffic in the evening: requests thin out from 17:00 and each pod's last busy
+    minute falls between 18:30 and 21:50, in bursts of up to about 22 pods within 11 minutes (a region drained, a
+    client batch ending), then nothing until 06:00-08:00 the next morning: idle, with the model loaded, all night
+    (the ground truth says reclaimable). The rest keep a trickle of requests all night (working). One team, one
+    instance type: a lull is a workload's own rhythm, not a measurement failure.
+    """
+    rng = random.Random(f"diurnal:{seed}")
+    minutes = int(hours * 60)
+    first = int(start.timestamp())
+    day_minute = (start.hour * 60 + start.minute) % 1440
+    lull_open, lull_close = 18 * 60 + 30 - day_minute, 21 * 60 + 50 - day_minute  # minutes from the start
+    # Bursts of last-busy minutes: cluster centres across the lull, sizes that sum to the reclaimable pods.
+    ends: list[int] = []
+    while len(ends) < reclaimable:
+        size = min(reclaimable - len(ends), rng.choice((1, 2, 3, 5, 8, 13, 22)))
+        centre = rng.randint(lull_open, lull_close - 11)
+        ends += [centre + rng.randint(0, 10) for _ in range(size)]
+    rng.shuffle(ends)
+    made: list[SyntheticInstance] = []
+    for index in range(instances):
+        pod = random.Random(f"diurnal:{seed}:{index}")
+        last = ends[index] if index < reclaimable else None
+        morning = (24 * 60 - day_minute) + 6 * 60 + pod.randint(0, 120)  # the next day's first request
+        util = [_clip(pod.gauss(0.3, 0.3)) for _ in range(minutes)]
+        working = [True] * minutes
+        minute = pod.randint(0, 20)
+        while minute < minutes:
+            hour = (day_minute + minute) / 60 % 24
+            if last is not None and last < minute < morning:
+                minute = morning
+                continue
+            if last is not None and minute == last:
+                util[minute] = pod.uniform(15, 60)
+                minute = last + 1
+                continue
+            util[minute] = pod.uniform(15, 60)
+            # Day: a request every 1-4 min; evening: gaps grow; night (kept pods): every 10-40 min.
+            if 8 <= hour < 17:
+                gap = pod.randint(1, 4)
+            elif 17 <= hour < 22:
+                gap = pod.randint(2, 6 + int((hour - 17) * 4))
+            else:
+                gap = pod.randint(10, 40)
+            if last is not None and minute < last < minute + gap:
+                gap = last - minute
+            minute += gap
+        if last is not None:
+            for m in range(last + 1, min(morning, minutes)):
+                working[m] = False
+        model = pod.uniform(6, 20) * GIB
+        memory: list[float | None] = [
+            model + (pod.uniform(30, 120) if u > 5 else pod.uniform(0, 20)) * MIB for u in util
+        ]
+        cpu: list[float | None] = [_clip(pod.gauss(25 if u > 5 else 3, 2)) for u in util]
+        made.append(
+            SyntheticInstance(
+                id=f"i-0d{seed % 256:02x}{index:013x}",
+                kind="diurnal",
+                instance_type="g5.xlarge",
+                gpus=1,
+                start=first,
+                gpu_utilization=list(util),
+                gpu_memory_used=memory,
+                cpu_utilization=cpu,
+                working=working,
+                team="serving",
+            )
+        )
+    return Workload(start=start, minutes=minutes, instances=[with_power(i) if power else i for i in made])
 
 
 def main(argv: list[str] | None = None) -> int:

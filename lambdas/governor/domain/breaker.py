@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from governor.domain.times import parse_time
@@ -22,20 +22,39 @@ def _iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
+def _floors(value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        return {}
+    found: dict[str, float] = {}
+    for key, raw in value.items():
+        try:
+            found[str(key)] = float(raw)
+        except (TypeError, ValueError):
+            continue
+    return found
+
+
 @dataclass(frozen=True)
 class Breaker:
     """The circuit breaker's state, kept between sweeps (one ledger item): which instances it holds and why.
 
-    ``anomaly_start`` is when the first held instance turned idle; ``cleared_at`` is when no more than the trip share
-    of them was still idle (it then waits one window of fresh data before releasing the rest). ``released`` are
-    instances an operator let go; they are not held again while they stay idle.
+    ``anomaly_start`` is when the first held instance turned idle; ``hold_until`` when the hold ends unless the
+    instances still show a measurement failure's sign (it is then renewed for those, and only those); ``signature``
+    says what tripped it and ``evidence`` what was seen, for the ledger and ``governor idle status``. ``released``
+    are instances let go (by an operator, or when their hold ended without a sign); they are not held again while
+    they stay idle.
     """
 
     tripped_at: dt.datetime | None = None
     anomaly_start: dt.datetime | None = None
     held: frozenset[str] = frozenset()
-    cleared_at: dt.datetime | None = None
+    hold_until: dt.datetime | None = None
     released: frozenset[str] = frozenset()
+    signature: str = ""
+    evidence: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # The lowest power each held instance drew before it turned quiet: "still drawing working power" is re-checked
+    # against it after its onset has left the sweep's lookback.
+    power_floor: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def open(self) -> bool:
@@ -46,8 +65,11 @@ class Breaker:
             "tripped_at": _iso(self.tripped_at),
             "anomaly_start": _iso(self.anomaly_start),
             "held": sorted(self.held),
-            "cleared_at": _iso(self.cleared_at),
+            "hold_until": _iso(self.hold_until),
             "released": sorted(self.released),
+            "signature": self.signature,
+            "evidence": dict(self.evidence),
+            "power_floor": {k: str(v) for k, v in self.power_floor.items()},
         }
 
     @classmethod
@@ -55,12 +77,16 @@ class Breaker:
         if not item:
             return cls()
         tripped = parse_time(item.get("tripped_at"))
+        evidence = item.get("evidence")
         return cls(
             tripped_at=tripped,
             anomaly_start=parse_time(item.get("anomaly_start")) if tripped else None,
             held=frozenset(str(i) for i in item.get("held") or ()) if tripped else frozenset(),
-            cleared_at=parse_time(item.get("cleared_at")) if tripped else None,
+            hold_until=parse_time(item.get("hold_until")) if tripped else None,
             released=frozenset(str(i) for i in item.get("released") or ()),
+            signature=str(item.get("signature") or "") if tripped else "",
+            evidence=dict(evidence) if tripped and isinstance(evidence, Mapping) else {},
+            power_floor=_floors(item.get("power_floor")) if tripped else {},
         )
 
     def rearmed(self) -> Breaker:

@@ -13,14 +13,14 @@ import datetime as dt
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
 from governor.domain.breaker import Breaker
 from governor.domain.decision import Decision, Severity, Verdict
-from governor.domain.fleet import Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
+from governor.domain.fleet import UNKNOWN, Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
 from governor.domain.times import parse_time
 from governor.idle.ownership import kubernetes_node
@@ -44,15 +44,32 @@ GPU_UTILIZATION = "gpu_utilization"
 GPU_MEMORY_USED = "gpu_memory_used"
 CPU_UTILIZATION = "cpu_utilization"
 NETWORK_BYTES = "network_bytes"
-SIGNALS = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION, NETWORK_BYTES)
+# Power draw in W, and the graphics engine's activity in percent (DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100): optional
+# signals, judged when the source publishes them. Where a GPU reports engine activity it is the activity judged
+# (NVIDIA calls GPU_UTIL outdated; it reads 0 or N/A on MIG slices); elsewhere utilisation.
+GPU_POWER = "gpu_power_draw"
+GPU_ENGINE_ACTIVE = "gpu_engine_active"
+SIGNALS = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION, NETWORK_BYTES, GPU_POWER, GPU_ENGINE_ACTIVE)
+HOST_SIGNALS = frozenset({CPU_UTILIZATION, NETWORK_BYTES})
+# A GPU signal of one device (GPU index, or MIG slice) is keyed "signal@device"; without "@" it is the instance's
+# one aggregated reading (the CloudWatch agent's InstanceId aggregation: the busiest GPU each minute).
+DEVICE_SEP = "@"
 # EC2's own metrics (CPU, network) arrive every 5 minutes under basic monitoring; GPU agent metrics every minute.
-SAMPLE_SECONDS = {GPU_UTILIZATION: 60, GPU_MEMORY_USED: 60, CPU_UTILIZATION: 300, NETWORK_BYTES: 300}
+SAMPLE_SECONDS = {
+    GPU_UTILIZATION: 60,
+    GPU_MEMORY_USED: 60,
+    CPU_UTILIZATION: 300,
+    NETWORK_BYTES: 300,
+    GPU_POWER: 60,
+    GPU_ENGINE_ACTIVE: 60,
+}
 # SSM command states after which the checkpoint is over, one way or the other.
 _PAST = {"stop": "stopped", "terminate": "terminated"}
 CHECKPOINT_DONE = frozenset({"Success", "Failed", "TimedOut", "Cancelled", "Undeliverable", "Terminated", "NotSent"})
 
-Status = Literal["grace", "exempt", "snoozed", "unmonitored", "busy", "idle"]
+Status = Literal["grace", "exempt", "snoozed", "unmonitored", "busy", "stalled", "idle"]
 Outcome = Literal[
+    "stalled",
     "grace",
     "exempt",
     "snoozed",
@@ -92,7 +109,13 @@ Signals = Mapping[str, Series]
 
 
 class MetricSource(Protocol):
-    """Where the sweep reads metrics: CloudWatch ``GetMetricData`` in the cloud, a CSV in ``backtest``."""
+    """The port the idle decision reads GPU signals through (``governor.idle.sources`` names the implementations).
+
+    Returns, per instance, a series per signal (``SIGNALS``: utilisation or graphics-engine activity in percent,
+    memory in MiB, power in W, CPU, network), or per device as ``signal@device`` (a GPU index or MIG slice); a
+    signal the source does not publish is absent or empty, and missing data is never idle. The CloudWatch agent is
+    the first implementation (``governor.idle.metrics``); ``backtest`` reads files into the same shape.
+    """
 
     def fetch(
         self, instance_ids: Sequence[str], signals: Sequence[str], start: dt.datetime, end: dt.datetime
@@ -170,6 +193,8 @@ class Settled:
     count: int = 0
     monitored: int = 0
     onsets: Mapping[str, float] = field(default_factory=dict)
+    # The lookback's series of some of them, read only for the few the breaker looks at (failure signs).
+    signals: Callable[[Sequence[str]], Mapping[str, Signals]] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -183,6 +208,7 @@ class SweepPlan:
     breaker: Breaker = field(default_factory=Breaker)
     deferred: int = 0
     rearmed: Decision | None = None
+    renewed: Decision | None = None  # the hold renewed for what still shows the failure's signature (recorded)
 
     def acting(self) -> list[InstanceOutcome]:
         return [o for o in self.outcomes if o.outcome in ("checkpoint", "acted")]
@@ -193,7 +219,7 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 
 def required_signals(policy: IdlePolicy) -> tuple[str, ...]:
-    """The signals this policy decides on: GPU utilisation always; memory, CPU and network when configured."""
+    """The signals this policy needs enough samples of: GPU activity always; memory, CPU and network when configured."""
     wanted = [GPU_UTILIZATION]
     if policy.memory_change_tolerance_mib is not None:
         wanted.append(GPU_MEMORY_USED)
@@ -202,6 +228,15 @@ def required_signals(policy: IdlePolicy) -> tuple[str, ...]:
     if policy.network_bytes_threshold is not None:
         wanted.append(NETWORK_BYTES)
     return tuple(wanted)
+
+
+def fetched_signals(policy: IdlePolicy) -> tuple[str, ...]:
+    """What a sweep asks the metric source for: the required signals, plus those judged when published (engine
+    activity; power unless ``idle_power_margin_percent`` is null). A source without a signal returns no series."""
+    optional = [GPU_ENGINE_ACTIVE]
+    if policy.idle_power_margin_percent is not None:
+        optional.append(GPU_POWER)
+    return (*required_signals(policy), *optional)
 
 
 def sweep_interval(policy: IdlePolicy) -> dt.timedelta:
@@ -223,20 +258,47 @@ def expected_samples(signal: str, minutes: float) -> int:
     return max(1, math.floor(minutes * 60 / SAMPLE_SECONDS[signal]))
 
 
+def _pick(condition: Any, yes: Any, no: Any) -> Any:
+    """``yes if condition else no`` for plain numbers, element by element for NumPy arrays (the backtest's)."""
+    if hasattr(condition, "shape"):
+        import numpy as np  # only the CLI's columnar replay passes arrays; the Lambda never imports NumPy
+
+        return np.where(condition, yes, no)
+    return yes if condition else no
+
+
+_NO_SAMPLES = (0, math.nan, math.nan)
+
+
+def activity_stats(stats: Mapping[str, tuple[Any, Any, Any]]) -> tuple[Any, Any, Any]:
+    """The GPU activity judged: graphics-engine activity where the window holds any, else utilisation."""
+    engine = stats.get(GPU_ENGINE_ACTIVE, _NO_SAMPLES)
+    util = stats[GPU_UTILIZATION]
+    use = engine[0] > 0
+    return (_pick(use, engine[0], util[0]), _pick(use, engine[1], util[1]), _pick(use, engine[2], util[2]))
+
+
 def idle_checks(
-    stats: Mapping[str, tuple[Any, Any, Any]], newest_age: Any, policy: IdlePolicy, minutes: float
+    stats: Mapping[str, tuple[Any, Any, Any]],
+    newest_age: Any,
+    policy: IdlePolicy,
+    minutes: float,
+    ceiling: Any = math.nan,
 ) -> dict[str, Any]:
     """Every check of the idle rule on one window's statistics: which signals show activity, which lack data.
 
-    ``stats`` maps each required signal to (sample count, maximum, minimum) over the window, NaN maximum and minimum
-    without samples; ``newest_age`` is the newest GPU sample's age in minutes (NaN without one). It works on plain
-    numbers (the sweep) and on NumPy arrays with one element per instance (the backtest), so both apply one rule.
+    ``stats`` maps each signal to (sample count, maximum, minimum) over the window, NaN maximum and minimum without
+    samples; ``newest_age`` is the newest GPU sample's age in minutes (NaN without one); ``ceiling`` the most power
+    an idle GPU of the instance's model draws (NaN: unknown, power not judged). It works on plain numbers (the
+    sweep) and on NumPy arrays with one element per instance (the backtest), so both apply one rule.
     """
     checks: dict[str, Any] = {}
+    activity = activity_stats(stats)
     for signal in required_signals(policy):
-        checks[f"gap:{signal}"] = stats[signal][0] < policy.min_samples_fraction * expected_samples(signal, minutes)
+        count = activity[0] if signal == GPU_UTILIZATION else stats[signal][0]
+        checks[f"gap:{signal}"] = count < policy.min_samples_fraction * expected_samples(signal, minutes)
     checks["stale"] = newest_age > policy.max_sample_age_minutes
-    checks[f"busy:{GPU_UTILIZATION}"] = stats[GPU_UTILIZATION][1] >= policy.gpu_utilization_threshold
+    checks[f"busy:{GPU_UTILIZATION}"] = activity[1] >= policy.gpu_utilization_threshold
     if policy.memory_change_tolerance_mib is not None:
         _, high, low = stats[GPU_MEMORY_USED]
         checks[f"busy:{GPU_MEMORY_USED}"] = high - low > policy.memory_change_tolerance_mib
@@ -244,7 +306,32 @@ def idle_checks(
         checks[f"busy:{CPU_UTILIZATION}"] = stats[CPU_UTILIZATION][1] >= policy.cpu_utilization_threshold
     if policy.network_bytes_threshold is not None:
         checks[f"busy:{NETWORK_BYTES}"] = stats[NETWORK_BYTES][1] >= policy.network_bytes_threshold
+    if policy.idle_power_margin_percent is not None:
+        count, high, _ = stats.get(GPU_POWER, _NO_SAMPLES)
+        # Published power must be complete (a sensor that stops mid-window is missing data), and near idle.
+        checks[f"gap:{GPU_POWER}"] = (count > 0) & (
+            count < policy.min_samples_fraction * expected_samples(GPU_POWER, minutes)
+        )
+        checks[f"busy:{GPU_POWER}"] = high > ceiling
     return checks
+
+
+def stall_check(
+    stats: Mapping[str, tuple[Any, Any, Any]], policy: IdlePolicy, minutes: float, ceiling: Any = math.nan
+) -> Any:
+    """A hung job's signature over the window: activity never below ``stall_utilization_threshold`` while power
+    stays near idle (complete power data, a known idle draw) and memory does not move."""
+    if policy.stall_utilization_threshold is None or policy.idle_power_margin_percent is None:
+        return False
+    count, _, low = activity_stats(stats)
+    enough = count >= policy.min_samples_fraction * expected_samples(GPU_UTILIZATION, minutes)
+    p_count, p_high, _ = stats.get(GPU_POWER, _NO_SAMPLES)
+    powered = (p_count >= policy.min_samples_fraction * expected_samples(GPU_POWER, minutes)) & (p_high <= ceiling)
+    stalled = enough & (low >= policy.stall_utilization_threshold) & powered
+    if policy.memory_change_tolerance_mib is not None:
+        m_count, m_high, m_low = stats[GPU_MEMORY_USED]
+        stalled = stalled & (m_count > 0) & (m_high - m_low <= policy.memory_change_tolerance_mib)
+    return stalled
 
 
 def checks_status(checks: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -263,12 +350,80 @@ def _window_stats(values: Sequence[float]) -> tuple[int, float, float]:
     return (len(values), max(values), min(values)) if values else (0, math.nan, math.nan)
 
 
-def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: dt.datetime) -> Assessment:
-    """Idle only when every required signal says idle over the whole window, and the newest sample is fresh.
+def devices(signals: Signals) -> dict[str, dict[str, Series]]:
+    """The signals of each GPU device ("" for the instance's one aggregated reading), host signals with each.
 
-    Any data gap or stale data means unmonitored. GPU memory is in MiB (see ``MEMORY_UNITS``). This is the heart
-    shared by the sweep, the re-check before acting and the backtest (whose columnar replay applies the same
-    :func:`idle_checks`); grace, exemptions and snoozes are applied by ``assess``.
+    Per-device readings (``signal@device``) win over an aggregated one: an instance is judged per GPU or MIG slice
+    when its source publishes them, and is idle only when every device is.
+    """
+    host = {key: series for key, series in signals.items() if key in HOST_SIGNALS}
+    found: dict[str, dict[str, Series]] = {}
+    for key, series in signals.items():
+        base, _, device = key.partition(DEVICE_SEP)
+        if base not in HOST_SIGNALS:
+            found.setdefault(device, {})[base] = series
+    if len(found) > 1:
+        found.pop("", None)
+    return {device: {**host, **mine} for device, mine in (found or {"": {}}).items()}
+
+
+@dataclass(frozen=True)
+class PowerLimit:
+    """The power an idle GPU of this instance may draw (None: unknown, power not judged), and why."""
+
+    ceiling: float | None
+    note: str
+    model: str | None = None
+
+
+def power_limit(instance_type: str, policy: IdlePolicy) -> PowerLimit:
+    """From the instance type's GPU model and its measured (or the policy's) idle draw and limit."""
+    from governor.idle.power import GpuPower, power_of
+
+    if policy.idle_power_margin_percent is None:
+        return PowerLimit(None, "power is not judged (idle_power_margin_percent is null)")
+    overrides = {
+        model: GpuPower(entry.idle_watts, entry.limit_watts, "policy idle.gpu_power")
+        for model, entry in policy.gpu_power.items()
+    }
+    model, found = power_of(instance_type, overrides)
+    if found is None:
+        what = model or f"the GPU of {instance_type}"
+        return PowerLimit(None, f"power not judged: no measured idle draw for {what} (set idle.gpu_power)", model)
+    ceiling = round(found.ceiling(policy.idle_power_margin_percent), 2)
+    return PowerLimit(
+        ceiling, f"{model}: idle {found.idle_watts:g} W, limit {found.limit_watts:g} W ({found.source})", model
+    )
+
+
+def _device_assessment(
+    signals: Signals, policy: IdlePolicy, start: float, end: float, ceiling: float | None
+) -> tuple[dict[str, Any], dict[str, tuple[int, float, float]], float, Any]:
+    """One device's checks, window statistics, newest activity sample's age and whether it looks stalled."""
+    stats: dict[str, tuple[int, float, float]] = {}
+    required = required_signals(policy)
+    for signal in SIGNALS:
+        wanted = signal in required or signal in (GPU_POWER, GPU_ENGINE_ACTIVE)
+        series = signals.get(signal) if wanted else None
+        stats[signal] = _window_stats(series.window(start, end) if series is not None else ())
+    activity = signals.get(GPU_ENGINE_ACTIVE) if stats[GPU_ENGINE_ACTIVE][0] else signals.get(GPU_UTILIZATION)
+    newest = activity.newest(end + 1) if activity is not None else None
+    age = (end - newest) / 60 if newest is not None else math.nan
+    limit = math.nan if ceiling is None else ceiling
+    checks = idle_checks(stats, age, policy, policy.window_minutes, limit)
+    return checks, stats, age, stall_check(stats, policy, policy.window_minutes, limit)
+
+
+def assess_signals(
+    instance_id: str, signals: Signals, policy: IdlePolicy, now: dt.datetime, power: PowerLimit | None = None
+) -> Assessment:
+    """Idle only when every device's every signal says idle over the whole window, and the newest sample is fresh.
+
+    Any data gap or stale data means unmonitored (a GPU whose utilisation reads N/A has no series: never idle).
+    GPU memory is in MiB (see ``MEMORY_UNITS``); power is judged against ``power`` (the instance's GPU model). A
+    GPU busy by utilisation at near-idle power with memory still is "stalled". This is the heart shared by the sweep,
+    the re-check before acting and the backtest (whose columnar replay applies the same :func:`idle_checks`);
+    grace, exemptions and snoozes are applied by ``assess``.
     """
     end = now.timestamp()
     start = end - policy.window_minutes * 60
@@ -276,36 +431,92 @@ def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: 
         "window_start": dt.datetime.fromtimestamp(start, dt.UTC).isoformat(),
         "window_end": now.isoformat(),
     }
-    stats: dict[str, tuple[int, float, float]] = {}
-    required = required_signals(policy)
-    for signal in SIGNALS:
-        series = signals.get(signal) if signal in required else None
-        stats[signal] = _window_stats(series.window(start, end) if series is not None else ())
-    gpu = signals.get(GPU_UTILIZATION)
-    newest = gpu.newest(end + 1) if gpu is not None else None
-    age = (end - newest) / 60 if newest is not None else math.nan
-    checks = idle_checks(stats, age, policy, policy.window_minutes)
+    ceiling = power.ceiling if power is not None else None
+    if power is not None and policy.idle_power_margin_percent is not None:
+        evidence["power_limit"] = power.note
+        if ceiling is not None:
+            evidence["idle_power_ceiling_w"] = ceiling
+    busy: list[str] = []
     gaps: list[str] = []
-    for signal in required:
-        count = stats[signal][0]
+    stalled: list[str] = []
+    per_device: dict[str, dict[str, Any]] = {}
+    for device, device_signals in sorted(devices(signals).items()):
+        checks, stats, age, stall = _device_assessment(device_signals, policy, start, end, ceiling)
+        mine = evidence if not device else per_device.setdefault(device, {})
+        label = f"GPU {device}: " if device else ""
+        found_busy, found_gaps = _describe(checks, stats, age, policy, mine, label, ceiling)
+        if stall:
+            stalled.append(
+                f"{label}utilisation stayed at or above {policy.stall_utilization_threshold:g}% for "
+                f"{policy.window_minutes} min at {stats[GPU_POWER][1]:.0f} W, near the idle draw "
+                f"({ceiling:g} W at most), with GPU memory still: a hung job (e.g. a deadlocked NCCL collective)"
+            )
+        else:
+            busy += found_busy
+        gaps += found_gaps
+    if per_device:
+        evidence["devices"] = per_device
+        _summarise_devices(evidence, per_device)
+    if busy:
+        return Assessment(instance_id, "busy", busy, evidence)
+    if gaps:
+        return Assessment(instance_id, "unmonitored", gaps, evidence)
+    if stalled:
+        evidence["stalled_since"] = _stalled_since(signals, policy, now, ceiling if ceiling is not None else math.inf)
+        return Assessment(instance_id, "stalled", stalled, evidence)
+    memory = (
+        f", memory moved {evidence['gpu_memory_change_mib']:.0f} MiB" if "gpu_memory_change_mib" in evidence else ""
+    )
+    watts = f", power at most {evidence['max_gpu_power_w']:.0f} W" if "max_gpu_power_w" in evidence else ""
+    reasons = [
+        f"idle by every signal for {policy.window_minutes} min: GPU max {evidence['max_gpu_utilization']:.1f}%"
+        f"{memory}{watts}"
+    ]
+    return Assessment(instance_id, "idle", reasons, evidence)
+
+
+def _describe(
+    checks: Mapping[str, Any],
+    stats: Mapping[str, tuple[int, float, float]],
+    age: float,
+    policy: IdlePolicy,
+    evidence: dict[str, Any],
+    label: str,
+    ceiling: float | None,
+) -> tuple[list[str], list[str]]:
+    """The evidence of one device's checks, and its busy and missing-data reasons in words."""
+    gaps: list[str] = []
+    activity_signal = GPU_ENGINE_ACTIVE if stats[GPU_ENGINE_ACTIVE][0] else GPU_UTILIZATION
+    activity = stats[activity_signal]
+    for signal in required_signals(policy):
+        name = activity_signal if signal == GPU_UTILIZATION else signal
+        count = stats[name][0]
         expected = expected_samples(signal, policy.window_minutes)
-        evidence.setdefault("samples", {})[signal] = count
-        evidence.setdefault("expected_samples", {})[signal] = expected
+        evidence.setdefault("samples", {})[name] = count
+        evidence.setdefault("expected_samples", {})[name] = expected
         if checks[f"gap:{signal}"]:
-            gaps.append(f"{signal}: {count} of {expected} expected samples in the window (missing data is never idle)")
-    if newest is not None:
+            gaps.append(
+                f"{label}{name}: {count} of {expected} expected samples in the window (missing data is never idle)"
+            )
+    if checks.get(f"gap:{GPU_POWER}"):
+        count, expected = stats[GPU_POWER][0], expected_samples(GPU_POWER, policy.window_minutes)
+        gaps.append(f"{label}{GPU_POWER}: {count} of {expected} expected samples (power stopped reporting)")
+    if not math.isnan(age):
         evidence["newest_sample_age_minutes"] = round(max(age, 0.0), 1)
         if checks["stale"]:
             gaps.append(
-                f"{GPU_UTILIZATION}: newest sample is {age:.1f} min old (max_sample_age_minutes "
+                f"{label}{activity_signal}: newest sample is {age:.1f} min old (max_sample_age_minutes "
                 f"{policy.max_sample_age_minutes}); stale data is never idle"
             )
     busy: list[str] = []
-    count, peak, _ = stats[GPU_UTILIZATION]
+    count, peak, _ = activity
     if count:
         evidence["max_gpu_utilization"] = round(peak, 2)
+        if activity_signal == GPU_ENGINE_ACTIVE:
+            evidence["activity_signal"] = GPU_ENGINE_ACTIVE
         if checks[f"busy:{GPU_UTILIZATION}"]:
-            busy.append(f"GPU utilisation reached {peak:.1f}% (threshold {policy.gpu_utilization_threshold:g}%)")
+            what = "graphics engine activity" if activity_signal == GPU_ENGINE_ACTIVE else "GPU utilisation"
+            busy.append(f"{label}{what} reached {peak:.1f}% (threshold {policy.gpu_utilization_threshold:g}%)")
     tolerance = policy.memory_change_tolerance_mib
     count, high, low = stats[GPU_MEMORY_USED]
     if tolerance is not None and count:
@@ -313,7 +524,12 @@ def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: 
         evidence["max_gpu_memory_used_mib"] = round(high, 1)
         evidence["gpu_memory_change_mib"] = round(change, 1)
         if checks[f"busy:{GPU_MEMORY_USED}"]:
-            busy.append(f"GPU memory in use changed by {change:.0f} MiB (tolerance {tolerance:g} MiB)")
+            busy.append(f"{label}GPU memory in use changed by {change:.0f} MiB (tolerance {tolerance:g} MiB)")
+    count, peak, _ = stats[GPU_POWER]
+    if policy.idle_power_margin_percent is not None and count:
+        evidence["max_gpu_power_w"] = round(peak, 2)
+        if checks[f"busy:{GPU_POWER}"] and ceiling is not None:
+            busy.append(f"{label}GPU power reached {peak:.0f} W, above the idle draw's ceiling of {ceiling:g} W")
     count, peak, _ = stats[CPU_UTILIZATION]
     if policy.cpu_utilization_threshold is not None and count:
         evidence["max_cpu_utilization"] = round(peak, 2)
@@ -324,20 +540,54 @@ def assess_signals(instance_id: str, signals: Signals, policy: IdlePolicy, now: 
         evidence["max_network_bytes"] = round(peak, 1)
         if checks[f"busy:{NETWORK_BYTES}"]:
             busy.append(f"network traffic reached {peak:.0f} bytes (threshold {policy.network_bytes_threshold:g})")
-    if busy:
-        return Assessment(instance_id, "busy", busy, evidence)
-    if gaps:
-        return Assessment(instance_id, "unmonitored", gaps, evidence)
-    memory = f", memory moved {evidence['gpu_memory_change_mib']:.0f} MiB" if tolerance is not None else ""
-    reasons = [
-        f"idle by every signal for {policy.window_minutes} min: GPU max {evidence['max_gpu_utilization']:.1f}%{memory}"
-    ]
-    return Assessment(instance_id, "idle", reasons, evidence)
+    return busy, gaps
+
+
+def _summarise_devices(evidence: dict[str, Any], per_device: Mapping[str, Mapping[str, Any]]) -> None:
+    """The instance-level figures over its devices: the busiest device's maxima, the stalest newest sample."""
+    for key, pick in (
+        ("max_gpu_utilization", max),
+        ("max_gpu_memory_used_mib", max),
+        ("gpu_memory_change_mib", max),
+        ("max_gpu_power_w", max),
+        ("newest_sample_age_minutes", max),
+    ):
+        values = [d[key] for d in per_device.values() if key in d]
+        if values:
+            evidence[key] = pick(values)
+
+
+def _stalled_since(signals: Signals, policy: IdlePolicy, now: dt.datetime, ceiling: float) -> str:
+    """When the stall began: after the last sample below the stall threshold or above the idle power ceiling (the
+    earliest sample read if none), so its finding is sent once, on the first sweep that sees a whole window of it."""
+    threshold = policy.stall_utilization_threshold or 0.0
+    end = now.timestamp() + 1
+    since = now.timestamp()
+    for device_signals in devices(signals).values():
+        breaks: list[float] = []
+        first = since
+        for name, limit, above in (
+            (GPU_ENGINE_ACTIVE if device_signals.get(GPU_ENGINE_ACTIVE) else GPU_UTILIZATION, threshold, False),
+            (GPU_POWER, ceiling, True),
+        ):
+            found = device_signals.get(name)
+            if found is None or not found.times:
+                continue
+            first = min(first, found.times[0])
+            for t, v in zip(reversed(found.times), reversed(found.values), strict=True):
+                if t < end and ((v > limit) if above else (v < limit)):
+                    breaks.append(t + SAMPLE_SECONDS[name])
+                    break
+        since = min(since, max(breaks) if breaks else first)
+    return dt.datetime.fromtimestamp(since, dt.UTC).isoformat()
 
 
 def onset_limits(policy: IdlePolicy) -> list[tuple[str, float]]:
     """The signals and thresholds whose busy samples end a quiet stretch (see :func:`idle_onset`)."""
-    limits = [(GPU_UTILIZATION, policy.gpu_utilization_threshold)]
+    limits = [
+        (GPU_UTILIZATION, policy.gpu_utilization_threshold),
+        (GPU_ENGINE_ACTIVE, policy.gpu_utilization_threshold),
+    ]
     if policy.cpu_utilization_threshold is not None:
         limits.append((CPU_UTILIZATION, policy.cpu_utilization_threshold))
     if policy.network_bytes_threshold is not None:
@@ -352,23 +602,25 @@ def idle_onset(signals: Signals, policy: IdlePolicy, now: dt.datetime, since: dt
     ``since`` was busy (quiet since before the data) or there is no GPU data at all. The breaker groups these.
     """
     limits = onset_limits(policy)
-    gpu = signals.get(GPU_UTILIZATION)
-    if gpu is None or not gpu.times:
-        return None
     latest: float | None = None
+    reports = False
     first, last = since.timestamp(), now.timestamp()
-    for signal, limit in limits:
-        series = signals.get(signal)
-        if series is None:
-            continue
-        low = bisect_left(series.times, first)
-        high = bisect_left(series.times, last, lo=low)
-        for index in range(high - 1, low - 1, -1):
-            if series.values[index] >= limit:
-                busy_end = series.times[index] + SAMPLE_SECONDS[signal]
-                latest = busy_end if latest is None else max(latest, busy_end)
-                break
-    return latest
+    for device_signals in devices(signals).values():
+        for name in (GPU_UTILIZATION, GPU_ENGINE_ACTIVE):
+            series = device_signals.get(name)
+            reports = reports or (series is not None and bool(series.times))
+        for signal, limit in limits:
+            series = device_signals.get(signal)
+            if series is None:
+                continue
+            low = bisect_left(series.times, first)
+            high = bisect_left(series.times, last, lo=low)
+            for index in range(high - 1, low - 1, -1):
+                if series.values[index] >= limit:
+                    busy_end = series.times[index] + SAMPLE_SECONDS[signal]
+                    latest = busy_end if latest is None else max(latest, busy_end)
+                    break
+    return latest if reports else None
 
 
 def assess(instance: Instance, signals: Signals, policy: Policy, now: dt.datetime) -> Assessment:
@@ -386,7 +638,7 @@ def assess(instance: Instance, signals: Signals, policy: Policy, now: dt.datetim
         return Assessment(
             instance.id, "snoozed", [f"owner snoozed reclamation ({policy.fleet.keep_until_tag}) until {snooze}"], {}
         )
-    return assess_signals(instance.id, signals, idle, now)
+    return assess_signals(instance.id, signals, idle, now, power_limit(instance.type, idle))
 
 
 def warning_window_minutes(policy: IdlePolicy) -> int:
@@ -406,7 +658,7 @@ def assess_for_sweep(instance: Instance, signals: Signals, policy: Policy, now: 
     judged_on_signals = full.status in ("busy", "unmonitored")
     if judged_on_signals and early_minutes < policy.idle.window_minutes:
         early_policy = policy.idle.model_copy(update={"window_minutes": early_minutes})
-        early = assess_signals(instance.id, signals, early_policy, now)
+        early = assess_signals(instance.id, signals, early_policy, now, power_limit(instance.type, policy.idle))
         if early.status == "idle":
             return early, False
     return full, True
@@ -533,19 +785,34 @@ def decide(
     now: dt.datetime,
     *,
     may_act: bool = True,
+    interval: dt.timedelta | None = None,
 ) -> InstanceOutcome:
     """Mark, then act: warn on the first idle verdict, act only when still idle after the warning period.
 
     Any verdict other than idle clears the mark, so activity (or a data gap) in between starts the clock again.
     ``may_act`` is false when only the warning window (not yet the whole window) is idle: the owner is warned, the
-    action waits until every signal has been idle for the whole window.
+    action waits until every signal has been idle for the whole window. A stalled job is reported to its owner on
+    the first sweep that sees a whole window of it (``interval``: the time between sweeps), never stopped.
     """
     idle = policy.idle
     enforce = idle.enforce
     owner = ownership(instance.tags, policy.fleet)
     evidence = dict(assessment.evidence)
+    if assessment.status == "stalled":
+        step = interval or sweep_interval(idle)
+        since = parse_time(evidence.get("stalled_since"))
+        first = since is None or since > now - dt.timedelta(minutes=idle.window_minutes) - step
+        reasons = [*assessment.reasons, "reported to the owner, not stopped: check the job (a stall is not idleness)"]
+        if mark is not None:
+            reasons.append(f"idle mark from {mark.idle_since.isoformat()} cleared")
+        actions: list[AnyAction] = [Notify(enforced=enforce, owner=owner.owner, reason="stalled")] if first else []
+        if mark is not None and IDLE_SINCE_TAG in instance.tags:
+            actions.append(Untag(enforced=enforce, keys=[IDLE_SINCE_TAG]))
+        decision = _decision(instance, "act" if first else "ok", "stalled", reasons, evidence, actions, "warning")
+        title = f"GPU instance {instance.id} ({instance.type}) looks stalled: busy GPU at idle power" if first else None
+        return InstanceOutcome(instance, "stalled", decision, None, title, prior=mark)
     if assessment.status != "idle":
-        actions: list[AnyAction] = []
+        actions = []
         reasons = list(assessment.reasons)
         if mark is not None:
             reasons.append(f"idle mark from {mark.idle_since.isoformat()} cleared")
@@ -664,14 +931,19 @@ def decide(
     return InstanceOutcome(instance, "acted", decision, next_mark, title, prior=mark)
 
 
-def _withhold(outcome: InstanceOutcome, status: Literal["held", "deferred"], why: str) -> InstanceOutcome:
+def _withhold(
+    outcome: InstanceOutcome,
+    status: Literal["held", "deferred"],
+    why: str,
+    evidence: Mapping[str, Any] | None = None,
+) -> InstanceOutcome:
     """The same decision with nothing enforced, and the mark as it was before this sweep (its place in line)."""
     decision = outcome.decision
     kept = decision.model_copy(
         update={
             "actions": [a.model_copy(update={"enforced": False}) for a in decision.actions],
             "reasons": [*decision.reasons, why],
-            "evidence": {**decision.evidence, "status": status},
+            "evidence": {**decision.evidence, **(evidence or {}), "status": status},
             "rule": f"idle.{status}",
         }
     )
@@ -715,47 +987,197 @@ def _densest(onsets: Mapping[str, float], span: float) -> list[str]:
     return [instance_id for instance_id, _ in ordered[best[0] : best[1]]]
 
 
+_AROUND_ONSET = 180.0  # seconds either side of an onset in which missing samples mean the agent or driver restarted
+_RUN = 10  # samples of one repeated reading that make a sign (a live power sensor never repeats itself this long)
+
+
+def _trailing_run(values: Sequence[float]) -> tuple[float, int]:
+    """The last value and how many samples at the end repeat it exactly."""
+    if not values:
+        return math.nan, 0
+    last = values[-1]
+    length = 0
+    for value in reversed(values):
+        if value != last:
+            break
+        length += 1
+    return last, length
+
+
+def failure_signs(
+    signals: Signals, onset: float | None, now: dt.datetime, since: float, floor: float | None = None
+) -> tuple[list[str], float | None]:
+    """What in one instance's data says a measurement failed, not the workload, since its quiet stretch began
+    (``onset``; None for an instance already held, whose onset has left the lookback that starts at ``since``).
+
+    Each sign is read from the latest samples, whenever the failure began. A working GPU never draws 0 W; a driver
+    that lost its GPU reports 0 MiB where a model was loaded; a live power sensor never repeats one reading for ten
+    minutes; a GPU whose utilisation fell to 0 while its power stayed at
+    the working level is still working (``floor``: the lowest power it drew before, kept while it is held); samples
+    missing around the minute activity stopped mean the agent or driver restarted. An evening lull shows none of
+    these: the model stays loaded, power settles at the idle draw and wanders, and the data keeps coming. Returns
+    the signs and the power floor to keep.
+    """
+    signs: list[str] = []
+    end = now.timestamp()
+    kept: float | None = floor
+    for device, found in sorted(devices(signals).items()):
+        label = f"GPU {device}: " if device else ""
+        memory = found.get(GPU_MEMORY_USED)
+        if memory is not None:
+            values = memory.window(since, end + 1)
+            run, length = _trailing_run(values)
+            loaded = any(v > 0 for v in values[: len(values) - length]) or onset is None
+            if values and run == 0 and length >= _RUN and loaded:
+                signs.append(f"{label}GPU memory in use reads exactly 0 MiB for {length} samples (it held a model)")
+        power = found.get(GPU_POWER)
+        if power is not None:
+            values = power.window(since, end + 1)
+            before = power.window(since, onset) if onset is not None else ()
+            if before:
+                kept = min(before) if kept is None else min(kept, min(before))
+            run, length = _trailing_run(values)
+            recent = power.window(end - 1800, end + 1)
+            if values and run == 0 and length >= _RUN:
+                signs.append(f"{label}power reads exactly 0 W for {length} samples")
+            elif length >= _RUN:
+                signs.append(f"{label}power frozen at {run:g} W for {length} samples")
+            elif recent and kept is not None and kept > 0:
+                middle = sorted(recent)[len(recent) // 2]
+                level = sorted(before)[len(before) // 2] if before else middle
+                if middle >= 2 * kept and middle >= 0.7 * level:
+                    signs.append(
+                        f"{label}utilisation fell to idle while power stayed at {middle:.0f} W (it idles at "
+                        f"{kept:.0f} W): the GPU is still working"
+                    )
+        activity = found.get(GPU_ENGINE_ACTIVE) or found.get(GPU_UTILIZATION)
+        if activity is not None and onset is not None:
+            low, high = max(onset - _AROUND_ONSET, since), min(onset + _AROUND_ONSET, end)
+            near = activity.window(low, high)
+            expected = (high - low) / 60
+            if expected >= 4 and len(near) <= expected - 2:
+                signs.append(f"{label}{int(expected - len(near))} samples missing around the onset (agent restart)")
+    return signs, kept
+
+
+@dataclass(frozen=True)
+class BreakerStep:
+    """The breaker after one sweep: tripped now, released now (why), or its hold renewed for what still shows a sign."""
+
+    state: Breaker
+    tripped: bool = False
+    rearmed: str | None = None
+    renewed: bool = False
+
+
 def _breaker(
     state: Breaker,
     idle_now: set[str],
     onsets: Mapping[str, float],
+    signs_of: Any,
+    team_of: Any,
     monitored: int,
     policy: IdlePolicy,
     now: dt.datetime,
-    interval: dt.timedelta,
-) -> tuple[Breaker, bool, bool]:
-    """The breaker after this sweep, whether it tripped now, and whether it re-armed by itself now.
+) -> BreakerStep:
+    """The breaker after this sweep. ``onsets`` are when quiet stretches began (those quiet for
+    ``breaker_quiet_minutes``); ``signs_of(id)`` an instance's :func:`failure_signs`; ``team_of(id)`` its team.
 
-    ``idle_now`` are the instances judged idle this sweep; ``onsets`` when quiet stretches began (only those quiet
-    for ``breaker_quiet_minutes``). It trips when more than ``breaker_fleet_percent`` of the monitored fleet (and at
-    least ``breaker_min_instances``) turned idle within one interval; it then holds those and every instance whose
-    quiet stretch began up to one window before them (their whole window overlaps the anomaly). Held instances that
-    are busy again leave the set. Once fewer than the trip count are still quiet the anomaly has cleared; after one
-    more window of fresh data the breaker re-arms and the rest are judged like any other instance.
+    It trips on the signature of a measurement failure, never on a count alone: at least ``breaker_min_instances``
+    whose quiet stretches began within ``breaker_onset_minutes`` of each other (a failure hits every node in the same
+    minute; a serving fleet's evening lull spreads over hours) and, among them, more than ``breaker_fleet_percent``
+    of the monitored fleet, or half with a failure sign, or ``breaker_min_teams`` teams at once. It holds those, and
+    any quiet instance showing a sign since shortly before. The hold is short and lasts only as long as its evidence:
+    every ``breaker_hold_minutes`` it is renewed (and recorded) for the instances still showing a sign, or for all of
+    them while they still make up more than the share of the fleet that tripped it; the rest are released and judged
+    like any other instance, warned first. Held instances that are busy again leave; with none left it re-arms.
     """
     quiet = idle_now | set(onsets)
     released = frozenset(i for i in state.released if i in quiet)
+    hold = dt.timedelta(minutes=policy.breaker_hold_minutes)
     window = dt.timedelta(minutes=policy.window_minutes)
-    threshold = _trip_count(monitored, policy)
     if state.open:
-        held = frozenset(i for i in state.held if i in quiet) - released
-        start = state.anomaly_start or now
-        joined = {i for i, t in onsets.items() if t >= (start - window).timestamp()} - released
-        held |= joined
-        cleared = state.cleared_at
-        if cleared is None and len(held) < threshold:
-            cleared = now
-        if not held or (cleared is not None and now >= cleared + window):
-            return Breaker(released=released), False, True
-        return replace(state, held=held, cleared_at=cleared, released=released), False, False
+        start = (state.anomaly_start or now) - window
+        by_share = bool(state.evidence.get("by_share"))
+        joined = {
+            i
+            for i, t in onsets.items()
+            if t >= start.timestamp() and i not in state.held and i not in released and (by_share or signs_of(i))
+        }
+        held = (frozenset(i for i in state.held if i in quiet) | joined) - released
+        if not held:
+            return BreakerStep(Breaker(released=released), rearmed="every held instance is busy again or gone")
+        if state.hold_until is not None and now < state.hold_until:
+            return BreakerStep(replace(state, held=held, released=released))
+        signs = {i: signs_of(i) for i in sorted(held)}
+        persisting = frozenset(i for i, found in signs.items() if found)
+        share = math.floor(policy.breaker_fleet_percent * monitored / 100)
+        if state.evidence.get("by_share") and len(held) > share:
+            # Still more than the share of the fleet, all quiet since the same minutes: the signature persists.
+            persisting = held
+        let_go = held - persisting
+        if not persisting:
+            why = (
+                f"the {policy.breaker_hold_minutes}-minute hold ended and none of the {len(held)} held instances shows "
+                "a measurement failure's sign: they are judged like any other instance from now on (warned first)"
+            )
+            return BreakerStep(Breaker(released=released | let_go), rearmed=why)
+        evidence = {
+            **state.evidence,
+            "renewed_at": now.isoformat(),
+            "still_showing_signs": {i: signs[i] for i in sorted(persisting)[:20]},
+            "released_without_signs": sorted(let_go),
+        }
+        kept = replace(state, held=persisting, hold_until=now + hold, released=released | let_go, evidence=evidence)
+        return BreakerStep(kept, renewed=True)
     fresh = {i: t for i, t in onsets.items() if i not in released}
-    group = _densest(fresh, interval.total_seconds())
-    if len(group) < threshold:
-        return Breaker(released=released), False, False
-    start_epoch = min(fresh[i] for i in group)
-    held = frozenset(i for i, t in fresh.items() if t >= start_epoch - window.total_seconds())
-    anomaly_start = dt.datetime.fromtimestamp(start_epoch, dt.UTC)
-    return Breaker(tripped_at=now, anomaly_start=anomaly_start, held=held, released=released), True, False
+    cohort = _densest(fresh, policy.breaker_onset_minutes * 60)
+    if len(cohort) < policy.breaker_min_instances:
+        return BreakerStep(Breaker(released=released))
+    signs = {i: signs_of(i) for i in cohort}
+    signed = [i for i in cohort if signs[i]]
+    teams = sorted({team_of(i) for i in cohort} - {UNKNOWN})
+    share = math.floor(policy.breaker_fleet_percent * monitored / 100)
+    first, last = min(fresh[i] for i in cohort), max(fresh[i] for i in cohort)
+    together = f"{len(cohort)} instances turned idle within {int((last - first) // 60) + 1} min"
+    found: list[str] = []
+    if len(cohort) > share:
+        found.append(f"{together}: more than {policy.breaker_fleet_percent:g}% of the {monitored} monitored")
+    if 2 * len(signed) >= len(cohort):
+        found.append(f"{together}, {len(signed)} of them with a measurement failure's sign")
+    if len(teams) >= policy.breaker_min_teams:
+        found.append(f"{together} across {len(teams)} unrelated teams")
+    if not found:
+        return BreakerStep(Breaker(released=released))
+    anomaly_start = dt.datetime.fromtimestamp(first, dt.UTC)
+    window_start = first - window.total_seconds()
+    # With the fleet share (a failure's scale), every instance that turned quiet up to one window before joins: its
+    # whole window overlaps the anomaly. Otherwise only those showing a sign themselves.
+    by_share = len(cohort) > share
+    joined = {i for i, t in fresh.items() if i not in cohort and t >= window_start and (by_share or signs_of(i))}
+    trip_evidence: dict[str, Any] = {
+        "cohort": len(cohort),
+        "monitored": monitored,
+        "onsets": [
+            dt.datetime.fromtimestamp(first, dt.UTC).isoformat(),
+            dt.datetime.fromtimestamp(last, dt.UTC).isoformat(),
+        ],
+        "with_signs": len(signed),
+        "signs": {i: signs[i] for i in signed[:20]},
+        "teams": teams[:20],
+        "joined_with_signs": sorted(joined)[:50],
+        "by_share": by_share,
+    }
+    tripped = Breaker(
+        tripped_at=now,
+        anomaly_start=anomaly_start,
+        held=frozenset(cohort) | frozenset(joined),
+        hold_until=now + hold,
+        released=released,
+        signature="; ".join(found),
+        evidence=trip_evidence,
+    )
+    return BreakerStep(tripped, tripped=True)
 
 
 def sweep(
@@ -789,9 +1211,9 @@ def sweep(
         instance_signals = signals.get(instance.id, {})
         assessment, may_act = assess_for_sweep(instance, instance_signals, policy, now)
         mark = current_mark(instance, marks.get(instance.id))
-        outcome = decide(instance, assessment, mark, policy, now, may_act=may_act)
+        outcome = decide(instance, assessment, mark, policy, now, may_act=may_act, interval=interval)
         outcomes.append(outcome)
-        if assessment.status not in ("busy", "idle"):
+        if assessment.status not in ("busy", "idle", "stalled"):
             continue
         monitored += 1
         onset = idle_onset(instance_signals, idle, now, since)
@@ -801,15 +1223,37 @@ def sweep(
     by_tag = {o.instance.id for o in outcomes if o.instance.tags.get(IDLE_BREAKER_TAG, "").strip() == "release"}
     idle_now = {o.instance.id for o in outcomes if o.outcome in _IDLE_OUTCOMES}
     state = replace(state, released=state.released | (by_tag & idle_now))
-    state, tripped, rearmed_now = _breaker(state, idle_now, onsets, monitored, idle, now, interval)
+    teams = {i.id: ownership(i.tags, policy.fleet).team for i in instances}
+    found_signs: dict[str, list[str]] = {}
+
+    floors: dict[str, float] = dict(state.power_floor)
+
+    def signs_of(instance_id: str) -> list[str]:
+        if instance_id not in found_signs:
+            data = signals.get(instance_id)
+            if data is None and bulk.signals is not None:
+                data = bulk.signals([instance_id]).get(instance_id)
+            onset = onsets.get(instance_id)
+            found, floor = failure_signs(data or {}, onset, now, since.timestamp(), floors.get(instance_id))
+            found_signs[instance_id] = found
+            if floor is not None:
+                floors[instance_id] = floor
+        return found_signs[instance_id]
+
+    step = _breaker(state, idle_now, onsets, signs_of, lambda i: teams.get(i, UNKNOWN), monitored, idle, now)
+    state = replace(step.state, power_floor={i: floors[i] for i in sorted(step.state.held) if i in floors})
     held_ids = state.held
     note = (
-        f"circuit breaker: {len(held_ids)} instances turned idle together since "
-        f"{state.anomaly_start.isoformat() if state.anomaly_start else now.isoformat()} (a metrics or driver outage "
-        "looks like this); held, nothing done, until the anomaly clears or an operator re-arms"
+        f"circuit breaker: held with {len(held_ids)} instances that turned idle together from "
+        f"{state.anomaly_start.isoformat() if state.anomaly_start else now.isoformat()} ({state.signature}); "
+        f"nothing done until {state.hold_until.isoformat() if state.hold_until else 'the hold ends'}, longer only "
+        "while it still shows a measurement failure's sign"
     )
     outcomes = [
-        _withhold(o, "held", note) if o.instance.id in held_ids and o.outcome in _IDLE_OUTCOMES else o for o in outcomes
+        _withhold(o, "held", note, _held_evidence(state, o.instance.id, found_signs))
+        if o.instance.id in held_ids and o.outcome in _IDLE_OUTCOMES
+        else o
+        for o in outcomes
     ]
     prices = policy.lifecycle.prices
 
@@ -833,19 +1277,45 @@ def sweep(
             "longest idle first (then the dearest), next sweep"
         )
         outcomes = [_withhold(o, "deferred", why) if o.instance.id in deferred_ids else o for o in outcomes]
-    alarm = _alarm(state, monitored, policy, now) if tripped else None
+    alarm = _alarm(state, monitored, policy, now) if step.tripped else None
     rearmed = None
-    if rearmed_now:
+    if step.rearmed is not None:
         rearmed = Decision(
             policy=POLICY,
             verdict="ok",
             resource="gpu-fleet",
-            reasons=["circuit breaker re-armed: the correlated idle anomaly has cleared"],
+            reasons=[f"circuit breaker re-armed: {step.rearmed}"],
             evidence={"status": "rearmed"},
             rule="idle.breaker-rearmed",
         )
+    renewed = None
+    if step.renewed:
+        renewed = Decision(
+            policy=POLICY,
+            verdict="ok",
+            resource="gpu-fleet",
+            reasons=[
+                f"circuit breaker hold renewed until {state.hold_until.isoformat() if state.hold_until else '?'} for "
+                f"{len(state.held)} instances still showing a measurement failure's sign; "
+                f"{len(state.evidence.get('released_without_signs', []))} released"
+            ],
+            evidence={"status": "renewed", **state.evidence},
+            rule="idle.breaker-renewed",
+        )
     held_now = sum(1 for o in outcomes if o.outcome == "held")
-    return SweepPlan(outcomes, fleet_size, alarm, held_now, state, len(deferred_ids), rearmed)
+    return SweepPlan(outcomes, fleet_size, alarm, held_now, state, len(deferred_ids), rearmed, renewed)
+
+
+def _held_evidence(state: Breaker, instance_id: str, signs: Mapping[str, list[str]]) -> dict[str, Any]:
+    """What the ledger keeps about one held instance: why the breaker tripped, and this instance's own signs."""
+    return {
+        "breaker": {
+            "signature": state.signature,
+            "tripped_at": state.tripped_at.isoformat() if state.tripped_at else None,
+            "hold_until": state.hold_until.isoformat() if state.hold_until else None,
+            "signs": signs.get(instance_id, []),
+        }
+    }
 
 
 def _reported_for_action(outcomes: Sequence[InstanceOutcome], policy: IdlePolicy) -> set[str]:
@@ -869,56 +1339,34 @@ def _reported_for_action(outcomes: Sequence[InstanceOutcome], policy: IdlePolicy
 
 def _alarm(state: Breaker, monitored: int, policy: Policy, now: dt.datetime) -> Decision:
     idle = policy.idle
-    share = 100 * len(state.held) / max(monitored, 1)
     since = state.anomaly_start.isoformat() if state.anomaly_start else now.isoformat()
+    until = state.hold_until.isoformat() if state.hold_until else now.isoformat()
     return Decision(
         policy=POLICY,
         verdict="act",
         resource="gpu-fleet",
         actions=[Notify(enforced=idle.enforce, held_back=sorted(state.held))],
         reasons=[
-            f"circuit breaker: {len(state.held)} of {monitored} monitored instances ({share:.0f}%) turned idle "
-            f"within one sweep interval from {since}, more than breaker_fleet_percent {idle.breaker_fleet_percent:g}%",
-            "none of them is warned or acted on; it re-arms by itself once they are busy again, or run "
-            "`governor idle rearm` (or tag an instance governor:idle-breaker=release) after checking the agents",
+            f"circuit breaker: a measurement failure's signature from {since}: {state.signature}",
+            f"none of the {len(state.held)} held instances is warned or acted on until {until}; after that only those "
+            "still showing a sign (memory or power reading 0, power frozen, samples missing) stay held. Check the "
+            "agents; `governor idle rearm` (or the tag governor:idle-breaker=release) lets them go now",
         ],
         evidence={
             "status": "held",
             "held_back": len(state.held),
             "monitored": monitored,
             "anomaly_start": since,
+            "hold_until": until,
+            "signature": state.signature,
+            **state.evidence,
             "breaker_fleet_percent": idle.breaker_fleet_percent,
             "breaker_min_instances": idle.breaker_min_instances,
+            "breaker_onset_minutes": idle.breaker_onset_minutes,
         },
         severity="critical",
         rule="idle.circuit-breaker",
     )
-
-
-def naive_stop(
-    series: Series,
-    start: float,
-    end: float,
-    *,
-    period_seconds: int = 3600,
-    threshold: float = 5.0,
-    periods: int = 2,
-) -> float | None:
-    """The usual rule, for comparison only: mean utilisation under 5% for two consecutive hours, then stop.
-
-    Periods run from ``start`` to ``end``; a period with no data counts as 0% (missing data read as idle, as
-    alarms with ``treat_missing_data: breaching`` do). Returns the epoch second of the stop, or None.
-    """
-    below = 0
-    edge = start
-    while edge + period_seconds <= end:
-        values = series.window(edge, edge + period_seconds)
-        mean = sum(values) / len(values) if values else 0.0
-        below = below + 1 if mean < threshold else 0
-        edge += period_seconds
-        if below >= periods:
-            return edge
-    return None
 
 
 @dataclass
@@ -962,23 +1410,26 @@ def replay(
     interval: dt.timedelta,
     gpus: Mapping[str, int] | None = None,
     launch_times: Mapping[str, dt.datetime] | None = None,
+    inventory: Mapping[str, Instance] | None = None,
 ) -> Replay:
     """Run the sweep every ``interval`` over recorded metrics, as if enforcing, with the warning period, the rate
     limit and the circuit breaker applied (nobody re-arms it by hand in a replay).
 
     An instance counts as gone after its first stop or terminate; its GPU-hours from then to ``end`` are
     reclaimed (times its GPU count, default 1). A checkpoint command is assumed to succeed by the next sweep.
-    Launch time defaults to the instance's first sample, so the launch grace applies from there.
+    Launch time defaults to the instance's first sample, so the launch grace applies from there. ``inventory``
+    gives what EC2 would say of an instance (type, tags: its GPU model's idle draw, its team); without it an
+    instance has no known type, so its power is not judged.
     """
     enforcing = policy.model_copy(update={"idle": policy.idle.model_copy(update={"enforce": True})})
     firsts = {
         instance_id: min((s.times[0] for s in series.values() if s.times), default=start.timestamp())
         for instance_id, series in signals.items()
     }
+    known = inventory or {}
     fleet = [
-        Instance(
-            id=instance_id,
-            type="unknown",
+        replace(
+            known.get(instance_id) or Instance(id=instance_id, type="unknown", state="running", launch_time=start),
             state="running",
             launch_time=(launch_times or {}).get(instance_id) or dt.datetime.fromtimestamp(first, dt.UTC),
         )

@@ -47,16 +47,17 @@ from governor.idle.domain import (
     auto_scaling_group,
     checkpoint_command,
     current_mark,
+    fetched_signals,
     lookback_start,
     mark_tag_problems,
+    power_limit,
     reclaim_action,
     report_only_reason,
-    required_signals,
     sweep,
     sweep_interval,
 )
-from governor.idle.metrics import CloudWatchMetrics
 from governor.idle.ownership import unproven_claim
+from governor.idle.sources import metric_source
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
 from governor.runtime import Runtime, default_runtime, fan_out, run_edge
@@ -90,11 +91,11 @@ class IdleAws:
 
 
 @per_session
-def _aws(region: str | None, memory_unit: str) -> IdleAws:
+def _aws(region: str | None, memory_unit: str, source: str = "cloudwatch_agent") -> IdleAws:
     return IdleAws(
         Ec2Reader(region),
         Ec2Actions(region),
-        CloudWatchMetrics(region, memory_unit=memory_unit),
+        metric_source(source, region, memory_unit=memory_unit),
         SsmCommands(region),
         AutoScalingGroups(region),
     )
@@ -209,8 +210,9 @@ def recheck_metrics(
         return {}
     idle = runtime.policy.idle
     now = max(aws.clock(), judged_at)
-    fresh = aws.metrics.fetch(ids, required_signals(idle), now - dt.timedelta(minutes=idle.window_minutes), now)
-    return {i: assess_signals(i, fresh.get(i, {}), idle, now) for i in ids}
+    types = {o.instance.id: o.instance.type for o in outcomes}
+    fresh = aws.metrics.fetch(ids, fetched_signals(idle), now - dt.timedelta(minutes=idle.window_minutes), now)
+    return {i: assess_signals(i, fresh.get(i, {}), idle, now, power_limit(types[i], idle)) for i in ids}
 
 
 def _group_refusal(outcome: InstanceOutcome, aws: IdleAws, runtime: Runtime) -> str | None:
@@ -390,7 +392,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     interval = sweep_interval(policy.idle)
     instances = [bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)]
     start = lookback_start(policy.idle, now, interval)
-    signals = aws.metrics.fetch([i.id for i in instances], required_signals(policy.idle), start, now)
+    signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
@@ -418,7 +420,10 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
         logger.warning("idle circuit breaker tripped", extra={"held": held, "fleet": plan.fleet_size})
     if plan.rearmed is not None:
         runtime.ledger.record(plan.rearmed, event_id=event.id)
-        logger.info("idle circuit breaker re-armed")
+        logger.info("idle circuit breaker re-armed", extra={"why": plan.rearmed.reasons[0]})
+    if plan.renewed is not None:
+        runtime.ledger.record(plan.renewed, event_id=event.id)
+        logger.warning("idle circuit breaker hold renewed", extra={"held": len(plan.breaker.held)})
     rechecked = recheck_metrics(plan.outcomes, runtime, aws, now)
     done: dict[str, list[str]] = {}
     for outcome in plan.outcomes:
@@ -547,7 +552,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     if mark is None or mark.warned_at is None:
         return refuse("no warning of its current idle spell was sent (it was busy or restarted since the message)")
     start = lookback_start(idle, now, sweep_interval(idle))
-    signals = aws.metrics.fetch([instance_id], required_signals(idle), start, now)
+    signals = aws.metrics.fetch([instance_id], fetched_signals(idle), start, now)
     assessment, _ = assess_for_sweep(live, signals.get(instance_id, {}), policy, now)
     if assessment.status != "idle":
         return refuse(f"it is {assessment.status} now: {'; '.join(assessment.reasons)}")
@@ -703,7 +708,7 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: An
     execution id or click; ``context`` lets the idempotency record of a sweep that times out expire with it."""
 
     def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit)
+        chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit, rt.policy.idle.metric_source)
         return runner.once_per_event(
             event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, chosen), context=context
         )
@@ -716,15 +721,16 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
     from governor.adapters.aws import client, member_target
 
     unit = runtime.policy.idle.gpu_memory_unit
+    source = runtime.policy.idle.metric_source
     member = member_target(event)
     if member is None:
-        return _aws(runtime.region, unit)
+        return _aws(runtime.region, unit, source)
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
     return IdleAws(
         Ec2Reader(region, **where),
         Ec2Actions(region, **where),
-        CloudWatchMetrics(region, client("cloudwatch", region, **where), memory_unit=unit),
+        metric_source(source, region, client("cloudwatch", region, **where), unit),
         SsmCommands(region, **where),
         AutoScalingGroups(region, client("autoscaling", region, **where)),
     )

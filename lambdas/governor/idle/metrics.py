@@ -12,13 +12,15 @@ domain in MiB.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from governor.adapters.aws import client
 from governor.idle.domain import (
     CPU_UTILIZATION,
+    GPU_ENGINE_ACTIVE,
     GPU_MEMORY_USED,
+    GPU_POWER,
     GPU_UTILIZATION,
     MEMORY_UNITS,
     NETWORK_BYTES,
@@ -35,6 +37,9 @@ PERIOD = 60
 METRICS: dict[str, tuple[tuple[str, str, str], ...]] = {
     GPU_UTILIZATION: ((AGENT_NAMESPACE, "nvidia_smi_utilization_gpu", "Maximum"),),
     GPU_MEMORY_USED: ((AGENT_NAMESPACE, "nvidia_smi_memory_used", "Maximum"),),
+    GPU_POWER: ((AGENT_NAMESPACE, "nvidia_smi_power_draw", "Maximum"),),
+    # The agent's nvidia_smi input has no graphics-engine activity (DCGM's GR_ENGINE_ACTIVE): nothing to read.
+    GPU_ENGINE_ACTIVE: (),
     CPU_UTILIZATION: (("AWS/EC2", "CPUUtilization", "Maximum"),),
     NETWORK_BYTES: (("AWS/EC2", "NetworkIn", "Sum"), ("AWS/EC2", "NetworkOut", "Sum")),
 }
@@ -73,21 +78,7 @@ class CloudWatchMetrics:
                 for namespace, name, stat in METRICS[signal]:
                     query_id = f"q{len(queries)}"
                     plan[query_id] = (instance_id, signal)
-                    queries.append(
-                        {
-                            "Id": query_id,
-                            "MetricStat": {
-                                "Metric": {
-                                    "Namespace": namespace,
-                                    "MetricName": name,
-                                    "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
-                                },
-                                "Period": PERIOD,
-                                "Stat": stat,
-                            },
-                            "ReturnData": True,
-                        }
-                    )
+                    queries.append(metric_query(query_id, instance_id, namespace, name, stat))
         points: dict[tuple[str, str], dict[float, float]] = {(i, s): {} for i in instance_ids for s in signals}
         size = queries_per_call(start, end)
         for first in range(0, len(queries), size):
@@ -105,18 +96,51 @@ class CloudWatchMetrics:
         return found
 
     def _results(self, queries: list[dict[str, Any]], start: dt.datetime, end: dt.datetime) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "MetricDataQueries": queries,
-            "StartTime": start,
-            "EndTime": end,
-            "ScanBy": "TimestampAscending",
-        }
-        while True:
+        def counted() -> None:
             self.calls += 1
-            page = self._cloudwatch.get_metric_data(**kwargs)
-            results.extend(page.get("MetricDataResults", []))
-            token = page.get("NextToken")
-            if not token:
-                return results
-            kwargs["NextToken"] = token
+
+        return metric_data(self._cloudwatch, queries, start, end, counted)
+
+
+def metric_query(query_id: str, instance_id: str, namespace: str, name: str, stat: str) -> dict[str, Any]:
+    """One GetMetricData query: a metric of one instance, one-minute ``stat``."""
+    return {
+        "Id": query_id,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": namespace,
+                "MetricName": name,
+                "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
+            },
+            "Period": PERIOD,
+            "Stat": stat,
+        },
+        "ReturnData": True,
+    }
+
+
+def metric_data(
+    cloudwatch: Any,
+    queries: list[dict[str, Any]],
+    start: dt.datetime,
+    end: dt.datetime,
+    on_call: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Every result of one batch of queries (at most 500), ``NextToken`` followed to the end; ``on_call`` before
+    each call (the counters of the sweep and of ``backtest --from-cloudwatch``)."""
+    results: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "MetricDataQueries": queries,
+        "StartTime": start,
+        "EndTime": end,
+        "ScanBy": "TimestampAscending",
+    }
+    while True:
+        if on_call is not None:
+            on_call()
+        page = cloudwatch.get_metric_data(**kwargs)
+        results.extend(page.get("MetricDataResults", []))
+        token = page.get("NextToken")
+        if not token:
+            return results
+        kwargs["NextToken"] = token

@@ -1,0 +1,77 @@
+"""What an idle GPU draws: per-model idle power and limits from measured samples, and each instance type's GPU.
+
+Power separates two cases utilisation alone cannot: a GPU reading 0 % that is still drawing working power (its
+utilisation counter is wrong, or a flatlined exporter), and a GPU reading ~100 % at near-idle power (a deadlocked
+NCCL job spinning on a barrier: "stalled"). Idle requires power near the GPU's idle draw whenever power is published.
+
+"Near idle" is ``idle + margin% x (limit - idle)`` (``idle.idle_power_margin_percent``, default 20 %): the idle draw
+and the power limit come from measurements with their source, never guesses. :data:`MEASURED` holds the samples the
+CloudWatch agent's own test data carries (``nvidia-smi -q -x`` of idle GPUs, copied with their licence into
+``tests/fixtures/cloudwatch_agent``); a model without a measurement has no ceiling, so its power is not judged
+(the evidence says so) unless the policy gives one (``idle.gpu_power``, from the operator's own idle machines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+#: Where each measured figure comes from: the CloudWatch agent's test data (repository aws/amazon-cloudwatch-agent,
+#: commit ab55b8daa204e95c42c0267ee5aa49ec3b3a7317, plugins/inputs/nvidia_smi/testdata/).
+AGENT_TESTDATA = "aws/amazon-cloudwatch-agent@ab55b8d plugins/inputs/nvidia_smi/testdata"
+
+
+@dataclass(frozen=True)
+class GpuPower:
+    """One GPU model's idle draw and power limit, in watts, and where the figures come from."""
+
+    idle_watts: float
+    limit_watts: float
+    source: str
+
+    def ceiling(self, margin_percent: float) -> float:
+        """The most a GPU of this model may draw and still count as idle."""
+        return self.idle_watts + margin_percent / 100 * max(self.limit_watts - self.idle_watts, 0.0)
+
+
+#: Idle GPUs as nvidia-smi measured them (``power_draw`` at 0 % utilisation; the enforced or default limit).
+MEASURED: dict[str, GpuPower] = {
+    "NVIDIA A10G": GpuPower(25.58, 300.0, f"{AGENT_TESTDATA}/a10g.xml: P8, 0 % utilisation, 22 MiB used"),
+    "Tesla T4": GpuPower(26.78, 70.0, f"{AGENT_TESTDATA}/tesla-t4.xml: P0, 0 % utilisation, 1,032 MiB used"),
+    "NVIDIA A100-SXM4-80GB": GpuPower(
+        67.03, 500.0, f"{AGENT_TESTDATA}/a100-sxm4-v12.xml: P0, MIG mode, four idle slices"
+    ),
+}
+
+#: The GPU of each EC2 instance family, as nvidia-smi names it (Amazon EC2 accelerated computing instance types:
+#: https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html). Families whose GPU has no measured idle draw are
+#: listed too, so the evidence can name the model that lacks one.
+FAMILY_GPU: dict[str, str] = {
+    "g4dn": "Tesla T4",
+    "g5": "NVIDIA A10G",
+    "g6": "NVIDIA L4",
+    "gr6": "NVIDIA L4",
+    "g6e": "NVIDIA L40S",
+    "p3": "Tesla V100-SXM2-16GB",
+    "p3dn": "Tesla V100-SXM2-32GB",
+    "p4d": "NVIDIA A100-SXM4-40GB",
+    "p4de": "NVIDIA A100-SXM4-80GB",
+    "p5": "NVIDIA H100 80GB HBM3",
+    "p5e": "NVIDIA H200",
+    "p5en": "NVIDIA H200",
+}
+
+
+def gpu_model(instance_type: str) -> str | None:
+    """The GPU model of an instance type (``g5.12xlarge`` -> ``NVIDIA A10G``), or None when unknown."""
+    family = instance_type.split(".", 1)[0]
+    return FAMILY_GPU.get(family)
+
+
+def power_of(instance_type: str, overrides: Mapping[str, GpuPower] | None = None) -> tuple[str | None, GpuPower | None]:
+    """The instance type's GPU model and its idle draw: the policy's figure first, then the measured one."""
+    model = gpu_model(instance_type)
+    if model is None:
+        return None, None
+    found = (overrides or {}).get(model) or MEASURED.get(model)
+    return model, found

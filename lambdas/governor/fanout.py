@@ -263,8 +263,8 @@ class TargetLedger:
     def _key(self, kind: str, key: str) -> str:
         return breaker_key(self.account, self.region) if kind in PER_TARGET_KEYS and key == BREAKER_KEY else key
 
-    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str:
-        return self._ledger.record(decision, event_id=event_id, at=at)
+    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None, held: bool = False) -> str:
+        return self._ledger.record(decision, event_id=event_id, at=at, held=held)
 
     def record_many(self, decisions: Sequence[Decision], *, event_id: str, at: dt.datetime | None = None) -> list[str]:
         return self._ledger.record_many(decisions, event_id=event_id, at=at)
@@ -278,8 +278,8 @@ class TargetLedger:
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None:
         return self._ledger.get_item(kind, self._key(kind, key))
 
-    def claim(self, kind: str, key: str, item: dict[str, Any]) -> bool:
-        return self._ledger.claim(kind, self._key(kind, key), self._stamped(item))
+    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool:
+        return self._ledger.claim(kind, self._key(kind, key), self._stamped(item), replacing=replacing)
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
         return [i for i in self._ledger.query_kind(kind, since) if i.get("target") in (None, self.scope)]

@@ -16,13 +16,17 @@ from __future__ import annotations
 import argparse
 from typing import Any, Protocol
 
-from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker, read_breaker, write_breaker
 
 
 class BreakerStore(Protocol):
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None: ...
 
-    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
+    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool: ...
+
+
+#: How often a re-arm reads again when a running sweep wrote the breaker in between.
+REARM_ATTEMPTS = 5
 
 
 def register(subparsers: Any) -> None:
@@ -66,11 +70,16 @@ def describe(breaker: Breaker) -> str:
 
 
 def rearm(store: BreakerStore, key: str = BREAKER_KEY) -> tuple[Breaker, Breaker]:
-    """Close the breaker, releasing what it held; returns the state before and after."""
-    before = Breaker.from_item(store.get_item(BREAKER_KIND, key))
-    after = before.rearmed()
-    store.put_item(BREAKER_KIND, key, after.to_item())
-    return before, after
+    """Close the breaker, releasing what it held; returns the state before and after.
+
+    A conditional write on the version read: a sweep writing in between makes this read again and re-arm what is
+    there now, so neither write silently undoes the other."""
+    for _ in range(REARM_ATTEMPTS):
+        before, version = read_breaker(store, key)
+        after = before.rearmed()
+        if write_breaker(store, after, version, key):
+            return before, after
+    raise RuntimeError(f"the breaker kept changing while re-arming ({REARM_ATTEMPTS} attempts); run it again")
 
 
 def breaker_key(account: str | None, region: str | None) -> str:
@@ -107,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         before, _ = rearm(ledger, key)
     except (ClientError, BotoCoreError) as error:
+        raise UsageError(f"ledger table {args.table}: {error}") from None
+    except RuntimeError as error:  # the breaker kept changing under the re-arm
         raise UsageError(f"ledger table {args.table}: {error}") from None
     if before.open:
         print(f"circuit breaker re-armed: released {len(before.held)} instances ({', '.join(sorted(before.held))})")

@@ -18,7 +18,7 @@ from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
-from governor.domain.once import IN_DOUBT
+from governor.domain.once import IN_DOUBT, IN_FLIGHT
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
@@ -27,6 +27,7 @@ from governor.outbox import Outbox
 from governor.runtime import Runtime, account_of, default_runtime, run_edge
 from governor.spot.domain import (
     COMMAND_STATUS,
+    IN_PROGRESS_SECONDS,
     REBALANCE,
     REBALANCE_KIND,
     SOURCE,
@@ -316,8 +317,8 @@ def _warning_findings(decision: Decision, record: InterruptionRecord, event: War
         outcome = "report-only: no checkpoint was sent"
     elif record.checkpoint_delivered:
         outcome = f"checkpoint command {record.command_id} sent ({record.checkpoint_source} command)"
-    elif record.checkpoint_error == IN_DOUBT:
-        outcome = f"checkpoint delivery {IN_DOUBT}"
+    elif record.checkpoint_error in (IN_DOUBT, IN_FLIGHT):
+        outcome = f"checkpoint delivery {record.checkpoint_error}"
     else:
         outcome = f"checkpoint NOT delivered: {record.checkpoint_error}"
     parts = [*decision.reasons, outcome]
@@ -329,7 +330,9 @@ def _warning_findings(decision: Decision, record: InterruptionRecord, event: War
         parts.append(f"replacement {record.replacement_id} launched")
     parts.extend(record.errors)
     undelivered = (
-        record.checkpoint_attempted and not record.checkpoint_delivered and record.checkpoint_error != IN_DOUBT
+        record.checkpoint_attempted
+        and not record.checkpoint_delivered
+        and record.checkpoint_error not in (IN_DOUBT, IN_FLIGHT)
     )
     severity = "critical" if undelivered else decision.severity
     findings = [
@@ -470,7 +473,9 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
 
 
 def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
-    """Decide, record, then act."""
+    """Decide, record, then act; first deliver what an earlier attempt of this event staged and never got accepted,
+    since this attempt may find the instance gone and return before any act path resumes the outbox."""
+    _outbox(runtime, event.id).flush()
     if isinstance(event, WarningEvent):
         return _warning(event, runtime, ports)
     if isinstance(event, RebalanceEvent):
@@ -489,7 +494,11 @@ def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) 
 
     def work(parsed: SpotEvent, rt: Runtime) -> dict[str, Any]:
         return runner.once_per_event(
-            event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, ports), context=context
+            event=event,
+            name=f"{__name__}.process",
+            work=lambda: process(parsed, rt, ports),
+            context=context,
+            in_progress_seconds=IN_PROGRESS_SECONDS,
         )
 
     return run_edge(event, runtime, parse, work)

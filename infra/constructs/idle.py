@@ -81,6 +81,22 @@ class IdleReclamation(CapabilityConstruct):
             "check the CloudWatch agents and GPU drivers, then `governor idle rearm` if they really are idle",
             self.shared,
         )
+        alert(
+            self,
+            "ActionFailures",
+            governor_metric("IdleActionFailures", Duration.minutes(15)),
+            "governor idle: an idle act (checkpoint, stop, terminate, tag) failed; the next sweep retries it. "
+            "Runbook: docs/reliability.md, 'Runbook' (IdleActionFailures)",
+            self.shared,
+        )
+        alert(
+            self,
+            "WarningsUnpublished",
+            governor_metric("IdleWarningsUnpublished", Duration.minutes(15)),
+            "governor idle: idle warnings were not accepted by the bus, so no warning period started. "
+            "Runbook: docs/reliability.md, 'Runbook' (IdleWarningsUnpublished)",
+            self.shared,
+        )
 
     def _scale_in_grants(self, function: GovernorFunction) -> None:
         """Reclaim Auto Scaling group members through their group (a stopped member would just be replaced).

@@ -48,6 +48,7 @@ from governor.notifier import slack
 from governor.policy import Policy
 from governor.report import archive, athena
 from governor.report import chart_image as chart
+from governor.spot import domain as spot_domain
 
 # --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
 
@@ -144,6 +145,9 @@ class Capability:
     member_accounts: bool = False
     #: Its scheduled sweep runs once per account and region in organisation mode (``governor.fanout``).
     fans_out: bool = False
+    #: Time-bound (a deadline such as Spot's two-minute warning): an in-progress idempotency record lapses after this
+    #: many seconds instead of at the function's timeout, and a parked event raises its own alarm.
+    in_progress_seconds: int | None = None
 
     @property
     def package(self) -> str:
@@ -321,6 +325,7 @@ REGISTRY = Registry(
         ),
         uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.spot.recovery", frozenset())),
         actions=(Checkpoint, Deregister, CompleteLifecycleAction, Replace, Record, Notify),
+        in_progress_seconds=spot_domain.IN_PROGRESS_SECONDS,
     ),
     Capability(
         name="idle",

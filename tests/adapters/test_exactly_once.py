@@ -89,7 +89,7 @@ def test_an_intent_whose_send_never_arrived_is_sent_once(aws: Any) -> None:
     result = send_command_once(ledger, SsmCommands(REGION), **once, clock=lambda: claimed + dt.timedelta(seconds=70))
     assert result.delivered and not result.reused
     assert len(boto3.client("ssm", region_name=REGION).list_commands(InstanceId=instance)["Commands"]) == 1
-    assert ledger.get_item(INTENT_KIND, _intent(instance))["took_over"] == "died-before-sending"
+    assert ledger.get_item(INTENT_KIND, _intent(instance))["command_id"] == result.command_id
 
 
 def test_the_send_command_client_makes_one_attempt() -> None:

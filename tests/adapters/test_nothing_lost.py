@@ -216,25 +216,10 @@ class _OverlappingSweep(MemoryLedger):
 
 @mock_aws
 def test_two_overlapping_sweeps_trip_the_breaker_with_one_critical_finding() -> None:
-    from tests.adapters.test_idle_sweep import _quiet_then
+    from tests.adapters.test_idle_sweep import turned_idle_together
 
     ec2 = boto3.client("ec2", region_name=REGION)
-    ids = _launch(ec2, "g5.xlarge", 6)
-    for instance_id in ids:
-        _quiet_then(instance_id, ahead=200)
-    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
-    for instance_id in ids:  # busy until 20 minutes before T0, then every GPU reads 0% in the same minute
-        data = [
-            {
-                "MetricName": "nvidia_smi_utilization_gpu",
-                "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
-                "Timestamp": T0 - dt.timedelta(minutes=m),
-                "Value": 0.3 if m < 20 else 88.0,
-            }
-            for m in range(0, 200)
-        ]
-        for start in range(0, len(data), 500):
-            cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 500])
+    ids = turned_idle_together(ec2)
     runtime = _runtime(max_fleet_percent=20)
     ledger = _OverlappingSweep()
     runtime.ledger = ledger

@@ -63,7 +63,7 @@ def build_report(
         generated_at=generated,
         security=security,
         cost=cost,
-        findings=findings_section(ledger_items, policy, start, end),
+        findings=findings_section(ledger_items, policy, start, end, book),
         budgets=budget_section(ledger_items, policy, end, book),
         charts=fleet_charts(ledger_items, cost, start, end),
         utilisation=utilisation_series(ledger_items, start, end),

@@ -29,6 +29,7 @@ OFFENDER_COLUMNS = (
 FINDING_COLUMNS = (
     "severity",
     "status",
+    "usd_per_day",
     "summary",
     "resource",
     "owner",
@@ -39,6 +40,7 @@ FINDING_COLUMNS = (
     "resolution",
     "policy",
     "rule",
+    "problem",
 )
 
 
@@ -92,6 +94,12 @@ class FindingRow(Model):
     resolution: str = ""
     remediation: str = ""
     enforced: bool = False
+    #: What is wrong, as the capability names it (``tcp 22 from 0.0.0.0/0``, ``idle``, ``unmonitored``): one row per
+    #: policy, resource and problem.
+    problem: str = ""
+    #: What the problem's instance costs a day while it stays open (its hourly price x 24); None when the problem
+    #: spends no money or the instance is unpriced.
+    usd_per_day: float | None = None
 
 
 BUDGET_COLUMNS = ("budget_usd", "spent_usd", "spent_percent", "burn_per_day_usd", "forecast_usd")

@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from governor.report.model import CostSection, Report
+from governor.report.model import CostSection, FindingRow, Report
 from governor.report.words import plural
 
 HEADERS = {
@@ -147,6 +147,13 @@ def would_reclaim_text(cost: CostSection) -> str:
     )
 
 
+def at_stake_text(finding: FindingRow) -> str:
+    """``, $412.80 a day at stake`` for a finding whose instance keeps costing money while it stays open."""
+    if not finding.usd_per_day:
+        return ""
+    return f", {money(finding.usd_per_day)} a day at stake"
+
+
 def todo_items(report: Report, limit: int = 5) -> list[str]:
     """What a reader should do today, in plain sentences, most urgent first (also used by Slack and email)."""
     todo: list[str] = []
@@ -154,7 +161,7 @@ def todo_items(report: Report, limit: int = 5) -> list[str]:
         who = f" ({finding.owner}, {finding.team})" if finding.owner != "unknown" or finding.team != "unknown" else ""
         todo.append(
             f"{finding.severity.capitalize()}: {finding.summary.rstrip('.')} on {finding.resource}{who}, "
-            f"open {age_text(finding.first_seen, report.end)}. {finding.remediation}"
+            f"open {age_text(finding.first_seen, report.end)}{at_stake_text(finding)}. {finding.remediation}"
         )
     hidden = len(report.open_findings) - limit
     if hidden > 0:

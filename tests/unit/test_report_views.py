@@ -152,7 +152,7 @@ def test_money_counts_and_headers_read_like_a_report() -> None:
     assert human_header("some_new_column") == "Some new column"
     report = report_over(sample_ledger())
     page = render_html(report)
-    assert "<th class='num'>Spend</th>" in page and "<td class='num'>$111.60</td>" in page
+    assert "<th class='num'>Spend</th>" in page and "<td class='num' data-label='Spend'>$111.60</td>" in page
     assert "cost_usd" not in page and "gpu_hours<" not in page
     assert not re.search(r"\b1 (rows|interruptions|instances|events)\b", page)
     assert "1 interruption," in page and "1 rebalance recommendation;" in page

@@ -30,7 +30,7 @@ WIDTHS = (1400, 700)
 FIRST_SCREEN_PX = 900
 
 # Injected into a copy of the page: what the browser measured, written where --dump-dom shows it.
-MEASURE = """<script>
+MEASURE = r"""<script>
 addEventListener('load', () => {
   const width = innerWidth;
   const name = e => e.tagName.toLowerCase() + (e.className ? '.' + e.className : '');

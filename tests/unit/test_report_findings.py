@@ -4,7 +4,6 @@ measured; the to-do list ordered by severity, then money at stake per day, then 
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from typing import Any
 
@@ -18,7 +17,7 @@ from governor.policy import Policy, policy_field
 from governor.report.render.format import todo_items
 from governor.report.render.slack import render_text
 from governor.report.sections.findings import problems_of
-from tests.unit.test_report import DAY, _idle, _session, at
+from tests.unit.test_report import _idle, _session, at
 from tests.unit.test_report_views import report_over
 
 GROUP = "sg-0training0000001"
@@ -163,7 +162,3 @@ def test_a_stopped_instance_has_nothing_at_stake() -> None:
     [finding] = report_over(items).open_findings
     assert finding.usd_per_day == 0.0
     assert "at stake" not in todo_items(report_over(items))[0]
-
-
-def test_day_fixture_is_utc() -> None:
-    assert DAY.tzinfo is dt.UTC

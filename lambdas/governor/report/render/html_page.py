@@ -7,13 +7,14 @@ from typing import Any
 
 from governor.domain.escape import html_text
 from governor.report import charts as charting
-from governor.report.model import CostSection, FindingRow, Report, SpotStats
+from governor.report.model import CostSection, FindingRow, Report, SpotStats, TrendPoint
 from governor.report.render.format import (
     ID_CHARS,
     ID_COLUMNS,
     TEXT_CHARS,
     age_text,
     delta,
+    energy_text,
     format_value,
     human_header,
     money,
@@ -21,8 +22,10 @@ from governor.report.render.format import (
     title,
     todo_items,
 )
-from governor.report.words import plural
+from governor.report.words import plural, sentence
 
+#: What the governor gave back (reclaimed dollars) in the trend chart: green, a colour nothing else in the report uses.
+RECLAIMED_COLOUR = "#009e73"
 # Rows of open (and of resolved) findings shown in the HTML; findings.csv has them all.
 FINDING_ROWS = 25
 
@@ -107,6 +110,13 @@ def _html_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]], empty
     return f"<div class='{css}'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
+def tile_change(now: float, before: TrendPoint | None, figure: str = "gpu_hours") -> str:
+    """Every money tile (and GPU-hours) says how it changed since the report before, or that there is none yet."""
+    if before is None:
+        return "first report: no earlier one to compare"
+    return delta(now, float(getattr(before, figure)), money_unit=figure.endswith("_usd"))
+
+
 def _tile(value: str, label: str, sub: str = "", css: str = "") -> str:
     small = f"<small>{html_text(sub)}</small>" if sub else ""
     return f"<div class='tile {css}'><b>{html_text(value)}</b>{html_text(label)}{small}</div>"
@@ -117,7 +127,7 @@ def _tiles(report: Report) -> str:
     before = report.previous
     critical = sum(1 for f in report.open_findings if f.severity == "critical")
     warning = sum(1 for f in report.open_findings if f.severity == "warning")
-    share = f"{100 * cost.idle_cost_usd / cost.cost_total_usd:.0f}% of spend" if cost.cost_total_usd else ""
+    share = f"{100 * cost.idle_cost_usd / cost.cost_total_usd:.0f}% of spend · " if cost.cost_total_usd else ""
     tiles = [
         _tile(
             f"{critical + warning:,} open",
@@ -126,28 +136,38 @@ def _tiles(report: Report) -> str:
             f"{len(report.findings) - len(report.open_findings):,} resolved",
             "bad" if critical else ("warn" if warning else ""),
         ),
+        _tile(money(cost.cost_total_usd), "GPU spend", tile_change(cost.cost_total_usd, before, "spend_usd")),
         _tile(
-            money(cost.cost_total_usd), "GPU spend", delta(cost.cost_total_usd, before.spend_usd if before else None)
+            money(cost.idle_cost_usd),
+            "idle spend",
+            share + tile_change(cost.idle_cost_usd, before, "idle_usd"),
+            "warn" if cost.idle_cost_usd else "",
         ),
-        _tile(money(cost.idle_cost_usd), "idle spend", share, "warn" if cost.idle_cost_usd else ""),
     ]
     if cost.idle_enforced or cost.savings_usd:
         tiles.append(
-            _tile(money(cost.savings_usd), "reclaimed", f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-hours given back")
+            _tile(
+                money(cost.savings_usd),
+                "reclaimed",
+                f"{cost.idle_gpu_hours_reclaimed:,.1f} GPU-hours given back · "
+                + tile_change(cost.savings_usd, before, "reclaimed_usd"),
+            )
         )
     if not cost.idle_enforced:
         tiles.append(
             _tile(
                 money(cost.would_save_usd),
                 "would reclaim",
-                f"{cost.would_reclaim_gpu_hours:,.1f} GPU-hours if idle.enforce were on",
+                f"{cost.would_reclaim_gpu_hours:,.1f} GPU-hours if idle.enforce were on · "
+                + tile_change(cost.would_save_usd, before, "would_reclaim_usd"),
             )
         )
+    tiles.append(_tile(f"{cost.gpu_hours_total:,.1f}", "GPU-hours", tile_change(cost.gpu_hours_total, before)))
     tiles.append(
         _tile(
-            f"{cost.gpu_hours_total:,.1f}",
-            "GPU-hours",
-            delta(cost.gpu_hours_total, before.gpu_hours if before else None, False),
+            f"{cost.idle_energy_kwh:,.1f} kWh",
+            "idle GPU energy",
+            f"{cost.idle_co2e_kg:,.1f} kg CO2e · " + tile_change(cost.idle_energy_kwh, before, "idle_energy_kwh"),
         )
     )
     if report.budgets:
@@ -208,29 +228,55 @@ def _findings_html(report: Report) -> str:
 
 
 def _trends_html(report: Report) -> str:
+    """A labelled bar per report (busy and idle spend, and what the governor reclaimed or would have), each with its
+    change on the report before it (week over week for weekly reports), then the figures as a table."""
     points = [*report.trends, report.trend_point()]
     labels = [f"{p.start:%d %b %H:%M}" if p.kind == "custom" else f"{p.start:%a %d %b}" for p in points]
+    top = max((max(p.spend_usd, p.reclaimed_usd + p.would_reclaim_usd) for p in points), default=0) or 1.0
+    busy, idle, back = charting.PALETTE["busy"], charting.PALETTE["idle"], RECLAIMED_COLOUR
+    body = []
+    for index, (label, p) in enumerate(zip(labels, points, strict=True)):
+        width = {
+            "busy": 100 * max(p.spend_usd - p.idle_usd, 0) / top,
+            "idle": 100 * p.idle_usd / top,
+            "back": 100 * (p.reclaimed_usd or p.would_reclaim_usd) / top,
+        }
+        previous = points[index - 1] if index else None
+        change = delta(p.spend_usd, previous.spend_usd if previous else None) or "first report"
+        given = (
+            f"reclaimed {money(p.reclaimed_usd)}" if p.reclaimed_usd else f"would reclaim {money(p.would_reclaim_usd)}"
+        )
+        body.append(
+            f"<tr><td class='bar-label'>{html_text(label)}</td><td class='bar-cell'>"
+            f"<div class='bar' style='display:inline-block;width:{width['busy']:.1f}%;background:{busy}'></div>"
+            f"<div class='bar' style='display:inline-block;width:{width['idle']:.1f}%;background:{idle}'></div>"
+            f"<div class='bar' style='height:5px;width:{width['back']:.1f}%;background:{back}'></div></td>"
+            f"<td>{money(p.spend_usd)} spent, {money(p.idle_usd)} idle; {given}"
+            f"<br><span class='muted'>{html_text(change)}</span></td></tr>"
+        )
+    legend = (
+        f"<p class='legend'><span><i style='background:{busy}'></i>spend on busy or unmonitored GPUs</span>"
+        f"<span><i style='background:{idle}'></i>idle spend</span>"
+        f"<span><i style='background:{back}'></i>reclaimed by the governor (report-only: would reclaim)</span></p>"
+    )
     rows: list[dict[str, Any]] = [
         {
             "period": label,
             "spend_usd": p.spend_usd,
             "idle_usd": p.idle_usd,
+            "reclaimed_usd": p.reclaimed_usd,
+            "would_reclaim_usd": p.would_reclaim_usd,
             "gpu_hours": p.gpu_hours,
             "open_critical": p.open_critical,
             "open_warning": p.open_warning,
-            "audit_events": p.audit_events,
         }
         for label, p in zip(labels, points, strict=True)
     ]
-    columns = ["period", "spend_usd", "idle_usd", "gpu_hours", "open_critical", "open_warning", "audit_events"]
-    top = max((p.spend_usd for p in points), default=0) or 1.0
-    spark = "".join(
-        f"<span title='{html_text(label)}: {money(p.spend_usd)}' style='display:inline-block;width:14px;"
-        f"margin-right:3px;vertical-align:bottom;background:{charting.PALETTE['busy']};"
-        f"height:{max(2, round(40 * p.spend_usd / top))}px'></span>"
-        for label, p in zip(labels, points, strict=True)
+    columns = list(rows[0])
+    chart = (
+        f"<table class='bars trend' aria-label='spend per {report.kind} report'><tbody>{''.join(body)}</tbody></table>"
     )
-    return f"<p aria-label='spend per period'>{spark}</p>" + _html_table(columns, rows)
+    return chart + "</table>" + legend + _html_table(columns, rows)
 
 
 def _audit_html(report: Report) -> str:
@@ -346,6 +392,8 @@ def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]
     parts.append(_html_table(offenders.columns, offenders.rows[:10], "No idle GPU instances in this period."))
     if len(offenders.rows) > 10:
         parts.append(f"<p class='muted'>All {len(offenders.rows):,} in idle_offenders.csv.</p>")
+    parts.append(f"<h3>{html_text(cost.energy.title)}</h3><p>{html_text(sentence(energy_text(cost)))}.</p>")
+    parts.append(_html_table(cost.energy.columns, cost.energy.rows, "No idle GPU time in this period."))
     if report.charts.heatmap:
         parts.append("<h3>Busiest GPU's utilisation, top idle offenders</h3>")
         parts.append(charting.heatmap_html(report.charts, tooltips=inline_svg))

@@ -94,6 +94,14 @@ def test_without_a_ledger_the_period_is_the_trails_own_span(tmp_path: Path) -> N
     assert main(["report", "--logs", str(logs), "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
     assert (report["start"], report["end"]) == ("2026-12-04T03:00:00Z", "2026-12-04T05:00:01Z")
+    assert not any("cover only" in n for n in report["notes"])
+
+
+def test_a_trail_with_records_all_day_covers_its_daily_period(tmp_path: Path) -> None:
+    logs = _trail(tmp_path, "2026-12-04T00:10:00Z", "2026-12-04T12:00:00Z", "2026-12-04T23:50:00Z")
+    out = tmp_path / "out"
+    assert main(["report", "--logs", str(logs), "--out", str(out), "--kind", "daily"]) == 0
+    assert not any("cover only" in n for n in json.loads((out / "report.json").read_text())["notes"])
 
 
 @pytest.mark.parametrize("when", ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z"])

@@ -211,6 +211,11 @@ def default_period(
     return period(kind, start, end, max(lasts) if lasts else None)
 
 
+#: A trail that starts or stops more than this inside the period is said to cover only part of it (a real trail has
+#: records all day; minutes without any are normal).
+COVERAGE_GAP = dt.timedelta(hours=1)
+
+
 def coverage_notes(
     start: dt.datetime, end: dt.datetime, trail: tuple[dt.datetime, dt.datetime] | None, ledger: list[dict[str, Any]]
 ) -> list[str]:
@@ -219,7 +224,7 @@ def coverage_notes(
     notes: list[str] = []
     if trail is None or trail[1] < start or trail[0] >= end:
         notes.append("the CloudTrail files hold no record in this period: the audit counts are zero, not measured")
-    elif trail[0] > start + dt.timedelta(minutes=1) or trail[1] + dt.timedelta(minutes=1) < end:
+    elif trail[0] - start > COVERAGE_GAP or end - trail[1] > COVERAGE_GAP:
         notes.append(
             f"the CloudTrail records cover only {max(trail[0], start):%Y-%m-%d %H:%M:%S} to "
             f"{min(trail[1], end):%Y-%m-%d %H:%M:%S} UTC of this period: the audit counts (and the trail's "

@@ -113,7 +113,7 @@ def _html_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]], empty
 def tile_change(now: float, before: TrendPoint | None, figure: str = "gpu_hours") -> str:
     """Every money tile (and GPU-hours) says how it changed since the report before, or that there is none yet."""
     if before is None:
-        return "first report: no earlier one to compare"
+        return "no earlier report to compare"
     return delta(now, float(getattr(before, figure)), money_unit=figure.endswith("_usd"))
 
 

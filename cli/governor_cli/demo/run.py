@@ -1242,6 +1242,11 @@ def summary_lines(result: DemoResult) -> list[str]:
         ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),
+        (
+            "the same report again",
+            f"governor report --logs {result.out}/cloudtrail --ledger {result.out}/ledger.jsonl "
+            f"--policy {result.out}/policy.json --out DIR (the period and figures above)",
+        ),
     ]
     if result.sites:
         facts.insert(

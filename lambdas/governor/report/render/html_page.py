@@ -28,6 +28,8 @@ from governor.report.words import plural, sentence
 RECLAIMED_COLOUR = "#009e73"
 # Rows of open (and of resolved) findings shown in the HTML; findings.csv has them all.
 FINDING_ROWS = 25
+#: ... and in the email, which must stay small (under 60 KB: Gmail clips long messages); the CSV has every one.
+EMAIL_FINDING_ROWS = 10
 
 _CSS = (
     charting.heat_css()
@@ -188,7 +190,7 @@ def at_stake(finding: FindingRow) -> str:
     return f"{money(finding.usd_per_day)}/day" if finding.usd_per_day else ""
 
 
-def _findings_html(report: Report) -> str:
+def _findings_html(report: Report, limit: int = FINDING_ROWS) -> str:
     def rows(findings: Sequence[FindingRow]) -> str:
         out = []
         for f in findings:
@@ -217,12 +219,12 @@ def _findings_html(report: Report) -> str:
 
     open_ = report.open_findings
     resolved = [f for f in report.findings if f.status == "resolved"]
-    parts = [rows(open_[:FINDING_ROWS]) if open_ else "<p>No open warning or critical findings.</p>"]
-    parts.append(more(min(len(open_), FINDING_ROWS), len(open_)))
+    parts = [rows(open_[:limit]) if open_ else "<p>No open warning or critical findings.</p>"]
+    parts.append(more(min(len(open_), limit), len(open_)))
     if resolved:
         parts.append(
             f"<details><summary>{plural(len(resolved), 'finding')} resolved in the period</summary>"
-            f"{rows(resolved[:FINDING_ROWS])}{more(min(len(resolved), FINDING_ROWS), len(resolved))}</details>"
+            f"{rows(resolved[:limit])}{more(min(len(resolved), limit), len(resolved))}</details>"
         )
     return "".join(parts)
 
@@ -319,7 +321,7 @@ def render_html(report: Report, chart_src: str | None = None, *, inline_svg: boo
     parts.append(
         f"<h2>Needs attention <span class='muted'>({plural(len(report.open_findings), 'open finding')})</span></h2>"
     )
-    parts.append(_findings_html(report))
+    parts.append(_findings_html(report, FINDING_ROWS if inline_svg else EMAIL_FINDING_ROWS))
     parts += _money(report, chart_src, inline_svg)
     if report.trends:
         parts.append(f"<h2>Trend over the last {plural(len(report.trends) + 1, report.kind + ' report')}</h2>")

@@ -85,6 +85,15 @@ def draw_of(model: str) -> GpuDraw | None:
     return None
 
 
+def source_label(draw: GpuDraw | None) -> str:
+    """Where a model's idle draw comes from, in words short enough for a table cell (the full source is ``source``)."""
+    if draw is None:
+        return "no draw known: not counted"
+    if draw.source.startswith("measured"):
+        return "measured (nvidia-smi of an idle GPU)"
+    return "Cloud Carbon Footprint"
+
+
 def grid_factor(region: str | None) -> float:
     """kg CO2e per kWh of the region's grid (CCF's average for a region it does not list)."""
     return GRID_KG_PER_KWH.get(region or "unknown", GRID_KG_PER_KWH["unknown"])

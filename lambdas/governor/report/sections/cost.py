@@ -146,7 +146,7 @@ def energy_figures(items: Sequence[Mapping[str, Any]], offenders: Sequence[costs
                 "idle_watts": draw.idle_watts if draw else None,
                 "busy_watts": draw.busy_watts if draw else None,
                 "idle_kwh": round(kwh, 2) if kwh is not None else None,
-                "draw_source": draw.source if draw else "no draw known: not counted",
+                "draw_source": energy.source_label(draw),
             }
         )
     return {

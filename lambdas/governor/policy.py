@@ -215,6 +215,11 @@ class IdlePolicy(_Model):
     # Instances of an Auto Scaling group: reclaimed through the group (desired capacity decremented, never below
     # its minimum) or reported only. EKS and Karpenter nodes are always reported only.
     asg_action: Literal["scale_in", "report"] = "scale_in"
+    # Capacity paid for whatever happens (Capacity Blocks for ML, On-Demand Capacity Reservations) or lent
+    # (interruptible reservations): never stopped for savings; idle GPU-hours reported as paid for, unused.
+    # stop_if_open: an instance in an *open* On-Demand Capacity Reservation may be stopped (its slot is free for any
+    # matching instance). Capacity Blocks, targeted and interruptible reservations are never stopped.
+    reserved_capacity: Literal["report", "stop_if_open"] = "report"
     cloudwatch_agent_association: bool = False
     association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})
     exemptions: Exemptions = Field(default_factory=Exemptions)

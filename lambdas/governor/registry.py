@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from governor.adapters import bus, dlq, ec2, ledger, organization, ses, ssm
+from governor.adapters import bus, capacity, dlq, ec2, ledger, organization, ses, ssm
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.domain.actions import (
     Action,
@@ -339,6 +339,7 @@ REGISTRY = Registry(
         uses=(
             _DESCRIBE,
             Uses("governor.idle.metrics", cloudwatch.IAM_ACTIONS),
+            Uses("governor.adapters.capacity", capacity.IAM_ACTIONS),
             _CHECKPOINT_STATUS,
             Uses("governor.idle.autoscaling", frozenset()),
         ),

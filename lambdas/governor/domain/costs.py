@@ -555,3 +555,67 @@ def _on_demand_price(
     if prices is not None and instance_type:
         return prices.price(instance_type, "on-demand").on_demand
     return None
+
+
+@dataclass(frozen=True)
+class PaidUnusedRow:
+    """Idle hours of capacity paid for whatever happens (a Capacity Block, a capacity reservation): not a saving to
+    be had by stopping, but capacity to hand to another team or to stop buying (``governor.domain.capacity``)."""
+
+    instance_id: str
+    instance_type: str
+    purchase: str
+    reservation_id: str
+    ends_at: str
+    idle_hours: float
+    idle_gpu_hours: float
+    idle_usd: float
+    priced: bool
+
+
+def _latest_purchase(decisions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any]:
+    latest: tuple[str, Mapping[str, Any]] = ("", {})
+    for decision in decisions:
+        purchase = (decision.get("evidence") or {}).get("purchase")
+        if isinstance(purchase, Mapping) and str(decision.get("at", "")) >= latest[0]:
+            latest = (str(decision.get("at", "")), purchase)
+    return latest[1]
+
+
+def paid_unused(
+    items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime, prices: PriceBook | None = None
+) -> list[PaidUnusedRow]:
+    """Idle GPU-hours of instances whose idle decisions recorded a paid-for purchase model (``evidence.purchase``),
+    with the reservation and its end; dollars at the instance's recorded price (what the hour cost, used or not)."""
+    from governor.domain.capacity import PAID_FOR
+
+    items = list(items)
+    by_instance: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for decision in _idle_decisions(items):
+        by_instance[str(decision.get("resource"))].append(decision)
+    paid = {i: _latest_purchase(d) for i, d in by_instance.items()}
+    paid = {i: p for i, p in paid.items() if p.get("kind") in PAID_FOR}
+    if not paid:
+        return []
+    sessions = _sessions_by_instance(items)
+    rows = []
+    for row in idle_hours(items, start, end).instances:
+        purchase = paid.get(row.instance_id)
+        if purchase is None or row.idle_hours <= 0:
+            continue
+        own = sorted(sessions.get(row.instance_id, []), key=lambda s: str(s.get("start", "")))
+        price = instance_price(row.instance_id, row.instance_type, own, prices)
+        rows.append(
+            PaidUnusedRow(
+                instance_id=row.instance_id,
+                instance_type=row.instance_type or UNKNOWN,
+                purchase=str(purchase.get("kind")),
+                reservation_id=str(purchase.get("reservation_id") or UNKNOWN),
+                ends_at=str(purchase.get("ends_at") or UNKNOWN),
+                idle_hours=row.idle_hours,
+                idle_gpu_hours=row.idle_gpu_hours,
+                idle_usd=round(row.idle_hours * price, 2) if price is not None else 0.0,
+                priced=price is not None,
+            )
+        )
+    return sorted(rows, key=lambda r: (-r.idle_gpu_hours, r.instance_id))

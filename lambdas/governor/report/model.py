@@ -159,6 +159,17 @@ class SpotStats(Model):
     )
 
 
+PAID_UNUSED_COLUMNS = (
+    "instance_id",
+    "instance_type",
+    "purchase",
+    "reservation_id",
+    "ends_at",
+    "idle_gpu_hours",
+    "idle_usd",
+)
+
+
 class CostSection(Model):
     """GPU-hours and dollars by team, owner and type; idle hours; savings; Spot; rightsizing."""
 
@@ -190,6 +201,14 @@ class CostSection(Model):
     notes: list[str] = Field(default_factory=list)
     #: Spend and idle figures per account and region (organisation mode); None while the ledger names one only.
     by_account: Table | None = None
+    #: Idle hours of capacity paid for whatever happens (Capacity Blocks, capacity reservations): never a saving.
+    paid_unused_gpu_hours: float = 0.0
+    paid_unused_usd: float = 0.0
+    paid_unused: Table = Field(
+        default_factory=lambda: Table(
+            name="paid_unused", title="Paid for, unused: idle reserved capacity", columns=list(PAID_UNUSED_COLUMNS)
+        )
+    )
 
 
 GOVERNOR_TAGS_TITLE = "Exemptions, snoozes, ownership tags and checkpoint names, by who set them"
@@ -249,6 +268,7 @@ class Report(Model):
             cost.by_owner,
             cost.by_type,
             cost.offenders,
+            *([cost.paid_unused] if cost.paid_unused.rows else []),
             cost.spot.by_pool,
             cost.rightsizing,
             self.governor_tags,

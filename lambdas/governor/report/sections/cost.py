@@ -16,7 +16,7 @@ from typing import Any
 from governor.domain import costs
 from governor.domain.times import parse_time
 from governor.policy import Policy, PriceEntry
-from governor.report.model import OFFENDER_COLUMNS, CostSection, SpotStats, Table
+from governor.report.model import OFFENDER_COLUMNS, PAID_UNUSED_COLUMNS, CostSection, SpotStats, Table
 from governor.report.sections.accounts import account_table
 from governor.report.words import plural
 from governor.spot import records as interruptions
@@ -114,7 +114,16 @@ def cost_section(
         notes.append(
             f"{plural(saved.unpriced_instances, 'reclaimed instance')} without a price: their savings are not counted"
         )
+    paid = costs.paid_unused(items, start, end, book)
     return CostSection(
+        paid_unused_gpu_hours=round(sum(r.idle_gpu_hours for r in paid), 2),
+        paid_unused_usd=round(sum(r.idle_usd for r in paid), 2),
+        paid_unused=Table(
+            name="paid_unused",
+            title="Paid for, unused: idle reserved capacity",
+            columns=list(PAID_UNUSED_COLUMNS),
+            rows=[{c: getattr(r, c) for c in PAID_UNUSED_COLUMNS} for r in paid],
+        ),
         source=source,
         **spend,
         **_idle_figures(idle, offenders),

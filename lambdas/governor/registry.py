@@ -311,7 +311,12 @@ REGISTRY = Registry(
         section="spot",
         description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
         triggers=(
-            Trigger("Interruption", "rule", "EC2 Spot interruption warnings and rebalance recommendations"),
+            Trigger(
+                "Interruption",
+                "rule",
+                "EC2 Spot and capacity-reservation interruption warnings, Capacity Block expiry warnings, rebalance "
+                "recommendations",
+            ),
             Trigger("StateChange", "rule", "EC2 instance stopped / terminated (completes interruption records)"),
             Trigger(
                 "CheckpointStatus",

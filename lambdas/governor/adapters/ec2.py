@@ -98,6 +98,15 @@ class Ec2Reader:
             filters.append({"Name": "instance-type", "Values": [f"{family}*" for family in fleet.gpu_families]})
         return [i for i in (to_instance(raw) for raw in self._pages(Filters=filters)) if fleet.is_gpu_type(i.type)]
 
+    def in_reservation(self, reservation_id: str) -> list[Instance]:
+        """The running instances in one capacity reservation (a Capacity Block about to end): a server-side filter."""
+        filters = [
+            {"Name": "instance-state-name", "Values": ["running"]},
+            {"Name": "capacity-reservation-id", "Values": [reservation_id]},
+        ]
+        found = [to_instance(raw) for raw in self._pages(Filters=filters)]
+        return [i for i in found if i.capacity_reservation_id == reservation_id]
+
     def instance(self, instance_id: str) -> Instance | None:
         """Re-read one instance; None when it no longer exists."""
         try:

@@ -32,7 +32,7 @@ def place(
     utils.filter_dict_attribute_mapping.setdefault("capacity-reservation-id", "capacity_reservation_id")
     instance = ec2_backends[account][region].get_instance(instance_id)
     instance.lifecycle = lifecycle
-    instance.capacity_reservation_id = reservation_id
+    instance.capacity_reservation_id = reservation_id  # type: ignore[attr-defined]  # rendered as CapacityReservationId
 
 
 def sample(name: str) -> dict[str, Any]:

@@ -17,10 +17,10 @@ from governor.registry import REGISTRY
 from governor.spot.domain import (
     BLOCK_EXPIRY,
     COMMAND_STATUS,
-    RESERVATION_WARNING,
     FINAL_COMMAND_STATUSES,
     FINAL_STATES,
     REBALANCE,
+    RESERVATION_WARNING,
     SOURCE,
     SSM_SOURCE,
     STATE_CHANGE,

@@ -319,6 +319,11 @@ class LifecyclePolicy(_Model):
     launched_at_tag: TagKey = "governor:launched-at"
     reconcile_schedule: Schedule = "rate(1 day)"
     use_price_list_api: bool = False
+    # Savings at the price actually paid: "cost_explorer" reads each type's amortised cost per running hour (Savings
+    # Plans, Reserved Instances and Capacity Blocks spread over the hours they cover) once per report, over the last
+    # effective_rate_days (ce:GetCostAndUsage, USD 0.01 a request). Else savings use the Price List API / the table.
+    effective_rates: Literal["none", "cost_explorer"] = "none"
+    effective_rate_days: int = Field(30, ge=1, le=365)
     prices_as_of: PolicyDate = dt.date(2026, 11, 1)
     prices: dict[str, PriceEntry] = Field(
         default_factory=lambda: {

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from governor.adapters import bus, capacity, dlq, ec2, ledger, organization, ses, ssm
+from governor.adapters import bus, capacity, cost_explorer, dlq, ec2, ledger, organization, ses, ssm
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.domain.actions import (
     Action,
@@ -418,6 +418,11 @@ REGISTRY = Registry(
             Uses("governor.report.archive", archive.IAM_ACTIONS),
             Uses("governor.report.chart_image", chart.IAM_ACTIONS),
             Uses("governor.report.athena", athena.IAM_ACTIONS | athena.DATA_ACTIONS),
+            Uses(
+                "governor.adapters.cost_explorer",
+                cost_explorer.IAM_ACTIONS,
+                when=lambda p: p.lifecycle.effective_rates == "cost_explorer",
+            ),
             *_DELIVERY,
         ),
         actions=(Record, Notify),

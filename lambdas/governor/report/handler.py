@@ -21,12 +21,14 @@ from pydantic import ConfigDict, Field
 
 from governor.adapters.aws import per_session
 from governor.domain.actions import Notify, Record
+from governor.domain.costs import PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.messages import Email
 from governor.observability import logger, metrics, tracer
+from governor.policy import Policy
 from governor.report.build import TREND_PERIODS, build_report, team_view, with_history
 from governor.report.charts import utilisation_widget
 from governor.report.domain import period_for, previous_period
@@ -203,6 +205,17 @@ def run_queries(
     return results, errors
 
 
+def price_book(policy: Policy, region: str | None, ce: Any = None, until: dt.datetime | None = None) -> PriceBook:
+    """The report's prices in order of truth: effective rates (Cost Explorer's amortised cost) when configured, else
+    the price recorded with each usage session, else the policy's table; each figure's source is named in the report."""
+    effective = None
+    if policy.lifecycle.effective_rates == "cost_explorer":
+        from governor.adapters.cost_explorer import CostExplorerRates
+
+        effective = CostExplorerRates(policy.lifecycle.effective_rate_days, ce, now=until)
+    return PriceBook(policy.lifecycle, region=region, effective=effective)
+
+
 def ledger_items(runtime: Runtime, start: dt.datetime) -> list[dict[str, Any]]:
     """Decisions since ``start`` (the previous period's); sessions and Spot records from further back.
 
@@ -348,6 +361,7 @@ def produce(
         start=start,
         end=end,
         policy=policy,
+        prices=price_book(policy, runtime.region, until=end),
         audit=current,
         previous_audit=previous,
         ledger_items=items,

@@ -202,6 +202,8 @@ class CostSection(Model):
     #: Spend and idle figures per account and region (organisation mode); None while the ledger names one only.
     by_account: Table | None = None
     #: Idle hours of capacity paid for whatever happens (Capacity Blocks, capacity reservations): never a saving.
+    #: Per instance type, where the rate behind its savings figures came from (effective rate, session, list, table).
+    price_sources: dict[str, str] = Field(default_factory=dict)
     paid_unused_gpu_hours: float = 0.0
     paid_unused_usd: float = 0.0
     paid_unused: Table = Field(

@@ -115,7 +115,13 @@ def cost_section(
             f"{plural(saved.unpriced_instances, 'reclaimed instance')} without a price: their savings are not counted"
         )
     paid = costs.paid_unused(items, start, end, book)
+    sources = _price_sources(saved, offenders)
+    if sources:
+        notes.append("savings priced at: " + "; ".join(f"{t} {s}" for t, s in sorted(sources.items())))
+    if book.effective_error:
+        notes.append(f"effective rates unavailable ({book.effective_error}): savings at list prices")
     return CostSection(
+        price_sources=sources,
         paid_unused_gpu_hours=round(sum(r.idle_gpu_hours for r in paid), 2),
         paid_unused_usd=round(sum(r.idle_usd for r in paid), 2),
         paid_unused=Table(
@@ -135,6 +141,18 @@ def cost_section(
         notes=notes,
         by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
     )
+
+
+def _price_sources(saved: costs.Savings, offenders: Iterable[costs.OffenderRow]) -> dict[str, str]:
+    """Per instance type, the source of the rate its savings (and would-be savings) figures used."""
+    found: dict[str, str] = {}
+    for row in saved.instances:
+        if row.instance_type and row.price_source:
+            found.setdefault(row.instance_type, row.price_source)
+    for offender in offenders:
+        if offender.would_reclaim_usd or offender.reclaimed_usd:
+            found.setdefault(offender.instance_type, offender.price_source)
+    return found
 
 
 def _usage(

@@ -40,10 +40,13 @@ def sample(name: str) -> dict[str, Any]:
     return raw
 
 
-def delivered(name: str, values: dict[str, str], detail: dict[str, Any] | None = None) -> dict[str, Any]:
+def delivered(
+    name: str, values: dict[str, str], detail: dict[str, Any] | None = None, region: str = "us-east-1"
+) -> dict[str, Any]:
     """The documented sample ``name`` as a rule delivers it: each ``[placeholder]`` (and the ``yyyy-...`` time
     template) replaced from ``values``, ``customer_event_id`` / ``detail_type`` under EventBridge's ``id`` /
-    ``detail-type``, and ``detail`` fields overridden by ``detail``. Nothing else is changed."""
+    ``detail-type``, ``version`` and ``region`` added where the sample leaves them out, and ``detail`` fields overridden
+    by ``detail``. Nothing else is changed."""
     text = (FIXTURES / name).read_text()
     for placeholder, value in values.items():
         text = text.replace(placeholder, value)
@@ -55,5 +58,6 @@ def delivered(name: str, values: dict[str, str], detail: dict[str, Any] | None =
     if isinstance(event.get("resources"), str):  # the reservation sample writes the list as one placeholder
         event["resources"] = [event["resources"]]
     event.setdefault("version", "0")
+    event.setdefault("region", region)  # the Capacity Block samples leave out the region every event carries
     event["detail"] = {**event["detail"], **copy.deepcopy(detail or {})}
     return event

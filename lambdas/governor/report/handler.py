@@ -21,15 +21,13 @@ from pydantic import ConfigDict, Field
 
 from governor.adapters.aws import per_session
 from governor.domain.actions import Notify, Record
-from governor.domain.costs import PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.messages import Email
 from governor.observability import logger, metrics, tracer
-from governor.policy import Policy
-from governor.report.build import TREND_PERIODS, build_report, team_view, with_history
+from governor.report.build import TREND_PERIODS, build_report, price_book, team_view, with_history
 from governor.report.charts import utilisation_widget
 from governor.report.domain import period_for, previous_period
 from governor.report.model import Report, TrendPoint
@@ -203,17 +201,6 @@ def run_queries(
         if isinstance(own_timeout, int | float):
             queries.timeout_seconds = own_timeout  # type: ignore[attr-defined]
     return results, errors
-
-
-def price_book(policy: Policy, region: str | None, ce: Any = None, until: dt.datetime | None = None) -> PriceBook:
-    """The report's prices in order of truth: effective rates (Cost Explorer's amortised cost) when configured, else
-    the price recorded with each usage session, else the policy's table; each figure's source is named in the report."""
-    effective = None
-    if policy.lifecycle.effective_rates == "cost_explorer":
-        from governor.adapters.cost_explorer import CostExplorerRates
-
-        effective = CostExplorerRates(policy.lifecycle.effective_rate_days, ce, now=until)
-    return PriceBook(policy.lifecycle, region=region, effective=effective)
 
 
 def ledger_items(runtime: Runtime, start: dt.datetime) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from governor.adapters.cost_explorer import CostExplorerRates, parse_rates
 from governor.policy import parse_policy
-from governor.report.handler import price_book
+from governor.report.build import price_book
 from governor.report.sections.cost import cost_section
 from tests.unit.test_costs_would_reclaim import DAY, END, PRICE, _day
 

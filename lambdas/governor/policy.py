@@ -215,6 +215,11 @@ class IdlePolicy(_Model):
     # Instances of an Auto Scaling group: reclaimed through the group (desired capacity decremented, never below
     # its minimum) or reported only. EKS and Karpenter nodes are always reported only.
     asg_action: Literal["scale_in", "report"] = "scale_in"
+    # Capacity paid for whatever happens (Capacity Blocks for ML, On-Demand Capacity Reservations) or lent
+    # (interruptible reservations): never stopped for savings; idle GPU-hours reported as paid for, unused.
+    # stop_if_open: an instance in an *open* On-Demand Capacity Reservation may be stopped (its slot is free for any
+    # matching instance). Capacity Blocks, targeted and interruptible reservations are never stopped.
+    reserved_capacity: Literal["report", "stop_if_open"] = "report"
     cloudwatch_agent_association: bool = False
     association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})
     exemptions: Exemptions = Field(default_factory=Exemptions)
@@ -314,6 +319,11 @@ class LifecyclePolicy(_Model):
     launched_at_tag: TagKey = "governor:launched-at"
     reconcile_schedule: Schedule = "rate(1 day)"
     use_price_list_api: bool = False
+    # Savings at the price actually paid: "cost_explorer" reads each type's amortised cost per running hour (Savings
+    # Plans, Reserved Instances and Capacity Blocks spread over the hours they cover) once per report, over the last
+    # effective_rate_days (ce:GetCostAndUsage, USD 0.01 a request). Else savings use the Price List API / the table.
+    effective_rates: Literal["none", "cost_explorer"] = "none"
+    effective_rate_days: int = Field(30, ge=1, le=365)
     prices_as_of: PolicyDate = dt.date(2026, 11, 1)
     prices: dict[str, PriceEntry] = Field(
         default_factory=lambda: {

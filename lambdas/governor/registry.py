@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from governor.adapters import bus, dlq, ec2, ledger, organization, ses, ssm
+from governor.adapters import bus, capacity, cost_explorer, dlq, ec2, ledger, organization, ses, ssm
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.domain.actions import (
     Action,
@@ -315,7 +315,12 @@ REGISTRY = Registry(
         section="spot",
         description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
         triggers=(
-            Trigger("Interruption", "rule", "EC2 Spot interruption warnings and rebalance recommendations"),
+            Trigger(
+                "Interruption",
+                "rule",
+                "EC2 Spot and capacity-reservation interruption warnings, Capacity Block expiry warnings, rebalance "
+                "recommendations",
+            ),
             Trigger("StateChange", "rule", "EC2 instance stopped / terminated (completes interruption records)"),
             Trigger(
                 "CheckpointStatus",
@@ -344,6 +349,7 @@ REGISTRY = Registry(
         uses=(
             _DESCRIBE,
             Uses("governor.idle.metrics", cloudwatch.IAM_ACTIONS),
+            Uses("governor.adapters.capacity", capacity.IAM_ACTIONS),
             _CHECKPOINT_STATUS,
             Uses("governor.idle.autoscaling", frozenset()),
         ),
@@ -417,6 +423,11 @@ REGISTRY = Registry(
             Uses("governor.report.archive", archive.IAM_ACTIONS),
             Uses("governor.report.chart_image", chart.IAM_ACTIONS),
             Uses("governor.report.athena", athena.IAM_ACTIONS | athena.DATA_ACTIONS),
+            Uses(
+                "governor.adapters.cost_explorer",
+                cost_explorer.IAM_ACTIONS,
+                when=lambda p: p.lifecycle.effective_rates == "cost_explorer",
+            ),
             *_DELIVERY,
         ),
         actions=(Record, Notify),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -258,7 +259,7 @@ def read_history(folder: Path) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from governor.audit.engine import event_span, run_audit
     from governor.audit.queries import QueryError, list_queries
-    from governor.report.build import build_report, with_history
+    from governor.report.build import build_report, price_book, with_history
     from governor.report.chart_image import render_fleet_png
     from governor.report.domain import previous_period
     from governor.report.render.csv_files import csv_files
@@ -333,6 +334,7 @@ def run(args: argparse.Namespace) -> int:
         ledger_items=ledger,
         descriptions=descriptions,
         notes=notes,
+        prices=price_book(policy, os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"), until=finish),
     )
     out = Path(args.out)
     history = Path(args.history) if args.history else out / "history"

@@ -42,6 +42,7 @@ from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request
 from governor_cli.demo.trail import Principal, Trail
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 from governor_cli.testing import events
+from governor_cli.testing.capacity import delivered, place
 
 SECTIONS = REGISTRY.sections()
 SLACK_ACTIONS_PATH = "T0DEMO"
@@ -245,6 +246,9 @@ class DemoResult:
     stopped: list[str] = field(default_factory=list)
     open_ingress: list[dict[str, Any]] = field(default_factory=list)
     kinds: dict[str, str] = field(default_factory=dict)
+    #: The instance placed in a Capacity Block, and the one lent capacity by an interruptible reservation.
+    capacity_block: str | None = None
+    interruptible: str | None = None
     # Ground truth per real instance id (whether it was working, minute by minute), to judge every stop.
     truth: dict[str, SyntheticInstance] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
@@ -317,7 +321,54 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
     budgets = chosen.budgets
     if not budgets.teams and not budgets.accounts:
         budgets = budgets.model_copy(update={"teams": dict.fromkeys(TEAMS, DEMO_TEAM_BUDGET_USD)})
-    return chosen.model_copy(update={"notifications": notifications, "interactions": interactions, "budgets": budgets})
+    # The demo's account buys GPU hours under a Savings Plan: savings are priced at what it pays (Cost Explorer's
+    # amortised cost, answered by the emulator from SAVINGS_PLAN_DISCOUNT), not at list prices.
+    lifecycle = chosen.lifecycle.model_copy(update={"effective_rates": "cost_explorer"})
+    return chosen.model_copy(
+        update={
+            "notifications": notifications,
+            "interactions": interactions,
+            "budgets": budgets,
+            "lifecycle": lifecycle,
+        }
+    )
+
+
+#: The demo's Capacity Block for ML and the interruptible reservation another account lends capacity from.
+DEMO_BLOCK = "cr-0b10c4f0de0000001"
+DEMO_LENT = "cr-01e470000000000a2"
+#: The demo account's Savings Plan: every GPU type's hours amortise to this share of its on-demand price.
+SAVINGS_PLAN_DISCOUNT = 0.72
+SAVINGS_PLAN_HOURS = 720.0
+
+
+def savings_plan_account(endpoint: str, policy: Policy) -> None:
+    """What Cost Explorer would answer for an account with a Savings Plan, queued on the emulator (moto tracks no
+    cost; its ``/moto-api/static/ce/cost-and-usage-results`` endpoint is how its documentation says to seed it):
+    one GetCostAndUsage result, in AWS's response shape, with each GPU type's amortised cost and running hours."""
+    import requests
+
+    groups = [
+        {
+            "Keys": [instance_type],
+            "Metrics": {
+                "AmortizedCost": {
+                    "Amount": f"{entry.on_demand * SAVINGS_PLAN_DISCOUNT * SAVINGS_PLAN_HOURS:.4f}",
+                    "Unit": "USD",
+                },
+                "UsageQuantity": {"Amount": f"{SAVINGS_PLAN_HOURS:.0f}", "Unit": "Hrs"},
+            },
+        }
+        for instance_type, entry in sorted(policy.lifecycle.prices.items())
+    ]
+    result: dict[str, Any] = {
+        "ResultsByTime": [{"Groups": groups, "Total": {}, "Estimated": False}],
+        "DimensionValueAttributes": [],
+    }
+    answer = requests.post(
+        f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": [result]}, timeout=10
+    )
+    answer.raise_for_status()
 
 
 def simulated_period(hours: float, now: dt.datetime | None = None) -> tuple[dt.datetime, dt.datetime]:
@@ -483,7 +534,11 @@ class Simulation:
             instance = str(record.get("resource"))
             if not person or instance in clicked or self._state(instance) != "running":
                 continue
+            if instance == self.result.capacity_block:
+                continue  # its warning says it is reported only (a prepaid block): its owner does not press Stop now
             button = KEEP_HOURS if KEEP_HOURS not in done else STOP_NOW
+            if button == STOP_NOW and self.spot.get(instance):
+                continue  # Stop now on a Spot instance terminates it (Spot cannot be stopped): the demo stops one
             self.click(message, button, person, instance)
             done.add(button)
             clicked.add(instance)
@@ -604,6 +659,10 @@ class Simulation:
         ]
         spot_left = 3
         chosen = range(len(workload.instances)) if share is None else share
+        # The team's last idle-kind instance runs in a Capacity Block for ML: prepaid, so the idle policy reports its
+        # idle hours as paid for, unused and never stops it (moto launches nothing into a block; see place()).
+        idle_ones = [i for i in chosen if workload.instances[i].kind == "idle"]
+        block_index = idle_ones[-1] if idle_ones else None
         for index, synthetic in ((i, workload.instances[i]) for i in chosen):
             team = TEAMS[index % len(TEAMS)]
             tags = {"team": team, "workload": synthetic.kind, "Name": f"{team}-{synthetic.kind}-{index}"}
@@ -625,6 +684,9 @@ class Simulation:
                 **extra,
             )["Instances"][0]
             real = launched["InstanceId"]
+            if index == block_index:
+                place(real, "capacity-block", DEMO_BLOCK, account=self.site.account, region=self.site.region)
+                self.result.capacity_block = real
             self.spot[real] = spot
             self.instances[real] = synthetic
             self.site.launched.append(real)
@@ -749,15 +811,45 @@ class Simulation:
                         {"instance-id": victim, "instance-action": "terminate"},
                     ),
                 )
-                self.now += dt.timedelta(minutes=2)
-                self.ec2.terminate_instances(InstanceIds=[victim])
-                self.instances.pop(victim, None)
-                change = self.ec2_event(
-                    "EC2 Instance State-change Notification", {"instance-id": victim, "state": "terminated"}
-                )
-                self.invoke("spot", change)
-                self.invoke("lifecycle", change)
-                self.now -= dt.timedelta(minutes=2)
+                self.terminated_by_ec2(victim)
+
+        def reservation_interruption() -> None:
+            # An inference instance lent capacity from another account's interruptible reservation, reclaimed: AWS's
+            # documented warning (tests/fixtures/capacity), then the termination two minutes later.
+            lent = next(
+                (
+                    i
+                    for i in self.site.launched
+                    if i in self.instances and not self.spot.get(i) and self.instances[i].kind == "inference"
+                ),
+                None,
+            )
+            if lent is None:
+                return
+            place(
+                lent,
+                "interruptible-capacity-reservation",
+                DEMO_LENT,
+                account=self.site.account,
+                region=self.site.region,
+            )
+            self.result.interruptible = lent
+            when = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+            warning = delivered(
+                "capacity-reservation-interruption-warning.json",
+                {
+                    "12345678-1234-1234-1234-123456789012": str(uuid.uuid4()),
+                    "[instance owner Account ID]": self.site.account,
+                    "[Current time in yyyy-mm-ddThh:mm:ssZ]": when,
+                    "[instance arn]": f"arn:aws:ec2:{self.site.region}:{self.site.account}:instance/{lent}",
+                    "[region]": self.site.region,
+                    "[instance-id]": lent,
+                    "[availability-zone-id]": "use1-az1",
+                },
+                {"instance-termination-time": (self.now + dt.timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            )
+            self.invoke("spot", warning)
+            self.terminated_by_ec2(lent)
 
         return {
             60: world_open_ssh,
@@ -766,7 +858,21 @@ class Simulation:
             180: keys_sweep,
             240: rebalance,
             245: interruption,
+            250: reservation_interruption,
         }
+
+    def terminated_by_ec2(self, instance: str) -> None:
+        """EC2 reclaims the capacity two minutes after its warning: the instance terminates and its state change
+        reaches the spot and lifecycle functions (the day's clock then resumes where the incident began)."""
+        self.now += dt.timedelta(minutes=2)
+        self.ec2.terminate_instances(InstanceIds=[instance])
+        self.instances.pop(instance, None)
+        change = self.ec2_event(
+            "EC2 Instance State-change Notification", {"instance-id": instance, "state": "terminated"}
+        )
+        self.invoke("spot", change)
+        self.invoke("lifecycle", change)
+        self.now -= dt.timedelta(minutes=2)
 
     def announce_state_changes(self) -> None:
         """EC2 emits a state-change event when the governor stops or terminates an instance; lifecycle closes the usage
@@ -964,6 +1070,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
                 os.environ.pop(name, None)
         (options.out / "lambda.log").write_text(sim.log.getvalue(), encoding="utf-8")
         say("auditing the trail and rendering the report")
+        if sim.policy.lifecycle.effective_rates == "cost_explorer":
+            savings_plan_account(os.environ["AWS_ENDPOINT_URL"], sim.policy)
         _report(sim, capture)
         sim.result.slack_messages = len(capture.received)
     return sim.result
@@ -1208,6 +1316,12 @@ def summary_lines(result: DemoResult) -> list[str]:
             ),
             ("GPU-hours billed", f"{billed:,.1f}", f"${billed_usd:,.2f}", f"{billed - hours:,.1f} if enforced"),
         ]
+    sources = sorted(set((cost.get("price_sources") or {}).values()))
+    if sources:
+        idle_rows.append(("  priced at", "", "", "; ".join(sources)))
+    paid_unused = float(cost.get("paid_unused_gpu_hours", 0))
+    if paid_unused:
+        idle_rows.append(("paid for, unused (reserved)", f"{paid_unused:,.1f}", "", "Capacity Blocks: never stopped"))
     dead = ", ".join(f"{name} {count}" for name, count in sorted(result.dead_letters.items())) or "none"
     facts: list[tuple[str, ...]] = [
         ("period", period),

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
 from governor.domain.breaker import Breaker
+from governor.domain.capacity import idle_hold, purchase_model
 from governor.domain.decision import Decision, Severity, Verdict
 from governor.domain.fleet import UNKNOWN, Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
@@ -687,7 +688,11 @@ def kubernetes_owner(instance: Instance) -> str | None:
 
 
 def report_only_reason(instance: Instance, policy: IdlePolicy) -> str | None:
-    """Why this instance may only be reported, never reclaimed: its capacity belongs to a cluster or a group."""
+    """Why this instance may only be reported, never reclaimed: its capacity is paid for or lent (a Capacity Block,
+    a capacity reservation: ``governor.domain.capacity``), or belongs to a cluster or a group."""
+    held = idle_hold(purchase_model(instance), policy.reserved_capacity)
+    if held:
+        return held
     node = kubernetes_owner(instance)
     if node:
         return (
@@ -798,6 +803,7 @@ def decide(
     enforce = idle.enforce
     owner = ownership(instance.tags, policy.fleet)
     evidence = dict(assessment.evidence)
+    evidence["purchase"] = purchase_model(instance).evidence()
     if assessment.status == "stalled":
         step = interval or sweep_interval(idle)
         since = parse_time(evidence.get("stalled_since"))

@@ -19,10 +19,12 @@ from pydantic import Field
 
 from governor import runner
 from governor.adapters.aws import per_session
+from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker, read_breaker, write_breaker
+from governor.domain.capacity import ReservationReader, with_reservations
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.model import Model
@@ -87,6 +89,8 @@ class IdleAws:
     commands: SsmCommands
     groups: AutoScalingGroups | None = None
     clock: Callable[[], dt.datetime] = field(default=utcnow)
+    #: Capacity reservations (end dates, match criteria); None: the instances' own EC2 fields alone hold them.
+    reservations: ReservationReader | None = None
     respond: Callable[[str, dict[str, Any]], bool] = answer
 
 
@@ -98,6 +102,7 @@ def _aws(region: str | None, memory_unit: str, source: str = "cloudwatch_agent")
         metric_source(source, region, memory_unit=memory_unit),
         SsmCommands(region),
         AutoScalingGroups(region),
+        reservations=CapacityReservations(region),
     )
 
 
@@ -451,6 +456,9 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     policy = runtime.policy
     interval = sweep_interval(policy.idle)
     instances = [bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)]
+    instances, unread = with_reservations(instances, aws.reservations)
+    if unread:
+        logger.warning("idle sweep without reservation details", extra={"reason": unread})
     start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
     stored = load_marks(runtime)
@@ -611,6 +619,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     if live is None or live.state != "running":
         return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
     live = bounded(live, runtime, now)
+    live = with_reservations([live], aws.reservations)[0][0]
     if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
         return refuse(f"{instance_id} is not a GPU fleet instance")
     if load_breaker(runtime).open:
@@ -825,6 +834,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
         metric_source(source, region, client("cloudwatch", region, **where), unit),
         SsmCommands(region, **where),
         AutoScalingGroups(region, client("autoscaling", region, **where)),
+        reservations=CapacityReservations(region, **where),
     )
 
 

@@ -35,6 +35,17 @@ def with_history(report: Report, history: Iterable[TrendPoint], periods: int = T
     return report
 
 
+def price_book(policy: Policy, region: str | None, ce: Any = None, until: dt.datetime | None = None) -> costs.PriceBook:
+    """The report's prices in order of truth: effective rates (Cost Explorer's amortised cost) when configured, else
+    the price recorded with each usage session, else the policy's table; each figure's source is named in the report."""
+    effective = None
+    if policy.lifecycle.effective_rates == "cost_explorer":
+        from governor.adapters.cost_explorer import CostExplorerRates
+
+        effective = CostExplorerRates(policy.lifecycle.effective_rate_days, ce, now=until)
+    return costs.PriceBook(policy.lifecycle, region=region, effective=effective)
+
+
 def build_report(
     *,
     kind: ReportKind,

@@ -171,6 +171,17 @@ class SpotStats(Model):
     )
 
 
+PAID_UNUSED_COLUMNS = (
+    "instance_id",
+    "instance_type",
+    "purchase",
+    "reservation_id",
+    "ends_at",
+    "idle_gpu_hours",
+    "idle_usd",
+)
+
+
 class CostSection(Model):
     """GPU-hours and dollars by team, owner and type; idle hours; savings; Spot; rightsizing."""
 
@@ -210,6 +221,16 @@ class CostSection(Model):
     idle_energy_by_instance: dict[str, tuple[float, float]] = Field(default_factory=dict)
     energy: Table = Field(
         default_factory=lambda: Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS))
+    )
+    #: Idle hours of capacity paid for whatever happens (Capacity Blocks, capacity reservations): never a saving.
+    #: Per instance type, where the rate behind its savings figures came from (effective rate, session, list, table).
+    price_sources: dict[str, str] = Field(default_factory=dict)
+    paid_unused_gpu_hours: float = 0.0
+    paid_unused_usd: float = 0.0
+    paid_unused: Table = Field(
+        default_factory=lambda: Table(
+            name="paid_unused", title="Paid for, unused: idle reserved capacity", columns=list(PAID_UNUSED_COLUMNS)
+        )
     )
 
 
@@ -270,6 +291,7 @@ class Report(Model):
             cost.by_owner,
             cost.by_type,
             cost.offenders,
+            *([cost.paid_unused] if cost.paid_unused.rows else []),
             cost.spot.by_pool,
             cost.rightsizing,
             cost.energy,

@@ -396,6 +396,7 @@ def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]
         parts.append(f"<p class='muted'>All {len(offenders.rows):,} in idle_offenders.csv.</p>")
     parts.append(f"<h3>{html_text(cost.energy.title)}</h3><p>{html_text(sentence(energy_text(cost)))}.</p>")
     parts.append(_html_table(cost.energy.columns, cost.energy.rows, "No idle GPU time in this period."))
+    parts += _paid_unused(cost)
     if report.charts.heatmap:
         parts.append("<h3>Busiest GPU's utilisation, top idle offenders</h3>")
         parts.append(charting.heatmap_html(report.charts, tooltips=inline_svg))
@@ -428,6 +429,20 @@ def _fleet_chart(report: Report, chart_src: str | None, inline_svg: bool) -> lis
     if chart_src and not inline_svg:
         parts.append(f"<img src='{html_text(chart_src)}' alt='Fleet GPU-hours: busy, idle and unmonitored'>")
     return [*parts, charting.legend_html()]
+
+
+def _paid_unused(cost: CostSection) -> list[str]:
+    """Idle reserved capacity: paid for whatever happens, so never a saving; hand it over or stop buying it."""
+    table = cost.paid_unused
+    if not table.rows:
+        return []
+    return [
+        f"<h3>{html_text(table.title)}</h3>",
+        f"<p>{cost.paid_unused_gpu_hours:,.1f} GPU-hours of Capacity Blocks and capacity reservations sat idle "
+        f"({money(cost.paid_unused_usd)} paid for, unused). Stopping them saves nothing; offer the capacity to "
+        "another team before the block ends.</p>",
+        _html_table(table.columns, table.rows[:10]),
+    ]
 
 
 def _idle_line(cost: CostSection) -> str:

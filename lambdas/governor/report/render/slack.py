@@ -137,6 +137,11 @@ def render_text(report: Report) -> str:
         ),
         f"  {energy_text(cost)}",
     ]
+    if cost.paid_unused.rows:
+        lines.append(
+            f"  paid for, unused (Capacity Blocks, reservations): {cost.paid_unused_gpu_hours:,.1f} GPU-hours, "
+            f"{money(cost.paid_unused_usd)}"
+        )
     for row in cost.by_team.rows[:10]:
         lines.append(f"  {row['team']}: {money(float(row['cost_usd']))}, {float(row['gpu_hours']):,.1f} GPU-hours")
     for row in (cost.by_account.rows if cost.by_account is not None else [])[:20]:

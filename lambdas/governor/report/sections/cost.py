@@ -17,7 +17,15 @@ from governor.domain import costs
 from governor.domain.times import parse_time
 from governor.idle import energy
 from governor.policy import Policy, PriceEntry
-from governor.report.model import ENERGY_COLUMNS, ENERGY_TITLE, OFFENDER_COLUMNS, CostSection, SpotStats, Table
+from governor.report.model import (
+    ENERGY_COLUMNS,
+    ENERGY_TITLE,
+    OFFENDER_COLUMNS,
+    PAID_UNUSED_COLUMNS,
+    CostSection,
+    SpotStats,
+    Table,
+)
 from governor.report.sections.accounts import account_table
 from governor.report.words import plural
 from governor.spot import records as interruptions
@@ -115,7 +123,22 @@ def cost_section(
         notes.append(
             f"{plural(saved.unpriced_instances, 'reclaimed instance')} without a price: their savings are not counted"
         )
+    paid = costs.paid_unused(items, start, end, book)
+    sources = _price_sources(saved, offenders)
+    if sources:
+        notes.append("savings priced at: " + "; ".join(f"{t} {s}" for t, s in sorted(sources.items())))
+    if book.effective_error:
+        notes.append(f"effective rates unavailable ({book.effective_error}): savings at list prices")
     return CostSection(
+        price_sources=sources,
+        paid_unused_gpu_hours=round(sum(r.idle_gpu_hours for r in paid), 2),
+        paid_unused_usd=round(sum(r.idle_usd for r in paid), 2),
+        paid_unused=Table(
+            name="paid_unused",
+            title="Paid for, unused: idle reserved capacity",
+            columns=list(PAID_UNUSED_COLUMNS),
+            rows=[{c: getattr(r, c) for c in PAID_UNUSED_COLUMNS} for r in paid],
+        ),
         source=source,
         **spend,
         **_idle_figures(idle, offenders),
@@ -156,6 +179,18 @@ def energy_figures(items: Sequence[Mapping[str, Any]], offenders: Sequence[costs
         "idle_energy_by_instance": used.by_instance,
         "energy": Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS), rows=rows),
     }
+
+
+def _price_sources(saved: costs.Savings, offenders: Iterable[costs.OffenderRow]) -> dict[str, str]:
+    """Per instance type, the source of the rate its savings (and would-be savings) figures used."""
+    found: dict[str, str] = {}
+    for row in saved.instances:
+        if row.instance_type and row.price_source:
+            found.setdefault(row.instance_type, row.price_source)
+    for offender in offenders:
+        if offender.would_reclaim_usd or offender.reclaimed_usd:
+            found.setdefault(offender.instance_type, offender.price_source)
+    return found
 
 
 def _usage(

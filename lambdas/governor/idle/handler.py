@@ -60,6 +60,7 @@ from governor.idle.ownership import unproven_claim
 from governor.idle.sources import metric_source
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
+from governor.policy import KubernetesCluster
 from governor.runtime import Runtime, default_runtime, fan_out, run_edge
 
 SCHEDULED = "Scheduled Event"
@@ -91,11 +92,16 @@ class IdleAws:
 
 
 @per_session
-def _aws(region: str | None, memory_unit: str, source: str = "cloudwatch_agent") -> IdleAws:
+def _aws(
+    region: str | None,
+    memory_unit: str,
+    source: str = "cloudwatch_agent",
+    clusters: tuple[KubernetesCluster, ...] = (),
+) -> IdleAws:
     return IdleAws(
         Ec2Reader(region),
         Ec2Actions(region),
-        metric_source(source, region, memory_unit=memory_unit),
+        metric_source(source, region, memory_unit=memory_unit, clusters=clusters),
         SsmCommands(region),
         AutoScalingGroups(region),
     )
@@ -708,7 +714,8 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: An
     execution id or click; ``context`` lets the idempotency record of a sweep that times out expire with it."""
 
     def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit, rt.policy.idle.metric_source)
+        idle = rt.policy.idle
+        chosen = aws or _aws(rt.region, idle.gpu_memory_unit, idle.metric_source, idle.clusters)
         return runner.once_per_event(
             event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, chosen), context=context
         )
@@ -724,13 +731,13 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
     source = runtime.policy.idle.metric_source
     member = member_target(event)
     if member is None:
-        return _aws(runtime.region, unit, source)
+        return _aws(runtime.region, unit, source, runtime.policy.idle.clusters)
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
     return IdleAws(
         Ec2Reader(region, **where),
         Ec2Actions(region, **where),
-        metric_source(source, region, client("cloudwatch", region, **where), unit),
+        metric_source(source, region, client("cloudwatch", region, **where), unit, runtime.policy.idle.clusters),
         SsmCommands(region, **where),
         AutoScalingGroups(region, client("autoscaling", region, **where)),
     )

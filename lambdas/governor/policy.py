@@ -187,6 +187,11 @@ class KubernetesCluster(_Model):
     node_label: str = Field("Hostname", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
     # Label matchers added to every query, e.g. cluster="gpu-prod" when one workspace holds several clusters.
     selector: str = Field("", max_length=500)
+    # An idle node of this cluster: report (warned, then reported, never touched) or drain (cordon, evict through the
+    # Eviction API respecting PodDisruptionBudgets, then delete its Karpenter NodeClaim or terminate it in its managed
+    # node group with desired capacity lowered), through the Kubernetes API with the idle role's EKS access entry.
+    # drain acts only while idle.enforce is true.
+    reclaim: Literal["report", "drain"] = "report"
     # namespace -> team, for GPU-hours by team (a namespace not listed is its own team).
     namespace_teams: dict[str, str] = Field(default_factory=dict, max_length=1000)
 

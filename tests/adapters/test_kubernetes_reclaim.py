@@ -98,6 +98,8 @@ class FakeApiServer:
                 fake.calls.append((method, path, body))
                 fake.tokens.append(self.headers.get("Authorization", ""))
                 status = SERIALIZE(k8s.V1Status(kind="Status", api_version="v1", status="Success"))
+                if path == "/api/v1/nodes" and method == "GET":
+                    return self._send(200, SERIALIZE(k8s.V1NodeList(items=[as_model(fake.node, "V1Node")])))
                 if path == f"/api/v1/nodes/{NODE}" and method == "GET":
                     return self._send(200, fake.node)
                 if path == f"/api/v1/nodes/{NODE}" and method == "PATCH":

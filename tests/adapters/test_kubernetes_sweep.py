@@ -112,3 +112,88 @@ def test_without_clusters_the_agent_alone_is_used() -> None:
     assert isinstance(
         metric_source("cloudwatch_agent", "us-east-1", object(), "MB", policy.idle.clusters), CloudWatchMetrics
     )
+
+
+@mock_aws
+def test_an_idle_karpenter_node_is_warned_then_cordoned_drained_and_removed_through_its_node_pool(
+    prometheus: tuple[PrometheusServer, str],
+) -> None:
+    """The issue's Done-when: DCGM says idle; the owner is warned first; enforcing, the next sweep cordons the node,
+    evicts its pod through the Eviction API and deletes its Karpenter NodeClaim (Karpenter then terminates it)."""
+    from governor.idle.kubernetes.api import KubernetesApi
+    from governor.idle.kubernetes.nodes import KubernetesNodes
+    from tests.adapters.test_kubernetes_reclaim import _karpenter_cluster
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    instance = ec2.run_instances(ImageId=image, InstanceType="p5.48xlarge", MinCount=1, MaxCount=1)["Instances"][0][
+        "InstanceId"
+    ]
+    # Karpenter launches through CreateFleet and EC2 writes aws:ec2:fleet-id; AWS refuses that key from anyone else,
+    # moto does not, so the test writes it in EC2's place.
+    tags = {
+        "aws:ec2:fleet-id": "fleet-1d2c3b4a",
+        "eks:cluster-name": "gpu-prod",
+        "karpenter.sh/nodepool": "gpu-h100",
+        "gpu-fleet": "true",
+        "owner": "ana@example.com",
+        "team": "research",
+    }
+    ec2.create_tags(Resources=[instance], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+    server, url = prometheus
+    _scrape(server, instance)
+    api_server = _karpenter_cluster()
+    api_server.node["spec"]["providerID"] = f"aws:///us-east-1a/{instance}"
+    api_server.claims[0]["status"]["providerID"] = f"aws:///us-east-1a/{instance}"
+    api_url = api_server.start()
+    try:
+        runtime = _runtime(
+            clusters=[
+                {
+                    "name": "gpu-prod",
+                    "metric_source": "prometheus",
+                    "prometheus_url": url,
+                    "node_label": "hostname",
+                    "reclaim": "drain",
+                }
+            ]
+        )
+        aws = _aws(metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=runtime.policy.idle.clusters))  # type: ignore[arg-type]
+        aws.nodes = KubernetesNodes("us-east-1", aws.groups, api=lambda cluster: KubernetesApi(api_url, lambda: "t"))
+        from governor.idle.handler import handle
+
+        first = handle(_event(T0, "sweep-1"), runtime, aws)
+        assert first["outcomes"] == {"warned": 1} and api_server.calls == []  # the owner hears first; nothing touched
+        second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
+        assert second["outcomes"] == {"acted": 1}, second
+        done = " ".join(second["done"][instance])
+        assert "cordon" in done and "evict 1 pods" in done and "delete NodeClaim gpu-h100-x7k2p" in done
+        assert api_server.node["spec"]["unschedulable"] is True and api_server.claims == []
+        assert [p["metadata"]["name"] for p in api_server.pods] == ["nvidia-dcgm-exporter-abcde", "kube-proxy-node"]
+        reasons = [d for _, d in runtime.ledger.decisions if d.resource == instance][-1].reasons  # type: ignore[attr-defined]
+        assert any("through EKS cluster gpu-prod" in r for r in reasons)
+    finally:
+        api_server.stop()
+
+
+@mock_aws
+def test_report_only_drains_nothing(prometheus: tuple[PrometheusServer, str]) -> None:
+    from governor.idle.kubernetes.api import KubernetesApi
+    from governor.idle.kubernetes.nodes import KubernetesNodes
+    from tests.adapters.test_kubernetes_reclaim import _karpenter_cluster
+
+    instance = _node_group()
+    server, url = prometheus
+    _scrape(server, instance)
+    api_server = _karpenter_cluster()
+    api_url = api_server.start()
+    try:
+        cluster = {"name": "gpu-prod", "metric_source": "prometheus", "prometheus_url": url, "node_label": "hostname"}
+        runtime = _runtime(enforce=False, clusters=[{**cluster, "reclaim": "drain"}])
+        aws = _aws(metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=runtime.policy.idle.clusters))  # type: ignore[arg-type]
+        aws.nodes = KubernetesNodes("us-east-1", aws.groups, api=lambda c: KubernetesApi(api_url, lambda: "t"))
+        result = handle_sweeps(runtime, aws)
+        assert result["outcomes"] == {"acted": 1} and not result["done"] and api_server.calls == []
+        assert "report-only" in runtime.sink.findings[-1].title  # type: ignore[attr-defined]
+    finally:
+        api_server.stop()

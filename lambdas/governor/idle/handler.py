@@ -56,6 +56,7 @@ from governor.idle.domain import (
     sweep,
     sweep_interval,
 )
+from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
 from governor.idle.sources import metric_source
 from governor.observability import logger, metrics, tracer
@@ -88,6 +89,7 @@ class IdleAws:
     commands: SsmCommands
     groups: AutoScalingGroups | None = None
     clock: Callable[[], dt.datetime] = field(default=utcnow)
+    nodes: KubernetesNodes | None = None  # EKS nodes drained through their cluster's API (idle.clusters reclaim)
     respond: Callable[[str, dict[str, Any]], bool] = answer
 
 
@@ -98,12 +100,15 @@ def _aws(
     source: str = "cloudwatch_agent",
     clusters: tuple[KubernetesCluster, ...] = (),
 ) -> IdleAws:
+    groups = AutoScalingGroups(region)
+    drains = any(c.reclaim == "drain" for c in clusters)
     return IdleAws(
         Ec2Reader(region),
         Ec2Actions(region),
         metric_source(source, region, memory_unit=memory_unit, clusters=clusters),
         SsmCommands(region),
-        AutoScalingGroups(region),
+        groups,
+        nodes=KubernetesNodes(region, groups) if drains else None,
     )
 
 

@@ -76,6 +76,14 @@ def test_an_eks_gpu_node_idle_by_dcgm_is_reported_with_its_node_group(prometheus
     recorded = [d for _, d in runtime.ledger.decisions if d.resource == instance]  # type: ignore[attr-defined]
     assert [f.rule for f in runtime.sink.findings][:1] == ["idle.warned"]  # type: ignore[attr-defined]  # owner first
     decision = recorded[-1]
+    hours = [d for _, d in runtime.ledger.decisions if d.rule == "idle.gpu-hours"]  # type: ignore[attr-defined]
+    assert len(hours) == 2 and hours[0].resource == "eks:gpu-prod"  # one per sweep, over the sweep's own 15 min
+    by_namespace = {row["namespace"]: row for row in hours[-1].evidence["namespaces"]}
+    testing = by_namespace["testing"]
+    assert testing["allocated_but_idle"] and testing["pods"] == ["testing/ollama-76f687f4cd-xcvvp"]
+    assert testing["gpu_hours"] == pytest.approx(2 * 0.25, abs=0.02)  # two MIG slices x 15 minutes
+    assert by_namespace[None]["gpu_hours"] == pytest.approx(7 * 0.25, abs=0.05)
+    assert hours[-1].severity == "warning"
     devices = decision.evidence.get("devices") or {}
     assert {"0/mig11", "0/mig13", "7"} <= set(devices), decision.evidence
     finding = runtime.sink.findings[-1]  # type: ignore[attr-defined]

@@ -58,7 +58,7 @@ from governor.idle.domain import (
 )
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
-from governor.idle.sources import metric_source
+from governor.idle.sources import attribution, metric_source
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
 from governor.policy import KubernetesCluster
@@ -404,6 +404,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     instances = [bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)]
     start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
+    runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)

@@ -20,8 +20,9 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from governor.domain.decision import Decision
 from governor.idle.domain import DEVICE_SEP, HOST_SIGNALS, MetricSource, Series
-from governor.policy import KubernetesCluster
+from governor.policy import IdlePolicy, KubernetesCluster
 
 
 def _cloudwatch_agent(region: str | None, cloudwatch: Any, memory_unit: str) -> MetricSource:
@@ -92,6 +93,27 @@ class CombinedMetrics:
             for instance, series in self.instances.fetch(judged, host, start, end).items():
                 found[instance].update({k: v for k, v in series.items() if k in HOST_SIGNALS})
         return found
+
+
+def attribution(source: MetricSource, policy: IdlePolicy, start: dt.datetime, end: dt.datetime) -> list[Decision]:
+    """GPU-hours by namespace of each cluster whose source knows the pods (DCGM through Prometheus), over the sweep's
+    interval ``[start, end)``: ledger records for the report."""
+    if not isinstance(source, CombinedMetrics):
+        return []
+    from governor.idle.kubernetes.promql import attribution_decision
+
+    teams = {c.name: c.namespace_teams for c in policy.clusters}
+    found = []
+    for name, cluster in source.clusters.items():
+        readings = getattr(cluster, "readings", None)
+        if readings:
+            threshold = policy.gpu_utilization_threshold
+            decision = attribution_decision(
+                name, readings, threshold, teams.get(name, {}), start.timestamp(), end.timestamp()
+            )
+            if decision is not None:
+                found.append(decision)
+    return found
 
 
 def metric_source(

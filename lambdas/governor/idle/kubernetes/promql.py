@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from governor.domain.decision import Decision
 from governor.idle.domain import (
     DEVICE_SEP,
     GPU_ENGINE_ACTIVE,
@@ -229,3 +230,49 @@ def _devices(reading: NodeReadings) -> dict[str, dict[float, Holder]]:
 
 def _minutes(times: Sequence[float], start: float | None, end: float | None) -> list[float]:
     return [t for t in times if (start is None or t >= start) and (end is None or t < end)]
+
+
+def attribution_decision(
+    cluster: str,
+    readings: Mapping[str, NodeReadings],
+    threshold: float,
+    teams: Mapping[str, str],
+    start: float,
+    end: float,
+) -> Decision | None:
+    """One ledger record per cluster and sweep: GPU-hours and idle GPU-hours by namespace over ``[start, end)`` (the
+    sweep's own interval, so the records of successive sweeps add up without counting a minute twice)."""
+    rows = attribute(readings, threshold, teams, start, end)
+    if not rows:
+        return None
+    held_idle = [r for r in rows if r.allocated_but_idle]
+    reasons = [
+        f"{r.namespace or '(no pod)'}: {r.gpu_hours:.2f} GPU-h, {r.idle_gpu_hours:.2f} idle"
+        + (" (allocated but idle)" if r.allocated_but_idle else "")
+        for r in rows
+    ]
+    return Decision(
+        policy="idle",
+        verdict="ok",
+        resource=f"eks:{cluster}",
+        reasons=reasons,
+        evidence={
+            "status": "gpu-hours",
+            "cluster": cluster,
+            "start": start,
+            "end": end,
+            "namespaces": [
+                {
+                    "namespace": r.namespace,
+                    "team": r.team,
+                    "gpu_hours": r.gpu_hours,
+                    "idle_gpu_hours": r.idle_gpu_hours,
+                    "allocated_but_idle": r.allocated_but_idle,
+                    "pods": list(r.pods),
+                }
+                for r in rows
+            ],
+        },
+        severity="warning" if held_idle else "info",
+        rule="idle.gpu-hours",
+    )

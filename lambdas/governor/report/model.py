@@ -190,6 +190,8 @@ class CostSection(Model):
     notes: list[str] = Field(default_factory=list)
     #: Spend and idle figures per account and region (organisation mode); None while the ledger names one only.
     by_account: Table | None = None
+    #: EKS GPU-hours and idle GPU-hours by cluster and namespace (DCGM pod labels); None without such records.
+    by_namespace: Table | None = None
 
 
 GOVERNOR_TAGS_TITLE = "Exemptions, snoozes, ownership tags and checkpoint names, by who set them"
@@ -246,6 +248,7 @@ class Report(Model):
         return [
             *([cost.by_account] if cost.by_account is not None else []),
             cost.by_team,
+            *([cost.by_namespace] if cost.by_namespace is not None else []),
             cost.by_owner,
             cost.by_type,
             cost.offenders,

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -257,3 +258,25 @@ def test_the_eks_token_is_a_presigned_get_caller_identity_naming_the_cluster() -
     query = parse_qs(urlsplit(url).query)
     assert query["Action"] == ["GetCallerIdentity"] and "x-k8s-aws-id" in query["X-Amz-SignedHeaders"][0]
     assert query["X-Amz-Expires"] == ["60"]
+
+
+def test_every_call_is_one_the_shipped_rbac_allows(karpenter: tuple[FakeApiServer, KubernetesApi]) -> None:
+    """deploy/kubernetes/governor-rbac.yaml grants exactly what a reclaim calls, no verb more."""
+    import yaml
+
+    server, api = karpenter
+    reclaim_node(api, NODE, INSTANCE, enforce=True)
+    rbac = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "governor-rbac.yaml"
+    role = next(d for d in yaml.safe_load_all(rbac.read_text()) if d["kind"] == "ClusterRole")
+    granted = {(res, verb) for rule in role["rules"] for res in rule["resources"] for verb in rule["verbs"]}
+    verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "DELETE": "delete"}
+    used = set()
+    for method, path, _ in server.calls:
+        parts = path.strip("/").split("/")
+        if path.endswith("/eviction"):
+            used.add(("pods/eviction", "create"))
+        elif parts[-1] in ("pods", "nodes", "nodeclaims"):
+            used.add((parts[-1], "list"))
+        else:
+            used.add((parts[-2], verbs[method]))
+    assert used <= granted and granted - used <= {("nodes", "list")}  # list nodes: finding the node by instance id

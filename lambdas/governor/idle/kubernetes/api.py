@@ -22,6 +22,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 IAM_ACTIONS = frozenset({"eks:DescribeCluster"})
+#: The Kubernetes group the idle role's EKS access entry maps it to; deploy/kubernetes/governor-rbac.yaml binds it.
+KUBERNETES_GROUP = "gpu-fleet-governor"
 TIMEOUT_SECONDS = 10.0
 TOKEN_SECONDS = 60
 

@@ -262,7 +262,7 @@ class IdlePolicy(_Model):
     # metric_source. One sweep combines them: a node a cluster source has no series for is read from metric_source.
     clusters: tuple[KubernetesCluster, ...] = Field((), max_length=50)
     # Instances of an Auto Scaling group: reclaimed through the group (desired capacity decremented, never below
-    # its minimum) or reported only. EKS and Karpenter nodes are always reported only.
+    # its minimum) or reported only. EKS and Karpenter nodes are reported only unless their cluster drains them.
     asg_action: Literal["scale_in", "report"] = "scale_in"
     cloudwatch_agent_association: bool = False
     association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})

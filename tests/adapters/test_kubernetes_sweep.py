@@ -205,3 +205,41 @@ def test_report_only_drains_nothing(prometheus: tuple[PrometheusServer, str]) ->
         assert "report-only" in runtime.sink.findings[-1].title  # type: ignore[attr-defined]
     finally:
         api_server.stop()
+
+
+@mock_aws
+def test_an_idle_managed_node_group_node_is_drained_then_terminated_in_its_group(
+    prometheus: tuple[PrometheusServer, str],
+) -> None:
+    """A managed node group's node: drained through the Eviction API, then terminated through its Auto Scaling
+    group with the desired capacity lowered, so the group does not launch a replacement."""
+    from governor.idle.handler import handle
+    from governor.idle.kubernetes.api import KubernetesApi
+    from governor.idle.kubernetes.nodes import KubernetesNodes
+    from tests.adapters.test_kubernetes_reclaim import FakeApiServer, node, pod
+
+    instance = _node_group()
+    server, url = prometheus
+    _scrape(server, instance)
+    api_server = FakeApiServer(
+        node=node({"eks.amazonaws.com/nodegroup": "h100"}, provider=f"aws:///us-east-1a/{instance}"),
+        pods=[pod("serving", "llm-0")],
+    )
+    api_url = api_server.start()
+    try:
+        cluster = {"name": "gpu-prod", "metric_source": "prometheus", "prometheus_url": url, "node_label": "hostname"}
+        runtime = _runtime(clusters=[{**cluster, "reclaim": "drain"}])
+        aws = _aws(metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=runtime.policy.idle.clusters))  # type: ignore[arg-type]
+        aws.nodes = KubernetesNodes("us-east-1", aws.groups, api=lambda c: KubernetesApi(api_url, lambda: "t"))
+        handle(_event(T0, "sweep-1"), runtime, aws)
+        second = handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, aws)
+        assert second["outcomes"] == {"acted": 1}, second
+        assert "terminate " + instance + " in node group h100" in " ".join(second["done"][instance])
+        assert api_server.pods == [] and api_server.node["spec"]["unschedulable"] is True
+        autoscaling = boto3.client("autoscaling", region_name="us-east-1")
+        group = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=["eks-gpu-nodes"])["AutoScalingGroups"][
+            0
+        ]
+        assert group["DesiredCapacity"] == 0 and instance not in {i["InstanceId"] for i in group["Instances"]}
+    finally:
+        api_server.stop()

@@ -245,9 +245,12 @@ class Terminate(_Reclaim):
     def execute(self, aws: InstanceChanges, at: Acting) -> Outcome:
         if self.via == "kubernetes":
             nodes = getattr(aws, "nodes", None)
-            if nodes is None:
-                raise RuntimeError("no Kubernetes adapter configured")
-            node = nodes.reclaim(at.resource, str(self.group))
+            if nodes is None:  # a member account's sweep: the hub reaches no cluster there (docs/kubernetes.md)
+                return Outcome(ok=False, error_code="NoKubernetesAccess", message=f"no access to cluster {self.group}")
+            try:
+                node = nodes.reclaim(at.resource, str(self.group))
+            except Exception as error:  # the cluster's API unreachable or refusing: recorded, retried next sweep
+                return Outcome(ok=False, error_code=type(error).__name__, message=f"cluster {self.group}: {error}")
             if node.blocked:
                 return Outcome(ok=False, error_code="NodeNotDrained", message=str(node.blocked))
             return Outcome(ok=True, done="; ".join(node.steps))

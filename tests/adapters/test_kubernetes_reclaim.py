@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -20,6 +19,7 @@ from kubernetes import client as k8s
 
 from governor.idle.kubernetes.api import KubernetesApi, eks_token
 from governor.idle.kubernetes.reclaim import reclaim_node
+from governor_cli.testing.dcgm import serve
 
 INSTANCE = "i-0123456789abcdef0"
 NODE = "ip-10-0-1-5.ec2.internal"
@@ -144,9 +144,8 @@ class FakeApiServer:
             def do_DELETE(self) -> None:
                 self._route("DELETE")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._server, url = serve(Handler)
+        return url
 
     def stop(self) -> None:
         self._server.shutdown()

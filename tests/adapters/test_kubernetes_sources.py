@@ -6,7 +6,6 @@ on moto; each read through the real source and judged by the idle rule."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import boto3
 import pytest
@@ -58,14 +57,6 @@ def idle_values(capture: Capture, busy: dict[str, float] | None = None) -> dict[
         "DCGM_FI_DEV_GPU_UTIL": util,
         "DCGM_FI_PROF_GR_ENGINE_ACTIVE": {k: v / 100 for k, v in util.items()},
     }
-
-
-@pytest.fixture
-def prometheus() -> Iterator[tuple[PrometheusServer, str]]:
-    server = PrometheusServer()
-    url = server.start()
-    yield server, url
-    server.stop()
 
 
 def scrape_node(

@@ -5,7 +5,6 @@ exporter through a Prometheus-compatible API on the loopback interface, combined
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import boto3
 import pytest
@@ -19,14 +18,6 @@ from tests.adapters.test_idle_sweep import T0, _aws, _event, _runtime
 from tests.adapters.test_kubernetes_sources import idle_values
 
 NODE = "ip-10-0-1-5.ec2.internal"
-
-
-@pytest.fixture
-def prometheus() -> Iterator[tuple[PrometheusServer, str]]:
-    server = PrometheusServer()
-    url = server.start()
-    yield server, url
-    server.stop()
 
 
 def _node_group() -> str:

@@ -148,6 +148,13 @@ def parse_exposition(text: str) -> list[tuple[str, dict[str, str], float]]:
     ]
 
 
+def serve(handler: Callable[..., BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """An HTTP server on a free loopback port, serving in a daemon thread; its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 LOOKBACK = 300.0
 _GPU_QUERY = re.compile(r"^max by \(([^)]*)\) \(([A-Za-z_:][A-Za-z0-9_:]*)\{(.*)\}\)$")
 _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=|!=|=~|!~)\s*"((?:[^"\\]|\\.)*)"')
@@ -175,10 +182,8 @@ class PrometheusServer:
         self.samples.append((at, name, dict(labels), value))
 
     def start(self) -> str:
-        handler = _handler(self)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._server, url = serve(_handler(self))
+        return url
 
     def stop(self) -> None:
         self._server.shutdown()

@@ -5,8 +5,9 @@ with a pod that holds two MIG slices and never uses them (allocated but idle).
 What is emulated (docs/kubernetes.md): the DCGM exporter's series are its own captured H100 MIG node rendered by
 ``governor_cli.testing.dcgm``; Prometheus/AMP is that module's loopback query server (no SigV4: a plain
 Prometheus-compatible URL); EC2 would write ``aws:ec2:fleet-id`` itself, moto lets the demo write it. There is no
-Kubernetes API: the cluster's idle node is reclaimed report-only (``reclaim: drain`` with enforcement off shows what
-would be done), and with ``--enforce`` the cluster is left at ``reclaim: report``.
+Kubernetes API in the demo, so the cluster is ``reclaim: report`` in both runs: its idle node is warned, then
+reported with its node pool named (a report-only preview must equal what the enforced run does, and an enforced
+drain would need an API server).
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ class DemoCluster:
         self.capture: Capture = load_capture()
         self.instance: str | None = None
 
-    def policy(self, policy: Policy, enforce: bool) -> Policy:
+    def policy(self, policy: Policy) -> Policy:
         cluster = KubernetesCluster(
             name=CLUSTER,
             metric_source="prometheus",
             prometheus_url=self.url,
             node_label="hostname",
-            reclaim="report" if enforce else "drain",
+            reclaim="report",
             namespace_teams={"testing": "research"},
         )
         idle = policy.idle.model_copy(update={"clusters": (*policy.idle.clusters, cluster)})

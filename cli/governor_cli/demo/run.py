@@ -948,7 +948,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
 
         if not options.organization:
             sim.eks = DemoCluster()
-            sim.policy = sim.eks.policy(sim.policy, options.enforce)
+            sim.policy = sim.eks.policy(sim.policy)
 
         def set_up(site: Site) -> None:
             share = None if len(sim.sites) == 1 else range(sim.sites.index(site), options.instances, len(sim.sites))

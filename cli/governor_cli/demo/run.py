@@ -480,6 +480,8 @@ class Simulation:
             instance = str(record.get("resource"))
             if not person or instance in clicked or self._state(instance) != "running":
                 continue
+            if self.eks is not None and instance == self.eks.instance:
+                continue  # the EKS node is reported only: Stop now refuses it (it goes through its cluster)
             button = KEEP_HOURS if KEEP_HOURS not in done else STOP_NOW
             self.click(message, button, person, instance)
             done.add(button)

@@ -38,6 +38,7 @@ from governor.domain.actions import (
     Warn,
 )
 from governor.idle import metrics as cloudwatch
+from governor.idle.kubernetes import container_insights, prometheus
 from governor.interactions import slack_calls as slack_app
 from governor.keys import iam_keys, kms, secrets
 from governor.lifecycle import pricing
@@ -350,6 +351,17 @@ REGISTRY = Registry(
             _DESCRIBE,
             Uses("governor.idle.metrics", cloudwatch.IAM_ACTIONS),
             Uses("governor.adapters.capacity", capacity.IAM_ACTIONS),
+            # An EKS cluster's own metrics: Amazon Managed Prometheus (query only) or Container Insights.
+            Uses(
+                "governor.idle.kubernetes.prometheus",
+                prometheus.IAM_ACTIONS,
+                when=lambda policy: any(c.metric_source == "prometheus" for c in policy.idle.clusters),
+            ),
+            Uses(
+                "governor.idle.kubernetes.container_insights",
+                container_insights.IAM_ACTIONS,
+                when=lambda policy: any(c.metric_source == "container_insights" for c in policy.idle.clusters),
+            ),
             _CHECKPOINT_STATUS,
             Uses("governor.idle.autoscaling", frozenset()),
         ),

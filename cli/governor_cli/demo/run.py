@@ -37,6 +37,8 @@ from governor.policy import Policy, TeamMembers
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor_cli.demo.capture import SLACK_ACTIONS, CaptureEndpoint, capture_endpoint, slack_answers_to
+from governor_cli.demo.eks import CLUSTER as EKS_CLUSTER
+from governor_cli.demo.eks import DemoCluster
 from governor_cli.demo.emulator import running_emulator
 from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
 from governor_cli.demo.trail import Principal, Trail
@@ -398,6 +400,8 @@ class Simulation:
         self.invoker = QueuedInvoker()
         self.log = io.StringIO()
         self.roles_assumed_before = client.roles_assumed  # the process's count: a run reports its own
+        #: The EKS cluster (single-account demo only): a Karpenter GPU node read from DCGM through Prometheus.
+        self.eks: DemoCluster | None = None
 
     # --- the current target: what the scripted day does happens in ``self.site`` -----------------------------------
 
@@ -536,6 +540,8 @@ class Simulation:
                 continue
             if instance == self.result.capacity_block:
                 continue  # its warning says it is reported only (a prepaid block): its owner does not press Stop now
+            if self.eks is not None and instance == self.eks.instance:
+                continue  # the EKS node is reported only: Stop now refuses it (it goes through its cluster)
             button = KEEP_HOURS if KEEP_HOURS not in done else STOP_NOW
             if button == STOP_NOW and self.spot.get(instance):
                 continue  # Stop now on a Spot instance terminates it (Spot cannot be stopped): the demo stops one
@@ -756,6 +762,8 @@ class Simulation:
                         )
             for chunk in range(0, len(data), 1000):
                 cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[chunk : chunk + 1000])
+        if self.eks is not None and self.site is self.sites[0]:
+            self.eks.scrape(since, until)
         _trim_emulated_metrics(
             until - dt.timedelta(minutes=self.policy.idle.window_minutes + 2 * self.options.sweep_minutes),
             self.site.account,
@@ -1053,9 +1061,16 @@ def run_demo(options: DemoOptions) -> DemoResult:
         workload = generate(options.instances, hours=options.hours, seed=options.seed, start=sim.start)
         keys: dict[str, str] = {}
 
+        if not options.organization:
+            sim.eks = DemoCluster()
+            sim.policy = sim.eks.policy(sim.policy)
+
         def set_up(site: Site) -> None:
             share = None if len(sim.sites) == 1 else range(sim.sites.index(site), options.instances, len(sim.sites))
             sim.at(site).launch_fleet(workload, share)
+            if sim.eks is not None:
+                say(f"EKS cluster {EKS_CLUSTER}: one Karpenter GPU node, its GPUs read from DCGM through Prometheus")
+                sim.eks.launch(sim.ec2, DEMO_AMI, dict(sim.policy.fleet.fleet_tags), PEOPLE["research"])
             keys[site.name] = sim.prepare_keys()
 
         try:
@@ -1065,6 +1080,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
             say("reading back the accounts, the ledger and the dead-letter queues")
             _collect(sim)
         finally:
+            if sim.eks is not None:
+                sim.eks.stop()
             client.configure(None)  # organisation mode off again for whatever runs next in this process
             for name in ("GOVERNOR_SPOKE_ROLE", "GOVERNOR_HOME_ACCOUNT"):
                 os.environ.pop(name, None)

@@ -58,10 +58,12 @@ from governor.idle.domain import (
     sweep,
     sweep_interval,
 )
+from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
-from governor.idle.sources import metric_source
+from governor.idle.sources import attribution, metric_source
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
+from governor.policy import KubernetesCluster
 from governor.runtime import Runtime, default_runtime, fan_out, run_edge
 
 SCHEDULED = "Scheduled Event"
@@ -91,18 +93,27 @@ class IdleAws:
     clock: Callable[[], dt.datetime] = field(default=utcnow)
     #: Capacity reservations (end dates, match criteria); None: the instances' own EC2 fields alone hold them.
     reservations: ReservationReader | None = None
+    nodes: KubernetesNodes | None = None  # EKS nodes drained through their cluster's API (idle.clusters reclaim)
     respond: Callable[[str, dict[str, Any]], bool] = answer
 
 
 @per_session
-def _aws(region: str | None, memory_unit: str, source: str = "cloudwatch_agent") -> IdleAws:
+def _aws(
+    region: str | None,
+    memory_unit: str,
+    source: str = "cloudwatch_agent",
+    clusters: tuple[KubernetesCluster, ...] = (),
+) -> IdleAws:
+    groups = AutoScalingGroups(region)
+    drains = any(c.reclaim == "drain" for c in clusters)
     return IdleAws(
         Ec2Reader(region),
         Ec2Actions(region),
-        metric_source(source, region, memory_unit=memory_unit),
+        metric_source(source, region, memory_unit=memory_unit, clusters=clusters),
         SsmCommands(region),
-        AutoScalingGroups(region),
+        groups,
         reservations=CapacityReservations(region),
+        nodes=KubernetesNodes(region, groups) if drains else None,
     )
 
 
@@ -461,6 +472,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
         logger.warning("idle sweep without reservation details", extra={"reason": unread})
     start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
+    runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
@@ -809,7 +821,8 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: An
     execution id or click; ``context`` lets the idempotency record of a sweep that times out expire with it."""
 
     def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit, rt.policy.idle.metric_source)
+        idle = rt.policy.idle
+        chosen = aws or _aws(rt.region, idle.gpu_memory_unit, idle.metric_source, idle.clusters)
         return runner.once_per_event(
             event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, chosen), context=context
         )
@@ -825,13 +838,13 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
     source = runtime.policy.idle.metric_source
     member = member_target(event)
     if member is None:
-        return _aws(runtime.region, unit, source)
+        return _aws(runtime.region, unit, source, runtime.policy.idle.clusters)
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
     return IdleAws(
         Ec2Reader(region, **where),
         Ec2Actions(region, **where),
-        metric_source(source, region, client("cloudwatch", region, **where), unit),
+        metric_source(source, region, client("cloudwatch", region, **where), unit, runtime.policy.idle.clusters),
         SsmCommands(region, **where),
         AutoScalingGroups(region, client("autoscaling", region, **where)),
         reservations=CapacityReservations(region, **where),

@@ -232,6 +232,8 @@ class CostSection(Model):
             name="paid_unused", title="Paid for, unused: idle reserved capacity", columns=list(PAID_UNUSED_COLUMNS)
         )
     )
+    #: EKS GPU-hours and idle GPU-hours by cluster and namespace (DCGM pod labels); None without such records.
+    by_namespace: Table | None = None
 
 
 GOVERNOR_TAGS_TITLE = "Exemptions, snoozes, ownership tags and checkpoint names, by who set them"
@@ -288,6 +290,7 @@ class Report(Model):
         return [
             *([cost.by_account] if cost.by_account is not None else []),
             cost.by_team,
+            *([cost.by_namespace] if cost.by_namespace is not None else []),
             cost.by_owner,
             cost.by_type,
             cost.offenders,

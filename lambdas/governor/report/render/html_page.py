@@ -400,7 +400,7 @@ def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]
     if report.charts.heatmap:
         parts.append("<h3>Busiest GPU's utilisation, top idle offenders</h3>")
         parts.append(charting.heatmap_html(report.charts, tooltips=inline_svg))
-    for table in (cost.by_owner, cost.by_type):
+    for table in (*([cost.by_namespace] if cost.by_namespace is not None else []), cost.by_owner, cost.by_type):
         parts.append(f"<h3>{html_text(table.title)}</h3>")
         parts.append(_html_table(table.columns, table.rows[:10]))
         if len(table.rows) > 10:

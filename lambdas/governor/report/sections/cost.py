@@ -150,6 +150,52 @@ def cost_section(
         notes=notes,
         by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
         **energy_figures(items, offenders),
+        by_namespace=namespace_table(items, start, end),
+    )
+
+
+NAMESPACE_COLUMNS = ("cluster", "namespace", "team", "gpu_hours", "idle_gpu_hours", "allocated_but_idle", "pods")
+
+
+def namespace_table(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime) -> Table | None:
+    """GPU-hours by EKS cluster and namespace, summed over the idle sweeps' ``idle.gpu-hours`` records (each covers
+    its own sweep interval); a namespace is allocated but idle when every one of its GPU-hours was idle."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in items:
+        if item.get("kind", "decision") != "decision" or item.get("rule") != "idle.gpu-hours":
+            continue
+        at = parse_time(item.get("at"))
+        if at is None or not (start <= at < end):
+            continue
+        evidence = item.get("evidence") or {}
+        for entry in evidence.get("namespaces") or []:
+            namespace = entry.get("namespace") or "(no pod)"
+            key = (str(evidence.get("cluster", "")), str(namespace))
+            row = rows.setdefault(
+                key,
+                {"team": entry.get("team") or "", "gpu_hours": 0.0, "idle_gpu_hours": 0.0, "pods": set()},
+            )
+            row["gpu_hours"] += float(entry.get("gpu_hours") or 0)
+            row["idle_gpu_hours"] += float(entry.get("idle_gpu_hours") or 0)
+            row["pods"].update(entry.get("pods") or [])
+    if not rows:
+        return None
+    return Table(
+        name="gpu_hours_by_namespace",
+        title="EKS GPU-hours by namespace (DCGM pod labels)",
+        columns=list(NAMESPACE_COLUMNS),
+        rows=[
+            {
+                "cluster": cluster,
+                "namespace": namespace,
+                "team": row["team"],
+                "gpu_hours": round(row["gpu_hours"], 2),
+                "idle_gpu_hours": round(row["idle_gpu_hours"], 2),
+                "allocated_but_idle": namespace != "(no pod)" and row["idle_gpu_hours"] >= row["gpu_hours"] > 0,
+                "pods": ", ".join(sorted(row["pods"])),
+            }
+            for (cluster, namespace), row in sorted(rows.items(), key=lambda kv: -kv[1]["gpu_hours"])
+        ],
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.events.envelopes import InvalidEventError
-from governor.policy import PolicyError, load_policy
+from governor.policy import PolicyError, resolve_policy
 
 
 def register(subparsers: Any) -> None:
@@ -19,7 +19,9 @@ def register(subparsers: Any) -> None:
         help='an EventBridge event, a CloudTrail record or a whole CloudTrail file ({"Records": [...]}, one result '
         "per record), as JSON; - reads standard input",
     )
-    parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
+    from governor_cli.flags import add_policy
+
+    add_policy(parser)
     parser.add_argument("--json", action="store_true", help="print the decision object as JSON")
     parser.set_defaults(run=run)
 
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from governor_cli.main import UsageError
 
     try:
-        policy = load_policy(args.policy)
+        policy = resolve_policy(args.policy)[0]
     except PolicyError as error:
         raise UsageError(str(error)) from None
     source = _name(args.event)

@@ -22,7 +22,7 @@ from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
-from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
 from governor.domain.model import Model
@@ -478,6 +478,11 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     ):
         metrics.add_metric(name=metric, unit="Count", value=counts.get(name, 0))
     logger.info("idle sweep", extra={"instances": len(instances), "outcomes": counts})
+    runtime.ledger.put_item(
+        LAST_SWEEP_KIND,
+        BREAKER_KEY,
+        {"event_id": event.id, "judged_at": now.isoformat(), "instances": len(instances), "outcomes": counts},
+    )
     return {
         "status": "swept",
         "event_id": event.id,

@@ -14,6 +14,9 @@ from governor.domain.times import parse_time
 from governor.policy import Exemptions, FleetPolicy
 
 UNKNOWN = "unknown"
+#: The ledger kind of an instance's launch record (lifecycle writes it from CloudTrail's RunInstances, keyed by the
+#: instance id, with the ``creator``): who launched an untagged instance, even while tagging is report-only.
+LAUNCH_KIND = "launch"
 
 
 @dataclass(frozen=True)

@@ -106,3 +106,23 @@ def test_no_region_names_the_flag_and_variables_and_aws_region_alone_is_honoured
         create_ledger_table("ledger", "eu-west-1")
         assert main(["ledger", "export", "--table", "ledger", "--out", str(tmp_path / "x.jsonl")]) == 0
         client.cache_clear()
+
+
+def test_explain_over_a_trail_file_ends_with_a_summary_and_says_would_act_when_report_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    records = [
+        json.loads((ROOT / "tests/fixtures/network/modify_rules.json").read_text()),
+        *json.loads(next((ROOT / "tests/fixtures/cloudtrail/invictus-aws-dataset").glob("*.json")).read_text())[
+            "Records"
+        ][:3],
+    ]
+    trail = tmp_path / "trail.json"
+    trail.write_text(json.dumps({"Records": records}))
+    assert main(["explain", str(trail), "--policy", str(ROOT / "governor.yaml")]) == 0
+    out = capsys.readouterr().out.rstrip().splitlines()
+    assert out[-1].startswith("4 records: 1 WOULD ACT")
+    assert not any(line.endswith("): ACT") for line in out)  # the shipped policy is report-only
+    assert any(line.endswith("): WOULD ACT (report-only)") for line in out)

@@ -11,6 +11,9 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,7 +114,6 @@ def test_no_region_names_the_flag_and_variables_and_aws_region_alone_is_honoured
 def test_explain_over_a_trail_file_ends_with_a_summary_and_says_would_act_when_report_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import json
 
     records = [
         json.loads((ROOT / "tests/fixtures/network/modify_rules.json").read_text()),
@@ -126,3 +128,32 @@ def test_explain_over_a_trail_file_ends_with_a_summary_and_says_would_act_when_r
     assert out[-1].startswith("4 records: 1 WOULD ACT")
     assert not any(line.endswith("): ACT") for line in out)  # the shipped policy is report-only
     assert any(line.endswith("): WOULD ACT (report-only)") for line in out)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_long_work_shows_a_progress_bar_on_stderr_only_on_a_terminal(
+    terminal: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from governor_cli import progress
+
+    monkeypatch.setattr(progress, "DELAY_SECONDS", 0.0)  # the bar's ~2 s delay, without waiting for it
+    rows = ["timestamp,instance_id,metric,value"]
+    for minute in range(6 * 60):
+        stamp = 1_793_577_600 + 60 * minute
+        rows += [f"{stamp},i-0aaa,gpu_utilization,0.2", f"{stamp},i-0aaa,gpu_memory_used,8192"]
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text("\n".join(rows) + "\n")
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    assert main(["backtest", "--metrics", str(metrics), "--json"]) == 0
+    json.loads(capsys.readouterr().out)  # stdout holds the JSON and nothing else
+    drawn = stderr.getvalue()
+    if terminal:
+        assert "backtest of 1 instances" in drawn and "sweep" in drawn
+    else:
+        assert drawn == ""

@@ -519,6 +519,21 @@ def _fields_at(location: tuple[Any, ...]) -> list[str]:
     return []
 
 
+def policy_field(path: str) -> str:
+    """``path`` (``"keys.secret_max_rotation_days"``) when it names a field of :class:`Policy`, else ValueError.
+
+    Text that tells a person which setting to change says it through this, so a renamed or misspelt field fails the
+    tests that render it instead of sending people to a setting that does not exist.
+    """
+    model: Any = Policy
+    for part in path.split("."):
+        fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
+        if part not in fields:
+            raise ValueError(f"governor.yaml has no field {path!r} ({part!r} is not one)")
+        model = fields[part].annotation
+    return path
+
+
 def _format_error(source: str, error: ValidationError) -> str:
     import difflib
 

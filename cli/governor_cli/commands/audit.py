@@ -148,6 +148,11 @@ def run(args: argparse.Namespace) -> int:
         write_csv(result.results, sys.stdout)
     else:
         print(render_text(result, specs))
+        if start is None or end is None:
+            print(
+                "the range is the records' own span: instances still running at its end are counted up to it, and "
+                "anything after the last record is left out; give --start and --end for the period you mean"
+            )
     if args.fail_on_rows and any(r["count"] for r in result.results.values()):
         return 1
     return 0

@@ -50,6 +50,8 @@ PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}
 DEMO_AMI = "ami-0a1b2c3d4e5f60718"  # the emulator accepts any image id; a Deep Learning AMI in a real account
 DEMO_SENDER = "gpu-governor@demo.example"  # verified in the emulated SES when the policy names no sender
 DEMO_RECIPIENTS = ("platform-team@demo.example",)
+#: Each simulated team's monthly GPU budget when the policy sets none (budgets.teams): the report's budget section.
+DEMO_TEAM_BUDGET_USD = 6000.0
 Progress = Callable[[str], None]
 
 # Organisation mode (``--accounts``/``--regions`` beyond 1 x 1): the governor stays in the emulator's default account
@@ -310,7 +312,12 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
             "email_recipients": list(chosen.notifications.email_recipients) or list(DEMO_RECIPIENTS),
         }
     )
-    return chosen.model_copy(update={"notifications": notifications, "interactions": interactions})
+    # A newcomer's first report shows the budget section: each simulated team gets a monthly budget unless the
+    # policy gives budgets of its own (the shipped governor.yaml gives none).
+    budgets = chosen.budgets
+    if not budgets.teams and not budgets.accounts:
+        budgets = budgets.model_copy(update={"teams": dict.fromkeys(TEAMS, DEMO_TEAM_BUDGET_USD)})
+    return chosen.model_copy(update={"notifications": notifications, "interactions": interactions, "budgets": budgets})
 
 
 def simulated_period(hours: float, now: dt.datetime | None = None) -> tuple[dt.datetime, dt.datetime]:
@@ -1235,6 +1242,11 @@ def summary_lines(result: DemoResult) -> list[str]:
         ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),
+        (
+            "the same report again",
+            f"governor report --logs {result.out}/cloudtrail --ledger {result.out}/ledger.jsonl "
+            f"--policy {result.out}/policy.json --out DIR (the period and figures above)",
+        ),
     ]
     if result.sites:
         facts.insert(

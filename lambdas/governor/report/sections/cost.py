@@ -15,8 +15,9 @@ from typing import Any
 
 from governor.domain import costs
 from governor.domain.times import parse_time
+from governor.idle import energy
 from governor.policy import Policy, PriceEntry
-from governor.report.model import OFFENDER_COLUMNS, CostSection, SpotStats, Table
+from governor.report.model import ENERGY_COLUMNS, ENERGY_TITLE, OFFENDER_COLUMNS, CostSection, SpotStats, Table
 from governor.report.sections.accounts import account_table
 from governor.report.words import plural
 from governor.spot import records as interruptions
@@ -125,7 +126,36 @@ def cost_section(
         prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
         notes=notes,
         by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
+        **energy_figures(items, offenders),
     )
+
+
+def energy_figures(items: Sequence[Mapping[str, Any]], offenders: Sequence[costs.OffenderRow]) -> dict[str, Any]:
+    """The kWh and kg CO2e of the period's idle GPU time (``governor.idle.energy``), and the per-model table."""
+    regions = {str(s.get("instance_id")): s.get("region") for s in costs.sessions_of(items) if s.get("region")}
+    used = energy.idle_energy(
+        (o.instance_id, o.instance_type, o.idle_gpu_hours, regions.get(o.instance_id)) for o in offenders
+    )
+    rows = []
+    for model, (gpu_hours, kwh) in sorted(used.by_model.items(), key=lambda m: -(m[1][1] or 0.0)):
+        draw = energy.draw_of(model)
+        rows.append(
+            {
+                "gpu_model": model,
+                "idle_gpu_hours": round(gpu_hours, 2),
+                "idle_watts": draw.idle_watts if draw else None,
+                "busy_watts": draw.busy_watts if draw else None,
+                "idle_kwh": round(kwh, 2) if kwh is not None else None,
+                "draw_source": energy.source_label(draw),
+            }
+        )
+    return {
+        "idle_energy_kwh": used.kwh,
+        "idle_co2e_kg": used.co2e_kg,
+        "idle_energy_unknown_gpu_hours": used.unknown_gpu_hours,
+        "idle_energy_by_instance": used.by_instance,
+        "energy": Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS), rows=rows),
+    }
 
 
 def _usage(

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker
 from governor.domain.decision import Decision, Finding
 from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
@@ -44,7 +44,7 @@ SWEEP_FAILED = "organization.sweep-failed"
 #: The rule of the finding the organisation-wide breaker raises when it holds a round.
 ORG_BREAKER = "organization.breaker-open"
 #: Ledger kinds whose single item is one target's state: keyed per account and region inside a target's run.
-PER_TARGET_KEYS = frozenset({BREAKER_KIND})
+PER_TARGET_KEYS = frozenset({BREAKER_KIND, LAST_SWEEP_KIND})
 #: The sweep whose per-target circuit breakers the organisation-wide breaker counts (the only one that has them).
 BREAKER_SWEEP = "idle"
 

@@ -25,7 +25,10 @@ TEXT_HIDDEN = frozenset({"eventid", "account", "region", "identity_type", "sourc
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("audit", help="run queries/*.sql on DuckDB over CloudTrail files")
-    parser.add_argument("--logs", help="folder of CloudTrail .json/.json.gz files (AWSLogs/... or flat)")
+    # --logs is required unless --list is asked for: the usage line says so, "(--logs DIR | --list)".
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--logs", metavar="DIR", help="folder of CloudTrail .json/.json.gz files (AWSLogs/... or flat)")
+    what.add_argument("--list", action="store_true", help="list the queries (name, CIS item, purpose) and exit")
     parser.add_argument(
         "--query", action="append", dest="queries", metavar="NAME", help="run only this query (repeatable)"
     )
@@ -34,7 +37,6 @@ def register(subparsers: Any) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help='print {"<query>": {"count": N, "rows": [...]}}')
     output.add_argument("--csv", action="store_true", help="print every row as CSV, with a leading query column")
-    parser.add_argument("--list", action="store_true", help="list the queries (name, CIS item, purpose) and exit")
     parser.add_argument(
         "--fail-on-rows", action="store_true", help="exit 1 when any selected query returns rows (use in CI)"
     )

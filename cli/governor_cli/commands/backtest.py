@@ -32,6 +32,8 @@ MAX_INTERVAL_SECONDS = 24 * 3600
 
 
 def register(subparsers: Any) -> None:
+    from governor_cli.flags import add_policy, add_region
+
     parser = subparsers.add_parser("backtest", help="replay the idle policy over exported GPU metrics")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -44,7 +46,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="read the fleet's own metrics from CloudWatch (one-minute data is kept 15 days)",
     )
-    parser.add_argument("--region", help="--from-cloudwatch: the region (default: the AWS configuration's)")
+    add_region(parser)
     parser.add_argument(
         "--tag",
         action="append",
@@ -55,7 +57,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--instance-ids", nargs="+", default=[], help="--from-cloudwatch: only these instances")
     parser.add_argument("--days", type=float, default=14, help="--from-cloudwatch: how far back, up to 15 (default 14)")
     parser.add_argument("--save", help="--from-cloudwatch: also keep the metrics read as this Parquet file")
-    parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
+    add_policy(parser)
     parser.add_argument("--interval", default="15m", help="sweep interval, e.g. 15m, 1h, 900s (default: 15m)")
     parser.add_argument(
         "--memory-unit",

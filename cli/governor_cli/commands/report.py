@@ -20,11 +20,13 @@ from governor.policy import PolicyError, resolve_policy
 
 
 def register(subparsers: Any) -> None:
+    from governor_cli.flags import add_policy
+
     parser = subparsers.add_parser("report", help="render the security and cost report locally")
     parser.add_argument("--logs", required=True, help="folder of CloudTrail files (.json / .json.gz)")
     parser.add_argument("--ledger", help="ledger export: JSON lines (governor ledger export) or a JSON array")
     parser.add_argument("--out", required=True, help="folder for report.html, slack.json, CSVs and chart.png")
-    parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
+    add_policy(parser)
     parser.add_argument("--start", help="period start, ISO 8601 (default: the first record of the logs or the ledger)")
     parser.add_argument(
         "--end", help="period end, ISO 8601 (default: the ledger's last record or just after the last event)"

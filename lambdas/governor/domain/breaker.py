@@ -16,6 +16,9 @@ from governor.domain.times import parse_time
 
 BREAKER_KIND = "idle-breaker"
 BREAKER_KEY = "fleet"
+#: The idle sweep's last run (one item per target, key ``fleet`` like the breaker's): when, which event, what it
+#: found. ``governor status`` reads it to date the fleet view and to tell an organisation target that was never swept.
+LAST_SWEEP_KIND = "idle-sweep"
 
 
 def _iso(value: dt.datetime | None) -> str | None:

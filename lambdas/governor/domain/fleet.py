@@ -27,6 +27,10 @@ LIFECYCLES: tuple[Lifecycle, ...] = (
     "interruptible-capacity-reservation",
 )
 
+#: The ledger kind of an instance's launch record (lifecycle writes it from CloudTrail's RunInstances, keyed by the
+#: instance id, with the ``creator``): who launched an untagged instance, even while tagging is report-only.
+LAUNCH_KIND = "launch"
+
 
 @dataclass(frozen=True)
 class Instance:

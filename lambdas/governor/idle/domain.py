@@ -818,7 +818,9 @@ def decide(
     idle = policy.idle
     enforce = idle.enforce
     owner = ownership(instance.tags, policy.fleet)
-    evidence = dict(assessment.evidence)
+    # Who and what, as the sweep saw them: ``governor status --target`` shows an organisation target's fleet from the
+    # ledger alone (the operator's credentials cannot describe another account's instances).
+    evidence = {"owner": owner.owner, "team": owner.team, "instance_type": instance.type, **assessment.evidence}
     evidence["purchase"] = purchase_model(instance).evidence()
     if assessment.status == "stalled":
         step = interval or sweep_interval(idle)

@@ -23,10 +23,19 @@ from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
-from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker, read_breaker, write_breaker
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
 from governor.domain.capacity import ReservationReader, with_reservations
 from governor.domain.decision import Action, Decision, Finding
-from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
+from governor.domain.fleet import (
+    LAUNCH_KIND,
+    Instance,
+    Ownership,
+    checkpoint_choice,
+    exemption,
+    ownership,
+    snoozed_until,
+    tag_problems,
+)
 from governor.domain.model import Model
 from governor.domain.ports import utcnow
 from governor.domain.tagging import bounded_instance
@@ -374,7 +383,7 @@ def _idle_sentence(action: Action, result: Outcome) -> str:
 def _finding(
     decision: Decision, title: str, instance: Instance | None, event: GovernorEvent, runtime: Runtime
 ) -> Finding:
-    who = ownership(instance.tags, runtime.policy.fleet) if instance else None
+    who = owner(instance, runtime) if instance else None
     return Finding.from_decision(
         decision,
         title,
@@ -384,6 +393,17 @@ def _finding(
         region=event.region or runtime.region,
         event_id=event.id,
     )
+
+
+def owner(instance: Instance, runtime: Runtime) -> Ownership:
+    """The owner and team tags, else the ``governor:creator`` tag, else the creator lifecycle recorded from CloudTrail
+    (the report attributes the instance to the same person): a warning never says "unknown" when the ledger knows."""
+    who = ownership(instance.tags, runtime.policy.fleet)
+    if who.source != "unknown":
+        return who
+    launch = runtime.ledger.get_item(LAUNCH_KIND, instance.id) or {}
+    creator = str(launch.get("creator") or "").strip()
+    return Ownership(owner=creator, team=who.team, source="creator") if creator else who
 
 
 def skip_stale(event: GovernorEvent, runtime: Runtime, now: dt.datetime) -> dict[str, Any] | None:
@@ -564,6 +584,11 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     ):
         metrics.add_metric(name=metric, unit="Count", value=counts.get(name, 0))
     logger.info("idle sweep", extra={"instances": len(instances), "outcomes": counts})
+    runtime.ledger.put_item(
+        LAST_SWEEP_KIND,
+        BREAKER_KEY,
+        {"event_id": event.id, "judged_at": now.isoformat(), "instances": len(instances), "outcomes": counts},
+    )
     return {
         "status": "swept",
         "event_id": event.id,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, TypedDict, Unpack
+from typing import Any, ClassVar, NotRequired, TypedDict, Unpack
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -372,6 +372,8 @@ class CapabilityArgs(TypedDict):
     settings: Settings
     #: Every function built so far, by capability name; each construct adds its own.
     functions: dict[str, GovernorFunction]
+    #: The audit lake (``infra.constructs.audit.AuditLake``) when this region's stack holds it, else None.
+    audit: NotRequired[Any]
 
 
 class FunctionOptions(TypedDict, total=False):
@@ -419,12 +421,12 @@ class CapabilityConstruct(Construct):
 
     def on_rule(self, trigger_id: str, pattern: events.EventPattern) -> events.Rule:
         """The registry entry's rule trigger ``trigger_id``: a default-bus rule of that id, with its description."""
-        return self.function.on_events(trigger_id, pattern, self.capability.trigger(trigger_id).description)
+        return self.function.on_events(trigger_id, pattern, self.capability.trigger(trigger_id).text)
 
     def on_schedule(self, trigger_id: str, payload: dict[str, object] | None = None) -> scheduler.Schedule:
         """The registry entry's schedule trigger ``trigger_id``, at the expression the policy sets for it."""
         trigger = self.capability.trigger(trigger_id)
-        return self.function.on_schedule(trigger_id, trigger.expression(self.policy), trigger.description, payload)
+        return self.function.on_schedule(trigger_id, trigger.expression(self.policy), trigger.text, payload)
 
     def add_adapter_reads(self, reason: str, also: Iterable[str] = ()) -> None:
         """The reads of the adapters the registry lists for this capability (``uses``), plus ``also``, in the one

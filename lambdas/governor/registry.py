@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from importlib import import_module
+from typing import Any, Literal
 
-from governor.adapters import bus, dlq, ec2, ledger, organization, ses, ssm
+from governor.adapters import bus, dlq, ledger, organization
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.domain.actions import (
     Action,
@@ -37,17 +38,7 @@ from governor.domain.actions import (
     Untag,
     Warn,
 )
-from governor.idle import metrics as cloudwatch
-from governor.interactions import slack_calls as slack_app
-from governor.keys import iam_keys, kms, secrets
-from governor.lifecycle import pricing
-from governor.network import addresses as network_addresses
-from governor.network import security_groups
-from governor.network.events import EVENT_NAMES
-from governor.notifier import slack
 from governor.policy import Policy
-from governor.report import archive, athena
-from governor.report import chart_image as chart
 
 # --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
 
@@ -96,6 +87,15 @@ class Trigger:
     schedule: str | None = None
     #: Only under this policy condition (the Slack endpoint exists only while buttons are on); None: always.
     when: Callable[[Policy], bool] | None = None
+    #: Names appended to the description, as ``module:ATTRIBUTE`` (read when printed, so the registry loads no
+    #: capability module at import).
+    lists: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self.lists is None:
+            return self.description
+        return self.description + ", ".join(_attribute(self.lists))
 
     def expression(self, policy: Policy) -> str:
         section, name = str(self.schedule).split(".")
@@ -103,24 +103,56 @@ class Trigger:
 
     def line(self, policy: Policy) -> str:
         if self.kind == "rule":
-            return f"EventBridge rule: {self.description}"
+            return f"EventBridge rule: {self.text}"
         if self.kind == "schedule":
-            return f"schedule {self.expression(policy)}: {self.description}"
+            return f"schedule {self.expression(policy)}: {self.text}"
         if self.kind == "bus":
-            return f"governor bus rule: {self.description}"
-        return self.description
+            return f"governor bus rule: {self.text}"
+        return self.text
+
+
+def _attribute(path: str) -> Any:
+    """``module:a.b`` -> that module's attribute ``a.b``, imported only now."""
+    module, _, name = path.partition(":")
+    found: Any = import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
 
 
 @dataclass(frozen=True)
 class Uses:
-    """An adapter module a capability calls, with the IAM actions those calls take (only ``when`` the policy says)."""
+    """An adapter module a capability calls, with the IAM actions those calls take (only ``when`` the policy says).
+
+    The actions are the module's ``IAM_ACTIONS`` (or the attributes ``names`` lists), read when asked: the registry
+    imports no capability module, so every function may consult it at no cost."""
 
     adapter: str
-    iam: frozenset[str]
+    names: tuple[str, ...] = ("IAM_ACTIONS",)
     when: Callable[[Policy], bool] | None = None
+
+    @property
+    def iam(self) -> frozenset[str]:
+        found: set[str] = set()
+        for name in self.names:
+            found |= _attribute(f"{self.adapter}:{name}")
+        return frozenset(found)
 
     def permissions(self, policy: Policy) -> frozenset[str]:
         return self.iam if self.when is None or self.when(policy) else frozenset()
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """What a person does about a finding whose rule contains ``rule_has`` (the first match wins; "" matches all),
+    of the finding policy ``policy`` (None: any of the capability's). ``{fleet.x}`` is filled from the policy."""
+
+    text: str
+    rule_has: str = ""
+    policy: str | None = None
+
+    def applies(self, policy_name: str, rule: str) -> bool:
+        return (self.policy is None or self.policy == policy_name) and self.rule_has in rule
 
 
 @dataclass(frozen=True)
@@ -144,6 +176,25 @@ class Capability:
     member_accounts: bool = False
     #: Its scheduled sweep runs once per account and region in organisation mode (``governor.fanout``).
     fans_out: bool = False
+    #: Its sweep is made of parts (its Scheduled Event's ``detail.kinds``): every part, in order ...
+    sweep_parts: tuple[str, ...] = ()
+    #: ... and the parts about account-wide resources (IAM is global), swept in the first configured region only.
+    account_wide_parts: frozenset[str] = frozenset()
+    #: Its sweep keeps per-target circuit breakers, which the organisation-wide breaker counts (``governor.fanout``).
+    breakers: bool = False
+    #: The ``policy`` its findings and decisions carry (default: the capability's name).
+    finding_policies: tuple[str, ...] = ()
+    #: Its findings' messages carry "Acknowledge" (``governor.interactions``).
+    acknowledgeable: bool = False
+    #: Its findings lose their point in the daily digest: posted at once under ``immediate: actionable``.
+    time_bound: bool = False
+    #: What a person does about its findings, per rule (the report's "what to do" column).
+    remediation: tuple[Remedy, ...] = ()
+    #: Its CDK construct, as ``module:Class`` (the stack imports it; the runtime never does), the construct's id,
+    #: and the capability whose construct holds it (None: the stack), which keeps its logical ids where they are.
+    construct: str = ""
+    construct_id: str = ""
+    within: str | None = None
 
     @property
     def package(self) -> str:
@@ -173,6 +224,17 @@ class Capability:
     @property
     def adapters(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(use.adapter for use in self.uses))
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        return self.finding_policies or (self.name,)
+
+    def remedy(self, policy_name: str, rule: str, policy: Policy) -> str | None:
+        """The remediation sentence for a finding of ``policy_name`` and ``rule``, or None when it lists none."""
+        for remedy in self.remediation:
+            if remedy.applies(policy_name, rule):
+                return remedy.text.format(fleet=policy.fleet)
+        return None
 
     @property
     def environment_sections(self) -> tuple[str, ...]:
@@ -227,12 +289,20 @@ class Registry(Mapping[str, Capability]):
         """Policy sections with an ``enforce`` switch: every capability's, then the audit lake's (no function)."""
         return (*dict.fromkeys(c.section for c in self.values()), *NON_FUNCTION_SECTIONS)
 
+    def raising(self, policy_name: str) -> Capability | None:
+        """The capability whose findings carry ``policy`` ``policy_name``."""
+        return next((c for c in self.values() if policy_name in c.policies), None)
+
+    def policies_where(self, flag: Callable[[Capability], bool]) -> frozenset[str]:
+        """The finding policies of every capability ``flag`` holds for."""
+        return frozenset(p for c in self.values() if flag(c) for p in c.policies)
+
 
 #: Policy sections with an ``enforce`` switch but no function: the audit lake (Athena, Glue and the trail).
 NON_FUNCTION_SECTIONS = ("audit",)
 
-_DESCRIBE = Uses("governor.adapters.ec2", ec2.IAM_ACTIONS)
-_CHECKPOINT_STATUS = Uses("governor.adapters.ssm", ssm.IAM_ACTIONS)
+_DESCRIBE = Uses("governor.adapters.ec2")
+_CHECKPOINT_STATUS = Uses("governor.adapters.ssm")
 
 
 def _has_sender(policy: Policy) -> bool:
@@ -240,8 +310,8 @@ def _has_sender(policy: Policy) -> bool:
 
 
 _DELIVERY = (
-    Uses("governor.notifier.slack", slack.IAM_ACTIONS),
-    Uses("governor.adapters.ses", ses.IAM_ACTIONS, when=_has_sender),
+    Uses("governor.notifier.slack"),
+    Uses("governor.adapters.ses", when=_has_sender),
 )
 
 
@@ -252,6 +322,11 @@ def _keys_enforcing(policy: Policy) -> bool:
 REGISTRY = Registry(
     Capability(
         name="lifecycle",
+        construct="infra.constructs.lifecycle:Lifecycle",
+        construct_id="Lifecycle",
+        remediation=(
+            Remedy("Tag the instance with {fleet.owner_tag} and {fleet.team_tag} so its cost is charged to a team."),
+        ),
         member_accounts=True,
         fans_out=True,
         section="lifecycle",
@@ -274,12 +349,22 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.lifecycle.pricing", pricing.IAM_ACTIONS, when=lambda p: p.lifecycle.use_price_list_api),
+            Uses("governor.lifecycle.pricing", when=lambda p: p.lifecycle.use_price_list_api),
         ),
         actions=(Tag, Record, Notify),
     ),
     Capability(
         name="keys",
+        construct="infra.constructs.keys:KeysEnforcer",
+        construct_id="Keys",
+        acknowledgeable=True,
+        sweep_parts=("kms", "access_keys", "secrets"),
+        account_wide_parts=frozenset({"access_keys"}),
+        remediation=(
+            Remedy("Turn on the secret's rotation with an interval within keys.max_secret_rotation_days.", "secret"),
+            Remedy("Rotate the IAM access key (create a new one, switch, then deactivate the old one).", "access"),
+            Remedy("Enable automatic rotation on the KMS key (every 90 days or less)."),
+        ),
         member_accounts=True,
         fans_out=True,
         section="keys",
@@ -298,15 +383,20 @@ REGISTRY = Registry(
             ),
         ),
         uses=(
-            Uses("governor.keys.kms", kms.IAM_ACTIONS),
-            Uses("governor.keys.iam_keys", iam_keys.IAM_ACTIONS),
-            Uses("governor.keys.secrets", secrets.IAM_ACTIONS),
+            Uses("governor.keys.kms"),
+            Uses("governor.keys.iam_keys"),
+            Uses("governor.keys.secrets"),
         ),
         actions=(EnableKeyRotation, RotateKey, DeactivateAccessKey, SetSecretRotation, Notify),
         enforcing=_keys_enforcing,
     ),
     Capability(
         name="spot",
+        construct="infra.constructs.spot:Spot",
+        construct_id="Spot",
+        acknowledgeable=True,
+        time_bound=True,
+        remediation=(Remedy("Check that the job's checkpoint finished and resume it on a new instance."),),
         member_accounts=True,
         section="spot",
         description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
@@ -319,11 +409,21 @@ REGISTRY = Registry(
                 "SSM Run Command finished (checkpoint status; releases held Auto Scaling lifecycle actions)",
             ),
         ),
-        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.spot.recovery", frozenset())),
+        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.spot.recovery", ())),
         actions=(Checkpoint, Deregister, CompleteLifecycleAction, Replace, Record, Notify),
     ),
     Capability(
         name="idle",
+        construct="infra.constructs.idle:IdleReclamation",
+        construct_id="Idle",
+        time_bound=True,
+        breakers=True,
+        remediation=(
+            Remedy(
+                "Stop the instance if nobody needs it; to keep it, tag it "
+                "{fleet.keep_until_tag}=<ISO 8601 time> (snooze) or {fleet.exempt_tag}=true."
+            ),
+        ),
         member_accounts=True,
         fans_out=True,
         section="idle",
@@ -338,14 +438,17 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.idle.metrics", cloudwatch.IAM_ACTIONS),
+            Uses("governor.idle.metrics"),
             _CHECKPOINT_STATUS,
-            Uses("governor.idle.autoscaling", frozenset()),
+            Uses("governor.idle.autoscaling", ()),
         ),
         actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate),
     ),
     Capability(
         name="interactions",
+        construct="infra.constructs.interactions:SlackInteractions",
+        construct_id="Interactions",
+        time_bound=True,
         section="interactions",
         description="Slack buttons: Keep, Keep until tomorrow, Stop now, Acknowledge (verified, authorised)",
         triggers=(
@@ -358,14 +461,24 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.interactions.slack_calls", slack_app.SlackSecrets.IAM_ACTIONS),
-            Uses("governor.interactions.slack_calls", slack_app.AsyncInvoker.IAM_ACTIONS),
+            Uses("governor.interactions.slack_calls", ("SlackSecrets.IAM_ACTIONS",)),
+            Uses("governor.interactions.slack_calls", ("AsyncInvoker.IAM_ACTIONS",)),
         ),
         actions=(Tag, Stop, Record),
         delegated=frozenset({"stop"}),  # Stop now is handed to the idle function, which re-checks and stops
     ),
     Capability(
         name="network",
+        construct="infra.constructs.network:NetworkEnforcer",
+        construct_id="Network",
+        acknowledgeable=True,
+        remediation=(
+            Remedy(
+                "Launch it without a public IP (or put it behind a load balancer), or exempt it in governor.yaml.",
+                "public",
+            ),
+            Remedy("Remove the world-open ingress rule, or list the group under network exemptions in governor.yaml."),
+        ),
         member_accounts=True,
         fans_out=True,
         section="network",
@@ -374,7 +487,8 @@ REGISTRY = Registry(
             Trigger(
                 "CloudTrailCalls",
                 "rule",
-                "EC2 calls that open ingress rules or give instances public addresses: " + ", ".join(EVENT_NAMES),
+                "EC2 calls that open ingress rules or give instances public addresses: ",
+                lists="governor.network.events:EVENT_NAMES",
             ),
             Trigger(
                 "DriftSweep",
@@ -385,13 +499,16 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.network.security_groups", security_groups.IAM_ACTIONS),
-            Uses("governor.network.addresses", network_addresses.IAM_ACTIONS),
+            Uses("governor.network.security_groups"),
+            Uses("governor.network.addresses"),
         ),
         actions=(RevokeIngress, RemovePublicIp, Notify),
     ),
     Capability(
         name="notifier",
+        construct="infra.constructs.notifications:Notifications",
+        construct_id="Notifications",
+        finding_policies=("notifications",),
         section="notifications",
         description="Findings from the governor bus to Slack and email: routed, merged, within Slack's limits",
         triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
@@ -402,6 +519,20 @@ REGISTRY = Registry(
     ),
     Capability(
         name="report",
+        construct="infra.constructs.reports:Reports",
+        construct_id="Reports",
+        within="notifier",
+        finding_policies=("reports", "budgets"),
+        remediation=(
+            Remedy(
+                "Stop idle instances of the team, or raise its budget under budgets.teams in governor.yaml.",
+                policy="budgets",
+            ),
+            Remedy(
+                "Read the query's failure reason; this report lacks that query's figures until it runs.",
+                policy="reports",
+            ),
+        ),
         section="reports",
         description="Daily and weekly security and cost report: Athena queries, ledger, chart, S3 archive",
         triggers=(
@@ -409,9 +540,9 @@ REGISTRY = Registry(
             Trigger("Weekly", "schedule", "weekly security and cost report", schedule="reports.weekly_schedule"),
         ),
         uses=(
-            Uses("governor.report.archive", archive.IAM_ACTIONS),
-            Uses("governor.report.chart_image", chart.IAM_ACTIONS),
-            Uses("governor.report.athena", athena.IAM_ACTIONS | athena.DATA_ACTIONS),
+            Uses("governor.report.archive"),
+            Uses("governor.report.chart_image"),
+            Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
             *_DELIVERY,
         ),
         actions=(Record, Notify),

@@ -12,6 +12,7 @@ from governor.domain import costs
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
 from governor.policy import Policy
+from governor.registry import REGISTRY
 from governor.report.model import FindingRow
 from governor.report.words import sentence
 
@@ -36,32 +37,11 @@ FIXING_ACTIONS = frozenset(
 
 
 def remediation(policy_name: str, rule: str, policy: Policy) -> str:
-    """One sentence: what a person does about a finding of this policy and rule (with the exact tag to set)."""
-    fleet = policy.fleet
-    if policy_name == "idle":
-        return (
-            "Stop the instance if nobody needs it; to keep it, tag it "
-            f"{fleet.keep_until_tag}=<ISO 8601 time> (snooze) or {fleet.exempt_tag}=true."
-        )
-    if policy_name == "network":
-        if "public" in rule:
-            return "Launch it without a public IP (or put it behind a load balancer), or exempt it in governor.yaml."
-        return "Remove the world-open ingress rule, or list the group under network exemptions in governor.yaml."
-    if policy_name == "keys":
-        if "secret" in rule:
-            return "Turn on the secret's rotation with an interval within keys.max_secret_rotation_days."
-        if "access" in rule:
-            return "Rotate the IAM access key (create a new one, switch, then deactivate the old one)."
-        return "Enable automatic rotation on the KMS key (every 90 days or less)."
-    if policy_name == "lifecycle":
-        return f"Tag the instance with {fleet.owner_tag} and {fleet.team_tag} so its cost is charged to a team."
-    if policy_name == "spot":
-        return "Check that the job's checkpoint finished and resume it on a new instance."
-    if policy_name == "budgets":
-        return "Stop idle instances of the team, or raise its budget under budgets.teams in governor.yaml."
-    if policy_name == "reports":
-        return "Read the query's failure reason; this report lacks that query's figures until it runs."
-    return "See the decision's reasons in the ledger (governor ledger export)."
+    """One sentence: what a person does about a finding of this policy and rule (with the exact tag to set), as the
+    registry entry of the capability that raised it says (``remediation``)."""
+    capability = REGISTRY.raising(policy_name)
+    found = capability.remedy(policy_name, rule, policy) if capability is not None else None
+    return found or "See the decision's reasons in the ledger (governor ledger export)."
 
 
 def _owner_of(decision: Mapping[str, Any], sessions: Mapping[str, list[Mapping[str, Any]]]) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from governor.adapters import bus, dlq, ledger, organization
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
@@ -38,7 +38,9 @@ from governor.domain.actions import (
     Untag,
     Warn,
 )
-from governor.policy import Policy
+
+if TYPE_CHECKING:
+    from governor.policy import Policy
 
 # --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
 
@@ -195,6 +197,13 @@ class Capability:
     construct: str = ""
     construct_id: str = ""
     within: str | None = None
+    #: Its policy section's model, as ``module:Model`` in its own package, when ``governor.policy`` does not hold it:
+    #: ``Policy`` gains the field ``section`` of that model (YAML shape, defaults and error paths as for the others).
+    policy_section: str = ""
+
+    @property
+    def section_model(self) -> type[Any] | None:
+        return _attribute(self.policy_section) if self.policy_section else None
 
     @property
     def package(self) -> str:

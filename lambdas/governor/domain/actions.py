@@ -25,10 +25,10 @@ from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_ser
 from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
 from governor.domain.once import send_command_once
-from governor.policy import Policy
 
 if TYPE_CHECKING:
     from governor.domain.fleet import Instance
+    from governor.policy import Policy
 
 _ALWAYS = frozenset({"type", "enforced"})
 #: The tag an untag without keys removes (the idle mark's tag; ``governor.idle.domain.IDLE_SINCE_TAG``).

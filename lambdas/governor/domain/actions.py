@@ -584,6 +584,24 @@ class Warn(Action):
     exempt_tag: str | None = None
 
 
+#: Action types that fix the problem by themselves when done (warn, notify, record and tag only tell someone):
+#: a finding whose enforced actions include one is resolved by the governor (the report, the Security Hub export).
+FIXING_ACTIONS = frozenset(
+    {
+        "stop",
+        "terminate",
+        "revoke_ingress",
+        "remove_public_ip",
+        "enable_key_rotation",
+        "rotate_key",
+        "deactivate_access_key",
+        "set_secret_rotation",
+        "replace",
+        "checkpoint",
+    }
+)
+
+
 AnyAction = Annotated[
     Stop
     | Terminate

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from governor.domain import costs
+from governor.domain.actions import FIXING_ACTIONS
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
 from governor.policy import Policy
@@ -18,22 +19,6 @@ from governor.report.words import sentence
 
 #: Decisions about one resource under one policy, each with when it was made, oldest first.
 Flagged = list[tuple[dt.datetime, Mapping[str, Any]]]
-
-# Actions that fix the problem by themselves when done; warn / notify / record / tag only tell someone.
-FIXING_ACTIONS = frozenset(
-    {
-        "stop",
-        "terminate",
-        "revoke_ingress",
-        "remove_public_ip",
-        "enable_key_rotation",
-        "rotate_key",
-        "deactivate_access_key",
-        "set_secret_rotation",
-        "replace",
-        "checkpoint",
-    }
-)
 
 
 def remediation(policy_name: str, rule: str, policy: Policy) -> str:

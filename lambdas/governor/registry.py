@@ -314,6 +314,12 @@ _DESCRIBE = Uses("governor.adapters.ec2")
 _CHECKPOINT_STATUS = Uses("governor.adapters.ssm")
 
 
+def section_of(policy: Policy, section: str) -> Any:
+    """A policy section by name: the sections a capability declares in its package are not attributes type checkers
+    know on ``Policy``."""
+    return getattr(policy, section)
+
+
 def _has_sender(policy: Policy) -> bool:
     return bool(policy.notifications.email_sender)
 

@@ -564,4 +564,23 @@ REGISTRY = Registry(
         sections=("reports", "notifications", "lifecycle", "budgets"),
         modes=("DELIVERS to Slack and email, archives to S3", "report-only: archives to S3, sends nothing"),
     ),
+    Capability(
+        name="securityhub",
+        section="securityhub",
+        policy_section="governor.securityhub.policy:SecurityHubPolicy",
+        construct="infra.constructs.securityhub:SecurityHubExport",
+        construct_id="SecurityHub",
+        description="Every governor finding as an OCSF Detection Finding and, with asff, in Security Hub (ASFF)",
+        triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
+        uses=(
+            Uses("governor.securityhub.hub", when=lambda p: bool(section_of(p, "securityhub").asff)),
+            Uses(
+                "governor.securityhub.hub",
+                ("ARCHIVE_ACTIONS",),
+                when=lambda p: bool(section_of(p, "securityhub").ocsf_bucket),
+            ),
+        ),
+        actions=(),
+        modes=("EXPORTS OCSF (and ASFF to Security Hub with asff)", "report-only: builds the findings, writes nothing"),
+    ),
 )

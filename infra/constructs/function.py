@@ -25,6 +25,8 @@ from aws_cdk import aws_scheduler_targets as scheduler_targets
 from constructs import Construct
 
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
+from governor.events.findings import DETAIL_TYPE as FINDING_DETAIL_TYPE
+from governor.events.findings import SOURCE as FINDING_SOURCE
 from governor.policy import Policy, PolicyError
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.asset import ASSET_EXCLUDES
@@ -422,6 +424,20 @@ class CapabilityConstruct(Construct):
     def on_rule(self, trigger_id: str, pattern: events.EventPattern) -> events.Rule:
         """The registry entry's rule trigger ``trigger_id``: a default-bus rule of that id, with its description."""
         return self.function.on_events(trigger_id, pattern, self.capability.trigger(trigger_id).text)
+
+    def on_findings(self, trigger_id: str, description: str) -> events.Rule:
+        """The registry entry's bus trigger ``trigger_id``: every governor finding on the governor bus, to this
+        function (a rule on the project's bus, of that id, with ``description``)."""
+        rule = events.Rule(
+            self,
+            trigger_id,
+            event_bus=self.shared.bus,
+            event_pattern=events.EventPattern(source=[FINDING_SOURCE], detail_type=[FINDING_DETAIL_TYPE]),
+            description=description,
+        )
+        rule.add_target(self.function.rule_target())
+        self.function.triggers.append(self.capability.trigger(trigger_id).line(self.policy))
+        return rule
 
     def on_schedule(self, trigger_id: str, payload: dict[str, object] | None = None) -> scheduler.Schedule:
         """The registry entry's schedule trigger ``trigger_id``, at the expression the policy sets for it."""

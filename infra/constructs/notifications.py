@@ -9,11 +9,9 @@ from __future__ import annotations
 from typing import Unpack
 
 from aws_cdk import ArnFormat, Duration, Stack
-from aws_cdk import aws_events as events
 from constructs import Construct
 
 from governor.adapters import ses
-from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.notifier import slack
 from governor.policy import Policy
 from governor.registry import REGISTRY
@@ -75,13 +73,5 @@ class Notifications(CapabilityConstruct):
         super().__init__(scope, construct_id, **args)
         policy = self.policy
         self.dashboard = Dashboard(self, "Dashboard", stack_name=self.settings.stack_name)
-        rule = events.Rule(
-            self,
-            "Findings",
-            event_bus=self.shared.bus,
-            event_pattern=events.EventPattern(source=[SOURCE], detail_type=[DETAIL_TYPE]),
-            description="Every governor finding to the notifier",
-        )
-        rule.add_target(self.function.rule_target())
-        self.function.triggers.append(self.capability.trigger("Findings").line(policy))
+        self.on_findings("Findings", "Every governor finding to the notifier")
         grant_delivery(self.function, policy)

@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Unpack
 
 from aws_cdk import Stack
-from aws_cdk import aws_events as events
 from constructs import Construct
 
-from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.registry import REGISTRY
 from governor.securityhub.hub import ARCHIVE_ACTIONS, IAM_ACTIONS
 from governor.securityhub.policy import SecurityHubPolicy
@@ -27,15 +25,7 @@ class SecurityHubExport(CapabilityConstruct):
         super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
         section = SecurityHubPolicy.of(self.policy)
-        rule = events.Rule(
-            self,
-            "Findings",
-            event_bus=self.shared.bus,
-            event_pattern=events.EventPattern(source=[SOURCE], detail_type=[DETAIL_TYPE]),
-            description="Every governor finding to the Security Hub export",
-        )
-        rule.add_target(self.function.rule_target())
-        self.function.triggers.append(self.capability.trigger("Findings").line(self.policy))
+        self.on_findings("Findings", "Every governor finding to the Security Hub export")
         if section.asff:
             # The account's own default product: an account imports findings about itself only (the SAR's
             # "product" resource type: arn:${Partition}:securityhub:${Region}:${Account}:product/${Company}/${Id}).

@@ -86,7 +86,7 @@ def default_runtime() -> Runtime:
     if env.spoke_role:
         from governor.adapters.aws import Organization, client
 
-        client.configure(Organization(env.spoke_role, env.home_account, env.function))
+        client.configure(Organization(env.spoke_role, env.home_account, env.function, env.region))
     return Runtime(
         policy=policy,
         ledger=DynamoLedger(env.ledger_table, policy.ledger.retention_days, env.region),

@@ -17,7 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.adapters.aws import Organization, client, session_name
+from governor.adapters.aws import Organization, client, member_target, session_name
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.spot import handler as spot
 from governor_cli.demo.bootstrap import LocalStack, create_shared
@@ -98,6 +98,32 @@ def test_an_event_from_the_hub_account_uses_the_shared_clients(org: LocalStack) 
     assert client("ec2", REGION, account=HUB) is client("ec2", REGION)
     assert client("ec2", REGION, account=None) is client("ec2", REGION)
     assert client.roles_assumed == before
+
+
+def test_the_hub_accounts_other_region_goes_through_its_spoke_role(org: LocalStack) -> None:
+    """Issue 32's open end: the hub's roles are granted in the hub's region only; in the hub account's other regions
+    the StackSet's second group deploys the spoke roles, and the runtime acts through them as in any member."""
+    other = "eu-west-1"
+    boto3.client("iam").create_role(
+        RoleName=f"GovernorSpoke-spot-{other}",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{HUB}:root"}, "Action": "sts:AssumeRole"}
+                ],
+            }
+        ),
+    )
+    client.configure(Organization("GovernorSpoke", HUB, "spot", REGION))
+    before = client.roles_assumed
+    assert client("ec2", REGION, account=HUB) is client("ec2", REGION)  # the hub's own region: its own role
+    assert client.roles_assumed == before
+    assert client("ec2", other, account=HUB) is not client("ec2", other)
+    client("ec2", other, account=HUB).describe_instances()  # built on first use: assumes the spoke role
+    assert client.roles_assumed == before + 1
+    assert member_target({"account": HUB, "region": other, "id": "e-1"}) == (HUB, other, "e-1")
+    assert member_target({"account": HUB, "region": REGION, "id": "e-2"}) is None
 
 
 def test_stop_acts_on_the_instance_in_account_b_and_not_in_a(org: LocalStack) -> None:

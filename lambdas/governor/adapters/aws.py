@@ -67,10 +67,21 @@ class Organization:
     """What the runtime needs to act in a member account: the spoke roles' name, the function's own account, and
     which function it is (each capability has its own spoke role, holding only that capability's grants)."""
 
-    def __init__(self, spoke_role: str, home_account: str | None, function: str) -> None:
+    def __init__(
+        self, spoke_role: str, home_account: str | None, function: str, home_region: str | None = None
+    ) -> None:
         self.spoke_role = spoke_role
         self.home_account = home_account
         self.function = function
+        self.home_region = home_region
+
+    def is_spoke(self, account: str, region: str | None) -> bool:
+        """Acting in ``account`` and ``region`` needs the spoke role: another account, or the hub account's own other
+        regions (the hub's roles are granted in its own region only; the StackSet's second group puts the spoke roles
+        into the hub account's other regions, see infra.constructs.hub_regions)."""
+        if account != self.home_account:
+            return True
+        return bool(region and self.home_region and region != self.home_region)
 
     def role_arn(self, account: str, region: str | None) -> str:
         return (
@@ -179,10 +190,11 @@ class ClientCache:
             self._credentials.clear()
             self._foreign.clear()
 
-    def is_member(self, account: str | None) -> bool:
-        """Organisation mode is on and ``account`` is another account than the function's own."""
+    def is_member(self, account: str | None, region: str | None = None) -> bool:
+        """Organisation mode is on and acting in ``account`` (and ``region``) needs the spoke role: another account than
+        the function's own, or the function's own account in another region."""
         organization = self.organization
-        return bool(account) and organization is not None and account != organization.home_account
+        return bool(account) and organization is not None and organization.is_spoke(str(account), region)
 
     def __call__(
         self,
@@ -198,11 +210,11 @@ class ClientCache:
 
         ``single_attempt`` gives a client that never retries (for a call without a client token, such as SSM
         ``SendCommand``: botocore would resend it after a read timeout although AWS may have executed it).
-        With ``account`` another account than the function's own and organisation mode on, a client on the spoke
-        role's credentials in that account and region instead.
+        With ``account`` another account than the function's own (or the own account in another region than the
+        function's) and organisation mode on, a client on the spoke role's credentials in that account and region.
         """
         organization = self.organization
-        if account and organization is not None and self.is_member(account):
+        if account and organization is not None and self.is_member(account, region):
             return self._member_client(organization, service, region, endpoint_url, account, event_id, single_attempt)
         key = (f"{service}#once" if single_attempt else service, region, endpoint_url)
         found = self._clients.get(key)
@@ -310,7 +322,8 @@ def per_session(build: F) -> F:
 
 
 def member_target(event: Any) -> tuple[str, str | None, str | None] | None:
-    """``(account, region, event id)`` of a raw EventBridge event from a member account in organisation mode, else
+    """``(account, region, event id)`` of a raw EventBridge event from a member account (or from the hub account's other
+    regions) in organisation mode, else
     ``None`` (act with the shared clients, as a single-account deployment does).
 
     EventBridge sets ``account`` and ``region`` to where the event happened, also on events forwarded from a spoke;
@@ -319,13 +332,12 @@ def member_target(event: Any) -> tuple[str, str | None, str | None] | None:
     if not isinstance(event, dict):
         return None
     account, region, event_id = (event.get(key) for key in ("account", "region", "id"))
-    if not (isinstance(account, str) and account.isdigit() and len(account) == 12 and client.is_member(account)):
+    region = region if isinstance(region, str) and region else None
+    if not (isinstance(account, str) and account.isdigit() and len(account) == 12):
         return None
-    return (
-        account,
-        region if isinstance(region, str) and region else None,
-        event_id if isinstance(event_id, str) else None,
-    )
+    if not client.is_member(account, region):
+        return None
+    return account, region, event_id if isinstance(event_id, str) else None
 
 
 def session() -> boto3.session.Session:

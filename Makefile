@@ -96,4 +96,4 @@ clean:
 
 ## screenshots: regenerate docs/img/ (reports rendered by headless Chromium from real runs); needs chromium
 screenshots: $(VENV)/.installed-dev
-	$(PY) -m tests.e2e.screenshots
+	PYTHONPATH=lambdas:cli:. $(PY) -m tests.e2e.screenshots

@@ -15,7 +15,8 @@ import os
 import re
 import sys
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from governor import __version__
@@ -36,13 +37,38 @@ COMMANDS: dict[str, str] = {
     "idle": "see or re-arm the idle sweep's circuit breaker",
     "ledger": "read the decision ledger",
     "report": "render the security and cost report locally",
-    "status": "check a deployed governor: functions, schedules, DLQs, alarms, GPU agents, Slack, SES",
+    "status": "the GPU fleet, one line per instance (--table), or a deployed governor's health (--stack)",
     "validate": "check a policy file",
 }
 
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
+
+
+NO_REGION = "You must specify a region."  # botocore's NoRegionError, which names neither a flag nor a variable
+REGION_HINT = "no AWS region: pass --region NAME or set AWS_REGION or AWS_DEFAULT_REGION"
+
+
+def _explained(message: str) -> str:
+    """A UsageError's line, with botocore's bare "You must specify a region." replaced by what to set."""
+    return message.replace(NO_REGION, REGION_HINT) if NO_REGION in message else message
+
+
+@contextmanager
+def _aws_region_honoured() -> Iterator[None]:
+    """The AWS CLI v2 and the AWS SDKs read ``AWS_REGION`` (it overrides ``AWS_DEFAULT_REGION``); boto3 reads only
+    ``AWS_DEFAULT_REGION`` and the profile. For the length of one command, ``AWS_REGION`` is honoured the same way."""
+    region, default = os.environ.get("AWS_REGION"), os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        os.environ["AWS_DEFAULT_REGION"] = region
+    try:
+        yield
+    finally:
+        if region and default is None:
+            os.environ.pop("AWS_DEFAULT_REGION", None)
+        elif region and default is not None:
+            os.environ["AWS_DEFAULT_REGION"] = default
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -142,9 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     safe = _PipeSafe(stdout)
     sys.stdout = safe
     try:
-        return int(args.run(args))
+        with _aws_region_honoured():
+            return int(args.run(args))
     except UsageError as error:
-        print(f"governor: {one_line(error)}", file=sys.stderr)
+        print(f"governor: {one_line(_explained(str(error)))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

@@ -18,6 +18,12 @@ GPU_METRICS = (
     ("nvidia_smi_temperature_gpu", "GPU temperature (hottest GPU per instance, °C)", "Maximum"),
 )
 GOVERNOR_METRICS = (("IdleWarnings", "idle warnings"), ("IdleActions", "idle stops / terminations"))
+#: Counts that mean something was not done; each has an alarm and a runbook line in docs/reliability.md ("Runbook").
+NOT_DONE_METRICS = (
+    ("IdleActionFailures", "idle acts that failed (retried next sweep)"),
+    ("FindingsUnsent", "findings the bus refused (kept in the outbox)"),
+    ("IdleWarningsUnpublished", "idle warnings not yet published (no clock started)"),
+)
 
 
 def governor_metric(name: str, period: Duration, label: str | None = None) -> cloudwatch.Metric:
@@ -99,9 +105,25 @@ class Dashboard(Construct):
                 )
             ],
         )
+        not_done = cloudwatch.GraphWidget(
+            title="Not done: failed acts, unsent findings, unpublished warnings (runbook: docs/reliability.md)",
+            width=12,
+            left=[governor_metric(name, Duration.minutes(15), label) for name, label in NOT_DONE_METRICS],
+        )
+        parked = cloudwatch.GraphWidget(
+            title="Events parked in a DLQ (Lambda on-failure and rejects; Spot's are time-bound)",
+            width=12,
+            left=[
+                _search(
+                    f"SEARCH('{{AWS/SQS,QueueName}} MetricName=\"NumberOfMessagesSent\" {stack_name} Dlq', 'Sum', 300)",
+                    five,
+                )
+            ],
+        )
         self.dashboard.add_widgets(*gpu)
         self.dashboard.add_widgets(verdicts, interruptions, errors)
         self.dashboard.add_widgets(dlq, notifications)
+        self.dashboard.add_widgets(not_done, parked)
         self.url = (
             f"https://{stack.region}.console.aws.amazon.com/cloudwatch/home?region={stack.region}"
             f"#dashboards:name={self.name}"

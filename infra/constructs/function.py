@@ -195,6 +195,16 @@ class GovernorFunction(Construct):
             f"governor {self.name}: events are waiting in the DLQ (governor dlq list {self.name})",
             shared,
         )
+        if self.capability.in_progress_seconds is not None:  # time-bound: a parked event is a missed deadline
+            # Counted when parked, not while waiting: a replay that empties the queue does not clear what happened.
+            alert(
+                self,
+                "TimeBoundParked",
+                self.dlq.metric_number_of_messages_sent(period=Duration.minutes(5), statistic="Sum"),
+                f"governor {self.name}: a time-bound event was parked (its deadline may have passed); "
+                f"runbook: docs/reliability.md, 'Runbook' ({self.name} parked)",
+                shared,
+            )
 
     def declared(self, actions: Iterable[str]) -> list[str]:
         """The actions, sorted, once each; an action the registry does not list for this function stops the synth."""

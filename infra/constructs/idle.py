@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Unpack
 
 from aws_cdk import Duration, Stack
+from aws_cdk import aws_eks as eks
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from governor.domain.actions import Stop, Tag, Terminate, Untag
+from governor.idle.kubernetes.api import KUBERNETES_GROUP
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import governor_metric
@@ -54,9 +56,10 @@ class IdleReclamation(CapabilityConstruct):
         function = self.function
         self.on_schedule("Sweep")
         self.add_adapter_reads(
-            "DescribeInstances, GetMetricData, GetCommandInvocation and ListCommands support no resource-level "
-            "permissions; they list GPU instances, read their metrics, read the outcome of the function's own "
-            "checkpoint commands and find a command by its intent id instead of sending it twice.",
+            "DescribeInstances, DescribeCapacityReservations, GetMetricData, GetCommandInvocation and ListCommands "
+            "support no resource-level permissions; they list GPU instances and the reservations they run in, read "
+            "their metrics, read the outcome of the function's own checkpoint commands and find a command by its "
+            "intent id instead of sending it twice.",
         )
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         gpu_types: dict[str, object] = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}
@@ -69,8 +72,11 @@ class IdleReclamation(CapabilityConstruct):
         # DeleteTags does not support ec2:InstanceType (Service Authorization Reference): with it the condition is
         # false and every call is denied, so the idle-since mark could never be cleared. Keys alone bound it.
         function.add_statement(Untag.IAM, [instances], governor_keys)
-        if policy.idle.asg_action == "scale_in":
+        drained = [c.name for c in policy.idle.clusters if c.reclaim == "drain"]
+        if policy.idle.asg_action == "scale_in" or drained:
             self._scale_in_grants(function)
+        if drained:
+            self._cluster_access(function, drained)
         send_command_grant(function, policy, RUN_COMMAND_DOCUMENT)
         self.agent_parameter = install_agent_config(self, policy)
         alert(
@@ -81,6 +87,41 @@ class IdleReclamation(CapabilityConstruct):
             "check the CloudWatch agents and GPU drivers, then `governor idle rearm` if they really are idle",
             self.shared,
         )
+        alert(
+            self,
+            "ActionFailures",
+            governor_metric("IdleActionFailures", Duration.minutes(15)),
+            "governor idle: an idle act (checkpoint, stop, terminate, tag) failed; the next sweep retries it. "
+            "Runbook: docs/reliability.md, 'Runbook' (IdleActionFailures)",
+            self.shared,
+        )
+        alert(
+            self,
+            "WarningsUnpublished",
+            governor_metric("IdleWarningsUnpublished", Duration.minutes(15)),
+            "governor idle: idle warnings were not accepted by the bus, so no warning period started. "
+            "Runbook: docs/reliability.md, 'Runbook' (IdleWarningsUnpublished)",
+            self.shared,
+        )
+
+    def _cluster_access(self, function: GovernorFunction, clusters: list[str]) -> None:
+        """Drain idle nodes of the clusters ``idle.clusters`` names with ``reclaim: drain``: DescribeCluster on those
+        clusters only, and one EKS access entry each mapping the idle role to the Kubernetes group
+        ``KUBERNETES_GROUP``, which the cluster's RBAC (deploy/kubernetes/governor-rbac.yaml) lets cordon nodes,
+        list pods, create evictions and delete NodeClaims, and nothing else. No AWS-managed access policy is that
+        narrow (AmazonEKSEditPolicy cannot patch nodes; the admin policies can do everything)."""
+        stack = Stack.of(self)
+        arns = [stack.format_arn(service="eks", resource="cluster", resource_name=name) for name in clusters]
+        function.add_statement(sorted(Terminate.DRAIN - Terminate.SCALE_IN), arns)
+        for name in clusters:
+            eks.CfnAccessEntry(
+                self,
+                f"AccessEntry{''.join(part.capitalize() for part in name.replace('_', '-').split('-'))}",
+                cluster_name=name,
+                principal_arn=function.role.role_arn,
+                kubernetes_groups=[KUBERNETES_GROUP],
+                type="STANDARD",
+            )
 
     def _scale_in_grants(self, function: GovernorFunction) -> None:
         """Reclaim Auto Scaling group members through their group (a stopped member would just be replaced).

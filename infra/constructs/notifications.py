@@ -15,8 +15,8 @@ from governor.adapters import ses
 from governor.notifier import slack
 from governor.policy import Policy
 from governor.registry import REGISTRY
-from infra.constructs.dashboard import Dashboard
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction
+from infra.constructs.dashboard import Dashboard, governor_metric
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction, alert
 
 
 def slack_secret_names(policy: Policy) -> list[str]:
@@ -73,5 +73,13 @@ class Notifications(CapabilityConstruct):
         super().__init__(scope, construct_id, **args)
         policy = self.policy
         self.dashboard = Dashboard(self, "Dashboard", stack_name=self.settings.stack_name)
+        alert(
+            self,
+            "FindingsUnsent",
+            governor_metric("FindingsUnsent", Duration.minutes(15)),
+            "governor: findings were refused by the governor bus and wait in the outbox (the next sweep or retry "
+            "publishes them). Runbook: docs/reliability.md, 'Runbook' (FindingsUnsent)",
+            self.shared,
+        )
         self.on_findings("Findings", "Every governor finding to the notifier")
         grant_delivery(self.function, policy)

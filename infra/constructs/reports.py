@@ -13,6 +13,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from governor.adapters import cost_explorer
 from governor.registry import REGISTRY
 from governor.report import archive
 from governor.report import chart_image as chart
@@ -70,6 +71,13 @@ class Reports(CapabilityConstruct):
             "GetMetricWidgetImage has no resource-level permissions; it only renders the fleet GPU utilisation "
             "chart from metrics the account already holds.",
         )
+        if self.policy.lifecycle.effective_rates == "cost_explorer":
+            self.function.add_unscoped_statement(
+                "EffectiveRates",
+                cost_explorer.IAM_ACTIONS,
+                "GetCostAndUsage has no resource-level permissions; the report reads the account's amortised EC2 "
+                "cost per instance type once a run, to price savings at what is actually paid.",
+            )
         if audit is not None and hasattr(audit, "grant_query"):
             audit.grant_query(self.function)
         for trigger_id in ("Daily", "Weekly"):

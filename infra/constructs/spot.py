@@ -15,10 +15,12 @@ from governor.domain.actions import CompleteLifecycleAction, Deregister, Replace
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor.spot.domain import (
+    BLOCK_EXPIRY,
     COMMAND_STATUS,
     FINAL_COMMAND_STATUSES,
     FINAL_STATES,
     REBALANCE,
+    RESERVATION_WARNING,
     SOURCE,
     SSM_SOURCE,
     STATE_CHANGE,
@@ -67,7 +69,7 @@ class Spot(CapabilityConstruct):
         spot = policy.spot
         self.on_rule(
             "Interruption",
-            events.EventPattern(source=[SOURCE], detail_type=[WARNING, REBALANCE]),
+            events.EventPattern(source=[SOURCE], detail_type=[WARNING, REBALANCE, RESERVATION_WARNING, *BLOCK_EXPIRY]),
         )
         self.on_rule(
             "StateChange",

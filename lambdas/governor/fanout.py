@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker
 from governor.domain.decision import Decision, Finding
 from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
@@ -45,7 +45,7 @@ SWEEP_FAILED = "organization.sweep-failed"
 #: The rule of the finding the organisation-wide breaker raises when it holds a round.
 ORG_BREAKER = "organization.breaker-open"
 #: Ledger kinds whose single item is one target's state: keyed per account and region inside a target's run.
-PER_TARGET_KEYS = frozenset({BREAKER_KIND})
+PER_TARGET_KEYS = frozenset({BREAKER_KIND, LAST_SWEEP_KIND})
 #: Sweeps made of parts (their Scheduled Event's ``detail.kinds``): every part, and the parts that concern
 #: account-wide resources (IAM is global), which a target sweeps in the first configured region only; each
 #: capability's registry entry declares its own (``sweep_parts``, ``account_wide_parts``).
@@ -262,8 +262,8 @@ class TargetLedger:
     def _key(self, kind: str, key: str) -> str:
         return breaker_key(self.account, self.region) if kind in PER_TARGET_KEYS and key == BREAKER_KEY else key
 
-    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str:
-        return self._ledger.record(decision, event_id=event_id, at=at)
+    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None, held: bool = False) -> str:
+        return self._ledger.record(decision, event_id=event_id, at=at, held=held)
 
     def record_many(self, decisions: Sequence[Decision], *, event_id: str, at: dt.datetime | None = None) -> list[str]:
         return self._ledger.record_many(decisions, event_id=event_id, at=at)
@@ -277,8 +277,8 @@ class TargetLedger:
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None:
         return self._ledger.get_item(kind, self._key(kind, key))
 
-    def claim(self, kind: str, key: str, item: dict[str, Any]) -> bool:
-        return self._ledger.claim(kind, self._key(kind, key), self._stamped(item))
+    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool:
+        return self._ledger.claim(kind, self._key(kind, key), self._stamped(item), replacing=replacing)
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
         return [i for i in self._ledger.query_kind(kind, since) if i.get("target") in (None, self.scope)]

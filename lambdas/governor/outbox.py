@@ -191,15 +191,16 @@ class Outbox:
             assert finding.id is not None
             self._staged[finding.id] = finding
 
-    def flush_stale(self, policy: str) -> int:
-        """A sweep's clean-up: publish this policy's findings that earlier invocations left unsent (older than
-        :data:`STALE_AFTER`, so a running invocation's own are left to it). Never raises; returns how many went out."""
+    def flush_stale(self, policy: str | None = None) -> int:
+        """A sweep's clean-up: publish this policy's findings (every policy's with None) that earlier invocations left
+        unsent (older than :data:`STALE_AFTER`, so a running invocation's own are left to it). Never raises; returns
+        how many went out."""
         now = self.clock()
         stale = [
             str(item.get("finding_id") or "")
             for item in self.ledger.query_kind(OUTBOX_KIND, since=now - HORIZON)
             if not item.get("sent_at")
-            and item.get("policy") == policy
+            and (policy is None or item.get("policy") == policy)
             and (_parse_time(item.get("at")) or now) <= now - STALE_AFTER
         ]
         found = self._load(i for i in stale if i)

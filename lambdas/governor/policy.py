@@ -168,6 +168,52 @@ class GpuPowerEntry(_Model):
         return self
 
 
+#: PromQL label matchers and nothing else (no braces, no expression): what a cluster's ``selector`` may hold.
+_PROMQL_MATCHERS = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,\s*|$))*$')
+
+
+class KubernetesCluster(_Model):
+    """An EKS cluster whose GPU nodes are judged from its own metrics (DCGM through Prometheus, or Container Insights)
+    instead of the instance metric source; its nodes are still the EC2 instances the fleet lists."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]*$")
+    metric_source: Literal["prometheus", "container_insights"]
+    # Prometheus' HTTP API base: an Amazon Managed Prometheus workspace
+    # (https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>, SigV4-signed) or any compatible endpoint.
+    prometheus_url: str | None = Field(None, max_length=2000)
+    # Sign requests with SigV4 (service aps) in this region; default: the region of an AMP workspace URL.
+    sigv4_region: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    # The DCGM exporter label naming the node (hostname in 3.x+, Hostname before; node under some scrape configs).
+    node_label: str = Field("Hostname", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    # Label matchers added to every query, e.g. cluster="gpu-prod" when one workspace holds several clusters.
+    selector: str = Field("", max_length=500)
+    # An idle node of this cluster: report (warned, then reported, never touched) or drain (cordon, evict through the
+    # Eviction API respecting PodDisruptionBudgets, then delete its Karpenter NodeClaim or terminate it in its managed
+    # node group with desired capacity lowered), through the Kubernetes API with the idle role's EKS access entry.
+    # drain acts only while idle.enforce is true.
+    reclaim: Literal["report", "drain"] = "report"
+    # namespace -> team, for GPU-hours by team (a namespace not listed is its own team).
+    namespace_teams: dict[str, str] = Field(default_factory=dict, max_length=1000)
+
+    @model_validator(mode="after")
+    def _source_settings(self) -> KubernetesCluster:
+        if self.metric_source == "prometheus":
+            if not self.prometheus_url:
+                raise ValueError("prometheus_url is required when metric_source is prometheus")
+            if not re.match(r"^https?://[^/\s]+(/\S*)?$", self.prometheus_url):
+                raise ValueError("prometheus_url must be an http(s) URL")
+        elif self.prometheus_url:
+            raise ValueError("prometheus_url is only for metric_source prometheus")
+        if self.selector and not _PROMQL_MATCHERS.match(self.selector):
+            raise ValueError('selector must be PromQL label matchers only, e.g. cluster="gpu-prod"')
+        return self
+
+    def __hash__(self) -> int:  # frozen, but namespace_teams is a dict: hash what identifies the source
+        return hash(
+            (self.name, self.metric_source, self.prometheus_url, self.sigv4_region, self.node_label, self.selector)
+        )
+
+
 class IdlePolicy(_Model):
     """Reclaim GPU instances that every signal says are idle, warning first; never a working machine."""
 
@@ -212,9 +258,17 @@ class IdlePolicy(_Model):
     stall_utilization_threshold: float | None = Field(90.0, gt=0, le=100)
     # Where the sweep reads GPU metrics (governor.idle.sources): one name per metric source implementation.
     metric_source: Literal["cloudwatch_agent"] = "cloudwatch_agent"
+    # EKS clusters whose GPU nodes are read from their own source (governor/idle/kubernetes); other instances from
+    # metric_source. One sweep combines them: a node a cluster source has no series for is read from metric_source.
+    clusters: tuple[KubernetesCluster, ...] = Field((), max_length=50)
     # Instances of an Auto Scaling group: reclaimed through the group (desired capacity decremented, never below
-    # its minimum) or reported only. EKS and Karpenter nodes are always reported only.
+    # its minimum) or reported only. EKS and Karpenter nodes are reported only unless their cluster drains them.
     asg_action: Literal["scale_in", "report"] = "scale_in"
+    # Capacity paid for whatever happens (Capacity Blocks for ML, On-Demand Capacity Reservations) or lent
+    # (interruptible reservations): never stopped for savings; idle GPU-hours reported as paid for, unused.
+    # stop_if_open: an instance in an *open* On-Demand Capacity Reservation may be stopped (its slot is free for any
+    # matching instance). Capacity Blocks, targeted and interruptible reservations are never stopped.
+    reserved_capacity: Literal["report", "stop_if_open"] = "report"
     cloudwatch_agent_association: bool = False
     association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})
     exemptions: Exemptions = Field(default_factory=Exemptions)
@@ -314,6 +368,11 @@ class LifecyclePolicy(_Model):
     launched_at_tag: TagKey = "governor:launched-at"
     reconcile_schedule: Schedule = "rate(1 day)"
     use_price_list_api: bool = False
+    # Savings at the price actually paid: "cost_explorer" reads each type's amortised cost per running hour (Savings
+    # Plans, Reserved Instances and Capacity Blocks spread over the hours they cover) once per report, over the last
+    # effective_rate_days (ce:GetCostAndUsage, USD 0.01 a request). Else savings use the Price List API / the table.
+    effective_rates: Literal["none", "cost_explorer"] = "none"
+    effective_rate_days: int = Field(30, ge=1, le=365)
     prices_as_of: PolicyDate = dt.date(2026, 11, 1)
     prices: dict[str, PriceEntry] = Field(
         default_factory=lambda: {
@@ -544,6 +603,21 @@ def _fields_at(location: tuple[Any, ...]) -> list[str]:
     if isinstance(model, type) and issubclass(model, BaseModel):
         return [f.alias or name for name, f in model.model_fields.items()]
     return []
+
+
+def policy_field(path: str) -> str:
+    """``path`` (``"keys.secret_max_rotation_days"``) when it names a field of :class:`Policy`, else ValueError.
+
+    Text that tells a person which setting to change says it through this, so a renamed or misspelt field fails the
+    tests that render it instead of sending people to a setting that does not exist.
+    """
+    model: Any = Policy
+    for part in path.split("."):
+        fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
+        if part not in fields:
+            raise ValueError(f"governor.yaml has no field {path!r} ({part!r} is not one)")
+        model = fields[part].annotation
+    return path
 
 
 def _format_error(source: str, error: ValidationError) -> str:

@@ -145,19 +145,6 @@ class Uses:
 
 
 @dataclass(frozen=True)
-class Remedy:
-    """What a person does about a finding whose rule contains ``rule_has`` (the first match wins; "" matches all),
-    of the finding policy ``policy`` (None: any of the capability's). ``{fleet.x}`` is filled from the policy."""
-
-    text: str
-    rule_has: str = ""
-    policy: str | None = None
-
-    def applies(self, policy_name: str, rule: str) -> bool:
-        return (self.policy is None or self.policy == policy_name) and self.rule_has in rule
-
-
-@dataclass(frozen=True)
 class Capability:
     """One function: its policy section, handler, triggers, adapters and the typed actions it can return."""
 
@@ -190,8 +177,6 @@ class Capability:
     acknowledgeable: bool = False
     #: Its findings lose their point in the daily digest: posted at once under ``immediate: actionable``.
     time_bound: bool = False
-    #: What a person does about its findings, per rule (the report's "what to do" column).
-    remediation: tuple[Remedy, ...] = ()
     #: Its CDK construct, as ``module:Class`` (the stack imports it; the runtime never does), the construct's id,
     #: and the capability whose construct holds it (None: the stack), which keeps its logical ids where they are.
     construct: str = ""
@@ -200,6 +185,10 @@ class Capability:
     #: Its policy section's model, as ``module:Model`` in its own package, when ``governor.policy`` does not hold it:
     #: ``Policy`` gains the field ``section`` of that model (YAML shape, defaults and error paths as for the others).
     policy_section: str = ""
+
+    #: Time-bound (a deadline such as Spot's two-minute warning): an in-progress idempotency record lapses after this
+    #: many seconds instead of at the function's timeout, and a parked event raises its own alarm.
+    in_progress_seconds: int | None = None
 
     @property
     def section_model(self) -> type[Any] | None:
@@ -237,13 +226,6 @@ class Capability:
     @property
     def policies(self) -> tuple[str, ...]:
         return self.finding_policies or (self.name,)
-
-    def remedy(self, policy_name: str, rule: str, policy: Policy) -> str | None:
-        """The remediation sentence for a finding of ``policy_name`` and ``rule``, or None when it lists none."""
-        for remedy in self.remediation:
-            if remedy.applies(policy_name, rule):
-                return remedy.text.format(fleet=policy.fleet)
-        return None
 
     @property
     def environment_sections(self) -> tuple[str, ...]:
@@ -339,9 +321,6 @@ REGISTRY = Registry(
         name="lifecycle",
         construct="infra.constructs.lifecycle:Lifecycle",
         construct_id="Lifecycle",
-        remediation=(
-            Remedy("Tag the instance with {fleet.owner_tag} and {fleet.team_tag} so its cost is charged to a team."),
-        ),
         member_accounts=True,
         fans_out=True,
         section="lifecycle",
@@ -375,11 +354,6 @@ REGISTRY = Registry(
         acknowledgeable=True,
         sweep_parts=("kms", "access_keys", "secrets"),
         account_wide_parts=frozenset({"access_keys"}),
-        remediation=(
-            Remedy("Turn on the secret's rotation with an interval within keys.max_secret_rotation_days.", "secret"),
-            Remedy("Rotate the IAM access key (create a new one, switch, then deactivate the old one).", "access"),
-            Remedy("Enable automatic rotation on the KMS key (every 90 days or less)."),
-        ),
         member_accounts=True,
         fans_out=True,
         section="keys",
@@ -411,12 +385,16 @@ REGISTRY = Registry(
         construct_id="Spot",
         acknowledgeable=True,
         time_bound=True,
-        remediation=(Remedy("Check that the job's checkpoint finished and resume it on a new instance."),),
         member_accounts=True,
         section="spot",
         description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
         triggers=(
-            Trigger("Interruption", "rule", "EC2 Spot interruption warnings and rebalance recommendations"),
+            Trigger(
+                "Interruption",
+                "rule",
+                "EC2 Spot and capacity-reservation interruption warnings, Capacity Block expiry warnings, rebalance "
+                "recommendations",
+            ),
             Trigger("StateChange", "rule", "EC2 instance stopped / terminated (completes interruption records)"),
             Trigger(
                 "CheckpointStatus",
@@ -426,6 +404,9 @@ REGISTRY = Registry(
         ),
         uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.spot.recovery", ())),
         actions=(Checkpoint, Deregister, CompleteLifecycleAction, Replace, Record, Notify),
+        # The in-progress idempotency record lapses after 40 s, not at the function's 180 s timeout: when the record's
+        # write answer is lost, Lambda's first retry (about a minute later) runs within the two-minute warning.
+        in_progress_seconds=40,
     ),
     Capability(
         name="idle",
@@ -433,12 +414,6 @@ REGISTRY = Registry(
         construct_id="Idle",
         time_bound=True,
         breakers=True,
-        remediation=(
-            Remedy(
-                "Stop the instance if nobody needs it; to keep it, tag it "
-                "{fleet.keep_until_tag}=<ISO 8601 time> (snooze) or {fleet.exempt_tag}=true."
-            ),
-        ),
         member_accounts=True,
         fans_out=True,
         section="idle",
@@ -454,6 +429,16 @@ REGISTRY = Registry(
         uses=(
             _DESCRIBE,
             Uses("governor.idle.metrics"),
+            Uses("governor.adapters.capacity"),
+            # An EKS cluster's own metrics: Amazon Managed Prometheus (query only) or Container Insights.
+            Uses(
+                "governor.idle.kubernetes.prometheus",
+                when=lambda policy: any(c.metric_source == "prometheus" for c in policy.idle.clusters),
+            ),
+            Uses(
+                "governor.idle.kubernetes.container_insights",
+                when=lambda policy: any(c.metric_source == "container_insights" for c in policy.idle.clusters),
+            ),
             _CHECKPOINT_STATUS,
             Uses("governor.idle.autoscaling", ()),
         ),
@@ -487,13 +472,6 @@ REGISTRY = Registry(
         construct="infra.constructs.network:NetworkEnforcer",
         construct_id="Network",
         acknowledgeable=True,
-        remediation=(
-            Remedy(
-                "Launch it without a public IP (or put it behind a load balancer), or exempt it in governor.yaml.",
-                "public",
-            ),
-            Remedy("Remove the world-open ingress rule, or list the group under network exemptions in governor.yaml."),
-        ),
         member_accounts=True,
         fans_out=True,
         section="network",
@@ -538,16 +516,6 @@ REGISTRY = Registry(
         construct_id="Reports",
         within="notifier",
         finding_policies=("reports", "budgets"),
-        remediation=(
-            Remedy(
-                "Stop idle instances of the team, or raise its budget under budgets.teams in governor.yaml.",
-                policy="budgets",
-            ),
-            Remedy(
-                "Read the query's failure reason; this report lacks that query's figures until it runs.",
-                policy="reports",
-            ),
-        ),
         section="reports",
         description="Daily and weekly security and cost report: Athena queries, ledger, chart, S3 archive",
         triggers=(
@@ -558,6 +526,10 @@ REGISTRY = Registry(
             Uses("governor.report.archive"),
             Uses("governor.report.chart_image"),
             Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
+            Uses(
+                "governor.adapters.cost_explorer",
+                when=lambda p: p.lifecycle.effective_rates == "cost_explorer",
+            ),
             *_DELIVERY,
         ),
         actions=(Record, Notify),

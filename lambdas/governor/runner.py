@@ -26,7 +26,7 @@ from typing import Any
 
 from governor.domain.actions import Acting, Outcome
 from governor.domain.decision import Action, Decision, Finding
-from governor.domain.ports import Ledger
+from governor.domain.ports import Ledger, watching_parks
 from governor.observability import logger
 from governor.outbox import Outbox
 from governor.policy import Policy
@@ -125,7 +125,10 @@ class Run:
         if isinstance(gate, Hold):
             settled.held = gate
             if gate.record is not None:
-                ledger.record(gate.record, event_id=event_id, at=at)
+                # The "act" entry recorded above claims an action the re-read held back: the hold replaces it, unless
+                # an earlier attempt of this event already acted (its outcome is recorded) and this is its retry.
+                acted = any(ledger.get_item(ACTION_KIND, _action_key(decision, event_id, a)) for a in enforced)
+                ledger.record(gate.record, event_id=event_id, at=at, held=not acted)
             settled.findings = staged
             return settled
         acting = Acting(
@@ -168,10 +171,14 @@ class Run:
         return settled
 
 
+def _action_key(decision: Decision, event_id: str, action: Action) -> str:
+    return f"{decision.resource}#{event_id}#{action.type}"
+
+
 def _record_outcome(ledger: Ledger, decision: Decision, action: Action, outcome: Outcome, event_id: str) -> None:
     ledger.put_item(
         ACTION_KIND,
-        f"{decision.resource}#{event_id}#{action.type}",
+        _action_key(decision, event_id, action),
         {
             "policy": decision.policy,
             "resource": decision.resource,
@@ -227,8 +234,22 @@ def _persistence(table: str, region: str | None, endpoint: str | None, name: str
     return DynamoDBPersistenceLayer(table_name=table, boto3_client=client("dynamodb", region, endpoint))
 
 
+class _Parked(Exception):
+    """Raised through Powertools when the work parked something in its DLQ: Powertools then deletes the idempotency
+    record instead of completing it, so ``governor dlq replay`` runs the work again (with the configuration fixed in
+    between) instead of getting the stored result. Caught in :func:`once_per_event`; never reaches Lambda."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__("parked")
+        self.result = result
+
+
 def _enter(*, event: Any, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    return work()
+    with watching_parks() as parked:
+        result = work()
+    if parked:
+        raise _Parked(result)
+    return result
 
 
 @cache
@@ -244,12 +265,37 @@ def _guarded(table: str, region: str | None, endpoint: str | None, name: str) ->
     return guarded
 
 
-def once_per_event(*, event: Any, name: str, work: Callable[[], dict[str, Any]], context: Any = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Bounded:
+    """The Lambda context as Powertools sees it for a time-bound action: at most ``cap_ms`` remaining.
+
+    Powertools sets an in-progress record's expiry to the invocation's remaining time. For Spot (180 s timeout, a
+    two-minute warning) a record whose write answer was lost would block every retry, Lambda's first included (about a
+    minute later), until the warning is over. A shorter expiry lets that retry run; a retry that overlaps a live
+    invocation is harmless, since the non-idempotent call is claimed by name first (``domain/once.py``)."""
+
+    context: Any
+    cap_ms: int
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(1, min(int(self.context.get_remaining_time_in_millis()), self.cap_ms))
+
+
+def once_per_event(
+    *,
+    event: Any,
+    name: str,
+    work: Callable[[], dict[str, Any]],
+    context: Any = None,
+    in_progress_seconds: int | None = None,
+) -> dict[str, Any]:
     """Run ``work`` once per event id for the function ``name``: a duplicate delivery returns the first result, a
-    concurrent one raises ``IdempotencyAlreadyInProgressError`` (Lambda retries it later), a failed run is forgotten.
+    concurrent one raises ``IdempotencyAlreadyInProgressError`` (Lambda retries it later), a failed run is forgotten,
+    and a run that parked something in its DLQ is not remembered (so ``governor dlq replay`` re-runs it).
 
     The table is read from the environment when called; without one (unit tests, ``explain``) ``work`` runs
-    unwrapped. With the Lambda context, an invocation that times out frees its in-progress record when its time is up.
+    unwrapped. With the Lambda context, an invocation that times out frees its in-progress record when its time is up,
+    or after ``in_progress_seconds`` for a time-bound action (Spot), whichever comes first.
     """
     table = os.environ.get("IDEMPOTENCY_TABLE")
     if not table:
@@ -257,5 +303,9 @@ def once_per_event(*, event: Any, name: str, work: Callable[[], dict[str, Any]],
     with _lock:
         guarded = _guarded(table, os.environ.get("AWS_REGION"), os.environ.get("AWS_ENDPOINT_URL"), name)
         if context is not None and callable(getattr(context, "get_remaining_time_in_millis", None)):
-            _config().register_lambda_context(context)
-    return guarded(event=event, work=work)
+            seen = _Bounded(context, in_progress_seconds * 1000) if in_progress_seconds else context
+            _config().register_lambda_context(seen)
+    try:
+        return guarded(event=event, work=work)
+    except _Parked as parked:  # the invocation succeeded; only its idempotency record is not kept
+        return parked.result

@@ -15,7 +15,7 @@ from governor.adapters.aws import client
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Finding
-from governor.domain.once import INTENT_KIND, send_command_once
+from governor.domain.once import IN_FLIGHT, INTENT_KIND, send_command_once
 from governor.domain.ports import PublishError
 from governor.idle.domain import MARK_KIND
 from governor.idle.handler import handle
@@ -79,12 +79,17 @@ def _intent(instance: str) -> str:
 def test_an_intent_whose_send_never_arrived_is_sent_once(aws: Any) -> None:
     (instance,) = _launch(aws, "g5.xlarge")
     ledger = DynamoLedger("ledger", region=REGION)
-    ledger.claim(INTENT_KIND, _intent(instance), {"token": "died-before-sending"})
-    result = send_command_once(
-        ledger, SsmCommands(REGION), event_id="ev-1", instance_id=instance, command="true", timeout_seconds=60
-    )
+    claimed = dt.datetime(2026, 11, 2, 9, 0, tzinfo=dt.UTC)
+    ledger.claim(INTENT_KIND, _intent(instance), {"token": "died-before-sending", "claimed_at": claimed.isoformat()})
+    once = {"event_id": "ev-1", "instance_id": instance, "command": "true", "timeout_seconds": 60}
+    # Within a minute of the claim its holder may still be sending (an overlapping invocation): nothing is sent.
+    early = send_command_once(ledger, SsmCommands(REGION), **once, clock=lambda: claimed + dt.timedelta(seconds=20))
+    assert not early.delivered and early.error == IN_FLIGHT
+    # Lambda's retry, a minute later, finds no such command in SSM and takes the claim over: sent once.
+    result = send_command_once(ledger, SsmCommands(REGION), **once, clock=lambda: claimed + dt.timedelta(seconds=70))
     assert result.delivered and not result.reused
     assert len(boto3.client("ssm", region_name=REGION).list_commands(InstanceId=instance)["Commands"]) == 1
+    assert ledger.get_item(INTENT_KIND, _intent(instance))["command_id"] == result.command_id
 
 
 def test_the_send_command_client_makes_one_attempt() -> None:

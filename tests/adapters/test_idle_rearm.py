@@ -34,14 +34,14 @@ def test_status_then_rearm_releases_the_held_instances_for_the_next_sweep(
 ) -> None:
     held = Breaker(tripped_at=TRIPPED, anomaly_start=TRIPPED, held=frozenset({"i-0a", "i-0b"}))
     ledger.put_item(BREAKER_KIND, BREAKER_KEY, held.to_item())
-    assert main(["idle", "status", "--table", TABLE, "--table-region", "us-east-1"]) == 0
+    assert main(["idle", "status", "--table", TABLE, "--region", "us-east-1"]) == 0
     assert "open since 2026-11-02T09:00:00+00:00" in capsys.readouterr().out
-    assert main(["idle", "rearm", "--table", TABLE, "--table-region", "us-east-1"]) == 0
+    assert main(["idle", "rearm", "--table", TABLE, "--region", "us-east-1"]) == 0
     assert "released 2 instances (i-0a, i-0b)" in capsys.readouterr().out
     runtime = Runtime(parse_policy({}), ledger, MemorySink(), MemoryDeadLetters(), "us-east-1")
     after = load_breaker(runtime)  # exactly what the next sweep reads
     assert not after.open and after.released == frozenset({"i-0a", "i-0b"})
-    assert main(["idle", "rearm", "--table", TABLE, "--table-region", "us-east-1"]) == 0
+    assert main(["idle", "rearm", "--table", TABLE, "--region", "us-east-1"]) == 0
     assert "was not open" in capsys.readouterr().out
 
 
@@ -50,7 +50,7 @@ def test_missing_action_or_table_exits_2_with_one_line(capsys: pytest.CaptureFix
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "idle status|rearm" in err and "Traceback" not in err
     with mock_aws():
-        assert main(["idle", "rearm", "--table", "no-such-table", "--table-region", "us-east-1"]) == 2
+        assert main(["idle", "rearm", "--table", "no-such-table", "--region", "us-east-1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no-such-table" in err
 
@@ -63,7 +63,7 @@ def test_organisation_target_breaker_is_named_by_account_and_region(
     key = breaker_key("222222222222", "eu-west-1")
     held = Breaker(tripped_at=TRIPPED, anomaly_start=TRIPPED, held=frozenset({"i-0c"}))
     ledger.put_item(BREAKER_KIND, key, held.to_item())
-    target = ["--table", TABLE, "--table-region", "us-east-1", "--account", "222222222222", "--region", "eu-west-1"]
+    target = ["--table", TABLE, "--region", "us-east-1", "--target", "222222222222/eu-west-1"]
     assert main(["idle", "status", *target]) == 0
     assert "holding 1: i-0c" in capsys.readouterr().out
     assert main(["idle", "rearm", *target]) == 0
@@ -75,11 +75,10 @@ def test_organisation_target_breaker_is_named_by_account_and_region(
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
-        (["--account", "222222222222"], "give both"),
-        (["--region", "eu-west-1"], "give both"),
-        (["--account", "2222", "--region", "eu-west-1"], "--account '2222'"),
-        (["--account", "222222222222", "--region", "Europe"], "--region 'Europe'"),
-        (["--table-region", "x"], "--table-region 'x'"),
+        (["--target", "222222222222"], "--target '222222222222': expected ACCOUNT/REGION"),
+        (["--target", "2222/eu-west-1"], "--target '2222/eu-west-1'"),
+        (["--target", "222222222222/Europe"], "--target '222222222222/Europe'"),
+        (["--region", "x"], "--region 'x'"),
     ],
 )
 def test_bad_target_flags_exit_2_with_one_line(

@@ -426,10 +426,9 @@ def test_an_eks_node_is_reported_only() -> None:
     assert "Kubernetes node" in finding.title and "eks:cluster-name" in finding.title
 
 
-@mock_aws
-def test_the_breaker_holds_a_fleet_that_turned_idle_together_with_one_critical_finding() -> None:
-    ec2 = boto3.client("ec2", region_name="us-east-1")
-    ids = _launch(ec2, "g5.xlarge", 6)
+def turned_idle_together(ec2: Any, count: int = 6) -> list[str]:
+    """``count`` GPU instances busy until 20 minutes before T0, then all reading 0% from the same minute on."""
+    ids = _launch(ec2, "g5.xlarge", count)
     for instance_id in ids:
         _quiet_then(instance_id, ahead=200)  # quiet far ahead; the minutes before T0 are rewritten below
     cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
@@ -445,6 +444,13 @@ def test_the_breaker_holds_a_fleet_that_turned_idle_together_with_one_critical_f
         ]
         for start in range(0, len(data), 500):
             cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 500])
+    return ids
+
+
+@mock_aws
+def test_the_breaker_holds_a_fleet_that_turned_idle_together_with_one_critical_finding() -> None:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    ids = turned_idle_together(ec2)
     for enforce in (True, False):
         runtime = _runtime(enforce=enforce, max_fleet_percent=20)
         aws = _aws()

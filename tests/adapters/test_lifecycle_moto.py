@@ -169,16 +169,14 @@ def test_ledger_export_writes_json_lines_with_kind(tmp_path: Path, capsys: pytes
     fleet.send(state_event(recent, "running", "2026-11-20T08:00:00Z"))  # still open on the 25th
     out = tmp_path / "ledger.jsonl"
     assert (
-        main(
-            ["ledger", "export", "--table", TABLE, "--out", str(out), "--since", "2026-11-25", "--table-region", REGION]
-        )
+        main(["ledger", "export", "--table", TABLE, "--out", str(out), "--since", "2026-11-25", "--region", REGION])
         == 0
     )
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert {item["kind"] for item in lines} == {"session"}  # decisions were all before the 25th
     assert [item["instance_id"] for item in lines] == [recent]
     assert "1 items (0 decision, 1 session)" in capsys.readouterr().out
-    assert main(["ledger", "export", "--table", TABLE, "--out", str(out), "--table-region", REGION]) == 0
+    assert main(["ledger", "export", "--table", TABLE, "--out", str(out), "--region", REGION]) == 0
     everything = [json.loads(line) for line in out.read_text().splitlines()]
     assert sum(1 for i in everything if i["kind"] == "decision") == 3
     assert sum(1 for i in everything if i["kind"] == "session") == 2
@@ -195,23 +193,23 @@ def test_ledger_export_keeps_one_accounts_decisions_and_sessions(
     fleet.send(state_event(mine, "running", "2026-11-20T08:00:00Z"))
     fleet.send(other)
     out = tmp_path / "ledger.jsonl"
-    argv = ["ledger", "export", "--table", TABLE, "--out", str(out), "--table-region", REGION]
-    assert main([*argv, "--account", "222222222222", "--region", REGION, "--since", "2026-11-25"]) == 0
+    argv = ["ledger", "export", "--table", TABLE, "--out", str(out), "--region", REGION]
+    assert main([*argv, "--only-account", "222222222222", "--only-region", REGION, "--since", "2026-11-25"]) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(i["kind"], i["instance_id"]) for i in lines] == [("session", theirs)]
     assert "1 items (0 decision, 1 session) from account 222222222222 and region us-east-1" in capsys.readouterr().out
-    assert main([*argv, "--account", "123837392027,222222222222"]) == 0
+    assert main([*argv, "--only-account", "123837392027,222222222222"]) == 0
     assert {json.loads(line).get("resource") or json.loads(line)["instance_id"] for line in out.open()} == {
         mine,
         theirs,
     }
-    assert main([*argv, "--region", "eu-west-1"]) == 0
+    assert main([*argv, "--only-region", "eu-west-1"]) == 0
     assert out.read_text() == ""
 
 
 @mock_aws
 def test_ledger_export_of_a_missing_table_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["ledger", "export", "--table", "nope", "--out", str(tmp_path / "x.jsonl"), "--table-region", REGION])
+    code = main(["ledger", "export", "--table", "nope", "--out", str(tmp_path / "x.jsonl"), "--region", REGION])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("governor: ledger table nope:") and "Traceback" not in err
 

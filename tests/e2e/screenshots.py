@@ -2,7 +2,8 @@
 
 - ``report-cloudtrail-1400.png`` / ``-700.png``: ``governor report --kind daily`` over the project's CloudTrail
   records with the sample ledger export of ``tests/unit/test_report.py``;
-- ``report-demo-1400.png``: the report of a report-only ``governor demo`` (12 instances, 6 simulated hours);
+- ``report-demo-1400.png``: the report of a report-only ``governor demo`` (12 instances, 6 simulated hours), whole;
+  ``report-demo-top.png`` its first screen at 1,400 px (the README's picture) and ``report-demo-700.png`` at 700 px;
 - ``report-chart.png``: the fleet chart PNG the email carries.
 """
 
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         demo = folder / "demo"
         run_demo(DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=demo, instances=12, hours=6.0))
         shoot(demo / "report.html", 1400, "report-demo-1400.png", full=True)
+        shoot(demo / "report.html", 1400, "report-demo-top.png", full=False)
+        shoot(demo / "report.html", 700, "report-demo-700.png", full=False)
     return 0
 
 

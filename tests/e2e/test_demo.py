@@ -202,3 +202,21 @@ def test_slack_buttons_keep_one_instance_and_stop_another_at_once(enforced: Demo
 def test_report_only_clicks_are_recorded_and_change_nothing(report_only: DemoResult) -> None:
     assert {c["status"] for c in report_only.clicks} == {"report-only"}
     assert report_only.stopped == []
+
+
+def test_reserved_capacity_and_the_price_paid(enforced: DemoResult) -> None:
+    """Issue 38 in the demo: a Capacity Block instance idle all day is never stopped and its idle hours are paid for,
+    unused; the interruptible reservation's warning (AWS's sample) takes the checkpoint path; savings are priced at
+    the Savings Plan's effective rate, with its source."""
+    block = enforced.capacity_block
+    assert block is not None and block not in enforced.stopped
+    cost = enforced.report["cost"]
+    assert [row["instance_id"] for row in cost["paid_unused"]["rows"]] == [block]
+    assert cost["paid_unused_gpu_hours"] > 0
+    lent = enforced.interruptible
+    warned = [d for d in _decisions(enforced, "spot") if d["resource"] == lent]
+    assert any(d["rule"] == "capacity-reservation-interruption" and d["verdict"] == "act" for d in warned)
+    assert any(a["type"] == "checkpoint" and a["enforced"] for d in warned for a in d["actions"])
+    sources = set(cost["price_sources"].values())
+    assert sources and all(s.startswith("Cost Explorer amortised cost") for s in sources)
+    assert "savings priced at" in (enforced.out / "report.html").read_text()

@@ -30,19 +30,36 @@ WIDTHS = (1400, 700)
 FIRST_SCREEN_PX = 900
 
 # Injected into a copy of the page: what the browser measured, written where --dump-dom shows it.
-MEASURE = """<script>
+MEASURE = r"""<script>
 addEventListener('load', () => {
   const width = innerWidth;
+  const name = e => e.tagName.toLowerCase() + (e.className ? '.' + e.className : '');
+  // Past the window's right edge, or scrolling inside its own box (an ellipsis clips, it does not scroll).
   const wide = [...document.querySelectorAll('body *')].filter(e => {
     const box = e.getBoundingClientRect();
-    return box.right > width + 1 && !e.closest('.wide');
-  }).slice(0, 5).map(e => e.tagName.toLowerCase() + (e.className ? '.' + e.className : ''));
+    return box.right > width + 1 || (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1
+      && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX));
+  }).slice(0, 5).map(name);
+  const sideways = [...document.querySelectorAll('.wide, table, div')].filter(
+    e => e.scrollWidth > e.clientWidth + 1).slice(0, 5).map(name);
+  // A word split over two lines (between hyphens, slashes and spaces a line may break; inside a word it must not).
+  const broken = [];
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node && broken.length < 5; node = walk.nextNode()) {
+    if (node.parentElement.closest('script,style,#measured,svg')) continue;
+    for (const m of node.data.matchAll(/[^\s\-\/]{2,}/g)) {
+      const range = document.createRange();
+      range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+      const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (tops.size > 1) { broken.push(m[0]); break; }
+    }
+  }
   const top = h => { const el = [...document.querySelectorAll('h2,h3')].find(x => x.textContent.startsWith(h));
     return el ? Math.round(el.getBoundingClientRect().top + scrollY) : -1; };
   const out = document.createElement('pre');
   out.id = 'measured';
   out.textContent = JSON.stringify({
-    width, scrollWidth: document.documentElement.scrollWidth, wide,
+    width, scrollWidth: document.documentElement.scrollWidth, wide, sideways, broken,
     height: document.documentElement.scrollHeight,
     todo: document.querySelector('.todo') ? Math.round(document.querySelector('.todo').getBoundingClientRect().bottom) : -1,
     spendByTeam: top('Spend by team'),
@@ -50,6 +67,17 @@ addEventListener('load', () => {
   document.body.appendChild(out);
 });
 </script>"""
+
+
+#: Gmail clips a message above ~102 KB of HTML; the report's email keeps well under it.
+EMAIL_BYTES = 60_000
+
+
+def assert_fits(measured: dict[str, object]) -> None:
+    """Nothing past the window's edge, no container (``.wide`` ones included) scrolling sideways, no word split."""
+    assert measured["wide"] == [], f"past the window or scrolling inside its box: {measured['wide']}"
+    assert measured["sideways"] == [], f"containers that scroll sideways: {measured['sideways']}"
+    assert measured["broken"] == [], f"words broken over two lines: {measured['broken']}"
 
 
 def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
@@ -174,7 +202,7 @@ def test_cloudtrail_report_fits_the_window_and_answers_the_question_on_the_first
     page = cloudtrail_report / "report.html"
     measured = measure(page, width)
     assert measured["scrollWidth"] <= width, f"the page scrolls sideways at {width} px: {measured['wide']}"
-    assert measured["wide"] == []
+    assert_fits(measured)
     assert 0 < int(str(measured["todo"])) < FIRST_SCREEN_PX, "the to-do list is not on the first screen"
     if width == 1400:
         assert 0 < int(str(measured["spendByTeam"])) < FIRST_SCREEN_PX, "spend by team is not on the first screen"
@@ -193,5 +221,9 @@ def test_demo_report_fits_the_window_and_shows_findings_money_and_the_fleet_char
         assert needle in text, needle
     measured = measure(page, width)
     assert measured["scrollWidth"] <= width, f"the demo report scrolls sideways at {width} px: {measured['wide']}"
+    assert_fits(measured)
     assert 0 < int(str(measured["todo"])) < FIRST_SCREEN_PX
+    email = demo_report / "email.html"
+    assert email.stat().st_size < EMAIL_BYTES, f"email.html is {email.stat().st_size:,} bytes"
+    assert_fits(measure(email, width))
     assert_not_blank(screenshot(page, width))

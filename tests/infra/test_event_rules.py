@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from moto.events.models import EventPattern
 
+from governor_cli.testing.capacity import delivered
 from tests.conftest import ROOT
 from tests.infra.conftest import Synth
 
@@ -110,6 +111,11 @@ TAGS = via_cloudtrail(
     )
 )
 EXEMPT_TAGS = with_tag_key(TAGS, "governor:exempt")
+_BLOCK = {"[Capacity Reservation Id]": "cr-0a1b2c3d4e5f60718", "[ODCR ID]": "cr-0a1b2c3d4e5f60718"}
+RESERVATION_WARNING = delivered("capacity-reservation-interruption-warning.json", {"[instance-id]": "i-0abc12345678"})
+BLOCK_EXPIRY = delivered("capacity-block-expiration-warning.json", _BLOCK)
+BLOCK_RESERVATION_EXPIRY = delivered("capacity-block-reservation-expiration-warning.json", _BLOCK)
+BLOCK_DELIVERED = BLOCK_EXPIRY | {"detail-type": "Capacity Block Delivered"}  # derived: the block's other event
 
 CASES: list[Any] = [
     # genuine samples
@@ -120,6 +126,10 @@ CASES: list[Any] = [
     ("docs: Spot interruption warning", load("spot/interruption-warning.json"), {"SpotFunctionInterruption"}),
     ("docs: rebalance recommendation", load("spot/rebalance-recommendation.json"), {"SpotFunctionInterruption"}),
     ("docs: checkpoint command finished", load("spot/command-status-success.json"), {"SpotFunctionCheckpointStatus"}),
+    ("docs: capacity reservation interruption warning", RESERVATION_WARNING, {"SpotFunctionInterruption"}),
+    ("docs: Capacity Block Expiration Warning", BLOCK_EXPIRY, {"SpotFunctionInterruption"}),
+    ("docs: Capacity Block Reservation Expiration Warning", BLOCK_RESERVATION_EXPIRY, {"SpotFunctionInterruption"}),
+    ("docs: Capacity Block Delivered (not a warning)", BLOCK_DELIVERED, set()),
     ("docs: KMS CreateKey", via_cloudtrail(load("keys/create_key.json")), {"KeysCloudTrailCalls"}),
     ("docs: IAM CreateAccessKey", via_cloudtrail(load("keys/create_access_key.json")), {"KeysCloudTrailCalls"}),
     ("docs: Secrets Manager RotateSecret", via_cloudtrail(load("keys/rotate_secret.json")), {"KeysCloudTrailCalls"}),
@@ -164,10 +174,11 @@ def test_new_secret_and_cancelled_rotation_reach_the_keys_function(patterns: dic
         assert fired(patterns, failed(event, "AccessDeniedException")) == set(), name
 
 
-def test_every_sample_file_has_provenance() -> None:
-    readme = (FIXTURES / "events" / "README.md").read_text()
-    for path in sorted((FIXTURES / "events").glob("*.json")):
-        assert path.name in readme, f"{path.name} has no provenance in tests/fixtures/events/README.md"
+@pytest.mark.parametrize("folder", ["events", "capacity"])
+def test_every_sample_file_has_provenance(folder: str) -> None:
+    readme = (FIXTURES / folder / "README.md").read_text()
+    for path in sorted((FIXTURES / folder).glob("*.json")):
+        assert path.name in readme, f"{path.name} has no provenance in tests/fixtures/{folder}/README.md"
 
 
 def test_governor_findings_reach_the_notifier(patterns: dict[str, EventPattern]) -> None:

@@ -149,3 +149,38 @@ def test_organisation_mode_can_reserve_the_keys_by_service_control_policy() -> N
     assert _may_tag(statements, "arn:aws:iam::222222222222:role/PlatformAdmin", ["gpu-fleet"])
     assert _may_tag(statements, "arn:aws:iam::222222222222:role/GovernorSpoke-idle-us-east-1", ["governor:idle-since"])
     assert not [str(p) for p in validate(template) if "ReservedTagKeys" in str(p)]  # valid per the SAR
+
+
+class _DrainSynth(Synth):
+    """The shipped policy with one EKS cluster whose idle nodes are drained (``idle.clusters[].reclaim: drain``)."""
+
+    def _build(self, outdir: Path) -> Any:
+        shipped = load_policy(Path(__file__).resolve().parents[2] / "governor.yaml")
+        cluster = {
+            "name": "gpu-prod",
+            "metric_source": "prometheus",
+            "prometheus_url": "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1",
+            "reclaim": "drain",
+        }
+        policy = type(shipped).model_validate(
+            {
+                **shipped.model_dump(by_alias=True),
+                "idle": {**shipped.idle.model_dump(by_alias=True), "clusters": [cluster]},
+            }
+        )
+        return build_app(policy=policy, outdir=str(outdir))
+
+
+def test_draining_a_cluster_grants_its_access_entry_and_nothing_wider(tmp_path_factory: pytest.TempPathFactory) -> None:
+    synth = _DrainSynth(tmp_path_factory.mktemp("drain"))
+    role = _role_of(synth, "idle")
+    cluster = "arn:aws:eks:us-east-1:123456789012:cluster/gpu-prod"
+    assert role.allows("eks:DescribeCluster", cluster)
+    assert not role.allows("eks:DescribeCluster", "arn:aws:eks:us-east-1:123456789012:cluster/other")
+    assert role.allows("aps:QueryMetrics", "arn:aws:aps:us-east-1:123456789012:workspace/ws-1")
+    (entry,) = synth.resources("AWS::EKS::AccessEntry").values()
+    assert entry["Properties"]["ClusterName"] == "gpu-prod"
+    assert (
+        entry["Properties"]["KubernetesGroups"] == ["gpu-fleet-governor"]
+        and "AccessPolicies" not in entry["Properties"]
+    )

@@ -34,7 +34,7 @@ EVERYTHING_ON: dict[str, Any] = {
     },
     "network": {"enforce": True},
     "keys": {"enforce": True, "rotate_on_demand": True},
-    "lifecycle": {"enforce": True, "use_price_list_api": True},
+    "lifecycle": {"enforce": True, "use_price_list_api": True, "effective_rates": "cost_explorer"},
     "audit": {"enforce": True},
     "reports": {"enforce": True, "email_recipients": ["platform@example.com"]},
     "notifications": {

@@ -115,3 +115,21 @@ def test_dashboard_shows_gpu_health_verdicts_errors_and_dlq_depth(synth: Synth) 
         assert needle in body, needle
     report = synth.resources("AWS::Lambda::Function")[_function_id(synth, "report")]
     assert "#dashboards:name=" in json.dumps(report["Properties"]["Environment"]["Variables"]["DASHBOARD_URL"])
+
+
+def test_every_count_of_something_not_done_has_an_alarm_a_widget_and_a_runbook_line(synth: Synth) -> None:
+    """Issue 35: failed acts, unsent findings and unpublished warnings were counted and nobody was told."""
+    from tests.conftest import ROOT
+
+    alarms = [a["Properties"] for a in synth.resources("AWS::CloudWatch::Alarm").values()]
+    body = json.dumps(next(iter(synth.resources("AWS::CloudWatch::Dashboard").values()))["Properties"])
+    runbook = (ROOT / "docs" / "reliability.md").read_text()
+    for metric in ("IdleActionFailures", "FindingsUnsent", "IdleWarningsUnpublished"):
+        found = [a for a in alarms if a.get("MetricName") == metric]
+        assert len(found) == 1 and found[0]["AlarmActions"], metric
+        assert metric in body and f"`{metric}`" in runbook, metric
+    # A parked Spot event is a missed deadline: counted when it is parked, so a replay that empties the queue does
+    # not clear the alarm before anyone looked.
+    parked = [a for a in alarms if a.get("MetricName") == "NumberOfMessagesSent"]
+    assert len(parked) == 1 and "spot" in parked[0]["AlarmDescription"] and parked[0]["AlarmActions"]
+    assert "NumberOfMessagesSent" in body and "`TimeBoundParked`" in runbook

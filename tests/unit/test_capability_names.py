@@ -22,7 +22,10 @@ _NOT_MOVED = "not moved yet (issue 34 item 1): see notes/34.md"
 _CLI = "a CLI command for one capability (governor report, governor idle, ledger and status views)"
 
 KNOWN: dict[str, tuple[frozenset[str], str]] = {
-    "governor.adapters.ec2": (frozenset({"spot"}), _AWS_SPOT),
+    "governor.domain.capacity": (
+        frozenset({"lifecycle", "spot"}),
+        _AWS_SPOT + "; EC2's word 'lifecycle' (InstanceLifecycle) in a purchase model's evidence",
+    ),
     "governor.domain.actions": (frozenset({"spot"}), _AWS_SPOT),
     "governor.domain.fleet": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.domain": (frozenset({"spot"}), _AWS_SPOT),
@@ -35,15 +38,17 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.spot.domain": (frozenset({"lifecycle"}), "EC2's word: an instance's lifecycle ('spot'/'scheduled')"),
     "governor.report.chart_image": (frozenset({"idle"}), _NOT_MOVED + " (the idle widget)"),
     "governor.report.charts": (frozenset({"idle"}), _NOT_MOVED + " (the idle widget)"),
+    "governor.report.render.html_page": (frozenset({"idle"}), "the charts' palette colour for idle GPU time"),
     "governor.report.handler": (frozenset({"notifier"}), _NOT_MOVED + " (delivery through the notifier's adapters)"),
     "governor.report.render.slack": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's Slack limits)"),
     "governor.report.sections.cost": (frozenset({"idle", "spot"}), _NOT_MOVED + " (idle and Spot cost figures)"),
-    "governor.report.sections.findings": (frozenset({"idle", "notifier"}), _NOT_MOVED + " (idle's still-idle rule)"),
+    "governor.report.sections.findings": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's own findings)"),
     "governor_cli.backtest_cloudwatch": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.commands.backtest": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.commands.idle": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.history": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.columnar": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.prometheus_export": (frozenset({"idle"}), _IDLE_TOOLING + " (the backtest's Prometheus input)"),
     "governor_cli.sim.metrics_file": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.parquet": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.workload": (frozenset({"idle"}), _IDLE_TOOLING),
@@ -51,11 +56,13 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.commands.ledger": (frozenset({"idle", "lifecycle", "notifier", "report", "spot"}), _CLI),
     "governor_cli.commands.report": (frozenset({"report"}), _CLI),
     "governor_cli.commands.status": (frozenset({"idle", "report"}), _CLI),
+    "governor_cli.fleet_status": (frozenset({"idle"}), _CLI + " (governor status --table: the idle marks)"),
     "governor_cli.main": (frozenset({"idle", "report"}), _CLI),
     "governor_cli.demo.run": (
         frozenset({"idle", "interactions", "keys", "lifecycle", "network", "notifier", "report", "spot"}),
         _NOT_MOVED + " (the demo's per-capability scenario wiring)",
     ),
+    "governor_cli.demo.eks": (frozenset({"idle", "report"}), _NOT_MOVED + " (the demo's EKS cluster policy)"),
     "governor_cli.demo.slack_app": (frozenset({"idle", "interactions"}), _NOT_MOVED + " (the demo's Slack app)"),
     "governor_cli.testing.scenarios": (
         frozenset({"idle", "interactions", "keys", "lifecycle", "network", "notifier", "report", "spot"}),

@@ -40,6 +40,7 @@ from governor.runtime import Runtime
 from governor.spot import domain as spot_domain
 from governor.spot import explain as spot_explain
 from governor.spot import handler as spot_handler
+from governor_cli.testing.capacity import delivered
 from governor_cli.testing.events import cloudtrail
 from governor_cli.testing.memory import FixedClock, MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.conftest import ROOT
@@ -216,6 +217,29 @@ SPIED: list[tuple[str, Callable[[], dict[str, Any]], ModuleType, str]] = [
     ("secret RotateSecret", lambda: load(FIXTURES / "keys" / "rotate_secret.json"), keys_domain, "decide_secret"),
     ("secret UpdateSecret", lambda: load(FIXTURES / "keys" / "update_secret.json"), keys_domain, "decide_secret"),
     ("spot warning", lambda: load(FIXTURES / "spot" / "interruption-warning.json"), spot_domain, "decide_warning"),
+    (
+        "capacity reservation warning",
+        lambda: delivered(
+            "capacity-reservation-interruption-warning.json",
+            {"[instance-id]": "i-0abc12345678", "[Current time in yyyy-mm-ddThh:mm:ssZ]": "2026-12-01T10:15:00Z"},
+            {"instance-termination-time": "2026-12-01T10:17:00Z"},
+        ),
+        spot_domain,
+        "decide_warning",
+    ),
+    (
+        "capacity block expiry",
+        lambda: delivered(
+            "capacity-block-reservation-expiration-warning.json",
+            {
+                "[ODCR ID]": "cr-0a1b2c3d4e5f60718",
+                "[Current time]": "2026-12-01T10:15:00Z",
+                "[ODCR End Date]": "2026-12-01T10:55:00Z",
+            },
+        ),
+        spot_domain,
+        "decide_warning",
+    ),
     (
         "spot rebalance",
         lambda: load(FIXTURES / "spot" / "rebalance-recommendation.json"),

@@ -38,9 +38,9 @@ class JournalLedger(MemoryLedger):
         super().__init__()
         self.journal = journal
 
-    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str:
+    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None, held: bool = False) -> str:
         self.journal.entries.append(f"record {decision.resource} {decision.verdict}")
-        return super().record(decision, event_id=event_id, at=at)
+        return super().record(decision, event_id=event_id, at=at, held=held)
 
 
 @dataclass

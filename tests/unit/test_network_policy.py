@@ -146,7 +146,7 @@ def test_nested_shape_fixture_revokes_only_the_world_rules_by_their_ids(capsys: 
 def test_cli_text_output_and_bad_event_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", str(FIXTURES / "modify_rules.json"), "--policy", str(ROOT / "governor.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "ModifySecurityGroupRules): ACT" in out and "revoke_ingress (report-only)" in out
+    assert "ModifySecurityGroupRules): WOULD ACT (report-only)" in out and "revoke_ingress (report-only)" in out
     bad = tmp_path / "bad.json"
     bad.write_text('{"eventName": "AuthorizeSecurityGroupIngress"}')
     assert main(["explain", str(bad), "--policy", str(ROOT / "governor.yaml")]) == 2

@@ -122,11 +122,11 @@ def test_filters_take_repeated_flags_and_comma_lists() -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--account", "12345678901"], "--account '12345678901': an AWS account id is 12 digits"),
-        (["--account", f"{A},x"], "--account 'x'"),
-        (["--region", "moon-1"], "--region 'moon-1': not a region name such as us-east-1"),
-        (["--region", "US-EAST-1"], "--region 'US-EAST-1'"),
-        (["--table-region", "nowhere"], "--table-region 'nowhere'"),
+        (["--only-account", "12345678901"], "--only-account '12345678901': an AWS account id is 12 digits"),
+        (["--only-account", f"{A},x"], "--only-account 'x'"),
+        (["--only-region", "moon-1"], "--only-region 'moon-1': not a region name such as us-east-1"),
+        (["--only-region", "US-EAST-1"], "--only-region 'US-EAST-1'"),
+        (["--region", "nowhere"], "--region 'nowhere'"),
     ],
 )
 def test_a_bad_account_or_region_is_one_line_and_exit_2(
@@ -157,7 +157,7 @@ def test_report_narrows_the_ledger_to_an_account(tmp_path: Path, capsys: pytest.
     assert main([*args, "--out", str(tmp_path / "all")]) == 0
     whole = capsys.readouterr().out
     assert f"account {A} us-east-1" in whole and f"account {B} us-west-2" in whole
-    assert main([*args, "--out", str(tmp_path / "b"), "--account", B]) == 0
+    assert main([*args, "--out", str(tmp_path / "b"), "--only-account", B]) == 0
     narrowed = capsys.readouterr().out
     assert "GPU-hours 144.0" in narrowed and f"account {A}" not in narrowed
     assert f"ledger narrowed to {B}" in narrowed

@@ -94,7 +94,7 @@ def test_findings_come_first_with_owner_age_status_and_a_fix() -> None:
     network = by_resource["sg-0123456789abcdef0"]
     assert (network.status, network.severity, network.owner, network.team) == ("open", "warning", "ana", "vision")
     assert age_text(network.first_seen, report.end) == "12 h"
-    assert "world-open ingress rule" in network.remediation
+    assert "ingress rule" in network.remediation and "network.protected_groups" in network.remediation
     idle = by_resource["i-0a11"]
     assert (idle.status, idle.resolution) == ("resolved", "stopped by the governor")
     key = next(f for f in report.findings if f.policy == "keys")
@@ -152,7 +152,7 @@ def test_money_counts_and_headers_read_like_a_report() -> None:
     assert human_header("some_new_column") == "Some new column"
     report = report_over(sample_ledger())
     page = render_html(report)
-    assert "<th class='num'>Spend</th>" in page and "<td class='num'>$111.60</td>" in page
+    assert "<th class='num'>Spend</th>" in page and "<td class='num' data-label='Spend'>$111.60</td>" in page
     assert "cost_usd" not in page and "gpu_hours<" not in page
     assert not re.search(r"\b1 (rows|interruptions|instances|events)\b", page)
     assert "1 interruption," in page and "1 rebalance recommendation;" in page
@@ -175,7 +175,7 @@ def test_every_csv_has_a_header_row_even_when_empty() -> None:
         header = next(csv.reader(io.StringIO(text)))
         assert header and all(header), name
     assert files["security_root_account_usage.csv"] == "eventtime,eventname\n"
-    assert files["findings.csv"].startswith("severity,status,summary,resource,owner,team")
+    assert files["findings.csv"].startswith("severity,status,usd_per_day,summary,resource,owner,team")
 
 
 def test_report_only_says_would_reclaim_never_saved() -> None:

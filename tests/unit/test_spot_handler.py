@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pytest
+from botocore.exceptions import ClientError
 
 from governor.domain.fleet import Instance
 from governor.policy import parse_policy
@@ -345,13 +346,13 @@ def test_a_send_that_failed_is_sent_again_on_the_retry() -> None:
 
     def throttled_once(*args: Any, **kwargs: Any) -> Sent:
         calls["n"] += 1
-        if calls["n"] == 1:
-            raise RuntimeError("ThrottlingException after retries")
+        if calls["n"] == 1:  # SSM answered with an error: the command was certainly not sent
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "SendCommand")
         return send(*args, **kwargs)
 
     world.commands.send = throttled_once  # type: ignore[method-assign]
     warning = fixture("interruption-warning.json")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ClientError):
         world.run(warning)
     assert world.run(warning)["checkpoint"]["delivered"] and calls["n"] == 2
     assert world.record()["checkpoint_error"] is None

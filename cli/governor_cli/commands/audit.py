@@ -25,7 +25,10 @@ TEXT_HIDDEN = frozenset({"eventid", "account", "region", "identity_type", "sourc
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("audit", help="run queries/*.sql on DuckDB over CloudTrail files")
-    parser.add_argument("--logs", help="folder of CloudTrail .json/.json.gz files (AWSLogs/... or flat)")
+    # --logs is required unless --list is asked for: the usage line says so, "(--logs DIR | --list)".
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--logs", metavar="DIR", help="folder of CloudTrail .json/.json.gz files (AWSLogs/... or flat)")
+    what.add_argument("--list", action="store_true", help="list the queries (name, CIS item, purpose) and exit")
     parser.add_argument(
         "--query", action="append", dest="queries", metavar="NAME", help="run only this query (repeatable)"
     )
@@ -34,7 +37,6 @@ def register(subparsers: Any) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help='print {"<query>": {"count": N, "rows": [...]}}')
     output.add_argument("--csv", action="store_true", help="print every row as CSV, with a leading query column")
-    parser.add_argument("--list", action="store_true", help="list the queries (name, CIS item, purpose) and exit")
     parser.add_argument(
         "--fail-on-rows", action="store_true", help="exit 1 when any selected query returns rows (use in CI)"
     )
@@ -146,6 +148,11 @@ def run(args: argparse.Namespace) -> int:
         write_csv(result.results, sys.stdout)
     else:
         print(render_text(result, specs))
+        if start is None or end is None:
+            print(
+                "the range is the records' own span: instances still running at its end are counted up to it, and "
+                "anything after the last record is left out; give --start and --end for the period you mean"
+            )
     if args.fail_on_rows and any(r["count"] for r in result.results.values()):
         return 1
     return 0

@@ -20,7 +20,9 @@ from typing import Any
 
 from governor.domain.fleet import Instance
 from governor.idle.domain import MEMORY_UNITS, Replay, ReplayedInstance, Series, replay
+from governor.idle.kubernetes.promql import attribute
 from governor.policy import Policy, PolicyError, resolve_policy
+from governor_cli.sim import prometheus_export
 from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, MetricsFileError, parse_metrics, parse_timestamp
 
 __all__ = ["HEADER", "KNOWN_METRICS", "MetricsFileError", "parse_metrics", "parse_timestamp"]
@@ -30,17 +32,21 @@ MAX_INTERVAL_SECONDS = 24 * 3600
 
 
 def register(subparsers: Any) -> None:
+    from governor_cli.flags import add_policy, add_region
+
     parser = subparsers.add_parser("backtest", help="replay the idle policy over exported GPU metrics")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--metrics", help="CSV with the header timestamp,instance_id,metric,value, or Parquet with those columns"
+        "--metrics",
+        help="CSV with the header timestamp,instance_id,metric,value, or Parquet with those columns, or a Prometheus "
+        "export of DCGM exporter series (range-query JSON, or text exposition with timestamps)",
     )
     source.add_argument(
         "--from-cloudwatch",
         action="store_true",
         help="read the fleet's own metrics from CloudWatch (one-minute data is kept 15 days)",
     )
-    parser.add_argument("--region", help="--from-cloudwatch: the region (default: the AWS configuration's)")
+    add_region(parser)
     parser.add_argument(
         "--tag",
         action="append",
@@ -51,7 +57,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--instance-ids", nargs="+", default=[], help="--from-cloudwatch: only these instances")
     parser.add_argument("--days", type=float, default=14, help="--from-cloudwatch: how far back, up to 15 (default 14)")
     parser.add_argument("--save", help="--from-cloudwatch: also keep the metrics read as this Parquet file")
-    parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
+    add_policy(parser)
     parser.add_argument("--interval", default="15m", help="sweep interval, e.g. 15m, 1h, 900s (default: 15m)")
     parser.add_argument(
         "--memory-unit",
@@ -246,6 +252,12 @@ def render_text(data: dict[str, Any], source: str) -> str:
         lines.append(f"  {instance_id}  {steps}{hours}")
     if not acted:
         lines.append("  no instance would have been warned or stopped")
+    if data.get("namespaces"):
+        lines += ["", "GPU-hours by namespace (DCGM pod labels):"]
+        for row in data["namespaces"]:
+            held = " (allocated but idle)" if row["allocated_but_idle"] else ""
+            hours = f"{row['gpu_hours']:.2f} GPU-h, {row['idle_gpu_hours']:.2f} idle"
+            lines.append(f"  {row['namespace'] or '(no pod)'}: {hours}{held}")
     verdicts = ", ".join(f"{k} {v}" for k, v in summary["verdicts"].items())
     lines += [
         "",
@@ -281,13 +293,30 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, option):
             raise UsageError(f"--{option.replace('_', '-')} goes with --from-cloudwatch, not --metrics")
     path = Path(args.metrics)
+    namespaces: list[dict[str, Any]] | None = None
     try:
-        result, gaps = replay_file(path, policy, interval, args.memory_unit)
+        if path.is_file() and prometheus_export.is_prometheus_export(path):
+            signals, readings = prometheus_export.read_export(path)
+            result, gaps = replay_stretches(signals, policy, interval)
+            namespaces = [
+                {
+                    "namespace": row.namespace,
+                    "gpu_hours": row.gpu_hours,
+                    "idle_gpu_hours": row.idle_gpu_hours,
+                    "allocated_but_idle": row.allocated_but_idle,
+                    "pods": list(row.pods),
+                }
+                for row in attribute(readings, policy.idle.gpu_utilization_threshold)
+            ]
+        else:
+            result, gaps = replay_file(path, policy, interval, args.memory_unit)
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read the metrics file ({error.__class__.__name__})") from None
     except MetricsFileError as error:
         raise UsageError(str(error)) from None
     data = to_json(result, policy)
+    if namespaces is not None:
+        data["namespaces"] = namespaces
     data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
     print(json.dumps(data, indent=2) if args.json else render_text(data, str(path)))
     return 0

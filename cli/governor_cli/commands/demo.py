@@ -19,7 +19,9 @@ from governor.policy import Policy, PolicyError, load_policy
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="synthesize the stack and run a simulated GPU fleet locally")
-    parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
+    from governor_cli.flags import add_policy
+
+    add_policy(parser)  # the demo runs in a checkout, whose ./governor.yaml is the shipped policy documented
     parser.add_argument("--enforce", action="store_true", help="switch every policy to enforce for the simulation")
     parser.add_argument("--out", default="out", help="folder for the report and logs (default: out)")
     parser.add_argument("--cdk-out", default="cdk.out", help="folder for the synthesized templates")
@@ -155,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     from governor_cli.main import UsageError
 
     find_checkout(Path.cwd())
-    policy_file = Path(args.policy)
+    policy_file = Path(args.policy or "governor.yaml")
     try:
         load_policy(policy_file)
     except PolicyError as error:

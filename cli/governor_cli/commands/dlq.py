@@ -14,13 +14,15 @@ from governor_cli.main import EXIT_FAILED_CHECK, EXIT_OK
 
 
 def register(subparsers: Any) -> None:
+    from governor_cli.flags import add_region
+
     parser = subparsers.add_parser("dlq", help="list or re-drive the events parked in a function's dead-letter queue")
     parser.set_defaults(run=lambda _: _usage(parser))
     actions = parser.add_subparsers(dest="dlq_command", metavar="ACTION", parser_class=type(parser))
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("function", help="governor function (spot, idle, ...) or its Lambda function name")
     common.add_argument("--queue-url", help="the DLQ's URL, instead of the function's on-failure destination")
-    common.add_argument("--region", help="AWS region (default: the environment's)")
+    add_region(common)
     common.add_argument("--limit", type=int, help="at most this many messages (default: every message in the queue)")
     listing = actions.add_parser("list", parents=[common], help="show the parked events and why each failed")
     listing.add_argument("--json", action="store_true", help="one JSON object per line, including the event")

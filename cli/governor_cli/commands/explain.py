@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.events.envelopes import InvalidEventError
-from governor.policy import PolicyError, load_policy
+from governor.policy import PolicyError, resolve_policy
 
 
 def register(subparsers: Any) -> None:
@@ -19,7 +19,9 @@ def register(subparsers: Any) -> None:
         help='an EventBridge event, a CloudTrail record or a whole CloudTrail file ({"Records": [...]}, one result '
         "per record), as JSON; - reads standard input",
     )
-    parser.add_argument("--policy", default="governor.yaml", help="policy file (default: governor.yaml)")
+    from governor_cli.flags import add_policy
+
+    add_policy(parser)
     parser.add_argument("--json", action="store_true", help="print the decision object as JSON")
     parser.set_defaults(run=run)
 
@@ -60,12 +62,39 @@ def _records(raw: Any, source: str) -> list[Any] | None:
     return records
 
 
+def headline(result: dict[str, Any]) -> str:
+    """ACT only when something would really be done; a report-only policy's act is WOULD ACT (only a finding is
+    sent), so the word never promises what the policy will not do."""
+    verdict = str(result["verdict"])
+    if verdict != "act":
+        return verdict.upper()
+    enforced = any(a.get("enforced") for d in result["decisions"] for a in d["actions"])
+    return "ACT" if enforced else "WOULD ACT (report-only)"
+
+
+def _decision_verdict(decision: dict[str, Any]) -> str:
+    if decision["verdict"] == "act" and not any(a.get("enforced") for a in decision["actions"]):
+        return "would act"
+    return str(decision["verdict"])
+
+
+def summary(results: list[dict[str, Any]]) -> str:
+    """One line over a whole CloudTrail file: how many records, and how many of each headline."""
+    counts: dict[str, int] = {}
+    for result in results:
+        word = headline(result).split(" (")[0]
+        counts[word] = counts.get(word, 0) + 1
+    order = ("ACT", "WOULD ACT", "OK", "IGNORED")
+    parts = [f"{counts[word]} {word}" for word in order if counts.get(word)]
+    return f"{len(results)} records: {', '.join(parts)}"
+
+
 def render_text(result: dict[str, Any]) -> str:
-    lines = [f"event {result['event']['id']} ({result['event']['kind']}): {result['verdict'].upper()}"]
+    lines = [f"event {result['event']['id']} ({result['event']['kind']}): {headline(result)}"]
     if not result["decisions"]:
         lines.append("  no policy handles this event")
     for decision in result["decisions"]:
-        lines.append(f"  [{decision['policy']}] {decision['verdict']} {decision['resource']}")
+        lines.append(f"  [{decision['policy']}] {_decision_verdict(decision)} {decision['resource']}")
         for reason in decision["reasons"]:
             lines.append(f"    why: {reason}")
         for action in decision["actions"]:
@@ -84,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from governor_cli.main import UsageError
 
     try:
-        policy = load_policy(args.policy)
+        policy = resolve_policy(args.policy)[0]
     except PolicyError as error:
         raise UsageError(str(error)) from None
     source = _name(args.event)
@@ -107,4 +136,5 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2, default=str))
     else:
         print("\n\n".join(render_text(result) for result in results))
+        print(f"\n{summary(results)}")
     return 0

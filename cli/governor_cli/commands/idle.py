@@ -6,9 +6,10 @@ operator checks the agents and re-arms it here: the held instances are released 
 next sweep, starting with their owners' warning. One instance can be released with the tag
 ``governor:idle-breaker=release`` instead.
 
-In organisation mode every (account, region) the sweep fans out to has its own breaker: ``--account ID --region
-NAME`` names it (``fanout.breaker_key``). ``--table-region`` is where the ledger table lives, as for
-``governor ledger export``.
+In organisation mode every (account, region) the sweep fans out to has its own breaker: ``--target ACCOUNT/REGION``
+names it (``fanout.breaker_key``); a target the ledger has never seen swept is an error, not a closed breaker.
+``--region`` is where the ledger table lives, as for every command (``governor_cli.flags``). ``governor status
+--table`` shows the fleet the breaker guards, one line per instance.
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ from __future__ import annotations
 import argparse
 from typing import Any, Protocol
 
-from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker, read_breaker, write_breaker
+from governor_cli.flags import add_region, add_table, add_target
 
 
 class BreakerStore(Protocol):
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None: ...
 
-    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
+    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool: ...
+
+
+#: How often a re-arm reads again when a running sweep wrote the breaker in between.
+REARM_ATTEMPTS = 5
 
 
 def register(subparsers: Any) -> None:
@@ -33,12 +39,9 @@ def register(subparsers: Any) -> None:
         ("rearm", "close the breaker and release the instances it holds"),
     ):
         action = actions.add_parser(name, help=help_text)
-        action.add_argument("--table", required=True, help="the ledger's DynamoDB table name (stack output)")
-        action.add_argument(
-            "--table-region", help="AWS region of the table (default: the table ARN's, else the environment's)"
-        )
-        action.add_argument("--account", help="organisation mode: the member account of the breaker (12 digits)")
-        action.add_argument("--region", help="organisation mode: the region of the breaker (with --account)")
+        add_table(action, required=True)
+        add_region(action)
+        add_target(action)
         action.set_defaults(run=run, idle_action=name)
     parser.set_defaults(run=_usage)
 
@@ -66,47 +69,48 @@ def describe(breaker: Breaker) -> str:
 
 
 def rearm(store: BreakerStore, key: str = BREAKER_KEY) -> tuple[Breaker, Breaker]:
-    """Close the breaker, releasing what it held; returns the state before and after."""
-    before = Breaker.from_item(store.get_item(BREAKER_KIND, key))
-    after = before.rearmed()
-    store.put_item(BREAKER_KIND, key, after.to_item())
-    return before, after
+    """Close the breaker, releasing what it held; returns the state before and after.
+
+    A conditional write on the version read: a sweep writing in between makes this read again and re-arm what is
+    there now, so neither write silently undoes the other."""
+    for _ in range(REARM_ATTEMPTS):
+        before, version = read_breaker(store, key)
+        after = before.rearmed()
+        if write_breaker(store, after, version, key):
+            return before, after
+    raise RuntimeError(f"the breaker kept changing while re-arming ({REARM_ATTEMPTS} attempts); run it again")
 
 
-def breaker_key(account: str | None, region: str | None) -> str:
-    """The single-account breaker, or one organisation target's; a half-named target is a UsageError."""
+def breaker_key(target: str | None) -> str:
+    """The single-account breaker, or one organisation target's (``--target ACCOUNT/REGION``)."""
     from governor.fanout import breaker_key as target_key
-    from governor_cli.commands.ledger import ACCOUNT_ID, REGION_NAME
-    from governor_cli.main import UsageError
+    from governor_cli.fleet_status import target_scope
 
-    if account is None and region is None:
+    if target is None:
         return BREAKER_KEY
-    if account is None or region is None:
-        raise UsageError("--account and --region name one organisation target's breaker: give both, or neither")
-    if not ACCOUNT_ID.match(account):
-        raise UsageError(f"--account {account!r}: an AWS account id is 12 digits, such as 111122223333")
-    if not REGION_NAME.match(region):
-        raise UsageError(f"--region {region!r}: not a region name such as us-east-1")
-    return target_key(account, region)
+    return target_key(*target_scope(target))
 
 
 def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from governor.adapters.ledger import DynamoLedger
-    from governor_cli.commands.ledger import REGION_NAME, table_region
+    from governor_cli.commands.ledger import check_region, table_region
+    from governor_cli.fleet_status import scoped
     from governor_cli.main import UsageError
 
-    key = breaker_key(args.account, args.region)
-    if args.table_region and not REGION_NAME.match(args.table_region):
-        raise UsageError(f"--table-region {args.table_region!r}: not a region name such as us-east-1")
+    key = breaker_key(args.target)
+    check_region(args.region)
     try:
-        ledger = DynamoLedger(args.table, region=table_region(args.table, args.table_region))
+        ledger = DynamoLedger(args.table, region=table_region(args.table, args.region))
+        scoped(ledger, args.target)  # an organisation target the ledger never saw swept is an error
         if args.idle_action == "status":
             print(describe(Breaker.from_item(ledger.get_item(BREAKER_KIND, key))))
             return 0
         before, _ = rearm(ledger, key)
     except (ClientError, BotoCoreError) as error:
+        raise UsageError(f"ledger table {args.table}: {error}") from None
+    except RuntimeError as error:  # the breaker kept changing under the re-arm
         raise UsageError(f"ledger table {args.table}: {error}") from None
     if before.open:
         print(f"circuit breaker re-armed: released {len(before.held)} instances ({', '.join(sorted(before.held))})")

@@ -4,9 +4,10 @@ One ledger item per line, with its ``kind``. Decisions come from the ledger's ``
 usage sessions are exported when they overlap the period (still open, or ended after ``--since``), because a
 session that started before the period still contributes GPU-hours to it.
 
-``--account`` and ``--region`` (repeatable, or comma lists) keep the items of those accounts and regions: a decision
-by its own stamp, a usage session or other instance-keyed item by its instance's decisions (``domain.report.origins``);
-an item nowhere attributable is left out and counted. ``--table-region`` is where the table lives.
+``--only-account`` and ``--only-region`` (repeatable, or comma lists) keep the items of those accounts and regions: a
+decision by its own stamp, a usage session or other instance-keyed item by its instance's decisions
+(``domain.report.origins``); an item nowhere attributable is left out and counted. ``--region`` is where the table
+lives (``governor_cli.flags``: one meaning per flag name in every command).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from governor.notifier.delivery import DELIVERY_KIND
 from governor.notifier.domain import MERGE_KIND
 from governor.spot.domain import REBALANCE_KIND
 from governor.spot.records import RECORD_KIND
+from governor_cli.flags import add_region, add_table
 
 DEFAULT_KINDS = ("decision", SESSION)
 _TABLE = re.compile(r"^([a-zA-Z0-9_.-]{3,255}|arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[a-zA-Z0-9_.-]{3,255})$")
@@ -51,7 +53,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("ledger", help="read the decision ledger")
     actions = parser.add_subparsers(dest="ledger_command", metavar="ACTION")
     export = actions.add_parser("export", help="write ledger items as JSON lines (for governor report --ledger)")
-    export.add_argument("--table", required=True, help="the ledger's DynamoDB table name (stack output)")
+    add_table(export, required=True)
     export.add_argument("--out", required=True, help="file to write, one JSON object per line")
     export.add_argument("--since", help="ISO 8601 date or time; only items from then on (sessions: overlapping it)")
     export.add_argument(
@@ -61,9 +63,7 @@ def register(subparsers: Any) -> None:
         help=f"item kind to export, one of {', '.join(KINDS)}; repeatable (default: {', '.join(DEFAULT_KINDS)})",
     )
     add_origin_filters(export)
-    export.add_argument(
-        "--table-region", help="AWS region of the table (default: the table ARN's, else the environment's)"
-    )
+    add_region(export)
     export.set_defaults(run=run)
     parser.set_defaults(run=_usage(parser))
 
@@ -83,21 +83,10 @@ REGION_NAME = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
 
 
 def add_origin_filters(parser: argparse.ArgumentParser) -> None:
-    """``--account`` and ``--region``: repeatable, each also a comma list."""
-    parser.add_argument(
-        "--account",
-        action="append",
-        dest="accounts",
-        metavar="ID",
-        help="only this AWS account (12 digits); repeatable or a comma list",
-    )
-    parser.add_argument(
-        "--region",
-        action="append",
-        dest="regions",
-        metavar="NAME",
-        help="only this region (us-east-1); repeatable or a comma list",
-    )
+    """``--only-account`` and ``--only-region`` (``governor_cli.flags``): repeatable, each also a comma list."""
+    from governor_cli.flags import add_only_filters
+
+    add_only_filters(parser)
 
 
 def _values(given: list[str] | None) -> list[str]:
@@ -111,11 +100,11 @@ def parse_origins(accounts: list[str] | None, regions: list[str] | None) -> tupl
     chosen_accounts = _values(accounts)
     for account in chosen_accounts:
         if not ACCOUNT_ID.match(account):
-            raise UsageError(f"--account {account!r}: an AWS account id is 12 digits, such as 111122223333")
+            raise UsageError(f"--only-account {account!r}: an AWS account id is 12 digits, such as 111122223333")
     chosen_regions = _values(regions)
     for region in chosen_regions:
         if not REGION_NAME.match(region):
-            raise UsageError(f"--region {region!r}: not a region name such as us-east-1")
+            raise UsageError(f"--only-region {region!r}: not a region name such as us-east-1")
     return frozenset(chosen_accounts), frozenset(chosen_regions)
 
 
@@ -146,8 +135,16 @@ def filter_origins(
     return kept, unplaced
 
 
+def check_region(region: str | None) -> None:
+    """``--region`` is a region name, or a UsageError naming the flag."""
+    from governor_cli.main import UsageError
+
+    if region and not REGION_NAME.match(region):
+        raise UsageError(f"--region {region!r}: not a region name such as us-east-1")
+
+
 def table_region(table: str, given: str | None) -> str | None:
-    """Where the table lives: ``--table-region``, else the region in a table ARN, else the environment's."""
+    """Where the table lives: ``--region``, else the region in a table ARN, else the environment's."""
     if given:
         return given
     if table.startswith("arn:"):
@@ -217,11 +214,10 @@ def run(args: argparse.Namespace) -> int:
     if out.is_dir():
         raise UsageError(f"{out}: is a folder; --out takes the file to write")
     accounts, regions = parse_origins(args.accounts, args.regions)
-    if args.table_region and not REGION_NAME.match(args.table_region):
-        raise UsageError(f"--table-region {args.table_region!r}: not a region name such as us-east-1")
+    check_region(args.region)
     filtering = bool(accounts or regions)
     try:
-        ledger = DynamoLedger(args.table, region=table_region(args.table, args.table_region))
+        ledger = DynamoLedger(args.table, region=table_region(args.table, args.region))
         read = list(export_items(ledger, kinds, since))
         # Sessions are placed by their instance's decisions, which may be older than --since: all of them.
         placing = list(export_items(ledger, ["decision"], None)) if filtering else []

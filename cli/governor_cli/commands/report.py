@@ -9,23 +9,28 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from governor.domain.times import bounded, parse_bounded, parse_time
+from governor.domain.times import EARLIEST, LATEST, bounded, parse_bounded, parse_time
 from governor.policy import PolicyError, resolve_policy
 
 
 def register(subparsers: Any) -> None:
+    from governor_cli.flags import add_policy
+
     parser = subparsers.add_parser("report", help="render the security and cost report locally")
     parser.add_argument("--logs", required=True, help="folder of CloudTrail files (.json / .json.gz)")
     parser.add_argument("--ledger", help="ledger export: JSON lines (governor ledger export) or a JSON array")
     parser.add_argument("--out", required=True, help="folder for report.html, slack.json, CSVs and chart.png")
-    parser.add_argument("--policy", help="policy file (default: ./governor.yaml, else the shipped default policy)")
-    parser.add_argument("--start", help="period start, ISO 8601 (default: the first event in the logs)")
-    parser.add_argument("--end", help="period end, ISO 8601 (default: just after the last event)")
+    add_policy(parser)
+    parser.add_argument("--start", help="period start, ISO 8601 (default: the first record of the logs or the ledger)")
+    parser.add_argument(
+        "--end", help="period end, ISO 8601 (default: the ledger's last record or just after the last event)"
+    )
     parser.add_argument(
         "--kind",
         choices=["daily", "weekly", "custom"],
@@ -179,6 +184,66 @@ def period(
     return expected, end
 
 
+def ledger_span(items: list[dict[str, Any]]) -> tuple[dt.datetime, dt.datetime] | None:
+    """The first and the last time the ledger recorded anything (a decision, a session, a delivery)."""
+    times = [t for t in (parse_time(item.get("at")) for item in items if isinstance(item, dict)) if t is not None]
+    return (min(times), max(times)) if times else None
+
+
+def default_period(
+    kind: str,
+    start: dt.datetime | None,
+    end: dt.datetime | None,
+    trail: tuple[dt.datetime, dt.datetime] | None,
+    ledger: tuple[dt.datetime, dt.datetime] | None,
+) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """The period a report covers when the flags leave it open: the trail's span and the ledger's together, so the
+    report of a demo or a past day gives the same figures as the report made at the time.
+
+    A custom report runs from the first record of either to just after the trail's last event or to the ledger's
+    last record (the sweep that closes the period: like the scheduled report, it counts to the next period).
+    Daily and weekly reports end at the midnight after the later of the two.
+    """
+    trail_end = trail[1] + dt.timedelta(seconds=1) if trail else None
+    firsts = [t for t in (trail[0] if trail else None, ledger[0] if ledger else None) if t is not None]
+    lasts = [t for t in (trail_end, ledger[1] if ledger else None) if t is not None]
+    if kind == "custom":
+        if ledger is None:
+            return start, end  # the audit's own default: the trail's span
+        return start or min(firsts), end or max(lasts)
+    return period(kind, start, end, max(lasts) if lasts else None)
+
+
+#: A trail that starts or stops more than this inside the period is said to cover only part of it (a real trail has
+#: records all day; minutes without any are normal).
+COVERAGE_GAP = dt.timedelta(hours=1)
+
+
+def coverage_notes(
+    start: dt.datetime, end: dt.datetime, trail: tuple[dt.datetime, dt.datetime] | None, ledger: list[dict[str, Any]]
+) -> list[str]:
+    """What part of the period the trail does not cover, and what the ledger holds outside it: said in the report
+    rather than silently giving other figures."""
+    notes: list[str] = []
+    if trail is None or trail[1] < start or trail[0] >= end:
+        notes.append("the CloudTrail files hold no record in this period: the audit counts are zero, not measured")
+    elif trail[0] - start > COVERAGE_GAP or end - trail[1] > COVERAGE_GAP:
+        notes.append(
+            f"the CloudTrail records cover only {max(trail[0], start):%Y-%m-%d %H:%M:%S} to "
+            f"{min(trail[1], end):%Y-%m-%d %H:%M:%S} UTC of this period: the audit counts (and the trail's "
+            "instance-hours) are for that part; spend and idle figures come from the ledger"
+        )
+    times = [parse_time(item.get("at")) for item in ledger if isinstance(item, dict)]
+    before = sum(1 for t in times if t is not None and t < start)
+    after = sum(1 for t in times if t is not None and t > end)
+    if before or after:
+        notes.append(
+            f"ledger records outside this period left out: {before:,} before it, {after:,} after it "
+            "(sessions that overlap the period are counted for their part in it)"
+        )
+    return notes
+
+
 def read_history(folder: Path) -> list[Any]:
     """Earlier runs' ``summary.json`` points; an unreadable one is skipped with a note, never fatal."""
     from governor.report.model import TrendPoint
@@ -196,7 +261,7 @@ def read_history(folder: Path) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from governor.audit.engine import event_span, run_audit
     from governor.audit.queries import QueryError, list_queries
-    from governor.report.build import build_report, with_history
+    from governor.report.build import build_report, price_book, with_history
     from governor.report.chart_image import render_fleet_png
     from governor.report.domain import previous_period
     from governor.report.render.csv_files import csv_files
@@ -224,7 +289,19 @@ def run(args: argparse.Namespace) -> int:
         span = event_span(logs)
     except QueryError as error:
         raise UsageError(str(error)) from None
-    start, end = period(args.kind, start, end, span[1] if span else None)
+    kept = ledger_span(ledger)
+    if span is None and kept is None and (start is None or end is None):
+        raise UsageError(
+            f"{logs}: no CloudTrail record with a time in {EARLIEST:%Y-%m-%d} .. {LATEST:%Y-%m-%d} (UTC) found; "
+            "give --start and --end for an empty report"
+        )
+    try:
+        start, end = default_period(args.kind, start, end, span, kept)
+    except OverflowError:
+        raise UsageError(
+            f"{logs}: the records' times reach {span[1] if span else '?'}, past the last date a report can cover; "
+            "give --start and --end"
+        ) from None
     try:
         current = run_audit(logs, start=start, end=end)
         if not current.records and not (start and end):
@@ -241,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
     except QueryError as error:
         raise UsageError(str(error)) from None
     notes = [f"{name}: skipped ({why})" for name, why in current.skipped]
+    notes.extend(coverage_notes(begin, finish, span, ledger))
     if accounts or regions:
         chosen = sorted(accounts) + sorted(regions)
         notes.append(
@@ -258,6 +336,7 @@ def run(args: argparse.Namespace) -> int:
         ledger_items=ledger,
         descriptions=descriptions,
         notes=notes,
+        prices=price_book(policy, os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"), until=finish),
     )
     out = Path(args.out)
     history = Path(args.history) if args.history else out / "history"

@@ -7,8 +7,11 @@ CloudWatch agent installed and publishing); the Slack webhook secret present; th
 the account is still in the SES sandbox; the idle circuit breaker; the last report's time.
 
 Exit 0 when healthy, 1 when degraded (each degraded line says why), 2 on bad input (an unknown stack, no
-credentials). Without ``--stack`` the command is kept for a fleet-wide view (every governor stack the credentials
-can see); today it asks for ``--stack``.
+credentials).
+
+``governor status --table NAME`` (without ``--stack``) is the fleet view instead: one line per GPU instance from the
+ledger and the idle sweep's last run (:mod:`governor_cli.fleet_status`). ``--stack`` answers "is the governor
+working?", ``--table`` answers "what is it doing to my fleet?".
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 OK, DEGRADED, INFO = "ok", "degraded", "info"
+HELP = "the GPU fleet, one line per instance (--table), or a deployed governor's health (--stack)"
 GPU_METRIC = ("CWAgent", "nvidia_smi_utilization_gpu")
 
 
@@ -40,11 +44,18 @@ class Check:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "status", help="check a deployed governor: functions, schedules, DLQs, alarms, GPU agents, Slack, SES"
+        "status",
+        help=HELP,
+        description="The GPU fleet (--table: one line per instance) or a deployed governor's health (--stack).",
     )
-    parser.add_argument("--stack", help="the CloudFormation stack name (e.g. GpuFleetGovernor)")
-    parser.add_argument("--region", help="the stack's region (default: the environment's)")
-    parser.add_argument("--policy", default="governor.yaml", help="the deployed policy file (default governor.yaml)")
+    from governor_cli.flags import add_policy, add_region, add_table, add_target
+
+    view = parser.add_mutually_exclusive_group()
+    add_table(view, required=False)
+    view.add_argument("--stack", help="deploy health: the CloudFormation stack name (e.g. GpuFleetGovernor)")
+    add_region(parser)
+    add_target(parser)
+    add_policy(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
     parser.set_defaults(run=run)
 
@@ -331,15 +342,24 @@ def stack_checks(aws: Aws, stack: str, policy: Any, now: datetime) -> list[Check
 def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    from governor.policy import PolicyError, load_policy
+    from governor.policy import PolicyError, resolve_policy
     from governor_cli.main import UsageError
 
-    if not args.stack:
-        raise UsageError("status needs --stack NAME (the CloudFormation stack of the governor to check)")
+    if not args.stack and not args.table:
+        raise UsageError(
+            "status needs --table NAME (the ledger table, stack output LedgerTableName) for the fleet view, "
+            "or --stack NAME for the deployed governor's health"
+        )
+    if args.target and not args.table:
+        raise UsageError(
+            "--target ACCOUNT/REGION selects one organisation target of the fleet view: use it with --table"
+        )
     try:
-        policy = load_policy(args.policy)
+        policy = resolve_policy(args.policy)[0]
     except PolicyError as error:
         raise UsageError(str(error)) from None
+    if args.table:
+        return fleet(args, policy)
     aws = Aws(args.region)
     try:
         checks = stack_checks(aws, args.stack, policy, datetime.now(UTC))
@@ -360,3 +380,44 @@ def run(args: argparse.Namespace) -> int:
         verdict = f"degraded: {len(degraded)} of {len(checks)} checks" if degraded else f"healthy: {len(checks)} checks"
         print(f"{args.stack} in {aws.region}: {verdict}")
     return 1 if degraded else 0
+
+
+def fleet(args: argparse.Namespace, policy: Any) -> int:
+    """The fleet view: ledger (marks, last sweep, breaker) plus, in one account, the live GPU instances."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from governor.adapters.ec2 import Ec2Reader
+    from governor.adapters.ledger import DynamoLedger
+    from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
+    from governor_cli import fleet_status as view
+    from governor_cli.commands.ledger import table_region
+    from governor_cli.main import UsageError
+
+    now = view.clock()
+    region = table_region(args.table, args.region)
+    try:
+        ledger = view.scoped(DynamoLedger(args.table, region=region), args.target)
+        sweep = view.last_sweep(ledger)
+        breaker = Breaker.from_item(ledger.get_item(BREAKER_KIND, BREAKER_KEY))
+        decisions = view.sweep_decisions(ledger, sweep, policy, now)
+        marks = view.load_marks(ledger)
+        # Without the server-side family wildcard: one listing filtered in code works on every endpoint (emulators
+        # ignore wildcards) and costs a human-run command little.
+        live = (
+            None
+            if args.target
+            else Ec2Reader(region, wildcard_type_filter=False).gpu_instances(
+                policy.fleet, states=("pending", "running", "stopping", "stopped")
+            )
+        )
+    except NoCredentialsError:
+        raise UsageError("no AWS credentials: set AWS_PROFILE or the AWS_* variables") from None
+    except (ClientError, BotoCoreError) as error:
+        raise UsageError(f"ledger table {args.table}: {error}") from None
+    rows = view.fleet_rows(live, decisions, marks, breaker, policy, now)
+    if args.json:
+        print(json.dumps(view.as_json(rows, sweep, breaker, args.target), indent=1))
+    else:
+        for line in view.render(rows, sweep, breaker, now):
+            print(line)
+    return 0

@@ -7,12 +7,14 @@ import types
 import typing
 from typing import Any
 
-from governor.policy import PolicyError, load_policy
+from governor.policy import PolicyError, resolve_policy
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("validate", help="check a policy file")
-    parser.add_argument("file", nargs="?", default="governor.yaml", help="policy file (default: governor.yaml)")
+    parser.add_argument(
+        "file", nargs="?", help="policy file (default: ./governor.yaml, else the shipped default policy)"
+    )
     parser.add_argument("--ranges", action="store_true", help="list every number and date with its allowed range")
     parser.set_defaults(run=run)
 
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key:48} {allowed:28} default {default}")
         return 0
     try:
-        policy = load_policy(args.file)
+        policy, source = resolve_policy(args.file)
     except PolicyError as error:
         raise UsageError(str(error)) from None
     from governor.domain.actions import Notify, Record
@@ -85,5 +87,5 @@ def run(args: argparse.Namespace) -> int:
     told = [name for name in enforcing if name in delivering]
     if told:
         mode += f"; delivering: {', '.join(told)}"
-    print(f"{args.file}: valid ({mode})")
+    print(f"{source}: valid ({mode})")
     return 0

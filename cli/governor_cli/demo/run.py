@@ -37,11 +37,14 @@ from governor.policy import Policy, TeamMembers
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor_cli.demo.capture import SLACK_ACTIONS, CaptureEndpoint, capture_endpoint, slack_answers_to
+from governor_cli.demo.eks import CLUSTER as EKS_CLUSTER
+from governor_cli.demo.eks import DemoCluster
 from governor_cli.demo.emulator import running_emulator
 from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
 from governor_cli.demo.trail import Principal, Trail
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 from governor_cli.testing import events
+from governor_cli.testing.capacity import delivered, place
 
 SECTIONS = REGISTRY.sections()
 SLACK_ACTIONS_PATH = "T0DEMO"
@@ -50,6 +53,8 @@ PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}
 DEMO_AMI = "ami-0a1b2c3d4e5f60718"  # the emulator accepts any image id; a Deep Learning AMI in a real account
 DEMO_SENDER = "gpu-governor@demo.example"  # verified in the emulated SES when the policy names no sender
 DEMO_RECIPIENTS = ("platform-team@demo.example",)
+#: Each simulated team's monthly GPU budget when the policy sets none (budgets.teams): the report's budget section.
+DEMO_TEAM_BUDGET_USD = 6000.0
 Progress = Callable[[str], None]
 
 # Organisation mode (``--accounts``/``--regions`` beyond 1 x 1): the governor stays in the emulator's default account
@@ -243,6 +248,9 @@ class DemoResult:
     stopped: list[str] = field(default_factory=list)
     open_ingress: list[dict[str, Any]] = field(default_factory=list)
     kinds: dict[str, str] = field(default_factory=dict)
+    #: The instance placed in a Capacity Block, and the one lent capacity by an interruptible reservation.
+    capacity_block: str | None = None
+    interruptible: str | None = None
     # Ground truth per real instance id (whether it was working, minute by minute), to judge every stop.
     truth: dict[str, SyntheticInstance] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
@@ -310,7 +318,59 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
             "email_recipients": list(chosen.notifications.email_recipients) or list(DEMO_RECIPIENTS),
         }
     )
-    return chosen.model_copy(update={"notifications": notifications, "interactions": interactions})
+    # A newcomer's first report shows the budget section: each simulated team gets a monthly budget unless the
+    # policy gives budgets of its own (the shipped governor.yaml gives none).
+    budgets = chosen.budgets
+    if not budgets.teams and not budgets.accounts:
+        budgets = budgets.model_copy(update={"teams": dict.fromkeys(TEAMS, DEMO_TEAM_BUDGET_USD)})
+    # The demo's account buys GPU hours under a Savings Plan: savings are priced at what it pays (Cost Explorer's
+    # amortised cost, answered by the emulator from SAVINGS_PLAN_DISCOUNT), not at list prices.
+    lifecycle = chosen.lifecycle.model_copy(update={"effective_rates": "cost_explorer"})
+    return chosen.model_copy(
+        update={
+            "notifications": notifications,
+            "interactions": interactions,
+            "budgets": budgets,
+            "lifecycle": lifecycle,
+        }
+    )
+
+
+#: The demo's Capacity Block for ML and the interruptible reservation another account lends capacity from.
+DEMO_BLOCK = "cr-0b10c4f0de0000001"
+DEMO_LENT = "cr-01e470000000000a2"
+#: The demo account's Savings Plan: every GPU type's hours amortise to this share of its on-demand price.
+SAVINGS_PLAN_DISCOUNT = 0.72
+SAVINGS_PLAN_HOURS = 720.0
+
+
+def savings_plan_account(endpoint: str, policy: Policy) -> None:
+    """What Cost Explorer would answer for an account with a Savings Plan, queued on the emulator (moto tracks no
+    cost; its ``/moto-api/static/ce/cost-and-usage-results`` endpoint is how its documentation says to seed it):
+    one GetCostAndUsage result, in AWS's response shape, with each GPU type's amortised cost and running hours."""
+    import requests
+
+    groups = [
+        {
+            "Keys": [instance_type],
+            "Metrics": {
+                "AmortizedCost": {
+                    "Amount": f"{entry.on_demand * SAVINGS_PLAN_DISCOUNT * SAVINGS_PLAN_HOURS:.4f}",
+                    "Unit": "USD",
+                },
+                "UsageQuantity": {"Amount": f"{SAVINGS_PLAN_HOURS:.0f}", "Unit": "Hrs"},
+            },
+        }
+        for instance_type, entry in sorted(policy.lifecycle.prices.items())
+    ]
+    result: dict[str, Any] = {
+        "ResultsByTime": [{"Groups": groups, "Total": {}, "Estimated": False}],
+        "DimensionValueAttributes": [],
+    }
+    answer = requests.post(
+        f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": [result]}, timeout=10
+    )
+    answer.raise_for_status()
 
 
 def simulated_period(hours: float, now: dt.datetime | None = None) -> tuple[dt.datetime, dt.datetime]:
@@ -340,6 +400,8 @@ class Simulation:
         self.invoker = QueuedInvoker()
         self.log = io.StringIO()
         self.roles_assumed_before = client.roles_assumed  # the process's count: a run reports its own
+        #: The EKS cluster (single-account demo only): a Karpenter GPU node read from DCGM through Prometheus.
+        self.eks: DemoCluster | None = None
 
     # --- the current target: what the scripted day does happens in ``self.site`` -----------------------------------
 
@@ -476,7 +538,13 @@ class Simulation:
             instance = str(record.get("resource"))
             if not person or instance in clicked or self._state(instance) != "running":
                 continue
+            if instance == self.result.capacity_block:
+                continue  # its warning says it is reported only (a prepaid block): its owner does not press Stop now
+            if self.eks is not None and instance == self.eks.instance:
+                continue  # the EKS node is reported only: Stop now refuses it (it goes through its cluster)
             button = KEEP_HOURS if KEEP_HOURS not in done else STOP_NOW
+            if button == STOP_NOW and self.spot.get(instance):
+                continue  # Stop now on a Spot instance terminates it (Spot cannot be stopped): the demo stops one
             self.click(message, button, person, instance)
             done.add(button)
             clicked.add(instance)
@@ -597,6 +665,10 @@ class Simulation:
         ]
         spot_left = 3
         chosen = range(len(workload.instances)) if share is None else share
+        # The team's last idle-kind instance runs in a Capacity Block for ML: prepaid, so the idle policy reports its
+        # idle hours as paid for, unused and never stops it (moto launches nothing into a block; see place()).
+        idle_ones = [i for i in chosen if workload.instances[i].kind == "idle"]
+        block_index = idle_ones[-1] if idle_ones else None
         for index, synthetic in ((i, workload.instances[i]) for i in chosen):
             team = TEAMS[index % len(TEAMS)]
             tags = {"team": team, "workload": synthetic.kind, "Name": f"{team}-{synthetic.kind}-{index}"}
@@ -618,6 +690,9 @@ class Simulation:
                 **extra,
             )["Instances"][0]
             real = launched["InstanceId"]
+            if index == block_index:
+                place(real, "capacity-block", DEMO_BLOCK, account=self.site.account, region=self.site.region)
+                self.result.capacity_block = real
             self.spot[real] = spot
             self.instances[real] = synthetic
             self.site.launched.append(real)
@@ -687,6 +762,8 @@ class Simulation:
                         )
             for chunk in range(0, len(data), 1000):
                 cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[chunk : chunk + 1000])
+        if self.eks is not None and self.site is self.sites[0]:
+            self.eks.scrape(since, until)
         _trim_emulated_metrics(
             until - dt.timedelta(minutes=self.policy.idle.window_minutes + 2 * self.options.sweep_minutes),
             self.site.account,
@@ -742,15 +819,45 @@ class Simulation:
                         {"instance-id": victim, "instance-action": "terminate"},
                     ),
                 )
-                self.now += dt.timedelta(minutes=2)
-                self.ec2.terminate_instances(InstanceIds=[victim])
-                self.instances.pop(victim, None)
-                change = self.ec2_event(
-                    "EC2 Instance State-change Notification", {"instance-id": victim, "state": "terminated"}
-                )
-                self.invoke("spot", change)
-                self.invoke("lifecycle", change)
-                self.now -= dt.timedelta(minutes=2)
+                self.terminated_by_ec2(victim)
+
+        def reservation_interruption() -> None:
+            # An inference instance lent capacity from another account's interruptible reservation, reclaimed: AWS's
+            # documented warning (tests/fixtures/capacity), then the termination two minutes later.
+            lent = next(
+                (
+                    i
+                    for i in self.site.launched
+                    if i in self.instances and not self.spot.get(i) and self.instances[i].kind == "inference"
+                ),
+                None,
+            )
+            if lent is None:
+                return
+            place(
+                lent,
+                "interruptible-capacity-reservation",
+                DEMO_LENT,
+                account=self.site.account,
+                region=self.site.region,
+            )
+            self.result.interruptible = lent
+            when = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+            warning = delivered(
+                "capacity-reservation-interruption-warning.json",
+                {
+                    "12345678-1234-1234-1234-123456789012": str(uuid.uuid4()),
+                    "[instance owner Account ID]": self.site.account,
+                    "[Current time in yyyy-mm-ddThh:mm:ssZ]": when,
+                    "[instance arn]": f"arn:aws:ec2:{self.site.region}:{self.site.account}:instance/{lent}",
+                    "[region]": self.site.region,
+                    "[instance-id]": lent,
+                    "[availability-zone-id]": "use1-az1",
+                },
+                {"instance-termination-time": (self.now + dt.timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            )
+            self.invoke("spot", warning)
+            self.terminated_by_ec2(lent)
 
         return {
             60: world_open_ssh,
@@ -759,7 +866,21 @@ class Simulation:
             180: keys_sweep,
             240: rebalance,
             245: interruption,
+            250: reservation_interruption,
         }
+
+    def terminated_by_ec2(self, instance: str) -> None:
+        """EC2 reclaims the capacity two minutes after its warning: the instance terminates and its state change
+        reaches the spot and lifecycle functions (the day's clock then resumes where the incident began)."""
+        self.now += dt.timedelta(minutes=2)
+        self.ec2.terminate_instances(InstanceIds=[instance])
+        self.instances.pop(instance, None)
+        change = self.ec2_event(
+            "EC2 Instance State-change Notification", {"instance-id": instance, "state": "terminated"}
+        )
+        self.invoke("spot", change)
+        self.invoke("lifecycle", change)
+        self.now -= dt.timedelta(minutes=2)
 
     def announce_state_changes(self) -> None:
         """EC2 emits a state-change event when the governor stops or terminates an instance; lifecycle closes the usage
@@ -940,9 +1061,16 @@ def run_demo(options: DemoOptions) -> DemoResult:
         workload = generate(options.instances, hours=options.hours, seed=options.seed, start=sim.start)
         keys: dict[str, str] = {}
 
+        if not options.organization:
+            sim.eks = DemoCluster()
+            sim.policy = sim.eks.policy(sim.policy)
+
         def set_up(site: Site) -> None:
             share = None if len(sim.sites) == 1 else range(sim.sites.index(site), options.instances, len(sim.sites))
             sim.at(site).launch_fleet(workload, share)
+            if sim.eks is not None:
+                say(f"EKS cluster {EKS_CLUSTER}: one Karpenter GPU node, its GPUs read from DCGM through Prometheus")
+                sim.eks.launch(sim.ec2, DEMO_AMI, dict(sim.policy.fleet.fleet_tags), PEOPLE["research"])
             keys[site.name] = sim.prepare_keys()
 
         try:
@@ -952,11 +1080,15 @@ def run_demo(options: DemoOptions) -> DemoResult:
             say("reading back the accounts, the ledger and the dead-letter queues")
             _collect(sim)
         finally:
+            if sim.eks is not None:
+                sim.eks.stop()
             client.configure(None)  # organisation mode off again for whatever runs next in this process
             for name in ("GOVERNOR_SPOKE_ROLE", "GOVERNOR_HOME_ACCOUNT"):
                 os.environ.pop(name, None)
         (options.out / "lambda.log").write_text(sim.log.getvalue(), encoding="utf-8")
         say("auditing the trail and rendering the report")
+        if sim.policy.lifecycle.effective_rates == "cost_explorer":
+            savings_plan_account(os.environ["AWS_ENDPOINT_URL"], sim.policy)
         _report(sim, capture)
         sim.result.slack_messages = len(capture.received)
     return sim.result
@@ -1201,6 +1333,12 @@ def summary_lines(result: DemoResult) -> list[str]:
             ),
             ("GPU-hours billed", f"{billed:,.1f}", f"${billed_usd:,.2f}", f"{billed - hours:,.1f} if enforced"),
         ]
+    sources = sorted(set((cost.get("price_sources") or {}).values()))
+    if sources:
+        idle_rows.append(("  priced at", "", "", "; ".join(sources)))
+    paid_unused = float(cost.get("paid_unused_gpu_hours", 0))
+    if paid_unused:
+        idle_rows.append(("paid for, unused (reserved)", f"{paid_unused:,.1f}", "", "Capacity Blocks: never stopped"))
     dead = ", ".join(f"{name} {count}" for name, count in sorted(result.dead_letters.items())) or "none"
     facts: list[tuple[str, ...]] = [
         ("period", period),
@@ -1235,6 +1373,11 @@ def summary_lines(result: DemoResult) -> list[str]:
         ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),
+        (
+            "the same report again",
+            f"governor report --logs {result.out}/cloudtrail --ledger {result.out}/ledger.jsonl "
+            f"--policy {result.out}/policy.json --out DIR (the period and figures above)",
+        ),
     ]
     if result.sites:
         facts.insert(

@@ -523,6 +523,10 @@ def replay_columnar(
             )
         return found
 
+    from governor_cli import progress
+
+    sweeps = sum(max(0, int(((hi + 1 - lo) * 60.0 - step) // step) + 1) for lo, hi in spans)
+    shown = progress.bar(sweeps, f"backtest of {n} instances", "sweep")
     for sid, (lo, hi) in enumerate(spans):
         mine = sid_col == sid
         state = _Stretch(
@@ -544,7 +548,9 @@ def replay_columnar(
                 now, window, state, samples, policy, enforcing, interval, total, instance, grace_until, exempt,
                 early_minutes, quiet_s, end_at, ceiling,
             )  # fmt: skip
+            shown.update(1)
             now += step
+    shown.close()
     gaps = [
         (dt.datetime.fromtimestamp(base + (a[1] + 1) * 60, dt.UTC), dt.datetime.fromtimestamp(base + b[0] * 60, dt.UTC))
         for a, b in itertools.pairwise(spans)

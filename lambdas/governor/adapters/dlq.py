@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from governor.adapters.aws import client
+from governor.domain.ports import note_parked
 
 IAM_ACTIONS = frozenset({"sqs:SendMessage"})
 
@@ -27,3 +28,4 @@ class SqsDeadLetters:
                 "RejectedBy": {"DataType": "String", "StringValue": "governor-validation"},
             },
         )
+        note_parked(reason)

@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
-from governor.domain.fleet import Instance
+from governor.domain.fleet import LIFECYCLES, Instance, Lifecycle
 from governor.domain.times import utc
 from governor.policy import FleetPolicy
 
@@ -35,7 +35,7 @@ def to_instance(raw: dict[str, Any]) -> Instance:
         state=(raw.get("State") or {}).get("Name", "unknown"),
         launch_time=utc(launch),
         tags=tags,
-        lifecycle="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+        lifecycle=_lifecycle(raw.get("InstanceLifecycle")),
         zone=(raw.get("Placement") or {}).get("AvailabilityZone"),
         root_device_type=raw.get("RootDeviceType", "ebs"),
         public_ip=raw.get("PublicIpAddress"),
@@ -47,7 +47,20 @@ def to_instance(raw: dict[str, Any]) -> Instance:
         launch_template_id=template.get("LaunchTemplateId"),
         launch_template_version=str(template["Version"]) if template.get("Version") else None,
         iam_instance_profile=(raw.get("IamInstanceProfile") or {}).get("Arn"),
+        capacity_reservation_id=raw.get("CapacityReservationId"),
+        capacity_reservation_preference=(raw.get("CapacityReservationSpecification") or {}).get(
+            "CapacityReservationPreference"
+        ),
+        capacity_block_id=raw.get("CapacityBlockId"),
     )
+
+
+def _lifecycle(value: Any) -> Lifecycle:
+    """EC2's ``InstanceLifecycle`` as reported. A value this code does not know is ``unknown``, never On-Demand:
+    reading it as On-Demand would price it wrongly and let the idle policy stop capacity it cannot get back."""
+    if value is None or value == "":
+        return "on-demand"
+    return next((known for known in LIFECYCLES if value == known), "unknown")
 
 
 class Ec2Reader:
@@ -84,6 +97,15 @@ class Ec2Reader:
         if self._wildcards:
             filters.append({"Name": "instance-type", "Values": [f"{family}*" for family in fleet.gpu_families]})
         return [i for i in (to_instance(raw) for raw in self._pages(Filters=filters)) if fleet.is_gpu_type(i.type)]
+
+    def in_reservation(self, reservation_id: str) -> list[Instance]:
+        """The running instances in one capacity reservation (a Capacity Block about to end): a server-side filter."""
+        filters = [
+            {"Name": "instance-state-name", "Values": ["running"]},
+            {"Name": "capacity-reservation-id", "Values": [reservation_id]},
+        ]
+        found = [to_instance(raw) for raw in self._pages(Filters=filters)]
+        return [i for i in found if i.capacity_reservation_id == reservation_id]
 
     def instance(self, instance_id: str) -> Instance | None:
         """Re-read one instance; None when it no longer exists."""

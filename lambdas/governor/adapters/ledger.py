@@ -108,20 +108,24 @@ class DynamoLedger:
             **decision.model_dump(mode="json"),
         }
 
-    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str:
+    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None, held: bool = False) -> str:
         when = at or dt.datetime.now(dt.UTC)
         item = self._decision_item(decision, event_id, when)
         ref = f"{item['pk']}|{item['sk']}"
         if decision.verdict == "act":
             self._client.put_item(TableName=self._name, Item=_wire(_to_dynamo(item)))
             return ref
+        # A retry of the same event that finds the resource already fixed must not erase the decision that fixed it:
+        # an "act" entry for this event, policy and resource is kept. A held-back action (``held``) replaces an "act"
+        # entry that records no outcome (``evidence.done``), since nothing was done.
+        condition = "attribute_not_exists(pk) OR verdict <> :act"
+        if held:
+            condition += " OR attribute_not_exists(evidence.done)"
         try:
-            # A retry of the same event that finds the resource already fixed must not erase the decision that
-            # fixed it: an "act" entry for this event, policy and resource is kept.
             self._client.put_item(
                 TableName=self._name,
                 Item=_wire(_to_dynamo(item)),
-                ConditionExpression="attribute_not_exists(pk) OR verdict <> :act",
+                ConditionExpression=condition,
                 ExpressionAttributeValues={":act": {"S": "act"}},
             )
         except ClientError as error:
@@ -200,19 +204,31 @@ class DynamoLedger:
         body.setdefault("expires_at", self._expiry(now))
         self._client.put_item(TableName=self._name, Item=_wire(_to_dynamo(body)))
 
-    def claim(self, kind: str, key: str, item: dict[str, Any]) -> bool:
+    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool:
         """Conditional PutItem (``attribute_not_exists(pk)``): True if this call wrote the item, False if one existed.
 
         The intent record of a non-idempotent call: only one attempt may claim it. A claim whose answer was lost and
         was resent by botocore finds its own item; callers tell theirs apart by a token they put in ``item``.
+        ``replacing=(field, value)``: compare-and-set instead, the item must exist with ``field`` = ``value`` (with
+        ``value`` None: exist without ``field``).
         """
         now = dt.datetime.now(dt.UTC)
         body = {"at": now.isoformat(), **item, "pk": f"{kind}#{key}", "sk": "item", "kind": kind}
         body.setdefault("expires_at", self._expiry(now))
+        condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        if replacing is not None and replacing[1] is None:  # the item exists and has no such field yet
+            condition = {
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#field)",
+                "ExpressionAttributeNames": {"#field": replacing[0]},
+            }
+        elif replacing is not None:
+            condition = {
+                "ConditionExpression": "#field = :expected",
+                "ExpressionAttributeNames": {"#field": replacing[0]},
+                "ExpressionAttributeValues": {":expected": _wire({"v": _to_dynamo(replacing[1])})["v"]},
+            }
         try:
-            self._client.put_item(
-                TableName=self._name, Item=_wire(_to_dynamo(body)), ConditionExpression="attribute_not_exists(pk)"
-            )
+            self._client.put_item(TableName=self._name, Item=_wire(_to_dynamo(body)), **condition)
         except ClientError as error:
             if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise

@@ -323,10 +323,13 @@ class LocalLake:
         return int(row[0]) if row else 0
 
     def time_span(self) -> tuple[dt.datetime, dt.datetime] | None:
-        """Earliest and latest event time loaded (``None`` when nothing was loaded)."""
+        """Earliest and latest event time loaded (``None`` when nothing was loaded); a time outside the range every
+        period must fit (``EARLIEST`` .. ``LATEST``, year 0001 or 9999 in a hostile file) is in no period, so it
+        does not stretch the span either."""
         row = self.con.execute(
             f"SELECT strftime(min(t), '%Y-%m-%dT%H:%M:%SZ'), strftime(max(t), '%Y-%m-%dT%H:%M:%SZ') "  # noqa: S608 - table and column names are our constants
-            f"FROM (SELECT try_cast(eventtime AS TIMESTAMPTZ) AS t FROM {TABLE_NAME})"
+            f"FROM (SELECT try_cast(eventtime AS TIMESTAMPTZ) AS t FROM {TABLE_NAME}) WHERE t >= ? AND t < ?",
+            [EARLIEST, LATEST],
         ).fetchone()
         if not row or row[0] is None:
             return None

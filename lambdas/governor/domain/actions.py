@@ -215,9 +215,18 @@ class _Reclaim(Action):
         {"autoscaling:DescribeAutoScalingGroups", "autoscaling:TerminateInstanceInAutoScalingGroup"}
     )
 
+    #: Draining an EKS node (``idle.clusters[].reclaim: drain``): the cluster's endpoint, then its Kubernetes API
+    #: (the role's EKS access entry) and, for a managed node group, terminate-in-group.
+    DRAIN: ClassVar[frozenset[str]] = frozenset({"eks:DescribeCluster"}) | SCALE_IN
+
     @classmethod
     def permissions(cls, policy: Policy) -> frozenset[str]:
-        return cls.IAM | (cls.SCALE_IN if policy.idle.asg_action == "scale_in" else frozenset())
+        drains = any(c.reclaim == "drain" for c in policy.idle.clusters)
+        return (
+            cls.IAM
+            | (cls.SCALE_IN if policy.idle.asg_action == "scale_in" else frozenset())
+            | (cls.DRAIN if drains else frozenset())
+        )
 
 
 class Stop(_Reclaim):
@@ -234,6 +243,17 @@ class Terminate(_Reclaim):
     IAM = frozenset({"ec2:TerminateInstances"})
 
     def execute(self, aws: InstanceChanges, at: Acting) -> Outcome:
+        if self.via == "kubernetes":
+            nodes = getattr(aws, "nodes", None)
+            if nodes is None:  # a member account's sweep: the hub reaches no cluster there (docs/kubernetes.md)
+                return Outcome(ok=False, error_code="NoKubernetesAccess", message=f"no access to cluster {self.group}")
+            try:
+                node = nodes.reclaim(at.resource, str(self.group))
+            except Exception as error:  # the cluster's API unreachable or refusing: recorded, retried next sweep
+                return Outcome(ok=False, error_code=type(error).__name__, message=f"cluster {self.group}: {error}")
+            if node.blocked:
+                return Outcome(ok=False, error_code="NodeNotDrained", message=str(node.blocked))
+            return Outcome(ok=True, done="; ".join(node.steps))
         if self.via == "autoscaling":
             if aws.groups is None:
                 raise RuntimeError("no Auto Scaling client configured")

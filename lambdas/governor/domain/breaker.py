@@ -16,6 +16,9 @@ from governor.domain.times import parse_time
 
 BREAKER_KIND = "idle-breaker"
 BREAKER_KEY = "fleet"
+#: The idle sweep's last run (one item per target, key ``fleet`` like the breaker's): when, which event, what it
+#: found. ``governor status`` reads it to date the fleet view and to tell an organisation target that was never swept.
+LAST_SWEEP_KIND = "idle-sweep"
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -92,3 +95,29 @@ class Breaker:
     def rearmed(self) -> Breaker:
         """What an operator's re-arm leaves: closed, with the held instances released."""
         return Breaker(released=self.released | self.held)
+
+
+#: The item's write counter: every write names the version it read, so a sweep's write never undoes an operator's
+#: re-arm (or another sweep's trip) made in between; the loser reads again and decides on what is there now.
+VERSION = "version"
+
+
+def read_breaker(ledger: Any, key: str = BREAKER_KEY) -> tuple[Breaker, int | None]:
+    """The breaker and the version it was read at (None: no item yet; 0: an item from before versions)."""
+    item = ledger.get_item(BREAKER_KIND, key)
+    if not item:
+        return Breaker(), None
+    try:
+        version = int(item.get(VERSION) or 0)
+    except (TypeError, ValueError):
+        version = 0
+    return Breaker.from_item(item), version
+
+
+def write_breaker(ledger: Any, breaker: Breaker, version: int | None, key: str = BREAKER_KEY) -> bool:
+    """Write ``breaker`` only if the item is still at ``version`` (a conditional write); False when someone else
+    wrote it since, and nothing was written."""
+    item = {**breaker.to_item(), VERSION: (version or 0) + 1}
+    if version is None:
+        return ledger.claim(BREAKER_KIND, key, item)
+    return ledger.claim(BREAKER_KIND, key, item, replacing=(VERSION, version or None))

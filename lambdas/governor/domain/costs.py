@@ -40,6 +40,21 @@ class OnDemandPrices(Protocol):
 
 
 @dataclass(frozen=True)
+class EffectiveRate:
+    """What an instance-hour of a type actually cost the account (Savings Plans, RIs, blocks amortised), and where
+    the figure came from (``source``, shown beside every figure priced with it)."""
+
+    per_hour: float
+    source: str
+
+
+class EffectiveRates(Protocol):
+    """A source of effective rates by instance type (Cost Explorer's amortised cost: ``lifecycle/rates.py``)."""
+
+    def rate(self, instance_type: str) -> EffectiveRate | None: ...
+
+
+@dataclass(frozen=True)
 class HourlyPrice:
     """What one instance-hour of a type costs under its purchase option, and where the figure came from."""
 
@@ -63,12 +78,39 @@ class PriceBook:
     """
 
     def __init__(
-        self, policy: LifecyclePolicy, *, region: str | None = None, price_list: OnDemandPrices | None = None
+        self,
+        policy: LifecyclePolicy,
+        *,
+        region: str | None = None,
+        price_list: OnDemandPrices | None = None,
+        effective: EffectiveRates | None = None,
     ) -> None:
         self._policy = policy
         self._region = region or "us-east-1"
         self._price_list = price_list if policy.use_price_list_api else None
+        self._effective = effective
         self._cache: dict[str, tuple[float, int | None] | None] = {}
+        #: Why the effective-rate source gave nothing (a failed read is a note, never a guess).
+        self.effective_error: str | None = None
+
+    @property
+    def has_effective(self) -> bool:
+        return self._effective is not None
+
+    def paid(self, instance_type: str) -> tuple[float | None, str]:
+        """USD per instance-hour at the price the account pays, and its source, in order of truth: the effective
+        rate (Cost Explorer's amortised cost) when configured and known for the type, else the on-demand chain
+        (Price List API, then the policy's table)."""
+        if self._effective is not None and self.effective_error is None:
+            try:
+                found = self._effective.rate(instance_type)
+            except Exception as error:  # Cost Explorer off, throttled or denied: fall back, and say so
+                self.effective_error = f"{type(error).__name__}: {error}"
+                found = None
+            if found is not None:
+                return found.per_hour, found.source
+        price = self.price(instance_type, "on-demand")
+        return price.on_demand, price.basis + (f" (as of {price.as_of})" if price.as_of else "")
 
     def _listed(self, instance_type: str) -> tuple[float, int | None] | None:
         if self._price_list is None:
@@ -444,6 +486,7 @@ class OffenderRow:
     reclaimed_usd: float
     would_reclaim_usd: float
     priced: bool
+    price_source: str = ""
 
 
 def idle_offenders(
@@ -462,7 +505,7 @@ def idle_offenders(
             continue
         own = sorted(sessions.get(row.instance_id, []), key=lambda s: str(s.get("start", "")))
         price = instance_price(row.instance_id, row.instance_type, own, prices)
-        on_demand = _on_demand_price(row.instance_type, own, prices)
+        on_demand, source = savings_rate(row.instance_type, own, prices)
         latest = own[-1] if own else {}
         rows.append(
             OffenderRow(
@@ -475,6 +518,7 @@ def idle_offenders(
                 reclaimed_usd=round(row.reclaimed_hours * on_demand, 2) if on_demand is not None else 0.0,
                 would_reclaim_usd=round(row.would_reclaim_hours * on_demand, 2) if on_demand is not None else 0.0,
                 priced=price is not None,
+                price_source=source,
             )
         )
     return sorted(rows, key=lambda r: (-r.idle_usd, -r.would_reclaim_usd, -r.idle_gpu_hours, r.instance_id))
@@ -489,6 +533,8 @@ class SavingsRow:
     saved_usd: float
     would_reclaim_hours: float = 0.0
     would_save_usd: float = 0.0
+    #: Where ``on_demand_per_hour`` came from: an effective rate, the session's recorded price, Price List, table.
+    price_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -521,7 +567,7 @@ def savings(
     for row in idle_hours(items, start, end).instances:
         if row.reclaimed_hours <= 0 and row.would_reclaim_hours <= 0:
             continue
-        price = _on_demand_price(row.instance_type, sessions.get(row.instance_id, []), prices)
+        price, source = savings_rate(row.instance_type, sessions.get(row.instance_id, []), prices)
         if price is None:
             unpriced += 1
         rows.append(
@@ -530,6 +576,7 @@ def savings(
                 instance_type=row.instance_type,
                 reclaimed_hours=row.reclaimed_hours,
                 on_demand_per_hour=price,
+                price_source=source,
                 saved_usd=round(row.reclaimed_hours * price, 2) if price is not None else 0.0,
                 would_reclaim_hours=row.would_reclaim_hours,
                 would_save_usd=round(row.would_reclaim_hours * price, 2) if price is not None else 0.0,
@@ -545,6 +592,23 @@ def savings(
     )
 
 
+def savings_rate(
+    instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
+) -> tuple[float | None, str]:
+    """The hourly rate a reclaimed hour saves, and its source: the account's effective rate when the price book has
+    one (what is actually paid), else the on-demand price recorded with the session, else the book's chain."""
+    if prices is not None and instance_type and prices.has_effective:
+        paid, source = prices.paid(instance_type)
+        if paid is not None and source.startswith("Cost Explorer"):
+            return paid, source
+    recorded = _on_demand_price(instance_type, sessions, None)
+    if recorded is not None:
+        return recorded, "on-demand price recorded with the usage session"
+    if prices is not None and instance_type:
+        return prices.paid(instance_type)
+    return None, "unpriced"
+
+
 def _on_demand_price(
     instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
 ) -> float | None:
@@ -555,3 +619,67 @@ def _on_demand_price(
     if prices is not None and instance_type:
         return prices.price(instance_type, "on-demand").on_demand
     return None
+
+
+@dataclass(frozen=True)
+class PaidUnusedRow:
+    """Idle hours of capacity paid for whatever happens (a Capacity Block, a capacity reservation): not a saving to
+    be had by stopping, but capacity to hand to another team or to stop buying (``governor.domain.capacity``)."""
+
+    instance_id: str
+    instance_type: str
+    purchase: str
+    reservation_id: str
+    ends_at: str
+    idle_hours: float
+    idle_gpu_hours: float
+    idle_usd: float
+    priced: bool
+
+
+def _latest_purchase(decisions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any]:
+    latest: tuple[str, Mapping[str, Any]] = ("", {})
+    for decision in decisions:
+        purchase = (decision.get("evidence") or {}).get("purchase")
+        if isinstance(purchase, Mapping) and str(decision.get("at", "")) >= latest[0]:
+            latest = (str(decision.get("at", "")), purchase)
+    return latest[1]
+
+
+def paid_unused(
+    items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime, prices: PriceBook | None = None
+) -> list[PaidUnusedRow]:
+    """Idle GPU-hours of instances whose idle decisions recorded a paid-for purchase model (``evidence.purchase``),
+    with the reservation and its end; dollars at the instance's recorded price (what the hour cost, used or not)."""
+    from governor.domain.capacity import PAID_FOR
+
+    items = list(items)
+    by_instance: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for decision in _idle_decisions(items):
+        by_instance[str(decision.get("resource"))].append(decision)
+    paid = {i: _latest_purchase(d) for i, d in by_instance.items()}
+    paid = {i: p for i, p in paid.items() if p.get("kind") in PAID_FOR}
+    if not paid:
+        return []
+    sessions = _sessions_by_instance(items)
+    rows = []
+    for row in idle_hours(items, start, end).instances:
+        purchase = paid.get(row.instance_id)
+        if purchase is None or row.idle_hours <= 0:
+            continue
+        own = sorted(sessions.get(row.instance_id, []), key=lambda s: str(s.get("start", "")))
+        price = instance_price(row.instance_id, row.instance_type, own, prices)
+        rows.append(
+            PaidUnusedRow(
+                instance_id=row.instance_id,
+                instance_type=row.instance_type or UNKNOWN,
+                purchase=str(purchase.get("kind")),
+                reservation_id=str(purchase.get("reservation_id") or UNKNOWN),
+                ends_at=str(purchase.get("ends_at") or UNKNOWN),
+                idle_hours=row.idle_hours,
+                idle_gpu_hours=row.idle_gpu_hours,
+                idle_usd=round(row.idle_hours * price, 2) if price is not None else 0.0,
+                priced=price is not None,
+            )
+        )
+    return sorted(rows, key=lambda r: (-r.idle_gpu_hours, r.instance_id))

@@ -10,10 +10,26 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Literal
 
+from governor.domain.capacity import Reservation
 from governor.domain.times import parse_time
 from governor.policy import Exemptions, FleetPolicy
 
 UNKNOWN = "unknown"
+#: EC2's ``InstanceLifecycleType`` values (botocore's ec2 model: spot, scheduled, capacity-block,
+#: interruptible-capacity-reservation), plus ``on-demand`` for an instance without one and ``unknown`` for a value
+#: EC2 added after this code was written (never acted on as if On-Demand).
+Lifecycle = Literal["on-demand", "spot", "scheduled", "capacity-block", "interruptible-capacity-reservation", "unknown"]
+LIFECYCLES: tuple[Lifecycle, ...] = (
+    "on-demand",
+    "spot",
+    "scheduled",
+    "capacity-block",
+    "interruptible-capacity-reservation",
+)
+
+#: The ledger kind of an instance's launch record (lifecycle writes it from CloudTrail's RunInstances, keyed by the
+#: instance id, with the ``creator``): who launched an untagged instance, even while tagging is report-only.
+LAUNCH_KIND = "launch"
 
 
 @dataclass(frozen=True)
@@ -25,7 +41,8 @@ class Instance:
     state: str
     launch_time: dt.datetime
     tags: dict[str, str] = field(default_factory=dict)
-    lifecycle: Literal["on-demand", "spot"] = "on-demand"
+    #: EC2's ``InstanceLifecycle`` (absent: On-Demand, possibly running in an On-Demand Capacity Reservation).
+    lifecycle: Lifecycle = "on-demand"
     zone: str | None = None
     root_device_type: str = "ebs"
     public_ip: str | None = None
@@ -37,6 +54,12 @@ class Instance:
     launch_template_id: str | None = None
     launch_template_version: str | None = None
     iam_instance_profile: str | None = None
+    #: The capacity reservation the instance runs in (a Capacity Block's too), and how it targets reservations.
+    capacity_reservation_id: str | None = None
+    capacity_reservation_preference: str | None = None
+    capacity_block_id: str | None = None
+    #: The reservation itself, when the caller read it (``governor.domain.capacity.with_reservations``).
+    reservation: Reservation | None = None
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 
 Before sending, the intent is claimed with a conditional write (``attribute_not_exists``) under a deterministic id
 (event id + instance + document); the id travels in the command's ``Comment``, and the CommandId is stored after.
-A retry that finds the intent with a CommandId reuses it; one that finds the intent without a CommandId (the earlier
-attempt died between sending and recording, or its answer was lost) looks the command up by its Comment and sends
-only when SSM has no such command, i.e. the earlier send was never accepted.
+A retry that finds the intent with a CommandId reuses it. One that finds the intent without a CommandId looks the
+command up by its Comment; when SSM has none, the claim may still belong to an invocation that is sending right now
+(two overlapping sweeps, a sweep and a Stop now click), so it is taken over only once it is older than
+:data:`TAKEOVER_AFTER` (longer than any single-attempt send can take), and only by a conditional write on the
+holder's token: of two late-comers one wins, and the holder's own send is never doubled.
 
 A protocol over two ports (the ledger and the commands adapter, both passed in), so the typed ``Checkpoint`` action
 runs it without importing the runtime; the commands adapter logs and counts a command it finds instead of resending.
@@ -12,7 +14,9 @@ runs it without importing the runtime; the commands adapter logs and counts a co
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,7 +30,15 @@ IN_DOUBT = (
     "in doubt: an earlier attempt failed between sending the command and recording its id; not sent again, so the "
     "job is not signalled twice"
 )
+IN_FLIGHT = "in flight: another invocation claimed this command moments ago and may be sending it; not sent twice"
 DOCUMENT = "AWS-RunShellScript"
+#: A claim without a command id younger than this may belong to a live invocation between claim and answer; the
+#: SendCommand client makes one attempt (3 s connect + 15 s read timeout), so a minute is well past any live send.
+TAKEOVER_AFTER = dt.timedelta(seconds=60)
+#: The claim time of a released claim (the send was refused): any retry may take it over at once.
+EPOCH = "1970-01-01T00:00:00+00:00"
+#: Transport errors raised before the request left (botocore's names; the domain imports no botocore).
+NOT_SENT_ERRORS = frozenset({"ConnectTimeoutError", "EndpointConnectionError", "ConnectionClosedError"})
 
 
 class Sent(Protocol):
@@ -64,16 +76,19 @@ def send_command_once(
     timeout_seconds: int,
     what: str = "checkpoint",
     document: str = DOCUMENT,
+    clock: Callable[[], dt.datetime] | None = None,
 ) -> OnceResult:
-    """Send ``command`` to ``instance_id`` at most once for this event, however often this is called."""
+    """Send ``command`` to ``instance_id`` at most once for this event, however often and however concurrently this
+    is called."""
     key = intent_id(event_id, instance_id, document)
     comment = comment_for(key, what)
     token = uuid.uuid4().hex
+    now = (clock or _utcnow)()
     base = {"event_id": event_id, "instance_id": instance_id, "document": document, "comment": comment}
     found = ledger.get_item(INTENT_KIND, key)
     mine = False
     if found is None:
-        mine = ledger.claim(INTENT_KIND, key, {**base, "token": token})
+        mine = ledger.claim(INTENT_KIND, key, {**base, "token": token, "claimed_at": now.isoformat()})
         if not mine:  # the claim's answer was lost and botocore resent it, or someone else claimed in between
             found = ledger.get_item(INTENT_KIND, key)
             mine = found is not None and found.get("token") == token
@@ -89,10 +104,49 @@ def send_command_once(
             return OnceResult(True, earlier, reused=True)
         if not callable(finder):  # nothing can prove the earlier send never arrived: do not risk a second one
             return OnceResult(False, error=IN_DOUBT, reused=True)
-    sent: Sent = commands.send(instance_id, command, timeout_seconds, comment=comment)
+        claimed = _claimed_at(found)
+        fresh = claimed is None or now - claimed < TAKEOVER_AFTER
+        if fresh and not found.get("released"):  # its holder may be sending right now
+            return OnceResult(False, error=IN_FLIGHT, reused=True)
+        taken = {**base, "token": token, "claimed_at": now.isoformat(), "took_over": str(found.get("token") or "")}
+        if not ledger.claim(INTENT_KIND, key, taken, replacing=("token", str(found.get("token") or ""))):
+            again = ledger.get_item(INTENT_KIND, key)
+            if again is None or again.get("token") != token:  # another late-comer took it over first
+                return OnceResult(False, error=IN_FLIGHT, reused=True)
+    try:
+        sent: Sent = commands.send(instance_id, command, timeout_seconds, comment=comment)
+    except Exception as error:
+        if _refused(error):  # SSM answered with an error, or the request never left: nothing was sent, free the claim
+            released = {**base, "token": f"released:{token}", "claimed_at": EPOCH, "released": str(error)[:200]}
+            ledger.claim(INTENT_KIND, key, released, replacing=("token", token))
+        raise
     ledger.put_item(
         INTENT_KIND,
         key,
         {**base, "token": token, "command_id": sent.command_id, "delivered": sent.delivered, "error": sent.error},
     )
     return OnceResult(sent.delivered, sent.command_id, sent.error)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _refused(error: Exception) -> bool:
+    """True when the send certainly did not reach SSM: an error answer (``ClientError`` carries ``response``), or a
+    connection that failed before the request left. A read timeout is not: the command may have been sent."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict) and (response.get("Error") or {}).get("Code"):
+        return True
+    return type(error).__name__ in NOT_SENT_ERRORS
+
+
+def _claimed_at(item: dict[str, Any]) -> dt.datetime | None:
+    value = item.get("claimed_at") or item.get("at")
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)

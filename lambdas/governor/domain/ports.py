@@ -34,10 +34,37 @@ def handling_event_from(account: object, region: object) -> Iterator[None]:
         _EVENT_ORIGIN.reset(token)
 
 
+_PARKED: ContextVar[list[str] | None] = ContextVar("governor_parked", default=None)
+
+
+def note_parked(reason: str) -> None:
+    """A dead-letter queue took this invocation's event (or part of its work) to be replayed later; the runner's
+    idempotency must then not remember the invocation as done, or ``governor dlq replay`` would get the stored result
+    instead of a delivery. Every ``DeadLetters`` implementation calls this."""
+    parked = _PARKED.get()
+    if parked is not None:
+        parked.append(reason)
+
+
+@contextmanager
+def watching_parks() -> Iterator[list[str]]:
+    """Collect what :func:`note_parked` reports while the body runs."""
+    parked: list[str] = []
+    token = _PARKED.set(parked)
+    try:
+        yield parked
+    finally:
+        _PARKED.reset(token)
+
+
 class Ledger(Protocol):
     """Every decision, including "no action" and dry runs, with its reason and evidence."""
 
-    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None) -> str: ...
+    def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None, held: bool = False) -> str:
+        """Record ``decision`` under (resource, policy, event). A later "no action" entry never erases an "act" entry
+        of the same key (a retry that finds the resource already fixed), unless ``held``: the runner's re-read held
+        the action back and no outcome of it was recorded, so the "act" entry would claim something never done."""
+        ...
 
     def record_many(self, decisions: Sequence[Decision], *, event_id: str, at: dt.datetime | None = None) -> list[str]:
         """A sweep's decisions in as few requests as the store allows, with ``record``'s guarantees."""
@@ -49,8 +76,12 @@ class Ledger(Protocol):
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]: ...
 
-    def claim(self, kind: str, key: str, item: dict[str, Any]) -> bool:
-        """Write ``item`` only if no item has this key (a conditional write); False when one already exists."""
+    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool:
+        """Write ``item`` only if no item has this key (a conditional write); False when one already exists.
+
+        With ``replacing=(field, value)`` the write succeeds only if the item exists and its ``field`` still holds
+        ``value`` (compare-and-set: a takeover of a stale claim, a breaker state read at version N); with ``value``
+        None, only if the item exists without ``field``."""
         ...
 
 

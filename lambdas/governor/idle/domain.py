@@ -19,11 +19,12 @@ from typing import Any, Literal, Protocol
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
 from governor.domain.breaker import Breaker
+from governor.domain.capacity import idle_hold, purchase_model
 from governor.domain.decision import Decision, Severity, Verdict
 from governor.domain.fleet import UNKNOWN, Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
 from governor.domain.times import parse_time
-from governor.idle.ownership import kubernetes_node
+from governor.idle.ownership import cluster_name, kubernetes_node
 from governor.policy import IdlePolicy, Policy
 
 POLICY = "idle"
@@ -667,9 +668,14 @@ def assess_for_sweep(instance: Instance, signals: Signals, policy: Policy, now: 
 def reclaim_action(instance: Instance, policy: IdlePolicy) -> Literal["stop", "terminate"]:
     """Stop keeps the disks (on-demand, EBS-backed); Spot and instance-store roots cannot be kept, so terminate.
 
-    A member of an Auto Scaling group is always terminated through the group: a stopped member is replaced.
+    A member of an Auto Scaling group is always terminated through the group: a stopped member is replaced. A
+    Kubernetes node its cluster drains is removed (terminated) by its owner.
     """
-    if instance.root_device_type == "instance-store" or auto_scaling_group(instance):
+    if (
+        instance.root_device_type == "instance-store"
+        or auto_scaling_group(instance)
+        or draining_cluster(instance, policy)
+    ):
         return "terminate"
     return policy.spot_action if instance.lifecycle == "spot" else policy.on_demand_action
 
@@ -686,9 +692,24 @@ def kubernetes_owner(instance: Instance) -> str | None:
     return node.describe() if node else None
 
 
+def draining_cluster(instance: Instance, policy: IdlePolicy) -> str | None:
+    """The ``idle.clusters`` entry with ``reclaim: drain`` this proven node belongs to (by name), or None."""
+    if kubernetes_node(instance.tags) is None:
+        return None
+    name = cluster_name(instance.tags)
+    return next((c.name for c in policy.clusters if c.name == name and c.reclaim == "drain"), None)
+
+
 def report_only_reason(instance: Instance, policy: IdlePolicy) -> str | None:
-    """Why this instance may only be reported, never reclaimed: its capacity belongs to a cluster or a group."""
+    """Why this instance may only be reported, never reclaimed: its capacity is paid for or lent (a Capacity Block,
+    a capacity reservation: ``governor.domain.capacity``), or belongs to a cluster or a group (unless the policy
+    drains that cluster's idle nodes through its own API)."""
+    held = idle_hold(purchase_model(instance), policy.reserved_capacity)
+    if held:
+        return held
     node = kubernetes_owner(instance)
+    if node and draining_cluster(instance, policy):
+        return None
     if node:
         return (
             f"{node}: its cluster autoscaler owns the capacity and would replace it, so it is reported only and its "
@@ -797,7 +818,10 @@ def decide(
     idle = policy.idle
     enforce = idle.enforce
     owner = ownership(instance.tags, policy.fleet)
-    evidence = dict(assessment.evidence)
+    # Who and what, as the sweep saw them: ``governor status --target`` shows an organisation target's fleet from the
+    # ledger alone (the operator's credentials cannot describe another account's instances).
+    evidence = {"owner": owner.owner, "team": owner.team, "instance_type": instance.type, **assessment.evidence}
+    evidence["purchase"] = purchase_model(instance).evidence()
     if assessment.status == "stalled":
         step = interval or sweep_interval(idle)
         since = parse_time(evidence.get("stalled_since"))
@@ -906,8 +930,15 @@ def decide(
     if "checkpoint_status" in evidence:
         reasons.append(f"checkpoint command ended {evidence['checkpoint_status']}")
     group = auto_scaling_group(instance)
+    cluster = draining_cluster(instance, idle)
     through: dict[str, Any] = {"via": "autoscaling", "group": group, "decrement_desired": True} if group else {}
-    if group:
+    if cluster:
+        through = {"via": "kubernetes", "group": cluster, "decrement_desired": True}
+        reasons.append(
+            f"through EKS cluster {cluster}: cordoned, drained through the Eviction API (PodDisruptionBudgets "
+            "respected), then removed by its owner (Karpenter NodeClaim deleted, or terminated in its node group)"
+        )
+    elif group:
         reasons.append(f"through Auto Scaling group {group}, desired capacity decremented (never below its minimum)")
     reasons += notes
     actions = [

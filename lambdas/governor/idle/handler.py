@@ -19,12 +19,23 @@ from pydantic import Field
 
 from governor import runner
 from governor.adapters.aws import per_session
+from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
-from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
+from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
+from governor.domain.capacity import ReservationReader, with_reservations
 from governor.domain.decision import Action, Decision, Finding
-from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership, snoozed_until, tag_problems
+from governor.domain.fleet import (
+    LAUNCH_KIND,
+    Instance,
+    Ownership,
+    checkpoint_choice,
+    exemption,
+    ownership,
+    snoozed_until,
+    tag_problems,
+)
 from governor.domain.model import Model
 from governor.domain.ports import utcnow
 from governor.domain.tagging import bounded_instance
@@ -56,10 +67,12 @@ from governor.idle.domain import (
     sweep,
     sweep_interval,
 )
+from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
-from governor.idle.sources import metric_source
+from governor.idle.sources import attribution, metric_source
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox, finding_id
+from governor.policy import KubernetesCluster
 from governor.runtime import Runtime, default_runtime, fan_out, run_edge
 
 SCHEDULED = "Scheduled Event"
@@ -87,17 +100,29 @@ class IdleAws:
     commands: SsmCommands
     groups: AutoScalingGroups | None = None
     clock: Callable[[], dt.datetime] = field(default=utcnow)
+    #: Capacity reservations (end dates, match criteria); None: the instances' own EC2 fields alone hold them.
+    reservations: ReservationReader | None = None
+    nodes: KubernetesNodes | None = None  # EKS nodes drained through their cluster's API (idle.clusters reclaim)
     respond: Callable[[str, dict[str, Any]], bool] = answer
 
 
 @per_session
-def _aws(region: str | None, memory_unit: str, source: str = "cloudwatch_agent") -> IdleAws:
+def _aws(
+    region: str | None,
+    memory_unit: str,
+    source: str = "cloudwatch_agent",
+    clusters: tuple[KubernetesCluster, ...] = (),
+) -> IdleAws:
+    groups = AutoScalingGroups(region)
+    drains = any(c.reclaim == "drain" for c in clusters)
     return IdleAws(
         Ec2Reader(region),
         Ec2Actions(region),
-        metric_source(source, region, memory_unit=memory_unit),
+        metric_source(source, region, memory_unit=memory_unit, clusters=clusters),
         SsmCommands(region),
-        AutoScalingGroups(region),
+        groups,
+        reservations=CapacityReservations(region),
+        nodes=KubernetesNodes(region, groups) if drains else None,
     )
 
 
@@ -146,8 +171,31 @@ def load_breaker(runtime: Runtime) -> Breaker:
     return Breaker.from_item(runtime.ledger.get_item(BREAKER_KIND, BREAKER_KEY))
 
 
-def store_breaker(runtime: Runtime, breaker: Breaker) -> None:
-    runtime.ledger.put_item(BREAKER_KIND, BREAKER_KEY, breaker.to_item())
+#: How often a sweep re-reads and re-plans when the breaker changed under it (an operator's re-arm, another sweep).
+BREAKER_ATTEMPTS = 5
+
+
+def _plan_with_breaker(
+    instances: list[Instance],
+    signals: Any,
+    marks: dict[str, Mark],
+    runtime: Runtime,
+    now: dt.datetime,
+    interval: dt.timedelta,
+) -> SweepPlan:
+    """The sweep's plan, its breaker state written with a conditional write on the version it was planned from.
+
+    A write that loses (``governor idle rearm`` or an overlapping sweep wrote in between) re-reads the breaker and
+    plans again from it: an operator's re-arm is never undone by a sweep that read the state before it, and two
+    overlapping sweeps trip the breaker (and raise its critical finding) once.
+    """
+    for _ in range(BREAKER_ATTEMPTS):
+        breaker, version = read_breaker(runtime.ledger)
+        plan: SweepPlan = sweep(instances, signals, marks, runtime.policy, now, interval=interval, breaker=breaker)
+        if plan.breaker == breaker or write_breaker(runtime.ledger, plan.breaker, version):
+            return plan
+        logger.info("idle breaker changed during the sweep: planned again from its new state")
+    raise RuntimeError(f"idle breaker: still contended after {BREAKER_ATTEMPTS} attempts; Lambda retries the sweep")
 
 
 def _store_mark(runtime: Runtime, instance_id: str, mark: Mark | None, now: dt.datetime) -> None:
@@ -193,6 +241,13 @@ def warning_finding_id(instance_id: str, mark: Mark, enforce: bool) -> str:
     return finding_id(f"idle-warning#{mark.idle_since.isoformat()}#{enforce}", instance_id, "idle.warned")
 
 
+def reclaim_finding_id(instance_id: str, spell: Mark | None, event_id: str) -> str:
+    """One id per idle spell for "stopped" / "terminated": a sweep and Stop now clicks that all pass the re-read post
+    one message, since the outbox keeps the id's acceptance and the notifier delivers an id once."""
+    scope = f"idle-reclaim#{spell.idle_since.isoformat()}" if spell is not None else event_id
+    return finding_id(scope, instance_id, "idle.acted")
+
+
 def _destructive(outcome: InstanceOutcome) -> bool:
     return any(a.type in ("checkpoint", "stop", "terminate") for a in outcome.decision.enforced_actions())
 
@@ -235,11 +290,15 @@ def settle(
     aws: IdleAws,
     now: dt.datetime | None = None,
     recheck: Assessment | None = None,
+    box: Outbox | None = None,
 ) -> tuple[list[str], Mark | None]:
     """Act, through the runner, on the enforced actions of one recorded decision, re-reading the instance (and its
     metrics, when the sweep re-read them) before anything destructive.
 
-    Returns what was done and the mark to keep for the next sweep (a checkpoint adds its command id to it).
+    Returns what was done and the mark to keep for the next sweep (a checkpoint adds its command id to it). With
+    ``box``, a stop or terminate stages its finding the moment it is done (under :func:`reclaim_finding_id`): a
+    failure later in the invocation (a tag, a ledger write) leaves it in the outbox, which the retry or the next
+    sweep publishes, and the exception carries what was done (``governor_done``) for the ledger.
     """
     at = now or event.time
     decision = outcome.decision
@@ -263,19 +322,39 @@ def settle(
         skipped = _held(decided, f"not acted on after re-reading: {why}", status="idle", verdict="ok")
         return runner.Hold(f"skipped: {why}", skipped)
 
+    done: list[str] = []
+    spell = outcome.prior or outcome.mark
+
     def after(action: Action, result: Outcome) -> None:
         mark = kept["mark"]
+        if result.done:
+            done.append(_idle_sentence(action, result))
         if action.type == "checkpoint" and mark is not None:
             status = "Pending" if result.data.get("delivered") else "Undeliverable"
             kept["mark"] = replace(mark, checkpoint_command_id=result.data.get("command_id"), checkpoint_status=status)
+        if action.type in ("stop", "terminate") and result.ok and box is not None and outcome.finding:
+            finding = _finding(decision, outcome.finding, outcome.instance, event, runtime)
+            box.add(
+                [
+                    finding.model_copy(
+                        update={
+                            "id": reclaim_finding_id(outcome.instance.id, spell, event.id),
+                            "detail": f"{finding.detail}; done: {'; '.join(done)}",
+                        }
+                    )
+                ]
+            )
 
     # No outbox here: the sweep publishes its findings in one batch, warnings by their episode's id.
     # One checkpoint per idle spell, not per sweep: a later sweep of the same spell whose mark lost the command id (the
     # mark write failed after SendCommand, or a re-warn rebuilt the mark) looks the command up instead of resending.
-    spell = outcome.prior or outcome.mark
     intent = f"idle-spell:{outcome.instance.id}:{spell.idle_since.isoformat()}" if spell is not None else None
     run = runner.Run(event.id, runtime.ledger, runtime.policy, aws, label="idle checkpoint", intent=intent)
-    settled = run.settle(decision, reread=reread, after=after, recorded=True)
+    try:
+        settled = run.settle(decision, reread=reread, after=after, recorded=True)
+    except Exception as error:
+        error.governor_done = list(done)  # type: ignore[attr-defined]  # read by the sweep's failure record
+        raise
     if settled.held is None:
         return [_idle_sentence(action, result) for action, result in settled.results if result.done], kept["mark"]
     if settled.held.why.startswith("reported only"):
@@ -304,7 +383,7 @@ def _idle_sentence(action: Action, result: Outcome) -> str:
 def _finding(
     decision: Decision, title: str, instance: Instance | None, event: GovernorEvent, runtime: Runtime
 ) -> Finding:
-    who = ownership(instance.tags, runtime.policy.fleet) if instance else None
+    who = owner(instance, runtime) if instance else None
     return Finding.from_decision(
         decision,
         title,
@@ -314,6 +393,17 @@ def _finding(
         region=event.region or runtime.region,
         event_id=event.id,
     )
+
+
+def owner(instance: Instance, runtime: Runtime) -> Ownership:
+    """The owner and team tags, else the ``governor:creator`` tag, else the creator lifecycle recorded from CloudTrail
+    (the report attributes the instance to the same person): a warning never says "unknown" when the ledger knows."""
+    who = ownership(instance.tags, runtime.policy.fleet)
+    if who.source != "unknown":
+        return who
+    launch = runtime.ledger.get_item(LAUNCH_KIND, instance.id) or {}
+    creator = str(launch.get("creator") or "").strip()
+    return Ownership(owner=creator, team=who.team, source="creator") if creator else who
 
 
 def skip_stale(event: GovernorEvent, runtime: Runtime, now: dt.datetime) -> dict[str, Any] | None:
@@ -381,30 +471,39 @@ def ignored_tags(
 def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
     """List, read, decide at the clock's time, record every verdict, then act within the rate limit and report.
 
-    A late event is judged now, not at its own time. An event stamped ahead of the clock (clock skew, or the local
-    demo's simulated day) is judged at its own time: with no samples from then, freshness makes it unmonitored.
+    A late event is judged now, not at its own time. An event stamped ahead of the clock (clock skew, a forged or
+    mistyped replay) is judged at the function's clock too: judged at its own time there would be no samples from then,
+    every instance would read unmonitored and lose its idle mark (a second warning under a new id, the stop delayed).
     """
-    now = max(aws.clock(), event.time)
+    now = aws.clock()
+    if event.time > now:
+        logger.warning(
+            "idle sweep stamped ahead of the clock: judged now",
+            extra={"event_id": event.id, "event_time": event.time.isoformat(), "now": now.isoformat()},
+        )
     skipped = skip_stale(event, runtime, now)
     if skipped is not None:
         return skipped
     policy = runtime.policy
     interval = sweep_interval(policy.idle)
     instances = [bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)]
+    instances, unread = with_reservations(instances, aws.reservations)
+    if unread:
+        logger.warning("idle sweep without reservation details", extra={"reason": unread})
     start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
+    runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
-    breaker = load_breaker(runtime)
-    plan: SweepPlan = sweep(instances, signals, marks, policy, now, interval=interval, breaker=breaker)
+    plan = _plan_with_breaker(instances, signals, marks, runtime, now, interval)
     runtime.ledger.record_many([outcome.decision for outcome in plan.outcomes], event_id=event.id)
-    if plan.breaker != breaker:
-        store_breaker(runtime, plan.breaker)
     findings: list[Finding] = []
-    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=lambda: max(aws.clock(), event.time))
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
     box.resume()  # a retried sweep publishes what its earlier attempt staged
-    box.flush_stale(POLICY)  # and what earlier sweeps left unsent
+    # and what any function left unsent: the idle sweep is the one schedule every deployment runs (every 15 minutes),
+    # so a Spot finding whose event was parked and whose instance is gone is still delivered without a replay
+    box.flush_stale()
     warnings: dict[str, tuple[str, Mark]] = {}  # instance -> (warning finding id, mark waiting for its publication)
     by_id = {i.id: i for i in instances}
     for ignored in ignored_tags(instances, stored, runtime, now):
@@ -429,11 +528,14 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     for outcome in plan.outcomes:
         instance_id = outcome.instance.id
         try:
-            result, mark = settle(outcome, event, runtime, aws, now, rechecked.get(instance_id))
+            result, mark = settle(outcome, event, runtime, aws, now, rechecked.get(instance_id), box)
         except Exception as error:  # one instance's failure must not stop the sweep; the next sweep retries it
             logger.exception("idle action failed", extra={"instance_id": instance_id, "event_id": event.id})
             metrics.add_metric(name="IdleActionFailures", unit="Count", value=1)
-            result, mark = [f"failed: {error.__class__.__name__}: {error}"], outcome.prior
+            # What was done before the failure stays on the record (a stop that happened is not "failed" alone);
+            # its finding is already staged in ``box`` and goes out with the sweep's.
+            earlier = list(getattr(error, "governor_done", []))
+            result, mark = [*earlier, f"failed: {error.__class__.__name__}: {error}"], outcome.prior
             runtime.ledger.record(
                 outcome.decision.model_copy(update={"evidence": {**outcome.decision.evidence, "done": result}}),
                 event_id=event.id,
@@ -459,6 +561,10 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
                 finding = finding.model_copy(update={"detail": f"{finding.detail}; done: {'; '.join(result)}"})
             if warning_id:
                 finding = finding.model_copy(update={"id": warning_id})
+            elif outcome.outcome == "acted" and any(s.startswith(("stopped", "terminated")) for s in result):
+                finding = finding.model_copy(
+                    update={"id": reclaim_finding_id(instance_id, outcome.prior or outcome.mark, event.id)}
+                )
             findings.append(finding)
     box.add(findings)
     accepted = box.flush(raise_on_failure=False)  # what is not accepted stays in the outbox for the next sweep
@@ -478,6 +584,11 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     ):
         metrics.add_metric(name=metric, unit="Count", value=counts.get(name, 0))
     logger.info("idle sweep", extra={"instances": len(instances), "outcomes": counts})
+    runtime.ledger.put_item(
+        LAST_SWEEP_KIND,
+        BREAKER_KEY,
+        {"event_id": event.id, "judged_at": now.isoformat(), "instances": len(instances), "outcomes": counts},
+    )
     return {
         "status": "swept",
         "event_id": event.id,
@@ -507,7 +618,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     instance_id = request.instance_id
     policy = runtime.policy
     idle = policy.idle
-    now = max(aws.clock(), event.time)
+    now = aws.clock()  # a click stamped ahead of the clock is judged now, as a sweep is
     who = f"{request.requested_by or 'unknown person'} (Slack {request.slack_user})"
     asked = {"requested_by": request.requested_by, "slack_user": request.slack_user, "token": request.token}
     blocks = event.detail.message_blocks
@@ -533,10 +644,19 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
 
     if now - event.time > STOP_REQUEST_MAX_AGE:
         return refuse(f"the request arrived more than {STOP_REQUEST_MAX_AGE} after the click")
+    earlier = _reclaimed_by(runtime, instance_id, event.id)
+    if earlier is not None:  # a retry after this request's own stop: report it, do not refuse "it is stopped now"
+        box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
+        box.resume()
+        box.flush()
+        if runtime.ledger.get_item(MARK_KIND, instance_id):
+            _store_mark(runtime, instance_id, None, now)
+        return finish(earlier, f"{instance_id} {earlier} for {who}")
     live = aws.instances.instance(instance_id)
     if live is None or live.state != "running":
         return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
     live = bounded(live, runtime, now)
+    live = with_reservations([live], aws.reservations)[0][0]
     if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
         return refuse(f"{instance_id} is not a GPU fleet instance")
     if load_breaker(runtime).open:
@@ -617,7 +737,9 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     verb = {"stop": "stopped", "terminate": "terminated"}[action]
     title = f"Idle GPU instance {instance_id} ({live.type}) {verb} on request of {request.requested_by or who}"
     outcome = InstanceOutcome(live, "acted", decision, None, title, prior=mark)
-    done, _ = settle(outcome, event, runtime, aws, now, assessment)
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
+    box.resume()
+    done, _ = settle(outcome, event, runtime, aws, now, assessment, box)
     if any(s.startswith(("skipped", "reported only")) for s in done):
         metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
         return finish("refused", f"Not {verb}: {'; '.join(done)} (Stop now by {who})")
@@ -626,12 +748,28 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     if stored is not None:
         _store_mark(runtime, instance_id, None, now)
     finding = _finding(decision, title, live, event, runtime)
-    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
-    box.resume()
-    box.add([finding.model_copy(update={"detail": f"{finding.detail}; done: {'; '.join(done)}"})])
+    box.add(
+        [
+            finding.model_copy(
+                update={
+                    "id": reclaim_finding_id(instance_id, mark, event.id),
+                    "detail": f"{finding.detail}; done: {'; '.join(done)}",
+                }
+            )
+        ]
+    )
     box.flush()
     metrics.add_metric(name="IdleActions", unit="Count", value=1)
     return finish(verb, f"{instance_id} {verb} for {who}")
+
+
+def _reclaimed_by(runtime: Runtime, instance_id: str, event_id: str) -> str | None:
+    """ "stopped" / "terminated" when an earlier attempt of this request already did it (its outcome is recorded)."""
+    for action, verb in (("stop", "stopped"), ("terminate", "terminated")):
+        item = runtime.ledger.get_item(runner.ACTION_KIND, f"{instance_id}#{event_id}#{action}")
+        if item and item.get("ok"):
+            return verb
+    return None
 
 
 @dataclass(frozen=True)
@@ -708,7 +846,8 @@ def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: An
     execution id or click; ``context`` lets the idempotency record of a sweep that times out expire with it."""
 
     def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        chosen = aws or _aws(rt.region, rt.policy.idle.gpu_memory_unit, rt.policy.idle.metric_source)
+        idle = rt.policy.idle
+        chosen = aws or _aws(rt.region, idle.gpu_memory_unit, idle.metric_source, idle.clusters)
         return runner.once_per_event(
             event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, chosen), context=context
         )
@@ -724,15 +863,16 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
     source = runtime.policy.idle.metric_source
     member = member_target(event)
     if member is None:
-        return _aws(runtime.region, unit, source)
+        return _aws(runtime.region, unit, source, runtime.policy.idle.clusters)
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
     return IdleAws(
         Ec2Reader(region, **where),
         Ec2Actions(region, **where),
-        metric_source(source, region, client("cloudwatch", region, **where), unit),
+        metric_source(source, region, client("cloudwatch", region, **where), unit, runtime.policy.idle.clusters),
         SsmCommands(region, **where),
         AutoScalingGroups(region, client("autoscaling", region, **where)),
+        reservations=CapacityReservations(region, **where),
     )
 
 

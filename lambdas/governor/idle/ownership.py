@@ -55,6 +55,17 @@ def kubernetes_claim(tags: Mapping[str, str]) -> KubernetesClaim | None:
     return KubernetesClaim(tag, group, launched)
 
 
+def cluster_name(tags: Mapping[str, str]) -> str | None:
+    """The cluster the node's tags name (``eks:cluster-name``, else a ``kubernetes.io/cluster/<name>`` key). Only
+    which cluster's API to ask: that API must then confirm the node is this instance before anything is done."""
+    named = tags.get("eks:cluster-name", "").strip()
+    if named:
+        return named
+    return next(
+        (key.removeprefix(KUBERNETES_TAG_PREFIX) for key in tags if key.startswith(KUBERNETES_TAG_PREFIX)), None
+    )
+
+
 def kubernetes_node(tags: Mapping[str, str]) -> KubernetesClaim | None:
     """A Kubernetes node AWS's own tags prove a node group launched; None otherwise."""
     claim = kubernetes_claim(tags)

@@ -26,7 +26,7 @@ from typing import Any
 from governor.domain.actions import AnyAction, Notify, Record, Tag
 from governor.domain.costs import PriceBook
 from governor.domain.decision import Decision, Verdict
-from governor.domain.fleet import Instance, Ownership, ownership
+from governor.domain.fleet import LAUNCH_KIND, Instance, Ownership, ownership
 from governor.domain.identity import creator as creator
 from governor.domain.tagging import TAG_SET as TAG_SET
 from governor.domain.tagging import ResourceKind, TagSetting, decide_setting, settings_from, tag_pairs
@@ -38,7 +38,7 @@ from governor.policy import Policy
 POLICY = "lifecycle"
 SESSION = "session"
 OPEN_SESSION = "open-session"
-LAUNCH = "launch"
+LAUNCH = LAUNCH_KIND
 STATE_CHANGE = "EC2 Instance State-change Notification"
 RUNNING = "running"
 CLOSING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from governor.domain.actions import AnyAction, Notify
 from governor.domain.decision import Decision, Finding, Severity, Verdict
 from governor.domain.escape import email_header, html_text, slack_text
+from governor.domain.fleet import UNKNOWN as UNKNOWN_OWNER
 from governor.domain.times import parse_time
 from governor.notifier.messages import (
     Block,
@@ -266,24 +267,51 @@ def action_sentence(action: dict[str, Any]) -> str | None:
     return f"Did: {words}" if done else f"Would do: {words}{REPORT_ONLY}"
 
 
-def _action_line(action: dict[str, Any]) -> str | None:
+def _action_line(
+    action: dict[str, Any], owner: str | None = None, people: Mapping[str, str] | None = None
+) -> str | None:
+    """One action as a bullet; a warning addressed to a known owner starts with their mention."""
+    if action.get("type") == "warn" and (not action.get("owner") or action.get("owner") == UNKNOWN_OWNER) and owner:
+        action = {**action, "owner": owner}  # the owner the finding resolved (a recorded creator), not "unknown"
     sentence = action_sentence(action)
-    return f"• {slack_text(sentence)}" if sentence else None
+    if not sentence:
+        return None
+    who = str(action.get("owner") or "")
+    user = (people or {}).get(who.strip().lower()) if action.get("type") == "warn" else None
+    if user and sentence.startswith(f"{who}: "):
+        return f"• <@{user}>: {slack_text(sentence[len(who) + 2 :])}"
+    return f"• {slack_text(sentence)}"
 
 
-def finding_blocks(item: MergedFinding) -> list[Block]:
-    """The blocks of one finding: what, about which resource, who owns it, what the governor did or would do."""
+def slack_people(slack_users: Mapping[str, str]) -> dict[str, str]:
+    """Email (lower case) -> Slack user id, from the policy's ``interactions.slack_users`` (id -> email)."""
+    return {email.lower(): user for user, email in slack_users.items()}
+
+
+def owner_text(owner: str | None, people: Mapping[str, str]) -> str:
+    """The owner as Slack shows it: a mention (``<@U…>``, which notifies them) when their Slack identity is known,
+    else the name escaped; an unknown owner is said to be unknown, never left blank."""
+    if not owner or owner == UNKNOWN_OWNER:
+        return "unknown (no owner tag or recorded creator)"
+    user = people.get(owner.strip().lower())
+    return f"<@{user}> ({slack_text(owner)})" if user else slack_text(owner)
+
+
+def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None) -> list[Block]:
+    """The blocks of one finding: what, about which resource, who owns it (pinged when their Slack id is known),
+    what the governor did or would do."""
     f = item.finding
+    people = people or {}
     lines = [
         f"{_ICON[f.severity]} *{slack_text(f.title)}*",
         f"*Severity* {f.severity}   *Rule* `{slack_text(f.rule)}`   *Resource* `{slack_text(f.resource)}`",
     ]
     if f.owner or f.team:
-        lines.append(f"*Owner* {slack_text(f.owner or 'unknown')}   *Team* {slack_text(f.team or 'unknown')}")
+        lines.append(f"*Owner* {owner_text(f.owner, people)}   *Team* {slack_text(f.team or 'unknown')}")
     if f.detail:
         lines.append(slack_text(f.detail))
     blocks = section("\n".join(lines))
-    lines = [line for line in map(_action_line, f.actions) if line]
+    lines = [line for line in (_action_line(a, f.owner, people) for a in f.actions) if line]
     if lines:
         blocks += section("\n".join(lines))
     if item.buttons is not None:
@@ -318,11 +346,12 @@ def summary_line(items: Sequence[MergedFinding]) -> str:
     return f"GPU Fleet Governor: {first}" if len(items) == 1 else f"GPU Fleet Governor: {', '.join(parts)} findings"
 
 
-def slack_messages(items: Sequence[MergedFinding]) -> list[Message]:
-    """Block Kit messages for a set of findings, split so every message is within Slack's limits."""
+def slack_messages(items: Sequence[MergedFinding], people: Mapping[str, str] | None = None) -> list[Message]:
+    """Block Kit messages for a set of findings, split so every message is within Slack's limits. ``people``
+    (:func:`slack_people`) turns known owners into mentions."""
     ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
     summary = slack_text(summary_line(ordered))  # the fallback ``text`` drives notifications: <!channel> too
-    return pack_messages([finding_blocks(item) for item in ordered], summary, header(summary))
+    return pack_messages([finding_blocks(item, people) for item in ordered], summary, header(summary))
 
 
 # --- email ---------------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from governor.notifier.domain import (
     merge_key,
     plan_deliveries,
     slack_messages,
+    slack_people,
 )
 from governor.observability import logger, metrics, tracer
 from governor.runtime import Runtime, account_of, default_runtime, idempotent_on_event_id, run_edge
@@ -84,7 +85,10 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
         return {"status": "merged", "merged": step.item.merged}
     item = with_buttons(step.item, runtime, now)
     deliveries = plan_deliveries([item], policy)
-    rendered = {d.key: (slack_messages(d.items) if d.channel == "slack" else email_for(d.items)) for d in deliveries}
+    people = slack_people(runtime.policy.interactions.slack_users)
+    rendered = {
+        d.key: (slack_messages(d.items, people) if d.channel == "slack" else email_for(d.items)) for d in deliveries
+    }
     if not policy.enforce:
         for delivery in deliveries:
             content = rendered[delivery.key]

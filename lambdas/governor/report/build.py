@@ -35,6 +35,17 @@ def with_history(report: Report, history: Iterable[TrendPoint], periods: int = T
     return report
 
 
+def price_book(policy: Policy, region: str | None, ce: Any = None, until: dt.datetime | None = None) -> costs.PriceBook:
+    """The report's prices in order of truth: effective rates (Cost Explorer's amortised cost) when configured, else
+    the price recorded with each usage session, else the policy's table; each figure's source is named in the report."""
+    effective = None
+    if policy.lifecycle.effective_rates == "cost_explorer":
+        from governor.adapters.cost_explorer import CostExplorerRates
+
+        effective = CostExplorerRates(policy.lifecycle.effective_rate_days, ce, now=until)
+    return costs.PriceBook(policy.lifecycle, region=region, effective=effective)
+
+
 def build_report(
     *,
     kind: ReportKind,
@@ -63,7 +74,7 @@ def build_report(
         generated_at=generated,
         security=security,
         cost=cost,
-        findings=findings_section(ledger_items, policy, start, end),
+        findings=findings_section(ledger_items, policy, start, end, book),
         budgets=budget_section(ledger_items, policy, end, book),
         charts=fleet_charts(ledger_items, cost, start, end),
         utilisation=utilisation_series(ledger_items, start, end),
@@ -135,8 +146,21 @@ def _team_cost(cost: CostSection, team: str) -> CostSection:
             "would_reclaim_gpu_hours_by_team": {},
             "by_account": None,  # a team digest shows its own spend, not the organisation's
             "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
+            **_team_energy(cost, {str(r.get("instance_id")) for r in offenders}),
         }
     )
+
+
+def _team_energy(cost: CostSection, instances: set[str]) -> dict[str, Any]:
+    """The team's share of the idle GPU energy: its own instances' kWh and CO2e."""
+    own = {i: v for i, v in cost.idle_energy_by_instance.items() if i in instances}
+    return {
+        "idle_energy_kwh": round(sum(kwh for kwh, _ in own.values()), 2),
+        "idle_co2e_kg": round(sum(kg for _, kg in own.values()), 2),
+        "idle_energy_by_instance": own,
+        "idle_energy_unknown_gpu_hours": 0.0,
+        "energy": cost.energy.model_copy(update={"rows": []}),
+    }
 
 
 def _total(rows: Iterable[Mapping[str, Any]], column: str) -> float:

@@ -27,18 +27,21 @@ from governor.domain.escape import html_text
 from governor.domain.model import Model
 from governor.domain.times import parse_time
 
-# One palette for HTML, email and PNG (colour-blind safe: blue / orange / grey, after the Okabe-Ito set).
+# One palette for HTML, email and PNG (colour-blind safe: blue / orange / grey, after the Okabe-Ito set), one
+# meaning per colour everywhere in the report: blue is busy, orange is idle (GPU-hours and the dollars they cost),
+# grey is "no sample". The heat map shades blue only, so a quarter-busy GPU never looks like an idle one.
 PALETTE = {
     "busy": "#0072b2",
     "idle": "#e69f00",
     "unmonitored": "#a3a3a3",
-    "cost": "#d55e00",
     "grid": "#e5e7eb",
     "text": "#374151",
-    "empty": "#f3f4f6",
+    "empty": "#a3a3a3",
 }
-# Heat map: 0 % (idle, pale) to 100 % (busy, dark blue); cells without a sample use PALETTE["empty"].
-HEAT_STOPS = ((0.0, (254, 243, 199)), (0.3, (253, 186, 116)), (0.6, (96, 165, 250)), (1.0, (0, 114, 178)))
+# Heat map: 0 % (pale) to 100 % (busy, dark blue), in HEAT_LEVELS steps (a class each, so the email stays small);
+# cells without a sample are PALETTE["empty"], the chart's "unmonitored" grey.
+HEAT_STOPS = ((0.0, (239, 246, 255)), (1.0, (0, 114, 178)))
+HEAT_LEVELS = 6
 HEATMAP_ROWS = 10
 MAX_BARS = 48
 
@@ -165,20 +168,29 @@ def heatmap(
     return [start + step * i for i in range(count)], rows
 
 
-def heat_colour(value: float | None) -> str:
-    """The heat map's colour for a utilisation percentage (linear between ``HEAT_STOPS``)."""
+def heat_level(value: float | None) -> str:
+    """The heat map's class for a utilisation percentage: ``hn`` (no sample) or ``h0`` .. ``h5``."""
     if value is None:
-        return PALETTE["empty"]
+        return "hn"
     x = min(max(value / 100.0, 0.0), 1.0)
-    for (x0, c0), (x1, c1) in itertools.pairwise(HEAT_STOPS):
-        if x <= x1:
-            t = (x - x0) / (x1 - x0) if x1 > x0 else 0.0
-            r, g, b = (round(a + (z - a) * t) for a, z in zip(c0, c1, strict=True))
-            return f"#{r:02x}{g:02x}{b:02x}"
-    return "#{:02x}{:02x}{:02x}".format(*HEAT_STOPS[-1][1])
+    return f"h{min(int(x * HEAT_LEVELS), HEAT_LEVELS - 1)}"
 
 
-# --- SVG -----------------------------------------------------------------------------------------------------------
+def heat_colour(value: float | None) -> str:
+    """The colour of a heat map cell: the middle of its level, between the two ``HEAT_STOPS``."""
+    level = heat_level(value)
+    if level == "hn":
+        return PALETTE["empty"]
+    t = (int(level[1:]) + 0.5) / HEAT_LEVELS
+    (_, c0), (_, c1) = HEAT_STOPS
+    r, g, b = (round(a + (z - a) * t) for a, z in zip(c0, c1, strict=True))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def heat_css() -> str:
+    """One CSS rule per heat level, shared by every cell (inline colours made the heat map most of the email)."""
+    levels = [f".heatmap .h{i}{{background:{heat_colour((i + 0.5) * 100 / HEAT_LEVELS)}}}" for i in range(HEAT_LEVELS)]
+    return "".join(levels) + f".heatmap .hn{{background:{PALETTE['empty']}}}"
 
 
 def _tick_label(at: dt.datetime, step_minutes: int, span: dt.timedelta) -> str:
@@ -273,40 +285,45 @@ def bars_html(rows: Sequence[tuple[str, float]], money: bool = True) -> str:
         shown = f"${value:,.2f}" if money else f"{value:,.1f}"
         body.append(
             f"<tr><td class='bar-label' title='{html_text(label)}'>{html_text(label)}</td>"
-            f"<td class='bar-cell'><div class='bar' style='width:{share}%;background:{PALETTE['cost']}'></div></td>"
+            f"<td class='bar-cell'><div class='bar' style='width:{share}%;background:{PALETTE['idle']}'></div></td>"
             f"<td class='num'>{shown}</td></tr>"
         )
     return "<table class='bars'><tbody>" + "".join(body) + "</tbody></table>"
 
 
-def heatmap_html(charts: FleetCharts) -> str:
-    """The top offenders' utilisation as a table of coloured cells (a tooltip gives each cell's value)."""
+def heatmap_html(charts: FleetCharts, *, tooltips: bool = True) -> str:
+    """The top offenders' utilisation as a table of shaded cells (``tooltips``: each cell's time and value; the email
+    leaves them out to stay small). Fixed layout: the cells narrow with the window instead of scrolling sideways."""
     if not charts.heatmap:
         return ""
     every = max(1, len(charts.heatmap_starts) // 6)
     head = "".join(
-        f"<th class='heat-tick'>{at:%H:%M}</th>" if i % every == 0 else "<th class='heat-tick'></th>"
+        f"<th class='heat-tick'>{at:%H:%M}</th>" if i % every == 0 else "<th></th>"
         for i, at in enumerate(charts.heatmap_starts)
     )
     rows = []
     for row in charts.heatmap:
-        cells = "".join(
-            f"<td class='heat' style='background:{heat_colour(v)}' "
-            f"title='{html_text(row.label)} {at:%Y-%m-%d %H:%M} UTC: "
-            f"{'no sample' if v is None else f'{v:.0f}%'}'></td>"
-            for at, v in zip(charts.heatmap_starts, row.values, strict=True)
-        )
+        if tooltips:
+            cells = "".join(
+                f"<td class='{heat_level(v)}' title='{at:%H:%M} {'no sample' if v is None else f'{v:.0f}%'}'></td>"
+                for at, v in zip(charts.heatmap_starts, row.values, strict=True)
+            )
+        else:  # runs of one level as one cell: an idle row is mostly one long run
+            runs = [(level, len(list(group))) for level, group in itertools.groupby(heat_level(v) for v in row.values)]
+            cells = "".join(
+                f"<td class={level}></td>" if n == 1 else f"<td colspan={n} class={level}></td>" for level, n in runs
+            )
         rows.append(f"<tr><td class='bar-label' title='{html_text(row.label)}'>{html_text(row.label)}</td>{cells}</tr>")
     scale = (
-        "".join(f"<span><i style='background:{heat_colour(v)}'></i>{v}%</span>" for v in (0, 25, 50, 75, 100))
-        + f"<span><i style='background:{PALETTE['empty']}'></i>no sample</span>"
+        "".join(f"<span><i class='{heat_level(v)}'></i>{v}%</span>" for v in (0, 20, 40, 60, 80, 100))
+        + "<span><i class='hn'></i>no sample</span>"
     )
     return (
-        "<div class='wide'><table class='heatmap'><thead><tr><th></th>"
+        "<table class='heatmap'><thead><tr><th class='heat-label'></th>"
         + head
         + "</tr></thead><tbody>"
         + "".join(rows)
-        + f"</tbody></table></div><p class='legend'>{scale}</p>"
+        + f"</tbody></table><p class='legend heatmap'>{scale}</p>"
     )
 
 

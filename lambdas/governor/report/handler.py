@@ -27,7 +27,7 @@ from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, pa
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.messages import Email
 from governor.observability import logger, metrics, tracer
-from governor.report.build import TREND_PERIODS, build_report, team_view, with_history
+from governor.report.build import TREND_PERIODS, build_report, price_book, team_view, with_history
 from governor.report.charts import utilisation_widget
 from governor.report.domain import period_for, previous_period
 from governor.report.model import Report, TrendPoint
@@ -348,6 +348,7 @@ def produce(
         start=start,
         end=end,
         policy=policy,
+        prices=price_book(policy, runtime.region, until=end),
         audit=current,
         previous_audit=previous,
         ledger_items=items,

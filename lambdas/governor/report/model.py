@@ -26,9 +26,12 @@ OFFENDER_COLUMNS = (
     "reclaimed_usd",
     "would_reclaim_usd",
 )
+ENERGY_TITLE = "Energy of idle GPU time, by GPU model"
+ENERGY_COLUMNS = ("gpu_model", "idle_gpu_hours", "idle_watts", "busy_watts", "idle_kwh", "draw_source")
 FINDING_COLUMNS = (
     "severity",
     "status",
+    "usd_per_day",
     "summary",
     "resource",
     "owner",
@@ -39,6 +42,7 @@ FINDING_COLUMNS = (
     "resolution",
     "policy",
     "rule",
+    "problem",
 )
 
 
@@ -92,6 +96,12 @@ class FindingRow(Model):
     resolution: str = ""
     remediation: str = ""
     enforced: bool = False
+    #: What is wrong, as the capability names it (``tcp 22 from 0.0.0.0/0``, ``idle``, ``unmonitored``): one row per
+    #: policy, resource and problem.
+    problem: str = ""
+    #: What the problem's instance costs a day while it stays open (its hourly price x 24); None when the problem
+    #: spends no money or the instance is unpriced.
+    usd_per_day: float | None = None
 
 
 BUDGET_COLUMNS = ("budget_usd", "spent_usd", "spent_percent", "burn_per_day_usd", "forecast_usd")
@@ -139,6 +149,8 @@ class TrendPoint(Model):
     open_critical: int = 0
     open_warning: int = 0
     audit_events: int = 0
+    idle_energy_kwh: float = 0.0
+    idle_co2e_kg: float = 0.0
 
 
 class SpotStats(Model):
@@ -157,6 +169,17 @@ class SpotStats(Model):
             columns=["week", "instance_type", "zone", "interruptions"],
         )
     )
+
+
+PAID_UNUSED_COLUMNS = (
+    "instance_id",
+    "instance_type",
+    "purchase",
+    "reservation_id",
+    "ends_at",
+    "idle_gpu_hours",
+    "idle_usd",
+)
 
 
 class CostSection(Model):
@@ -190,6 +213,27 @@ class CostSection(Model):
     notes: list[str] = Field(default_factory=list)
     #: Spend and idle figures per account and region (organisation mode); None while the ledger names one only.
     by_account: Table | None = None
+    #: The energy of idle GPU time (docs/reports.md, "GPU energy"): kWh, kg CO2e, idle GPU-hours of models with no
+    #: known draw (not counted), and the per-model table with each draw's source.
+    idle_energy_kwh: float = 0.0
+    idle_co2e_kg: float = 0.0
+    idle_energy_unknown_gpu_hours: float = 0.0
+    idle_energy_by_instance: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    energy: Table = Field(
+        default_factory=lambda: Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS))
+    )
+    #: Idle hours of capacity paid for whatever happens (Capacity Blocks, capacity reservations): never a saving.
+    #: Per instance type, where the rate behind its savings figures came from (effective rate, session, list, table).
+    price_sources: dict[str, str] = Field(default_factory=dict)
+    paid_unused_gpu_hours: float = 0.0
+    paid_unused_usd: float = 0.0
+    paid_unused: Table = Field(
+        default_factory=lambda: Table(
+            name="paid_unused", title="Paid for, unused: idle reserved capacity", columns=list(PAID_UNUSED_COLUMNS)
+        )
+    )
+    #: EKS GPU-hours and idle GPU-hours by cluster and namespace (DCGM pod labels); None without such records.
+    by_namespace: Table | None = None
 
 
 GOVERNOR_TAGS_TITLE = "Exemptions, snoozes, ownership tags and checkpoint names, by who set them"
@@ -246,11 +290,14 @@ class Report(Model):
         return [
             *([cost.by_account] if cost.by_account is not None else []),
             cost.by_team,
+            *([cost.by_namespace] if cost.by_namespace is not None else []),
             cost.by_owner,
             cost.by_type,
             cost.offenders,
+            *([cost.paid_unused] if cost.paid_unused.rows else []),
             cost.spot.by_pool,
             cost.rightsizing,
+            cost.energy,
             self.governor_tags,
         ]
 
@@ -297,6 +344,8 @@ class Report(Model):
             open_critical=sum(1 for f in self.open_findings if f.severity == "critical"),
             open_warning=sum(1 for f in self.open_findings if f.severity == "warning"),
             audit_events=sum(q.count for q in self.security),
+            idle_energy_kwh=self.cost.idle_energy_kwh,
+            idle_co2e_kg=self.cost.idle_co2e_kg,
         )
 
 

@@ -19,9 +19,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.aws import partition_of, per_session
 from governor.domain.decision import Finding
+from governor.domain.problems import problems_of
 from governor.events.findings import FindingEvent, parse_finding_event
 from governor.observability import logger, metrics, tracer
-from governor.registry import REGISTRY
 from governor.runtime import Runtime, account_of, default_runtime, idempotent_on_event_id, run_edge
 from governor.securityhub.domain import detection_finding, export_decision, finding_uid, security_finding
 from governor.securityhub.hub import OcsfArchive, SecurityHub
@@ -53,9 +53,16 @@ def parse(raw: Any, account: str | None = None) -> FindingEvent:
 
 
 def remediation(finding: Finding, runtime: Runtime) -> str | None:
-    """The sentence the report shows for this finding, from the raising capability's registry entry."""
-    capability = REGISTRY.raising(finding.policy)
-    return capability.remedy(finding.policy, finding.rule, runtime.policy) if capability is not None else None
+    """The sentence the report shows for this finding: its capability's own words (``governor.<name>.findings``)."""
+    decision = {
+        "policy": finding.policy,
+        "rule": finding.rule,
+        "severity": finding.severity,
+        "reasons": [finding.detail or finding.title],
+        "actions": finding.actions,
+    }
+    found = problems_of(decision, runtime.policy)
+    return found[0].remediation if found else None
 
 
 def ocsf_key(prefix: str, event: dict[str, Any], account: str, region: str, event_id: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import ConfigDict, Field
@@ -27,6 +27,12 @@ WARNING = "EC2 Spot Instance Interruption Warning"
 REBALANCE = "EC2 Instance Rebalance Recommendation"
 STATE_CHANGE = "EC2 Instance State-change Notification"
 COMMAND_STATUS = "EC2 Command Invocation Status-change Notification"
+#: Two minutes before instances in an interruptible capacity reservation are terminated (EC2 User Guide).
+RESERVATION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
+#: 40 minutes before a Capacity Block ends; AWS's documentation spells it both ways, so the rule matches both.
+BLOCK_EXPIRY = ("Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning")
+#: Instances in a block begin terminating this long before its end (the warning comes 10 minutes before that).
+BLOCK_TERMINATION_LEAD = dt.timedelta(minutes=30)
 SSM_SOURCE = "aws.ssm"
 FINAL_STATES = ("stopped", "terminated")
 REBALANCE_KIND = "rebalance"
@@ -47,6 +53,79 @@ class WarningDetail(_Detail):
 
     instance_id: InstanceId = Field(alias="instance-id")
     instance_action: Literal["terminate", "stop", "hibernate"] = Field(alias="instance-action")
+
+
+class ReservationWarningDetail(_Detail):
+    """``detail`` of "EC2 Capacity Reservation Instance Interruption Warning" (two minutes' notice)."""
+
+    instance_id: InstanceId = Field(alias="instance-id")
+    instance_action: Literal["terminate", "stop", "hibernate"] = Field(alias="instance-action")
+    instance_termination_time: dt.datetime | None = Field(None, alias="instance-termination-time")
+    az_id: str | None = Field(None, alias="azId")
+
+
+class BlockExpiryDetail(_Detail):
+    """``detail`` of the Capacity Block expiration warning: the reservation, not an instance, and when it ends."""
+
+    capacity_reservation_id: str = Field(alias="capacity-reservation-id", pattern=r"^cr-[0-9a-f]{8,32}$")
+    end_date: dt.datetime = Field(alias="end-date")
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Which interruption notice a warning decision answers: who gets it, and when termination begins."""
+
+    kind: Literal["spot", "capacity-reservation", "capacity-block"]
+    deadline: dt.datetime
+    reservation_id: str | None = None
+
+    @property
+    def lifecycle(self) -> str:
+        return {"spot": "spot", "capacity-reservation": "interruptible-capacity-reservation"}.get(
+            self.kind, "capacity-block"
+        )
+
+    @property
+    def rule(self) -> str:
+        return {"spot": "spot-interruption", "capacity-reservation": "capacity-reservation-interruption"}.get(
+            self.kind, "capacity-block-expiry"
+        )
+
+    @property
+    def label(self) -> str:
+        return {
+            "spot": "Spot interruption",
+            "capacity-reservation": "Capacity reservation interruption",
+            "capacity-block": "Capacity Block expiry",
+        }[self.kind]
+
+    def seconds_left(self, at: dt.datetime) -> float:
+        return max(0.0, (self.deadline - at).total_seconds())
+
+    def evidence(self, at: dt.datetime) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "notice": self.kind,
+            "terminates_at": self.deadline.isoformat(),
+            "seconds_left": round(self.seconds_left(at)),
+        }
+        if self.reservation_id:
+            found["reservation_id"] = self.reservation_id
+        return found
+
+
+def spot_notice(at: dt.datetime) -> Notice:
+    """Spot's warning: about two minutes, best effort."""
+    return Notice("spot", at + dt.timedelta(minutes=2))
+
+
+def reservation_notice(at: dt.datetime, termination: dt.datetime | None) -> Notice:
+    """The interruptible reservation's warning: its ``instance-termination-time``, else two minutes from the event."""
+    return Notice("capacity-reservation", termination or at + dt.timedelta(minutes=2))
+
+
+def block_notice(reservation_id: str, end: dt.datetime) -> Notice:
+    """The Capacity Block's warning: instances begin terminating 30 minutes before the block's ``end-date``."""
+    return Notice("capacity-block", end - BLOCK_TERMINATION_LEAD, reservation_id)
 
 
 class RebalanceDetail(_Detail):
@@ -76,6 +155,8 @@ class CommandStatusDetail(_Detail):
 
 class InstanceReader(Protocol):
     def instance(self, instance_id: str) -> Instance | None: ...
+
+    def in_reservation(self, reservation_id: str) -> list[Instance]: ...
 
 
 class Delivery(Protocol):
@@ -216,15 +297,30 @@ def _age_seconds(instance: Instance, at: dt.datetime) -> float:
     return max(0.0, (at - instance.launch_time).total_seconds())
 
 
-def _not_actionable(instance_id: str, instance: Instance | None, policy: Policy, now: dt.datetime) -> str | None:
-    """Why an instance is left alone: gone, outside the GPU fleet, or exempt. None: it is ours to protect."""
+def _not_actionable(
+    instance_id: str, instance: Instance | None, policy: Policy, now: dt.datetime, notice: Notice | None = None
+) -> str | None:
+    """Why an instance is left alone: gone, outside the GPU fleet, or exempt. None: it is ours to protect.
+
+    Each notice concerns one purchase model: Spot's warnings Spot instances, the reservation warning instances in an
+    interruptible reservation, the block's expiry instances in that very block.
+    """
     if instance is None:
         return f"{instance_id} no longer exists; nothing to checkpoint (recorded, not retried)"
     if instance.state in GONE_STATES:
         return f"{instance_id} is already {instance.state}; nothing to checkpoint (recorded, not retried)"
     if instance.state != "running":
         return f"{instance_id} is {instance.state}, not running; a warning about it is not acted on"
-    if instance.lifecycle != "spot":
+    if notice is not None and notice.kind != "spot":
+        if instance.lifecycle != notice.lifecycle:
+            return (
+                f"{instance_id} is {instance.lifecycle}, not {notice.lifecycle}: a {notice.label.lower()} warning "
+                f"concerns {notice.lifecycle} capacity only"
+            )
+        if notice.reservation_id and instance.capacity_reservation_id != notice.reservation_id:
+            where = instance.capacity_reservation_id or "no reservation"
+            return f"{instance_id} runs in {where}, not {notice.reservation_id}"
+    elif instance.lifecycle != "spot":
         # Only Spot capacity gets these warnings and rebalance recommendations (capacity reservations and Capacity
         # Blocks have events of their own): one about an On-Demand instance is not AWS's, whoever sent it.
         return (
@@ -334,21 +430,33 @@ def _ignored(resource: str, reason: str, rule: str, evidence: dict[str, Any] | N
 
 
 def decide_warning(
-    instance_id: str, instance: Instance | None, instance_action: str, policy: Policy, at: dt.datetime
+    instance_id: str,
+    instance: Instance | None,
+    instance_action: str,
+    policy: Policy,
+    at: dt.datetime,
+    notice: Notice | None = None,
 ) -> Decision:
     """An interruption warning for a re-read instance: checkpoint, deregister, record, notify (and replace).
 
-    Gone, non-GPU and exempt instances are recorded as ``ignored`` so a retry never loops on them.
+    ``notice`` says which warning it is (Spot's by default; an interruptible reservation's; a Capacity Block's
+    expiry): the same checkpoint path, with the time left computed from the event. Gone, non-GPU, exempt instances
+    and instances of another purchase model are recorded as ``ignored`` so a retry never loops on them.
     """
-    why_not = _not_actionable(instance_id, instance, policy, at)
+    notice = notice or spot_notice(at)
+    why_not = _not_actionable(instance_id, instance, policy, at, notice)
+    base = {"instance_action": instance_action, **notice.evidence(at)}
     if why_not or instance is None:
         return _ignored(
             instance_id,
             why_not or f"{instance_id} no longer exists",
-            "spot-interruption",
-            evidence={"instance_action": instance_action, **(_evidence(instance, at, policy) if instance else {})},
+            notice.rule,
+            evidence={**base, **(_evidence(instance, at, policy) if instance else {})},
         )
     plan = checkpoint_plan(instance.tags, policy)
+    left = notice.seconds_left(at)
+    if notice.kind != "spot" and left < plan.timeout_seconds:
+        plan = replace(plan, timeout_seconds=max(10, int(left)))  # the job's time is what the event leaves it
     who = ownership(instance.tags, policy.fleet)
     blocker = replacement_blocker(instance, policy)
     template = (instance.launch_template_id or "", instance.launch_template_version) if blocker is None else None
@@ -361,10 +469,23 @@ def decide_warning(
         replace_from=template,
         instance_type=instance.type,
     )
-    reasons = [
-        f"Spot will {instance_action} {instance.type} {instance.id} in {instance.zone or 'its zone'} in about two "
-        f"minutes; the job gets {plan.timeout_seconds}s to checkpoint ({plan.source} command)"
-    ]
+    if notice.kind == "spot":
+        first = (
+            f"Spot will {instance_action} {instance.type} {instance.id} in {instance.zone or 'its zone'} in about two "
+            f"minutes; the job gets {plan.timeout_seconds}s to checkpoint ({plan.source} command)"
+        )
+    else:
+        what = (
+            "its interruptible capacity reservation is reclaimed"
+            if notice.kind == "capacity-reservation"
+            else f"Capacity Block {notice.reservation_id} ends"
+        )
+        first = (
+            f"{what}: EC2 will {instance_action} {instance.type} {instance.id} from {notice.deadline.isoformat()} "
+            f"({round(left)}s after the event); the job gets {plan.timeout_seconds}s to checkpoint "
+            f"({plan.source} command)"
+        )
+    reasons = [first]
     reasons += plan.notes()
     if policy.spot.replacement != "none" and blocker:
         reasons.append(f"no replacement: {blocker}")
@@ -376,9 +497,9 @@ def decide_warning(
         resource=instance.id,
         actions=actions,
         reasons=reasons,
-        evidence={"instance_action": instance_action, **_evidence(instance, at, policy)},
+        evidence={**base, **_evidence(instance, at, policy)},
         severity="warning",
-        rule="spot-interruption",
+        rule=notice.rule,
     )
 
 

@@ -11,34 +11,50 @@ import datetime as dt
 
 from governor.domain.decision import Decision
 from governor.domain.explain import Assumed, detail_type, explainer
-from governor.domain.fleet import Instance
+from governor.domain.fleet import Instance, Lifecycle
 from governor.domain.times import utc
 from governor.events.envelopes import InboundEvent, parse_model
 from governor.policy import Policy
 from governor.spot import domain
 from governor.spot.domain import (
+    BLOCK_EXPIRY,
     COMMAND_STATUS,
     FINAL_STATES,
     POLICY,
     REBALANCE,
+    RESERVATION_WARNING,
     SOURCE,
     SSM_SOURCE,
     STATE_CHANGE,
     WARNING,
+    BlockExpiryDetail,
     CommandStatusDetail,
     RebalanceDetail,
+    ReservationWarningDetail,
     StateChangeDetail,
     WarningDetail,
 )
 from governor.spot.records import InterruptionRecord
 
 _LIVE = "explain reads nothing from AWS"
+_PURCHASE = {
+    "spot": "Spot",
+    "interruptible-capacity-reservation": "interruptible-capacity-reservation",
+    "capacity-block": "Capacity Block",
+}
 ASSUMED_TEMPLATE = ("(the instance's launch template)", "(the version it was launched with)")
 
 
-def assumed_instance(instance_id: str, policy: Policy, at: dt.datetime) -> Assumed[Instance]:
+def assumed_instance(
+    instance_id: str,
+    policy: Policy,
+    at: dt.datetime,
+    lifecycle: Lifecycle = "spot",
+    reservation_id: str | None = None,
+) -> Assumed[Instance]:
     """The instance as the handler would re-read it when it is ours to protect: running, a GPU type of the fleet,
-    carrying ``fleet.fleet_tags``, no exemption, no Auto Scaling group or EC2 fleet, launched from a template."""
+    carrying ``fleet.fleet_tags``, no exemption, no Auto Scaling group or EC2 fleet, launched from a template, of the
+    purchase model the notice concerns (``lifecycle``, in ``reservation_id`` for a Capacity Block)."""
     fleet = policy.fleet
     family = fleet.gpu_families[0] if fleet.gpu_families else "g"
     tags = {**fleet.fleet_tags, fleet.owner_tag: "(owner tag)", fleet.team_tag: "(team tag)"}
@@ -48,13 +64,15 @@ def assumed_instance(instance_id: str, policy: Policy, at: dt.datetime) -> Assum
         state="running",
         launch_time=at,
         tags=tags,
-        lifecycle="spot",
+        lifecycle=lifecycle,
+        capacity_reservation_id=reservation_id,
         launch_template_id=ASSUMED_TEMPLATE[0],
         launch_template_version=ASSUMED_TEMPLATE[1],
     )
     assumptions = [
-        f"{instance_id} is a running GPU Spot instance of the fleet, not exempt ({_LIVE}; the handler re-reads it and "
-        "records gone, non-GPU or exempt instances as ignored)",
+        f"{instance_id} is a running GPU {_PURCHASE.get(lifecycle, lifecycle)} instance of the fleet, not exempt "
+        f"({_LIVE}; the handler re-reads it and records gone, non-GPU, exempt or differently bought instances as "
+        "ignored)",
         f"it carries fleet.fleet_tags and no {fleet.checkpoint_command_tag} tag, so the checkpoint is the policy's "
         "command; a tag may name another entry of fleet.checkpoint_commands",
         "it runs the SSM agent (else the checkpoint is recorded as not delivered)",
@@ -71,6 +89,34 @@ def explain_warning(event: InboundEvent, policy: Policy) -> list[Decision]:
     at = _event_time(event)
     assumed = assumed_instance(detail.instance_id, policy, at)
     return [assumed.on(domain.decide_warning(detail.instance_id, assumed.state, detail.instance_action, policy, at))]
+
+
+@explainer(POLICY, detail_type(SOURCE, RESERVATION_WARNING), decides=(domain.decide_warning,))
+def explain_reservation_warning(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """The interruptible reservation's warning, by ``decide_warning``, for an instance lent that capacity."""
+    detail = parse_model(ReservationWarningDetail, event.detail)
+    at = _event_time(event)
+    assumed = assumed_instance(detail.instance_id, policy, at, "interruptible-capacity-reservation")
+    notice = domain.reservation_notice(at, detail.instance_termination_time)
+    decision = domain.decide_warning(detail.instance_id, assumed.state, detail.instance_action, policy, at, notice)
+    return [assumed.on(decision)]
+
+
+@explainer(POLICY, detail_type(SOURCE, *BLOCK_EXPIRY), decides=(domain.decide_warning,))
+def explain_block_expiry(event: InboundEvent, policy: Policy) -> list[Decision]:
+    """The Capacity Block's expiry, by ``decide_warning``, for one instance assumed running in the block (the
+    handler lists every running instance in it and decides each the same way)."""
+    detail = parse_model(BlockExpiryDetail, event.detail)
+    at = _event_time(event)
+    rid = detail.capacity_reservation_id
+    assumed = assumed_instance(f"(an instance in {rid})", policy, at, "capacity-block", rid)
+    assumed = Assumed(
+        assumed.state,
+        (*assumed.assumptions, f"the handler checkpoints every running instance in {rid}; explain shows one"),
+    )
+    notice = domain.block_notice(rid, utc(detail.end_date))
+    decision = domain.decide_warning(assumed.state.id, assumed.state, "terminate", policy, at, notice)
+    return [assumed.on(decision)]
 
 
 @explainer(POLICY, detail_type(SOURCE, REBALANCE), decides=(domain.decide_rebalance,))

@@ -18,33 +18,42 @@ from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
-from governor.domain.once import IN_DOUBT
+from governor.domain.once import IN_DOUBT, IN_FLIGHT
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
+from governor.registry import REGISTRY
 from governor.runtime import Runtime, account_of, default_runtime, run_edge
 from governor.spot.domain import (
+    BLOCK_EXPIRY,
     COMMAND_STATUS,
     REBALANCE,
     REBALANCE_KIND,
+    RESERVATION_WARNING,
     SOURCE,
     SSM_SOURCE,
     STATE_CHANGE,
     WARNING,
+    BlockExpiryDetail,
     CheckpointSender,
     CommandStatusDetail,
     InstanceReader,
+    Notice,
     RebalanceDetail,
+    ReservationWarningDetail,
     SpotRecovery,
     StateChangeDetail,
     WarningDetail,
+    block_notice,
     decide_command_status,
     decide_rebalance,
     decide_state_change,
     decide_warning,
     elsewhere,
+    reservation_notice,
+    spot_notice,
     start_record,
 )
 from governor.spot.records import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
@@ -58,6 +67,14 @@ class RebalanceEvent(EventBridgeEnvelope):
     detail: RebalanceDetail
 
 
+class ReservationWarningEvent(EventBridgeEnvelope):
+    detail: ReservationWarningDetail
+
+
+class BlockExpiryEvent(EventBridgeEnvelope):
+    detail: BlockExpiryDetail
+
+
 class StateChangeEvent(EventBridgeEnvelope):
     detail: StateChangeDetail
 
@@ -66,9 +83,13 @@ class CommandStatusEvent(EventBridgeEnvelope):
     detail: CommandStatusDetail
 
 
-SpotEvent = WarningEvent | RebalanceEvent | StateChangeEvent | CommandStatusEvent
+SpotEvent = (
+    WarningEvent | RebalanceEvent | StateChangeEvent | CommandStatusEvent | ReservationWarningEvent | BlockExpiryEvent
+)
 MODELS: dict[tuple[str, str], type[SpotEvent]] = {
     (SOURCE, WARNING): WarningEvent,
+    (SOURCE, RESERVATION_WARNING): ReservationWarningEvent,
+    **{(SOURCE, name): BlockExpiryEvent for name in BLOCK_EXPIRY},
     (SOURCE, REBALANCE): RebalanceEvent,
     (SOURCE, STATE_CHANGE): StateChangeEvent,
     (SSM_SOURCE, COMMAND_STATUS): CommandStatusEvent,
@@ -147,7 +168,7 @@ def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> 
     return {
         "status": status,
         "event_id": event.id,
-        "instance_id": event.detail.instance_id,
+        "instance_id": getattr(event.detail, "instance_id", decision.resource),
         "verdict": decision.verdict,
         **extra,
     }
@@ -163,7 +184,11 @@ def _bounded(instance: Instance | None, runtime: Runtime, at: dt.datetime) -> In
 
 
 def _misplaced(
-    event: WarningEvent | RebalanceEvent, runtime: Runtime, ports: SpotPorts, rule: str
+    event: WarningEvent | RebalanceEvent | ReservationWarningEvent | BlockExpiryEvent,
+    runtime: Runtime,
+    ports: SpotPorts,
+    rule: str,
+    resource: str | None = None,
 ) -> dict[str, Any] | None:
     """An event naming another account or region than the adapters read: recorded, nothing read or done."""
     why = elsewhere(event.account, event.region, ports.account, ports.region or runtime.region)
@@ -172,7 +197,7 @@ def _misplaced(
     decision = Decision(
         policy="spot",
         verdict="ignored",
-        resource=event.detail.instance_id,
+        resource=resource or getattr(event.detail, "instance_id", None) or event.detail.capacity_reservation_id,  # type: ignore[union-attr]
         reasons=[f"not acted on: {why}"],
         evidence={"event_account": event.account, "event_region": event.region},
         severity="warning",
@@ -182,24 +207,63 @@ def _misplaced(
     return _result("ignored", event, decision, reason=decision.reasons[0])
 
 
-def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+    """A Capacity Block about to end: every running instance in it takes the warning's checkpoint path, each under
+    an event id derived from this event's (a retry resumes each instance's record, never signals twice)."""
+    detail = event.detail
+    notice = block_notice(detail.capacity_reservation_id, utc(detail.end_date))
+    misplaced = _misplaced(event, runtime, ports, notice.rule, detail.capacity_reservation_id)
+    if misplaced is not None:
+        return misplaced
+    members = sorted(i.id for i in ports.reader.in_reservation(detail.capacity_reservation_id))
+    results = [_warning(event, runtime, ports, notice, (i, f"{event.id}#{i}")) for i in members]
+    if not members:
+        decision = Decision(
+            policy="spot",
+            verdict="ok",
+            resource=detail.capacity_reservation_id,
+            reasons=[f"Capacity Block {detail.capacity_reservation_id} ends with no running instance in it"],
+            evidence=notice.evidence(_when(event)),
+            rule=notice.rule,
+        )
+        runtime.ledger.record(decision, event_id=event.id, at=_when(event))
+    return {
+        "status": "acted" if runtime.policy.spot.enforce and results else "reported",
+        "event_id": event.id,
+        "reservation_id": detail.capacity_reservation_id,
+        "notice": notice.evidence(_when(event)),
+        "instances": {r["instance_id"]: r for r in results},
+    }
+
+
+def _warning(
+    event: WarningEvent | ReservationWarningEvent | BlockExpiryEvent,
+    runtime: Runtime,
+    ports: SpotPorts,
+    notice: Notice | None = None,
+    target: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    """One instance's warning: Spot's, an interruptible reservation's, or (``target``: the instance and the event id
+    derived for it) one instance of a Capacity Block about to end. Every notice takes the same checkpoint path."""
     at = _when(event)
-    instance_id = event.detail.instance_id
-    misplaced = _misplaced(event, runtime, ports, "spot-interruption")
+    instance_id, event_id = target or (event.detail.instance_id, event.id)  # type: ignore[union-attr]
+    action = getattr(event.detail, "instance_action", "terminate")
+    notice = notice or spot_notice(at)
+    misplaced = _misplaced(event, runtime, ports, notice.rule, instance_id)
     if misplaced is not None:
         return misplaced
     instance = _bounded(ports.reader.instance(instance_id), runtime, at)
-    decision = decide_warning(instance_id, instance, event.detail.instance_action, runtime.policy, at)
+    decision = decide_warning(instance_id, instance, action, runtime.policy, at, notice)
     if decision.verdict != "act" or instance is None:
-        runtime.ledger.record(decision, event_id=event.id, at=at)
-        return _result("ignored", event, decision, reason=decision.reasons[0])
+        runtime.ledger.record(decision, event_id=event_id, at=at)
+        return _result("ignored", event, decision, reason=decision.reasons[0], instance_id=instance_id)
     # A retry of this event (after a failed write or publish further down) resumes from what was recorded: the
     # checkpoint is never sent twice, nor a second replacement launched.
     existing = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, instance.id))
-    if existing is not None and existing.event_id == event.id:
+    if existing is not None and existing.event_id == event_id:
         record = existing
     else:
-        record = start_record(decision, instance, event.id, at, event.detail.instance_action)
+        record = start_record(decision, instance, event_id, at, action)
         if existing is not None:  # a stopped instance interrupted again: keep the earlier record under its own key
             runtime.ledger.put_item(RECORD_KIND, f"{existing.instance_id}#{existing.event_id}", existing.to_item())
 
@@ -217,11 +281,11 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
         if action.type == "checkpoint":
             runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
 
-    box = _outbox(runtime, event.id)
-    run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot checkpoint")
+    box = _outbox(runtime, event_id)
+    run = runner.Run(event_id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot checkpoint")
     run.settle(
         decision,
-        findings=lambda decided, _: _warning_findings(decided, record, event),
+        findings=lambda decided, _: _warning_findings(decided, record, event, notice),
         before=before,
         after=after,
         contain=lambda action: action.type in RECOVERY,
@@ -234,6 +298,8 @@ def _warning(event: WarningEvent, runtime: Runtime, ports: SpotPorts) -> dict[st
         "acted" if runtime.policy.spot.enforce else "reported",
         event,
         decision,
+        instance_id=instance_id,
+        notice=notice.evidence(at),
         checkpoint={
             "attempted": record.checkpoint_attempted,
             "delivered": record.checkpoint_delivered,
@@ -307,7 +373,9 @@ def _blocked(decision: Decision) -> str | None:
     return None
 
 
-def _warning_findings(decision: Decision, record: InterruptionRecord, event: WarningEvent) -> list[Finding]:
+def _warning_findings(
+    decision: Decision, record: InterruptionRecord, event: SpotEvent, notice: Notice | None = None
+) -> list[Finding]:
     where = f"{record.instance_type} {record.instance_id} ({record.zone or 'unknown zone'})"
     blocked = _blocked(decision)
     if not record.checkpoint_attempted and blocked:
@@ -316,8 +384,8 @@ def _warning_findings(decision: Decision, record: InterruptionRecord, event: War
         outcome = "report-only: no checkpoint was sent"
     elif record.checkpoint_delivered:
         outcome = f"checkpoint command {record.command_id} sent ({record.checkpoint_source} command)"
-    elif record.checkpoint_error == IN_DOUBT:
-        outcome = f"checkpoint delivery {IN_DOUBT}"
+    elif record.checkpoint_error in (IN_DOUBT, IN_FLIGHT):
+        outcome = f"checkpoint delivery {record.checkpoint_error}"
     else:
         outcome = f"checkpoint NOT delivered: {record.checkpoint_error}"
     parts = [*decision.reasons, outcome]
@@ -329,14 +397,16 @@ def _warning_findings(decision: Decision, record: InterruptionRecord, event: War
         parts.append(f"replacement {record.replacement_id} launched")
     parts.extend(record.errors)
     undelivered = (
-        record.checkpoint_attempted and not record.checkpoint_delivered and record.checkpoint_error != IN_DOUBT
+        record.checkpoint_attempted
+        and not record.checkpoint_delivered
+        and record.checkpoint_error not in (IN_DOUBT, IN_FLIGHT)
     )
     severity = "critical" if undelivered else decision.severity
     findings = [
         _finding(
             decision.model_copy(update={"severity": severity}),
             event,
-            f"Spot interruption: {where}, {outcome.split(':')[0]}",
+            f"{notice.label if notice else 'Spot interruption'}: {where}, {outcome.split(':')[0]}",
             "; ".join(parts),
             owner=record.owner,
             team=record.team,
@@ -470,9 +540,16 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
 
 
 def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
-    """Decide, record, then act."""
+    """Decide, record, then act; first deliver what an earlier attempt of this event staged and never got accepted,
+    since this attempt may find the instance gone and return before any act path resumes the outbox."""
+    _outbox(runtime, event.id).flush()
     if isinstance(event, WarningEvent):
         return _warning(event, runtime, ports)
+    if isinstance(event, ReservationWarningEvent):
+        notice = reservation_notice(_when(event), event.detail.instance_termination_time)
+        return _warning(event, runtime, ports, notice)
+    if isinstance(event, BlockExpiryEvent):
+        return _block_expiry(event, runtime, ports)
     if isinstance(event, RebalanceEvent):
         return _rebalance(event, runtime, ports)
     if isinstance(event, StateChangeEvent):
@@ -489,7 +566,11 @@ def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) 
 
     def work(parsed: SpotEvent, rt: Runtime) -> dict[str, Any]:
         return runner.once_per_event(
-            event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, ports), context=context
+            event=event,
+            name=f"{__name__}.process",
+            work=lambda: process(parsed, rt, ports),
+            context=context,
+            in_progress_seconds=REGISTRY["spot"].in_progress_seconds,
         )
 
     return run_edge(event, runtime, parse, work)

@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from governor.report.model import CostSection, Report
+from governor.report.model import CostSection, FindingRow, Report
 from governor.report.words import plural
 
 HEADERS = {
@@ -49,6 +49,12 @@ HEADERS = {
     "sourceipaddress": "Source IP",
     "awsregion": "Region",
     "errorcode": "Error",
+    "gpu_model": "GPU model",
+    "idle_watts": "Idle draw (W)",
+    "busy_watts": "Busy draw (W)",
+    "idle_kwh": "Idle kWh",
+    "draw_source": "Idle draw from",
+    "reclaimed_usd_total": "Reclaimed",
 }
 ID_COLUMNS = frozenset({"instance_id", "resource", "eventid", "event_id", "useridentity_arn", "arn", "requestid"})
 ID_CHARS = 22
@@ -79,7 +85,7 @@ def age_text(since: dt.datetime, now: dt.datetime) -> str:
 
 
 def numeric_column(column: str) -> bool:
-    return column.endswith(("_usd", "_hours", "_percent", "_utilization")) or column in {
+    return column.endswith(("_usd", "_hours", "_percent", "_utilization", "_watts", "_kwh")) or column in {
         "sessions",
         "samples",
         "interruptions",
@@ -96,7 +102,7 @@ def format_value(column: str, value: Any) -> str:
     if isinstance(value, int | float):
         if column.endswith("_usd"):
             return money(float(value))
-        if column.endswith(("_hours", "_percent", "_utilization")):
+        if column.endswith(("_hours", "_percent", "_utilization", "_watts", "_kwh")):
             return f"{float(value):,.1f}"
         if isinstance(value, int):
             return f"{value:,}"
@@ -129,6 +135,7 @@ def title(report: Report) -> str:
 
 
 def delta(now: float, before: float | None, money_unit: bool = True) -> str:
+    """``▲ $151.00 vs the period before``; empty without an earlier period."""
     if before is None:
         return ""
     change = now - before
@@ -147,6 +154,24 @@ def would_reclaim_text(cost: CostSection) -> str:
     )
 
 
+def energy_text(cost: CostSection) -> str:
+    """The idle GPU time's energy in one phrase, the same in HTML, Slack and email (docs/reports.md, "GPU energy")."""
+    text = f"idle GPUs drew {cost.idle_energy_kwh:,.1f} kWh ({cost.idle_co2e_kg:,.1f} kg CO2e)"
+    if cost.idle_energy_unknown_gpu_hours:
+        text += (
+            f"; {cost.idle_energy_unknown_gpu_hours:,.1f} idle GPU-hours on GPU models with no known draw are not "
+            "counted"
+        )
+    return text
+
+
+def at_stake_text(finding: FindingRow) -> str:
+    """``, $412.80 a day at stake`` for a finding whose instance keeps costing money while it stays open."""
+    if not finding.usd_per_day:
+        return ""
+    return f", {money(finding.usd_per_day)} a day at stake"
+
+
 def todo_items(report: Report, limit: int = 5) -> list[str]:
     """What a reader should do today, in plain sentences, most urgent first (also used by Slack and email)."""
     todo: list[str] = []
@@ -154,7 +179,7 @@ def todo_items(report: Report, limit: int = 5) -> list[str]:
         who = f" ({finding.owner}, {finding.team})" if finding.owner != "unknown" or finding.team != "unknown" else ""
         todo.append(
             f"{finding.severity.capitalize()}: {finding.summary.rstrip('.')} on {finding.resource}{who}, "
-            f"open {age_text(finding.first_seen, report.end)}. {finding.remediation}"
+            f"open {age_text(finding.first_seen, report.end)}{at_stake_text(finding)}. {finding.remediation}"
         )
     hidden = len(report.open_findings) - limit
     if hidden > 0:

@@ -13,8 +13,8 @@ from governor.notifier.messages import (
     split_text,
 )
 from governor.report.model import Report, Table
-from governor.report.render.format import delta, money, title, todo_items, would_reclaim_text
-from governor.report.words import plural
+from governor.report.render.format import delta, energy_text, money, title, todo_items, would_reclaim_text
+from governor.report.words import plural, sentence
 
 
 def _link_line(report: Report) -> str:
@@ -65,9 +65,14 @@ def _money_lines(report: Report, teams: int) -> list[str]:
         f"*Money* {money(cost.cost_total_usd)} on {cost.gpu_hours_total:,.1f} GPU-hours; "
         f"{money(cost.idle_cost_usd)} of it idle; {reclaim}."
     ]
+    lines.append(sentence(energy_text(cost)) + ".")
     previous = report.previous
     if previous is not None:
-        lines.append(f"Spend {delta(cost.cost_total_usd, previous.spend_usd)}.")
+        lines.append(
+            f"Spend {delta(cost.cost_total_usd, previous.spend_usd)}; idle spend "
+            f"{delta(cost.idle_cost_usd, previous.idle_usd)}; reclaimed "
+            f"{delta(cost.savings_usd, previous.reclaimed_usd)}."
+        )
     for row in cost.by_team.rows[:teams]:
         idle = f" (idle {money(float(row.get('idle_usd', 0.0)))})" if row.get("idle_usd") else ""
         lines.append(
@@ -130,7 +135,13 @@ def render_text(report: Report) -> str:
             if cost.idle_enforced or cost.savings_usd
             else f"would reclaim {cost.would_reclaim_gpu_hours:,.1f} GPU-hours, {money(cost.would_save_usd)}"
         ),
+        f"  {energy_text(cost)}",
     ]
+    if cost.paid_unused.rows:
+        lines.append(
+            f"  paid for, unused (Capacity Blocks, reservations): {cost.paid_unused_gpu_hours:,.1f} GPU-hours, "
+            f"{money(cost.paid_unused_usd)}"
+        )
     for row in cost.by_team.rows[:10]:
         lines.append(f"  {row['team']}: {money(float(row['cost_usd']))}, {float(row['gpu_hours']):,.1f} GPU-hours")
     for row in (cost.by_account.rows if cost.by_account is not None else [])[:20]:

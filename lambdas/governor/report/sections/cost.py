@@ -15,8 +15,17 @@ from typing import Any
 
 from governor.domain import costs
 from governor.domain.times import parse_time
+from governor.idle import energy
 from governor.policy import Policy, PriceEntry
-from governor.report.model import OFFENDER_COLUMNS, CostSection, SpotStats, Table
+from governor.report.model import (
+    ENERGY_COLUMNS,
+    ENERGY_TITLE,
+    OFFENDER_COLUMNS,
+    PAID_UNUSED_COLUMNS,
+    CostSection,
+    SpotStats,
+    Table,
+)
 from governor.report.sections.accounts import account_table
 from governor.report.words import plural
 from governor.spot import records as interruptions
@@ -114,7 +123,22 @@ def cost_section(
         notes.append(
             f"{plural(saved.unpriced_instances, 'reclaimed instance')} without a price: their savings are not counted"
         )
+    paid = costs.paid_unused(items, start, end, book)
+    sources = _price_sources(saved, offenders)
+    if sources:
+        notes.append("savings priced at: " + "; ".join(f"{t} {s}" for t, s in sorted(sources.items())))
+    if book.effective_error:
+        notes.append(f"effective rates unavailable ({book.effective_error}): savings at list prices")
     return CostSection(
+        price_sources=sources,
+        paid_unused_gpu_hours=round(sum(r.idle_gpu_hours for r in paid), 2),
+        paid_unused_usd=round(sum(r.idle_usd for r in paid), 2),
+        paid_unused=Table(
+            name="paid_unused",
+            title="Paid for, unused: idle reserved capacity",
+            columns=list(PAID_UNUSED_COLUMNS),
+            rows=[{c: getattr(r, c) for c in PAID_UNUSED_COLUMNS} for r in paid],
+        ),
         source=source,
         **spend,
         **_idle_figures(idle, offenders),
@@ -125,7 +149,94 @@ def cost_section(
         prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
         notes=notes,
         by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
+        **energy_figures(items, offenders),
+        by_namespace=namespace_table(items, start, end),
     )
+
+
+NAMESPACE_COLUMNS = ("cluster", "namespace", "team", "gpu_hours", "idle_gpu_hours", "allocated_but_idle", "pods")
+
+
+def namespace_table(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime) -> Table | None:
+    """GPU-hours by EKS cluster and namespace, summed over the idle sweeps' ``idle.gpu-hours`` records (each covers
+    its own sweep interval); a namespace is allocated but idle when every one of its GPU-hours was idle."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in items:
+        if item.get("kind", "decision") != "decision" or item.get("rule") != "idle.gpu-hours":
+            continue
+        at = parse_time(item.get("at"))
+        if at is None or not (start <= at < end):
+            continue
+        evidence = item.get("evidence") or {}
+        for entry in evidence.get("namespaces") or []:
+            namespace = entry.get("namespace") or "(no pod)"
+            key = (str(evidence.get("cluster", "")), str(namespace))
+            row = rows.setdefault(
+                key,
+                {"team": entry.get("team") or "", "gpu_hours": 0.0, "idle_gpu_hours": 0.0, "pods": set()},
+            )
+            row["gpu_hours"] += float(entry.get("gpu_hours") or 0)
+            row["idle_gpu_hours"] += float(entry.get("idle_gpu_hours") or 0)
+            row["pods"].update(entry.get("pods") or [])
+    if not rows:
+        return None
+    return Table(
+        name="gpu_hours_by_namespace",
+        title="EKS GPU-hours by namespace (DCGM pod labels)",
+        columns=list(NAMESPACE_COLUMNS),
+        rows=[
+            {
+                "cluster": cluster,
+                "namespace": namespace,
+                "team": row["team"],
+                "gpu_hours": round(row["gpu_hours"], 2),
+                "idle_gpu_hours": round(row["idle_gpu_hours"], 2),
+                "allocated_but_idle": namespace != "(no pod)" and row["idle_gpu_hours"] >= row["gpu_hours"] > 0,
+                "pods": ", ".join(sorted(row["pods"])),
+            }
+            for (cluster, namespace), row in sorted(rows.items(), key=lambda kv: -kv[1]["gpu_hours"])
+        ],
+    )
+
+
+def energy_figures(items: Sequence[Mapping[str, Any]], offenders: Sequence[costs.OffenderRow]) -> dict[str, Any]:
+    """The kWh and kg CO2e of the period's idle GPU time (``governor.idle.energy``), and the per-model table."""
+    regions = {str(s.get("instance_id")): s.get("region") for s in costs.sessions_of(items) if s.get("region")}
+    used = energy.idle_energy(
+        (o.instance_id, o.instance_type, o.idle_gpu_hours, regions.get(o.instance_id)) for o in offenders
+    )
+    rows = []
+    for model, (gpu_hours, kwh) in sorted(used.by_model.items(), key=lambda m: -(m[1][1] or 0.0)):
+        draw = energy.draw_of(model)
+        rows.append(
+            {
+                "gpu_model": model,
+                "idle_gpu_hours": round(gpu_hours, 2),
+                "idle_watts": draw.idle_watts if draw else None,
+                "busy_watts": draw.busy_watts if draw else None,
+                "idle_kwh": round(kwh, 2) if kwh is not None else None,
+                "draw_source": energy.source_label(draw),
+            }
+        )
+    return {
+        "idle_energy_kwh": used.kwh,
+        "idle_co2e_kg": used.co2e_kg,
+        "idle_energy_unknown_gpu_hours": used.unknown_gpu_hours,
+        "idle_energy_by_instance": used.by_instance,
+        "energy": Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS), rows=rows),
+    }
+
+
+def _price_sources(saved: costs.Savings, offenders: Iterable[costs.OffenderRow]) -> dict[str, str]:
+    """Per instance type, the source of the rate its savings (and would-be savings) figures used."""
+    found: dict[str, str] = {}
+    for row in saved.instances:
+        if row.instance_type and row.price_source:
+            found.setdefault(row.instance_type, row.price_source)
+    for offender in offenders:
+        if offender.would_reclaim_usd or offender.reclaimed_usd:
+            found.setdefault(offender.instance_type, offender.price_source)
+    return found
 
 
 def _usage(

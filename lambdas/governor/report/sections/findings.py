@@ -1,55 +1,65 @@
-"""The governor's own findings: its warning and critical decisions, one row per policy and resource, open or resolved,
-each with what a person does about it."""
+"""The governor's own findings: its warning and critical decisions, one row per policy, resource and problem, open or
+resolved, each with its own reason, fix and money at stake.
+
+What a problem is and how it is fixed is the capability's own word (``governor.<capability>.findings``, see
+``governor.domain.problems``); this module only follows each problem's history and puts the rows in the order a
+person acts in.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from governor.domain import costs
+from governor.domain import costs, problems
 from governor.domain.actions import FIXING_ACTIONS
 from governor.domain.identity import normalise_owner
+from governor.domain.problems import DEFAULT_FIX, Problem
 from governor.domain.times import parse_time
-from governor.policy import Policy
-from governor.registry import REGISTRY
+from governor.policy import Policy, policy_field
 from governor.report.model import FindingRow
 from governor.report.words import sentence
 
-#: Decisions about one resource under one policy, each with when it was made, oldest first.
-Flagged = list[tuple[dt.datetime, Mapping[str, Any]]]
+Flagged = list[tuple[dt.datetime, Mapping[str, Any], Problem]]
 
 
-def remediation(policy_name: str, rule: str, policy: Policy) -> str:
-    """One sentence: what a person does about a finding of this policy and rule (with the exact tag to set), as the
-    registry entry of the capability that raised it says (``remediation``)."""
-    capability = REGISTRY.raising(policy_name)
-    found = capability.remedy(policy_name, rule, policy) if capability is not None else None
-    return found or "See the decision's reasons in the ledger (governor ledger export)."
+def _report_remediation(policy_name: str) -> str:
+    """Findings the report function raises itself (budgets, failed queries)."""
+    if policy_name == "budgets":
+        return f"Stop idle instances of the team, or raise its budget under {policy_field('budgets.teams')}."
+    if policy_name == "reports":
+        return "Read the query's failure reason; this report lacks that query's figures until it runs."
+    return DEFAULT_FIX
 
 
-def _owner_of(decision: Mapping[str, Any], sessions: Mapping[str, list[Mapping[str, Any]]]) -> tuple[str, str]:
+def problems_of(decision: Mapping[str, Any], policy: Policy) -> list[Problem]:
+    """The problems one warning or critical decision raises, in its capability's words."""
+    return problems.problems_of(decision, policy, _report_remediation(str(decision.get("policy"))))
+
+
+def _resolves(decision: Mapping[str, Any], key: str) -> bool:
+    """A later info-level decision that says the problem is gone (the capability may say which problems it covers)."""
+    if decision.get("severity", "info") != "info" or decision.get("verdict") not in ("ok", "ignored"):
+        return False
+    own = problems.capability_findings(str(decision.get("policy")))
+    return bool(own.resolves(decision, key)) if own is not None and hasattr(own, "resolves") else True
+
+
+def _owner_of(decision: Mapping[str, Any], sessions: list[Mapping[str, Any]]) -> tuple[str, str]:
     evidence = decision.get("evidence") or {}
     owner = evidence.get("owner")
     team = evidence.get("team")
     for action in decision.get("actions") or []:
         if isinstance(action, Mapping):
             owner = owner or action.get("owner")
-    own = sessions.get(str(decision.get("resource")), [])
-    if own:
-        latest = max(own, key=lambda s: str(s.get("start", "")))
+    if sessions:
+        latest = max(sessions, key=lambda s: str(s.get("start", "")))
         owner = owner or latest.get("owner")
         team = team or latest.get("team")
     return normalise_owner(owner), str(team or "unknown")
-
-
-def _resolves(decision: Mapping[str, Any]) -> bool:
-    """A later info-level decision that says the problem is gone (an idle instance still idle does not)."""
-    if decision.get("severity", "info") != "info" or decision.get("verdict") not in ("ok", "ignored"):
-        return False
-    status = (decision.get("evidence") or {}).get("status")
-    return not (decision.get("policy") == "idle" and status in costs.IDLE_STATUSES)
 
 
 def _fixed(decision: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -61,14 +71,20 @@ def _fixed(decision: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def findings_section(
-    items: Iterable[Mapping[str, Any]], policy: Policy, start: dt.datetime, end: dt.datetime
+    items: Iterable[Mapping[str, Any]],
+    policy: Policy,
+    start: dt.datetime,
+    end: dt.datetime,
+    prices: costs.PriceBook | None = None,
 ) -> list[FindingRow]:
-    """The governor's warning and critical decisions, one row per policy and resource, as they stand at ``end``.
+    """The governor's warning and critical decisions, one row per policy, resource and problem, as they stand at
+    ``end``.
 
-    A finding opens with a warning or critical decision and is resolved when that decision did a fixing action (a
-    stop, a revoke...) or a later info-level decision about the same policy and resource found the problem gone
-    (busy again, compliant, exempted, snoozed); a new warning after that opens it again. Findings resolved before
-    the period are left out; open ones are shown however old. Open first, critical first, oldest first.
+    A problem opens with a warning or critical decision that raises it and is resolved when that decision did a
+    fixing action (a stop, a revoke...) or a later info-level decision about the same resource found it gone (busy
+    again, compliant, exempted, snoozed); raised again after that, it opens again. Problems resolved before the
+    period are left out; open ones are shown however old. Order: open first, critical first, then the most money at
+    stake per day, then the oldest.
     """
     items = list(items)
     sessions: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -76,18 +92,23 @@ def findings_section(
         sessions[str(session.get("instance_id"))].append(session)
     rows: list[FindingRow] = []
     for (policy_name, resource), entries in _histories(items, end).items():
-        standing = _standing(entries, start)
-        if standing is None:
-            continue
-        flagged, status, resolution = standing
-        rows.append(_finding(policy_name, resource, flagged, status, resolution, sessions, policy))
-    rows.sort(key=lambda f: (f.status != "open", f.severity != "critical", f.first_seen, f.resource))
+        own = sessions.get(resource, [])
+        for history in _problem_histories(entries, policy).values():
+            standing = history.standing(start)
+            if standing is not None:
+                rows.append(_finding(policy_name, resource, *standing, own, prices, end))
+    rows.sort(key=order_key)
     return rows
 
 
-def _histories(items: Iterable[Mapping[str, Any]], end: dt.datetime) -> dict[tuple[str, str], Flagged]:
+def order_key(f: FindingRow) -> tuple[bool, bool, float, dt.datetime, str]:
+    """Open, critical, money at stake per day (most first), oldest first."""
+    return (f.status != "open", f.severity != "critical", -(f.usd_per_day or 0.0), f.first_seen, f.resource)
+
+
+def _histories(items: Iterable[Mapping[str, Any]], end: dt.datetime) -> dict[tuple[str, str], list[Any]]:
     """Each (policy, resource)'s decisions made before ``end``, oldest first (the notifier's and report's left out)."""
-    history: dict[tuple[str, str], Flagged] = defaultdict(list)
+    history: dict[tuple[str, str], list[tuple[dt.datetime, Mapping[str, Any]]]] = defaultdict(list)
     for item in items:
         if item.get("kind", "decision") != "decision" or item.get("policy") in (None, "notifications", "reports"):
             continue
@@ -100,27 +121,43 @@ def _histories(items: Iterable[Mapping[str, Any]], end: dt.datetime) -> dict[tup
     return history
 
 
-def _standing(entries: Flagged, start: dt.datetime) -> tuple[Flagged, Literal["open", "resolved"], str] | None:
-    """The finding as it stands after one resource's decisions: the open episode's warnings, or the last episode
-    resolved in the period with how, or None (never flagged, or resolved before the period)."""
-    episode: Flagged = []
+@dataclass
+class _History:
+    """One problem of one resource: its open episode, and the last episode closed with when and how."""
+
+    episode: Flagged = field(default_factory=list)
     closed: tuple[Flagged, dt.datetime, str] | None = None
+
+    def close(self, at: dt.datetime, how: str) -> None:
+        if self.episode:
+            self.closed = (self.episode, at, how)
+            self.episode = []
+
+    def standing(self, start: dt.datetime) -> tuple[Flagged, Literal["open", "resolved"], str] | None:
+        if self.episode:
+            return self.episode, "open", ""
+        if self.closed is not None and self.closed[1] >= start:
+            return self.closed[0], "resolved", self.closed[2]
+        return None
+
+
+def _problem_histories(entries: list[tuple[dt.datetime, Mapping[str, Any]]], policy: Policy) -> dict[str, _History]:
+    histories: dict[str, _History] = defaultdict(_History)
     for at, decision in entries:
         if decision.get("severity") in ("warning", "critical"):
-            episode.append((at, decision))
+            raised = problems_of(decision, policy)
+            for problem in raised:
+                histories[problem.key].episode.append((at, decision, problem))
             fixed = _fixed(decision)
             if fixed:
-                closed = (episode, at, f"{_done_phrase(str(fixed[0].get('type')))} by the governor")
-                episode = []
-        elif episode and _resolves(decision):
-            reason = next(iter(decision.get("reasons") or []), "") or "no longer flagged"
-            closed = (episode, at, sentence(str(reason)))
-            episode = []
-    if episode:
-        return episode, "open", ""
-    if closed is not None and closed[1] >= start:
-        return closed[0], "resolved", closed[2]
-    return None
+                for problem in raised:
+                    histories[problem.key].close(at, f"{_done_phrase(str(fixed[0].get('type')))} by the governor")
+            continue
+        reason = sentence(str(next(iter(decision.get("reasons") or []), "") or "no longer flagged"))
+        for key, history in histories.items():
+            if history.episode and _resolves(decision, key):
+                history.close(at, reason)
+    return histories
 
 
 def _finding(
@@ -129,29 +166,50 @@ def _finding(
     flagged: Flagged,
     status: Literal["open", "resolved"],
     resolution: str,
-    sessions: Mapping[str, list[Mapping[str, Any]]],
-    policy: Policy,
+    sessions: list[Mapping[str, Any]],
+    prices: costs.PriceBook | None,
+    end: dt.datetime,
 ) -> FindingRow:
-    """One row: first and last seen from the episode's warnings, the rest from its latest decision."""
-    last_at, last = flagged[-1]
+    """One row: first and last seen from the episode's decisions, the rest from its latest."""
+    last_at, last, problem = flagged[-1]
     owner, team = _owner_of(last, sessions)
-    reasons = [str(r) for r in last.get("reasons") or []]
-    rule = str(last.get("rule") or policy_name)
     return FindingRow(
         policy=policy_name,
-        rule=rule,
-        severity="critical" if any(d.get("severity") == "critical" for _, d in flagged) else "warning",
+        rule=str(last.get("rule") or policy_name),
+        problem=problem.key,
+        severity="critical" if any(p.severity == "critical" for _, _, p in flagged) else "warning",
         resource=resource,
-        summary=sentence(reasons[0]) if reasons else rule,
+        summary=sentence(problem.summary),
         owner=owner,
         team=team,
         first_seen=flagged[0][0],
         last_seen=last_at,
         status=status,
         resolution=resolution,
-        remediation=remediation(policy_name, rule, policy),
+        remediation=problem.remediation,
+        usd_per_day=_at_stake(problem, last, sessions, prices, end) if status == "open" else None,
         enforced=any(isinstance(a, Mapping) and a.get("enforced") for a in last.get("actions") or []),
     )
+
+
+def _at_stake(
+    problem: Problem,
+    decision: Mapping[str, Any],
+    sessions: list[Mapping[str, Any]],
+    prices: costs.PriceBook | None,
+    end: dt.datetime,
+) -> float | None:
+    """What the problem's instance costs a day while it stays open: its hourly price x 24, while it runs."""
+    if not problem.costs_money:
+        return None
+    latest = max(sessions, key=lambda s: str(s.get("start", "")), default=None)
+    stopped = parse_time(latest.get("end")) if latest is not None else None
+    if stopped is not None and stopped <= end:
+        return 0.0
+    evidence = decision.get("evidence") or {}
+    kind = evidence.get("instance_type") or (latest.get("instance_type") if latest is not None else None)
+    price = costs.instance_price(str(decision.get("resource")), kind, sessions, prices)
+    return None if price is None else round(price * 24, 2)
 
 
 def _done_phrase(action: str) -> str:

@@ -1,0 +1,63 @@
+"""Reserved capacity on the emulator, and AWS's documented capacity events as EventBridge delivers them.
+
+moto launches no instance into a Capacity Block or an interruptible reservation, yet reports ``InstanceLifecycle`` and
+``CapacityReservationId`` from its instance model and filters DescribeInstances by any attribute its filter table maps:
+:func:`place` sets the two fields as EC2 reports them for an instance in a reservation, and teaches the filter table
+the ``capacity-reservation-id`` filter AWS supports. Test and demo tooling only, never imported by a Lambda.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+#: AWS's samples with their provenance (tests/fixtures/capacity/README.md).
+FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "capacity"
+
+
+def place(
+    instance_id: str,
+    lifecycle: str | None,
+    reservation_id: str,
+    *,
+    account: str = "123456789012",
+    region: str = "us-east-1",
+) -> None:
+    """Put a moto instance into a reservation as EC2 would report it (``lifecycle`` None: an On-Demand one)."""
+    from moto.ec2 import utils
+    from moto.ec2.models import ec2_backends
+
+    utils.filter_dict_attribute_mapping.setdefault("capacity-reservation-id", "capacity_reservation_id")
+    instance = ec2_backends[account][region].get_instance(instance_id)
+    instance.lifecycle = lifecycle
+    instance.capacity_reservation_id = reservation_id  # type: ignore[attr-defined]  # rendered as CapacityReservationId
+
+
+def sample(name: str) -> dict[str, Any]:
+    raw: dict[str, Any] = json.loads((FIXTURES / name).read_text())
+    return raw
+
+
+def delivered(
+    name: str, values: dict[str, str], detail: dict[str, Any] | None = None, region: str = "us-east-1"
+) -> dict[str, Any]:
+    """The documented sample ``name`` as a rule delivers it: each ``[placeholder]`` (and the ``yyyy-...`` time
+    template) replaced from ``values``, ``customer_event_id`` / ``detail_type`` under EventBridge's ``id`` /
+    ``detail-type``, ``version`` and ``region`` added where the sample leaves them out, and ``detail`` fields overridden
+    by ``detail``. Nothing else is changed."""
+    text = (FIXTURES / name).read_text()
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    event: dict[str, Any] = json.loads(text)
+    if "customer_event_id" in event:
+        event["id"] = event.pop("customer_event_id")
+    if "detail_type" in event:
+        event["detail-type"] = event.pop("detail_type")
+    if isinstance(event.get("resources"), str):  # the reservation sample writes the list as one placeholder
+        event["resources"] = [event["resources"]]
+    event.setdefault("version", "0")
+    event.setdefault("region", region)  # the Capacity Block samples leave out the region every event carries
+    event["detail"] = {**event["detail"], **copy.deepcopy(detail or {})}
+    return event

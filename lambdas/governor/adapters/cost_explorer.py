@@ -1,0 +1,86 @@
+"""Effective hourly rates from Cost Explorer: amortised cost per instance-hour, by instance type.
+
+What an account with Savings Plans, Reserved Instances or Capacity Blocks actually pays for an hour of a type is its
+amortised cost (upfront fees and commitments spread over the hours they cover) divided by its running hours, over the
+last ``lifecycle.effective_rate_days``. One GetCostAndUsage call (paginated) serves every type; Cost Explorer's
+endpoint is us-east-1 for every region, and each request is billed (USD 0.01), so the report makes one a run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from governor.adapters.aws import client
+from governor.domain.costs import EffectiveRate
+
+IAM_ACTIONS = frozenset({"ce:GetCostAndUsage"})
+ENDPOINT_REGION = "us-east-1"
+#: EC2 instance-hours only (not EBS, data transfer or other EC2 line items).
+FILTER = {
+    "And": [
+        {"Dimensions": {"Key": "SERVICE", "Values": ["Amazon Elastic Compute Cloud - Compute"]}},
+        {"Dimensions": {"Key": "USAGE_TYPE_GROUP", "Values": ["EC2: Running Hours"]}},
+    ]
+}
+SOURCE = "Cost Explorer amortised cost"
+
+
+def parse_rates(pages: list[dict[str, Any]], label: str) -> dict[str, EffectiveRate]:
+    """Amortised USD over running hours, per instance type, summed over every period of every page."""
+    cost: dict[str, float] = {}
+    hours: dict[str, float] = {}
+    for page in pages:
+        for period in page.get("ResultsByTime", []):
+            for group in period.get("Groups", []):
+                instance_type = (group.get("Keys") or [""])[0]
+                metrics = group.get("Metrics") or {}
+                try:
+                    cost[instance_type] = cost.get(instance_type, 0.0) + float(metrics["AmortizedCost"]["Amount"])
+                    hours[instance_type] = hours.get(instance_type, 0.0) + float(metrics["UsageQuantity"]["Amount"])
+                except (KeyError, TypeError, ValueError):
+                    continue
+    return {
+        t: EffectiveRate(round(cost[t] / hours[t], 6), label)
+        for t in cost
+        if t and hours.get(t, 0.0) > 0 and cost[t] >= 0
+    }
+
+
+class CostExplorerRates:
+    """Implements ``domain.costs.EffectiveRates``: read once per run, then looked up per type."""
+
+    def __init__(self, days: int = 30, ce: Any = None, *, now: dt.datetime | None = None) -> None:
+        self._ce = ce or client("ce", ENDPOINT_REGION)
+        self._days = days
+        self._now = now
+        self._rates: dict[str, EffectiveRate] | None = None
+        self.calls = 0
+
+    def _read(self) -> dict[str, EffectiveRate]:
+        end = (self._now or dt.datetime.now(dt.UTC)).date()
+        start = end - dt.timedelta(days=self._days)
+        period = {"Start": start.isoformat(), "End": end.isoformat()}
+        pages: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            extra = {"NextPageToken": token} if token else {}
+            page = self._ce.get_cost_and_usage(
+                TimePeriod=period,
+                Granularity="MONTHLY",
+                Metrics=["AmortizedCost", "UsageQuantity"],
+                GroupBy=[{"Type": "DIMENSION", "Key": "INSTANCE_TYPE"}],
+                Filter=FILTER,
+                **extra,
+            )
+            self.calls += 1
+            pages.append(page)
+            token = page.get("NextPageToken")
+            if not token:
+                break
+        return parse_rates(pages, f"{SOURCE}, {period['Start']} to {period['End']}")
+
+    def rate(self, instance_type: str) -> EffectiveRate | None:
+        if self._rates is None:
+            self._rates = self._read()
+        return self._rates.get(instance_type)

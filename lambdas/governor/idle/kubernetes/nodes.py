@@ -1,0 +1,45 @@
+"""The idle sweep's Kubernetes adapter: finds the node an instance is in its cluster's API and reclaims it through
+its owner (``reclaim.reclaim_node``). One API client per cluster per invocation; ``api`` lets tests point it at a
+loopback server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from governor.idle.kubernetes.api import IAM_ACTIONS as API_ACTIONS
+from governor.idle.kubernetes.api import KubernetesApi, eks_api
+from governor.idle.kubernetes.reclaim import NodeReclaim, reclaim_node
+
+IAM_ACTIONS = API_ACTIONS
+
+
+class KubernetesNodes:
+    """Reclaim a node by instance id in a named cluster; ``groups`` terminates managed node group members."""
+
+    def __init__(
+        self,
+        region: str | None,
+        groups: Any = None,
+        api: Callable[[str], KubernetesApi] | None = None,
+    ) -> None:
+        self._region = region
+        self._groups = groups
+        self._api = api or (lambda cluster: eks_api(cluster, region))
+        self._clients: dict[str, KubernetesApi] = {}
+
+    def reclaim(self, instance_id: str, cluster: str, *, enforce: bool = True) -> NodeReclaim:
+        api = self._clients.get(cluster) or self._clients.setdefault(cluster, self._api(cluster))
+        nodes = api.get("/api/v1/nodes").get("items") or []
+        name = next(
+            (
+                str(n["metadata"]["name"])
+                for n in nodes
+                if str(n.get("spec", {}).get("providerID", "")).rsplit("/", 1)[-1] == instance_id
+            ),
+            None,
+        )
+        if name is None:
+            return NodeReclaim("(none)", instance_id, blocked=f"no node of cluster {cluster} is instance {instance_id}")
+        terminate = self._groups.scale_in if self._groups is not None else None
+        return reclaim_node(api, name, instance_id, enforce=enforce, terminate_in_group=terminate)

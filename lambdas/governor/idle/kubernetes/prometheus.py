@@ -1,0 +1,153 @@
+"""GPU metrics of a cluster's nodes from Prometheus' HTTP API (``/api/v1/query_range``): Amazon Managed Service for
+Prometheus (``https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>``, requests signed with SigV4 for service
+``aps`` by botocore's own signer, permission ``aps:QueryMetrics``) or any Prometheus-compatible endpoint the function
+can reach. One range query per signal and one ``kube_node_info`` query per fetch, whatever the number of nodes; the
+PromQL is ``governor.idle.kubernetes.promql``'s. urllib3 (botocore's own HTTP library) carries the requests: no new
+dependency in the Lambda layer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from governor.idle.domain import Series
+from governor.idle.kubernetes.promql import (
+    DCGM_FIELDS,
+    NodeReadings,
+    gpu_query,
+    node_query,
+    nodes_to_instances,
+    read_matrix,
+)
+
+IAM_ACTIONS = frozenset({"aps:QueryMetrics"})
+STEP_SECONDS = 60
+#: Prometheus refuses a range query of more than 11,000 points per series.
+MAX_POINTS = 11_000
+TIMEOUT_SECONDS = 10.0
+_AMP_HOST = re.compile(r"^aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+
+
+class PrometheusError(RuntimeError):
+    """The endpoint answered with an error, or not at all: the cluster's nodes go unmonitored (never idle)."""
+
+
+def amp_region(url: str) -> str | None:
+    """The region of an Amazon Managed Prometheus workspace URL (requests to it are SigV4-signed), else None."""
+    match = _AMP_HOST.match(urlsplit(url).hostname or "")
+    return match.group(1) if match else None
+
+
+def sigv4_headers(method: str, url: str, region: str, credentials: Any) -> dict[str, str]:
+    """The headers botocore's SigV4 signer adds for service ``aps``."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(method=method, url=url)
+    SigV4Auth(credentials, "aps", region).add_auth(request)
+    return {key: str(value) for key, value in request.headers.items()}
+
+
+class PrometheusMetrics:
+    """Implements ``governor.idle.domain.MetricSource`` for one cluster's DCGM exporter metrics in Prometheus.
+
+    ``readings`` keeps the last fetch's per-node readings (with the pods that held each GPU) for attribution.
+    ``sign`` (region) signs every request with SigV4 for ``aps``; it defaults to the region of an AMP URL.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        node_label: str = "Hostname",
+        selector: str = "",
+        sign: str | None = None,
+        credentials: Callable[[], Any] | None = None,
+        http: Any = None,
+    ) -> None:
+        self._url = url.rstrip("/")
+        self._node_label = node_label
+        self._selector = selector
+        self._region = sign or amp_region(url)
+        self._credentials = credentials or _session_credentials
+        self._http = http
+        self.readings: dict[str, NodeReadings] = {}
+        self.unmatched: list[str] = []
+        self.calls = 0
+
+    def fetch(
+        self, instance_ids: Sequence[str], signals: Sequence[str], start: dt.datetime, end: dt.datetime
+    ) -> dict[str, dict[str, Series]]:
+        """Every GPU signal DCGM publishes, per device, of the instances asked for that are nodes of this cluster;
+        instances it has no series for are left out (the caller reads them elsewhere, or they are unmonitored)."""
+        wanted = [s for s in signals if s in DCGM_FIELDS]
+        if not wanted:
+            return {}
+        begin = start.replace(second=0, microsecond=0)
+        known = nodes_to_instances(self._query(node_query(self._selector), begin, end, instant=True))
+        answers = {
+            signal: self._query(gpu_query(signal, self._node_label, self._selector), begin, end) for signal in wanted
+        }
+        readings, self.unmatched = read_matrix(answers, self._node_label, known)
+        ids = set(instance_ids)
+        self.readings = {i: r for i, r in readings.items() if i in ids}
+        return {i: dict(r.series) for i, r in self.readings.items()}
+
+    def _query(self, promql: str, start: dt.datetime, end: dt.datetime, *, instant: bool = False) -> list[Any]:
+        if instant:
+            path, params = "/api/v1/query", {"query": promql, "time": f"{end.timestamp():.3f}"}
+        else:
+            step = max(STEP_SECONDS, int((end - start).total_seconds() // MAX_POINTS) + 1)
+            params = {
+                "query": promql,
+                "start": f"{start.timestamp():.3f}",
+                "end": f"{end.timestamp():.3f}",
+                "step": str(step),
+            }
+            path = "/api/v1/query_range"
+        url = f"{self._url}{path}?{urlencode(params)}"
+        headers = {"Accept": "application/json"}
+        if self._region:
+            headers.update(sigv4_headers("GET", url, self._region, self._credentials()))
+        self.calls += 1
+        try:
+            response = self._pool().request("GET", url, headers=headers, timeout=TIMEOUT_SECONDS, retries=2)
+        except Exception as error:  # urllib3's errors: connection refused, timeout, TLS
+            raise PrometheusError(f"{self._url}: {type(error).__name__}: {error}") from error
+        return _result(response.status, response.data, self._url)
+
+    def _pool(self) -> Any:
+        if self._http is None:
+            import urllib3
+
+            self._http = urllib3.PoolManager()
+        return self._http
+
+
+def _result(status: int, body: bytes, where: str) -> list[Any]:
+    """``data.result`` of a Prometheus API answer, or a clear error naming the endpoint."""
+    try:
+        answer: Mapping[str, Any] = json.loads(body or b"{}")
+    except ValueError:
+        raise PrometheusError(f"{where}: HTTP {status}, not a Prometheus API answer") from None
+    if status != 200 or answer.get("status") != "success":
+        raise PrometheusError(
+            f"{where}: HTTP {status}, {answer.get('errorType', '')} {answer.get('error', '')}".strip()
+        )
+    data = answer.get("data") or {}
+    result = data.get("result") if isinstance(data, Mapping) else None
+    return list(result) if isinstance(result, list) else []
+
+
+def _session_credentials() -> Any:
+    from governor.adapters.aws import session
+
+    credentials = session().get_credentials()
+    if credentials is None:
+        raise PrometheusError("no AWS credentials to sign Amazon Managed Prometheus requests with")
+    return credentials.get_frozen_credentials()

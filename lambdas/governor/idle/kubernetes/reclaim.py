@@ -1,0 +1,137 @@
+"""Reclaim an idle EKS GPU node through its owner, never around it: cordon it, evict its pods through the Eviction
+API (which honours PodDisruptionBudgets), then let the owner remove it: delete its Karpenter NodeClaim (Karpenter's
+termination finalizer drains what is left and terminates the instance), or, for a managed node group, terminate the
+instance in its Auto Scaling group with the desired capacity lowered (so the group does not replace it).
+
+Nothing is done to a node the API does not confirm is the instance judged idle (``spec.providerID`` ends with its
+id), nor to one neither Karpenter (label ``karpenter.sh/nodepool``) nor a managed node group
+(``eks.amazonaws.com/nodegroup``) owns. A PodDisruptionBudget that refuses an eviction (HTTP 429) stops the drain:
+the node stays cordoned, and the next sweep tries again. DaemonSet pods, mirror (static) pods and finished pods are
+not evicted (``kubectl drain``'s rules). Report-only (``enforce`` false) reads and plans, and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote
+
+from governor.idle.kubernetes.api import KubernetesApi, KubernetesError
+
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+Owner = Literal["karpenter", "managed_node_group"]
+
+
+@dataclass
+class NodeReclaim:
+    """What was found, planned and done on one node, in order; ``blocked`` says why it stopped, if it did."""
+
+    node: str
+    instance_id: str
+    owner: Owner | None = None
+    pool: str | None = None
+    evicted: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    blocked: str | None = None
+    removed: bool = False
+
+
+def _node_instance(node: dict[str, Any]) -> str:
+    return str(node.get("spec", {}).get("providerID", "")).rsplit("/", 1)[-1]
+
+
+def _skip_reason(pod: dict[str, Any]) -> str | None:
+    meta = pod.get("metadata", {})
+    if any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or []):
+        return "DaemonSet"
+    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+        return "static pod"
+    if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+        return "finished"
+    return None
+
+
+def eviction(namespace: str, name: str) -> dict[str, Any]:
+    """The policy/v1 Eviction body (``kubectl drain`` sends the same)."""
+    return {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+
+
+def reclaim_node(
+    api: KubernetesApi,
+    node_name: str,
+    instance_id: str,
+    *,
+    enforce: bool,
+    terminate_in_group: Callable[[str], Any] | None = None,
+) -> NodeReclaim:
+    """Cordon, drain and remove one node through its owner (``terminate_in_group`` for a managed node group)."""
+    done = NodeReclaim(node_name, instance_id)
+    node = api.get(f"/api/v1/nodes/{quote(node_name, safe='')}")
+    if _node_instance(node) != instance_id:
+        done.blocked = (
+            f"node {node_name} is instance {_node_instance(node) or '(none)'}, not {instance_id}: not touched"
+        )
+        return done
+    labels = node.get("metadata", {}).get("labels") or {}
+    if labels.get(NODEPOOL_LABEL):
+        done.owner, done.pool = "karpenter", labels[NODEPOOL_LABEL]
+    elif labels.get(NODEGROUP_LABEL):
+        done.owner, done.pool = "managed_node_group", labels[NODEGROUP_LABEL]
+    else:
+        done.blocked = f"node {node_name} has neither {NODEPOOL_LABEL} nor {NODEGROUP_LABEL}: no owner to remove it"
+        return done
+    verb = "" if enforce else "would "
+    if not node.get("spec", {}).get("unschedulable"):
+        if enforce:
+            api.patch(f"/api/v1/nodes/{quote(node_name, safe='')}", {"spec": {"unschedulable": True}})
+        done.steps.append(f"{verb}cordon {node_name}")
+    pods = api.get("/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}").get("items") or []
+    for pod in pods:
+        meta = pod.get("metadata", {})
+        name, namespace = str(meta.get("name")), str(meta.get("namespace", "default"))
+        why = _skip_reason(pod)
+        if why:
+            done.skipped.append(f"{namespace}/{name} ({why})")
+            continue
+        if enforce:
+            try:
+                api.post(
+                    f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/eviction",
+                    eviction(namespace, name),
+                )
+            except KubernetesError as error:
+                if error.status == 404:  # gone already
+                    continue
+                if error.status == 429:
+                    done.blocked = (
+                        f"eviction of {namespace}/{name} refused by a PodDisruptionBudget; node stays cordoned"
+                    )
+                    return done
+                raise
+        done.evicted.append(f"{namespace}/{name}")
+    done.steps.append(f"{verb}evict {len(done.evicted)} pods")
+    if done.owner == "karpenter":
+        claims = api.get(NODECLAIMS).get("items") or []
+        claim = next((c for c in claims if c.get("status", {}).get("nodeName") == node_name), None)
+        if claim is None:
+            done.blocked = f"no Karpenter NodeClaim names node {node_name}"
+            return done
+        name = str(claim["metadata"]["name"])
+        if enforce:
+            api.delete(f"{NODECLAIMS}/{quote(name, safe='')}")
+        done.steps.append(f"{verb}delete NodeClaim {name} (node pool {done.pool})")
+    else:
+        if terminate_in_group is None:
+            done.blocked = "no Auto Scaling adapter to terminate the instance in its node group"
+            return done
+        if enforce:
+            terminate_in_group(instance_id)
+        done.steps.append(f"{verb}terminate {instance_id} in node group {done.pool}, desired capacity lowered")
+    done.removed = enforce
+    return done

@@ -1,0 +1,53 @@
+"""Issue 37 item 3: every message about an instance names its owner and pings them when their Slack identity is known
+(``interactions.slack_users``); an untagged instance's warning names the creator lifecycle recorded (the person the
+report attributes it to), not "Owner unknown"."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from governor.domain.fleet import LAUNCH_KIND, Instance
+from governor.idle.handler import owner
+from governor.notifier.domain import MergedFinding, slack_messages, slack_people
+from governor.policy import parse_policy
+from governor.runtime import Runtime
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+from tests.unit.test_notify import finding
+
+WARN = {
+    "type": "warn",
+    "enforced": False,
+    "owner": "bo@example.com",
+    "due": "2026-11-20T10:00:00+00:00",
+    "planned": "stop",
+}
+
+
+def test_a_known_owner_is_mentioned_in_the_owner_line_and_the_warning() -> None:
+    people = slack_people({"U0BOBOBO": "Bo@Example.com"})
+    item = MergedFinding(finding(owner="bo@example.com", actions=[WARN]))
+    text = json.dumps(slack_messages([item], people))
+    assert "*Owner* <@U0BOBOBO> (bo@example.com)" in text
+    assert "<@U0BOBOBO>: it would be stopped at 2026-11-20 10:00 UTC" in text
+
+
+def test_an_unknown_owner_is_said_to_be_unknown_and_nobody_else_is_pinged() -> None:
+    people = slack_people({"U0BOBOBO": "bo@example.com"})
+    text = json.dumps(slack_messages([MergedFinding(finding(owner="unknown", team="unknown"))], people))
+    assert "unknown (no owner tag or recorded creator)" in text and "<@" not in text
+    text = json.dumps(slack_messages([MergedFinding(finding(owner="ana@example.com"))], people))
+    assert "<@" not in text  # an owner with no Slack identity is named, not pinged
+
+
+def test_an_untagged_instance_is_owned_by_the_creator_lifecycle_recorded() -> None:
+    ledger = MemoryLedger()
+    runtime = Runtime(parse_policy({}), ledger, MemorySink(), MemoryDeadLetters(), "us-east-1")
+    untagged = Instance("i-0dara", "g5.xlarge", "running", dt.datetime(2026, 11, 20, tzinfo=dt.UTC), {"team": "nlp"})
+    assert owner(untagged, runtime).owner == "unknown"
+    ledger.put_item(LAUNCH_KIND, "i-0dara", {"instance_id": "i-0dara", "creator": "dara"})
+    who = owner(untagged, runtime)
+    assert (who.owner, who.team, who.source) == ("dara", "nlp", "creator")
+    tagged = Instance("i-0bo", "g5.xlarge", "running", untagged.launch_time, {"owner": "bo", "team": "nlp"})
+    ledger.put_item(LAUNCH_KIND, "i-0bo", {"instance_id": "i-0bo", "creator": "dara"})
+    assert owner(tagged, runtime).owner == "bo"  # the owner tag wins over the launch record

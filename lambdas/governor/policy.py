@@ -269,6 +269,10 @@ class IdlePolicy(_Model):
     # stop_if_open: an instance in an *open* On-Demand Capacity Reservation may be stopped (its slot is free for any
     # matching instance). Capacity Blocks, targeted and interruptible reservations are never stopped.
     reserved_capacity: Literal["report", "stop_if_open"] = "report"
+    # Active GPU capacity reservations (On-Demand Capacity Reservations, Capacity Blocks) with capacity no instance
+    # runs in: reported (a finding a day per reservation, the report's "paid for, unused" section), never cancelled.
+    # off: not read (one DescribeCapacityReservations a sweep saved).
+    unused_reservations: Literal["report", "off"] = "report"
     cloudwatch_agent_association: bool = False
     association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})
     exemptions: Exemptions = Field(default_factory=Exemptions)

@@ -11,7 +11,7 @@ Interruptible capacity reservations are lent capacity that its owner can reclaim
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -56,6 +56,8 @@ class ReservationReader(Protocol):
     """Capacity reservations by id (the adapter batches them into one paginated DescribeCapacityReservations)."""
 
     def reservations(self, ids: list[str]) -> dict[str, Reservation]: ...
+
+    def active(self) -> list[Reservation]: ...
 
 
 class Purchased(Protocol):
@@ -181,3 +183,36 @@ def with_reservations(instances: list[Any], reader: ReservationReader | None) ->
         for i in instances
     ]
     return attached, None
+
+
+#: ``evidence.status`` of the idle sweep's decision about a reservation with capacity nobody runs in.
+UNUSED_STATUS = "unused-capacity"
+
+
+def unused_capacity(reservations: list[Reservation], is_gpu: Callable[[str], bool]) -> list[Reservation]:
+    """Active reservations of GPU types with capacity no instance runs in (``AvailableInstanceCount`` > 0): billed
+    at the instance type's rate whether used or not, so every empty slot-hour is paid for, unused."""
+    return sorted(
+        (r for r in reservations if r.state == "active" and r.available > 0 and is_gpu(r.instance_type)),
+        key=lambda r: r.id,
+    )
+
+
+def reservation_evidence(reservation: Reservation, per_hour: float | None, source: str) -> dict[str, Any]:
+    """What the report needs of an unused reservation, recorded with each sweep's decision about it."""
+    kind = "capacity-block" if reservation.capacity_block else "capacity-reservation"
+    found: dict[str, Any] = {
+        "status": UNUSED_STATUS,
+        "instance_type": reservation.instance_type,
+        "purchase": {"kind": kind, "lifecycle": "none", "reservation_id": reservation.id, "match": reservation.match},
+        "unused_instances": reservation.available,
+        "total_instances": reservation.total,
+        "zone": reservation.zone,
+        "owner_account": reservation.owner_id,
+        "price_per_hour": per_hour,
+        "price_source": source,
+        "usd_per_day": round(per_hour * 24 * reservation.available, 2) if per_hour is not None else None,
+    }
+    if reservation.end_date is not None:
+        found["purchase"]["ends_at"] = reservation.end_date.isoformat()
+    return found

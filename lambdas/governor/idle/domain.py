@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
 from governor.domain.breaker import Breaker
-from governor.domain.capacity import idle_hold, purchase_model
+from governor.domain.capacity import UNUSED_STATUS, Reservation, idle_hold, purchase_model, reservation_evidence
 from governor.domain.decision import Decision, Severity, Verdict
 from governor.domain.fleet import UNKNOWN, Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
@@ -1503,3 +1503,45 @@ def replay(
                 marks[instance_id] = mark
         now += interval
     return result
+
+
+def unused_reservation_decision(
+    reservation: Reservation, policy: Policy, per_hour: float | None, price_source: str
+) -> tuple[Decision, str]:
+    """A reservation with capacity no instance runs in: report-only, a finding for its owner (the reservation's own
+    owner/team tags), never cancelled (a Capacity Block cannot be; an On-Demand Capacity Reservation someone chose)."""
+    evidence = reservation_evidence(reservation, per_hour, price_source)
+    who = ownership(reservation.tags, policy.fleet)
+    evidence |= {"owner": who.owner, "team": who.team}
+    kind = "Capacity Block" if reservation.capacity_block else "On-Demand Capacity Reservation"
+    per_day = evidence["usd_per_day"]
+    cost = (
+        f"${per_day:,.2f} a day at {price_source}"
+        if per_day is not None
+        else (
+            "prepaid (the block's fee is not in DescribeCapacityReservations)"
+            if reservation.capacity_block
+            else "unpriced"
+        )
+    )
+    ends = f", ends {reservation.end_date:%Y-%m-%d %H:%M} UTC" if reservation.end_date else ""
+    reasons = [
+        f"{kind} {reservation.id} ({reservation.instance_type}, {reservation.match}{ends}): "
+        f"{reservation.available} of {reservation.total} instances unused, paid for whether used or not ({cost})",
+        "reported only: launch work into it, offer it to another team, or cancel it (the governor never cancels a "
+        "reservation)",
+    ]
+    decision = Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=reservation.id,
+        actions=[Notify(enforced=False, owner=who.owner, team=who.team, reason=UNUSED_STATUS)],
+        reasons=reasons,
+        evidence=evidence,
+        severity="warning",
+        rule=f"idle.{UNUSED_STATUS}",
+    )
+    title = f"{kind} {reservation.id}: {reservation.available} x {reservation.instance_type} paid for, unused" + (
+        f" (${per_day:,.2f}/day)" if per_day is not None else ""
+    )
+    return decision, title

@@ -24,7 +24,8 @@ from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
-from governor.domain.capacity import ReservationReader, with_reservations
+from governor.domain.capacity import ReservationReader, unused_capacity, with_reservations
+from governor.domain.costs import PriceBook
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import (
     LAUNCH_KIND,
@@ -66,6 +67,7 @@ from governor.idle.domain import (
     report_only_reason,
     sweep,
     sweep_interval,
+    unused_reservation_decision,
 )
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
@@ -395,6 +397,37 @@ def _finding(
     )
 
 
+def _unused_reservations(event: GovernorEvent, runtime: Runtime, aws: IdleAws, now: dt.datetime) -> list[Finding]:
+    """Active GPU reservations with capacity nobody runs in: a decision every sweep (the report sums its hours), a
+    finding once a day per reservation (its id carries the date, so the notifier sends it once). Report-only."""
+    policy = runtime.policy
+    if policy.idle.unused_reservations == "off" or aws.reservations is None:
+        return []
+    try:
+        active = aws.reservations.active()
+    except Exception as error:  # moto lacks the call; AWS may throttle: the sweep goes on without this report
+        logger.warning("unused capacity reservations not read", extra={"reason": f"{type(error).__name__}: {error}"})
+        return []
+    book = PriceBook(policy.lifecycle)
+    interval = sweep_interval(policy.idle)
+    found = []
+    for reservation in unused_capacity(active, policy.fleet.is_gpu_type):
+        per_hour, source = (None, "prepaid") if reservation.capacity_block else book.paid(reservation.instance_type)
+        decision, title = unused_reservation_decision(reservation, policy, per_hour, source)
+        decision.evidence |= {"interval_minutes": interval.total_seconds() / 60, "judged_at": now.isoformat()}
+        runtime.ledger.record(decision, event_id=event.id)
+        finding = _finding(decision, title, None, event, runtime).model_copy(
+            update={
+                "id": finding_id(f"unused-capacity#{now.date().isoformat()}", reservation.id, decision.rule or ""),
+                "owner": decision.evidence["owner"],
+                "team": decision.evidence["team"],
+            }
+        )
+        found.append(finding)
+    metrics.add_metric(name="UnusedReservations", unit="Count", value=len(found))
+    return found
+
+
 def owner(instance: Instance, runtime: Runtime) -> Ownership:
     """The owner and team tags, else the ``governor:creator`` tag, else the creator lifecycle recorded from CloudTrail
     (the report attributes the instance to the same person): a warning never says "unknown" when the ledger knows."""
@@ -504,6 +537,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     # and what any function left unsent: the idle sweep is the one schedule every deployment runs (every 15 minutes),
     # so a Spot finding whose event was parked and whose instance is gone is still delivered without a replay
     box.flush_stale()
+    findings.extend(_unused_reservations(event, runtime, aws, now))
     warnings: dict[str, tuple[str, Mark]] = {}  # instance -> (warning finding id, mark waiting for its publication)
     by_id = {i.id: i for i in instances}
     for ignored in ignored_tags(instances, stored, runtime, now):

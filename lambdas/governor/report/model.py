@@ -179,6 +179,8 @@ PAID_UNUSED_COLUMNS = (
     "ends_at",
     "idle_gpu_hours",
     "idle_usd",
+    "usd_per_day",
+    "owner",
 )
 
 

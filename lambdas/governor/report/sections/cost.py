@@ -123,7 +123,7 @@ def cost_section(
         notes.append(
             f"{plural(saved.unpriced_instances, 'reclaimed instance')} without a price: their savings are not counted"
         )
-    paid = costs.paid_unused(items, start, end, book)
+    paid = costs.paid_unused(items, start, end, book) + costs.unused_reservations(items, start, end, book)
     sources = _price_sources(saved, offenders)
     if sources:
         notes.append("savings priced at: " + "; ".join(f"{t} {s}" for t, s in sorted(sources.items())))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from governor.adapters import bus, capacity, cost_explorer, dlq, ec2, ledger, organization, ses, ssm
+from governor.adapters import bus, capacity, cost_explorer, dlq, ec2, hyperpod, ledger, organization, ses, ssm
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.domain.actions import (
     Action,
@@ -351,6 +351,7 @@ REGISTRY = Registry(
             _DESCRIBE,
             Uses("governor.idle.metrics", cloudwatch.IAM_ACTIONS),
             Uses("governor.adapters.capacity", capacity.IAM_ACTIONS),
+            Uses("governor.adapters.hyperpod", hyperpod.IAM_ACTIONS),
             # An EKS cluster's own metrics: Amazon Managed Prometheus (query only) or Container Insights.
             Uses(
                 "governor.idle.kubernetes.prometheus",

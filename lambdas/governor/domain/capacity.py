@@ -22,12 +22,15 @@ Purchase = Literal[
     "capacity-reservation",
     "interruptible-reservation",
     "scheduled",
+    "hyperpod",
     "unknown",
 ]
 #: Purchase models whose hours are paid for whether the instance works or not.
 PAID_FOR = frozenset({"capacity-block", "capacity-reservation"})
 #: Purchase models the idle policy never stops for savings by default.
-RESERVED = frozenset({"capacity-block", "capacity-reservation", "interruptible-reservation", "scheduled", "unknown"})
+RESERVED = frozenset(
+    {"capacity-block", "capacity-reservation", "interruptible-reservation", "scheduled", "hyperpod", "unknown"}
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,9 @@ class Purchased(Protocol):
     @property
     def reservation(self) -> Reservation | None: ...
 
+    @property
+    def hyperpod_cluster(self) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class PurchaseModel:
@@ -85,6 +91,7 @@ class PurchaseModel:
     match: str | None = None
     ends_at: dt.datetime | None = None
     lifecycle: str = "on-demand"
+    cluster: str | None = None  # the SageMaker HyperPod cluster (its owner: nodes are removed through SageMaker)
 
     @property
     def paid_for(self) -> bool:
@@ -99,6 +106,8 @@ class PurchaseModel:
             found["match"] = self.match
         if self.ends_at:
             found["ends_at"] = self.ends_at.isoformat()
+        if self.cluster:
+            found["cluster"] = self.cluster
         return found
 
     def describe(self) -> str:
@@ -108,6 +117,8 @@ class PurchaseModel:
             return f"Capacity Block {self.reservation_id or '(reservation id not reported)'} (prepaid{ends})"
         if self.kind == "capacity-reservation":
             return f"On-Demand Capacity Reservation {self.reservation_id} ({self.match or 'match unknown'}{ends})"
+        if self.kind == "hyperpod":
+            return f"a node of SageMaker HyperPod cluster {self.cluster}"
         if self.kind == "interruptible-reservation":
             return f"interruptible capacity reservation {self.reservation_id or ''}".rstrip()
         return {"scheduled": "a Scheduled Instance", "unknown": f"purchase model {self.lifecycle!r}"}.get(
@@ -119,6 +130,8 @@ def purchase_model(instance: Purchased) -> PurchaseModel:
     """From EC2's ``InstanceLifecycle`` first, then the reservation the instance runs in (if any)."""
     reservation = instance.reservation
     rid = instance.capacity_reservation_id
+    if instance.hyperpod_cluster:  # whatever capacity it runs on, the cluster owns it
+        return PurchaseModel("hyperpod", rid, lifecycle=instance.lifecycle, cluster=instance.hyperpod_cluster)
     ends = reservation.end_date if reservation else None
     lifecycle = instance.lifecycle
     if lifecycle == "spot":
@@ -159,6 +172,11 @@ def idle_hold(purchase: PurchaseModel, reserved_capacity: str) -> str | None:
         return (
             f"runs in {what}: the reservation is billed whether used or not ({why}), so its idle GPU-hours are "
             "reported as paid for, unused"
+        )
+    if purchase.kind == "hyperpod":
+        return (
+            f"{what}: HyperPod replaces a node stopped through EC2; remove it through SageMaker "
+            "(BatchDeleteClusterNodes or a smaller instance group), reported only"
         )
     if purchase.kind == "interruptible-reservation":
         return f"runs in {what}: capacity lent by its owner, which stopping would hand back; reported only"
@@ -216,3 +234,22 @@ def reservation_evidence(reservation: Reservation, per_hour: float | None, sourc
     if reservation.end_date is not None:
         found["purchase"]["ends_at"] = reservation.end_date.isoformat()
     return found
+
+
+class HyperPodReader(Protocol):
+    """Instance id -> SageMaker HyperPod cluster name, from the clusters' own node lists."""
+
+    def nodes(self) -> dict[str, str]: ...
+
+
+def with_hyperpod(instances: list[Any], reader: HyperPodReader | None) -> tuple[list[Any], str | None]:
+    """The instances with their HyperPod cluster attached, and why the node lists could not be read, if so."""
+    import dataclasses
+
+    if reader is None or not instances:
+        return instances, None
+    try:
+        nodes = reader.nodes()
+    except Exception as error:
+        return instances, f"HyperPod cluster nodes not read ({type(error).__name__}: {error})"
+    return [dataclasses.replace(i, hyperpod_cluster=nodes[i.id]) if i.id in nodes else i for i in instances], None

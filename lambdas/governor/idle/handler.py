@@ -21,10 +21,17 @@ from governor import runner
 from governor.adapters.aws import per_session
 from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+from governor.adapters.hyperpod import HyperPodNodes
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
-from governor.domain.capacity import ReservationReader, unused_capacity, with_reservations
+from governor.domain.capacity import (
+    HyperPodReader,
+    ReservationReader,
+    unused_capacity,
+    with_hyperpod,
+    with_reservations,
+)
 from governor.domain.costs import PriceBook
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import (
@@ -105,6 +112,8 @@ class IdleAws:
     #: Capacity reservations (end dates, match criteria); None: the instances' own EC2 fields alone hold them.
     reservations: ReservationReader | None = None
     nodes: KubernetesNodes | None = None  # EKS nodes drained through their cluster's API (idle.clusters reclaim)
+    #: SageMaker HyperPod clusters' node lists: their nodes are reported only, never stopped through EC2.
+    hyperpod: HyperPodReader | None = None
     respond: Callable[[str, dict[str, Any]], bool] = answer
 
 
@@ -125,6 +134,7 @@ def _aws(
         groups,
         reservations=CapacityReservations(region),
         nodes=KubernetesNodes(region, groups) if drains else None,
+        hyperpod=HyperPodNodes(region),
     )
 
 
@@ -523,6 +533,9 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     instances, unread = with_reservations(instances, aws.reservations)
     if unread:
         logger.warning("idle sweep without reservation details", extra={"reason": unread})
+    instances, unread = with_hyperpod(instances, aws.hyperpod)
+    if unread:
+        logger.warning("idle sweep without HyperPod node lists", extra={"reason": unread})
     start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
     runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
@@ -690,7 +703,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     if live is None or live.state != "running":
         return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
     live = bounded(live, runtime, now)
-    live = with_reservations([live], aws.reservations)[0][0]
+    live = with_hyperpod(with_reservations([live], aws.reservations)[0], aws.hyperpod)[0][0]
     if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
         return refuse(f"{instance_id} is not a GPU fleet instance")
     if load_breaker(runtime).open:
@@ -907,6 +920,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
         SsmCommands(region, **where),
         AutoScalingGroups(region, client("autoscaling", region, **where)),
         reservations=CapacityReservations(region, **where),
+        hyperpod=HyperPodNodes(region, **where),
     )
 
 

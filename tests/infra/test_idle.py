@@ -33,6 +33,9 @@ CODE_ACTIONS = {
     "ssm:ListCommands",
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:TerminateInstanceInAutoScalingGroup",
+    "ec2:DescribeCapacityReservations",  # the reservations instances run in, and those nobody runs in (issue 38)
+    "sagemaker:ListClusters",  # HyperPod clusters' node lists: their nodes are never stopped through EC2
+    "sagemaker:ListClusterNodes",
 }
 GROUP = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0f1e2d3c-aaaa-bbbb-cccc-0123456789ab:autoScalingGroupName/train-pool"
 
@@ -77,8 +80,20 @@ def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth)
         "commands",
         "groups",
         "clock",
+        "reservations",  # DescribeCapacityReservations
+        "nodes",  # EKS nodes drained through their cluster's API: eks:DescribeCluster only when a cluster drains
+        "hyperpod",  # ListClusters, ListClusterNodes
         "respond",  # Slack's response_url for Stop now: plain HTTPS to hooks.slack.com, no AWS permission
     }
+
+
+def test_hyperpod_node_lists_are_read_on_the_accounts_clusters_only(synth: Synth) -> None:
+    role = _role(synth)
+    cluster = "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123def456"
+    assert role.allows("sagemaker:ListClusterNodes", cluster)
+    assert not role.allows("sagemaker:ListClusterNodes", "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x")
+    assert role.allows("sagemaker:ListClusters", "*")
+    assert not role.allows("sagemaker:BatchDeleteClusterNodes", cluster)
 
 
 def test_auto_scaling_members_are_scaled_in_through_their_group_only(synth: Synth) -> None:

@@ -707,6 +707,9 @@ def report_only_reason(instance: Instance, policy: IdlePolicy) -> str | None:
     held = idle_hold(purchase_model(instance), policy.reserved_capacity)
     if held:
         return held
+    risk = restart_risk(instance, policy)
+    if risk and policy.scarce_action == "warn":
+        return f"{risk['why']}; idle.scarce_action is warn, so it is warned about and reported, never stopped"
     node = kubernetes_owner(instance)
     if node and draining_cluster(instance, policy):
         return None
@@ -798,7 +801,55 @@ def _decision(
     )
 
 
+def restart_risk(instance: Instance, policy: IdlePolicy) -> dict[str, Any] | None:
+    """The risk of stopping an instance of a type the policy marks scarce (``idle.scarce_types``): a stopped
+    On-Demand instance gives its capacity back, and starting it again can fail with InsufficientInstanceCapacity for
+    hours or days. None for other types, and for capacity the team keeps whatever happens (a reservation, a block)."""
+    import fnmatch
+
+    if purchase_model(instance).kind != "on-demand":
+        return None
+    pattern = next((p for p in policy.scarce_types if fnmatch.fnmatchcase(instance.type, p)), None)
+    if pattern is None:
+        return None
+    return {
+        "scarce": True,
+        "pattern": pattern,
+        "action": policy.scarce_action,
+        "why": (
+            f"{instance.type} is scarce (idle.scarce_types {pattern}): once stopped, its On-Demand capacity is "
+            "given back and a restart may fail with InsufficientInstanceCapacity; a Capacity Reservation or "
+            "Capacity Block keeps it"
+        ),
+    }
+
+
 def decide(
+    instance: Instance,
+    assessment: Assessment,
+    mark: Mark | None,
+    policy: Policy,
+    now: dt.datetime,
+    *,
+    may_act: bool = True,
+    interval: dt.timedelta | None = None,
+) -> InstanceOutcome:
+    """:func:`decide_idle`, with the restart risk of a scarce type recorded (``evidence.restart_risk``) and said in
+    the reasons of every decision that warns about, reports or reclaims the instance."""
+    found = decide_idle(instance, assessment, mark, policy, now, may_act=may_act, interval=interval)
+    risk = restart_risk(instance, policy.idle)
+    if risk is None:
+        return found
+    decision = found.decision
+    evidence = {**decision.evidence, "restart_risk": risk}
+    reasons = decision.reasons
+    said = any(risk["why"] in r for r in reasons)
+    if found.outcome in ("warned", "acted", "checkpoint", "reported", "held", "deferred") and not said:
+        reasons = [*reasons, f"restart risk: {risk['why']}"]
+    return replace(found, decision=decision.model_copy(update={"evidence": evidence, "reasons": reasons}))
+
+
+def decide_idle(
     instance: Instance,
     assessment: Assessment,
     mark: Mark | None,

@@ -53,9 +53,9 @@ def test_a_scarce_type_carries_its_restart_risk_and_warn_keeps_it_running(action
         decisions = [i for i in items if i.get("resource") == scarce and i.get("policy") == "idle"]
         risk = decisions[-1]["evidence"]["restart_risk"]
         assert risk["scarce"] is True and risk["pattern"] == "p5.*" and risk["action"] == action
-        assert not any(
-            "restart_risk" in (i.get("evidence") or {}) for i in items if i.get("resource") == common
-        ), "a common type carries no restart risk"
+        assert not any("restart_risk" in (i.get("evidence") or {}) for i in items if i.get("resource") == common), (
+            "a common type carries no restart risk"
+        )
         warned = [f for f in sink.findings if f.resource == scarce and f.rule == "idle.warned"]
         assert warned and "InsufficientInstanceCapacity" in warned[0].detail
         if action == "warn":

@@ -5,20 +5,16 @@ with enforcement on. No instance tag decides it: a tag claiming a cluster change
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import boto3
 from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.hyperpod import HyperPodNodes
-from governor.adapters.ledger import DynamoLedger
 from governor.idle.handler import handle
-from governor.policy import parse_policy
 from governor.report.handler import ledger_items
-from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared
-from governor_cli.testing.memory import MemoryDeadLetters, MemorySink
+from tests.adapters.test_capacity_idle import _runtime
 from tests.adapters.test_idle_sweep import T0, _aws, _event, _launch, _metrics, _state
 
 
@@ -51,17 +47,6 @@ class Nodes:
     def nodes(self) -> dict[str, str]:
         found = self.real.nodes()
         return dict(zip(self.ec2_ids, found.values(), strict=False))
-
-
-def _runtime(local: Any) -> Runtime:
-    settings = {"enforce": True, "launch_grace_minutes": 0, "max_fleet_percent": 100}
-    return Runtime(
-        policy=parse_policy({"idle": settings, "fleet": {"gpu_families": ["p", "g"]}}),
-        ledger=DynamoLedger(local.ledger_table, region="us-east-1"),
-        sink=MemorySink(),
-        dead_letters=MemoryDeadLetters(),
-        region="us-east-1",
-    )
 
 
 def test_the_adapter_reads_every_node_of_every_cluster() -> None:

@@ -48,6 +48,24 @@ class EffectiveRate:
     source: str
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """The GPU fleet's Savings Plans coverage (% of spend) and Reserved Instance coverage (% of running hours)."""
+
+    savings_plans_pct: float | None
+    reserved_hours_pct: float | None
+    period: str
+
+    def describe(self) -> str:
+        def pct(value: float | None) -> str:
+            return f"{value:.1f}%" if value is not None else "no GPU usage"
+
+        return (
+            f"GPU fleet coverage (Cost Explorer, {self.period}): Savings Plans {pct(self.savings_plans_pct)} of "
+            f"spend, Reserved Instances {pct(self.reserved_hours_pct)} of running hours"
+        )
+
+
 class EffectiveRates(Protocol):
     """A source of effective rates by instance type (Cost Explorer's amortised cost: ``lifecycle/rates.py``)."""
 
@@ -92,10 +110,24 @@ class PriceBook:
         self._cache: dict[str, tuple[float, int | None] | None] = {}
         #: Why the effective-rate source gave nothing (a failed read is a note, never a guess).
         self.effective_error: str | None = None
+        self.coverage_error: str | None = None
 
     @property
     def has_effective(self) -> bool:
         return self._effective is not None
+
+    def coverage(self, is_gpu: Any) -> Coverage | None:
+        """Savings Plans / RI coverage of the GPU fleet from the effective-rate source, when it offers it; None
+        without one. A failed read is recorded in ``coverage_error`` and returns None."""
+        read = getattr(self._effective, "coverage", None)
+        if read is None:
+            return None
+        try:
+            found: Coverage = read(is_gpu)
+        except Exception as error:  # Cost Explorer off, throttled or denied: the report says so
+            self.coverage_error = f"{type(error).__name__}: {error}"
+            return None
+        return found
 
     def paid(self, instance_type: str) -> tuple[float | None, str]:
         """USD per instance-hour at the price the account pays, and its source, in order of truth: the effective

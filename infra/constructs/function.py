@@ -456,9 +456,28 @@ class CapabilityConstruct(Construct):
 
     def add_adapter_reads(self, reason: str, also: Iterable[str] = ()) -> None:
         """The reads of the adapters the registry lists for this capability (``uses``), plus ``also``, in the one
-        acknowledged "Reads" policy: AWS supports no resource-level permissions for them."""
+        acknowledged "Reads" policy: AWS supports no resource-level permissions for them. A read AWS does scope
+        (``SCOPED_READS``) is granted on this account's resources of its type instead."""
         reads = [action for use in self.capability.uses for action in use.permissions(self.policy)]
+        stack = Stack.of(self)
+        for action, (service, resource, why) in SCOPED_READS.items():
+            if action in reads:
+                reads.remove(action)
+                arn = stack.format_arn(service=service, resource=resource, resource_name="*")
+                self.function.add_statement([action], [arn], reason=why)
         self.function.add_unscoped_statement("Reads", [*reads, *also], reason)
+
+
+#: Adapter reads AWS scopes to a resource type (Service Authorization Reference): action -> (service, resource type,
+#: why any resource of that type in the account is the narrowest grant).
+SCOPED_READS = {
+    "sagemaker:ListClusterNodes": (
+        "sagemaker",
+        "cluster",
+        "HyperPod clusters are created after deploy; the idle sweep lists every cluster's nodes so that no node is "
+        "ever stopped through EC2 (read only).",
+    ),
+}
 
 
 def nag_resource(scope: Construct, resource: str) -> str:

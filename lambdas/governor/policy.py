@@ -155,6 +155,22 @@ class FleetPolicy(_Model):
         return [f"{family}{digit}*" for family in self.gpu_families for digit in "0123456789"]
 
 
+#: Large accelerated types AWS sells mostly through Capacity Blocks and reservations (fnmatch patterns).
+SCARCE_TYPES = (
+    "p4d.*",
+    "p4de.*",
+    "p5.*",
+    "p5e.*",
+    "p5en.*",
+    "p6-*",
+    "p6e-*",
+    "trn1.*",
+    "trn1n.*",
+    "trn2.*",
+    "trn2u.*",
+)
+
+
 class GpuPowerEntry(_Model):
     """One GPU model's idle draw and power limit in watts, measured on the operator's own idle machines."""
 
@@ -269,6 +285,17 @@ class IdlePolicy(_Model):
     # stop_if_open: an instance in an *open* On-Demand Capacity Reservation may be stopped (its slot is free for any
     # matching instance). Capacity Blocks, targeted and interruptible reservations are never stopped.
     reserved_capacity: Literal["report", "stop_if_open"] = "report"
+    # Active GPU capacity reservations (On-Demand Capacity Reservations, Capacity Blocks) with capacity no instance
+    # runs in: reported (a finding a day per reservation, the report's "paid for, unused" section), never cancelled.
+    # off: not read (one DescribeCapacityReservations a sweep saved).
+    unused_reservations: Literal["report", "off"] = "report"
+    # Instance types the team may not get back once stopped (On-Demand capacity for them is often short): the restart
+    # risk is recorded with every decision about an idle one (evidence.restart_risk) and said in its warning and
+    # report. scarce_action warn: they are warned about and reported, never stopped; stop: reclaimed like any other.
+    scarce_types: list[Annotated[str, Field(pattern=r"^[a-z0-9.*?\[\]-]+$")]] = Field(
+        default_factory=lambda: list(SCARCE_TYPES), max_length=100
+    )
+    scarce_action: Literal["warn", "stop"] = "stop"
     cloudwatch_agent_association: bool = False
     association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})
     exemptions: Exemptions = Field(default_factory=Exemptions)

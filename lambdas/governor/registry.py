@@ -430,6 +430,7 @@ REGISTRY = Registry(
             _DESCRIBE,
             Uses("governor.idle.metrics"),
             Uses("governor.adapters.capacity"),
+            Uses("governor.adapters.hyperpod"),
             # An EKS cluster's own metrics: Amazon Managed Prometheus (query only) or Container Insights.
             Uses(
                 "governor.idle.kubernetes.prometheus",

@@ -23,7 +23,7 @@ INSTANCE = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
 DOCUMENT = "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
 CODE_ACTIONS = {
     "ec2:DescribeInstances",
-    "ec2:DescribeCapacityReservations",
+    "ec2:DescribeCapacityReservations",  # the reservations instances run in, and those nobody runs in (issue 38)
     "ec2:StopInstances",
     "ec2:TerminateInstances",
     "ec2:CreateTags",
@@ -34,6 +34,8 @@ CODE_ACTIONS = {
     "ssm:ListCommands",
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:TerminateInstanceInAutoScalingGroup",
+    "sagemaker:ListClusters",  # HyperPod clusters' node lists: their nodes are never stopped through EC2
+    "sagemaker:ListClusterNodes",
 }
 GROUP = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0f1e2d3c-aaaa-bbbb-cccc-0123456789ab:autoScalingGroupName/train-pool"
 
@@ -80,8 +82,18 @@ def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth)
         "reservations",  # capacity reservations' end dates and match criteria (issue 38): read only
         "nodes",  # EKS nodes drained through their cluster's API (issue 39): Kubernetes RBAC, no AWS permission
         "clock",
+        "hyperpod",  # ListClusters, ListClusterNodes
         "respond",  # Slack's response_url for Stop now: plain HTTPS to hooks.slack.com, no AWS permission
     }
+
+
+def test_hyperpod_node_lists_are_read_on_the_accounts_clusters_only(synth: Synth) -> None:
+    role = _role(synth)
+    cluster = "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc123def456"
+    assert role.allows("sagemaker:ListClusterNodes", cluster)
+    assert not role.allows("sagemaker:ListClusterNodes", "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x")
+    assert role.allows("sagemaker:ListClusters", "*")
+    assert not role.allows("sagemaker:BatchDeleteClusterNodes", cluster)
 
 
 def test_auto_scaling_members_are_scaled_in_through_their_group_only(synth: Synth) -> None:

@@ -45,6 +45,7 @@ UNSCOPABLE = {
     "ssm:DescribeInstanceInformation",
     "tag:GetResources",
     "athena:ListWorkGroups",
+    "sagemaker:ListClusters",  # SAR: no resource type for ListClusters
 }
 SENSITIVE_NAMES = ("SECRET", "TOKEN", "PASSWORD", "WEBHOOK", "PRIVATE", "CREDENTIAL")
 

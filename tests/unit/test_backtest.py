@@ -134,3 +134,48 @@ def test_a_day_of_minute_samples_for_150_instances_replays_every_instance(
     generate(150, hours=24).write_csv(csv)
     code, out, _ = _run(capsys, "--metrics", str(csv), "--json")
     assert code == 0 and json.loads(out)["summary"]["instances"] == 150
+
+
+def test_instances_file_makes_the_replay_honour_the_purchase_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38: with the fleet as `aws ec2 describe-instances` prints it, an idle Capacity Block instance is warned
+    about and reported, never stopped, and its hours are not counted as reclaimed; the On-Demand one is."""
+    block, plain = "i-0b10c4000000000aa", "i-0d000000000000001"
+    csv = tmp_path / "m.csv"
+    csv.write_text(HEADER + "\n".join(_idle_rows(block, 6) + _idle_rows(plain, 6)) + "\n")
+    policy = tmp_path / "p.yaml"
+    policy.write_text("idle: {max_fleet_percent: 100, enforce: true}\n")
+    shape = {"InstanceType": "p5.48xlarge", "State": {"Code": 16, "Name": "running"}}
+    described = {
+        "Reservations": [
+            {
+                "Instances": [
+                    {
+                        **shape,
+                        "InstanceId": block,
+                        "LaunchTime": "2026-11-01T00:00:00+00:00",
+                        "InstanceLifecycle": "capacity-block",
+                        "CapacityReservationId": "cr-0a1b2c3d4e5f60718",
+                    },
+                    {**shape, "InstanceId": plain, "LaunchTime": "2026-11-01T00:00:00+00:00"},
+                ]
+            }
+        ]
+    }
+    instances = tmp_path / "instances.json"
+    instances.write_text(json.dumps(described))
+    args = ("--metrics", str(csv), "--policy", str(policy), "--json")
+    code, out, _ = _run(capsys, *args, "--instances", str(instances))
+    assert code == 0
+    result = json.loads(out)
+    assert [a["type"] for a in result["instances"][block]["actions"]] == ["warn"]
+    assert result["instances"][block]["gpu_hours_reclaimed"] == 0
+    assert result["instances"][plain]["gpu_hours_reclaimed"] == 4.25
+    assert result["summary"]["gpu_hours_reclaimed"] == 4.25 and result["summary"]["verdicts"]["reported"] >= 1
+    # without the file the replay cannot know: both count (what it did before)
+    _, out, _ = _run(capsys, *args)
+    assert json.loads(out)["summary"]["gpu_hours_reclaimed"] == 8.5
+    instances.write_text('{"Instances": []}')
+    code, _, err = _run(capsys, *args, "--instances", str(instances))
+    assert code == 2 and "not a DescribeInstances response" in err

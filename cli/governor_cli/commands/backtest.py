@@ -57,6 +57,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--instance-ids", nargs="+", default=[], help="--from-cloudwatch: only these instances")
     parser.add_argument("--days", type=float, default=14, help="--from-cloudwatch: how far back, up to 15 (default 14)")
     parser.add_argument("--save", help="--from-cloudwatch: also keep the metrics read as this Parquet file")
+    parser.add_argument(
+        "--instances",
+        help="--metrics: the fleet as `aws ec2 describe-instances` prints it (JSON), so the replay knows each "
+        "instance's type, tags and purchase model (a Capacity Block or reservation is reported, never counted as "
+        "reclaimed); --from-cloudwatch reads it from EC2 itself",
+    )
     add_policy(parser)
     parser.add_argument("--interval", default="15m", help="sweep interval, e.g. 15m, 1h, 900s (default: 15m)")
     parser.add_argument(
@@ -292,6 +298,7 @@ def run(args: argparse.Namespace) -> int:
     for option in ("region", "save", "instance_ids", "tag"):
         if getattr(args, option):
             raise UsageError(f"--{option.replace('_', '-')} goes with --from-cloudwatch, not --metrics")
+    inventory = read_instances(Path(args.instances)) if args.instances else None
     path = Path(args.metrics)
     namespaces: list[dict[str, Any]] | None = None
     try:
@@ -309,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
                 for row in attribute(readings, policy.idle.gpu_utilization_threshold)
             ]
         else:
-            result, gaps = replay_file(path, policy, interval, args.memory_unit)
+            result, gaps = replay_file(path, policy, interval, args.memory_unit, inventory)
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read the metrics file ({error.__class__.__name__})") from None
     except MetricsFileError as error:
@@ -320,6 +327,26 @@ def run(args: argparse.Namespace) -> int:
     data["summary"]["gaps_skipped"] = [{"from": _iso(a), "to": _iso(b)} for a, b in gaps]
     print(json.dumps(data, indent=2) if args.json else render_text(data, str(path)))
     return 0
+
+
+def read_instances(path: Path) -> dict[str, Instance]:
+    """The instances of a DescribeInstances response as the AWS CLI prints it (``Reservations[].Instances[]``),
+    read by the same mapping the sweep uses (``governor.adapters.ec2.to_instance``): lifecycle, reservation, tags."""
+    from governor.adapters.ec2 import to_instance
+    from governor_cli.main import UsageError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+        raws = [raw for reservation in data["Reservations"] for raw in reservation["Instances"]]
+        found = [to_instance(raw) for raw in raws]
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: cannot read the instances file ({error.__class__.__name__})") from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise UsageError(
+            f"{path}: not a DescribeInstances response (Reservations[].Instances[]): {error.__class__.__name__}: "
+            f"{error}"
+        ) from None
+    return {instance.id: instance for instance in found}
 
 
 def _from_cloudwatch(args: argparse.Namespace, policy: Policy, interval: dt.timedelta) -> int:

@@ -12,9 +12,9 @@ import datetime as dt
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.domain.costs import EffectiveRate
+from governor.domain.costs import Coverage, EffectiveRate
 
-IAM_ACTIONS = frozenset({"ce:GetCostAndUsage"})
+IAM_ACTIONS = frozenset({"ce:GetCostAndUsage", "ce:GetSavingsPlansCoverage", "ce:GetReservationCoverage"})
 ENDPOINT_REGION = "us-east-1"
 #: EC2 instance-hours only (not EBS, data transfer or other EC2 line items).
 FILTER = {
@@ -84,3 +84,58 @@ class CostExplorerRates:
         if self._rates is None:
             self._rates = self._read()
         return self._rates.get(instance_type)
+
+    def _paged(self, call: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        pages: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = call(**kwargs, **({"NextToken": token} if token else {}))
+            self.calls += 1
+            pages.append(page)
+            token = page.get("NextToken")
+            if not token:
+                return pages
+
+    def coverage(self, is_gpu: Any) -> Coverage:
+        """How much of the GPU fleet's EC2 use Savings Plans and Reserved Instances covered over the same window:
+        Savings Plans by spend (GetSavingsPlansCoverage grouped by INSTANCE_FAMILY), RIs by running hours
+        (GetReservationCoverage grouped by INSTANCE_TYPE); only families / types ``is_gpu`` accepts count."""
+        end = (self._now or dt.datetime.now(dt.UTC)).date()
+        start = end - dt.timedelta(days=self._days)
+        period = {"Start": start.isoformat(), "End": end.isoformat()}
+        compute = {"Dimensions": {"Key": "SERVICE", "Values": ["Amazon Elastic Compute Cloud - Compute"]}}
+        covered = total = 0.0
+        for page in self._paged(
+            self._ce.get_savings_plans_coverage,
+            TimePeriod=period,
+            Granularity="MONTHLY",
+            GroupBy=[{"Type": "DIMENSION", "Key": "INSTANCE_FAMILY"}],
+            Filter=compute,
+        ):
+            for row in page.get("SavingsPlansCoverages", []):
+                family = next(iter((row.get("Attributes") or {}).values()), "")
+                if not is_gpu(f"{family}.x"):
+                    continue
+                found = row.get("Coverage") or {}
+                covered += float(found.get("SpendCoveredBySavingsPlans") or 0)
+                total += float(found.get("TotalCost") or 0)
+        reserved = running = 0.0
+        for page in self._paged(
+            self._ce.get_reservation_coverage,
+            TimePeriod=period,
+            Granularity="MONTHLY",
+            GroupBy=[{"Type": "DIMENSION", "Key": "INSTANCE_TYPE"}],
+            Filter=compute,
+        ):
+            for period_row in page.get("CoveragesByTime", []):
+                for group in period_row.get("Groups", []):
+                    if not is_gpu(next(iter((group.get("Attributes") or {}).values()), "")):
+                        continue
+                    hours = (group.get("Coverage") or {}).get("CoverageHours") or {}
+                    reserved += float(hours.get("ReservedHours") or 0)
+                    running += float(hours.get("TotalRunningHours") or 0)
+        return Coverage(
+            savings_plans_pct=round(100 * covered / total, 1) if total > 0 else None,
+            reserved_hours_pct=round(100 * reserved / running, 1) if running > 0 else None,
+            period=f"{period['Start']} to {period['End']}",
+        )

@@ -11,7 +11,7 @@ Interruptible capacity reservations are lent capacity that its owner can reclaim
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -22,12 +22,15 @@ Purchase = Literal[
     "capacity-reservation",
     "interruptible-reservation",
     "scheduled",
+    "hyperpod",
     "unknown",
 ]
 #: Purchase models whose hours are paid for whether the instance works or not.
 PAID_FOR = frozenset({"capacity-block", "capacity-reservation"})
 #: Purchase models the idle policy never stops for savings by default.
-RESERVED = frozenset({"capacity-block", "capacity-reservation", "interruptible-reservation", "scheduled", "unknown"})
+RESERVED = frozenset(
+    {"capacity-block", "capacity-reservation", "interruptible-reservation", "scheduled", "hyperpod", "unknown"}
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class ReservationReader(Protocol):
 
     def reservations(self, ids: list[str]) -> dict[str, Reservation]: ...
 
+    def active(self) -> list[Reservation]: ...
+
 
 class Purchased(Protocol):
     """What the purchase model needs of an instance (``governor.domain.fleet.Instance`` has it)."""
@@ -73,6 +78,9 @@ class Purchased(Protocol):
     @property
     def reservation(self) -> Reservation | None: ...
 
+    @property
+    def hyperpod_cluster(self) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class PurchaseModel:
@@ -83,6 +91,7 @@ class PurchaseModel:
     match: str | None = None
     ends_at: dt.datetime | None = None
     lifecycle: str = "on-demand"
+    cluster: str | None = None  # the SageMaker HyperPod cluster (its owner: nodes are removed through SageMaker)
 
     @property
     def paid_for(self) -> bool:
@@ -97,6 +106,8 @@ class PurchaseModel:
             found["match"] = self.match
         if self.ends_at:
             found["ends_at"] = self.ends_at.isoformat()
+        if self.cluster:
+            found["cluster"] = self.cluster
         return found
 
     def describe(self) -> str:
@@ -106,6 +117,8 @@ class PurchaseModel:
             return f"Capacity Block {self.reservation_id or '(reservation id not reported)'} (prepaid{ends})"
         if self.kind == "capacity-reservation":
             return f"On-Demand Capacity Reservation {self.reservation_id} ({self.match or 'match unknown'}{ends})"
+        if self.kind == "hyperpod":
+            return f"a node of SageMaker HyperPod cluster {self.cluster}"
         if self.kind == "interruptible-reservation":
             return f"interruptible capacity reservation {self.reservation_id or ''}".rstrip()
         return {"scheduled": "a Scheduled Instance", "unknown": f"purchase model {self.lifecycle!r}"}.get(
@@ -117,6 +130,8 @@ def purchase_model(instance: Purchased) -> PurchaseModel:
     """From EC2's ``InstanceLifecycle`` first, then the reservation the instance runs in (if any)."""
     reservation = instance.reservation
     rid = instance.capacity_reservation_id
+    if instance.hyperpod_cluster:  # whatever capacity it runs on, the cluster owns it
+        return PurchaseModel("hyperpod", rid, lifecycle=instance.lifecycle, cluster=instance.hyperpod_cluster)
     ends = reservation.end_date if reservation else None
     lifecycle = instance.lifecycle
     if lifecycle == "spot":
@@ -158,6 +173,11 @@ def idle_hold(purchase: PurchaseModel, reserved_capacity: str) -> str | None:
             f"runs in {what}: the reservation is billed whether used or not ({why}), so its idle GPU-hours are "
             "reported as paid for, unused"
         )
+    if purchase.kind == "hyperpod":
+        return (
+            f"{what}: HyperPod replaces a node stopped through EC2; remove it through SageMaker "
+            "(BatchDeleteClusterNodes or a smaller instance group), reported only"
+        )
     if purchase.kind == "interruptible-reservation":
         return f"runs in {what}: capacity lent by its owner, which stopping would hand back; reported only"
     return f"{what}: not a purchase model the idle policy stops; reported only"
@@ -181,3 +201,55 @@ def with_reservations(instances: list[Any], reader: ReservationReader | None) ->
         for i in instances
     ]
     return attached, None
+
+
+#: ``evidence.status`` of the idle sweep's decision about a reservation with capacity nobody runs in.
+UNUSED_STATUS = "unused-capacity"
+
+
+def unused_capacity(reservations: list[Reservation], is_gpu: Callable[[str], bool]) -> list[Reservation]:
+    """Active reservations of GPU types with capacity no instance runs in (``AvailableInstanceCount`` > 0): billed
+    at the instance type's rate whether used or not, so every empty slot-hour is paid for, unused."""
+    return sorted(
+        (r for r in reservations if r.state == "active" and r.available > 0 and is_gpu(r.instance_type)),
+        key=lambda r: r.id,
+    )
+
+
+def reservation_evidence(reservation: Reservation, per_hour: float | None, source: str) -> dict[str, Any]:
+    """What the report needs of an unused reservation, recorded with each sweep's decision about it."""
+    kind = "capacity-block" if reservation.capacity_block else "capacity-reservation"
+    found: dict[str, Any] = {
+        "status": UNUSED_STATUS,
+        "instance_type": reservation.instance_type,
+        "purchase": {"kind": kind, "lifecycle": "none", "reservation_id": reservation.id, "match": reservation.match},
+        "unused_instances": reservation.available,
+        "total_instances": reservation.total,
+        "zone": reservation.zone,
+        "owner_account": reservation.owner_id,
+        "price_per_hour": per_hour,
+        "price_source": source,
+        "usd_per_day": round(per_hour * 24 * reservation.available, 2) if per_hour is not None else None,
+    }
+    if reservation.end_date is not None:
+        found["purchase"]["ends_at"] = reservation.end_date.isoformat()
+    return found
+
+
+class HyperPodReader(Protocol):
+    """Instance id -> SageMaker HyperPod cluster name, from the clusters' own node lists."""
+
+    def nodes(self) -> dict[str, str]: ...
+
+
+def with_hyperpod(instances: list[Any], reader: HyperPodReader | None) -> tuple[list[Any], str | None]:
+    """The instances with their HyperPod cluster attached, and why the node lists could not be read, if so."""
+    import dataclasses
+
+    if reader is None or not instances:
+        return instances, None
+    try:
+        nodes = reader.nodes()
+    except Exception as error:
+        return instances, f"HyperPod cluster nodes not read ({type(error).__name__}: {error})"
+    return [dataclasses.replace(i, hyperpod_cluster=nodes[i.id]) if i.id in nodes else i for i in instances], None

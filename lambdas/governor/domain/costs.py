@@ -48,6 +48,24 @@ class EffectiveRate:
     source: str
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """The GPU fleet's Savings Plans coverage (% of spend) and Reserved Instance coverage (% of running hours)."""
+
+    savings_plans_pct: float | None
+    reserved_hours_pct: float | None
+    period: str
+
+    def describe(self) -> str:
+        def pct(value: float | None) -> str:
+            return f"{value:.1f}%" if value is not None else "no GPU usage"
+
+        return (
+            f"GPU fleet coverage (Cost Explorer, {self.period}): Savings Plans {pct(self.savings_plans_pct)} of "
+            f"spend, Reserved Instances {pct(self.reserved_hours_pct)} of running hours"
+        )
+
+
 class EffectiveRates(Protocol):
     """A source of effective rates by instance type (Cost Explorer's amortised cost: ``lifecycle/rates.py``)."""
 
@@ -92,10 +110,24 @@ class PriceBook:
         self._cache: dict[str, tuple[float, int | None] | None] = {}
         #: Why the effective-rate source gave nothing (a failed read is a note, never a guess).
         self.effective_error: str | None = None
+        self.coverage_error: str | None = None
 
     @property
     def has_effective(self) -> bool:
         return self._effective is not None
+
+    def coverage(self, is_gpu: Any) -> Coverage | None:
+        """Savings Plans / RI coverage of the GPU fleet from the effective-rate source, when it offers it; None
+        without one. A failed read is recorded in ``coverage_error`` and returns None."""
+        read = getattr(self._effective, "coverage", None)
+        if read is None:
+            return None
+        try:
+            found: Coverage = read(is_gpu)
+        except Exception as error:  # Cost Explorer off, throttled or denied: the report says so
+            self.coverage_error = f"{type(error).__name__}: {error}"
+            return None
+        return found
 
     def paid(self, instance_type: str) -> tuple[float | None, str]:
         """USD per instance-hour at the price the account pays, and its source, in order of truth: the effective
@@ -635,6 +667,8 @@ class PaidUnusedRow:
     idle_gpu_hours: float
     idle_usd: float
     priced: bool
+    owner: str = UNKNOWN
+    usd_per_day: float | None = None
 
 
 def _latest_purchase(decisions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -683,3 +717,54 @@ def paid_unused(
             )
         )
     return sorted(rows, key=lambda r: (-r.idle_gpu_hours, r.instance_id))
+
+
+def unused_reservations(
+    items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime, prices: PriceBook | None = None
+) -> list[PaidUnusedRow]:
+    """Capacity reservations with capacity no instance ran in, from the idle sweep's decisions about them
+    (``evidence.status`` ``unused-capacity``): each sweep in the period counts its unused instances for one sweep
+    interval. Dollars at the rate the account pays for the type (an On-Demand Capacity Reservation is billed at the
+    On-Demand rate, less any Savings Plan or RI that covers it); a Capacity Block's fee is prepaid and not reported by
+    EC2, so its hours are counted and its dollars are not."""
+    from governor.domain.capacity import UNUSED_STATUS
+
+    hours: dict[str, float] = defaultdict(float)
+    latest: dict[str, Mapping[str, Any]] = {}
+    for item in items:
+        evidence = item.get("evidence") or {}
+        if item.get("kind") != "decision" or item.get("policy") != "idle" or evidence.get("status") != UNUSED_STATUS:
+            continue
+        at = parse_time(evidence.get("judged_at") or item.get("at"))  # the sweep's clock, not the write's
+        if at is None or not start <= at < end:
+            continue
+        rid = str(item.get("resource"))
+        hours[rid] += int(evidence.get("unused_instances") or 0) * float(evidence.get("interval_minutes") or 15) / 60
+        if rid not in latest or at >= (parse_time((latest[rid].get("evidence") or {}).get("judged_at")) or at):
+            latest[rid] = item
+    rows = []
+    for rid, item in latest.items():
+        evidence = item.get("evidence") or {}
+        purchase = evidence.get("purchase") or {}
+        instance_type = str(evidence.get("instance_type") or UNKNOWN)
+        per_hour = evidence.get("price_per_hour")
+        if purchase.get("kind") != "capacity-block" and prices is not None and instance_type != UNKNOWN:
+            per_hour = prices.paid(instance_type)[0]
+        gpus = prices.price(instance_type).gpus if prices is not None else 1
+        unused = int(evidence.get("unused_instances") or 0)
+        rows.append(
+            PaidUnusedRow(
+                instance_id=f"(none: {unused} of {evidence.get('total_instances', '?')} unused)",
+                instance_type=instance_type,
+                purchase=str(purchase.get("kind") or "capacity-reservation"),
+                reservation_id=rid,
+                ends_at=str(purchase.get("ends_at") or UNKNOWN),
+                idle_hours=round(hours[rid], 2),
+                idle_gpu_hours=round(hours[rid] * gpus, 2),
+                idle_usd=round(hours[rid] * float(per_hour), 2) if per_hour is not None else 0.0,
+                priced=per_hour is not None,
+                owner=str(evidence.get("owner") or UNKNOWN),
+                usd_per_day=round(float(per_hour) * 24 * unused, 2) if per_hour is not None else None,
+            )
+        )
+    return sorted(rows, key=lambda r: (-r.idle_gpu_hours, r.reservation_id))

@@ -60,6 +60,8 @@ class Instance:
     capacity_block_id: str | None = None
     #: The reservation itself, when the caller read it (``governor.domain.capacity.with_reservations``).
     reservation: Reservation | None = None
+    #: The SageMaker HyperPod cluster whose node list names this instance (``governor.domain.capacity.with_hyperpod``).
+    hyperpod_cluster: str | None = None
 
 
 @dataclass(frozen=True)

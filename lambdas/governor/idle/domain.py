@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
 from governor.domain.breaker import Breaker
-from governor.domain.capacity import idle_hold, purchase_model
+from governor.domain.capacity import UNUSED_STATUS, Reservation, idle_hold, purchase_model, reservation_evidence
 from governor.domain.decision import Decision, Severity, Verdict
 from governor.domain.fleet import UNKNOWN, Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
@@ -707,6 +707,9 @@ def report_only_reason(instance: Instance, policy: IdlePolicy) -> str | None:
     held = idle_hold(purchase_model(instance), policy.reserved_capacity)
     if held:
         return held
+    risk = restart_risk(instance, policy)
+    if risk and policy.scarce_action == "warn":
+        return f"{risk['why']}; idle.scarce_action is warn, so it is warned about and reported, never stopped"
     node = kubernetes_owner(instance)
     if node and draining_cluster(instance, policy):
         return None
@@ -798,7 +801,55 @@ def _decision(
     )
 
 
+def restart_risk(instance: Instance, policy: IdlePolicy) -> dict[str, Any] | None:
+    """The risk of stopping an instance of a type the policy marks scarce (``idle.scarce_types``): a stopped
+    On-Demand instance gives its capacity back, and starting it again can fail with InsufficientInstanceCapacity for
+    hours or days. None for other types, and for capacity the team keeps whatever happens (a reservation, a block)."""
+    import fnmatch
+
+    if purchase_model(instance).kind != "on-demand":
+        return None
+    pattern = next((p for p in policy.scarce_types if fnmatch.fnmatchcase(instance.type, p)), None)
+    if pattern is None:
+        return None
+    return {
+        "scarce": True,
+        "pattern": pattern,
+        "action": policy.scarce_action,
+        "why": (
+            f"{instance.type} is scarce (idle.scarce_types {pattern}): once stopped, its On-Demand capacity is "
+            "given back and a restart may fail with InsufficientInstanceCapacity; a Capacity Reservation or "
+            "Capacity Block keeps it"
+        ),
+    }
+
+
 def decide(
+    instance: Instance,
+    assessment: Assessment,
+    mark: Mark | None,
+    policy: Policy,
+    now: dt.datetime,
+    *,
+    may_act: bool = True,
+    interval: dt.timedelta | None = None,
+) -> InstanceOutcome:
+    """:func:`decide_idle`, with the restart risk of a scarce type recorded (``evidence.restart_risk``) and said in
+    the reasons of every decision that warns about, reports or reclaims the instance."""
+    found = decide_idle(instance, assessment, mark, policy, now, may_act=may_act, interval=interval)
+    risk = restart_risk(instance, policy.idle)
+    if risk is None:
+        return found
+    decision = found.decision
+    evidence = {**decision.evidence, "restart_risk": risk}
+    reasons = decision.reasons
+    said = any(risk["why"] in r for r in reasons)
+    if found.outcome in ("warned", "acted", "checkpoint", "reported", "held", "deferred") and not said:
+        reasons = [*reasons, f"restart risk: {risk['why']}"]
+    return replace(found, decision=decision.model_copy(update={"evidence": evidence, "reasons": reasons}))
+
+
+def decide_idle(
     instance: Instance,
     assessment: Assessment,
     mark: Mark | None,
@@ -1503,3 +1554,45 @@ def replay(
                 marks[instance_id] = mark
         now += interval
     return result
+
+
+def unused_reservation_decision(
+    reservation: Reservation, policy: Policy, per_hour: float | None, price_source: str
+) -> tuple[Decision, str]:
+    """A reservation with capacity no instance runs in: report-only, a finding for its owner (the reservation's own
+    owner/team tags), never cancelled (a Capacity Block cannot be; an On-Demand Capacity Reservation someone chose)."""
+    evidence = reservation_evidence(reservation, per_hour, price_source)
+    who = ownership(reservation.tags, policy.fleet)
+    evidence |= {"owner": who.owner, "team": who.team}
+    kind = "Capacity Block" if reservation.capacity_block else "On-Demand Capacity Reservation"
+    per_day = evidence["usd_per_day"]
+    cost = (
+        f"${per_day:,.2f} a day at {price_source}"
+        if per_day is not None
+        else (
+            "prepaid (the block's fee is not in DescribeCapacityReservations)"
+            if reservation.capacity_block
+            else "unpriced"
+        )
+    )
+    ends = f", ends {reservation.end_date:%Y-%m-%d %H:%M} UTC" if reservation.end_date else ""
+    reasons = [
+        f"{kind} {reservation.id} ({reservation.instance_type}, {reservation.match}{ends}): "
+        f"{reservation.available} of {reservation.total} instances unused, paid for whether used or not ({cost})",
+        "reported only: launch work into it, offer it to another team, or cancel it (the governor never cancels a "
+        "reservation)",
+    ]
+    decision = Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=reservation.id,
+        actions=[Notify(enforced=False, owner=who.owner, team=who.team, reason=UNUSED_STATUS)],
+        reasons=reasons,
+        evidence=evidence,
+        severity="warning",
+        rule=f"idle.{UNUSED_STATUS}",
+    )
+    title = f"{kind} {reservation.id}: {reservation.available} x {reservation.instance_type} paid for, unused" + (
+        f" (${per_day:,.2f}/day)" if per_day is not None else ""
+    )
+    return decision, title

@@ -21,10 +21,18 @@ from governor import runner
 from governor.adapters.aws import per_session
 from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+from governor.adapters.hyperpod import HyperPodNodes
 from governor.adapters.ssm import SsmCommands
 from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
-from governor.domain.capacity import ReservationReader, with_reservations
+from governor.domain.capacity import (
+    HyperPodReader,
+    ReservationReader,
+    unused_capacity,
+    with_hyperpod,
+    with_reservations,
+)
+from governor.domain.costs import PriceBook
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import (
     LAUNCH_KIND,
@@ -66,6 +74,7 @@ from governor.idle.domain import (
     report_only_reason,
     sweep,
     sweep_interval,
+    unused_reservation_decision,
 )
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
@@ -103,6 +112,8 @@ class IdleAws:
     #: Capacity reservations (end dates, match criteria); None: the instances' own EC2 fields alone hold them.
     reservations: ReservationReader | None = None
     nodes: KubernetesNodes | None = None  # EKS nodes drained through their cluster's API (idle.clusters reclaim)
+    #: SageMaker HyperPod clusters' node lists: their nodes are reported only, never stopped through EC2.
+    hyperpod: HyperPodReader | None = None
     respond: Callable[[str, dict[str, Any]], bool] = answer
 
 
@@ -123,6 +134,7 @@ def _aws(
         groups,
         reservations=CapacityReservations(region),
         nodes=KubernetesNodes(region, groups) if drains else None,
+        hyperpod=HyperPodNodes(region),
     )
 
 
@@ -395,6 +407,37 @@ def _finding(
     )
 
 
+def _unused_reservations(event: GovernorEvent, runtime: Runtime, aws: IdleAws, now: dt.datetime) -> list[Finding]:
+    """Active GPU reservations with capacity nobody runs in: a decision every sweep (the report sums its hours), a
+    finding once a day per reservation (its id carries the date, so the notifier sends it once). Report-only."""
+    policy = runtime.policy
+    if policy.idle.unused_reservations == "off" or aws.reservations is None:
+        return []
+    try:
+        active = aws.reservations.active()
+    except Exception as error:  # moto lacks the call; AWS may throttle: the sweep goes on without this report
+        logger.warning("unused capacity reservations not read", extra={"reason": f"{type(error).__name__}: {error}"})
+        return []
+    book = PriceBook(policy.lifecycle)
+    interval = sweep_interval(policy.idle)
+    found = []
+    for reservation in unused_capacity(active, policy.fleet.is_gpu_type):
+        per_hour, source = (None, "prepaid") if reservation.capacity_block else book.paid(reservation.instance_type)
+        decision, title = unused_reservation_decision(reservation, policy, per_hour, source)
+        decision.evidence |= {"interval_minutes": interval.total_seconds() / 60, "judged_at": now.isoformat()}
+        runtime.ledger.record(decision, event_id=event.id)
+        finding = _finding(decision, title, None, event, runtime).model_copy(
+            update={
+                "id": finding_id(f"unused-capacity#{now.date().isoformat()}", reservation.id, decision.rule or ""),
+                "owner": decision.evidence["owner"],
+                "team": decision.evidence["team"],
+            }
+        )
+        found.append(finding)
+    metrics.add_metric(name="UnusedReservations", unit="Count", value=len(found))
+    return found
+
+
 def owner(instance: Instance, runtime: Runtime) -> Ownership:
     """The owner and team tags, else the ``governor:creator`` tag, else the creator lifecycle recorded from CloudTrail
     (the report attributes the instance to the same person): a warning never says "unknown" when the ledger knows."""
@@ -490,6 +533,9 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     instances, unread = with_reservations(instances, aws.reservations)
     if unread:
         logger.warning("idle sweep without reservation details", extra={"reason": unread})
+    instances, unread = with_hyperpod(instances, aws.hyperpod)
+    if unread:
+        logger.warning("idle sweep without HyperPod node lists", extra={"reason": unread})
     start = lookback_start(policy.idle, now, interval)
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
     runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
@@ -504,6 +550,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     # and what any function left unsent: the idle sweep is the one schedule every deployment runs (every 15 minutes),
     # so a Spot finding whose event was parked and whose instance is gone is still delivered without a replay
     box.flush_stale()
+    findings.extend(_unused_reservations(event, runtime, aws, now))
     warnings: dict[str, tuple[str, Mark]] = {}  # instance -> (warning finding id, mark waiting for its publication)
     by_id = {i.id: i for i in instances}
     for ignored in ignored_tags(instances, stored, runtime, now):
@@ -656,7 +703,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     if live is None or live.state != "running":
         return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
     live = bounded(live, runtime, now)
-    live = with_reservations([live], aws.reservations)[0][0]
+    live = with_hyperpod(with_reservations([live], aws.reservations)[0], aws.hyperpod)[0][0]
     if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
         return refuse(f"{instance_id} is not a GPU fleet instance")
     if load_breaker(runtime).open:
@@ -873,6 +920,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
         SsmCommands(region, **where),
         AutoScalingGroups(region, client("autoscaling", region, **where)),
         reservations=CapacityReservations(region, **where),
+        hyperpod=HyperPodNodes(region, **where),
     )
 
 

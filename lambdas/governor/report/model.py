@@ -179,6 +179,8 @@ PAID_UNUSED_COLUMNS = (
     "ends_at",
     "idle_gpu_hours",
     "idle_usd",
+    "usd_per_day",
+    "owner",
 )
 
 
@@ -225,6 +227,10 @@ class CostSection(Model):
     #: Idle hours of capacity paid for whatever happens (Capacity Blocks, capacity reservations): never a saving.
     #: Per instance type, where the rate behind its savings figures came from (effective rate, session, list, table).
     price_sources: dict[str, str] = Field(default_factory=dict)
+    #: The GPU fleet's Savings Plans coverage (% of spend) and RI coverage (% of running hours), from Cost Explorer
+    #: when ``lifecycle.effective_rates`` is cost_explorer; None otherwise.
+    savings_plans_coverage_pct: float | None = None
+    reserved_coverage_pct: float | None = None
     paid_unused_gpu_hours: float = 0.0
     paid_unused_usd: float = 0.0
     paid_unused: Table = Field(

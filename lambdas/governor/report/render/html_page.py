@@ -438,9 +438,9 @@ def _paid_unused(cost: CostSection) -> list[str]:
         return []
     return [
         f"<h3>{html_text(table.title)}</h3>",
-        f"<p>{cost.paid_unused_gpu_hours:,.1f} GPU-hours of Capacity Blocks and capacity reservations sat idle "
-        f"({money(cost.paid_unused_usd)} paid for, unused). Stopping them saves nothing; offer the capacity to "
-        "another team before the block ends.</p>",
+        f"<p>{cost.paid_unused_gpu_hours:,.1f} GPU-hours of Capacity Blocks and capacity reservations sat idle or "
+        f"empty ({money(cost.paid_unused_usd)} paid for, unused). Stopping them saves nothing; launch work into "
+        "them, offer the capacity to another team before the block ends, or stop buying it.</p>",
         _html_table(table.columns, table.rows[:10]),
     ]
 

@@ -1,0 +1,98 @@
+"""Savings Plans and RI coverage of the GPU fleet (issue 38, item 3): read from Cost Explorer with the effective
+rates, only GPU families / types counted, and said in the report's notes. moto implements neither call, so botocore's
+Stubber answers (it validates each response against the ce service model: the documented shapes)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import boto3
+from botocore.stub import Stubber
+
+from governor.adapters.cost_explorer import CostExplorerRates
+from governor.domain.costs import PriceBook
+from governor.policy import parse_policy
+from governor.report.sections.cost import cost_section
+
+NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+PERIOD = {"Start": "2026-11-01", "End": "2026-12-01"}
+
+
+def _ce() -> tuple[Any, Stubber]:
+    ce = boto3.client("ce", region_name="us-east-1")
+    stub = Stubber(ce)
+    stub.add_response(
+        "get_savings_plans_coverage",
+        {
+            "SavingsPlansCoverages": [
+                {
+                    "Attributes": {"INSTANCE_FAMILY": "p5"},
+                    "Coverage": {"SpendCoveredBySavingsPlans": "720", "OnDemandCost": "280", "TotalCost": "1000"},
+                    "TimePeriod": PERIOD,
+                },
+                {
+                    "Attributes": {"INSTANCE_FAMILY": "m5"},  # not a GPU family: not counted
+                    "Coverage": {"SpendCoveredBySavingsPlans": "0", "OnDemandCost": "500", "TotalCost": "500"},
+                    "TimePeriod": PERIOD,
+                },
+            ]
+        },
+    )
+    stub.add_response(
+        "get_reservation_coverage",
+        {
+            "CoveragesByTime": [
+                {
+                    "TimePeriod": PERIOD,
+                    "Groups": [
+                        {
+                            "Attributes": {"instanceType": "g5.12xlarge"},
+                            "Coverage": {
+                                "CoverageHours": {
+                                    "OnDemandHours": "75",
+                                    "ReservedHours": "25",
+                                    "TotalRunningHours": "100",
+                                    "CoverageHoursPercentage": "25",
+                                }
+                            },
+                        },
+                        {
+                            "Attributes": {"instanceType": "c5.large"},
+                            "Coverage": {"CoverageHours": {"ReservedHours": "100", "TotalRunningHours": "100"}},
+                        },
+                    ],
+                }
+            ]
+        },
+    )
+    stub.activate()
+    return ce, stub
+
+
+def test_gpu_fleet_coverage_is_read_and_reported() -> None:
+    ce, stub = _ce()
+    rates = CostExplorerRates(30, ce, now=NOW)
+    policy = parse_policy({"fleet": {"gpu_families": ["p", "g"]}, "lifecycle": {"effective_rates": "cost_explorer"}})
+    coverage = rates.coverage(policy.fleet.is_gpu_type)
+    assert (coverage.savings_plans_pct, coverage.reserved_hours_pct) == (72.0, 25.0)
+    assert rates.calls == 2
+    stub.assert_no_pending_responses()
+
+    ce, _ = _ce()
+    book = PriceBook(policy.lifecycle, effective=CostExplorerRates(30, ce, now=NOW))
+    section = cost_section([], policy, NOW - dt.timedelta(days=1), NOW, prices=book)
+    assert section.savings_plans_coverage_pct == 72.0 and section.reserved_coverage_pct == 25.0
+    assert any("Savings Plans 72.0% of spend, Reserved Instances 25.0% of running hours" in n for n in section.notes)
+
+
+def test_a_failed_coverage_read_is_said_not_hidden() -> None:
+    ce = boto3.client("ce", region_name="us-east-1")
+    stub = Stubber(ce)
+    stub.add_client_error("get_savings_plans_coverage", "AccessDeniedException", "not authorised")
+    stub.activate()
+    policy = parse_policy({"lifecycle": {"effective_rates": "cost_explorer"}})
+    book = PriceBook(policy.lifecycle, effective=CostExplorerRates(30, ce, now=NOW))
+    section = cost_section([], policy, NOW - dt.timedelta(days=1), NOW, prices=book)
+    assert section.savings_plans_coverage_pct is None
+    assert any(n.startswith("Savings Plans / RI coverage unavailable (ClientError") for n in section.notes)

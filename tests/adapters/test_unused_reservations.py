@@ -1,0 +1,152 @@
+"""On-Demand Capacity Reservations and Capacity Blocks with capacity no instance runs in (issue 38, item 4): read in
+the idle sweep through the real adapter, answered with AWS's documented DescribeCapacityReservations response
+(``tests/fixtures/capacity/describe-capacity-reservations.json``; moto does not implement the call), recorded every
+sweep, a finding once a day, and in the report's "Paid for, unused" section with dollars a day at the reservation's
+rate. Report-only: nothing is cancelled, whatever ``enforce`` says.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from governor.adapters.capacity import CapacityReservations
+from governor.adapters.ledger import DynamoLedger
+from governor.idle.handler import handle
+from governor.policy import parse_policy
+from governor.report.handler import ledger_items
+from governor.report.sections.cost import cost_section
+from governor.runtime import Runtime
+from governor_cli.demo.bootstrap import create_shared
+from governor_cli.testing.memory import MemoryDeadLetters, MemorySink
+from tests.adapters.test_idle_sweep import T0, _aws, _event
+
+SAMPLE = json.loads(
+    (Path(__file__).parents[1] / "fixtures" / "capacity" / "describe-capacity-reservations.json").read_text()
+)
+ACTIVE = [{"Name": "state", "Values": ["active"]}]
+
+
+def _gpu_sample() -> dict[str, Any]:
+    """AWS's example with its first (active, open, 1 of 1 unused) reservation made a p4d.24xlarge one of 2 of 3
+    unused and owned by a team, and a Capacity Block added with 1 of 2 unused (changed fields only)."""
+    sample = copy.deepcopy(SAMPLE)
+    first = sample["CapacityReservations"][0]
+    first.update(
+        InstanceType="p4d.24xlarge",
+        TotalInstanceCount=3,
+        AvailableInstanceCount=2,
+        Tags=[{"Key": "owner", "Value": "ana@example.com"}, {"Key": "team", "Value": "vision"}],
+    )
+    block = copy.deepcopy(first)
+    block.update(
+        CapacityReservationId="cr-0b10c4000000000aa",
+        InstanceType="p5.48xlarge",
+        ReservationType="capacity-block",
+        InstanceMatchCriteria="targeted",
+        TotalInstanceCount=2,
+        AvailableInstanceCount=1,
+        EndDateType="limited",
+        EndDate=T0 + dt.timedelta(days=1),
+        Tags=[],
+    )
+    sample["CapacityReservations"].append(block)
+    return sample
+
+
+def _reader(response: dict[str, Any], times: int) -> CapacityReservations:
+    client = boto3.client("ec2", region_name="us-east-1")
+    stub = Stubber(client)
+    for _ in range(times):
+        stub.add_response("describe_capacity_reservations", response, {"Filters": ACTIVE})
+    stub.activate()
+    return CapacityReservations("us-east-1", client)
+
+
+def _runtime(local: Any, **idle: Any) -> Runtime:
+    return Runtime(
+        policy=parse_policy(
+            {
+                "idle": {"launch_grace_minutes": 0, **idle},
+                "fleet": {"gpu_families": ["p", "g"]},
+                "lifecycle": {"prices": {"p4d.24xlarge": {"on_demand": 21.96, "gpus": 8}}},
+            }
+        ),
+        ledger=DynamoLedger(local.ledger_table, region="us-east-1"),
+        sink=MemorySink(),
+        dead_letters=MemoryDeadLetters(),
+        region="us-east-1",
+    )
+
+
+def test_aws_documented_response_has_no_gpu_reservation_to_report() -> None:
+    """As documented: an a1.medium reservation (not a GPU type) and a cancelled m5.large one: nothing reported."""
+    with mock_aws():
+        local = create_shared("us-east-1")
+        runtime = _runtime(local)
+        aws = _aws()
+        aws.reservations = _reader(SAMPLE, 2)
+        handle(_event(T0, "sweep-0"), runtime, aws)
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+        assert not [i for i in items if str(i.get("resource", "")).startswith("cr-")]
+        reservations = aws.reservations.active()
+        assert [r.id for r in reservations] == ["cr-1234abcd56EXAMPLE ", "cr-abcdEXAMPLE9876ef "]
+        assert (reservations[0].available, reservations[0].match, reservations[1].state) == (1, "open", "cancelled")
+
+
+@pytest.mark.parametrize("enforce", [False, True])
+def test_unused_gpu_reservations_are_reported_with_their_cost_a_day_and_owner(enforce: bool) -> None:
+    with mock_aws():
+        local = create_shared("us-east-1")
+        runtime = _runtime(local, enforce=enforce)
+        aws = _aws()
+        aws.reservations = _reader(_gpu_sample(), 4)
+        sink = runtime.sink
+        assert isinstance(sink, MemorySink)
+        for step in range(4):  # four sweeps, 15 minutes apart, the same day
+            handle(_event(T0 + dt.timedelta(minutes=15 * step), f"sweep-{step}"), runtime, aws)
+
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+        odcr = [i for i in items if i.get("resource") == "cr-1234abcd56EXAMPLE "]
+        assert len(odcr) == 4 and all(a.get("enforced") is False for d in odcr for a in d.get("actions") or [])
+        evidence = odcr[-1]["evidence"]
+        assert evidence["usd_per_day"] == round(21.96 * 24 * 2, 2) and evidence["owner"] == "ana@example.com"
+        assert any("2 of 3 instances unused" in r for r in odcr[-1]["reasons"])
+
+        # one finding id per reservation and day: the notifier delivers each id once, however many sweeps stage it
+        published = {f.id: f for f in sink.findings if f.resource.startswith("cr-")}.values()
+        assert sorted(f.resource for f in published) == ["cr-0b10c4000000000aa", "cr-1234abcd56EXAMPLE "]
+        (odcr_finding,) = [f for f in published if f.resource == "cr-1234abcd56EXAMPLE "]
+        assert odcr_finding.owner == "ana@example.com" and odcr_finding.team == "vision"
+        assert "$1,054.08/day" in odcr_finding.title and not odcr_finding.enforced
+
+        section = cost_section(items, runtime.policy, T0 - dt.timedelta(hours=1), T0 + dt.timedelta(hours=2))
+        rows = {r["reservation_id"]: r for r in section.paid_unused.rows}
+        odcr_row, block_row = rows["cr-1234abcd56EXAMPLE "], rows["cr-0b10c4000000000aa"]
+        # four sweeps x 15 minutes x 2 empty instances = 2 instance-hours = 16 GPU-hours, at $21.96 an hour
+        assert odcr_row["idle_gpu_hours"] == 16.0 and odcr_row["idle_usd"] == round(2 * 21.96, 2)
+        assert odcr_row["usd_per_day"] == 1054.08 and odcr_row["owner"] == "ana@example.com"
+        assert odcr_row["purchase"] == "capacity-reservation"
+        # the block: prepaid, its fee not reported by EC2: hours counted, dollars not guessed
+        assert block_row["purchase"] == "capacity-block" and block_row["idle_usd"] == 0.0
+        assert block_row["usd_per_day"] is None and block_row["ends_at"] == (T0 + dt.timedelta(days=1)).isoformat()
+        assert section.paid_unused_usd == odcr_row["idle_usd"]
+
+
+def test_unused_reservations_off_reads_nothing() -> None:
+    with mock_aws():
+        local = create_shared("us-east-1")
+        runtime = _runtime(local, unused_reservations="off")
+        aws = _aws()
+        aws.reservations = _reader(_gpu_sample(), 0)  # any call would fail the stub
+        handle(_event(T0, "sweep-0"), runtime, aws)
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+        assert not [i for i in items if str(i.get("resource", "")).startswith("cr-")]

@@ -8,18 +8,16 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from kubernetes import client as k8s
 
 from governor.idle.kubernetes.api import KubernetesApi, eks_token
 from governor.idle.kubernetes.reclaim import reclaim_node
-from governor_cli.testing.dcgm import serve
+from governor_cli.testing import kubeapi
 
 INSTANCE = "i-0123456789abcdef0"
 NODE = "ip-10-0-1-5.ec2.internal"
@@ -62,94 +60,12 @@ def pod(
     )
 
 
-@dataclass
-class FakeApiServer:
-    """GET/PATCH a node, list pods by node, evict pods (429 for those a PDB protects), list/delete NodeClaims."""
+class FakeApiServer(kubeapi.FakeApiServer):
+    """The loopback API server (``governor_cli.testing.kubeapi``) with every request body and list it answers read
+    into the official client's models."""
 
-    node: dict[str, Any]
-    pods: list[dict[str, Any]]
-    claims: list[dict[str, Any]] = field(default_factory=list)
-    protected: set[str] = field(default_factory=set)
-    calls: list[tuple[str, str, Any]] = field(default_factory=list)
-    tokens: list[str] = field(default_factory=list)
-
-    def start(self) -> str:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _body(self) -> Any:
-                size = int(self.headers.get("Content-Length") or 0)
-                return json.loads(self.rfile.read(size)) if size else None
-
-            def _send(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _route(self, method: str) -> None:
-                url = urlsplit(self.path)
-                path, query = unquote(url.path), parse_qs(url.query)
-                body = self._body()
-                fake.calls.append((method, path, body))
-                fake.tokens.append(self.headers.get("Authorization", ""))
-                status = SERIALIZE(k8s.V1Status(kind="Status", api_version="v1", status="Success"))
-                if path == "/api/v1/nodes" and method == "GET":
-                    return self._send(200, SERIALIZE(k8s.V1NodeList(items=[as_model(fake.node, "V1Node")])))
-                if path == f"/api/v1/nodes/{NODE}" and method == "GET":
-                    return self._send(200, fake.node)
-                if path == f"/api/v1/nodes/{NODE}" and method == "PATCH":
-                    assert self.headers["Content-Type"] == "application/strategic-merge-patch+json"
-                    patch = as_model(body, "V1Node")
-                    fake.node["spec"]["unschedulable"] = patch.spec.unschedulable
-                    return self._send(200, fake.node)
-                if path == "/api/v1/pods" and method == "GET":
-                    assert query["fieldSelector"] == [f"spec.nodeName={NODE}"]
-                    return self._send(200, SERIALIZE(k8s.V1PodList(items=[as_model(p, "V1Pod") for p in fake.pods])))
-                if path.endswith("/eviction") and method == "POST":
-                    namespace, name = path.split("/")[4], path.split("/")[6]
-                    evict = as_model(body, "V1Eviction")
-                    assert (body["apiVersion"], body["kind"]) == ("policy/v1", "Eviction")
-                    assert (evict.metadata.namespace, evict.metadata.name) == (namespace, name)
-                    if f"{namespace}/{name}" in fake.protected:
-                        refused = k8s.V1Status(kind="Status", status="Failure", code=429, reason="TooManyRequests")
-                        refused.message = "Cannot evict pod as it would violate the pod's disruption budget."
-                        return self._send(429, SERIALIZE(refused))
-                    fake.pods = [p for p in fake.pods if p["metadata"]["name"] != name]
-                    return self._send(201, status)
-                if path == "/apis/karpenter.sh/v1/nodeclaims" and method == "GET":
-                    return self._send(
-                        200, {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaimList", "items": fake.claims}
-                    )
-                if path.startswith("/apis/karpenter.sh/v1/nodeclaims/") and method == "DELETE":
-                    name = path.rsplit("/", 1)[-1]
-                    fake.claims = [c for c in fake.claims if c["metadata"]["name"] != name]
-                    return self._send(200, status)
-                return self._send(404, SERIALIZE(k8s.V1Status(kind="Status", status="Failure", code=404)))
-
-            def do_GET(self) -> None:
-                self._route("GET")
-
-            def do_PATCH(self) -> None:
-                self._route("PATCH")
-
-            def do_POST(self) -> None:
-                self._route("POST")
-
-            def do_DELETE(self) -> None:
-                self._route("DELETE")
-
-        self._server, url = serve(Handler)
-        return url
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def check(self, data: Any, kind: str) -> None:
+        as_model(data, kind)
 
 
 def _karpenter_cluster() -> FakeApiServer:

@@ -6,6 +6,7 @@ on moto; each read through the real source and judged by the idle rule."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import boto3
 import pytest
@@ -329,3 +330,67 @@ def test_container_insights_read_by_its_published_schema() -> None:
         )
         == {}
     )
+
+
+@mock_aws
+def test_container_insights_attributes_gpu_hours_to_namespaces() -> None:
+    """``pod_gpu_utilization`` is published with exactly the dimension sets the CloudWatch agent declares (read from
+    its own configuration, tests/fixtures/container_insights), every rollup included: the source counts each pod's
+    GPU once (at ``ClusterName, FullPodName, GpuDevice, Namespace, PodName``), names the allocated-but-idle pod and
+    leaves the node's other GPU to nobody; the sweep records it as the ledger's ``idle.gpu-hours``."""
+    import yaml
+
+    from governor.idle.sources import attribution
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "container_insights"
+    declared = {
+        d["metric_name_selectors"][0]: d["dimensions"]
+        for d in yaml.safe_load((fixtures / "emf-gpu-metric-declarations.yaml").read_text())
+    }
+    values = {
+        "ClusterName": "gpu-prod",
+        "InstanceId": INSTANCE,
+        "InstanceType": "p4d.24xlarge",
+        "NodeName": NODE,
+        "Namespace": "testing",
+        "Service": "ollama",
+        "PodName": "ollama",
+        "FullPodName": "ollama-76f687f4cd-xcvvp",
+    }
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    data = []
+    for minute in range(1, 31):
+        at = NOW - dt.timedelta(minutes=minute)
+        for device, metric in (("nvidia0", "pod_gpu_utilization"), ("nvidia0", "node_gpu_utilization")):
+            for names in declared[metric]:  # EMF publishes the point once per declared dimension set
+                dims = [{"Name": n, "Value": device if n == "GpuDevice" else values[n]} for n in names]
+                data.append({"MetricName": metric, "Dimensions": dims, "Timestamp": at, "Value": 0.0})
+        names = declared["node_gpu_utilization"][-1]  # the node's other GPU, which no pod holds
+        dims = [{"Name": n, "Value": "nvidia1" if n == "GpuDevice" else values[n]} for n in names]
+        data.append({"MetricName": "node_gpu_utilization", "Dimensions": dims, "Timestamp": at, "Value": 0.0})
+    for first in range(0, len(data), 500):
+        cloudwatch.put_metric_data(Namespace="ContainerInsights", MetricData=data[first : first + 500])
+
+    policy = parse_policy(
+        {
+            "idle": {
+                "clusters": [
+                    {
+                        "name": "gpu-prod",
+                        "metric_source": "container_insights",
+                        "namespace_teams": {"testing": "research"},
+                    }
+                ]
+            }
+        }
+    )
+    source = metric_source("cloudwatch_agent", "us-east-1", cloudwatch, clusters=policy.idle.clusters)
+    start, end = NOW - dt.timedelta(minutes=30), NOW
+    assert f"{GPU_UTILIZATION}@nvidia1" in source.fetch([INSTANCE], [GPU_UTILIZATION], start, end)[INSTANCE]
+    (record,) = attribution(source, policy.idle, start, end)
+    rows = {row["namespace"]: row for row in record.evidence["namespaces"]}
+    assert rows["testing"]["gpu_hours"] == pytest.approx(0.5, abs=0.02)  # one GPU, half an hour, counted once
+    assert rows["testing"]["allocated_but_idle"] and rows["testing"]["team"] == "research"
+    assert rows["testing"]["pods"] == ["testing/ollama-76f687f4cd-xcvvp"]
+    assert rows[None]["gpu_hours"] == pytest.approx(0.5, abs=0.02)  # nvidia1: no pod held it
+    assert record.rule == "idle.gpu-hours" and record.resource == "eks:gpu-prod" and record.severity == "warning"

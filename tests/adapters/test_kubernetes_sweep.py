@@ -234,3 +234,91 @@ def test_an_idle_managed_node_group_node_is_drained_then_terminated_in_its_group
         assert group["DesiredCapacity"] == 0 and instance not in {i["InstanceId"] for i in group["Instances"]}
     finally:
         api_server.stop()
+
+
+def _karpenter_node(instance_tags: dict[str, str] | None = None) -> str:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    instance = ec2.run_instances(ImageId=image, InstanceType="p5.48xlarge", MinCount=1, MaxCount=1)["Instances"][0][
+        "InstanceId"
+    ]
+    tags = {
+        "aws:ec2:fleet-id": "fleet-1d2c3b4a",  # EC2 writes it for CreateFleet (Karpenter); moto lets the test write it
+        "eks:cluster-name": "gpu-prod",
+        "karpenter.sh/nodepool": "gpu-h100",
+        "gpu-fleet": "true",
+        "owner": "ana@example.com",
+        **(instance_tags or {}),
+    }
+    ec2.create_tags(Resources=[instance], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+    return str(instance)
+
+
+@mock_aws
+def test_a_report_only_nodes_warning_has_no_stop_now_button(prometheus: tuple[PrometheusServer, str]) -> None:
+    """Stop now on a node its cluster does not let the governor drain would be refused: the warning does not offer
+    it (Keep stays: it snoozes the reporting). A draining cluster's node keeps the button (Stop now drains it)."""
+    from governor.interactions.domain import KEEP_HOURS, KEEP_MORNING, STOP_NOW, buttons_for
+
+    server, url = prometheus
+    instance = _node_group()
+    _scrape(server, instance)
+    cluster = {"name": "gpu-prod", "metric_source": "prometheus", "prometheus_url": url, "node_label": "hostname"}
+    for reclaim, buttons in (("report", [KEEP_HOURS, KEEP_MORNING]), ("drain", [KEEP_HOURS, KEEP_MORNING, STOP_NOW])):
+        runtime = _runtime(clusters=[{**cluster, "reclaim": reclaim}])
+        aws = _aws(metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=runtime.policy.idle.clusters))  # type: ignore[arg-type]
+        from governor.idle.handler import handle
+
+        handle(_event(T0, f"sweep-{reclaim}"), runtime, aws)
+        warned = [f for f in runtime.sink.findings if f.rule == "idle.warned"]  # type: ignore[attr-defined]
+        assert len(warned) == 1 and buttons_for(warned[0]) == buttons, reclaim
+
+
+@pytest.mark.parametrize("blocked", [False, True], ids=["drained", "pdb-blocks"])
+@mock_aws
+def test_stop_now_on_a_draining_clusters_node_drains_it_through_its_node_pool(
+    prometheus: tuple[PrometheusServer, str], blocked: bool
+) -> None:
+    """Stop now on a Karpenter node of a cluster with ``reclaim: drain`` goes through the cluster's API (cordon,
+    evict, delete the NodeClaim), never around its owner (a plain TerminateInstances Karpenter would replace); a
+    drain a PodDisruptionBudget blocks is answered as refused, not as done."""
+    from governor.idle.handler import handle
+    from governor.idle.kubernetes.api import KubernetesApi
+    from governor.idle.kubernetes.nodes import KubernetesNodes
+    from tests.adapters.test_kubernetes_reclaim import _karpenter_cluster
+    from tests.adapters.test_nothing_lost import _click
+
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    server, url = prometheus
+    instance = _karpenter_node()
+    _scrape(server, instance)
+    api_server = _karpenter_cluster()
+    for held in (api_server.node["spec"], api_server.claims[0]["status"]):
+        held["providerID"] = f"aws:///us-east-1a/{instance}"
+    if blocked:
+        api_server.protected = {"research/notebook-0"}
+    api_url = api_server.start()
+    try:
+        cluster = {"name": "gpu-prod", "metric_source": "prometheus", "prometheus_url": url}
+        runtime = _runtime(clusters=[{**cluster, "node_label": "hostname", "reclaim": "drain"}])
+        aws = _aws(metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=runtime.policy.idle.clusters))  # type: ignore[arg-type]
+        aws.nodes = KubernetesNodes("us-east-1", aws.groups, api=lambda c: KubernetesApi(api_url, lambda: "t"))
+        answers: list[str] = []
+        aws.respond = lambda _url, body: answers.append(str(body)) or True
+        assert handle(_event(T0, "sweep-1"), runtime, aws)["outcomes"] == {"warned": 1}
+        at = T0 + dt.timedelta(minutes=2)
+        aws.clock = lambda: at
+        result = handle(_click(runtime, instance, "click-1", at), runtime, aws)
+        state = ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"][0]["State"]
+        assert state["Name"] == "running"  # never TerminateInstances around Karpenter
+        assert api_server.node["spec"]["unschedulable"] is True
+        if blocked:
+            assert result["status"] == "refused" and len(api_server.claims) == 1, result
+            assert "PodDisruptionBudget" in answers[-1]
+        else:
+            assert result["status"] == "terminated" and api_server.claims == [], result
+            acted = [d for _, d in runtime.ledger.decisions if d.rule == "idle.stop-now"]  # type: ignore[attr-defined]
+            assert acted[-1].actions[0].via == "kubernetes"
+            assert "delete NodeClaim gpu-h100-x7k2p" in acted[-1].evidence["done"][0]
+    finally:
+        api_server.stop()

@@ -220,3 +220,31 @@ def test_reserved_capacity_and_the_price_paid(enforced: DemoResult) -> None:
     sources = set(cost["price_sources"].values())
     assert sources and all(s.startswith("Cost Explorer amortised cost") for s in sources)
     assert "savings priced at" in (enforced.out / "report.html").read_text()
+
+
+def test_the_eks_node_idle_by_dcgm_is_warned_then_drained_through_its_node_pool(
+    enforced: DemoResult, report_only: DemoResult
+) -> None:
+    """The Karpenter GPU node, idle by its DCGM series, is warned, then (enforcing) cordoned, its idle pod evicted
+    (the DCGM exporter's DaemonSet pod stays) and its NodeClaim deleted through the cluster's API, which the idle
+    function found by DescribeCluster on the emulated EKS; Karpenter then terminates it. Report-only writes nothing."""
+    from governor_cli.demo.eks import CLUSTER, IDLE_POD, NODE, NODE_CLAIM, NODE_POOL
+
+    eks = enforced.eks
+    assert eks["writes"] == [
+        f"PATCH /api/v1/nodes/{NODE}",
+        f"POST /api/v1/namespaces/{IDLE_POD[0]}/pods/{IDLE_POD[1]}/eviction",
+        f"DELETE /apis/karpenter.sh/v1/nodeclaims/{NODE_CLAIM}",
+    ]
+    assert eks["cordoned"] and eks["terminated_at"]
+    node = [d for d in _decisions(enforced, "idle") if d["resource"] == eks["instance"]]
+    warned = min(d["at"] for d in node if any(a["type"] == "warn" for a in d["actions"]))
+    drained = [d for d in node if any(a.get("via") == "kubernetes" and a.get("enforced") for a in d["actions"])]
+    assert len(drained) == 1 and warned < drained[0]["at"]
+    assert drained[0]["evidence"]["done"][0].startswith(f"cordon {NODE}; evict 1 pods; delete NodeClaim {NODE_CLAIM}")
+    summary = "\n".join(summary_lines(enforced))
+    assert f"({CLUSTER}, node pool {NODE_POOL}): idle by DCGM, warned" in summary
+    assert f"cordoned, evicted {IDLE_POD[0]}/{IDLE_POD[1]}, NodeClaim deleted; Karpenter terminated it" in summary
+
+    assert report_only.eks["writes"] == [] and not report_only.eks["terminated_at"]
+    assert "would cordon, drain and delete its NodeClaim" in "\n".join(summary_lines(report_only))

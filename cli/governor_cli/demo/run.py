@@ -273,6 +273,8 @@ class DemoResult:
     roles_assumed: int = 0
     #: Organisation mode: instances the hub's own account holds at the end (none: the fleet is in the members).
     hub_instances: int = 0
+    #: The EKS cluster's node and what its Kubernetes API saw (``DemoCluster.drained``); empty in organisation mode.
+    eks: dict[str, Any] = field(default_factory=dict)
 
 
 def enforcing(policy: Policy, on: bool) -> Policy:
@@ -541,7 +543,7 @@ class Simulation:
             if instance == self.result.capacity_block:
                 continue  # its warning says it is reported only (a prepaid block): its owner does not press Stop now
             if self.eks is not None and instance == self.eks.instance:
-                continue  # the EKS node is reported only: Stop now refuses it (it goes through its cluster)
+                continue  # the EKS node is left to the sweep: it drains it through its cluster (summary: "EKS node")
             button = KEEP_HOURS if KEEP_HOURS not in done else STOP_NOW
             if button == STOP_NOW and self.spot.get(instance):
                 continue  # Stop now on a Spot instance terminates it (Spot cannot be stopped): the demo stops one
@@ -885,6 +887,12 @@ class Simulation:
     def announce_state_changes(self) -> None:
         """EC2 emits a state-change event when the governor stops or terminates an instance; lifecycle closes the usage
         session on it, so nothing is billed after the stop. A stopped instance's agent reports no more metrics."""
+        if self.eks is not None and self.site is self.sites[0] and self.eks.karpenter(self.ec2, self.now):
+            # Karpenter terminated the EKS node whose NodeClaim the governor deleted: lifecycle closes its session
+            change = self.ec2_event(
+                "EC2 Instance State-change Notification", {"instance-id": self.eks.instance, "state": "terminated"}
+            )
+            self.invoke("lifecycle", change)
         if not self.instances:
             return
         described = self.ec2.describe_instances(InstanceIds=list(self.instances))["Reservations"]
@@ -1071,6 +1079,10 @@ def run_demo(options: DemoOptions) -> DemoResult:
             if sim.eks is not None:
                 say(f"EKS cluster {EKS_CLUSTER}: one Karpenter GPU node, its GPUs read from DCGM through Prometheus")
                 sim.eks.launch(sim.ec2, DEMO_AMI, dict(sim.policy.fleet.fleet_tags), PEOPLE["research"])
+                sim.eks.register(site.client("eks"), site.account, site.region)
+                # Karpenter launches through CreateFleet, which the lifecycle function's RunInstances rule does not
+                # see: its scheduled reconcile opens the node's usage session (owner, GPUs) as it would in AWS.
+                sim.invoke("lifecycle", sim.scheduled({"sweep": "reconcile"}))
             keys[site.name] = sim.prepare_keys()
 
         try:
@@ -1118,6 +1130,8 @@ def _collect(sim: Simulation) -> None:
     from governor_cli.commands.ledger import write_jsonl
 
     result = sim.result
+    if sim.eks is not None:
+        result.eks = sim.eks.drained()
     if not sim.options.organization:
         described = _patient("ec2").describe_instances()["Reservations"]
         result.stopped = [
@@ -1262,6 +1276,40 @@ def stopped_by_governor(result: DemoResult, instance: str, before: str | None = 
     return False
 
 
+def eks_facts(result: DemoResult) -> list[tuple[str, ...]]:
+    """The EKS node's story, from the ledger and from what its cluster's Kubernetes API saw: warned, then drained
+    through its node pool (enforcing) or the drain planned (report-only)."""
+    eks = result.eks
+    if not eks:
+        return []
+    warned = drained = None
+    for item in result.decisions:
+        if item.get("kind") != "decision" or item.get("policy") != "idle" or item.get("resource") != eks["instance"]:
+            continue
+        actions = item.get("actions") or []
+        if warned is None and any(a.get("type") == "warn" for a in actions):
+            warned = item
+        if drained is None and any(a.get("via") == "kubernetes" for a in actions):
+            drained = item
+    where = f"{eks['instance']} ({eks['cluster']}, node pool {eks['node_pool']})"
+    if warned is None:
+        return [("EKS node", f"{where}: not judged idle")]
+    story = f"{where}: idle by DCGM, warned {str(warned['at'])[11:16]} UTC"
+    if drained is None:
+        return [("EKS node", story)]
+    at = str(drained["at"])[11:16]
+    if not result.enforce:
+        return [("EKS node", f"{story}; would cordon, drain and delete its NodeClaim {at} UTC (Kubernetes API)")]
+    if eks["claim_deleted"]:
+        evicted = ", ".join(eks["evicted"]) or "no pod"
+        story += f"; {at} UTC cordoned, evicted {evicted}, NodeClaim deleted"
+        if eks["terminated_at"]:
+            story += f"; Karpenter terminated it {str(eks['terminated_at'])[11:16]} UTC"
+        return [("EKS node", story)]
+    errors = (drained.get("evidence") or {}).get("errors") or drained.get("reason") or "not drained"
+    return [("EKS node", f"{story}; drain {at} UTC failed: {errors}")]
+
+
 def click_facts(result: DemoResult) -> list[tuple[str, ...]]:
     """One summary line per button the demo clicked, with what came of it (from the ledger and the emulator)."""
     labels = {KEEP_HOURS: "Keep 4 h", STOP_NOW: "Stop now"}
@@ -1370,6 +1418,7 @@ def summary_lines(result: DemoResult) -> list[str]:
             f"{len(result.open_ingress)} on the training group" + ("s" if len(result.sites) > 1 else ""),
         ),
         *click_facts(result),
+        *eks_facts(result),
         ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),

@@ -245,14 +245,19 @@ class Terminate(_Reclaim):
     def execute(self, aws: InstanceChanges, at: Acting) -> Outcome:
         if self.via == "kubernetes":
             nodes = getattr(aws, "nodes", None)
+            # A failed drain says so in ``done`` ("not drained: ..."), which the ledger, the finding and Stop now's
+            # answer carry (Stop now refuses on it instead of answering "terminated").
             if nodes is None:  # a member account's sweep: the hub reaches no cluster there (docs/kubernetes.md)
-                return Outcome(ok=False, error_code="NoKubernetesAccess", message=f"no access to cluster {self.group}")
+                why = f"no access to cluster {self.group}"
+                return Outcome(ok=False, error_code="NoKubernetesAccess", message=why, done=f"not drained: {why}")
             try:
                 node = nodes.reclaim(at.resource, str(self.group))
             except Exception as error:  # the cluster's API unreachable or refusing: recorded, retried next sweep
-                return Outcome(ok=False, error_code=type(error).__name__, message=f"cluster {self.group}: {error}")
+                why = f"cluster {self.group}: {error}"
+                return Outcome(ok=False, error_code=type(error).__name__, message=why, done=f"not drained: {why}")
             if node.blocked:
-                return Outcome(ok=False, error_code="NodeNotDrained", message=str(node.blocked))
+                why = str(node.blocked)
+                return Outcome(ok=False, error_code="NodeNotDrained", message=why, done=f"not drained: {why}")
             return Outcome(ok=True, done="; ".join(node.steps))
         if self.via == "autoscaling":
             if aws.groups is None:

@@ -66,6 +66,7 @@ from governor.idle.domain import (
     auto_scaling_group,
     checkpoint_command,
     current_mark,
+    draining_cluster,
     fetched_signals,
     lookback_start,
     mark_tag_problems,
@@ -758,7 +759,10 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
             )
     action = reclaim_action(live, idle)
     group = auto_scaling_group(live)
+    cluster_name = draining_cluster(live, idle)
     through: dict[str, Any] = {"via": "autoscaling", "group": group, "decrement_desired": True} if group else {}
+    if cluster_name:  # an EKS node is reclaimed through its cluster, as the sweep does (never around its owner)
+        through = {"via": "kubernetes", "group": cluster_name, "decrement_desired": True}
     remove = [IDLE_SINCE_TAG] if IDLE_SINCE_TAG in live.tags else []
     decision = Decision(
         policy=POLICY,
@@ -787,7 +791,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
     box.resume()
     done, _ = settle(outcome, event, runtime, aws, now, assessment, box)
-    if any(s.startswith(("skipped", "reported only")) for s in done):
+    if any(s.startswith(("skipped", "reported only", "not drained")) for s in done):
         metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
         return finish("refused", f"Not {verb}: {'; '.join(done)} (Stop now by {who})")
     if not idle.enforce:

@@ -96,23 +96,22 @@ class CombinedMetrics:
 
 
 def attribution(source: MetricSource, policy: IdlePolicy, start: dt.datetime, end: dt.datetime) -> list[Decision]:
-    """GPU-hours by namespace of each cluster whose source knows the pods (DCGM through Prometheus), over the sweep's
-    interval ``[start, end)``: ledger records for the report."""
+    """GPU-hours by namespace of each cluster whose source knows the pods (DCGM through Prometheus, Container
+    Insights' pod metrics), over the sweep's interval ``[start, end)``: ledger records for the report."""
     if not isinstance(source, CombinedMetrics):
         return []
-    from governor.idle.kubernetes.promql import attribution_decision
+    from governor.idle.kubernetes.promql import gpu_hours_decision
 
     teams = {c.name: c.namespace_teams for c in policy.clusters}
     found = []
     for name, cluster in source.clusters.items():
-        readings = getattr(cluster, "readings", None)
-        if readings:
-            threshold = policy.gpu_utilization_threshold
-            decision = attribution_decision(
-                name, readings, threshold, teams.get(name, {}), start.timestamp(), end.timestamp()
-            )
-            if decision is not None:
-                found.append(decision)
+        gpu_hours = getattr(cluster, "gpu_hours", None)  # Prometheus (DCGM pod labels), Container Insights (pod_gpu_*)
+        if gpu_hours is None:
+            continue
+        rows = gpu_hours(policy.gpu_utilization_threshold, teams.get(name, {}), start.timestamp(), end.timestamp())
+        decision = gpu_hours_decision(name, rows, start.timestamp(), end.timestamp())
+        if decision is not None:
+            found.append(decision)
     return found
 
 

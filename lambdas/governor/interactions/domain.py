@@ -63,9 +63,14 @@ def button_token(finding: Finding) -> str:
 
 
 def buttons_for(finding: Finding) -> list[str]:
-    """Idle warnings: Keep 4 h, Keep until tomorrow, Stop now. Spot and security findings: Acknowledge."""
+    """Idle warnings: Keep 4 h, Keep until tomorrow, Stop now. Spot and security findings: Acknowledge.
+
+    A warning whose instance is only ever reported (``planned: report``: an EKS node its cluster does not let the
+    governor drain, a Capacity Block, an Auto Scaling member under ``asg_action: report``) has no Stop now: the idle
+    function would refuse it for the same reason, so the button could not work."""
     if finding.rule == "idle.warned":
-        return list(IDLE_BUTTONS)
+        reported_only = any(a.get("type") == "warn" and a.get("planned") == "report" for a in finding.actions)
+        return [b for b in IDLE_BUTTONS if b != STOP_NOW] if reported_only else list(IDLE_BUTTONS)
     if finding.policy in ACKNOWLEDGED_POLICIES:
         return [ACKNOWLEDGE]
     return []

@@ -18,7 +18,9 @@ from urllib.parse import urlencode, urlsplit
 from governor.idle.domain import Series
 from governor.idle.kubernetes.promql import (
     DCGM_FIELDS,
+    GpuHours,
     NodeReadings,
+    attribute,
     gpu_query,
     node_query,
     nodes_to_instances,
@@ -97,6 +99,10 @@ class PrometheusMetrics:
         ids = set(instance_ids)
         self.readings = {i: r for i, r in readings.items() if i in ids}
         return {i: dict(r.series) for i, r in self.readings.items()}
+
+    def gpu_hours(self, threshold: float, teams: Mapping[str, str], start: float, end: float) -> list[GpuHours]:
+        """GPU-hours by namespace of the last fetch's nodes, from the pods DCGM mapped to each GPU (``attribute``)."""
+        return attribute(self.readings, threshold, teams, start, end)
 
     def _query(self, promql: str, start: dt.datetime, end: dt.datetime, *, instant: bool = False) -> list[Any]:
         if instant:

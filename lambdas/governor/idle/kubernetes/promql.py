@@ -242,7 +242,12 @@ def attribution_decision(
 ) -> Decision | None:
     """One ledger record per cluster and sweep: GPU-hours and idle GPU-hours by namespace over ``[start, end)`` (the
     sweep's own interval, so the records of successive sweeps add up without counting a minute twice)."""
-    rows = attribute(readings, threshold, teams, start, end)
+    return gpu_hours_decision(cluster, attribute(readings, threshold, teams, start, end), start, end)
+
+
+def gpu_hours_decision(cluster: str, rows: Sequence[GpuHours], start: float, end: float) -> Decision | None:
+    """The ``idle.gpu-hours`` ledger record of one cluster's rows (from DCGM's pod labels or Container Insights'
+    pod metrics), or None when there are none."""
     if not rows:
         return None
     held_idle = [r for r in rows if r.allocated_but_idle]

@@ -95,5 +95,7 @@ class Notifications(CapabilityConstruct):
         rule.add_target(self.function.rule_target())
         self.function.triggers.append(self.capability.trigger("Findings").line(policy))
         grant_delivery(self.function, policy)
+        if policy.interactions.bot_token_secret_name:  # owners' mentions by users.lookupByEmail (docs/slack.md §2)
+            grant_secret_reads(self.function, [policy.interactions.bot_token_secret_name])
         self.reports = Reports(self, "Reports", audit=audit, dashboard_url=self.dashboard.url, **args)
         grant_delivery(self.reports.function, policy)

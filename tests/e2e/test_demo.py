@@ -177,6 +177,14 @@ def test_quiet_by_design_posts_per_channel_per_day(report_only: DemoResult) -> N
         assert len(later) <= 1, "a kept instance was told again it would be stopped"
 
 
+def test_idle_warnings_ping_their_owner_with_a_slack_mention(report_only: DemoResult) -> None:
+    """Issue 37, item 3: "bo: it would be stopped…" never notified bo; the owner's Slack id comes from the policy."""
+    posts = [json.loads(p.read_text()) for p in sorted((report_only.out / "slack").glob("*.json"))]
+    warnings = [json.dumps(m) for m in posts if "Idle GPU instance" in m.get("text", "")]
+    assert warnings and all(re.search(r"<@UDEMO[A-Z]+> \([a-z]+@demo\.example\)", w) for w in warnings if "Owner" in w)
+    assert any(re.search(r"<@UDEMO[A-Z]+>: it would be", w) for w in warnings)
+
+
 def test_a_taken_port_exits_2_with_a_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

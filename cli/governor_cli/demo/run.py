@@ -309,8 +309,8 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
                 **chosen.interactions.slack_users,
                 **{slack_user(p): f"{p}@demo.example" for p in PEOPLE.values()},
             },
-            # The demo's owner tags are bare user names, which match nobody (owners match only by full identity):
-            # each person acts on their own instances as a member of the team the warning was sent to.
+            # Owners match only by full identity (the tag is the person's address); each person is also a member of
+            # their team, so they may act on their team's instances whoever launched them.
             "teams": {
                 **chosen.interactions.teams,
                 **{
@@ -687,7 +687,9 @@ class Simulation:
             tags = {"team": team, "workload": synthetic.kind, "Name": f"{team}-{synthetic.kind}-{index}"}
             tags.update(self.policy.fleet.fleet_tags)  # the fleet's tags: the SendCommand grant requires them
             if index % 5 != 4:
-                tags["owner"] = PEOPLE[team]
+                # The owner's address, as the people who own GPU boxes tag them: the notifier mentions them in Slack
+                # (<@U…>, from interactions.slack_users) and the report counts them under their name.
+                tags["owner"] = f"{PEOPLE[team]}@demo.example"
             spot = spot_left > 0 and synthetic.kind == "training"
             extra: dict[str, Any] = {"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}
             spot_left -= int(spot)

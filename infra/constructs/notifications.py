@@ -83,3 +83,5 @@ class Notifications(CapabilityConstruct):
         )
         self.on_findings("Findings", "Every governor finding to the notifier")
         grant_delivery(self.function, policy)
+        if policy.interactions.bot_token_secret_name:  # owners' mentions by users.lookupByEmail (docs/slack.md §2)
+            grant_secret_reads(self.function, [policy.interactions.bot_token_secret_name])

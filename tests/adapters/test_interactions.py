@@ -41,6 +41,7 @@ from governor.notifier.handler import with_buttons
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared
+from governor_cli.testing import events
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # Slack's documented example signing secret
@@ -551,6 +552,36 @@ def test_report_only_records_and_answers_but_changes_nothing(world: World) -> No
     assert _state(world.ec2, instance) == "running"
     assert world.decisions("interactions.keep") and world.decisions("interactions.stop-now")
     assert "report-only" in world.slack.posted[-1][1]["text"]
+
+
+def test_a_report_only_keep_is_never_contradicted_by_a_later_would_be_stopped(world: World) -> None:
+    """Issue 37: bo clicked Keep 4 h in report-only mode, and a later message said "would be stopped now"."""
+    raw = _policy(enforce=False)
+    raw["idle"] = {**raw["idle"], "enforce": False}
+    world.runtime = _runtime(raw)
+    instance = _launch(world.ec2)
+    _metrics(instance, 0.2)
+    _warned(world.runtime, instance)  # the warning ran out: the stop is due now
+    token = _issue(world.runtime, _finding(instance))
+    assert world.click(token, KEEP_HOURS)["status"] == "report-only"
+    assert "governor:keep-until" not in _tags(world.ec2, instance)  # report-only: no tag
+    idle_handler.handle(events.scheduled(time=world.clock.now.isoformat()), world.runtime, world.idle)
+    (decision,) = [d for _, d in world.runtime.ledger.decisions if d.resource == instance and d.policy == "idle"]
+    assert decision.evidence["status"] == "snoozed" and decision.verdict == "ignored"
+    findings = [f for f in world.runtime.sink.findings if f.resource == instance]  # type: ignore[attr-defined]
+    assert not findings  # nothing "would be stopped now"
+
+
+def test_an_enforcing_idle_policy_ignores_a_report_only_keep(world: World) -> None:
+    """Only a real snooze tag spares an instance a real stop: buttons in report-only change nothing that enforces."""
+    world.runtime = _runtime(_policy(enforce=False))  # buttons report-only, idle enforcing
+    instance = _launch(world.ec2)
+    _metrics(instance, 0.2)
+    _warned(world.runtime, instance)
+    token = _issue(world.runtime, _finding(instance))
+    world.click(token, KEEP_HOURS)
+    idle_handler.handle(events.scheduled(time=world.clock.now.isoformat()), world.runtime, world.idle)
+    assert _state(world.ec2, instance) in ("stopping", "stopped")
 
 
 # --- the message --------------------------------------------------------------------------------------------------

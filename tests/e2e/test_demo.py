@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -152,6 +153,48 @@ def test_summary_columns_are_aligned(report_only: DemoResult) -> None:
     assert len({len(line) - len(line.split("  ", 1)[1].lstrip()) for line in facts}) == 1
 
 
+def test_quiet_by_design_posts_per_channel_per_day(report_only: DemoResult) -> None:
+    """Issue 37, item 4: the summary prints posts per channel per day; no report-only "would be stopped now" or
+    "reported, not reclaimed" post (the digest has them); no message repeats its title or shows rule or event ids or
+    a second time format; nothing about an instance after its owner clicked Keep says it would be stopped."""
+    line = next(line for line in summary_lines(report_only) if line.startswith("posts per channel per day "))
+    assert "governor/slack-webhook " in line and "/day (" in line
+    assert sum(report_only.posts.values()) == report_only.slack_messages
+    uuid = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+    posts = [json.loads(p.read_text()) for p in sorted((report_only.out / "slack").glob("*.json"))]
+    notices = [m for m in posts if not m.get("replace_original")][: -report_only.report_slack_messages or None]
+    assert notices
+    for message in notices:
+        text = json.dumps(message["blocks"])
+        assert "report-only: not done)" not in message["text"] and "reported, not reclaimed" not in message["text"]
+        assert not uuid.search(text) and "idle.warned" not in text and not re.search(r"\dT\d\d:\d\d", text)
+        head = message["blocks"][0]["text"]["text"]
+        if not head.startswith("GPU Fleet Governor:"):  # one finding: its title is the header, said once
+            assert text.count(json.dumps(head)[1:-1]) == 1
+    kept = [c for c in report_only.clicks if c.get("button") == KEEP_HOURS]
+    for click in kept:  # report-only: no tag, but the sweeps read the Keep as the snooze it would have been
+        clicked, until = _at(click["at"]), _at(click["until"])
+        during = [
+            d
+            for d in report_only.decisions
+            if d.get("kind") == "decision"
+            and d.get("policy") == "idle"
+            and d.get("resource") == click["instance"]
+            and clicked < _at(d["at"]) < until
+        ]
+        assert during and all(d["evidence"]["status"] == "snoozed" for d in during), "a kept instance was judged"
+
+
+def test_idle_warnings_ping_their_owner_with_a_slack_mention(report_only: DemoResult) -> None:
+    """Issue 37, item 3: "bo: it would be stopped…" never notified bo; the owner's Slack id comes from the policy."""
+    posts = [json.loads(p.read_text()) for p in sorted((report_only.out / "slack").glob("*.json"))]
+    warnings = [json.dumps(m) for m in posts if "Idle GPU instance" in m.get("text", "")]
+    mentioned = [w for w in warnings if re.search(r"<@UDEMO[A-Z]+> \([a-z]+@demo\.example\)", w)]
+    assert mentioned and all(re.search(r"<@UDEMO[A-Z]+>: it would be", w) for w in mentioned)
+    # an owner the policy knows is always pinged; a recorded creator or a cluster's node owner is named, not pinged
+    assert not [w for w in warnings if "@demo.example" in w and "<@UDEMO" not in w]
+
+
 def test_a_taken_port_exits_2_with_a_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -168,10 +211,11 @@ def test_a_failed_delivery_is_counted_and_dead_lettered(tmp_path: Path, monkeypa
     monkeypatch.setattr(Simulation, "connect_notifier", lambda self, url: None)  # no webhook secret, no SES sender
     options = DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=tmp_path, instances=2, hours=1.5)
     result = run_demo(options)
-    from governor.notifier.domain import TIME_BOUND_POLICIES
+    from governor.domain.decision import Finding
+    from governor.notifier.domain import time_bound
 
     assert result.notified, "nothing was routed to the notifier"
-    posted = [f for f in result.notified if f["severity"] == "critical" or f["policy"] in TIME_BOUND_POLICIES]
+    posted = [f for f in result.notified if f["severity"] == "critical" or time_bound(Finding.model_validate(f))]
     assert posted and result.failed_deliveries >= len(posted)  # the rest waits for the digest, sends nothing now
     assert result.dead_letters.get("notifier", 0) > 0
     assert len(result.delivery_errors) == result.failed_deliveries

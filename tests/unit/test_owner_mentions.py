@@ -7,6 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import boto3
+import pytest
+from moto import mock_aws
+
 from governor.domain.fleet import LAUNCH_KIND, Instance
 from governor.idle.handler import owner
 from governor.notifier.domain import MergedFinding, slack_messages, slack_people
@@ -51,3 +55,56 @@ def test_an_untagged_instance_is_owned_by_the_creator_lifecycle_recorded() -> No
     tagged = Instance("i-0bo", "g5.xlarge", "running", untagged.launch_time, {"owner": "bo", "team": "nlp"})
     ledger.put_item(LAUNCH_KIND, "i-0bo", {"instance_id": "i-0bo", "creator": "dara"})
     assert owner(tagged, runtime).owner == "bo"  # the owner tag wins over the launch record
+
+
+class _FakeSlack:
+    """Slack's Web API as slack_sdk's WebClient sees it: users.lookupByEmail answers for one member only."""
+
+    calls: list[str] = []
+
+    def __init__(self, token: str = "", **_: object) -> None:
+        assert token == "xoxb-test"
+
+    def users_lookupByEmail(self, email: str) -> dict[str, object]:
+        from slack_sdk.errors import SlackApiError
+
+        _FakeSlack.calls.append(email)
+        if email == "bo@corp.example":
+            return {"ok": True, "user": {"id": "U0BOLOOK", "deleted": False}}
+        raise SlackApiError("users_not_found", {"ok": False, "error": "users_not_found"})
+
+
+def test_an_owner_missing_from_slack_users_is_looked_up_by_email_once_and_only_in_allowed_domains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """users.lookupByEmail (scope users:read.email) with the bot token, cached per container; an address outside
+    notifications.owner_email_domains (a tag anyone can set) is never looked up."""
+    import slack_sdk
+
+    from governor.notifier import handler
+
+    monkeypatch.setattr(slack_sdk, "WebClient", _FakeSlack)
+    _FakeSlack.calls = []
+    handler._looked_up.cache_clear()
+    policy = parse_policy(
+        {
+            "notifications": {"owner_email_domains": ["corp.example"]},
+            "interactions": {"bot_token_secret_name": "governor/slack-bot", "slack_users": {"U0ANAANA": "a@x.example"}},
+        }
+    )
+    with mock_aws():
+        boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+            Name="governor/slack-bot", SecretString='{"token": "xoxb-test"}'
+        )
+        runtime = Runtime(policy, MemoryLedger(), MemorySink(), MemoryDeadLetters(), region="us-east-1")
+        bo = finding(owner="bo@corp.example", actions=[{**WARN, "owner": "bo@corp.example"}])
+        people = handler.people_for(bo, runtime)
+        assert people["bo@corp.example"] == "U0BOLOOK"
+        assert handler.people_for(bo, runtime)["bo@corp.example"] == "U0BOLOOK"
+        assert _FakeSlack.calls == ["bo@corp.example"]  # cached: asked once
+        text = json.dumps(slack_messages([MergedFinding(bo)], people))
+        assert "*Owner* <@U0BOLOOK> (bo@corp.example)" in text
+        assert "bo@corp.example" not in handler.people_for(finding(owner="bo@elsewhere.example"), runtime)
+        assert "ghost@corp.example" not in handler.people_for(finding(owner="ghost@corp.example"), runtime)
+        assert _FakeSlack.calls == ["bo@corp.example", "ghost@corp.example"]  # never the other domain
+    handler._looked_up.cache_clear()

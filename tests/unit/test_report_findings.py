@@ -180,3 +180,22 @@ def test_every_policy_field_named_in_the_runtime_exists() -> None:
     assert len(named) >= 8
     for path in named:
         policy_field(path)
+
+
+# --- untagged spend ---------------------------------------------------------------------------------------------
+
+
+def test_an_instance_nobody_owns_is_a_finding_of_its_own_with_its_spend() -> None:
+    """Issue 37, item 3: an unknown owner is a finding (untagged spend), not a blank, even when the box is busy."""
+    items = [
+        _session("i-0anon", "g5.12xlarge", 4, 5.672, "", "", start=at(0)),  # no owner tag, no recorded creator
+        _session("i-0dara", "g5.12xlarge", 4, 5.672, "research", "dara", start=at(0)),
+    ]
+    report = report_over(items)
+    [finding] = [f for f in report.open_findings if f.resource == "i-0anon"]
+    assert finding.problem == "untagged" and finding.owner == "unknown" and finding.severity == "warning"
+    assert "charged to nobody" in finding.summary and "$136.13" in finding.summary  # 24 h x $5.672
+    assert finding.usd_per_day == pytest.approx(136.13)
+    assert "owner" in finding.remediation and "team" in finding.remediation
+    assert not [f for f in report.open_findings if f.resource == "i-0dara"]
+    assert any("i-0anon" in line and "a day at stake" in line for line in todo_items(report))

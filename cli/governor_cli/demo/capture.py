@@ -26,12 +26,15 @@ class CaptureEndpoint:
     url: str
     folder: Path
     received: list[dict[str, Any]] = field(default_factory=list)
+    #: The path each message was posted to, in the same order: the webhook secret's channel, or a click's answer.
+    paths: list[str] = field(default_factory=list)
     rejected: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def keep(self, message: dict[str, Any]) -> Path:
+    def keep(self, message: dict[str, Any], posted_to: str = "") -> Path:
         with self._lock:
             self.received.append(message)
+            self.paths.append(posted_to)
             path = self.folder / f"{len(self.received):04d}.json"
         path.write_text(json.dumps(message, indent=2), encoding="utf-8")
         return path
@@ -50,7 +53,7 @@ def _handler(endpoint: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
                 endpoint.rejected += 1
                 self._answer(400, b"invalid_payload")
                 return
-            endpoint.keep(message)
+            endpoint.keep(message, self.path)
             self._answer(200, b"ok")
 
         def _answer(self, status: int, text: bytes) -> None:
@@ -84,6 +87,17 @@ def capture_endpoint(folder: Path, host: str = "127.0.0.1") -> Iterator[CaptureE
         server.server_close()
         thread.join(timeout=5)
 
+
+def channel_of(path: str) -> str:
+    """The channel a message went to: the webhook secret's name (the demo gives each secret its own path under
+    ``/services/demo/``), or the in-place answers to clicks (``response_url``, which replace a message, not a post)."""
+    if path.startswith("/actions/"):
+        return CLICK_ANSWERS
+    return path.removeprefix("/services/demo").strip("/") or "webhook"
+
+
+#: The pseudo-channel of answers to clicks: Slack replaces the clicked message with them, nobody gets a new post.
+CLICK_ANSWERS = "click answers (replace the clicked message)"
 
 #: Where Slack answers a click (``response_url``); the governor posts there only (``check_response_url``).
 SLACK_ACTIONS = "https://hooks.slack.com/actions/"

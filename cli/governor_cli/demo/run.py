@@ -36,7 +36,14 @@ from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor.policy import Policy, TeamMembers
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
-from governor_cli.demo.capture import SLACK_ACTIONS, CaptureEndpoint, capture_endpoint, slack_answers_to
+from governor_cli.demo.capture import (
+    CLICK_ANSWERS,
+    SLACK_ACTIONS,
+    CaptureEndpoint,
+    capture_endpoint,
+    channel_of,
+    slack_answers_to,
+)
 from governor_cli.demo.eks import CLUSTER as EKS_CLUSTER
 from governor_cli.demo.eks import DemoCluster
 from governor_cli.demo.emulator import running_emulator
@@ -261,6 +268,9 @@ class DemoResult:
     end: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     slack_messages: int = 0
     report_slack_messages: int = 0
+    #: Slack messages per channel (webhook secret name), and the click answers that replaced messages in place.
+    posts: Counter[str] = field(default_factory=Counter)
+    report_channel: str = ""
     emails: int = 0
     failed_deliveries: int = 0
     delivery_errors: list[str] = field(default_factory=list)
@@ -301,8 +311,8 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
                 **chosen.interactions.slack_users,
                 **{slack_user(p): f"{p}@demo.example" for p in PEOPLE.values()},
             },
-            # The demo's owner tags are bare user names, which match nobody (owners match only by full identity):
-            # each person acts on their own instances as a member of the team the warning was sent to.
+            # Owners match only by full identity (the tag is the person's address); each person is also a member of
+            # their team, so they may act on their team's instances whoever launched them.
             "teams": {
                 **chosen.interactions.teams,
                 **{
@@ -634,11 +644,14 @@ class Simulation:
     def connect_notifier(self, webhook_url: str) -> None:
         """The webhook secret (pointing at the capture endpoint) and a verified SES sender, as an operator sets up."""
         notifications = self.policy.notifications
-        client("secretsmanager").create_secret(Name=notifications.slack_secret_name, SecretString=webhook_url)
+        # One path per secret, so the capture endpoint tells the channels apart (posts per channel per day).
+        client("secretsmanager").create_secret(
+            Name=notifications.slack_secret_name, SecretString=f"{webhook_url}/{notifications.slack_secret_name}"
+        )
         for team in notifications.teams.values():
             name = getattr(team, "slack_secret_name", None)
             if name and name != notifications.slack_secret_name:
-                client("secretsmanager").create_secret(Name=name, SecretString=webhook_url)
+                client("secretsmanager").create_secret(Name=name, SecretString=f"{webhook_url}/{name}")
         if notifications.email_sender:
             client("sesv2").create_email_identity(EmailIdentity=notifications.email_sender)
 
@@ -676,7 +689,9 @@ class Simulation:
             tags = {"team": team, "workload": synthetic.kind, "Name": f"{team}-{synthetic.kind}-{index}"}
             tags.update(self.policy.fleet.fleet_tags)  # the fleet's tags: the SendCommand grant requires them
             if index % 5 != 4:
-                tags["owner"] = PEOPLE[team]
+                # The owner's address, as the people who own GPU boxes tag them: the notifier mentions them in Slack
+                # (<@U…>, from interactions.slack_users) and the report counts them under their name.
+                tags["owner"] = f"{PEOPLE[team]}@demo.example"
             spot = spot_left > 0 and synthetic.kind == "training"
             extra: dict[str, Any] = {"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}
             spot_left -= int(spot)
@@ -1103,6 +1118,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
             savings_plan_account(os.environ["AWS_ENDPOINT_URL"], sim.policy)
         _report(sim, capture)
         sim.result.slack_messages = len(capture.received)
+        sim.result.posts = Counter(channel_of(path) for path in capture.paths)
     return sim.result
 
 
@@ -1248,7 +1264,9 @@ def _report(sim: Simulation, capture: CaptureEndpoint) -> None:
     sim.result.report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     messages = json.loads((out / "slack.json").read_text(encoding="utf-8"))
     try:
-        SlackWebhook(capture.url, label="report webhook").post_all(messages)
+        sim.result.report_channel = sim.policy.notifications.slack_secret_name  # the report's route (its secret)
+        channel = f"{capture.url}/{sim.result.report_channel}"
+        SlackWebhook(channel, label="report webhook").post_all(messages)
         sim.result.report_slack_messages = len(messages)
     except DeliveryError as error:
         sim.result.failed_deliveries += 1
@@ -1333,6 +1351,22 @@ def click_facts(result: DemoResult) -> list[tuple[str, ...]]:
     return facts
 
 
+def posts_per_day(result: DemoResult) -> str:
+    """Slack posts per channel per simulated day (docs/reports.md, "Quiet by design", sets the target), with the
+    report's own posts and the click answers (which replace a message in place) said apart."""
+    days = max((result.end - result.start).total_seconds() / 86_400, 1 / 24)
+    parts = []
+    for channel, count in sorted(result.posts.items()):
+        if channel == CLICK_ANSWERS:
+            continue
+        report = f", {result.report_slack_messages} of them the report" if channel == result.report_channel else ""
+        parts.append(f"{channel} {count / days:,.1f}/day ({count} posts{report})")
+    answers = result.posts.get(CLICK_ANSWERS, 0)
+    if answers:
+        parts.append(f"{answers} {CLICK_ANSWERS}")
+    return "; ".join(parts) or "no Slack posts"
+
+
 def summary_lines(result: DemoResult) -> list[str]:
     """The table ``make demo`` prints: per policy what it found and would do (report-only) or did (enforce); the idle
     figures and how they relate; what was delivered. Every figure comes from the ledger and the report."""
@@ -1407,6 +1441,7 @@ def summary_lines(result: DemoResult) -> list[str]:
             f"{result.slack_messages} Slack messages ({result.report_slack_messages} of them the report), "
             f"{result.emails} emails; failed: {result.failed_deliveries}",
         ),
+        ("posts per channel per day", posts_per_day(result)),
         ("dead-letter queues", dead),
         (
             "instances stopped in the emulator",

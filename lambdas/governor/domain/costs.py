@@ -228,7 +228,7 @@ def sessions_of(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [item for item in items if item.get("kind") == "session"]
 
 
-def _fill_price(session: Mapping[str, Any], prices: PriceBook | None) -> Mapping[str, Any]:
+def fill_price(session: Mapping[str, Any], prices: PriceBook | None) -> Mapping[str, Any]:
     if session.get("price_per_hour") is not None or prices is None:
         return session
     price = prices.price(str(session.get("instance_type", "")), str(session.get("lifecycle", "on-demand")))
@@ -253,7 +253,7 @@ def gpu_hours_and_cost(
         raise ValueError(f"cannot group by {by!r}: use team, owner or instance_type")
     groups: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for raw in sessions_of(items):
-        session = _fill_price(raw, prices)
+        session = fill_price(raw, prices)
         usage = session_usage(session, start, end)
         if usage.hours <= 0:
             continue

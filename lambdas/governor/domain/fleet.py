@@ -30,6 +30,9 @@ LIFECYCLES: tuple[Lifecycle, ...] = (
 #: The ledger kind of an instance's launch record (lifecycle writes it from CloudTrail's RunInstances, keyed by the
 #: instance id, with the ``creator``): who launched an untagged instance, even while tagging is report-only.
 LAUNCH_KIND = "launch"
+#: The ledger kind of a Keep clicked while buttons are report-only (keyed by instance id, with ``until`` and ``by``):
+#: no tag was written, so a report-only idle sweep reads it as the snooze it would have been (never when idle enforces).
+KEEP_KIND = "idle-keep"
 
 
 @dataclass(frozen=True)

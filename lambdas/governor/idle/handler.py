@@ -35,6 +35,7 @@ from governor.domain.capacity import (
 from governor.domain.costs import PriceBook
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import (
+    KEEP_KIND,
     LAUNCH_KIND,
     Instance,
     Ownership,
@@ -209,6 +210,19 @@ def _plan_with_breaker(
             return plan
         logger.info("idle breaker changed during the sweep: planned again from its new state")
     raise RuntimeError(f"idle breaker: still contended after {BREAKER_ATTEMPTS} attempts; Lambda retries the sweep")
+
+
+def remembered_keeps(instances: list[Instance], runtime: Runtime) -> list[Instance]:
+    """Report-only idle: a Keep clicked while buttons were report-only wrote no tag, so the instance carries the snooze
+    it would have had. No later report-only decision or message then says "would be stopped" during a snooze the owner
+    asked for. Never when idle enforces: only a real tag (or Keep with buttons on) spares an instance a real stop."""
+    if runtime.policy.idle.enforce:
+        return instances
+    tag = runtime.policy.fleet.keep_until_tag
+    keeps = {str(item.get("instance_id")): str(item.get("until")) for item in runtime.ledger.query_kind(KEEP_KIND)}
+    return [
+        replace(i, tags={**i.tags, tag: keeps[i.id]}) if i.id in keeps and tag not in i.tags else i for i in instances
+    ]
 
 
 def _store_mark(runtime: Runtime, instance_id: str, mark: Mark | None, now: dt.datetime) -> None:
@@ -530,7 +544,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
         return skipped
     policy = runtime.policy
     interval = sweep_interval(policy.idle)
-    instances = [bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)]
+    instances = remembered_keeps([bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)], runtime)
     instances, unread = with_reservations(instances, aws.reservations)
     if unread:
         logger.warning("idle sweep without reservation details", extra={"reason": unread})

@@ -25,7 +25,7 @@ from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
 from governor.domain.actions import AnyAction, Record, Stop, Tag
 from governor.domain.decision import Decision
-from governor.domain.fleet import ownership
+from governor.domain.fleet import KEEP_KIND, ownership
 from governor.domain.ports import utcnow
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.interactions.domain import (
@@ -319,6 +319,10 @@ def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, 
         _record(runtime, event, resource, "act", "interactions.keep", reasons, person, actions, until=value)
         if enforce:
             aws.tagger.snooze(resource, tag, value)
+        else:  # remembered, so report-only idle sweeps do not say "would be stopped" during the snooze asked for
+            expires = int((until + dt.timedelta(days=1)).timestamp())
+            keep = {"instance_id": resource, "until": value, "by": person.label, "expires_at": expires}
+            runtime.ledger.put_item(KEEP_KIND, resource, keep)
         note = f"Kept until {value} ({what}) by {person.label}{suffix}"
         aws.respond(click.response_url, updated_message(click.message_blocks, click.token, note))
         metrics.add_metric(name="InteractionsKeep", unit="Count", value=1)

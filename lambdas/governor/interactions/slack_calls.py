@@ -149,6 +149,19 @@ class SlackDirectory:
         email = profile.get("email")
         return str(email).lower() if email else None
 
+    def user_id(self, email: str) -> str | None:
+        """``users.lookupByEmail`` (scope ``users:read.email``): the Slack user id of a workspace member with this
+        email, or None (``users_not_found``, a deactivated member, any API error)."""
+        from slack_sdk.errors import SlackApiError
+
+        try:
+            answer = self._client.users_lookupByEmail(email=email)
+        except SlackApiError:
+            return None
+        user = (answer.get("user") or {}) if answer.get("ok") else {}
+        found = user.get("id")
+        return str(found) if found and not user.get("deleted") else None
+
 
 def answer(response_url: str, message: dict[str, Any], client_factory: Callable[[str], Any] | None = None) -> bool:
     """Post to the click's ``response_url`` (checked to be Slack's when the click was parsed) with ``slack_sdk``'s

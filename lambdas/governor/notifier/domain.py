@@ -66,8 +66,13 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
     if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[policy.min_severity]:
         return Route(reason=f"severity {finding.severity} is below notifications.min_severity {policy.min_severity}")
     if not posts_now(finding, policy):
+        what = (
+            "report-only idle outcome (nothing was done; the owner was warned once for this idle episode)"
+            if finding.policy in TIME_BOUND_POLICIES
+            else f"{finding.policy} finding"
+        )
         return Route(
-            reason=f"a {finding.severity} {finding.policy} finding waits for the daily report digest "
+            reason=f"a {finding.severity} {what} waits for the daily report digest "
             f"(notifications.immediate: {policy.immediate})",
             digest=True,
         )
@@ -88,12 +93,26 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
 TIME_BOUND_POLICIES = REGISTRY.policies_where(lambda capability: capability.time_bound)
 
 
+#: Idle outcomes nothing comes of now: "would be stopped now (report-only: not done)" and "reported, not reclaimed".
+#: The owner was warned once for the episode; these are the report's business (its idle findings and the team
+#: digest), not a post per instance per sweep.
+REPORT_ONLY_OUTCOMES = frozenset({"idle.acted", "idle.reported"})
+
+
+def time_bound(finding: Finding) -> bool:
+    """A finding whose point is lost if it waits a day: a time-bound policy's, unless it says only what would have
+    been done (a report-only idle stop, an instance reported and not reclaimed)."""
+    if finding.policy not in TIME_BOUND_POLICIES:
+        return False
+    return not (finding.rule in REPORT_ONLY_OUTCOMES and (finding.rule == "idle.reported" or not finding.enforced))
+
+
 def posts_now(finding: Finding, policy: NotificationsPolicy) -> bool:
     """``immediate: all`` posts everything at once; ``critical`` only criticals; ``actionable`` (the default) criticals
-    and the time-bound policies' findings. Everything else is in the team's daily report digest (open findings)."""
+    and the time-bound findings (:func:`time_bound`). Everything else is in the team's daily report digest."""
     if policy.immediate == "all" or finding.severity == "critical":
         return True
-    return policy.immediate == "actionable" and finding.policy in TIME_BOUND_POLICIES
+    return policy.immediate == "actionable" and time_bound(finding)
 
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]{1,64}@((?:[A-Za-z0-9-]{1,63}\.)+[A-Za-z]{2,63})")
@@ -297,19 +316,30 @@ def owner_text(owner: str | None, people: Mapping[str, str]) -> str:
     return f"<@{user}> ({slack_text(owner)})" if user else slack_text(owner)
 
 
-def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None) -> list[Block]:
+#: An ISO 8601 UTC time as decisions record it (``2026-11-20T09:00:00+00:00``); messages show one format instead.
+_ISO_UTC = re.compile(r"\b(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(?::\d{2}(?:\.\d+)?)?(?:\+00:00|Z)(?![\w:])")
+
+
+def plain_times(text: str) -> str:
+    """Every UTC ISO 8601 time in ``text`` as ``YYYY-MM-DD HH:MM UTC``, the one format messages use."""
+    return _ISO_UTC.sub(r"\1 \2 UTC", text)
+
+
+def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None, titled: bool = True) -> list[Block]:
     """The blocks of one finding: what, about which resource, who owns it (pinged when their Slack id is known),
-    what the governor did or would do."""
+    what the governor did or would do. ``titled=False`` when the message's header already is the title.
+
+    No rule ids or event ids (the ledger keeps them; ``governor explain`` shows them) and one time format."""
     f = item.finding
     people = people or {}
-    lines = [
-        f"{_ICON[f.severity]} *{slack_text(f.title)}*",
-        f"*Severity* {f.severity}   *Rule* `{slack_text(f.rule)}`   *Resource* `{slack_text(f.resource)}`",
-    ]
+    lines = [f"{_ICON[f.severity]} *{slack_text(f.title)}*" if titled else f"{_ICON[f.severity]} *{f.severity}*"]
+    facts = [f"*Resource* `{slack_text(f.resource)}`"]
     if f.owner or f.team:
-        lines.append(f"*Owner* {owner_text(f.owner, people)}   *Team* {slack_text(f.team or 'unknown')}")
+        facts.append(f"*Owner* {owner_text(f.owner, people)}")
+        facts.append(f"*Team* {slack_text(f.team or 'unknown')}")
+    lines.append("   ".join(facts))
     if f.detail:
-        lines.append(slack_text(f.detail))
+        lines.append(slack_text(plain_times(f.detail)))
     blocks = section("\n".join(lines))
     lines = [line for line in (_action_line(a, f.owner, people) for a in f.actions) if line]
     if lines:
@@ -320,7 +350,6 @@ def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None)
         part
         for part in (
             f"{f.account or ''} {f.region or ''}".strip(),
-            f"event {f.event_id}" if f.event_id else "",
             f.at.strftime("%Y-%m-%d %H:%M UTC"),
             _merged_note(item),
         )
@@ -351,7 +380,9 @@ def slack_messages(items: Sequence[MergedFinding], people: Mapping[str, str] | N
     (:func:`slack_people`) turns known owners into mentions."""
     ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
     summary = slack_text(summary_line(ordered))  # the fallback ``text`` drives notifications: <!channel> too
-    return pack_messages([finding_blocks(item, people) for item in ordered], summary, header(summary))
+    single = len(ordered) == 1
+    title = header(slack_text(ordered[0].finding.title) if single else summary)  # said once, in the header
+    return pack_messages([finding_blocks(item, people, titled=not single) for item in ordered], summary, title)
 
 
 # --- email ---------------------------------------------------------------------------------------------------------
@@ -368,7 +399,6 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
         actions = [sentence for sentence in map(action_sentence, f.actions) if sentence]
         facts = [
             ("Severity", f.severity),
-            ("Rule", f.rule),
             ("Resource", f.resource),
             ("Owner", f.owner or "unknown"),
             ("Team", f.team or "unknown"),
@@ -382,7 +412,7 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
         text_parts.append(
             "\n".join(
                 [f"[{f.severity.upper()}] {f.title}", *(f"  {k}: {v}" for k, v in facts)]
-                + ([f"  {f.detail}"] if f.detail else [])
+                + ([f"  {plain_times(f.detail)}"] if f.detail else [])
                 + ([f"  ({note})"] if note else [])
             )
         )
@@ -394,7 +424,7 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
         html_parts.append(
             f"<div style='border-left:4px solid {_COLOUR[f.severity]};padding:4px 12px;margin:12px 0'>"
             f"<h3 style='margin:4px 0'>{html_text(f.title)}</h3><table>{rows}</table>"
-            + (f"<p>{html_text(f.detail)}</p>" if f.detail else "")
+            + (f"<p>{html_text(plain_times(f.detail))}</p>" if f.detail else "")
             + (f"<p><em>{html_text(note)}</em></p>" if note else "")
             + "</div>"
         )

@@ -9,6 +9,7 @@ raises, so Lambda retries the event and finally parks it in the DLQ; channels al
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -28,6 +29,7 @@ from governor.notifier.domain import (
     decide_notification,
     email_for,
     merge_key,
+    owner_address,
     plan_deliveries,
     slack_messages,
     slack_people,
@@ -61,6 +63,33 @@ def with_buttons(item: MergedFinding, runtime: Runtime, now: dt.datetime) -> Mer
     return replace(item, buttons=actions_block(token, chosen, runtime.policy))
 
 
+@functools.lru_cache(maxsize=2048)
+def _looked_up(region: str | None, secret: str, email: str) -> str | None:
+    """One ``users.lookupByEmail`` per owner per container (found or not): a sweep's warnings about one owner's ten
+    instances ask Slack once. A failure (no token, Slack down) is not cached as an answer and pings nobody."""
+    from governor.interactions.slack_calls import SlackDirectory, SlackSecrets
+
+    return SlackDirectory(SlackSecrets(region).value(secret)).user_id(email)
+
+
+def people_for(finding: Finding, runtime: Runtime) -> dict[str, str]:
+    """Email -> Slack user id for the mentions of this finding's message: ``interactions.slack_users`` first; an owner
+    it does not list is looked up with ``users.lookupByEmail`` when the policy names a bot token
+    (``interactions.bot_token_secret_name``). Only an owner address in ``notifications.owner_email_domains`` is looked
+    up: a tag any account user can set never chooses whom an unvetted address pings."""
+    people = slack_people(runtime.policy.interactions.slack_users)
+    secret = runtime.policy.interactions.bot_token_secret_name
+    address = owner_address(finding.owner, runtime.policy.notifications)
+    if not secret or not address or address.lower() in people:
+        return people
+    try:
+        user = _looked_up(runtime.region, secret, address.lower())
+    except Exception as error:  # a mention is a courtesy: the message goes out without it
+        logger.warning("Slack user lookup failed", extra={"error": type(error).__name__})
+        return people
+    return {**people, address.lower(): user} if user else people
+
+
 def _describe(delivery: Delivery) -> dict[str, Any]:
     """What a log line may say about a destination: the secret's name and the recipients, never the webhook URL."""
     return {"channel": delivery.channel, "target": list(delivery.target)}
@@ -85,7 +114,7 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
         return {"status": "merged", "merged": step.item.merged}
     item = with_buttons(step.item, runtime, now)
     deliveries = plan_deliveries([item], policy)
-    people = slack_people(runtime.policy.interactions.slack_users)
+    people = people_for(finding, runtime)
     rendered = {
         d.key: (slack_messages(d.items, people) if d.channel == "slack" else email_for(d.items)) for d in deliveries
     }

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from governor.domain import costs, problems
 from governor.domain.actions import FIXING_ACTIONS
+from governor.domain.fleet import UNKNOWN as UNKNOWN_OWNER
 from governor.domain.identity import normalise_owner
 from governor.domain.problems import DEFAULT_FIX, Problem
 from governor.domain.times import parse_time
@@ -24,6 +25,8 @@ from governor.report.model import FindingRow
 from governor.report.words import sentence
 
 Flagged = list[tuple[dt.datetime, Mapping[str, Any], Problem]]
+#: The problem of an instance nobody owns: its spend is charged to nobody.
+UNTAGGED = "untagged"
 
 
 def _report_remediation(policy_name: str) -> str:
@@ -97,8 +100,62 @@ def findings_section(
             standing = history.standing(start)
             if standing is not None:
                 rows.append(_finding(policy_name, resource, *standing, own, prices, end))
+    covered = {r.resource for r in rows if r.problem in TAGGING_PROBLEMS}
+    for resource, own in sessions.items():
+        if resource not in covered:
+            row = untagged_finding(resource, own, policy, start, end, prices)
+            rows += [row] if row is not None else []
     rows.sort(key=order_key)
     return rows
+
+
+#: Problems that already say an instance's spend is charged to nobody (lifecycle's, raised from its launch).
+TAGGING_PROBLEMS = frozenset({"lifecycle.no-team", "lifecycle.launch", UNTAGGED})
+
+
+def untagged_finding(
+    resource: str,
+    sessions: list[Mapping[str, Any]],
+    policy: Policy,
+    start: dt.datetime,
+    end: dt.datetime,
+    prices: costs.PriceBook | None,
+) -> FindingRow | None:
+    """Untagged spend is a finding of its own (issue 37): an instance that ran in the period with no owner (no owner
+    tag, ``governor:creator`` tag or recorded creator), however busy, with what it cost and what it costs a day."""
+    inside = [s for s in sessions if costs.session_usage(s, start, end).hours > 0]
+    if not inside or any(normalise_owner(s.get("owner")) != UNKNOWN_OWNER for s in inside):
+        return None
+    spent = sum(costs.session_usage(costs.fill_price(s, prices), start, end).cost_usd or 0.0 for s in inside)
+    fleet = policy.fleet
+    first = max(min(parse_time(s.get("start")) or start for s in inside), start)
+    latest = max(inside, key=lambda s: str(s.get("start", "")))
+    last = min(parse_time(latest.get("end")) or end, end)
+    problem = Problem(UNTAGGED, "warning", "", "", costs_money=True)
+    team = str(latest.get("team") or "unknown")
+    return FindingRow(
+        policy="lifecycle",
+        rule="lifecycle.untagged",
+        problem=UNTAGGED,
+        severity="warning",
+        resource=resource,
+        summary=sentence(
+            f"no owner: no {fleet.owner_tag} tag, {policy.lifecycle.creator_tag} tag or recorded creator; "
+            f"${spent:,.2f} of GPU "
+            "spend in the period is charged to nobody"
+        ),
+        owner=UNKNOWN_OWNER,
+        team=team,
+        first_seen=first,
+        last_seen=last,
+        status="open",
+        remediation=(
+            f"Tag the instance with {policy_field('fleet.owner_tag')} ({fleet.owner_tag}) and "
+            f"{policy_field('fleet.team_tag')} ({fleet.team_tag}) so its cost is charged to a person and a team; "
+            "ask who launched it in CloudTrail (governor audit)."
+        ),
+        usd_per_day=_at_stake(problem, {"resource": resource}, sessions, prices, end),
+    )
 
 
 def order_key(f: FindingRow) -> tuple[bool, bool, float, dt.datetime, str]:

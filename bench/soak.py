@@ -80,7 +80,7 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
     from governor_cli.testing.deployment import Deployment
     from governor_cli.testing.faults import ALL_FAULTS, FaultInjector, fake_slack
     from governor_cli.testing.idle_soak import fold, idle_policy, run_idle
-    from governor_cli.testing.invariants import check, references, run_cases
+    from governor_cli.testing.invariants import check, follow_runbook, references, run_cases
     from governor_cli.testing.scenarios import Scenarios, soak_policy
 
     started = time.perf_counter()
@@ -96,10 +96,17 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
             kinds = mode.kinds or ALL_FAULTS
             only = getattr(faults, mode.only) if mode.only else None
             with FaultInjector(mode.rate, kinds, seed=seed, only=only) as injector:
-                faulty = run_cases(deployed, cases, injector, duplicate_share=mode.duplicates, seed=seed)
+                faulty = run_cases(
+                    deployed,
+                    cases,
+                    injector,
+                    duplicate_share=mode.duplicates,
+                    seed=seed,
+                    after=lambda runs: follow_runbook(deployed, runs, injector),
+                )
         finally:
             deployed.close()
-    verdict = check(mode.name, mode.rate, clean, faulty, injector, timeouts)
+    verdict = check(mode.name, mode.rate, clean, faulty, injector, timeouts, runbook=True)
     # The idle function's sweeps judge the whole fleet: an episode of its own, checked against the rules themselves.
     with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}), fake_slack():
         deployed = Deployment(idle_policy())

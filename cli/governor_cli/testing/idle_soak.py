@@ -377,7 +377,8 @@ def _in_outbox(deployment: Deployment, instance: str, rules: tuple[str, ...] = (
     the replay publishes it)."""
     for item in deployment.ledger_items("outbox"):
         finding = str(item.get("finding") or "")
-        if not item.get("sent_at") and instance in finding and any(rule in finding for rule in rules):
+        unsent = not item.get("sent_at") and not item.get("withdrawn_at")
+        if unsent and instance in finding and any(rule in finding for rule in rules):
             return True
     return False
 

@@ -188,7 +188,7 @@ def observe(deployment: Deployment, runs: list[CaseRun], injector: FaultInjector
     staged_by: dict[str, str] = {}  # finding id -> the event that staged it
     for item in deployment.ledger_items("outbox"):
         staged_by[str(item.get("finding_id"))] = str(item.get("event_id"))
-        if not item.get("sent_at"):
+        if not item.get("sent_at") and not item.get("withdrawn_at"):
             unsent.setdefault(str(item.get("event_id")), set()).add(str(item.get("finding_id")))
     by_event = {run.case.event_id: run for run in runs}
     for call in unattributed:  # a sweep's stale flush publishes what a case's invocation left unsent

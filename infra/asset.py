@@ -28,8 +28,6 @@ NOT_RUNTIME = {
     "governor/audit/translated.json": "the local engine's DuckDB translation of the query library (37 KB)",
     "governor/audit/schema.py": "the CloudTrail table's columns: the audit construct's Glue table (synth) and the "
     "local engine read them; Athena's queries name the columns themselves",
-    "governor/registry.py": "the capability registry: the stack, governor validate, explain, the demo and the tests "
-    "iterate it; each function is built from its entry at synth, and no handler imports it",
 }
 ASSET_EXCLUDES = [*BUILD_EXCLUDES, *NOT_RUNTIME]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, TypedDict, Unpack
+from typing import Any, ClassVar, NotRequired, TypedDict, Unpack
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -25,6 +25,8 @@ from aws_cdk import aws_scheduler_targets as scheduler_targets
 from constructs import Construct
 
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
+from governor.events.findings import DETAIL_TYPE as FINDING_DETAIL_TYPE
+from governor.events.findings import SOURCE as FINDING_SOURCE
 from governor.policy import Policy, PolicyError
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.asset import ASSET_EXCLUDES
@@ -382,6 +384,8 @@ class CapabilityArgs(TypedDict):
     settings: Settings
     #: Every function built so far, by capability name; each construct adds its own.
     functions: dict[str, GovernorFunction]
+    #: The audit lake (``infra.constructs.audit.AuditLake``) when this region's stack holds it, else None.
+    audit: NotRequired[Any]
 
 
 class FunctionOptions(TypedDict, total=False):
@@ -429,12 +433,26 @@ class CapabilityConstruct(Construct):
 
     def on_rule(self, trigger_id: str, pattern: events.EventPattern) -> events.Rule:
         """The registry entry's rule trigger ``trigger_id``: a default-bus rule of that id, with its description."""
-        return self.function.on_events(trigger_id, pattern, self.capability.trigger(trigger_id).description)
+        return self.function.on_events(trigger_id, pattern, self.capability.trigger(trigger_id).text)
+
+    def on_findings(self, trigger_id: str, description: str) -> events.Rule:
+        """The registry entry's bus trigger ``trigger_id``: every governor finding on the governor bus, to this
+        function (a rule on the project's bus, of that id, with ``description``)."""
+        rule = events.Rule(
+            self,
+            trigger_id,
+            event_bus=self.shared.bus,
+            event_pattern=events.EventPattern(source=[FINDING_SOURCE], detail_type=[FINDING_DETAIL_TYPE]),
+            description=description,
+        )
+        rule.add_target(self.function.rule_target())
+        self.function.triggers.append(self.capability.trigger(trigger_id).line(self.policy))
+        return rule
 
     def on_schedule(self, trigger_id: str, payload: dict[str, object] | None = None) -> scheduler.Schedule:
         """The registry entry's schedule trigger ``trigger_id``, at the expression the policy sets for it."""
         trigger = self.capability.trigger(trigger_id)
-        return self.function.on_schedule(trigger_id, trigger.expression(self.policy), trigger.description, payload)
+        return self.function.on_schedule(trigger_id, trigger.expression(self.policy), trigger.text, payload)
 
     def add_adapter_reads(self, reason: str, also: Iterable[str] = ()) -> None:
         """The reads of the adapters the registry lists for this capability (``uses``), plus ``also``, in the one

@@ -1,25 +1,22 @@
 """Notifications: the ``notifier`` function on the governor bus, plus the scheduled reports and the fleet dashboard.
 
-Composed by the stack in one line; the reports (``reports.py``) and the dashboard (``dashboard.py``) are built here
-because the report links to the dashboard and shares the notifier's Slack and email permissions.
+The dashboard (``dashboard.py``) is built here; the reports (``reports.py``, their own registry entry) are built
+inside this construct because the report links to the dashboard and shares the notifier's Slack and email grants.
 """
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from typing import Unpack
 
 from aws_cdk import ArnFormat, Duration, Stack
-from aws_cdk import aws_events as events
 from constructs import Construct
 
 from governor.adapters import ses
-from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.notifier import slack
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import Dashboard, governor_metric
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction, alert
-from infra.constructs.reports import Reports
 
 
 def slack_secret_names(policy: Policy) -> list[str]:
@@ -65,15 +62,14 @@ def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
 
 
 class Notifications(CapabilityConstruct):
-    """The notifier (governor bus → Slack / SES), the daily and weekly reports, and the dashboard they point to."""
+    """The notifier (governor bus → Slack / SES) and the fleet dashboard; the registry builds the reports inside it
+    (``within``), where they link to the dashboard and keep their logical ids."""
 
     CAPABILITY = REGISTRY["notifier"]
     FUNCTION_ID = "Notifier"
     TIMEOUT = Duration.minutes(3)
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, audit: Any = None, **args: Unpack[CapabilityArgs]
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id, **args)
         policy = self.policy
         self.dashboard = Dashboard(self, "Dashboard", stack_name=self.settings.stack_name)
@@ -85,15 +81,5 @@ class Notifications(CapabilityConstruct):
             "publishes them). Runbook: docs/reliability.md, 'Runbook' (FindingsUnsent)",
             self.shared,
         )
-        rule = events.Rule(
-            self,
-            "Findings",
-            event_bus=self.shared.bus,
-            event_pattern=events.EventPattern(source=[SOURCE], detail_type=[DETAIL_TYPE]),
-            description="Every governor finding to the notifier",
-        )
-        rule.add_target(self.function.rule_target())
-        self.function.triggers.append(self.capability.trigger("Findings").line(policy))
+        self.on_findings("Findings", "Every governor finding to the notifier")
         grant_delivery(self.function, policy)
-        self.reports = Reports(self, "Reports", audit=audit, dashboard_url=self.dashboard.url, **args)
-        grant_delivery(self.reports.function, policy)

@@ -7,7 +7,7 @@ logs; with ``reports.enforce`` it also sends the report to Slack and email.
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from typing import Unpack
 
 from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
@@ -18,6 +18,7 @@ from governor.registry import REGISTRY
 from governor.report import archive
 from governor.report import chart_image as chart
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct
+from infra.constructs.notifications import Notifications, grant_delivery
 from infra.constructs.shared import access_log_bucket, data_bucket
 
 PREFIX = "reports"
@@ -30,10 +31,12 @@ class Reports(CapabilityConstruct):
     TIMEOUT = Duration.minutes(10)
     MEMORY_MB = 1024
 
-    def __init__(
-        self, scope: Construct, construct_id: str, *, audit: Any, dashboard_url: str, **args: Unpack[CapabilityArgs]
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id, **args)
+        if not isinstance(scope, Notifications):
+            raise TypeError("the reports are built inside the notifier's construct (registry: within='notifier')")
+        dashboard_url = scope.dashboard.url
+        audit = args.get("audit")
         logs_bucket = getattr(audit, "access_logs", None)
         if logs_bucket is None:
             logs_bucket = access_log_bucket(
@@ -79,3 +82,4 @@ class Reports(CapabilityConstruct):
             audit.grant_query(self.function)
         for trigger_id in ("Daily", "Weekly"):
             self.on_schedule(trigger_id, payload={"kind": trigger_id.lower()})
+        grant_delivery(self.function, self.policy)

@@ -1,25 +1,31 @@
-"""GovernorStack composes the capability constructs and nothing else."""
+"""GovernorStack composes the shared resources, the audit lake, one construct per registry entry and the operator
+roles, and nothing else."""
 
 from __future__ import annotations
+
+from importlib import import_module
 
 from aws_cdk import CfnOutput, Environment, Stack
 from constructs import Construct
 
 from governor.policy import Policy
+from governor.registry import REGISTRY, Capability
 from infra.constructs.audit import AuditLake
-from infra.constructs.function import GovernorFunction
-from infra.constructs.idle import IdleReclamation
-from infra.constructs.interactions import SlackInteractions
-from infra.constructs.keys import KeysEnforcer
-from infra.constructs.lifecycle import Lifecycle
-from infra.constructs.network import NetworkEnforcer
-from infra.constructs.notifications import Notifications
+from infra.constructs.function import CapabilityConstruct, GovernorFunction
 from infra.constructs.operators import OperatorRoles
 from infra.constructs.organization import OrganizationHub
 from infra.constructs.shared import SharedResources
-from infra.constructs.spot import Spot
 from infra.settings import Settings
 from infra.stacks.spoke import synthesize_spoke
+
+
+def construct_class(capability: Capability) -> type[CapabilityConstruct]:
+    """The CDK construct a registry entry names (``construct``: ``module:Class``), imported only at synth."""
+    module, _, name = capability.construct.partition(":")
+    found = getattr(import_module(module), name)
+    if not (isinstance(found, type) and issubclass(found, CapabilityConstruct)):
+        raise TypeError(f"{capability.name}: construct {capability.construct!r} is not a CapabilityConstruct")
+    return found
 
 
 class GovernorStack(Stack):
@@ -42,23 +48,18 @@ class GovernorStack(Stack):
             if settings.holds_audit
             else None
         )
-        Lifecycle(self, "Lifecycle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
-        KeysEnforcer(self, "Keys", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
-        Spot(self, "Spot", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
-        IdleReclamation(self, "Idle", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
-        SlackInteractions(
-            self, "Interactions", shared=self.shared, policy=policy, settings=settings, functions=self.functions
-        )
-        NetworkEnforcer(self, "Network", shared=self.shared, policy=policy, settings=settings, functions=self.functions)
-        Notifications(
-            self,
-            "Notifications",
-            shared=self.shared,
-            policy=policy,
-            settings=settings,
-            functions=self.functions,
-            audit=self.audit,
-        )
+        self.capabilities: dict[str, Construct] = {}
+        for capability in REGISTRY.values():  # one construct per registry entry, in the registry's order
+            within = self.capabilities[capability.within] if capability.within else self
+            self.capabilities[capability.name] = construct_class(capability)(
+                within,
+                capability.construct_id,
+                shared=self.shared,
+                policy=policy,
+                settings=settings,
+                functions=self.functions,
+                audit=self.audit,
+            )
         OperatorRoles(self, "Operators", shared=self.shared, policy=policy)  # last: it grants on what exists
         # Organisation mode (opt-in): after everything else, since the spokes forward the triggers and carry the
         # grants registered above.

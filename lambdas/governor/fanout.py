@@ -36,6 +36,7 @@ from governor.domain.model import Model
 from governor.domain.ports import Ledger, handling_event_from
 from governor.observability import logger, metrics
 from governor.outbox import Outbox
+from governor.registry import REGISTRY
 
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")
@@ -45,13 +46,11 @@ SWEEP_FAILED = "organization.sweep-failed"
 ORG_BREAKER = "organization.breaker-open"
 #: Ledger kinds whose single item is one target's state: keyed per account and region inside a target's run.
 PER_TARGET_KEYS = frozenset({BREAKER_KIND, LAST_SWEEP_KIND})
-#: The sweep whose per-target circuit breakers the organisation-wide breaker counts (the only one that has them).
-BREAKER_SWEEP = "idle"
-
 #: Sweeps made of parts (their Scheduled Event's ``detail.kinds``): every part, and the parts that concern
-#: account-wide resources (IAM is global), which a target sweeps in the first configured region only.
+#: account-wide resources (IAM is global), which a target sweeps in the first configured region only; each
+#: capability's registry entry declares its own (``sweep_parts``, ``account_wide_parts``).
 SWEEP_PARTS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "keys": (("kms", "access_keys", "secrets"), frozenset({"access_keys"})),
+    c.name: (c.sweep_parts, c.account_wide_parts) for c in REGISTRY.values() if c.sweep_parts
 }
 
 _ACCOUNT = r"^\d{12}$"
@@ -198,7 +197,7 @@ def plan(
             raise RuntimeError("organisation fan-out: no account list and no Organizations client")
         accounts = organization.accounts(config.ou_ids)
     accounts = [config.home_account, *(a for a in accounts if a != config.home_account)]
-    held = open_breakers(runtime.ledger) if sweep == BREAKER_SWEEP else []
+    held = open_breakers(runtime.ledger) if sweep in REGISTRY and REGISTRY[sweep].breakers else []
     hold = len(held) >= config.breaker_targets
     detail = event.get("detail")
     parts = detail.get("kinds") if isinstance(detail, dict) and isinstance(detail.get("kinds"), list) else None

@@ -10,7 +10,7 @@ import datetime as dt
 import ipaddress
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -562,6 +562,33 @@ class Policy(_Model):
                 f"({self.fleet.max_exemption_days}): an exemption's end is counted from its recorded setting"
             )
         return self
+
+
+def _composed(core: type[Policy]) -> type[Policy]:
+    """``Policy`` with every section a capability declares in its own package (its registry entry's
+    ``policy_section``, ``module:Model``) beside the sections above, each defaulting to its model's defaults."""
+    from pydantic import create_model
+
+    from governor.registry import REGISTRY
+
+    sections: dict[str, Any] = {
+        capability.section: (model, Field(default_factory=model))
+        for capability in REGISTRY.values()
+        if (model := capability.section_model) is not None
+    }
+    if not sections:
+        return core
+    clash = sorted(set(sections) & set(core.model_fields))
+    if clash:
+        raise TypeError(f"policy sections declared twice (policy.py and a capability's package): {clash}")
+    composed: type[Policy] = create_model(
+        "Policy", __base__=core, __module__=__name__, __doc__=core.__doc__, **sections
+    )
+    return composed
+
+
+if not TYPE_CHECKING:  # type checkers see the sections above; a capability reads its own through its model
+    Policy = _composed(Policy)
 
 
 def _fields_at(location: tuple[Any, ...]) -> list[str]:

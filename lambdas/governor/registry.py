@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Literal
 
-from governor.adapters import bus, capacity, cost_explorer, dlq, ec2, ledger, organization, ses, ssm
+from governor.adapters import bus, dlq, ledger, organization
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
 from governor.domain.actions import (
     Action,
@@ -37,19 +38,9 @@ from governor.domain.actions import (
     Untag,
     Warn,
 )
-from governor.idle import metrics as cloudwatch
-from governor.idle.kubernetes import container_insights, prometheus
-from governor.interactions import slack_calls as slack_app
-from governor.keys import iam_keys, kms, secrets
-from governor.lifecycle import pricing
-from governor.network import addresses as network_addresses
-from governor.network import security_groups
-from governor.network.events import EVENT_NAMES
-from governor.notifier import slack
-from governor.policy import Policy
-from governor.report import archive, athena
-from governor.report import chart_image as chart
-from governor.spot import domain as spot_domain
+
+if TYPE_CHECKING:
+    from governor.policy import Policy
 
 # --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
 
@@ -98,6 +89,15 @@ class Trigger:
     schedule: str | None = None
     #: Only under this policy condition (the Slack endpoint exists only while buttons are on); None: always.
     when: Callable[[Policy], bool] | None = None
+    #: Names appended to the description, as ``module:ATTRIBUTE`` (read when printed, so the registry loads no
+    #: capability module at import).
+    lists: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self.lists is None:
+            return self.description
+        return self.description + ", ".join(_attribute(self.lists))
 
     def expression(self, policy: Policy) -> str:
         section, name = str(self.schedule).split(".")
@@ -105,21 +105,40 @@ class Trigger:
 
     def line(self, policy: Policy) -> str:
         if self.kind == "rule":
-            return f"EventBridge rule: {self.description}"
+            return f"EventBridge rule: {self.text}"
         if self.kind == "schedule":
-            return f"schedule {self.expression(policy)}: {self.description}"
+            return f"schedule {self.expression(policy)}: {self.text}"
         if self.kind == "bus":
-            return f"governor bus rule: {self.description}"
-        return self.description
+            return f"governor bus rule: {self.text}"
+        return self.text
+
+
+def _attribute(path: str) -> Any:
+    """``module:a.b`` -> that module's attribute ``a.b``, imported only now."""
+    module, _, name = path.partition(":")
+    found: Any = import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
 
 
 @dataclass(frozen=True)
 class Uses:
-    """An adapter module a capability calls, with the IAM actions those calls take (only ``when`` the policy says)."""
+    """An adapter module a capability calls, with the IAM actions those calls take (only ``when`` the policy says).
+
+    The actions are the module's ``IAM_ACTIONS`` (or the attributes ``names`` lists), read when asked: the registry
+    imports no capability module, so every function may consult it at no cost."""
 
     adapter: str
-    iam: frozenset[str]
+    names: tuple[str, ...] = ("IAM_ACTIONS",)
     when: Callable[[Policy], bool] | None = None
+
+    @property
+    def iam(self) -> frozenset[str]:
+        found: set[str] = set()
+        for name in self.names:
+            found |= _attribute(f"{self.adapter}:{name}")
+        return frozenset(found)
 
     def permissions(self, policy: Policy) -> frozenset[str]:
         return self.iam if self.when is None or self.when(policy) else frozenset()
@@ -146,9 +165,34 @@ class Capability:
     member_accounts: bool = False
     #: Its scheduled sweep runs once per account and region in organisation mode (``governor.fanout``).
     fans_out: bool = False
+    #: Its sweep is made of parts (its Scheduled Event's ``detail.kinds``): every part, in order ...
+    sweep_parts: tuple[str, ...] = ()
+    #: ... and the parts about account-wide resources (IAM is global), swept in the first configured region only.
+    account_wide_parts: frozenset[str] = frozenset()
+    #: Its sweep keeps per-target circuit breakers, which the organisation-wide breaker counts (``governor.fanout``).
+    breakers: bool = False
+    #: The ``policy`` its findings and decisions carry (default: the capability's name).
+    finding_policies: tuple[str, ...] = ()
+    #: Its findings' messages carry "Acknowledge" (``governor.interactions``).
+    acknowledgeable: bool = False
+    #: Its findings lose their point in the daily digest: posted at once under ``immediate: actionable``.
+    time_bound: bool = False
+    #: Its CDK construct, as ``module:Class`` (the stack imports it; the runtime never does), the construct's id,
+    #: and the capability whose construct holds it (None: the stack), which keeps its logical ids where they are.
+    construct: str = ""
+    construct_id: str = ""
+    within: str | None = None
+    #: Its policy section's model, as ``module:Model`` in its own package, when ``governor.policy`` does not hold it:
+    #: ``Policy`` gains the field ``section`` of that model (YAML shape, defaults and error paths as for the others).
+    policy_section: str = ""
+
     #: Time-bound (a deadline such as Spot's two-minute warning): an in-progress idempotency record lapses after this
     #: many seconds instead of at the function's timeout, and a parked event raises its own alarm.
     in_progress_seconds: int | None = None
+
+    @property
+    def section_model(self) -> type[Any] | None:
+        return _attribute(self.policy_section) if self.policy_section else None
 
     @property
     def package(self) -> str:
@@ -178,6 +222,10 @@ class Capability:
     @property
     def adapters(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(use.adapter for use in self.uses))
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        return self.finding_policies or (self.name,)
 
     @property
     def environment_sections(self) -> tuple[str, ...]:
@@ -232,12 +280,26 @@ class Registry(Mapping[str, Capability]):
         """Policy sections with an ``enforce`` switch: every capability's, then the audit lake's (no function)."""
         return (*dict.fromkeys(c.section for c in self.values()), *NON_FUNCTION_SECTIONS)
 
+    def raising(self, policy_name: str) -> Capability | None:
+        """The capability whose findings carry ``policy`` ``policy_name``."""
+        return next((c for c in self.values() if policy_name in c.policies), None)
+
+    def policies_where(self, flag: Callable[[Capability], bool]) -> frozenset[str]:
+        """The finding policies of every capability ``flag`` holds for."""
+        return frozenset(p for c in self.values() if flag(c) for p in c.policies)
+
 
 #: Policy sections with an ``enforce`` switch but no function: the audit lake (Athena, Glue and the trail).
 NON_FUNCTION_SECTIONS = ("audit",)
 
-_DESCRIBE = Uses("governor.adapters.ec2", ec2.IAM_ACTIONS)
-_CHECKPOINT_STATUS = Uses("governor.adapters.ssm", ssm.IAM_ACTIONS)
+_DESCRIBE = Uses("governor.adapters.ec2")
+_CHECKPOINT_STATUS = Uses("governor.adapters.ssm")
+
+
+def section_of(policy: Policy, section: str) -> Any:
+    """A policy section by name: the sections a capability declares in its package are not attributes type checkers
+    know on ``Policy``."""
+    return getattr(policy, section)
 
 
 def _has_sender(policy: Policy) -> bool:
@@ -245,8 +307,8 @@ def _has_sender(policy: Policy) -> bool:
 
 
 _DELIVERY = (
-    Uses("governor.notifier.slack", slack.IAM_ACTIONS),
-    Uses("governor.adapters.ses", ses.IAM_ACTIONS, when=_has_sender),
+    Uses("governor.notifier.slack"),
+    Uses("governor.adapters.ses", when=_has_sender),
 )
 
 
@@ -257,6 +319,8 @@ def _keys_enforcing(policy: Policy) -> bool:
 REGISTRY = Registry(
     Capability(
         name="lifecycle",
+        construct="infra.constructs.lifecycle:Lifecycle",
+        construct_id="Lifecycle",
         member_accounts=True,
         fans_out=True,
         section="lifecycle",
@@ -279,12 +343,17 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.lifecycle.pricing", pricing.IAM_ACTIONS, when=lambda p: p.lifecycle.use_price_list_api),
+            Uses("governor.lifecycle.pricing", when=lambda p: p.lifecycle.use_price_list_api),
         ),
         actions=(Tag, Record, Notify),
     ),
     Capability(
         name="keys",
+        construct="infra.constructs.keys:KeysEnforcer",
+        construct_id="Keys",
+        acknowledgeable=True,
+        sweep_parts=("kms", "access_keys", "secrets"),
+        account_wide_parts=frozenset({"access_keys"}),
         member_accounts=True,
         fans_out=True,
         section="keys",
@@ -303,15 +372,19 @@ REGISTRY = Registry(
             ),
         ),
         uses=(
-            Uses("governor.keys.kms", kms.IAM_ACTIONS),
-            Uses("governor.keys.iam_keys", iam_keys.IAM_ACTIONS),
-            Uses("governor.keys.secrets", secrets.IAM_ACTIONS),
+            Uses("governor.keys.kms"),
+            Uses("governor.keys.iam_keys"),
+            Uses("governor.keys.secrets"),
         ),
         actions=(EnableKeyRotation, RotateKey, DeactivateAccessKey, SetSecretRotation, Notify),
         enforcing=_keys_enforcing,
     ),
     Capability(
         name="spot",
+        construct="infra.constructs.spot:Spot",
+        construct_id="Spot",
+        acknowledgeable=True,
+        time_bound=True,
         member_accounts=True,
         section="spot",
         description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
@@ -329,12 +402,18 @@ REGISTRY = Registry(
                 "SSM Run Command finished (checkpoint status; releases held Auto Scaling lifecycle actions)",
             ),
         ),
-        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.spot.recovery", frozenset())),
+        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.spot.recovery", ())),
         actions=(Checkpoint, Deregister, CompleteLifecycleAction, Replace, Record, Notify),
-        in_progress_seconds=spot_domain.IN_PROGRESS_SECONDS,
+        # The in-progress idempotency record lapses after 40 s, not at the function's 180 s timeout: when the record's
+        # write answer is lost, Lambda's first retry (about a minute later) runs within the two-minute warning.
+        in_progress_seconds=40,
     ),
     Capability(
         name="idle",
+        construct="infra.constructs.idle:IdleReclamation",
+        construct_id="Idle",
+        time_bound=True,
+        breakers=True,
         member_accounts=True,
         fans_out=True,
         section="idle",
@@ -349,26 +428,27 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.idle.metrics", cloudwatch.IAM_ACTIONS),
-            Uses("governor.adapters.capacity", capacity.IAM_ACTIONS),
+            Uses("governor.idle.metrics"),
+            Uses("governor.adapters.capacity"),
             # An EKS cluster's own metrics: Amazon Managed Prometheus (query only) or Container Insights.
             Uses(
                 "governor.idle.kubernetes.prometheus",
-                prometheus.IAM_ACTIONS,
                 when=lambda policy: any(c.metric_source == "prometheus" for c in policy.idle.clusters),
             ),
             Uses(
                 "governor.idle.kubernetes.container_insights",
-                container_insights.IAM_ACTIONS,
                 when=lambda policy: any(c.metric_source == "container_insights" for c in policy.idle.clusters),
             ),
             _CHECKPOINT_STATUS,
-            Uses("governor.idle.autoscaling", frozenset()),
+            Uses("governor.idle.autoscaling", ()),
         ),
         actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate),
     ),
     Capability(
         name="interactions",
+        construct="infra.constructs.interactions:SlackInteractions",
+        construct_id="Interactions",
+        time_bound=True,
         section="interactions",
         description="Slack buttons: Keep, Keep until tomorrow, Stop now, Acknowledge (verified, authorised)",
         triggers=(
@@ -381,14 +461,17 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.interactions.slack_calls", slack_app.SlackSecrets.IAM_ACTIONS),
-            Uses("governor.interactions.slack_calls", slack_app.AsyncInvoker.IAM_ACTIONS),
+            Uses("governor.interactions.slack_calls", ("SlackSecrets.IAM_ACTIONS",)),
+            Uses("governor.interactions.slack_calls", ("AsyncInvoker.IAM_ACTIONS",)),
         ),
         actions=(Tag, Stop, Record),
         delegated=frozenset({"stop"}),  # Stop now is handed to the idle function, which re-checks and stops
     ),
     Capability(
         name="network",
+        construct="infra.constructs.network:NetworkEnforcer",
+        construct_id="Network",
+        acknowledgeable=True,
         member_accounts=True,
         fans_out=True,
         section="network",
@@ -397,7 +480,8 @@ REGISTRY = Registry(
             Trigger(
                 "CloudTrailCalls",
                 "rule",
-                "EC2 calls that open ingress rules or give instances public addresses: " + ", ".join(EVENT_NAMES),
+                "EC2 calls that open ingress rules or give instances public addresses: ",
+                lists="governor.network.events:EVENT_NAMES",
             ),
             Trigger(
                 "DriftSweep",
@@ -408,13 +492,16 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.network.security_groups", security_groups.IAM_ACTIONS),
-            Uses("governor.network.addresses", network_addresses.IAM_ACTIONS),
+            Uses("governor.network.security_groups"),
+            Uses("governor.network.addresses"),
         ),
         actions=(RevokeIngress, RemovePublicIp, Notify),
     ),
     Capability(
         name="notifier",
+        construct="infra.constructs.notifications:Notifications",
+        construct_id="Notifications",
+        finding_policies=("notifications",),
         section="notifications",
         description="Findings from the governor bus to Slack and email: routed, merged, within Slack's limits",
         triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
@@ -425,6 +512,10 @@ REGISTRY = Registry(
     ),
     Capability(
         name="report",
+        construct="infra.constructs.reports:Reports",
+        construct_id="Reports",
+        within="notifier",
+        finding_policies=("reports", "budgets"),
         section="reports",
         description="Daily and weekly security and cost report: Athena queries, ledger, chart, S3 archive",
         triggers=(
@@ -432,12 +523,11 @@ REGISTRY = Registry(
             Trigger("Weekly", "schedule", "weekly security and cost report", schedule="reports.weekly_schedule"),
         ),
         uses=(
-            Uses("governor.report.archive", archive.IAM_ACTIONS),
-            Uses("governor.report.chart_image", chart.IAM_ACTIONS),
-            Uses("governor.report.athena", athena.IAM_ACTIONS | athena.DATA_ACTIONS),
+            Uses("governor.report.archive"),
+            Uses("governor.report.chart_image"),
+            Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
             Uses(
                 "governor.adapters.cost_explorer",
-                cost_explorer.IAM_ACTIONS,
                 when=lambda p: p.lifecycle.effective_rates == "cost_explorer",
             ),
             *_DELIVERY,
@@ -445,5 +535,24 @@ REGISTRY = Registry(
         actions=(Record, Notify),
         sections=("reports", "notifications", "lifecycle", "budgets"),
         modes=("DELIVERS to Slack and email, archives to S3", "report-only: archives to S3, sends nothing"),
+    ),
+    Capability(
+        name="securityhub",
+        section="securityhub",
+        policy_section="governor.securityhub.policy:SecurityHubPolicy",
+        construct="infra.constructs.securityhub:SecurityHubExport",
+        construct_id="SecurityHub",
+        description="Every governor finding as an OCSF Detection Finding and, with asff, in Security Hub (ASFF)",
+        triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
+        uses=(
+            Uses("governor.securityhub.hub", when=lambda p: bool(section_of(p, "securityhub").asff)),
+            Uses(
+                "governor.securityhub.hub",
+                ("ARCHIVE_ACTIONS",),
+                when=lambda p: bool(section_of(p, "securityhub").ocsf_bucket),
+            ),
+        ),
+        actions=(),
+        modes=("EXPORTS OCSF (and ASFF to Security Hub with asff)", "report-only: builds the findings, writes nothing"),
     ),
 )

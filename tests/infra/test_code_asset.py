@@ -71,9 +71,10 @@ def _module(relative: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-#: The report loads each capability's ``governor.<package>.findings`` by name (report/sections/findings.py), so the
+#: The report and the Security Hub export load each capability's ``governor.<package>.findings`` by name
+#: (governor/domain/problems.py), so the
 #: walker, which follows import statements, is told of that one convention.
-BY_NAME = "governor.report.sections.findings"
+BY_NAME = "governor.domain.problems"
 
 
 def runtime_reachable() -> set[str]:

@@ -22,7 +22,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 RULES = ("SpotFunctionInterruption", "SpotFunctionStateChange", "SpotFunctionCheckpointStatus",
          "LifecycleFunctionRunInstances", "LifecycleFunctionGovernorTags", "LifecycleFunctionStateChange",
          "NetworkCloudTrailCalls",
-         "KeysCloudTrailCalls", "NotificationsFindings")  # fmt: skip
+         "KeysCloudTrailCalls", "NotificationsFindings", "SecurityHubFindings")  # fmt: skip
 
 
 #: moto's matcher does not descend into arrays of objects (responseElements.instancesSet.items[].instanceType),
@@ -183,5 +183,5 @@ def test_every_sample_file_has_provenance(folder: str) -> None:
 
 def test_governor_findings_reach_the_notifier(patterns: dict[str, EventPattern]) -> None:
     finding = {"source": "gpu-fleet-governor", "detail-type": "Governor Finding", "detail": {}}
-    assert fired(patterns, finding) == {"NotificationsFindings"}
+    assert fired(patterns, finding) == {"NotificationsFindings", "SecurityHubFindings"}
     assert fired(patterns, {**finding, "source": "custom.app"}) == set()  # only the stack's own source

@@ -11,10 +11,9 @@ from __future__ import annotations
 from governor.adapters.aws import client
 from governor.domain.decision import Finding
 from governor.domain.ports import PublishError
+from governor.events.findings import DETAIL_TYPE, SOURCE
 
 IAM_ACTIONS = frozenset({"events:PutEvents"})
-SOURCE = "gpu-fleet-governor"
-DETAIL_TYPE = "Governor Finding"
 
 __all__ = ["DETAIL_TYPE", "IAM_ACTIONS", "SOURCE", "EventBusSink", "PublishError"]
 

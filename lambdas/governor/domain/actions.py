@@ -25,10 +25,10 @@ from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_ser
 from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
 from governor.domain.once import send_command_once
-from governor.policy import Policy
 
 if TYPE_CHECKING:
     from governor.domain.fleet import Instance
+    from governor.policy import Policy
 
 _ALWAYS = frozenset({"type", "enforced"})
 #: The tag an untag without keys removes (the idle mark's tag; ``governor.idle.domain.IDLE_SINCE_TAG``).
@@ -602,6 +602,24 @@ class Warn(Action):
     planned: str | None = None
     snooze_tag: str | None = None
     exempt_tag: str | None = None
+
+
+#: Action types that fix the problem by themselves when done (warn, notify, record and tag only tell someone):
+#: a finding whose enforced actions include one is resolved by the governor (the report, the Security Hub export).
+FIXING_ACTIONS = frozenset(
+    {
+        "stop",
+        "terminate",
+        "revoke_ingress",
+        "remove_public_ip",
+        "enable_key_rotation",
+        "rotate_key",
+        "deactivate_access_key",
+        "set_secret_rotation",
+        "replace",
+        "checkpoint",
+    }
+)
 
 
 AnyAction = Annotated[

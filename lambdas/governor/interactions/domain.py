@@ -25,6 +25,7 @@ from governor.events.names import INTERACTIONS_SOURCE
 from governor.events.names import STOP_REQUEST_KIND as STOP_REQUEST_KIND
 from governor.events.names import STOP_REQUESTED as STOP_REQUESTED
 from governor.policy import Policy
+from governor.registry import REGISTRY
 
 KEEP_HOURS = "governor_keep_hours"
 KEEP_MORNING = "governor_keep_morning"
@@ -32,8 +33,8 @@ STOP_NOW = "governor_stop_now"
 ACKNOWLEDGE = "governor_acknowledge"
 IDLE_BUTTONS = (KEEP_HOURS, KEEP_MORNING, STOP_NOW)
 ActionId = Literal["governor_keep_hours", "governor_keep_morning", "governor_stop_now", "governor_acknowledge"]
-#: Findings whose messages carry "Acknowledge": Spot interruptions and the security capabilities.
-ACKNOWLEDGED_POLICIES = frozenset({"spot", "network", "keys"})
+#: Findings whose messages carry "Acknowledge": their capabilities' registry entries say so (``acknowledgeable``).
+ACKNOWLEDGED_POLICIES = REGISTRY.policies_where(lambda capability: capability.acknowledgeable)
 BUTTON_KIND = "slack-button"
 SOURCE = INTERACTIONS_SOURCE
 CLICKED = "Slack Button Clicked"

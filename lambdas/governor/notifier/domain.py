@@ -28,6 +28,7 @@ from governor.notifier.messages import (
     section,
 )
 from governor.policy import NotificationsPolicy
+from governor.registry import REGISTRY
 
 MERGE_KIND = "notify-merge"
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
@@ -83,7 +84,8 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
 
 #: Findings whose point is lost if they wait for the daily digest: an idle stop is due at the end of the warning
 #: period, a Spot interruption comes within two minutes, a clicked button's answer is awaited now.
-TIME_BOUND_POLICIES = frozenset({"idle", "spot", "interactions"})
+#: Each capability's registry entry says whether its findings are (``time_bound``).
+TIME_BOUND_POLICIES = REGISTRY.policies_where(lambda capability: capability.time_bound)
 
 
 def posts_now(finding: Finding, policy: NotificationsPolicy) -> bool:

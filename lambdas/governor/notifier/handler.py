@@ -16,7 +16,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.aws import per_session
 from governor.domain.decision import Finding
-from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
+from governor.events.findings import DETAIL_TYPE as DETAIL_TYPE
+from governor.events.findings import SOURCE as SOURCE
+from governor.events.findings import FindingEvent, parse_finding_event
 from governor.interactions.domain import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.domain import (
@@ -33,16 +35,8 @@ from governor.notifier.domain import (
 from governor.observability import logger, metrics, tracer
 from governor.runtime import Runtime, account_of, default_runtime, idempotent_on_event_id, run_edge
 
-SOURCE = "gpu-fleet-governor"
-DETAIL_TYPE = "Governor Finding"
 #: How long a message's buttons work: a warning's instance is long stopped or kept by then.
 BUTTON_TTL = dt.timedelta(days=7)
-
-
-class FindingEvent(EventBridgeEnvelope):
-    """A finding as the governor bus delivers it."""
-
-    detail: Finding
 
 
 @per_session
@@ -51,25 +45,8 @@ def _outbox(region: str | None, sender: str | None) -> AwsOutbox:
 
 
 def parse(raw: Any, account: str | None = None) -> FindingEvent:
-    """Only findings from the governor itself, in its own account; anything else is rejected to the DLQ with its reason.
-
-    The bus policy already lets only the stack's function roles put events; checking the envelope's ``account`` too
-    means a finding forwarded from another account's bus (or a test event) is never sent to people.
-    """
-    event = parse_model(FindingEvent, raw)
-    if event.source != SOURCE or event.detail_type != DETAIL_TYPE:
-        raise InvalidEventError(
-            f"unsupported event {event.source}/{event.detail_type!r}: the notifier takes '{DETAIL_TYPE}' events "
-            f"from {SOURCE}",
-            event.id,
-        )
-    if account is not None and event.account != account:
-        raise InvalidEventError(
-            f"finding from account {event.account!r} refused: the notifier takes findings only from its own account "
-            f"{account}",
-            event.id,
-        )
-    return event
+    """Only findings from the governor itself, in its own account (``governor.events.findings``)."""
+    return parse_finding_event(raw, account, "notifier")
 
 
 def with_buttons(item: MergedFinding, runtime: Runtime, now: dt.datetime) -> MergedFinding:

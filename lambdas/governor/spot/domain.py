@@ -36,9 +36,6 @@ BLOCK_TERMINATION_LEAD = dt.timedelta(minutes=30)
 SSM_SOURCE = "aws.ssm"
 FINAL_STATES = ("stopped", "terminated")
 REBALANCE_KIND = "rebalance"
-#: A Spot event's in-progress idempotency record lapses after this long, not at the function's 180 s timeout: when
-#: the record's write answer is lost, Lambda's first retry (about a minute later) runs within the two-minute warning.
-IN_PROGRESS_SECONDS = 40
 ASG_TAG = "aws:autoscaling:groupName"
 FLEET_TAGS = ("aws:ec2spot:fleet-request-id", "aws:ec2:fleet-id")
 GONE_STATES = ("shutting-down", "terminated", "stopping", "stopped")

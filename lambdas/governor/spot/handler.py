@@ -24,11 +24,11 @@ from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import logger, metrics, tracer
 from governor.outbox import Outbox
+from governor.registry import REGISTRY
 from governor.runtime import Runtime, account_of, default_runtime, run_edge
 from governor.spot.domain import (
     BLOCK_EXPIRY,
     COMMAND_STATUS,
-    IN_PROGRESS_SECONDS,
     REBALANCE,
     REBALANCE_KIND,
     RESERVATION_WARNING,
@@ -570,7 +570,7 @@ def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) 
             name=f"{__name__}.process",
             work=lambda: process(parsed, rt, ports),
             context=context,
-            in_progress_seconds=IN_PROGRESS_SECONDS,
+            in_progress_seconds=REGISTRY["spot"].in_progress_seconds,
         )
 
     return run_edge(event, runtime, parse, work)

@@ -9,50 +9,21 @@ person acts in.
 from __future__ import annotations
 
 import datetime as dt
-import importlib
-import importlib.util
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from types import ModuleType
 from typing import Any, Literal
 
-from governor.domain import costs
+from governor.domain import costs, problems
+from governor.domain.actions import FIXING_ACTIONS
 from governor.domain.identity import normalise_owner
-from governor.domain.problems import Problem, default_problems
+from governor.domain.problems import DEFAULT_FIX, Problem
 from governor.domain.times import parse_time
 from governor.policy import Policy, policy_field
 from governor.report.model import FindingRow
 from governor.report.words import sentence
 
-# Actions that fix the problem by themselves when done; warn / notify / record / tag only tell someone.
-FIXING_ACTIONS = frozenset(
-    {
-        "stop",
-        "terminate",
-        "revoke_ingress",
-        "remove_public_ip",
-        "enable_key_rotation",
-        "rotate_key",
-        "deactivate_access_key",
-        "set_secret_rotation",
-        "replace",
-        "checkpoint",
-    }
-)
 Flagged = list[tuple[dt.datetime, Mapping[str, Any], Problem]]
-
-
-@cache
-def _capability_findings(policy_name: str) -> ModuleType | None:
-    """The capability's own findings module (``governor.<section>.findings``), for a policy section that has one."""
-    if policy_name not in Policy.model_fields:
-        return None
-    package = f"governor.{policy_name}"
-    if importlib.util.find_spec(package) is None or importlib.util.find_spec(f"{package}.findings") is None:
-        return None
-    return importlib.import_module(f"{package}.findings")
 
 
 def _report_remediation(policy_name: str) -> str:
@@ -61,23 +32,19 @@ def _report_remediation(policy_name: str) -> str:
         return f"Stop idle instances of the team, or raise its budget under {policy_field('budgets.teams')}."
     if policy_name == "reports":
         return "Read the query's failure reason; this report lacks that query's figures until it runs."
-    return "See the decision's reasons in the ledger (governor ledger export)."
+    return DEFAULT_FIX
 
 
 def problems_of(decision: Mapping[str, Any], policy: Policy) -> list[Problem]:
     """The problems one warning or critical decision raises, in its capability's words."""
-    name = str(decision.get("policy"))
-    own = _capability_findings(name)
-    if own is not None:
-        return list(own.problems(decision, policy))
-    return default_problems(decision, _report_remediation(name))
+    return problems.problems_of(decision, policy, _report_remediation(str(decision.get("policy"))))
 
 
 def _resolves(decision: Mapping[str, Any], key: str) -> bool:
     """A later info-level decision that says the problem is gone (the capability may say which problems it covers)."""
     if decision.get("severity", "info") != "info" or decision.get("verdict") not in ("ok", "ignored"):
         return False
-    own = _capability_findings(str(decision.get("policy")))
+    own = problems.capability_findings(str(decision.get("policy")))
     return bool(own.resolves(decision, key)) if own is not None and hasattr(own, "resolves") else True
 
 

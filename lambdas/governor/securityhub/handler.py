@@ -1,0 +1,170 @@
+"""The ``securityhub`` function: every finding on the governor bus, exported as an OCSF Detection Finding and (with
+``securityhub.asff``) imported into Security Hub.
+
+It subscribes to the bus as the notifier does (source ``gpu-fleet-governor``, detail-type ``Governor Finding``, this
+account only). Report-only (``securityhub.enforce: false``, the default) builds both records and records the decision
+in the ledger, writing nothing. Enforcing, it logs the OCSF event (one JSON line), writes it to ``ocsf_bucket`` when
+one is named and, with ``asff``, imports the ASFF finding into this account's default product; a finding the governor
+fixed archives the same Security Hub record. A write that still fails after its retries raises, so Lambda retries
+the event and finally parks it in the DLQ.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any, Protocol
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from governor.adapters.aws import partition_of, per_session
+from governor.domain.decision import Finding
+from governor.domain.problems import problems_of
+from governor.events.findings import FindingEvent, parse_finding_event
+from governor.observability import logger, metrics, tracer
+from governor.runtime import Runtime, account_of, default_runtime, idempotent_on_event_id, run_edge
+from governor.securityhub.domain import detection_finding, export_decision, finding_uid, security_finding
+from governor.securityhub.hub import OcsfArchive, SecurityHub
+from governor.securityhub.policy import SecurityHubPolicy
+
+
+class Hub(Protocol):
+    def import_findings(self, records: Any) -> int: ...
+
+
+class Archive(Protocol):
+    bucket: str
+
+    def put(self, key: str, body: bytes) -> str: ...
+
+
+@per_session
+def _hub(region: str | None) -> SecurityHub:
+    return SecurityHub(region)
+
+
+@per_session
+def _archive(bucket: str, region: str | None) -> OcsfArchive:
+    return OcsfArchive(bucket, region)
+
+
+def parse(raw: Any, account: str | None = None) -> FindingEvent:
+    return parse_finding_event(raw, account, "Security Hub export")
+
+
+def remediation(finding: Finding, runtime: Runtime) -> str | None:
+    """The sentence the report shows for this finding: its capability's own words (``governor.<name>.findings``)."""
+    decision = {
+        "policy": finding.policy,
+        "rule": finding.rule,
+        "severity": finding.severity,
+        "reasons": [finding.detail or finding.title],
+        "actions": finding.actions,
+    }
+    found = problems_of(decision, runtime.policy)
+    return found[0].remediation if found else None
+
+
+def ocsf_key(prefix: str, event: dict[str, Any], account: str, region: str, event_id: str) -> str:
+    day = dt.datetime.fromtimestamp(event["time"] / 1000, dt.UTC).strftime("%Y%m%d")
+    return (
+        f"{prefix.strip('/')}/class_uid={event['class_uid']}/region={region}/account={account}/day={day}/"
+        f"{event_id}-{event['activity_id']}.json"
+    )
+
+
+def export(
+    parsed: FindingEvent, runtime: Runtime, hub: Hub | None, archive: Archive | None, account: str, now: dt.datetime
+) -> dict[str, Any]:
+    """Build both records, record the decision, then (enforcing) write the OCSF event and import the ASFF finding."""
+    section = SecurityHubPolicy.of(runtime.policy)
+    finding = parsed.detail
+    # Security Hub takes findings for the caller's own account and region only (default product): a member account's
+    # finding (organisation mode) is imported into the hub's, naming the member account in its product fields.
+    region = runtime.region or parsed.region or finding.region or "us-east-1"
+    shape: dict[str, Any] = {
+        "region": region,
+        "partition": partition_of(region),
+        "remediation": remediation(finding, runtime),
+        "now": now,
+    }
+    ocsf = detection_finding(finding, account=finding.account or account, **shape)
+    asff = security_finding(finding, account=account, **shape) if section.asff else None
+    uid = finding_uid(finding, account, region)
+    if not section.enforce:
+        runtime.ledger.record(export_decision(finding, uid=uid, enforce=False, asff=section.asff), event_id=parsed.id)
+        logger.info("report-only: not exported", extra={"finding": uid, "asff": section.asff})
+        return {"status": "report-only", "finding": uid, "ocsf": ocsf, "asff": asff}
+    if asff is not None and hub is None:
+        raise RuntimeError("securityhub.asff is on but the function has no Security Hub client")
+    logger.info("ocsf detection finding", extra={"ocsf": ocsf})
+    written = ["log"]
+    if archive is not None:
+        key = ocsf_key(section.ocsf_prefix, ocsf, account, region, finding.id or parsed.id)
+        written.append(archive.put(key, json.dumps(ocsf).encode()))
+    metrics.add_metric(name="OcsfFindingsWritten", unit="Count", value=1)
+    if asff is not None and hub is not None:
+        hub.import_findings([asff])
+        metrics.add_metric(name="SecurityHubFindingsImported", unit="Count", value=1)
+        written.append(asff["ProductArn"])
+    runtime.ledger.record(
+        export_decision(finding, uid=uid, enforce=True, asff=section.asff, written=written), event_id=parsed.id
+    )
+    return {"status": "exported", "finding": uid, "written": written, "record_state": (asff or {}).get("RecordState")}
+
+
+@idempotent_on_event_id()
+def process(
+    *,
+    event: Any,
+    parsed: FindingEvent,
+    runtime: Runtime,
+    hub: Hub | None,
+    archive: Archive | None,
+    account: str,
+    now: dt.datetime,
+    context: Any = None,
+) -> dict[str, Any]:
+    """Once per event id (Powertools Idempotency when the stack provides the table)."""
+    return export(parsed, runtime, hub, archive, account, now)
+
+
+def handle(
+    event: Any,
+    runtime: Runtime,
+    hub: Hub | None = None,
+    archive: Archive | None = None,
+    now: dt.datetime | None = None,
+    context: Any = None,
+    account: str | None = None,
+) -> dict[str, Any]:
+    """Parse at the edge (anything but a governor finding from this account goes to the DLQ), then export."""
+    own = account or account_of(context)
+    section = SecurityHubPolicy.of(runtime.policy)
+    bucket = section.ocsf_bucket
+    box = archive or (_archive(bucket, runtime.region) if section.enforce and bucket else None)
+    client = hub or (_hub(runtime.region) if section.enforce and section.asff else None)
+    moment = now or dt.datetime.now(dt.UTC)
+    return run_edge(
+        event,
+        runtime,
+        lambda raw: parse(raw, own),
+        lambda parsed, rt: process(
+            event=event,
+            parsed=parsed,
+            runtime=rt,
+            hub=client,
+            archive=box,
+            account=own or parsed.account,
+            now=moment,
+            context=context,
+        ),
+    )
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The governor bus rule (source gpu-fleet-governor, detail-type Governor Finding) lands here."""
+    return handle(event, default_runtime(), context=context)

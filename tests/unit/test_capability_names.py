@@ -1,0 +1,143 @@
+"""No module outside a capability's package names that capability: what varies by capability is a field of its
+registry entry (``governor.registry``) or lives in its package (``governor.<name>``, plus the CDK construct its entry
+names). A module names capability C when it imports ``governor.C`` (or below) or C's construct module, or holds a string literal equal to C's
+name or one of the ``policy`` values its findings carry. Attribute names (``policy.idle``) are not seen.
+
+:data:`KNOWN` lists what still names a capability from outside, each with its reason: AWS's own word that happens to
+be a capability's name, tooling built for one capability, and what issue 34 has not moved yet. The first test fails
+on any module that starts naming a capability; the second when an entry no longer does (delete it then).
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+
+from governor.registry import REGISTRY, Capability
+from tests.imports import import_statements, modules
+
+_AWS_SPOT = "AWS's word: the EC2 market and instance lifecycle 'spot', not the capability"
+_IDLE_TOOLING = "the idle policy's own tooling in the CLI (backtest, simulator, history, soak): not yet in its package"
+_NOT_MOVED = "not moved yet (issue 34 item 1): see notes/34.md"
+_CLI = "a CLI command for one capability (governor report, governor idle, ledger and status views)"
+
+KNOWN: dict[str, tuple[frozenset[str], str]] = {
+    "governor.domain.capacity": (
+        frozenset({"lifecycle", "spot"}),
+        _AWS_SPOT + "; EC2's word 'lifecycle' (InstanceLifecycle) in a purchase model's evidence",
+    ),
+    "governor.domain.actions": (frozenset({"spot"}), _AWS_SPOT),
+    "governor.domain.fleet": (frozenset({"spot"}), _AWS_SPOT),
+    "governor.lifecycle.domain": (frozenset({"spot"}), _AWS_SPOT),
+    "governor.lifecycle.explain": (frozenset({"spot"}), _AWS_SPOT),
+    "governor.policy": (frozenset({"report", "spot"}), _AWS_SPOT + "; the report's kinds"),
+    "governor.domain.costs": (frozenset({"idle", "lifecycle", "spot"}), _NOT_MOVED + " (cost figures by policy)"),
+    "governor.idle.domain": (frozenset({"report", "spot"}), _AWS_SPOT + "; a 'report' verdict word"),
+    "governor.idle.handler": (frozenset({"interactions"}), _NOT_MOVED + " (Stop now's requests)"),
+    "governor.notifier.handler": (frozenset({"interactions"}), _NOT_MOVED + " (the buttons the notifier attaches)"),
+    "governor.spot.domain": (frozenset({"lifecycle"}), "EC2's word: an instance's lifecycle ('spot'/'scheduled')"),
+    "governor.report.chart_image": (frozenset({"idle"}), _NOT_MOVED + " (the idle widget)"),
+    "governor.report.charts": (frozenset({"idle"}), _NOT_MOVED + " (the idle widget)"),
+    "governor.report.render.html_page": (frozenset({"idle"}), "the charts' palette colour for idle GPU time"),
+    "governor.report.handler": (frozenset({"notifier"}), _NOT_MOVED + " (delivery through the notifier's adapters)"),
+    "governor.report.render.slack": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's Slack limits)"),
+    "governor.report.sections.cost": (frozenset({"idle", "spot"}), _NOT_MOVED + " (idle and Spot cost figures)"),
+    "governor.report.sections.findings": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's own findings)"),
+    "governor_cli.backtest_cloudwatch": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.commands.backtest": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.commands.idle": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.history": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.columnar": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.prometheus_export": (frozenset({"idle"}), _IDLE_TOOLING + " (the backtest's Prometheus input)"),
+    "governor_cli.sim.metrics_file": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.parquet": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.workload": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.testing.idle_soak": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.commands.ledger": (frozenset({"idle", "lifecycle", "notifier", "report", "spot"}), _CLI),
+    "governor_cli.commands.report": (frozenset({"report"}), _CLI),
+    "governor_cli.commands.status": (frozenset({"idle", "report"}), _CLI),
+    "governor_cli.fleet_status": (frozenset({"idle"}), _CLI + " (governor status --table: the idle marks)"),
+    "governor_cli.main": (frozenset({"idle", "report"}), _CLI),
+    "governor_cli.demo.run": (
+        frozenset({"idle", "interactions", "keys", "lifecycle", "network", "notifier", "report", "spot"}),
+        _NOT_MOVED + " (the demo's per-capability scenario wiring)",
+    ),
+    "governor_cli.demo.eks": (frozenset({"idle", "report"}), _NOT_MOVED + " (the demo's EKS cluster policy)"),
+    "governor_cli.demo.slack_app": (frozenset({"idle", "interactions"}), _NOT_MOVED + " (the demo's Slack app)"),
+    "governor_cli.testing.scenarios": (
+        frozenset({"idle", "interactions", "keys", "lifecycle", "network", "notifier", "report", "spot"}),
+        _NOT_MOVED + " (the demo's per-capability scenario wiring)",
+    ),
+    "governor_cli.testing.deployment": (frozenset({"report"}), _NOT_MOVED + " (the deployed report's checks)"),
+    "governor_cli.testing.faults": (frozenset({"notifier"}), _NOT_MOVED + " (delivery faults)"),
+    "infra.constructs.audit": (frozenset({"report"}), _NOT_MOVED + " (the report's Athena grants)"),
+    "infra.constructs.interactions": (
+        frozenset({"idle", "notifier"}),
+        _NOT_MOVED + " (Stop now invokes idle's function; the notifier's secret names)",
+    ),
+    "infra.constructs.keys": (frozenset({"interactions", "notifier"}), _NOT_MOVED + " (the Slack secrets keys guards)"),
+    "infra.constructs.operators": (frozenset({"report"}), _NOT_MOVED + " (operators read the reports bucket)"),
+    "infra.constructs.reports": (frozenset({"notifier"}), "built inside the notifier's construct (registry: within)"),
+    "infra.stacks.spoke": (frozenset({"idle"}), _NOT_MOVED + " (the spoke's idle grants)"),
+}
+
+
+def _owns(capability: Capability, module: str) -> bool:
+    construct = capability.construct.partition(":")[0]
+    package = capability.package
+    return module in (package, construct, "governor.registry") or module.startswith(package + ".")
+
+
+def _imported(module: str) -> set[str]:
+    found: set[str] = set()
+    for node in import_statements(module):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif node.module and not node.level:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return found
+
+
+@cache
+def named() -> dict[str, frozenset[str]]:
+    """Module -> the capabilities it names from outside their packages."""
+    found: dict[str, frozenset[str]] = {}
+    for module, path in modules().items():
+        literals = {
+            n.value
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        imported = _imported(module)
+        names = frozenset(
+            c.name
+            for c in REGISTRY.values()
+            if not _owns(c, module)
+            and (
+                literals & {c.name, *c.policies}
+                or any(i == c.package or i.startswith(c.package + ".") for i in imported)
+                or c.construct.partition(":")[0] in imported
+            )
+        )
+        if names:
+            found[module] = names
+    return found
+
+
+def test_no_module_outside_a_capability_names_it() -> None:
+    unexpected = {module: sorted(names - KNOWN.get(module, (frozenset(), ""))[0]) for module, names in named().items()}
+    assert {m: n for m, n in unexpected.items() if n} == {}
+
+
+def test_every_known_exception_still_holds() -> None:
+    stale = {m: sorted(caps - named().get(m, frozenset())) for m, (caps, _) in KNOWN.items()}
+    assert {m: c for m, c in stale.items() if c} == {}
+
+
+def test_the_registry_names_each_capability_once_with_what_varies() -> None:
+    """Each entry names its construct and id; every finding policy belongs to one capability."""
+    policies = [p for c in REGISTRY.values() for p in c.policies]
+    assert len(policies) == len(set(policies))
+    for capability in REGISTRY.values():
+        assert capability.construct.count(":") == 1 and capability.construct_id
+        assert capability.within is None or capability.within in REGISTRY

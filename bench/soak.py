@@ -80,7 +80,7 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
     from governor_cli.testing.deployment import Deployment
     from governor_cli.testing.faults import ALL_FAULTS, FaultInjector, fake_slack
     from governor_cli.testing.idle_soak import fold, idle_policy, run_idle
-    from governor_cli.testing.invariants import check, references, run_cases
+    from governor_cli.testing.invariants import check, follow_runbook, references, run_cases
     from governor_cli.testing.scenarios import Scenarios, soak_policy
 
     started = time.perf_counter()
@@ -96,10 +96,17 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
             kinds = mode.kinds or ALL_FAULTS
             only = getattr(faults, mode.only) if mode.only else None
             with FaultInjector(mode.rate, kinds, seed=seed, only=only) as injector:
-                faulty = run_cases(deployed, cases, injector, duplicate_share=mode.duplicates, seed=seed)
+                faulty = run_cases(
+                    deployed,
+                    cases,
+                    injector,
+                    duplicate_share=mode.duplicates,
+                    seed=seed,
+                    after=lambda runs: follow_runbook(deployed, runs, injector),
+                )
         finally:
             deployed.close()
-    verdict = check(mode.name, mode.rate, clean, faulty, injector, timeouts)
+    verdict = check(mode.name, mode.rate, clean, faulty, injector, timeouts, runbook=True)
     # The idle function's sweeps judge the whole fleet: an episode of its own, checked against the rules themselves.
     with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}), fake_slack():
         deployed = Deployment(idle_policy())
@@ -116,6 +123,15 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
         "seconds": time.perf_counter() - started,
         "functions": sorted({c.function for c in cases} | {"idle"}),
     }
+
+
+def run_scenarios() -> list[Any]:
+    """Issue 35's named fault scenarios (``governor_cli.testing.fault_scenarios``), each on its own emulator."""
+    _environment()
+    import governor_cli.testing.faults  # noqa: F401  (the botocore hooks, before any client exists)
+    from governor_cli.testing.fault_scenarios import run_all
+
+    return run_all()
 
 
 def function_timeouts() -> dict[str, float]:
@@ -149,14 +165,18 @@ def worst_single_call() -> tuple[int, float]:
     return attempts, attempts * float(RETRIES.connect_timeout + RETRIES.read_timeout) + backoff
 
 
-def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: float) -> str:
+def render(
+    results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: float, scenarios: list[Any] | None = None
+) -> str:
     from governor.interactions.slack_calls import endpoint_worst_seconds
 
     attempts, worst = worst_single_call()
     total_events = sum(r["verdict"].events for r in results)
-    lost = sum(r["verdict"].lost for r in results)
-    findings_lost = sum(r["verdict"].findings_lost for r in results)
-    resent = sum(r["verdict"].resent_non_idempotent for r in results)
+    scenarios = scenarios or []
+    lost = sum(r["verdict"].lost for r in results) + sum(s.lost for s in scenarios)
+    findings_lost = sum(r["verdict"].findings_lost for r in results) + sum(s.findings_lost for s in scenarios)
+    resent = sum(r["verdict"].resent_non_idempotent for r in results) + sum(s.resent_non_idempotent for s in scenarios)
+    total_events += sum(s.events for s in scenarios)
     lines = [
         "# Reliability",
         "",
@@ -177,7 +197,12 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
         "delivered "
         "again later (EventBridge's at-least-once). Every case is compared with a clean run of its kind: handled means "
         "it acted exactly as the clean run did, once; parked means Lambda's retries ran out and the event is in the "
-        "function's DLQ with its reason (`governor dlq list`, `governor dlq replay`); lost means neither. \"Action "
+        "function's DLQ with its reason (`governor dlq list`, `governor dlq replay`). Then each row ends as an "
+        "operator ends an incident (docs/reliability.md's runbook, `governor_cli/testing/runbook.py`), with the faults "
+        "off: every message in every function's DLQ re-delivered once through `governor dlq replay`'s own code "
+        "(`DlqAdmin.replay`), then one idle sweep past the stale age, whose flush publishes what any function left "
+        "staged. Lost means still parked after that replay (a malformed event apart: its rejection with a reason is "
+        'the clean outcome) or never handled. "Action '
         'not done" counts events handled without an action the clean run took (the handler recorded the refusal, '
         'e.g. SSM access denied, instead of retrying); "ledger differs" counts events whose ledger entry says '
         "something other than the clean run's decision.",
@@ -197,7 +222,7 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
         "repeated with nothing lost counts as acted twice.",
         "",
         "| failure mode | events (+ duplicates) | fault rate | faults injected | handled | rejected (invalid) "
-        "| parked in DLQ | action not done | acted twice | outside policy | ledger differs | lost "
+        "| parked, then replayed | action not done | acted twice | outside policy | ledger differs | lost "
         "| findings published (unsent, in outbox) | findings lost | calls resent: non-idempotent (idempotent) "
         "| deliveries resent after a lost answer (same id) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -214,6 +239,26 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
             f"| **{v.findings_lost}** | **{v.resent_non_idempotent}** ({v.resent - v.resent_non_idempotent}) "
             f"| {v.resent_by_id} |"
         )
+    if scenarios:
+        lines += [
+            "",
+            "## Fault scenarios (issue 35)",
+            "",
+            "Orderings random faults rarely produce, each through the deployed handlers on its own emulator "
+            "(`governor_cli/testing/fault_scenarios.py`), Lambda's retries at their real times (+1 and +3 minutes, "
+            "so Powertools' in-progress records expire as they would), then the same runbook. The idle ones are judged "
+            "by the idle episode's rules, a stop counting as a finding that must be accepted by the bus.",
+            "",
+            "| scenario | what happens | events | replayed by the runbook | lost | findings published "
+            "| findings lost | non-idempotent calls sent twice |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for scenario in scenarios:
+            lines.append(
+                f"| {scenario.name} | {scenario.story} | {scenario.events} | {scenario.replayed} "
+                f"| **{scenario.lost}** | {scenario.findings_published} of {scenario.findings_expected} "
+                f"| **{scenario.findings_lost}** | **{scenario.resent_non_idempotent}** |"
+            )
     lines += [
         "",
         f"**Lost: {lost} of {total_events} events; findings lost: {findings_lost}; non-idempotent calls resent: "
@@ -250,8 +295,9 @@ def render(results: list[dict[str, Any]], timeouts: dict[str, float], elapsed: f
         "function's timeout.",
     ]
     problems = [(r["mode"], p) for r in results for p in r["verdict"].problems]
+    problems += [(s.name, p) for s in scenarios for p in s.problems]
     if not problems:
-        lines.append("Nothing: every event was handled exactly once or parked in its DLQ with its reason.")
+        lines.append("Nothing: every event was handled exactly once, nothing still parked or unsent after the runbook.")
     for mode, problem in problems[:40]:
         lines.append(f"- {mode}: {problem}")
     notes = [(r["mode"], n) for r in results for n in r["verdict"].notes]
@@ -272,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, help="share of each mode's events (default 1, or 0.2 with --quick)")
     parser.add_argument("--workers", type=int, default=2, help="parallel failure modes (default 2)")
     parser.add_argument("--mode", action="append", help="only the modes whose name contains this (repeatable)")
+    parser.add_argument("--no-scenarios", action="store_true", help="skip issue 35's named fault scenarios")
     parser.add_argument("--out", default=str(ROOT / "RELIABILITY.md"), help="where to write the table")
     args = parser.parse_args(argv)
     _environment()
@@ -289,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.mode or any(part.lower() in mode.name.lower() for part in args.mode)
         ]
         futures = [pool.submit(run_mode, mode, 100 + n, scale, timeouts) for n, mode in chosen]
+        scenarios_future = pool.submit(run_scenarios) if not args.no_scenarios else None
         results = []
         for future in futures:
             result = future.result()
@@ -302,10 +350,19 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             results.append(result)
-    text = render(results, timeouts, time.perf_counter() - started)
+        scenarios = scenarios_future.result() if scenarios_future is not None else []
+        for scenario in scenarios:
+            print(
+                f"{scenario.name:40} events {scenario.events:4} replayed {scenario.replayed} lost {scenario.lost} "
+                f"findings {scenario.findings_published}/{scenario.findings_expected} lost {scenario.findings_lost} "
+                f"resent {scenario.resent_non_idempotent} {'; '.join(scenario.problems)}",
+                flush=True,
+            )
+    text = render(results, timeouts, time.perf_counter() - started, scenarios)
     Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {args.out}")
     bad = sum(r["verdict"].lost + r["verdict"].findings_lost + r["verdict"].resent_non_idempotent for r in results)
+    bad += sum(s.lost + s.findings_lost + s.resent_non_idempotent for s in scenarios)
     return 0 if bad == 0 else 1
 
 

@@ -10,6 +10,12 @@ sweep publish what any earlier invocation of its policy left behind.
 
 Ledger layout: one ``outbox`` item per finding (``finding`` as JSON, ``sent_at`` once accepted) and one
 ``outbox-event`` item per event listing its finding ids, both read with strongly consistent ``GetItem``.
+
+A finding about an act can be staged *before* the act (``pending`` names the act): an invocation killed between the
+act's answer and anything it writes after still leaves the finding behind. A pending finding is published only
+through a ``resolve`` callback that re-reads the resource and says what happened (the finding to send, or None: the
+act did not happen, the finding is withdrawn); an outbox without one leaves pending findings to the function that
+has one. ``withdraw`` takes a staged finding back when the act is held back or fails.
 """
 
 from __future__ import annotations
@@ -53,8 +59,10 @@ class Outbox:
         *,
         event_id: str,
         clock: Callable[[], dt.datetime] = utcnow,
+        resolve: Callable[[Finding, str], Finding | None] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.resolve = resolve
         self.sink = sink
         self.event_id = event_id
         self.clock = clock
@@ -77,20 +85,21 @@ class Outbox:
         self._used.add(chosen)
         return finding.model_copy(update={"id": chosen})
 
-    def add(self, findings: Iterable[Finding], *, part: str = "") -> list[Finding]:
-        """Record each finding unsent (unless already accepted earlier); returns them with their ids."""
+    def add(self, findings: Iterable[Finding], *, part: str = "", pending: str | None = None) -> list[Finding]:
+        """Record each finding unsent (unless already accepted earlier); returns them with their ids. ``pending``
+        names an act about to be made: the finding goes out only once ``resolve`` confirms it (see the module)."""
         staged = []
         now = self.clock()
         for raw in findings:
             finding = self.identify(raw, part)
             assert finding.id is not None
-            self.stage(finding, now)
+            self.stage(finding, now, pending=pending)
             staged.append(finding)
         if staged:
             self._index([f.id for f in staged if f.id])
         return staged
 
-    def stage(self, finding: Finding, now: dt.datetime | None = None) -> None:
+    def stage(self, finding: Finding, now: dt.datetime | None = None, *, pending: str | None = None) -> None:
         """Record (or update the text of) one unsent finding; one already accepted stays as it was."""
         assert finding.id is not None
         now = now or self.clock()
@@ -108,9 +117,30 @@ class Outbox:
                 "policy": finding.policy,
                 "finding": finding.model_dump_json(),
                 "expires_at": int((now + PENDING_TTL).timestamp()),
+                **({"pending": pending} if pending else {}),
             },
         )
-        self._staged[finding.id] = finding
+        if pending:
+            self._staged.pop(finding.id, None)  # not this invocation's to publish until the act is done
+        else:
+            self._staged[finding.id] = finding
+
+    def withdraw(self, finding_id_: str) -> None:
+        """Take back a finding staged before an act that was then held back or failed: no sweep publishes it."""
+        item = self.ledger.get_item(OUTBOX_KIND, finding_id_)
+        self._staged.pop(finding_id_, None)
+        if item is None or item.get("sent_at") or item.get("withdrawn_at"):
+            return
+        now = self.clock()
+        self.ledger.put_item(
+            OUTBOX_KIND,
+            finding_id_,
+            {
+                **{k: v for k, v in item.items() if k not in ("pending", "pk", "sk", "kind", "key")},
+                "withdrawn_at": now.isoformat(),
+                "expires_at": int((now + SENT_TTL).timestamp()),
+            },
+        )
 
     def _index(self, ids: Sequence[str]) -> None:
         found = self.ledger.get_item(EVENT_KIND, self.event_id) or {}
@@ -181,7 +211,18 @@ class Outbox:
             if item.get("sent_at"):
                 self.sent_at[finding_id_] = _parse_time(item["sent_at"]) or self.clock()
                 continue
-            unsent.append(Finding.model_validate(json.loads(str(item["finding"]))))
+            if item.get("withdrawn_at"):
+                continue
+            finding = Finding.model_validate(json.loads(str(item["finding"])))
+            if item.get("pending"):
+                if self.resolve is None:
+                    continue  # left to a function that can tell whether the act happened
+                resolved = self.resolve(finding, str(item["pending"]))
+                if resolved is None:
+                    self.withdraw(finding_id_)
+                    continue
+                finding = resolved.model_copy(update={"id": finding_id_})
+            unsent.append(finding)
         return unsent
 
     def resume(self) -> None:
@@ -200,6 +241,7 @@ class Outbox:
             str(item.get("finding_id") or "")
             for item in self.ledger.query_kind(OUTBOX_KIND, since=now - HORIZON)
             if not item.get("sent_at")
+            and not item.get("withdrawn_at")
             and (policy is None or item.get("policy") == policy)
             and (_parse_time(item.get("at")) or now) <= now - STALE_AFTER
         ]

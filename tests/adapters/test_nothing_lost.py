@@ -343,3 +343,58 @@ def test_a_sweep_stamped_in_the_future_keeps_every_mark(idle_fleet: Any) -> None
     assert after is not None and after["idle_since"] == mark["idle_since"]
     warnings = {f.id for f in runtime.sink.findings if f.rule == "idle.warned"}  # type: ignore[attr-defined]
     assert len(warnings) == 1
+
+
+class _KilledAfterStop(Ec2Actions):
+    """StopInstances is answered, then the invocation's process ends (a timeout, a kill): nothing after it runs."""
+
+    def stop(self, instance_id: str) -> None:
+        super().stop(instance_id)
+        raise _Killed
+
+
+class _StopRefused(Ec2Actions):
+    def stop(self, instance_id: str) -> None:
+        raise RuntimeError("UnauthorizedOperation: not allowed to stop")
+
+
+def test_a_stop_whose_invocation_dies_right_after_the_answer_is_reported_by_the_next_sweep(idle_fleet: Any) -> None:
+    ec2, idle = idle_fleet
+    runtime = _runtime()
+    aws = _aws()
+    idle_handle(_event(T0, "sweep-1"), runtime, aws)
+    aws.actions = _KilledAfterStop(REGION)
+    at = T0 + dt.timedelta(minutes=30)
+    aws.clock = lambda: at
+    with pytest.raises(_Killed):
+        idle_handle(_event(at, "sweep-2"), runtime, aws)
+    assert _state(ec2, idle) in ("stopping", "stopped")
+    assert not [f for f in runtime.sink.findings if f.rule == "idle.acted"]  # type: ignore[attr-defined]
+    aws.actions = Ec2Actions(REGION)
+    later = at + dt.timedelta(minutes=15)
+    aws.clock = lambda: later
+    idle_handle(_event(later, "sweep-3"), runtime, aws)  # the next scheduled sweep: it no longer lists the instance
+    (stopped,) = [f for f in runtime.sink.findings if f.rule == "idle.acted"]  # type: ignore[attr-defined]
+    assert stopped.resource == idle and "stopped" in stopped.detail and "stop requested" not in stopped.detail
+
+
+def test_a_finding_staged_before_a_stop_that_failed_is_withdrawn_not_published(idle_fleet: Any) -> None:
+    from governor.idle.handler import resolve_pending as idle_resolve
+
+    ec2, idle = idle_fleet
+    runtime = _runtime()
+    aws = _aws()
+    idle_handle(_event(T0, "sweep-1"), runtime, aws)
+    aws.actions = _StopRefused(REGION)
+    at = T0 + dt.timedelta(minutes=30)
+    aws.clock = lambda: at
+    idle_handle(_event(at, "sweep-2"), runtime, aws)  # the failure is recorded and reported; the sweep goes on
+    reclaim = [i for i in runtime.ledger.query_kind("outbox") if "stop requested" in i["finding"]]
+    assert [i.get("pending") for i in reclaim] == ["stop"]  # staged before the act; failed: never published as is
+    staged = Outbox(runtime.ledger, runtime.sink, event_id="sweep-3", clock=lambda: at + STALE_AFTER * 2)
+    staged.resolve = idle_resolve(aws)
+    assert staged.flush_stale() == 0  # the instance still runs: the stop never happened
+    (withdrawn,) = [i for i in runtime.ledger.query_kind("outbox") if i["finding_id"] == reclaim[0]["finding_id"]]
+    assert withdrawn.get("withdrawn_at") and not withdrawn.get("sent_at") and _state(ec2, idle) == "running"
+    published = [f.detail for f in runtime.sink.findings if f.resource == idle]  # type: ignore[attr-defined]
+    assert not any("stop requested" in d or "; done: stopped" in d for d in published)

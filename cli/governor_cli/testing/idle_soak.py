@@ -19,6 +19,8 @@ import json
 import random
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -32,6 +34,7 @@ from governor_cli.testing.scenarios import ACCOUNT, RESPONSE_URL, SOAK_POLICY
 
 CHECKPOINT_TAG = "governor:checkpoint-command"
 STOPPING = {"StopInstances", "TerminateInstances"}
+STOP_RULES = ("idle.acted", "idle.stop-now")
 
 
 def idle_policy() -> Policy:
@@ -70,6 +73,7 @@ class IdleEpisode:
     warnings_published: int = 0
     warnings_unsent: int = 0
     warnings_lost: int = 0
+    replayed: int = 0
     slowest_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
 
@@ -141,8 +145,8 @@ def _stop_request(instance_id: str, at: dt.datetime) -> dict[str, Any]:
     )
 
 
-def _accepted_warnings(call: ApiCall) -> list[str]:
-    """Instances whose idle warning this PutEvents call got accepted by the bus."""
+def _accepted_warnings(call: ApiCall, rules: tuple[str, ...] = ("idle.warned",)) -> list[str]:
+    """Instances whose idle warning (or another of ``rules``) this PutEvents call got accepted by the bus."""
     if call.operation != "PutEvents" or call.executed == 0 or not call.ok or "failed_entries" in call.faults:
         return []
     found = []
@@ -151,7 +155,7 @@ def _accepted_warnings(call: ApiCall) -> list[str]:
             detail = json.loads(entry.get("Detail") or "{}")
         except ValueError:
             continue
-        if detail.get("policy") == "idle" and detail.get("rule") == "idle.warned":
+        if detail.get("policy") == "idle" and detail.get("rule") in rules:
             found.append(str(detail.get("resource")))
     return found
 
@@ -159,6 +163,37 @@ def _accepted_warnings(call: ApiCall) -> list[str]:
 def _targets(call: ApiCall) -> list[str]:
     ids = call.params.get("InstanceIds") or []
     return [str(i) for i in ids] if isinstance(ids, list) else []
+
+
+@contextmanager
+def clocked_idle(clock: dt.datetime | Callable[[], dt.datetime]) -> Iterator[None]:
+    """The idle function's deployed adapters with its clock set by the caller (a simulated time), except that the
+    emulator cannot match DescribeInstances wildcards."""
+    import governor.idle.handler as idle_handler
+    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+    from governor.adapters.ssm import SsmCommands
+    from governor.idle.autoscaling import AutoScalingGroups
+    from governor.idle.metrics import CloudWatchMetrics
+
+    now = clock if callable(clock) else (lambda: clock)
+
+    @cache
+    def aws(region: str | None, memory_unit: str, *_: Any) -> Any:
+        return idle_handler.IdleAws(
+            Ec2Reader(region, wildcard_type_filter=False),
+            Ec2Actions(region),
+            CloudWatchMetrics(region, memory_unit=memory_unit),
+            SsmCommands(region),
+            AutoScalingGroups(region),
+            now,
+        )
+
+    saved = idle_handler._aws
+    idle_handler._aws = aws
+    try:
+        yield
+    finally:
+        idle_handler._aws = saved
 
 
 def run_idle(
@@ -171,16 +206,14 @@ def run_idle(
     requests: int = 1,
     sweeps: int = 7,
     duplicate_share: float = 0.2,
+    runbook: bool = True,
 ) -> IdleEpisode:
     """One episode: ``idle`` idle and ``busy`` busy GPU instances swept every interval for ``sweeps`` sweeps, and
     ``requests`` more idle instances stopped by a person's "Stop now" at the first sweep. Use inside ``mock_aws``,
-    with ``deployment`` built on :func:`idle_policy`."""
-    import governor.idle.handler as idle_handler
-    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
-    from governor.adapters.ssm import SsmCommands
-    from governor.idle.autoscaling import AutoScalingGroups
+    with ``deployment`` built on :func:`idle_policy`. With ``runbook``, the episode ends with what an operator does
+    after it (:mod:`governor_cli.testing.runbook`, faults off): whatever is still parked or staged then is lost."""
     from governor.idle.domain import sweep_interval
-    from governor.idle.metrics import CloudWatchMetrics
+    from governor.outbox import STALE_AFTER
 
     policy = deployment.policy
     now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)
@@ -196,27 +229,11 @@ def run_idle(
     for instance in busy_ids:
         _metrics(instance, 80.0, now, 45, horizon)
     clock = _Clock(first)
-
-    @cache
-    def aws(region: str | None, memory_unit: str) -> Any:
-        # The deployed adapters, except that the emulator cannot match DescribeInstances wildcards and the clock is
-        # the episode's.
-        return idle_handler.IdleAws(
-            Ec2Reader(region, wildcard_type_filter=False),
-            Ec2Actions(region),
-            CloudWatchMetrics(region, memory_unit=memory_unit),
-            SsmCommands(region),
-            AutoScalingGroups(region),
-            clock,
-        )
-
-    saved = idle_handler._aws
-    idle_handler._aws = aws
     episode = IdleEpisode()
     shuffler = random.Random(seed)
     times: dict[str, dt.datetime] = {}  # delivery label prefix -> simulated time
     sent: list[tuple[str, dict[str, Any], int]] = []
-    try:
+    with clocked_idle(clock):
         for number in range(sweeps):
             at = first + interval * number
             events = [_sweep(at)]
@@ -233,9 +250,33 @@ def run_idle(
                     sent.append((label, event, 0 if delivery.status == "dlq" else 1))
                     episode.deliveries += 1
                     episode.slowest_seconds = max([episode.slowest_seconds, *delivery.seconds])
-    finally:
-        idle_handler._aws = saved
-    _judge(episode, deployment, injector, times, sent, idle_ids, busy_ids, asked_ids)
+        if runbook:
+            # The runbook, faults off: every parked sweep or request replayed once, then the next scheduled sweep
+            # (past the stale age: it publishes whatever an earlier invocation left staged).
+            from governor_cli.testing.runbook import replay_all
+
+            injector.rate = 0.0
+            clock.now = first + interval * sweeps
+
+            def label_of(event: Any) -> str:
+                label = f"idle/{len(sent)}"
+                times[label] = clock.now
+                return label
+
+            def delivered(event: Any, delivery: Any) -> None:
+                sent.append((f"idle/{len(sent)}", event, 0 if delivery.status == "dlq" else 1))
+                episode.replayed += 1
+
+            replay_all(deployment, ["idle"], injector, label_of=label_of, delivered=delivered)
+            clock.now = first + interval * sweeps + STALE_AFTER + dt.timedelta(minutes=1)
+            label = f"idle/{len(sent)}"
+            times[label] = clock.now
+            final = _sweep(clock.now)
+            delivery = deployment.deliver("idle", final, injector=injector, label=label)
+            sent.append((label, final, 0 if delivery.status == "dlq" else 1))
+            episode.events += 1
+            episode.deliveries += 1
+    _judge(episode, deployment, injector, times, sent, idle_ids, busy_ids, asked_ids, runbook=runbook)
     return episode
 
 
@@ -248,16 +289,20 @@ def _judge(
     idle_ids: list[str],
     busy_ids: list[str],
     asked_ids: list[str],
+    *,
+    runbook: bool = False,
 ) -> None:
     wait = dt.timedelta(minutes=deployment.policy.idle.warning_minutes)
     calls = [c for c in injector.calls if c.label and c.label.startswith("idle/")]
     warned: dict[str, dt.datetime] = {}
     stopped: dict[str, dt.datetime] = {}
     checkpoints: Counter[str] = Counter()
+    reported: set[str] = set()  # instances whose stop was reported ("stopped" finding accepted by the bus)
     for call in calls:
         at = times[call.label.split("#", 1)[0]]  # type: ignore[union-attr]
         for instance in _accepted_warnings(call):
             warned.setdefault(instance, at)
+        reported.update(_accepted_warnings(call, STOP_RULES))
         if call.operation in STOPPING and call.executed:
             for instance in _targets(call):
                 stopped.setdefault(instance, at)
@@ -285,11 +330,19 @@ def _judge(
     decisions: Counter[str] = Counter(str(d.get("event_id")) for d in deployment.ledger_decisions())
     parked = {m.get("event_id") for m in deployment.dlq_messages("idle")}
     settled: dict[str, bool] = {}
+    was_parked: set[str] = set()
     for _, event, ok in sent:
         settled[event["id"]] = settled.get(event["id"], False) or bool(ok)
+        if not ok:
+            was_parked.add(event["id"])
     for event_id, ok in settled.items():
-        if ok:
+        if runbook and event_id in parked:
+            episode.lost += 1
+            episode.problems.append(f"idle: event {event_id} still parked after the runbook's replay")
+        elif ok:
             episode.handled += 1
+            if event_id in was_parked:
+                episode.dlq += 1  # parked during the episode, handled by the runbook's replay
             if not decisions.get(event_id):
                 episode.undecided += 1
                 episode.problems.append(f"idle: event {event_id} handled with no decision in the ledger")
@@ -298,22 +351,34 @@ def _judge(
         else:
             episode.lost += 1
             episode.problems.append(f"idle: event {event_id} neither handled nor in the DLQ")
+    for instance in sorted(stopped):
+        episode.warnings_expected += 1  # a stop's finding ("stopped ..."): the owner must hear of it
+        if instance in reported:
+            episode.warnings_published += 1
+        elif _in_outbox(deployment, instance, STOP_RULES) and not runbook:
+            episode.warnings_unsent += 1
+        else:
+            episode.warnings_lost += 1
+            episode.problems.append(f"idle: the stop of {instance} was never reported (no finding accepted)")
     for instance in idle_ids:
         episode.warnings_expected += 1
         if instance in warned:
             episode.warnings_published += 1
-        elif _in_outbox(deployment, instance):
+        elif _in_outbox(deployment, instance) and not runbook:
             episode.warnings_unsent += 1
         else:
             episode.warnings_lost += 1
-            episode.problems.append(f"idle: the warning for {instance} was neither published nor held in the outbox")
+            still = "still staged unsent after the runbook" if runbook else "neither published nor held in the outbox"
+            episode.problems.append(f"idle: the warning for {instance} was {still}")
 
 
-def _in_outbox(deployment: Deployment, instance: str) -> bool:
-    """An unsent outbox entry holds the idle warning about ``instance`` (a later sweep or the replay publishes it)."""
+def _in_outbox(deployment: Deployment, instance: str, rules: tuple[str, ...] = ("idle.warned",)) -> bool:
+    """An unsent outbox entry holds the idle warning (or another of ``rules``) about ``instance`` (a later sweep or
+    the replay publishes it)."""
     for item in deployment.ledger_items("outbox"):
         finding = str(item.get("finding") or "")
-        if not item.get("sent_at") and instance in finding and "idle.warned" in finding:
+        unsent = not item.get("sent_at") and not item.get("withdrawn_at")
+        if unsent and instance in finding and any(rule in finding for rule in rules):
             return True
     return False
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,7 @@ class CaseRun:
     parked: bool = False
     published: Counter[str] = field(default_factory=Counter)
     unsent: set[str] = field(default_factory=set)
+    replayed: bool = False  # parked during the run and re-delivered by the runbook's replay
 
     @property
     def settled(self) -> bool:
@@ -127,8 +128,30 @@ def run_cases(
     *,
     duplicate_share: float = 0.0,
     seed: int = 11,
+    after: Callable[[list[CaseRun]], None] | None = None,
 ) -> list[CaseRun]:
-    """Deliver every case once, plus a share of them again later in the stream (EventBridge's at-least-once)."""
+    """Deliver every case once, plus a share of them again later in the stream (EventBridge's at-least-once); then
+    ``after`` (the runbook: :func:`governor_cli.testing.runbook.follow`) and the observation of what each case did."""
+    runs = deliver_cases(deployment, cases, injector, duplicate_share=duplicate_share, seed=seed)
+    if after is not None:
+        after(runs)
+    return observe(deployment, runs, injector)
+
+
+def case_index(label: str | None) -> int | None:
+    """The case a call belongs to (labels ``<case>/<position>#<attempt>``); None for the runbook's own calls."""
+    head = (label or "").split("/", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def deliver_cases(
+    deployment: Deployment,
+    cases: Sequence[Case],
+    injector: FaultInjector,
+    *,
+    duplicate_share: float = 0.0,
+    seed: int = 11,
+) -> list[CaseRun]:
     order = list(range(len(cases)))
     shuffler = random.Random(seed)
     for index in range(len(cases)):
@@ -139,22 +162,42 @@ def run_cases(
         case = cases[index]
         send = deployment.request if case.sync else deployment.deliver
         runs[index].deliveries.append(send(case.function, case.event, injector=injector, label=f"{index}/{position}"))
+    return runs
+
+
+def observe(deployment: Deployment, runs: list[CaseRun], injector: FaultInjector) -> list[CaseRun]:
+    """What each case did, from the recorded calls, the DLQs, the ledger and the outbox as they are now."""
     by_case: dict[int, list[ApiCall]] = {}
+    unattributed: list[ApiCall] = []
     for call in injector.calls:
         if call.label:
-            by_case.setdefault(int(call.label.split("/", 1)[0]), []).append(call)
+            index = case_index(call.label)
+            if index is None:
+                unattributed.append(call)
+            else:
+                by_case.setdefault(index, []).append(call)
     parked_ids = {
         message.get("event_id")
-        for function in {c.function for c in cases}
+        for function in {r.case.function for r in runs}
         for message in deployment.dlq_messages(function)
     }
     decisions: dict[str, list[dict[str, Any]]] = {}
     for item in deployment.ledger_decisions():
         decisions.setdefault(str(item.get("event_id")), []).append(item)
     unsent: dict[str, set[str]] = {}
+    staged_by: dict[str, str] = {}  # finding id -> the event that staged it
     for item in deployment.ledger_items("outbox"):
-        if not item.get("sent_at"):
+        staged_by[str(item.get("finding_id"))] = str(item.get("event_id"))
+        if not item.get("sent_at") and not item.get("withdrawn_at"):
             unsent.setdefault(str(item.get("event_id")), set()).add(str(item.get("finding_id")))
+    by_event = {run.case.event_id: run for run in runs}
+    for call in unattributed:  # a sweep's stale flush publishes what a case's invocation left unsent
+        if call.operation == "PutEvents" and call.executed > 0 and call.ok:
+            for entry in call.params.get("Entries") or []:
+                published = _finding_key(entry)
+                owner = by_event.get(staged_by.get(published, ""))
+                if owner is not None:
+                    owner.published[published] += call.executed
     for index, run in enumerate(runs):
         executions: Counter[Action] = Counter()
         deliveries: Counter[Action] = Counter()
@@ -255,8 +298,15 @@ def check(
     faulty: Sequence[CaseRun],
     injector: FaultInjector,
     timeouts: dict[str, float] | None = None,
+    *,
+    runbook: bool = False,
 ) -> Verdict:
-    """Compare each case of a faulty run with the clean run of its kind and count every broken invariant."""
+    """Compare each case of a faulty run with the clean run of its kind and count every broken invariant.
+
+    With ``runbook`` (the run ended with :func:`governor_cli.testing.runbook.follow`: every DLQ replayed once with
+    the faults off, then a sweep's stale flush), an event still parked (a malformed one apart: its rejection is the
+    clean outcome) and a finding still staged unsent are lost: nothing else would ever deliver them. ``dlq`` then
+    counts the events parked during the run and replayed."""
     verdict = Verdict(
         mode=mode,
         rate=rate,
@@ -281,17 +331,22 @@ def check(
         verdict.findings_published += min(published, expected) if expected else published
         verdict.findings_twice += sum(1 for n in run.published.values() if n > 1)
         unpublished = max(0, expected - published)
-        if run.parked and not run.settled:
+        if run.parked and not run.settled and not runbook:
             # The event waits in its DLQ: its findings are in the outbox or will be made again by the replay.
             verdict.findings_unsent += unpublished
             unpublished = 0
-        held = min(unpublished, len(run.unsent))
+        held = 0 if runbook else min(unpublished, len(run.unsent))
         verdict.findings_unsent += held
         if held:
             verdict.problems.append(f"{name}: handled, {held} finding(s) left unsent in the outbox")
         if unpublished - held:
             verdict.findings_lost += unpublished - held
-            verdict.problems.append(f"{name}: {unpublished - held} finding(s) neither published nor held in the outbox")
+            where = (
+                "still unsent after the runbook's replay and sweep"
+                if runbook
+                else "neither published nor held in the outbox"
+            )
+            verdict.problems.append(f"{name}: {unpublished - held} finding(s) {where}")
         limit = (timeouts or {}).get(run.case.function)
         for delivery in run.deliveries:
             slowest = max(delivery.seconds, default=0.0)
@@ -310,11 +365,16 @@ def check(
         if doubled:
             verdict.double_actions += 1
             verdict.problems.append(f"{name}: acted more than once: {doubled}")
-        if run.settled:
+        if runbook and run.parked and run.case.kind != "invalid":
+            verdict.lost += 1
+            verdict.problems.append(f"{name}: still parked in its DLQ after the runbook's replay")
+        elif run.settled:
             if run.rejected:
                 verdict.rejected += 1
             else:
                 verdict.handled += 1
+            if run.replayed and run.case.kind != "invalid":
+                verdict.dlq += 1
             missing = set(clean.actions) - set(run.actions)
             if missing and not run.rejected:
                 verdict.missed_actions += 1
@@ -322,7 +382,7 @@ def check(
             if run.ledger != clean.ledger and not run.rejected:
                 verdict.ledger_mismatches += 1
                 verdict.problems.append(f"{name}: ledger {run.ledger} differs from the clean run's {clean.ledger}")
-        elif run.parked:
+        elif run.parked and not runbook:
             verdict.dlq += 1
             if run.actions:
                 verdict.partial_before_dlq += 1
@@ -343,3 +403,23 @@ def summarise(verdicts: Iterable[Verdict]) -> dict[str, int]:
             ledger_mismatches=v.ledger_mismatches,
         )
     return dict(totals)
+
+
+def follow_runbook(deployment: Deployment, runs: list[CaseRun], injector: FaultInjector) -> None:
+    """After a faulty run: the runbook (:func:`governor_cli.testing.runbook.follow`), each replayed event's delivery
+    added to its case (labelled ``<case>/replay`` so its calls count as the case's)."""
+    from governor_cli.testing.runbook import follow
+
+    by_event = {run.case.event_id: (index, run) for index, run in enumerate(runs)}
+
+    def label_of(event: Any) -> str:
+        found = by_event.get(str(event.get("id")) if isinstance(event, dict) else "")
+        return f"{found[0]}/replay" if found else "runbook-replay"
+
+    def delivered(event: Any, delivery: Delivery) -> None:
+        found = by_event.get(str(event.get("id")) if isinstance(event, dict) else "")
+        if found:
+            found[1].deliveries.append(delivery)
+            found[1].replayed = True
+
+    follow(deployment, {run.case.function for run in runs}, injector, label_of=label_of, delivered=delivered)

@@ -275,6 +275,28 @@ def reclaim_finding_id(instance_id: str, spell: Mark | None, event_id: str) -> s
     return finding_id(scope, instance_id, "idle.acted")
 
 
+#: States that confirm a stop or terminate was made (the instance no longer runs, or is gone).
+_RECLAIMED_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+
+
+def resolve_pending(aws: IdleAws) -> Callable[[Finding, str], Finding | None]:
+    """What a stop or terminate finding staged before its act becomes once its invocation is gone: re-read the
+    instance; a stopped (or gone) one confirms the act, a running one means it was never made (withdrawn)."""
+
+    def resolve(finding: Finding, act: str) -> Finding | None:
+        live = aws.instances.instance(finding.resource)
+        if live is not None and live.state not in _RECLAIMED_STATES:
+            return None
+        seen = live.state if live is not None else "gone"
+        verb = {"stop": "stopped", "terminate": "terminated"}.get(act, act)
+        detail = finding.detail.replace(f"{act} requested", verb)
+        return finding.model_copy(
+            update={"detail": f"{detail} (the instance is {seen}; the invocation that acted ended before reporting)"}
+        )
+
+    return resolve
+
+
 def _destructive(outcome: InstanceOutcome) -> bool:
     return any(a.type in ("checkpoint", "stop", "terminate") for a in outcome.decision.enforced_actions())
 
@@ -352,6 +374,23 @@ def settle(
     done: list[str] = []
     spell = outcome.prior or outcome.mark
 
+    def reclaim_finding(detail: str) -> Finding:
+        finding = _finding(decision, outcome.finding or "", outcome.instance, event, runtime)
+        return finding.model_copy(
+            update={
+                "id": reclaim_finding_id(outcome.instance.id, spell, event.id),
+                "detail": f"{finding.detail}; done: {detail}",
+            }
+        )
+
+    def before(action: Action) -> Outcome | None:
+        # Staged before the act, pending: an invocation killed between StopInstances' answer and anything it writes
+        # after still leaves the finding, which the retry or the next sweep publishes once the instance's state
+        # confirms the act (`resolve_pending`), or withdraws when it does not.
+        if action.type in ("stop", "terminate") and box is not None and outcome.finding:
+            box.add([reclaim_finding("; ".join([*done, f"{action.type} requested"]))], pending=action.type)
+        return None
+
     def after(action: Action, result: Outcome) -> None:
         mark = kept["mark"]
         if result.done:
@@ -359,18 +398,11 @@ def settle(
         if action.type == "checkpoint" and mark is not None:
             status = "Pending" if result.data.get("delivered") else "Undeliverable"
             kept["mark"] = replace(mark, checkpoint_command_id=result.data.get("command_id"), checkpoint_status=status)
-        if action.type in ("stop", "terminate") and result.ok and box is not None and outcome.finding:
-            finding = _finding(decision, outcome.finding, outcome.instance, event, runtime)
-            box.add(
-                [
-                    finding.model_copy(
-                        update={
-                            "id": reclaim_finding_id(outcome.instance.id, spell, event.id),
-                            "detail": f"{finding.detail}; done: {'; '.join(done)}",
-                        }
-                    )
-                ]
-            )
+        if action.type in ("stop", "terminate") and box is not None and outcome.finding:
+            if result.ok:
+                box.add([reclaim_finding("; ".join(done))])
+            else:
+                box.withdraw(reclaim_finding_id(outcome.instance.id, spell, event.id))
 
     # No outbox here: the sweep publishes its findings in one batch, warnings by their episode's id.
     # One checkpoint per idle spell, not per sweep: a later sweep of the same spell whose mark lost the command id (the
@@ -378,7 +410,7 @@ def settle(
     intent = f"idle-spell:{outcome.instance.id}:{spell.idle_since.isoformat()}" if spell is not None else None
     run = runner.Run(event.id, runtime.ledger, runtime.policy, aws, label="idle checkpoint", intent=intent)
     try:
-        settled = run.settle(decision, reread=reread, after=after, recorded=True)
+        settled = run.settle(decision, reread=reread, before=before, after=after, recorded=True)
     except Exception as error:
         error.governor_done = list(done)  # type: ignore[attr-defined]  # read by the sweep's failure record
         raise
@@ -560,7 +592,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     plan = _plan_with_breaker(instances, signals, marks, runtime, now, interval)
     runtime.ledger.record_many([outcome.decision for outcome in plan.outcomes], event_id=event.id)
     findings: list[Finding] = []
-    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
     box.resume()  # a retried sweep publishes what its earlier attempt staged
     # and what any function left unsent: the idle sweep is the one schedule every deployment runs (every 15 minutes),
     # so a Spot finding whose event was parked and whose instance is gone is still delivered without a replay
@@ -708,7 +740,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
         return refuse(f"the request arrived more than {STOP_REQUEST_MAX_AGE} after the click")
     earlier = _reclaimed_by(runtime, instance_id, event.id)
     if earlier is not None:  # a retry after this request's own stop: report it, do not refuse "it is stopped now"
-        box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
+        box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
         box.resume()
         box.flush()
         if runtime.ledger.get_item(MARK_KIND, instance_id):
@@ -802,7 +834,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[st
     verb = {"stop": "stopped", "terminate": "terminated"}[action]
     title = f"Idle GPU instance {instance_id} ({live.type}) {verb} on request of {request.requested_by or who}"
     outcome = InstanceOutcome(live, "acted", decision, None, title, prior=mark)
-    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock)
+    box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
     box.resume()
     done, _ = settle(outcome, event, runtime, aws, now, assessment, box)
     if any(s.startswith(("skipped", "reported only", "not drained")) for s in done):

@@ -160,7 +160,10 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     if failures:
         metrics.add_metric(name="NotificationFailures", unit="Count", value=len(failures))
         raise DeliveryFailed("; ".join(failures))
-    runtime.ledger.put_item(MERGE_KIND, key, step.state)
+    if not undeliverable:
+        # A channel that could not be used parked the event: its replay (once the configuration is fixed) must find
+        # the merge state as it was, or it would take its own finding for a repeat and send nothing.
+        runtime.ledger.put_item(MERGE_KIND, key, step.state)
     status = "sent" if not undeliverable else "partly-undeliverable" if sent else "undeliverable"
     return {"status": status, "sent": sent, "undeliverable": undeliverable}
 

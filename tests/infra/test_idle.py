@@ -23,6 +23,7 @@ INSTANCE = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
 DOCUMENT = "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
 CODE_ACTIONS = {
     "ec2:DescribeInstances",
+    "ec2:DescribeCapacityReservations",
     "ec2:StopInstances",
     "ec2:TerminateInstances",
     "ec2:CreateTags",
@@ -76,6 +77,8 @@ def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth)
         "metrics",
         "commands",
         "groups",
+        "reservations",  # capacity reservations' end dates and match criteria (issue 38): read only
+        "nodes",  # EKS nodes drained through their cluster's API (issue 39): Kubernetes RBAC, no AWS permission
         "clock",
         "respond",  # Slack's response_url for Stop now: plain HTTPS to hooks.slack.com, no AWS permission
     }

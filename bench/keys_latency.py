@@ -73,7 +73,7 @@ def run(count: int) -> None:
 
     from governor.adapters.bus import EventBusSink
     from governor.adapters.ledger import DynamoLedger
-    from governor.keys.handler import KeyAdapters, handle
+    from governor.keys.handler import Adapters, handle
     from governor.keys.iam_keys import IamAccessKeys
     from governor.keys.kms import KmsKeys
     from governor.keys.secrets import SecretsRotation
@@ -101,7 +101,7 @@ def run(count: int) -> None:
         region=REGION,
     )
     kms_adapter = KmsKeys(REGION)
-    adapters = KeyAdapters(kms=kms_adapter, iam=IamAccessKeys(REGION), secrets=SecretsRotation(REGION))
+    adapters = Adapters(kms=kms_adapter, iam=IamAccessKeys(REGION), secrets=SecretsRotation(REGION))
     events = [_event(template, i, key_id, arn) for i, (key_id, arn) in enumerate(keys)]
 
     handle(_event(template, 99999, *keys[0]), runtime, adapters)  # warm clients and connections, not timed

@@ -33,7 +33,7 @@ def reconcile_figures(instances: int, vanished: int) -> None:
     from governor.adapters.ledger import DynamoLedger
     from governor.domain.costs import PriceBook
     from governor.lifecycle import domain as lifecycle
-    from governor.lifecycle.handler import Capabilities, handle
+    from governor.lifecycle.handler import Adapters, handle
     from governor.policy import parse_policy
     from governor.runtime import Runtime
     from governor_cli.demo.bootstrap import create_shared
@@ -76,7 +76,7 @@ def reconcile_figures(instances: int, vanished: int) -> None:
         ec2.meta.events.register("before-call.ec2.*", count)
         ledger._client.meta.events.register("before-call.dynamodb.*", count)
         runtime = Runtime(policy, ledger, MemorySink(), MemoryDeadLetters(), region=REGION)
-        caps = Capabilities(reader=reader, tagger=Ec2Actions(REGION, ec2), prices=prices, now=lambda: now)
+        caps = Adapters(reader=reader, tagger=Ec2Actions(REGION, ec2), prices=prices, now=lambda: now)
         event = events.scheduled(event_id="bench-sweep", time=now, region=REGION)
         began = time.perf_counter()
         result = handle(event, runtime, caps)

@@ -114,7 +114,7 @@ def run(count: int, group_count: int) -> None:
     from governor.network.addresses import PublicAddresses
     from governor.network.domain import decide_call
     from governor.network.events import parse_call
-    from governor.network.handler import NetworkAws, handle
+    from governor.network.handler import Adapters, handle
     from governor.network.security_groups import SecurityGroups
     from governor.observability import logger, metrics
     from governor.policy import parse_policy
@@ -138,7 +138,7 @@ def run(count: int, group_count: int) -> None:
         dead_letters=MemoryDeadLetters(),
         region=REGION,
     )
-    aws = NetworkAws(SecurityGroups(REGION), PublicAddresses(REGION), Ec2Reader(REGION, wildcard_type_filter=False))
+    aws = Adapters(SecurityGroups(REGION), PublicAddresses(REGION), Ec2Reader(REGION, wildcard_type_filter=False))
     handle(_event(0, groups[0], 1, "sgr-warmup"), runtime, aws)  # imports, clients, first connections
 
     latencies: list[float] = []

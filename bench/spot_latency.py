@@ -59,7 +59,7 @@ def run(events: int, instances: int) -> dict[str, Any]:
     from governor.adapters.ssm import SsmCommands
     from governor.policy import parse_policy
     from governor.runtime import Runtime
-    from governor.spot.handler import SpotPorts, handle
+    from governor.spot.handler import Adapters, handle
     from governor.spot.recovery import SpotRecoveryActions
     from governor_cli.demo.bootstrap import create_shared
 
@@ -100,7 +100,7 @@ def run(events: int, instances: int) -> dict[str, Any]:
         )
         reader, ssm, recovery = Ec2Reader(region), SsmCommands(region), SpotRecoveryActions(region)
         commands = TimedCommands(ssm)
-        ports = SpotPorts(reader, commands, recovery)
+        ports = Adapters(reader, commands, recovery)
         to_checkpoint: list[float] = []
         total: list[float] = []
         context = _Context()

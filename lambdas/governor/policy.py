@@ -7,22 +7,28 @@ the runtime accepts. Every section is report-only (``enforce: false``) unless th
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator, model_validator
 
-from governor.domain.model import Model
 from governor.domain.times import EARLIEST, LATEST
+from governor.policy_types import MAX_DAYS as MAX_DAYS
+from governor.policy_types import Exemptions as Exemptions
+from governor.policy_types import PortRange as PortRange
+from governor.policy_types import Schedule as Schedule
+from governor.policy_types import Section as _Model
+
+if TYPE_CHECKING:
+    from governor.keys.policy import KeysPolicy
+    from governor.network.policy import NetworkPolicy
 
 DEFAULT_GPU_FAMILIES = ["p", "g", "trn", "inf", "dl"]
 
 # Upper bounds for policy values, so that a policy that validates never overflows a function's date arithmetic or
 # asks AWS for something it refuses. Each is far above any sensible setting; `governor validate --ranges` lists them.
 WEEK_MINUTES = 7 * 24 * 60
-MAX_DAYS = 3650  # ten years: retention, ages and lifecycle periods
 MAX_GPU_MEMORY_MIB = 1024 * 1024  # 1 TiB, several times the largest GPU's memory
 MAX_NETWORK_BYTES = 10.0**15
 MAX_HOURLY_USD = 10_000.0
@@ -30,11 +36,6 @@ MAX_GPUS = 128
 MAX_GPU_WATTS = 2000.0  # the most one GPU's power limit may be (today's largest are about 1,000 W)
 EARLIEST_DATE = EARLIEST.date()  # the range every input time must fit (governor.domain.times)
 LATEST_DATE = (LATEST - dt.timedelta(days=1)).date()
-_SCHEDULE = re.compile(
-    r"^(rate\(\s*[1-9][0-9]{0,5}\s+(minute|minutes|hour|hours|day|days)\s*\)"
-    r"|cron\(\s*\S+(\s+\S+){5}\s*\)"
-    r"|at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\))$"
-)
 
 
 def _bounded_date(value: dt.date) -> dt.date:
@@ -43,72 +44,12 @@ def _bounded_date(value: dt.date) -> dt.date:
     return value
 
 
-def _schedule_expression(value: str) -> str:
-    """EventBridge Scheduler's three forms; anything else would only fail at deploy time."""
-    if not _SCHEDULE.match(value):
-        raise ValueError(f"{value!r} is not a schedule: use rate(N minutes|hours|days), cron(6 fields) or at(...)")
-    return value
-
-
 PolicyDate = Annotated[dt.date, AfterValidator(_bounded_date)]
-Schedule = Annotated[str, AfterValidator(_schedule_expression)]
 TagKey = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class PolicyError(Exception):
     """A policy file that cannot be used; the message names the file, the field path and the reason."""
-
-
-class _Model(Model):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class PortRange(_Model):
-    """An inclusive TCP/UDP port range; written in YAML as ``22``, ``"2222-2223"`` or ``{from: 1, to: 2}``."""
-
-    from_port: int = Field(alias="from", ge=0, le=65535)
-    to_port: int = Field(alias="to", ge=0, le=65535)
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _parse_short_forms(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError("a port range is a number, 'FROM-TO' or {from, to}")
-        if isinstance(value, int):
-            return {"from": value, "to": value}
-        if isinstance(value, str):
-            match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", value)
-            if not match:
-                raise ValueError(f"'{value}' is not a port or a 'FROM-TO' range")
-            low = int(match.group(1))
-            return {"from": low, "to": int(match.group(2) or low)}
-        return value
-
-    @model_validator(mode="after")
-    def _ordered(self) -> PortRange:
-        if self.from_port > self.to_port:
-            raise ValueError(f"range starts at {self.from_port}, after its end {self.to_port}")
-        return self
-
-    def overlaps(self, low: int, high: int) -> bool:
-        return self.from_port <= high and low <= self.to_port
-
-    def covers(self, low: int, high: int) -> bool:
-        return self.from_port <= low and high <= self.to_port
-
-
-class Exemptions(_Model):
-    """Resources a policy reports on but never changes: by id, or by tag (``key: value``, ``"*"`` for any value)."""
-
-    ids: list[str] = Field(default_factory=list)
-    tags: dict[str, str] = Field(default_factory=dict)
-
-    def matches(self, resource_id: str, tags: dict[str, str]) -> bool:
-        if resource_id in self.ids:
-            return True
-        return any(k in tags and (v == "*" or tags[k] == v) for k, v in self.tags.items())
 
 
 CommandName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
@@ -327,60 +268,6 @@ class SpotPolicy(_Model):
     exemptions: Exemptions = Field(default_factory=Exemptions)
 
 
-class NetworkPolicy(_Model):
-    """Hold security groups and public addresses of the GPU fleet to policy, from the event, in seconds."""
-
-    enforce: bool = False
-    world_open_allowed_ports: list[PortRange] = Field(default_factory=list)
-    training_ports: list[PortRange] = Field(default_factory=lambda: [PortRange.model_validate("2222-2223")])
-    trusted_cidrs: list[str] = Field(default_factory=list)
-    trusted_prefix_lists: list[Annotated[str, Field(pattern=r"^pl-[0-9a-f]+$")]] = Field(default_factory=list)
-    protected_groups: Exemptions = Field(default_factory=Exemptions)
-    public_ip_on_gpu: Literal["deny", "allow"] = "deny"
-    sweep_schedule: Schedule = "rate(1 day)"
-    scope: Literal["fleet", "all"] = "fleet"
-    max_revocations_per_sweep: int = Field(10, ge=0, le=1000)
-
-    @field_validator("trusted_cidrs")
-    @classmethod
-    def _valid_cidrs(cls, values: list[str]) -> list[str]:
-        for value in values:
-            network = ipaddress.ip_network(value, strict=False)
-            if network.prefixlen == 0:
-                raise ValueError(f"{value} is the whole world; it cannot be a trusted source")
-        return values
-
-
-class KeysPolicy(_Model):
-    """Keep KMS keys, IAM access keys and secrets rotated at most every N days, checking the period, not just on/off."""
-
-    enforce: bool = False
-    enforce_kms: bool | None = None
-    enforce_access_keys: bool | None = None
-    enforce_secrets: bool | None = None
-    kms_max_rotation_days: int = Field(90, ge=90, le=2560)
-    rotate_on_demand: bool = False
-    access_key_max_age_days: int = Field(90, ge=1, le=MAX_DAYS)
-    access_key_warn_days: int = Field(76, ge=1, le=MAX_DAYS)
-    access_key_unused_days: int = Field(45, ge=1, le=MAX_DAYS)
-    secret_max_rotation_days: int = Field(90, ge=1, le=1000)
-    schedule: Schedule = "rate(1 day)"
-    exemptions: Exemptions = Field(default_factory=Exemptions)
-
-    @model_validator(mode="after")
-    def _warn_before_max(self) -> KeysPolicy:
-        if self.access_key_warn_days > self.access_key_max_age_days:
-            raise ValueError("access_key_warn_days must not exceed access_key_max_age_days")
-        return self
-
-    def enforces(self, kind: Literal["kms", "access_keys", "secrets"]) -> bool:
-        """A per-kind switch overrides the section's ``enforce``; unset, it inherits it."""
-        override = {"kms": self.enforce_kms, "access_keys": self.enforce_access_keys, "secrets": self.enforce_secrets}[
-            kind
-        ]
-        return self.enforce if override is None else override
-
-
 class PriceEntry(_Model):
     on_demand: float = Field(gt=0, le=MAX_HOURLY_USD)
     spot: float | None = Field(None, gt=0, le=MAX_HOURLY_USD)
@@ -569,8 +456,6 @@ class Policy(_Model):
     fleet: FleetPolicy = Field(default_factory=FleetPolicy)
     idle: IdlePolicy = Field(default_factory=IdlePolicy)
     spot: SpotPolicy = Field(default_factory=SpotPolicy)
-    network: NetworkPolicy = Field(default_factory=NetworkPolicy)
-    keys: KeysPolicy = Field(default_factory=KeysPolicy)
     lifecycle: LifecyclePolicy = Field(default_factory=LifecyclePolicy)
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
     reports: ReportsPolicy = Field(default_factory=ReportsPolicy)
@@ -578,6 +463,9 @@ class Policy(_Model):
     ledger: LedgerPolicy = Field(default_factory=LedgerPolicy)
     budgets: BudgetsPolicy = Field(default_factory=BudgetsPolicy)
     interactions: InteractionsPolicy = Field(default_factory=InteractionsPolicy)
+    if TYPE_CHECKING:  # declared in their packages (registry ``policy_section``), composed into ``Policy`` below
+        network: NetworkPolicy = Field(default_factory=NetworkPolicy)
+        keys: KeysPolicy = Field(default_factory=KeysPolicy)
 
     @model_validator(mode="after")
     def _exemptions_outlive_no_record(self) -> Policy:

@@ -357,6 +357,7 @@ REGISTRY = Registry(
         member_accounts=True,
         fans_out=True,
         section="keys",
+        policy_section="governor.keys.policy:KeysPolicy",
         description="Keeps KMS keys, IAM access keys and secrets rotated within the keys policy",
         triggers=(
             Trigger(
@@ -476,6 +477,7 @@ REGISTRY = Registry(
         member_accounts=True,
         fans_out=True,
         section="network",
+        policy_section="governor.network.policy:NetworkPolicy",
         description="Revokes offending security-group rules and public IPs on GPU instances (network policy)",
         triggers=(
             Trigger(

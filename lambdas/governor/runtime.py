@@ -1,29 +1,30 @@
-"""What every handler shares: its environment, its adapters, and parsing at the edge (idempotency: ``governor.runner``).
+"""What every handler shares: its environment, its adapters, parsing at the edge, and its skeleton (:class:`Handler`).
 
 Only this module and ``cli.py`` read the environment. Adapters are built once per container and reused.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
+import datetime as dt
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import ConfigDict, Field, ValidationError
 
 from governor.domain.model import Model
 from governor.domain.ports import DeadLetters, FindingSink, Ledger, handling_event_from
 from governor.events.envelopes import InvalidEventError
-from governor.observability import logger, metrics
+from governor.observability import logger, metrics, tracer
 from governor.policy import Policy, PolicyError, parse_policy
 from governor.runner import once_per_event
 
 T = TypeVar("T")
+P = TypeVar("P")  # a capability's parsed event
+A = TypeVar("A")  # a capability's adapter bundle (its package's ``Adapters``)
 
 
 class HandlerEnvironment(Model):
@@ -145,38 +146,98 @@ def fan_out(
     return dispatch(event, runtime, sweep_name, sweep)
 
 
-def _lambda_context(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The Lambda context among a call's arguments, if any (it tells Powertools when an in-progress record expires)."""
-    for value in (*args, *kwargs.values()):
-        if callable(getattr(value, "get_remaining_time_in_millis", None)):
-            return value
-    return None
+@dataclass(frozen=True)
+class Invocation:
+    """One call of a handler besides its parsed event: the event as it came (the idempotency key, what the DLQ
+    keeps), the Lambda context (its remaining time), the function's own account (from the context's function ARN
+    unless a test names it) and the moment it is handled (a test's clock, else now)."""
+
+    event: Any
+    context: Any = None
+    account: str | None = None
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
 
-def idempotent_on_event_id() -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
-    """For handlers not yet on the runner's act path (lifecycle, notifier, report): the runner's one idempotency entry
-    (:func:`governor.runner.once_per_event`), keyed on the function and the EventBridge event id.
+@dataclass(frozen=True)
+class Handler(Generic[P, A]):
+    """A capability's entry point, built from its parts: the one handler skeleton.
 
-    ``event`` may be passed by position or keyword; the Lambda context, when among the arguments, is registered so an
-    invocation that times out frees its in-progress record when its time is up.
+    ``handle`` parses at the edge (:func:`run_edge`: bad input to the DLQ with its reason), then runs ``process``
+    once per event id (:func:`governor.runner.once_per_event`, the one way into idempotency, keyed on
+    ``<module>.<step>``) with the capability's adapters (its package's ``Adapters``, or what a test passes).
+    ``lambda_handler()`` is the Lambda entry: Powertools' logger, metrics and tracer around the runtime the container
+    builds once; with ``sweep``, organisation mode first plans or runs the fan-out (:func:`fan_out`), each target with
+    the adapters ``targets`` (else ``adapters``) builds for it.
     """
 
-    def wrap(func: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-        signature = inspect.signature(func)
-        name = f"{func.__module__}.{func.__qualname__}"
+    module: str  # the capability's handler module (``__name__``)
+    parse: Callable[[Any, Invocation], P]
+    process: Callable[[P, Runtime, A, Invocation], dict[str, Any]]
+    adapters: Callable[[Any, Runtime], A]  # an event's adapters: the home account's, or a member's (its spoke role)
+    step: str = "process"  # with ``module``, the idempotency key prefix (kept across releases: records in the table)
+    sweep: str | None = None  # the fan-out's sweep name (organisation mode), for a sweeping capability
+    targets: Callable[[Any, Runtime], A] | None = None
+    in_progress_seconds: int | None = None  # a time-bound action's in-progress expiry (the registry entry's)
+    runtime: Callable[[], Runtime] | None = None  # the container's runtime; default :func:`default_runtime`
+    counted: Callable[[dict[str, Any]], None] | None = None  # metrics from the result, inside ``log_metrics``
+    #: Answers an event that is not for the edge at all (interactions: Slack's HTTP request), else ``None``.
+    front: Callable[[Any, Runtime, A, Any], dict[str, Any] | None] | None = None
 
-        @functools.wraps(func)
-        def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
-            bound = signature.bind(*args, **kwargs)
-            if "event" not in bound.arguments:
-                return func(*args, **kwargs)
+    @property
+    def name(self) -> str:
+        return f"{self.module}.{self.step}"
+
+    def handle(
+        self,
+        event: Any,
+        runtime: Runtime,
+        adapters: A | None = None,
+        *,
+        context: Any = None,
+        now: dt.datetime | None = None,
+        account: str | None = None,
+    ) -> dict[str, Any]:
+        """Parse at the edge, then process once per event id; ``adapters`` built for the event unless given."""
+        if self.front is not None:
+            answered = self.front(
+                event, runtime, adapters if adapters is not None else self.adapters(event, runtime), context
+            )
+            if answered is not None:
+                return answered
+        call = Invocation(event, context, account or account_of(context), now or dt.datetime.now(dt.UTC))
+
+        def work(parsed: P, rt: Runtime) -> dict[str, Any]:
+            chosen = adapters if adapters is not None else self.adapters(event, rt)
             return once_per_event(
-                event=bound.arguments["event"],
-                name=name,
-                work=lambda: func(*args, **kwargs),
-                context=_lambda_context(args, kwargs),
+                event=event,
+                name=self.name,
+                work=lambda: self.process(parsed, rt, chosen, call),
+                context=context,
+                in_progress_seconds=self.in_progress_seconds,
             )
 
-        return run
+        return run_edge(event, runtime, lambda raw: self.parse(raw, call), work)
 
-    return wrap
+    def lambda_handler(self) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+        """The function Lambda calls (``governor.<name>.handler.lambda_handler``)."""
+
+        def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            runtime = self.runtime() if self.runtime is not None else default_runtime()
+            if self.sweep is not None:
+                targets = self.targets or self.adapters
+                fanned = fan_out(
+                    event, runtime, self.sweep, lambda t, rt: self.handle(t, rt, targets(t, rt), context=context)
+                )
+                if fanned is not None:
+                    return fanned
+            result = self.handle(event, runtime, self.adapters(event, runtime), context=context)
+            if self.counted is not None:
+                self.counted(result)
+            return result
+
+        lambda_handler.__module__ = self.module
+        lambda_handler.__qualname__ = "lambda_handler"
+        entry: Callable[[dict[str, Any], Any], dict[str, Any]] = logger.inject_lambda_context(
+            metrics.log_metrics(tracer.capture_lambda_handler(lambda_handler))
+        )
+        return entry

@@ -132,7 +132,7 @@ def test_a_missing_signing_secret_is_read_once_a_minute_not_once_a_request() -> 
         now = [0.0]
         secrets = SlackSecrets("us-east-1", clock=lambda: now[0])
         runtime = _runtime(_policy())
-        aws = interactions.InteractionsAws(secrets, None, None, None)  # type: ignore[arg-type]
+        aws = interactions.Adapters(secrets, None, None, None)  # type: ignore[arg-type]
         body = _body("0" * 32, KEEP_HOURS)
         answers = [interactions.handle(_request(body, _sign(body, NOW)), runtime, aws, Context()) for _ in range(50)]
         assert {a["statusCode"] for a in answers} == {503} and secrets.reads == 1

@@ -21,7 +21,7 @@ from moto import mock_aws
 from governor.adapters.ec2 import Ec2Reader
 from governor.domain.tagging import FIRST_SEEN, TAG_SET, setting_key
 from governor.idle.handler import handle as idle_handle
-from governor.keys.handler import KeyAdapters
+from governor.keys.handler import Adapters
 from governor.keys.handler import handle as keys_handle
 from governor.keys.iam_keys import IamAccessKeys
 from governor.keys.kms import KmsKeys
@@ -105,7 +105,7 @@ def _run_instances_event(instance: str, tags: dict[str, str], who: str = "mallor
 def test_an_exemption_set_at_launch_is_recorded_with_its_author_and_reported(ec2: Any) -> None:
     instance = _launch(ec2, {"gpu-fleet": "true", "governor:exempt": "true", "team": "vision"})
     runtime = _runtime({})
-    caps = lifecycle.Capabilities(reader=Ec2Reader(REGION), tagger=_NoTags(), prices=None)  # type: ignore[arg-type]
+    caps = lifecycle.Adapters(reader=Ec2Reader(REGION), tagger=_NoTags(), prices=None)  # type: ignore[arg-type]
     event = _run_instances_event(instance, {"governor:exempt": "true", "team": "vision", "gpu-fleet": "true"})
     lifecycle.handle(event, runtime, caps)
     item = runtime.ledger.get_item(TAG_SET, setting_key(instance, "governor:exempt"))
@@ -142,9 +142,9 @@ def cloud() -> Iterator[None]:
         yield
 
 
-def _keys(days_ahead: int = 0) -> KeyAdapters:
+def _keys(days_ahead: int = 0) -> Adapters:
     clock = FixedClock(dt.datetime.now(dt.UTC) + dt.timedelta(days=days_ahead))
-    return KeyAdapters(
+    return Adapters(
         kms=KmsKeys(REGION), iam=IamAccessKeys(sleep=lambda _: None), secrets=SecretsRotation(REGION), clock=clock
     )
 

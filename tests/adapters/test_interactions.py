@@ -240,7 +240,7 @@ class World:
         self.clock = Clock()
         self.invoker = Invoker()
         self.slack = Slack()
-        self.aws = interactions.InteractionsAws(
+        self.aws = interactions.Adapters(
             SlackSecrets("us-east-1"),
             Ec2Reader("us-east-1", wildcard_type_filter=False),
             SnoozeTagger("us-east-1"),
@@ -375,7 +375,7 @@ def test_a_signed_request_that_is_no_click_is_refused_in_one_line(world: World) 
 def test_a_missing_signing_secret_refuses_every_request() -> None:
     with mock_aws():
         runtime = _runtime(_policy())
-        aws = interactions.InteractionsAws(
+        aws = interactions.Adapters(
             SlackSecrets("us-east-1"),
             Ec2Reader("us-east-1"),
             SnoozeTagger("us-east-1"),

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.keys.handler import KeyAdapters, handle
+from governor.keys.handler import Adapters, handle
 from governor.keys.iam_keys import IamAccessKeys
 from governor.keys.kms import KmsKeys
 from governor.keys.secrets import SecretsRotation
@@ -39,9 +39,9 @@ def runtime(**keys: Any) -> Runtime:
     )
 
 
-def adapters(days_ahead: int = 0) -> KeyAdapters:
+def adapters(days_ahead: int = 0) -> Adapters:
     clock = FixedClock(dt.datetime.now(dt.UTC) + dt.timedelta(days=days_ahead))
-    return KeyAdapters(
+    return Adapters(
         kms=KmsKeys(REGION), iam=IamAccessKeys(sleep=lambda _: None), secrets=SecretsRotation(REGION), clock=clock
     )
 

@@ -18,7 +18,7 @@ from governor.adapters.aws import client
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ledger import DynamoLedger
 from governor.domain.costs import PriceBook, gpu_hours_and_cost
-from governor.lifecycle.handler import Capabilities, default_capabilities, handle, lambda_handler
+from governor.lifecycle.handler import Adapters, default_capabilities, handle, lambda_handler
 from governor.lifecycle.pricing import ENDPOINT_REGION, PriceListPrices, parse_product
 from governor.policy import parse_policy
 from governor.runtime import Runtime, default_runtime
@@ -76,7 +76,7 @@ class Fleet:
         self.sink = MemorySink()
         self.runtime = Runtime(policy, self.ledger, self.sink, MemoryDeadLetters(), region=REGION)
         self.now = dt.datetime(2026, 12, 2, 7, tzinfo=dt.UTC)
-        self.caps = Capabilities(
+        self.caps = Adapters(
             reader=Ec2Reader(REGION, self.ec2, wildcard_type_filter=False),  # moto does not match wildcard filters
             tagger=Ec2Actions(REGION, self.ec2),
             prices=PriceBook(policy.lifecycle),

@@ -11,7 +11,7 @@ from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
 from governor.network.addresses import PublicAddresses
-from governor.network.handler import NetworkAws, SweepIncompleteError, handle
+from governor.network.handler import Adapters, SweepIncompleteError, handle
 from governor.network.security_groups import SecurityGroups
 from governor.policy import parse_policy
 from governor.runtime import Runtime
@@ -39,8 +39,8 @@ def runtime(**network: Any) -> Runtime:
     )
 
 
-def aws() -> NetworkAws:
-    return NetworkAws(SecurityGroups(REGION), PublicAddresses(REGION), Ec2Reader(REGION, wildcard_type_filter=False))
+def aws() -> Adapters:
+    return Adapters(SecurityGroups(REGION), PublicAddresses(REGION), Ec2Reader(REGION, wildcard_type_filter=False))
 
 
 def cloudtrail(

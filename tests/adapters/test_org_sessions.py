@@ -174,7 +174,7 @@ def test_lifecycle_reads_and_tags_in_the_events_account(org: LocalStack, monkeyp
 
     member = account_session(MEMBER, REGION)
     in_member = launch(member.client("ec2"))
-    home = lifecycle.Capabilities(reader=Ec2Reader(REGION), tagger=Ec2Actions(REGION), prices=None)  # type: ignore[arg-type]
+    home = lifecycle.Adapters(reader=Ec2Reader(REGION), tagger=Ec2Actions(REGION), prices=None)  # type: ignore[arg-type]
     monkeypatch.setattr(lifecycle, "default_capabilities", lambda: home)
     state_change = {"id": "sc-1", "account": MEMBER, "region": REGION, "detail": {"instance-id": in_member}}
     assert lifecycle.capabilities_for({**state_change, "account": HUB}) is home

@@ -19,7 +19,7 @@ from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
 from governor.policy import parse_policy
 from governor.runtime import Runtime, default_runtime
-from governor.spot.handler import SpotPorts, handle, lambda_handler
+from governor.spot.handler import Adapters, handle, lambda_handler
 from governor.spot.records import interruption_stats
 from governor.spot.recovery import SpotRecoveryActions
 from governor_cli.demo.bootstrap import LocalStack, create_shared
@@ -59,7 +59,7 @@ class Deployed:
             dead_letters=SqsDeadLetters(local.dlq_urls["spot"], REGION),
             region=REGION,
         )
-        self.ports = SpotPorts(Ec2Reader(REGION), SsmCommands(REGION), SpotRecoveryActions(REGION))
+        self.ports = Adapters(Ec2Reader(REGION), SsmCommands(REGION), SpotRecoveryActions(REGION))
 
     def run(self, raw: dict[str, Any]) -> dict[str, Any]:
         return handle(copy.deepcopy(raw), self.runtime, self.ports, LambdaContext())

@@ -25,7 +25,7 @@ from governor.idle.domain import IDLE_SINCE_TAG, MARK_KIND
 from governor.idle.handler import handle as idle_handle
 from governor.lifecycle import handler as lifecycle
 from governor.network.addresses import PublicAddresses
-from governor.network.handler import NetworkAws
+from governor.network.handler import Adapters as NetworkAdapters
 from governor.network.handler import handle as network_handle
 from governor.network.security_groups import SecurityGroups
 from governor.notifier import handler as notifier
@@ -200,7 +200,7 @@ def _create_tags_event(instance: str, key: str, value: str, who: str) -> dict[st
 
 def test_the_lifecycle_function_records_who_set_each_snooze_and_reports_unbounded_ones(ec2: Any) -> None:
     runtime = _runtime({})
-    caps = lifecycle.Capabilities(reader=Ec2Reader(REGION), tagger=None, prices=None)  # type: ignore[arg-type]
+    caps = lifecycle.Adapters(reader=Ec2Reader(REGION), tagger=None, prices=None)  # type: ignore[arg-type]
     fine = lifecycle.handle(
         _create_tags_event("i-0aaaaaaaaaaaaaaa1", "governor:keep-until", "2026-12-03", "ana"), runtime, caps
     )
@@ -423,8 +423,10 @@ def _network_runtime(**network: Any) -> Runtime:
     return _runtime({"network": {"enforce": True, **network}})
 
 
-def _network_aws() -> NetworkAws:
-    return NetworkAws(SecurityGroups(REGION), PublicAddresses(REGION), Ec2Reader(REGION, wildcard_type_filter=False))
+def _network_aws() -> NetworkAdapters:
+    return NetworkAdapters(
+        SecurityGroups(REGION), PublicAddresses(REGION), Ec2Reader(REGION, wildcard_type_filter=False)
+    )
 
 
 def _sweep_event() -> dict[str, Any]:

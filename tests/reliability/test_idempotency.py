@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
@@ -13,7 +13,7 @@ import pytest
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from moto import mock_aws
 
-from governor.runtime import idempotent_on_event_id
+from governor import runner
 from governor_cli.demo.bootstrap import create_shared
 from governor_cli.testing.deployment import Deployment, LambdaContext
 from governor_cli.testing.faults import FaultInjector
@@ -31,11 +31,22 @@ def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         yield local.idempotency_table
 
 
+def once(func: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """``func`` through the one way into idempotency, as the handler skeleton calls it (``governor.runtime.Handler``):
+    keyed on the function's name and the event id, the Lambda context registered when given."""
+    name = f"{func.__module__}.{func.__qualname__}"
+
+    def run(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        return runner.once_per_event(event=event, name=name, work=lambda: func(event), context=context)
+
+    return run
+
+
 def _counting() -> tuple[Counter[str], Any]:
     runs: Counter[str] = Counter()
 
-    @idempotent_on_event_id()
-    def work(event: dict[str, Any], runtime: Any = None) -> dict[str, Any]:
+    @once
+    def work(event: dict[str, Any]) -> dict[str, Any]:
         runs[event["id"]] += 1
         time.sleep(0.05)  # long enough for concurrent duplicates to overlap (not a wait for a result)
         return {"status": "done", "id": event["id"]}
@@ -93,7 +104,7 @@ def test_concurrent_duplicates_run_once_and_the_others_retry_to_the_same_result(
 def test_a_failed_run_is_not_remembered(table: str) -> None:
     attempts: Counter[str] = Counter()
 
-    @idempotent_on_event_id()
+    @once
     def flaky(event: dict[str, Any]) -> dict[str, Any]:
         attempts[event["id"]] += 1
         if attempts[event["id"]] == 1:

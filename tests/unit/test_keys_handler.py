@@ -12,7 +12,7 @@ import pytest
 from governor.domain.decision import Decision
 from governor.domain.ports import PublishError
 from governor.keys.domain import AccessKey, KmsKey, Outcome, Secret
-from governor.keys.handler import MAX_ACTIONS_PER_RUN, KeyAdapters, handle
+from governor.keys.handler import MAX_ACTIONS_PER_RUN, Adapters, handle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events
@@ -114,7 +114,7 @@ class FakeSecrets:
 @dataclass
 class World:
     runtime: Runtime
-    adapters: KeyAdapters
+    adapters: Adapters
     journal: Journal
     kms: FakeKms
     iam: FakeIam
@@ -149,7 +149,7 @@ def world(**keys: Any) -> World:
         dead_letters=MemoryDeadLetters(),
         region="us-east-1",
     )
-    adapters = KeyAdapters(kms=kms, iam=iam, secrets=secrets, clock=FixedClock(NOW))
+    adapters = Adapters(kms=kms, iam=iam, secrets=secrets, clock=FixedClock(NOW))
     return World(runtime, adapters, journal, kms, iam, secrets)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from governor.domain.costs import PriceBook, gpu_hours_and_cost
 from governor.domain.fleet import Instance
-from governor.lifecycle.handler import Capabilities, handle
+from governor.lifecycle.handler import Adapters, handle
 from governor.policy import FleetPolicy, Policy, parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events
@@ -57,7 +57,7 @@ class World:
     clock: list[dt.datetime]
 
     def send(self, event: Any) -> dict[str, Any]:
-        caps = Capabilities(
+        caps = Adapters(
             reader=self.ec2,
             tagger=self.ec2,
             prices=PriceBook(self.runtime.policy.lifecycle),

@@ -9,7 +9,7 @@ from typing import Any
 
 from governor.domain.costs import PriceBook
 from governor.lifecycle import domain
-from governor.lifecycle.handler import Capabilities, handle
+from governor.lifecycle.handler import Adapters, handle
 from tests.unit.test_lifecycle_handler import World, gpu, make_world, scheduled, state_event
 
 HUB, MEMBER_A, MEMBER_B = "111111111111", "222222222222", "333333333333"
@@ -37,7 +37,7 @@ def seed(world: World, *items: dict[str, Any]) -> None:
 
 def reconcile_in(world: World, account: str, region: str, *, home: tuple[str, str] | None = HOME) -> dict[str, Any]:
     """One fan-out target's reconcile: its Scheduled Event names the account and region, its runtime the region."""
-    caps = Capabilities(
+    caps = Adapters(
         reader=world.ec2,
         tagger=world.ec2,
         prices=PriceBook(world.runtime.policy.lifecycle),

@@ -14,7 +14,7 @@ from governor.adapters.ses import Attachment
 from governor.notifier.handler import UndeliverableError
 from governor.notifier.messages import Email, Message
 from governor.policy import parse_policy
-from governor.report.handler import ReportAws, handle
+from governor.report.handler import Adapters, handle
 from governor.runtime import Runtime
 from governor_cli.testing import events
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
@@ -108,7 +108,7 @@ def scheduled(kind: str = "daily") -> dict[str, Any]:
     )
 
 
-def setup(enforce: bool, failing: set[str] | None = None, missing_secret: bool = False) -> tuple[Runtime, ReportAws]:
+def setup(enforce: bool, failing: set[str] | None = None, missing_secret: bool = False) -> tuple[Runtime, Adapters]:
     policy = parse_policy(
         {
             "reports": {"enforce": enforce, "email_recipients": ["lead@example.com"]},
@@ -120,7 +120,7 @@ def setup(enforce: bool, failing: set[str] | None = None, missing_secret: bool =
         ledger.put_item(item["kind"], f"k{n}", item)
     rt = Runtime(policy=policy, ledger=ledger, sink=MemorySink(), dead_letters=MemoryDeadLetters(), region="us-east-1")
     rows = {"world_open_ingress": [{"eventtime": "2023-07-10T11:50:00Z", "groupid": "sg-1", "cidr": "0.0.0.0/0"}]}
-    aws = ReportAws(
+    aws = Adapters(
         queries=FakeAthena(rows, failing or set()),
         chart=FakeChart(),
         archive=FakeArchive(),

@@ -16,7 +16,7 @@ from governor.domain.fleet import Instance
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor.spot.domain import Candidate, Deregistration, LaunchAttempt, LifecycleOutcome, Replacement
-from governor.spot.handler import SpotPorts, handle
+from governor.spot.handler import Adapters, handle
 from governor.spot.records import interruption_stats
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.conftest import ROOT
@@ -122,7 +122,7 @@ class World:
         self.reader = FakeReader({INSTANCE_ID: instance} if instance else {})
         self.commands = FakeCommands(self.ledger)
         self.recovery = FakeRecovery()
-        self.ports = SpotPorts(self.reader, self.commands, self.recovery)
+        self.ports = Adapters(self.reader, self.commands, self.recovery)
 
     def run(self, event: dict[str, Any]) -> dict[str, Any]:
         return handle(copy.deepcopy(event), self.runtime, self.ports)

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from governor import runner
@@ -81,10 +80,10 @@ from governor.idle.domain import (
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
 from governor.idle.sources import attribution, metric_source
-from governor.observability import logger, metrics, tracer
+from governor.observability import logger, metrics
 from governor.outbox import Outbox, finding_id
 from governor.policy import KubernetesCluster
-from governor.runtime import Runtime, default_runtime, fan_out, run_edge
+from governor.runtime import Handler, Invocation, Runtime, default_runtime
 
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")
@@ -932,7 +931,7 @@ def _unverified_stop(event: StopRequestEvent, runtime: Runtime, why: str) -> dic
     return {"status": "refused", "event_id": event.id, "reason": why}
 
 
-def process(parsed: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
+def process(parsed: GovernorEvent, runtime: Runtime, aws: IdleAws, call: Invocation | None = None) -> dict[str, Any]:
     if isinstance(parsed, StopRequestEvent):
         return stop_now(parsed, runtime, aws)
     return run_sweep(parsed, runtime, aws)
@@ -941,15 +940,12 @@ def process(parsed: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, 
 def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: Any = None) -> dict[str, Any]:
     """Parse at the edge (bad input goes to the DLQ with its reason), then sweep (or Stop now) once per schedule
     execution id or click; ``context`` lets the idempotency record of a sweep that times out expire with it."""
+    return HANDLER.handle(event, runtime, aws, context=context)
 
-    def work(parsed: GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        idle = rt.policy.idle
-        chosen = aws or _aws(rt.region, idle.gpu_memory_unit, idle.metric_source, idle.clusters)
-        return runner.once_per_event(
-            event=event, name=f"{__name__}.process", work=lambda: process(parsed, rt, chosen), context=context
-        )
 
-    return run_edge(event, runtime, parse, work)
+def _home_aws(event: Any, runtime: Runtime) -> IdleAws:
+    idle = runtime.policy.idle
+    return _aws(runtime.region, idle.gpu_memory_unit, idle.metric_source, idle.clusters)
 
 
 def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
@@ -974,13 +970,16 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
     )
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes); the interactions function
-    invokes it asynchronously for Stop now. In organisation mode the schedule plans one sweep per account and region
-    and the targets queue runs each (``governor.fanout``)."""
-    runtime = default_runtime()
-    fanned = fan_out(event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context))
-    return fanned if fanned is not None else handle(event, runtime, context=context)
+#: EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes); the interactions function invokes
+#: it asynchronously for Stop now. In organisation mode the schedule plans one sweep per account and region and the
+#: targets queue runs each (``governor.fanout``).
+HANDLER: Handler[GovernorEvent, IdleAws] = Handler(
+    __name__,
+    parse=lambda raw, _: parse(raw),
+    process=process,
+    adapters=_home_aws,
+    sweep=POLICY,
+    targets=target_aws,
+    runtime=lambda: default_runtime(),  # looked up when called (tests replace it)
+)
+lambda_handler = HANDLER.lambda_handler()

@@ -19,8 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
 from governor.domain.actions import AnyAction, Record, Stop, Tag
@@ -61,8 +59,8 @@ from governor.interactions.slack_calls import (
     answer,
     endpoint_client,
 )
-from governor.observability import logger, metrics, tracer
-from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics
+from governor.runtime import Handler, Invocation, Runtime
 
 POLICY = "interactions"
 #: A click older than this when its worker runs (a retry hours later, a DLQ replay) acts on nothing.
@@ -70,7 +68,7 @@ MAX_CLICK_AGE = dt.timedelta(minutes=30)
 
 
 @dataclass
-class InteractionsAws:
+class Adapters:
     """What the endpoint calls; tests and the demo pass the same classes pointed at moto, or fakes."""
 
     secrets: SlackSecrets
@@ -86,8 +84,8 @@ class InteractionsAws:
 
 
 @per_session
-def _aws(region: str | None) -> InteractionsAws:
-    return InteractionsAws(
+def _aws(region: str | None) -> Adapters:
+    return Adapters(
         SlackSecrets(region, endpoint_client("secretsmanager", region)),
         Ec2Reader(region),
         SnoozeTagger(region),
@@ -143,7 +141,7 @@ def verified_body(event: dict[str, Any], secret: str, clock: Callable[[], dt.dat
     return body if verifier.is_valid(body=body, timestamp=timestamp, signature=signature) else None
 
 
-def receive(event: dict[str, Any], runtime: Runtime, aws: InteractionsAws, context: Any = None) -> dict[str, Any]:
+def receive(event: dict[str, Any], runtime: Runtime, aws: Adapters, context: Any = None) -> dict[str, Any]:
     """Verify, parse, hand over, answer: nothing is read or changed on Slack's say-so before the signature holds.
 
     A body too large to be a click is answered 400 before anything is read (base64 adds a third at most).
@@ -205,7 +203,7 @@ def parse(raw: Any) -> ClickEvent:
     return event
 
 
-def resolve(click: Click, runtime: Runtime, aws: InteractionsAws) -> Person:
+def resolve(click: Click, runtime: Runtime, aws: Adapters) -> Person:
     """The policy's ``slack_users`` first; else ``users.info`` with the bot token, when one is configured."""
     known = person_from_policy(click.user_id, runtime.policy)
     if known is not None:
@@ -260,7 +258,7 @@ def _record(
 def _refuse(
     event: ClickEvent,
     runtime: Runtime,
-    aws: InteractionsAws,
+    aws: Adapters,
     resource: str,
     why: str,
     person: Person | None,
@@ -273,7 +271,7 @@ def _refuse(
     return {"status": "refused", "reason": why}
 
 
-def act(event: ClickEvent, runtime: Runtime, aws: InteractionsAws) -> dict[str, Any]:
+def act(event: ClickEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     """Token → finding → fresh instance → person → authorised? → record → act → update the message."""
     click = event.detail
     policy = runtime.policy
@@ -391,30 +389,27 @@ def stop_record(event: ClickEvent, instance_id: str, person: Person, team: str |
     }
 
 
-@idempotent_on_event_id()
-def process(
-    *, event: dict[str, Any], parsed: ClickEvent, runtime: Runtime, aws: InteractionsAws, context: Any = None
-) -> dict[str, Any]:
+def process(parsed: ClickEvent, runtime: Runtime, aws: Adapters, call: Invocation) -> dict[str, Any]:
     """Once per click (the event id is Slack's action: action id, token, user and action timestamp)."""
     return act(parsed, runtime, aws)
 
 
-def handle(event: Any, runtime: Runtime, aws: InteractionsAws | None = None, context: Any = None) -> dict[str, Any]:
+def front(event: Any, runtime: Runtime, aws: Adapters, context: Any) -> dict[str, Any] | None:
+    """Slack's request through the Function URL is answered here; the function's own hand-over goes to the edge."""
+    return receive(event, runtime, aws, context) if is_http(event) else None
+
+
+def handle(event: Any, runtime: Runtime, aws: Adapters | None = None, context: Any = None) -> dict[str, Any]:
     """Slack's request through the Function URL, or the function's own hand-over of a verified click."""
-    chosen = aws or _aws(runtime.region)
-    if is_http(event):
-        return receive(event, runtime, chosen, context)
-    return run_edge(
-        event,
-        runtime,
-        parse,
-        lambda parsed, rt: process(event=event, parsed=parsed, runtime=rt, aws=chosen, context=context),
-    )
+    return HANDLER.handle(event, runtime, aws or _aws(runtime.region), context=context)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """The Function URL (Slack's interactivity Request URL) and the function's own asynchronous invocations."""
-    return handle(event, default_runtime(), context=context)
+#: The Function URL (Slack's interactivity Request URL) and the function's own asynchronous invocations.
+HANDLER: Handler[ClickEvent, Adapters] = Handler(
+    __name__,
+    parse=lambda raw, _: parse(raw),
+    process=process,
+    adapters=lambda event, runtime: _aws(runtime.region),
+    front=front,
+)
+lambda_handler = HANDLER.lambda_handler()

@@ -54,9 +54,9 @@ from governor.keys.domain import (
     tag_settings,
     with_tags,
 )
-from governor.observability import logger, metrics, tracer
+from governor.observability import logger, metrics
 from governor.outbox import Outbox
-from governor.runtime import Runtime, default_runtime, fan_out, run_edge
+from governor.runtime import Handler, Invocation, Runtime, default_runtime
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 ALL_KINDS: tuple[Kind, ...] = ("kms", "access_keys", "secrets")
@@ -111,7 +111,7 @@ class SystemClock:
 
 
 @dataclass
-class KeyAdapters:
+class Adapters:
     """What the keys enforcer reads and changes; tests pass in-memory fakes."""
 
     kms: KmsPort
@@ -151,7 +151,7 @@ def parse_trigger(raw: Any) -> Trigger:
 class KeysRun:
     """One invocation: decisions recorded in order, findings collected and published once, actions bounded."""
 
-    def __init__(self, runtime: Runtime, adapters: KeyAdapters, event_id: str, account: str | None) -> None:
+    def __init__(self, runtime: Runtime, adapters: Adapters, event_id: str, account: str | None) -> None:
         self.runtime = runtime
         self.policy = runtime.policy
         self.adapters = adapters
@@ -364,7 +364,7 @@ class KeysRun:
         }
 
 
-def _process(trigger: Trigger, runtime: Runtime, adapters: KeyAdapters) -> dict[str, Any]:
+def _process(trigger: Trigger, runtime: Runtime, adapters: Adapters, call: Invocation) -> dict[str, Any]:
     run = KeysRun(runtime, adapters, trigger.event_id, trigger.account)
     if isinstance(trigger, TagCall):
         return run.tagged(trigger)
@@ -383,29 +383,23 @@ def _process(trigger: Trigger, runtime: Runtime, adapters: KeyAdapters) -> dict[
     return run.finish(trigger=trigger.record.event_name, resource=trigger.target.resource_id)
 
 
-def handle(event: Any, runtime: Runtime, adapters: KeyAdapters, context: Any = None) -> dict[str, Any]:
+def handle(event: Any, runtime: Runtime, adapters: Adapters, context: Any = None) -> dict[str, Any]:
     """Parse at the edge (bad input goes to the DLQ with its reason), then sweep or check one resource, once per
     event id."""
-
-    def work(trigger: Trigger, rt: Runtime) -> dict[str, Any]:
-        return runner.once_per_event(
-            event=event, name=f"{__name__}._process", work=lambda: _process(trigger, rt, adapters), context=context
-        )
-
-    return run_edge(event, runtime, parse_trigger, work)
+    return HANDLER.handle(event, runtime, adapters, context=context)
 
 
 @per_session
-def _adapters() -> KeyAdapters:
+def _adapters() -> Adapters:
     from governor.keys.iam_keys import IamAccessKeys
     from governor.keys.kms import KmsKeys
     from governor.keys.secrets import SecretsRotation
 
     region = default_runtime().region
-    return KeyAdapters(kms=KmsKeys(region), iam=IamAccessKeys(region), secrets=SecretsRotation(region))
+    return Adapters(kms=KmsKeys(region), iam=IamAccessKeys(region), secrets=SecretsRotation(region))
 
 
-def target_adapters(event: dict[str, Any], runtime: Runtime) -> KeyAdapters:
+def target_adapters(event: dict[str, Any], runtime: Runtime) -> Adapters:
     """The sweep's adapters in a fan-out target's account and region (through the spoke role in a member account)."""
     from governor.adapters.aws import client, member_target
     from governor.keys.iam_keys import IamAccessKeys
@@ -415,26 +409,32 @@ def target_adapters(event: dict[str, Any], runtime: Runtime) -> KeyAdapters:
     member = member_target(event)
     region = (member[1] if member else None) or runtime.region
     where: dict[str, Any] = {"account": member[0], "event_id": member[2]} if member else {}
-    return KeyAdapters(
+    return Adapters(
         kms=KmsKeys(region, **where),
         iam=IamAccessKeys(region, client("iam", region, **where)),
         secrets=SecretsRotation(region, client("secretsmanager", region, **where)),
     )
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Keep KMS keys, access keys and secrets rotated within policy, daily and on every relevant CloudTrail call.
-    In organisation mode the schedule plans one sweep per account and region, access keys (IAM is global) in the
-    first region only (``governor.fanout``)."""
-    runtime = default_runtime()
-    fanned = fan_out(event, runtime, "keys", lambda t, rt: handle(t, rt, target_adapters(t, rt), context))
-    if fanned is not None:
-        return fanned
+def adapters_for(event: dict[str, Any], runtime: Runtime) -> Adapters:
+    """The container's adapters; a CloudTrail call forwarded from a member account is checked and acted on in that
+    account (its spoke role)."""
     from governor.adapters.aws import member_target
 
-    # A CloudTrail call forwarded from a member account is checked and acted on in that account (its spoke role).
-    member = member_target(event)
-    return handle(event, runtime, target_adapters(event, runtime) if member else _adapters(), context)
+    return target_adapters(event, runtime) if member_target(event) else _adapters()
+
+
+#: Keep KMS keys, access keys and secrets rotated within policy, daily and on every relevant CloudTrail call. In
+#: organisation mode the schedule plans one sweep per account and region, access keys (IAM is global) in the first
+#: region only (``governor.fanout``).
+HANDLER: Handler[Trigger, Adapters] = Handler(
+    __name__,
+    parse=lambda raw, _: parse_trigger(raw),
+    process=_process,
+    adapters=adapters_for,
+    step="_process",
+    sweep="keys",
+    targets=target_adapters,
+    runtime=lambda: default_runtime(),  # looked up when called (tests replace it)
+)
+lambda_handler = HANDLER.lambda_handler()

@@ -31,10 +31,10 @@ from governor.events.envelopes import (
     parse_model,
 )
 from governor.lifecycle import domain
-from governor.observability import logger, metrics, tracer
+from governor.observability import metrics
 from governor.outbox import Outbox
 from governor.policy import FleetPolicy
-from governor.runtime import Runtime, default_runtime, fan_out, idempotent_on_event_id, run_edge
+from governor.runtime import Handler, Invocation, Runtime, default_runtime
 
 if TYPE_CHECKING:
     from governor.fanout import FanoutConfig
@@ -68,7 +68,7 @@ class Tagger(Protocol):
 
 
 @dataclass
-class Capabilities:
+class Adapters:
     """The adapters this function needs besides the shared runtime; tests pass moto-backed or fake ones."""
 
     reader: InstanceReader
@@ -153,7 +153,7 @@ def _write_closed(runtime: Runtime, session: dict[str, Any]) -> None:
     )
 
 
-def on_run_instances(event: CloudTrailEvent, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+def on_run_instances(event: CloudTrailEvent, runtime: Runtime, caps: Adapters) -> dict[str, Any]:
     """Record each GPU launch and its creator, then add the missing creator/launch tags (re-read first)."""
     record = event.detail
     policy = runtime.policy
@@ -222,7 +222,7 @@ def _adopt_creator(runtime: Runtime, launch: domain.Launch) -> None:
     _write_open(runtime, session)
 
 
-def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Adapters) -> dict[str, Any]:
     """Open a session at ``running``, close it at stopping/stopped/shutting-down/terminated; never twice."""
     instance_id, state = event.detail.instance_id, event.detail.state
     at = utc(event.time)
@@ -252,7 +252,7 @@ def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Capabilitie
     return {"status": "done", "decisions": [plan.decision.public()], "no_team": plan.no_team is not None}
 
 
-def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Adapters) -> dict[str, Any]:
     """Daily: close sessions of instances no longer running, open sessions for running ones never seen starting.
 
     In organisation mode only the sessions of the event's account and region (a fan-out target's), so one target
@@ -293,7 +293,7 @@ def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Capabilities) -> 
     }
 
 
-def route(parsed: Parsed, runtime: Runtime, caps: Capabilities) -> dict[str, Any]:
+def route(parsed: Parsed, runtime: Runtime, caps: Adapters) -> dict[str, Any]:
     """The launch, state-change or reconciliation work for an event that passed the edge."""
     if isinstance(parsed, CloudTrailEvent):
         if parsed.detail.event_name == domain.TAGGING_CALL:
@@ -304,13 +304,13 @@ def route(parsed: Parsed, runtime: Runtime, caps: Capabilities) -> dict[str, Any
     return on_schedule(parsed, runtime, caps)
 
 
-def handle(event: Any, runtime: Runtime, caps: Capabilities, context: LambdaContext | None = None) -> dict[str, Any]:
+def handle(event: Any, runtime: Runtime, caps: Adapters, context: LambdaContext | None = None) -> dict[str, Any]:
     """Parse at the edge first (a malformed event goes to the DLQ every time it comes), then work exactly once."""
-    return run_edge(event, runtime, parse, lambda parsed, rt: process(event, parsed, rt, caps, context))
+    return HANDLER.handle(event, runtime, caps, context=context)
 
 
 @per_session
-def default_capabilities() -> Capabilities:
+def default_capabilities() -> Adapters:
     """Built once per container: the EC2 reader and tagger, and the price book (Price List API when enabled)."""
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 
@@ -320,7 +320,7 @@ def default_capabilities() -> Capabilities:
         from governor.lifecycle.pricing import PriceListPrices
 
         price_list = PriceListPrices()
-    return Capabilities(
+    return Adapters(
         reader=Ec2Reader(runtime.region),
         tagger=Ec2Actions(runtime.region),
         prices=PriceBook(runtime.policy.lifecycle, region=runtime.region, price_list=price_list),
@@ -342,7 +342,7 @@ def home_of(runtime: Runtime) -> tuple[str, str] | None:
     return None
 
 
-def capabilities_for(event: Any, runtime: Runtime | None = None, home: tuple[str, str] | None = None) -> Capabilities:
+def capabilities_for(event: Any, runtime: Runtime | None = None, home: tuple[str, str] | None = None) -> Adapters:
     """The container's capabilities, or, for an event from a member account (organisation mode), the same ones
     reading and tagging through the spoke role in that account and region; for a fan-out target in the hub's own
     account but another region (``runtime.region``), the hub's role there."""
@@ -363,26 +363,24 @@ def capabilities_for(event: Any, runtime: Runtime | None = None, home: tuple[str
     return replace(caps, reader=Ec2Reader(region, **where), tagger=Ec2Actions(region, **where), region=region)
 
 
-@idempotent_on_event_id()
-def process(
-    event: Any, parsed: Parsed, runtime: Runtime, caps: Capabilities, context: LambdaContext | None = None
-) -> dict[str, Any]:
+def process(parsed: Parsed, runtime: Runtime, caps: Adapters, call: Invocation | None = None) -> dict[str, Any]:
     """Side effects (tags, ledger items, findings) at most once per EventBridge event id."""
     return route(parsed, runtime, caps)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Entry point: one event, one idempotent run keyed on the EventBridge event id. In organisation mode the schedule
-    plans one reconcile per account and region (``governor.fanout``), each reading EC2 there (spoke role)."""
-    runtime = default_runtime()
-    home = home_of(runtime)
-    fanned = fan_out(
-        event,
-        runtime,
-        domain.POLICY,
-        lambda target, rt: handle(target, rt, capabilities_for(target, rt, home), context),
-    )
-    return fanned if fanned is not None else handle(event, runtime, capabilities_for(event, runtime, home), context)
+def adapters_for(event: Any, runtime: Runtime) -> Adapters:
+    """An event's adapters (:func:`capabilities_for`), with the hub's own place in organisation mode."""
+    return capabilities_for(event, runtime, home_of(default_runtime()))
+
+
+#: Entry point: one event, one idempotent run keyed on the EventBridge event id. In organisation mode the schedule
+#: plans one reconcile per account and region (``governor.fanout``), each reading EC2 there (spoke role).
+HANDLER: Handler[Parsed, Adapters] = Handler(
+    __name__,
+    parse=lambda raw, _: parse(raw),
+    process=process,
+    adapters=adapters_for,
+    sweep=domain.POLICY,
+    runtime=lambda: default_runtime(),  # looked up when called (tests replace it)
+)
+lambda_handler = HANDLER.lambda_handler()

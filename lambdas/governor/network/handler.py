@@ -47,19 +47,18 @@ from governor.network.events import (
 )
 from governor.network.rules import fleet_group_ids, not_the_fleets, out_of_scope
 from governor.network.security_groups import GroupState, SecurityGroups
-from governor.observability import logger, metrics, tracer
+from governor.observability import logger, metrics
 from governor.outbox import Outbox
-from governor.runtime import Runtime, default_runtime, fan_out, run_edge
+from governor.runtime import Handler, Invocation, Runtime, default_runtime
 
 SCHEDULED = "Scheduled Event"
 POLICY = "network"
 Judged = tuple[Decision, dict[str, str]]  # a decision and the resource's tags (for the finding's owner and team)
 SCHEDULE_SOURCE = "aws.scheduler"
-PROCESS = f"{__name__}.process"  # the idempotency key prefix (unchanged from the decorated ``process``)
 
 
 @dataclass
-class NetworkAws:
+class Adapters:
     """The AWS reads and writes this function uses; tests pass the same classes pointed at moto."""
 
     groups: SecurityGroups
@@ -68,8 +67,8 @@ class NetworkAws:
 
 
 @per_session
-def _aws(region: str | None) -> NetworkAws:
-    return NetworkAws(SecurityGroups(region), PublicAddresses(region), Ec2Reader(region))
+def _aws(region: str | None) -> Adapters:
+    return Adapters(SecurityGroups(region), PublicAddresses(region), Ec2Reader(region))
 
 
 def parse(raw: Any) -> CloudTrailEvent | GovernorEvent:
@@ -101,7 +100,7 @@ def bounded(instance: Instance, runtime: Runtime, now: dt.datetime) -> Instance:
     return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now)
 
 
-def ownership_proofs(group_ids: Sequence[str], aws: NetworkAws, runtime: Runtime) -> dict[str, str | None]:
+def ownership_proofs(group_ids: Sequence[str], aws: Adapters, runtime: Runtime) -> dict[str, str | None]:
     """For each group, why nothing proves it is the fleet's (None: every interface using it is a GPU instance's).
 
     Two reads whatever the number of groups: the interfaces using them, and the instances those interfaces belong
@@ -116,7 +115,7 @@ def ownership_proofs(group_ids: Sequence[str], aws: NetworkAws, runtime: Runtime
     return {group: not_the_fleets(group, attached.get(group, []), gpu) for group in group_ids}
 
 
-def _proven(decision: Decision, judge: Callable[[str | None], Decision], aws: NetworkAws, runtime: Runtime) -> Decision:
+def _proven(decision: Decision, judge: Callable[[str | None], Decision], aws: Adapters, runtime: Runtime) -> Decision:
     """The decision again with the group's ownership proof, read only when it would revoke something."""
     if not revocations(decision):
         return decision
@@ -124,7 +123,7 @@ def _proven(decision: Decision, judge: Callable[[str | None], Decision], aws: Ne
     return decision if shared is None else judge(shared)
 
 
-def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Judged:
+def _group_decision(call: NetworkCall, aws: Adapters, runtime: Runtime) -> Judged:
     """Judge the rules this call added or changed, as they are now (re-read), never the event's copy alone."""
     live = aws.groups.group(call.group_id, None if call.group_id else call.group_name)
     fleet_groups: set[str] = set()
@@ -141,7 +140,7 @@ def _group_decision(call: NetworkCall, aws: NetworkAws, runtime: Runtime) -> Jud
     return _proven(decision, judge, aws, runtime), live.tags
 
 
-def _launch_group_decisions(instances: Sequence[Instance], aws: NetworkAws, runtime: Runtime) -> list[Judged]:
+def _launch_group_decisions(instances: Sequence[Instance], aws: Adapters, runtime: Runtime) -> list[Judged]:
     """A GPU launch puts its security groups in scope: each is judged now, not only at the next drift sweep (a group
     opened to the world before the launch was, until then, nobody's proven group)."""
     judged: list[Judged] = []
@@ -160,7 +159,7 @@ def _launch_group_decisions(instances: Sequence[Instance], aws: NetworkAws, runt
     return judged
 
 
-def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, now: dt.datetime) -> Judged:
+def _instance_decision(instance: Instance, aws: Adapters, runtime: Runtime, now: dt.datetime) -> Judged:
     instance = bounded(instance, runtime, now)
     elastic = aws.addresses.elastic([instance.public_ip]) if instance.public_ip else {}
     address = public_address(instance, elastic)
@@ -168,7 +167,7 @@ def _instance_decision(instance: Instance, aws: NetworkAws, runtime: Runtime, no
 
 
 def _address_decisions(
-    call: NetworkCall, aws: NetworkAws, runtime: Runtime, now: dt.datetime, launched_out: list[Instance] | None = None
+    call: NetworkCall, aws: Adapters, runtime: Runtime, now: dt.datetime, launched_out: list[Instance] | None = None
 ) -> list[Judged]:
     decisions: list[Judged] = []
     if call.name == "RunInstances":
@@ -204,7 +203,7 @@ def _address_decisions(
     return decisions
 
 
-def _reread(decision: Decision, aws: NetworkAws, runtime: Runtime) -> Decision:
+def _reread(decision: Decision, aws: Adapters, runtime: Runtime) -> Decision:
     """Judge a group again from a fresh read right before revoking: a rule fixed, replaced or protected since the sweep
     listed it is not revoked, and never more revocations than the listing allowed (the budget was spent on those)."""
     live = aws.groups.group(decision.resource)
@@ -243,7 +242,7 @@ def settle(
     *,
     event_id: str,
     runtime: Runtime,
-    aws: NetworkAws,
+    aws: Adapters,
     outbox: Outbox,
     tags: dict[str, str] | None = None,
     account: str | None = None,
@@ -281,7 +280,7 @@ def settle(
 # --- the two entry points ---------------------------------------------------------------------------------------------
 
 
-def on_call(event: CloudTrailEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, Any]:
+def on_call(event: CloudTrailEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     """One CloudTrail call: decide on live state (after re-reading), record, act, report."""
     record = event.detail
     call = parse_call(record)
@@ -313,7 +312,7 @@ class SweepIncompleteError(RuntimeError):
     """Some actions of a sweep failed; raised after every resource was checked, so Lambda retries the sweep."""
 
 
-def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, Any]:
+def sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     """Re-check every security group and every running GPU instance in the region for drift the events missed.
 
     One failing action does not stop the sweep: every resource is still checked, then the failures are raised.
@@ -403,27 +402,22 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, 
     }
 
 
-def process(parsed: CloudTrailEvent | GovernorEvent, runtime: Runtime, aws: NetworkAws) -> dict[str, Any]:
+def process(
+    parsed: CloudTrailEvent | GovernorEvent, runtime: Runtime, aws: Adapters, call: Invocation | None = None
+) -> dict[str, Any]:
     if isinstance(parsed, CloudTrailEvent):
         return on_call(parsed, runtime, aws)
     return sweep(parsed, runtime, aws)
 
 
 def handle(
-    event: Any, runtime: Runtime, aws: NetworkAws | None = None, context: LambdaContext | None = None
+    event: Any, runtime: Runtime, aws: Adapters | None = None, context: LambdaContext | None = None
 ) -> dict[str, Any]:
     """Parse at the edge (bad input goes to the DLQ with its reason), then decide, record and act once per event id."""
-
-    def work(parsed: CloudTrailEvent | GovernorEvent, rt: Runtime) -> dict[str, Any]:
-        chosen = aws or _aws(rt.region)
-        return runner.once_per_event(
-            event=event, name=PROCESS, work=lambda: process(parsed, rt, chosen), context=context
-        )
-
-    return run_edge(event, runtime, parse, work)
+    return HANDLER.handle(event, runtime, aws, context=context)
 
 
-def target_aws(event: dict[str, Any], runtime: Runtime) -> NetworkAws:
+def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
     """The sweep's adapters in a fan-out target's account and region (through the spoke role in a member account)."""
     from governor.adapters.aws import client, member_target
 
@@ -433,16 +427,18 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> NetworkAws:
     account, event_region, event_id = member
     region = event_region or runtime.region
     ec2 = client("ec2", region, account=account, event_id=event_id)
-    return NetworkAws(SecurityGroups(region, ec2), PublicAddresses(region, ec2), Ec2Reader(region, ec2))
+    return Adapters(SecurityGroups(region, ec2), PublicAddresses(region, ec2), Ec2Reader(region, ec2))
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """EventBridge rules (six EC2 calls via CloudTrail) and the EventBridge Scheduler drift sweep both land here.
-    In organisation mode the schedule plans one drift sweep per account and region (``governor.fanout``)."""
-    runtime = default_runtime()
-    fanned = fan_out(event, runtime, POLICY, lambda target, rt: handle(target, rt, target_aws(target, rt), context))
-    # A CloudTrail call forwarded from a member account is judged and acted on in that account (its spoke role).
-    return fanned if fanned is not None else handle(event, runtime, target_aws(event, runtime), context)
+#: EventBridge rules (six EC2 calls via CloudTrail) and the EventBridge Scheduler drift sweep both land here. In
+#: organisation mode the schedule plans one drift sweep per account and region (``governor.fanout``); a CloudTrail
+#: call forwarded from a member account is judged and acted on in that account (its spoke role).
+HANDLER: Handler[CloudTrailEvent | GovernorEvent, Adapters] = Handler(
+    __name__,
+    parse=lambda raw, _: parse(raw),
+    process=process,
+    adapters=target_aws,
+    sweep=POLICY,
+    runtime=lambda: default_runtime(),  # looked up when called (tests replace it)
+)
+lambda_handler = HANDLER.lambda_handler()

@@ -13,8 +13,6 @@ import functools
 from dataclasses import replace
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from governor.adapters.aws import per_session
 from governor.domain.decision import Finding
 from governor.events.findings import DETAIL_TYPE as DETAIL_TYPE
@@ -34,8 +32,8 @@ from governor.notifier.domain import (
     slack_messages,
     slack_people,
 )
-from governor.observability import logger, metrics, tracer
-from governor.runtime import Runtime, account_of, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics
+from governor.runtime import Handler, Invocation, Runtime
 
 #: How long a message's buttons work: a warning's instance is long stopped or kept by then.
 BUTTON_TTL = dt.timedelta(days=7)
@@ -198,15 +196,14 @@ class DeliveryFailed(RuntimeError):
     """At least one channel still failed after its retries: the invocation fails so the event is retried, then DLQ'd."""
 
 
-@idempotent_on_event_id()
-def process(
-    *, event: Any, parsed: FindingEvent, runtime: Runtime, outbox: Outbox, now: dt.datetime, context: Any = None
-) -> dict[str, Any]:
-    """Deliveries run once per event id (Powertools Idempotency when the stack provides the table).
+def process(parsed: FindingEvent, runtime: Runtime, outbox: Outbox, call: Invocation) -> dict[str, Any]:
+    """Deliveries run once per event id (Powertools Idempotency when the stack provides the table)."""
+    return notify(parsed, call.event, runtime, outbox, call.now)
 
-    ``context`` lets the idempotency record of an invocation that times out expire with it.
-    """
-    return notify(parsed, event, runtime, outbox, now)
+
+def adapters_for(event: Any, runtime: Runtime) -> Outbox:
+    """The notifier's one adapter: its outbox (Slack, SES)."""
+    return _outbox(runtime.region, runtime.policy.notifications.email_sender)
 
 
 def handle(
@@ -221,20 +218,11 @@ def handle(
 
     ``account`` defaults to the one in the Lambda context's function ARN, so the check always runs in the cloud.
     """
-    box = outbox or _outbox(runtime.region, runtime.policy.notifications.email_sender)
-    moment = now or dt.datetime.now(dt.UTC)
-    own = account or account_of(context)
-    return run_edge(
-        event,
-        runtime,
-        lambda raw: parse(raw, own),
-        lambda parsed, rt: process(event=event, parsed=parsed, runtime=rt, outbox=box, now=moment, context=context),
-    )
+    return HANDLER.handle(event, runtime, outbox, context=context, now=now, account=account)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """The governor bus rule (source gpu-fleet-governor, detail-type Governor Finding) lands here."""
-    return handle(event, default_runtime(), context=context)
+#: The governor bus rule (source gpu-fleet-governor, detail-type Governor Finding) lands here.
+HANDLER: Handler[FindingEvent, Outbox] = Handler(
+    __name__, parse=lambda raw, call: parse(raw, call.account), process=process, adapters=adapters_for
+)
+lambda_handler = HANDLER.lambda_handler()

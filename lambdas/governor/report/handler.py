@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, Protocol
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ConfigDict, Field
 
 from governor.adapters.aws import per_session
@@ -26,7 +25,7 @@ from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.messages import Email
-from governor.observability import logger, metrics, tracer
+from governor.observability import logger, metrics
 from governor.report.build import TREND_PERIODS, build_report, price_book, team_view, with_history
 from governor.report.charts import utilisation_widget
 from governor.report.domain import period_for, previous_period
@@ -36,7 +35,7 @@ from governor.report.render.format import title
 from governor.report.render.html_page import render_html
 from governor.report.render.slack import render_text, slack_messages
 from governor.report.sections.budgets import budget_alerts
-from governor.runtime import Runtime, default_runtime, idempotent_on_event_id, run_edge
+from governor.runtime import Handler, Invocation, Runtime
 
 SCHEDULE_SOURCE = "aws.scheduler"
 LEDGER_KINDS = ("decision", "session", "interruption", "governor-tag")
@@ -108,7 +107,7 @@ class Archive(Protocol):
 
 
 @dataclass
-class ReportAws:
+class Adapters:
     """What the report reads and writes; tests pass moto-backed or in-memory versions."""
 
     queries: QueryRunner
@@ -143,13 +142,13 @@ def _environment() -> ReportEnvironment:
 
 
 @per_session
-def _aws(region: str | None, sender: str | None) -> ReportAws:
+def _aws(region: str | None, sender: str | None) -> Adapters:
     from governor.report.archive import S3Archive
     from governor.report.athena import AthenaQueries
     from governor.report.chart_image import CloudWatchChart
 
     env = _environment()
-    return ReportAws(
+    return Adapters(
         queries=AthenaQueries(env.workgroup, env.database, region=region)
         if env.workgroup and env.database
         else NoQueries(),
@@ -326,7 +325,7 @@ def produce(
     parsed: ScheduledReport,
     raw: Any,
     runtime: Runtime,
-    aws: ReportAws,
+    aws: Adapters,
     now: dt.datetime,
     dashboard_url: str | None = None,
     deadline: Deadline | None = None,
@@ -498,38 +497,29 @@ def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list
     return raised
 
 
-@idempotent_on_event_id()
-def process(
-    *, event: Any, parsed: ScheduledReport, runtime: Runtime, aws: ReportAws, now: dt.datetime, context: Any = None
-) -> dict[str, Any]:
-    """One report per scheduled invocation id (Powertools Idempotency when the stack provides the table).
-
-    ``context`` lets the idempotency record of an invocation that times out expire with it.
-    """
+def process(parsed: ScheduledReport, runtime: Runtime, aws: Adapters, call: Invocation) -> dict[str, Any]:
+    """One report per scheduled invocation id (Powertools Idempotency when the stack provides the table)."""
     dashboard = os.environ.get("DASHBOARD_URL")
-    return produce(parsed, event, runtime, aws, now, dashboard, Deadline(context))
+    return produce(parsed, call.event, runtime, aws, call.now, dashboard, Deadline(call.context))
+
+
+def adapters_for(event: Any, runtime: Runtime) -> Adapters:
+    return _aws(runtime.region, runtime.policy.notifications.email_sender)
 
 
 def handle(
     event: Any,
     runtime: Runtime,
-    aws: ReportAws | None = None,
+    aws: Adapters | None = None,
     now: dt.datetime | None = None,
     context: Any = None,
 ) -> dict[str, Any]:
     """Parse at the edge, then build, archive and (when enforcing) send the report."""
-    moment = now or dt.datetime.now(dt.UTC)
-
-    def work(parsed: ScheduledReport, rt: Runtime) -> dict[str, Any]:
-        tools = aws or _aws(rt.region, rt.policy.notifications.email_sender)
-        return process(event=event, parsed=parsed, runtime=rt, aws=tools, now=moment, context=context)
-
-    return run_edge(event, runtime, parse, work)
+    return HANDLER.handle(event, runtime, aws, context=context, now=now)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """EventBridge Scheduler invokes this daily and weekly (``reports.*_schedule``)."""
-    return handle(event, default_runtime(), context=context)
+#: EventBridge Scheduler invokes this daily and weekly (``reports.*_schedule``).
+HANDLER: Handler[ScheduledReport, Adapters] = Handler(
+    __name__, parse=lambda raw, _: parse(raw), process=process, adapters=adapters_for
+)
+lambda_handler = HANDLER.lambda_handler()

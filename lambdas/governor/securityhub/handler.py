@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import dataclass
 from typing import Any, Protocol
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from governor.adapters.aws import partition_of, per_session
 from governor.domain.decision import Finding
 from governor.domain.problems import problems_of
 from governor.events.findings import FindingEvent, parse_finding_event
-from governor.observability import logger, metrics, tracer
-from governor.runtime import Runtime, account_of, default_runtime, idempotent_on_event_id, run_edge
+from governor.observability import logger, metrics
+from governor.runtime import Handler, Invocation, Runtime
 from governor.securityhub.domain import detection_finding, export_decision, finding_uid, security_finding
 from governor.securityhub.hub import OcsfArchive, SecurityHub
 from governor.securityhub.policy import SecurityHubPolicy
@@ -36,6 +35,15 @@ class Archive(Protocol):
     bucket: str
 
     def put(self, key: str, body: bytes) -> str: ...
+
+
+@dataclass(frozen=True)
+class Adapters:
+    """Where the export writes: Security Hub (only with ``asff``) and the OCSF bucket (only with ``ocsf_bucket``),
+    both only when enforcing; tests pass fakes."""
+
+    hub: Hub | None = None
+    archive: Archive | None = None
 
 
 @per_session
@@ -113,20 +121,19 @@ def export(
     return {"status": "exported", "finding": uid, "written": written, "record_state": (asff or {}).get("RecordState")}
 
 
-@idempotent_on_event_id()
-def process(
-    *,
-    event: Any,
-    parsed: FindingEvent,
-    runtime: Runtime,
-    hub: Hub | None,
-    archive: Archive | None,
-    account: str,
-    now: dt.datetime,
-    context: Any = None,
-) -> dict[str, Any]:
+def process(parsed: FindingEvent, runtime: Runtime, adapters: Adapters, call: Invocation) -> dict[str, Any]:
     """Once per event id (Powertools Idempotency when the stack provides the table)."""
-    return export(parsed, runtime, hub, archive, account, now)
+    return export(parsed, runtime, adapters.hub, adapters.archive, call.account or parsed.account, call.now)
+
+
+def adapters_for(event: Any, runtime: Runtime) -> Adapters:
+    """The writers the policy asks for: none while report-only."""
+    section = SecurityHubPolicy.of(runtime.policy)
+    bucket = section.ocsf_bucket
+    return Adapters(
+        hub=_hub(runtime.region) if section.enforce and section.asff else None,
+        archive=_archive(bucket, runtime.region) if section.enforce and bucket else None,
+    )
 
 
 def handle(
@@ -139,32 +146,13 @@ def handle(
     account: str | None = None,
 ) -> dict[str, Any]:
     """Parse at the edge (anything but a governor finding from this account goes to the DLQ), then export."""
-    own = account or account_of(context)
-    section = SecurityHubPolicy.of(runtime.policy)
-    bucket = section.ocsf_bucket
-    box = archive or (_archive(bucket, runtime.region) if section.enforce and bucket else None)
-    client = hub or (_hub(runtime.region) if section.enforce and section.asff else None)
-    moment = now or dt.datetime.now(dt.UTC)
-    return run_edge(
-        event,
-        runtime,
-        lambda raw: parse(raw, own),
-        lambda parsed, rt: process(
-            event=event,
-            parsed=parsed,
-            runtime=rt,
-            hub=client,
-            archive=box,
-            account=own or parsed.account,
-            now=moment,
-            context=context,
-        ),
-    )
+    built = adapters_for(event, runtime)
+    chosen = Adapters(hub=hub or built.hub, archive=archive or built.archive)
+    return HANDLER.handle(event, runtime, chosen, context=context, now=now, account=account)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """The governor bus rule (source gpu-fleet-governor, detail-type Governor Finding) lands here."""
-    return handle(event, default_runtime(), context=context)
+#: The governor bus rule (source gpu-fleet-governor, detail-type Governor Finding) lands here.
+HANDLER: Handler[FindingEvent, Adapters] = Handler(
+    __name__, parse=lambda raw, call: parse(raw, call.account), process=process, adapters=adapters_for
+)
+lambda_handler = HANDLER.lambda_handler()

@@ -22,10 +22,10 @@ from governor.domain.once import IN_DOUBT, IN_FLIGHT
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
-from governor.observability import logger, metrics, tracer
+from governor.observability import metrics
 from governor.outbox import Outbox
 from governor.registry import REGISTRY
-from governor.runtime import Runtime, account_of, default_runtime, run_edge
+from governor.runtime import Handler, Invocation, Runtime, default_runtime
 from governor.spot.domain import (
     BLOCK_EXPIRY,
     COMMAND_STATUS,
@@ -108,7 +108,7 @@ def parse(raw: Any) -> SpotEvent:
 
 
 @dataclass
-class SpotPorts:
+class Adapters:
     """The AWS-facing pieces the Spot handler acts through; tests pass fakes or moto-backed adapters."""
 
     reader: InstanceReader
@@ -121,13 +121,13 @@ class SpotPorts:
 
 def _member_ports(
     region: str | None, endpoint: str | None, account: str | None = None, event_id: str | None = None
-) -> SpotPorts:
+) -> Adapters:
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.spot.recovery import SpotRecoveryActions
 
     where: dict[str, Any] = {"account": account, "event_id": event_id}
-    return SpotPorts(
+    return Adapters(
         Ec2Reader(region, **where),
         SsmCommands(region, **where),
         SpotRecoveryActions(region, **where),
@@ -139,7 +139,7 @@ def _member_ports(
 _ports = cache(_member_ports)
 
 
-def default_ports(event: Any = None) -> SpotPorts:
+def default_ports(event: Any = None) -> Adapters:
     """Built once per container (per region and endpoint, so a local emulator restart gets fresh clients).
 
     In organisation mode an event from a member account gets ports on the spoke role in its account and region,
@@ -186,7 +186,7 @@ def _bounded(instance: Instance | None, runtime: Runtime, at: dt.datetime) -> In
 def _misplaced(
     event: WarningEvent | RebalanceEvent | ReservationWarningEvent | BlockExpiryEvent,
     runtime: Runtime,
-    ports: SpotPorts,
+    ports: Adapters,
     rule: str,
     resource: str | None = None,
 ) -> dict[str, Any] | None:
@@ -207,7 +207,7 @@ def _misplaced(
     return _result("ignored", event, decision, reason=decision.reasons[0])
 
 
-def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters) -> dict[str, Any]:
     """A Capacity Block about to end: every running instance in it takes the warning's checkpoint path, each under
     an event id derived from this event's (a retry resumes each instance's record, never signals twice)."""
     detail = event.detail
@@ -239,7 +239,7 @@ def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: SpotPorts) -
 def _warning(
     event: WarningEvent | ReservationWarningEvent | BlockExpiryEvent,
     runtime: Runtime,
-    ports: SpotPorts,
+    ports: Adapters,
     notice: Notice | None = None,
     target: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -426,7 +426,7 @@ def _warning_findings(
     return findings
 
 
-def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict[str, Any]:
     at = _when(event)
     misplaced = _misplaced(event, runtime, ports, "spot-rebalance")
     if misplaced is not None:
@@ -473,7 +473,7 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: SpotPorts) -> dic
     return _result("acted" if runtime.policy.spot.enforce else "reported", event, decision, checkpoint=checkpoint)
 
 
-def _state_change(event: StateChangeEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+def _state_change(event: StateChangeEvent, runtime: Runtime, ports: Adapters) -> dict[str, Any]:
     at = _when(event)
     instance_id = event.detail.instance_id
     record = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, instance_id))
@@ -510,7 +510,7 @@ def _state_change(event: StateChangeEvent, runtime: Runtime, ports: SpotPorts) -
     return _result("recorded", event, decision, final_status=record.status, checkpoint_status=record.checkpoint_status)
 
 
-def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: Adapters) -> dict[str, Any]:
     at = _when(event)
     detail = event.detail
     record = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, detail.instance_id))
@@ -539,9 +539,11 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: SpotPort
     )
 
 
-def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, Any]:
+def process(event: SpotEvent, runtime: Runtime, ports: Adapters, call: Invocation | None = None) -> dict[str, Any]:
     """Decide, record, then act; first deliver what an earlier attempt of this event staged and never got accepted,
     since this attempt may find the instance gone and return before any act path resumes the outbox."""
+    if ports.account is None and call is not None and call.account is not None:
+        ports = replace(ports, account=call.account)  # the function's own account, from its ARN
     _outbox(runtime, event.id).flush()
     if isinstance(event, WarningEvent):
         return _warning(event, runtime, ports)
@@ -557,30 +559,24 @@ def process(event: SpotEvent, runtime: Runtime, ports: SpotPorts) -> dict[str, A
     return _command_status(event, runtime, ports)
 
 
-def handle(event: Any, runtime: Runtime, ports: SpotPorts, context: Any = None) -> dict[str, Any]:
+def handle(event: Any, runtime: Runtime, ports: Adapters, context: Any = None) -> dict[str, Any]:
     """Parse at the edge (invalid events go to the DLQ with their reason), then process the event once per event id
     (a duplicate delivery returns the first result)."""
-
-    if ports.account is None and account_of(context) is not None:
-        ports = replace(ports, account=account_of(context))  # the function's own account, from its ARN
-
-    def work(parsed: SpotEvent, rt: Runtime) -> dict[str, Any]:
-        return runner.once_per_event(
-            event=event,
-            name=f"{__name__}.process",
-            work=lambda: process(parsed, rt, ports),
-            context=context,
-            in_progress_seconds=REGISTRY["spot"].in_progress_seconds,
-        )
-
-    return run_edge(event, runtime, parse, work)
+    return HANDLER.handle(event, runtime, ports, context=context)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Spot interruption handling: checkpoint within the warning, record, notify, and optionally relaunch."""
-    result = handle(event, default_runtime(), default_ports(event), context)
+def _count(result: dict[str, Any]) -> None:
     metrics.add_metric(name=f"Spot{str(result.get('status', 'unknown')).capitalize()}", unit="Count", value=1)
-    return result
+
+
+#: Spot interruption handling: checkpoint within the warning, record, notify, and optionally relaunch.
+HANDLER: Handler[SpotEvent, Adapters] = Handler(
+    __name__,
+    parse=lambda raw, _: parse(raw),
+    process=process,
+    adapters=lambda event, runtime: default_ports(event),
+    in_progress_seconds=REGISTRY["spot"].in_progress_seconds,
+    runtime=lambda: default_runtime(),  # looked up when called (tests replace it)
+    counted=_count,
+)
+lambda_handler = HANDLER.lambda_handler()

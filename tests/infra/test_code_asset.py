@@ -78,8 +78,11 @@ BY_NAME = "governor.domain.problems"
 
 
 def runtime_reachable() -> set[str]:
-    """Every module a registered handler can import, including the findings modules the report loads by name."""
+    """Every module a registered handler can import, including the findings modules the report loads by name and the
+    policy sections the registry names."""
     reachable = loaded_by(capability.module for capability in REGISTRY.values())
+    # the policy sections capabilities declare in their own packages, which Policy imports by name from the registry
+    reachable |= loaded_by(c.policy_section.partition(":")[0] for c in REGISTRY.values() if c.policy_section)
     if BY_NAME in reachable:
         named = [m for m in modules() if m.startswith("governor.") and m.count(".") == 2 and m.endswith(".findings")]
         reachable |= loaded_by(named)

@@ -42,7 +42,11 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.report.handler": (frozenset({"notifier"}), _NOT_MOVED + " (delivery through the notifier's adapters)"),
     "governor.report.render.slack": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's Slack limits)"),
     "governor.report.sections.cost": (frozenset({"idle", "spot"}), _NOT_MOVED + " (idle and Spot cost figures)"),
-    "governor.report.sections.findings": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's own findings)"),
+    "governor.report.sections.findings": (
+        frozenset({"lifecycle", "notifier"}),
+        _NOT_MOVED + " (the notifier's own findings; untagged spend is raised as lifecycle's)",
+    ),
+    "governor.interactions.domain": (frozenset({"report"}), "a warn action's 'planned: report' word (no Stop now)"),
     "governor_cli.backtest_cloudwatch": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.commands.backtest": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.commands.idle": (frozenset({"idle"}), _IDLE_TOOLING),
@@ -53,6 +57,15 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.sim.parquet": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.workload": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_soak": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.testing.idle_clock": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.testing.runbook": (
+        frozenset({"idle"}),
+        "the soak's runbook: replays, then idle's stale-outbox sweep",
+    ),
+    "governor_cli.testing.fault_scenarios": (
+        frozenset({"idle", "notifier", "spot"}),
+        "issue 35's fault scenarios, each through the capability it breaks",
+    ),
     "governor_cli.commands.ledger": (frozenset({"idle", "lifecycle", "notifier", "report", "spot"}), _CLI),
     "governor_cli.commands.report": (frozenset({"report"}), _CLI),
     "governor_cli.commands.status": (frozenset({"idle", "report"}), _CLI),
@@ -62,7 +75,7 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"idle", "interactions", "keys", "lifecycle", "network", "notifier", "report", "spot"}),
         _NOT_MOVED + " (the demo's per-capability scenario wiring)",
     ),
-    "governor_cli.demo.eks": (frozenset({"idle", "report"}), _NOT_MOVED + " (the demo's EKS cluster policy)"),
+    "governor_cli.demo.eks": (frozenset({"idle"}), _NOT_MOVED + " (the demo's EKS cluster policy)"),
     "governor_cli.demo.slack_app": (frozenset({"idle", "interactions"}), _NOT_MOVED + " (the demo's Slack app)"),
     "governor_cli.testing.scenarios": (
         frozenset({"idle", "interactions", "keys", "lifecycle", "network", "notifier", "report", "spot"}),

@@ -681,9 +681,10 @@ class Simulation:
         spot_left = 3
         chosen = range(len(workload.instances)) if share is None else share
         # The team's last idle-kind instance runs in a Capacity Block for ML: prepaid, so the idle policy reports its
-        # idle hours as paid for, unused and never stops it (moto launches nothing into a block; see place()).
+        # idle hours as paid for, unused and never stops it (moto launches nothing into a block; see place()). One
+        # block in the demo, at a site that keeps another idle instance to reclaim (an organisation's small sites).
         idle_ones = [i for i in chosen if workload.instances[i].kind == "idle"]
-        block_index = idle_ones[-1] if idle_ones else None
+        block_index = idle_ones[-1] if len(idle_ones) >= 2 and self.result.capacity_block is None else None
         for index, synthetic in ((i, workload.instances[i]) for i in chosen):
             team = TEAMS[index % len(TEAMS)]
             tags = {"team": team, "workload": synthetic.kind, "Name": f"{team}-{synthetic.kind}-{index}"}

@@ -1223,10 +1223,16 @@ def _runs(buf: Any, words: Any, start: Any, length: Any, longest: int) -> tuple[
         raise Unsure("field too long")
     change = np.ones(len(start), dtype=bool)
     change[1:] = length[1:] != length[:-1]
+    if not len(words):  # a buffer shorter than one word: every row is looked up
+        change[:] = True
+        width = 0
     for k in range(0, width, 8):
         # bytes past a field's end are the next field's: a difference there only adds a lookup, never hides one
-        column = words[start + k]
-        change[1:] |= column[1:] != column[:-1]
+        at = start + k
+        # a field ending in the buffer's last bytes has no whole word there: its row is looked up, never guessed
+        past = at >= len(words)
+        column = words[np.minimum(at, len(words) - 1)]
+        change[1:] |= (column[1:] != column[:-1]) | past[1:] | past[:-1]
     heads = [
         bytes(buf[a : a + n]).decode() for a, n in zip(start[change].tolist(), length[change].tolist(), strict=True)
     ]

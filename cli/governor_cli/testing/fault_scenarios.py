@@ -72,7 +72,7 @@ class World:
         """One asynchronous delivery at ``at``: up to three attempts at Lambda's retry times, then the DLQ."""
         import time_machine
 
-        from governor_cli.testing.idle_soak import clocked_idle
+        from governor_cli.testing.idle_clock import clocked_idle
 
         at = at or self.now
         label = f"idle/{self._labels}"

@@ -19,16 +19,14 @@ import json
 import random
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from governor.policy import Policy, parse_policy
 from governor_cli.testing.deployment import REGION, Deployment, image_id
 from governor_cli.testing.events import envelope, scheduled
 from governor_cli.testing.faults import ApiCall, FaultInjector
+from governor_cli.testing.idle_clock import clocked_idle
 from governor_cli.testing.invariants import Verdict
 from governor_cli.testing.scenarios import ACCOUNT, RESPONSE_URL, SOAK_POLICY
 
@@ -163,37 +161,6 @@ def _accepted_warnings(call: ApiCall, rules: tuple[str, ...] = ("idle.warned",))
 def _targets(call: ApiCall) -> list[str]:
     ids = call.params.get("InstanceIds") or []
     return [str(i) for i in ids] if isinstance(ids, list) else []
-
-
-@contextmanager
-def clocked_idle(clock: dt.datetime | Callable[[], dt.datetime]) -> Iterator[None]:
-    """The idle function's deployed adapters with its clock set by the caller (a simulated time), except that the
-    emulator cannot match DescribeInstances wildcards."""
-    import governor.idle.handler as idle_handler
-    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
-    from governor.adapters.ssm import SsmCommands
-    from governor.idle.autoscaling import AutoScalingGroups
-    from governor.idle.metrics import CloudWatchMetrics
-
-    now = clock if callable(clock) else (lambda: clock)
-
-    @cache
-    def aws(region: str | None, memory_unit: str, *_: Any) -> Any:
-        return idle_handler.IdleAws(
-            Ec2Reader(region, wildcard_type_filter=False),
-            Ec2Actions(region),
-            CloudWatchMetrics(region, memory_unit=memory_unit),
-            SsmCommands(region),
-            AutoScalingGroups(region),
-            now,
-        )
-
-    saved = idle_handler._aws
-    idle_handler._aws = aws
-    try:
-        yield
-    finally:
-        idle_handler._aws = saved
 
 
 def run_idle(

@@ -85,7 +85,7 @@ def replay_all(
 def flush_sweep(deployment: Deployment, at: dt.datetime, injector: FaultInjector | None = None) -> Delivery:
     """One scheduled idle sweep judged at ``at`` (the idle function's clock), as the schedule delivers it."""
     from governor_cli.testing.events import scheduled
-    from governor_cli.testing.idle_soak import clocked_idle
+    from governor_cli.testing.idle_clock import clocked_idle
     from governor_cli.testing.scenarios import ACCOUNT
 
     with clocked_idle(at):

@@ -1,0 +1,41 @@
+"""The idle function's deployed adapters with a clock the caller sets: the soak, the runbook's flush sweep and the
+fault scenarios judge sweeps at a simulated time through it (its own module, so none of them imports another)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+
+@contextmanager
+def clocked_idle(clock: dt.datetime | Callable[[], dt.datetime]) -> Iterator[None]:
+    """The idle function's deployed adapters with its clock set by the caller (a simulated time), except that the
+    emulator cannot match DescribeInstances wildcards."""
+    import governor.idle.handler as idle_handler
+    from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+    from governor.adapters.ssm import SsmCommands
+    from governor.idle.autoscaling import AutoScalingGroups
+    from governor.idle.metrics import CloudWatchMetrics
+
+    now = clock if callable(clock) else (lambda: clock)
+
+    @cache
+    def aws(region: str | None, memory_unit: str, *_: Any) -> Any:
+        return idle_handler.IdleAws(
+            Ec2Reader(region, wildcard_type_filter=False),
+            Ec2Actions(region),
+            CloudWatchMetrics(region, memory_unit=memory_unit),
+            SsmCommands(region),
+            AutoScalingGroups(region),
+            now,
+        )
+
+    saved = idle_handler._aws
+    idle_handler._aws = aws
+    try:
+        yield
+    finally:
+        idle_handler._aws = saved

@@ -33,14 +33,20 @@ def enforced(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
 
 @pytest.fixture(scope="module")
 def enforced_without_clicks(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
-    """Nobody clicks Keep or Stop now: what the idle policy alone reclaims. The report-only run clicks nothing either:
-    a report-only Keep is remembered as a snooze (issue 37), so its clicks would change what it says it would do."""
+    """Nobody clicks Keep or Stop now: what the idle policy alone reclaims."""
     return _run(tmp_path_factory.mktemp("demo-no-clicks"), enforce=True, clicks=False)
 
 
 @pytest.fixture(scope="module")
 def report_only(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
-    return _run(tmp_path_factory.mktemp("demo-report-only"), enforce=False, clicks=False)
+    return _run(tmp_path_factory.mktemp("demo-report-only"), enforce=False)
+
+
+@pytest.fixture(scope="module")
+def report_only_without_clicks(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
+    """What the report-only run says it would reclaim when nobody clicks: a report-only Keep is remembered as a
+    snooze (issue 37), so the clicked run would reclaim less than the enforced run without clicks."""
+    return _run(tmp_path_factory.mktemp("demo-report-only-no-clicks"), enforce=False, clicks=False)
 
 
 def _decisions(result: DemoResult, policy: str) -> list[dict]:
@@ -95,10 +101,10 @@ def test_report_counts_the_incidents_and_the_savings(enforced: DemoResult) -> No
 
 
 def test_report_only_shows_what_enforcing_reclaims(
-    report_only: DemoResult, enforced_without_clicks: DemoResult
+    report_only_without_clicks: DemoResult, enforced_without_clicks: DemoResult
 ) -> None:
-    would, done = report_only.report["cost"], enforced_without_clicks.report["cost"]
-    assert report_only.stopped == [] and done["idle_actions"] > 0
+    would, done = report_only_without_clicks.report["cost"], enforced_without_clicks.report["cost"]
+    assert report_only_without_clicks.stopped == [] and done["idle_actions"] > 0
     assert would["would_reclaim_gpu_hours"] > 0 and would["would_save_usd"] > 0
     assert would["would_reclaim_gpu_hours"] == done["idle_gpu_hours_reclaimed"]
     assert would["would_save_usd"] == done["savings_usd"]
@@ -106,10 +112,12 @@ def test_report_only_shows_what_enforcing_reclaims(
     # what the stops give back is what is no longer billed
     assert round(would["gpu_hours_total"] - done["gpu_hours_total"], 2) == done["idle_gpu_hours_reclaimed"]
     phrase = f"would reclaim {would['would_reclaim_gpu_hours']:,.1f} GPU-hours, ${would['would_save_usd']:,.2f}"
-    assert phrase in (report_only.out / "report.html").read_text()
-    report_messages = sorted((report_only.out / "slack").glob("*.json"))[-report_only.report_slack_messages :]
+    assert phrase in (report_only_without_clicks.out / "report.html").read_text()
+    report_messages = sorted((report_only_without_clicks.out / "slack").glob("*.json"))[
+        -report_only_without_clicks.report_slack_messages :
+    ]
     assert any(phrase in path.read_text() for path in report_messages), "the report's Slack message lacks the figure"
-    summary = "\n".join(summary_lines(report_only))
+    summary = "\n".join(summary_lines(report_only_without_clicks))
     assert f"{would['would_reclaim_gpu_hours']:,.1f}" in summary and f"${would['would_save_usd']:,.2f}" in summary
 
 

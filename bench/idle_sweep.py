@@ -26,7 +26,7 @@ from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.events.envelopes import GovernorEvent
 from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, required_signals
-from governor.idle.handler import IdleAws, run_sweep
+from governor.idle.handler import Adapters, run_sweep
 from governor.idle.metrics import MAX_DATAPOINTS, MAX_QUERIES, CloudWatchMetrics
 from governor.observability import logger
 from governor.policy import Policy, parse_policy
@@ -146,7 +146,7 @@ def run_fake(size: int) -> list[str]:
     runtime = Runtime(policy, MemoryLedger(), MemorySink(), MemoryDeadLetters(), region="us-east-1")
     first = workload.start + dt.timedelta(minutes=150)
     clock = [first]  # the scheduler delivers each sweep on time: the function's clock reads the event's time
-    aws = IdleAws(
+    aws = Adapters(
         Ec2Reader(ec2=ec2),
         Ec2Actions(ec2=ec2),
         CloudWatchMetrics(cloudwatch=cloudwatch),
@@ -219,7 +219,7 @@ def run_moto(size: int) -> list[str]:
         reader = Ec2Reader("us-east-1", wildcard_type_filter=False)
         actions = Ec2Actions("us-east-1")
         metrics = CloudWatchMetrics("us-east-1")
-        aws = IdleAws(reader, actions, metrics, SsmCommands("us-east-1"))
+        aws = Adapters(reader, actions, metrics, SsmCommands("us-east-1"))
         lines = []
         at = now + dt.timedelta(minutes=5)
         for n, when in enumerate((at, at + dt.timedelta(minutes=30)), start=1):

@@ -271,7 +271,7 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[s
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.events.envelopes import GovernorEvent
-    from governor.idle.handler import IdleAws, run_sweep
+    from governor.idle.handler import Adapters, run_sweep
     from governor.idle.metrics import CloudWatchMetrics
     from governor.policy import parse_policy
     from governor.runtime import Runtime
@@ -279,7 +279,7 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[s
 
     policy = parse_policy({"idle": {"launch_grace_minutes": 0}})
     runtime = Runtime(policy, MemoryLedger(), MemorySink(), MemoryDeadLetters(), region=REGION)
-    aws = IdleAws(
+    aws = Adapters(
         Ec2Reader(ec2=_client("ec2"), wildcard_type_filter=False),
         Ec2Actions(ec2=_client("ec2")),
         CloudWatchMetrics(cloudwatch=_client("cloudwatch")),

@@ -215,10 +215,10 @@ class World:
             extras={"fanout": self.config},
         )
 
-    def aws(self, event: dict[str, Any], runtime: Runtime) -> idle.IdleAws:
+    def aws(self, event: dict[str, Any], runtime: Runtime) -> idle.Adapters:
         """What ``idle.target_aws`` builds through the spoke role, on this target's fakes."""
         ec2 = self.ec2[(event["account"], event["region"])]
-        return idle.IdleAws(
+        return idle.Adapters(
             Ec2Reader(ec2=ec2, wildcard_type_filter=True),
             Ec2Actions(ec2=ec2),
             CloudWatchMetrics(cloudwatch=self.cloudwatch),

@@ -14,7 +14,7 @@ from governor.adapters.ssm import SsmCommands
 from governor.domain.fleet import Instance
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import IDLE_ACTION_TAG, IDLE_SINCE_TAG, MARK_KIND
-from governor.idle.handler import IdleAws, handle
+from governor.idle.handler import Adapters, handle
 from governor.idle.metrics import CloudWatchMetrics
 from governor.policy import parse_policy
 from governor.runtime import Runtime
@@ -98,8 +98,8 @@ def _runtime(**idle: Any) -> Runtime:
     )
 
 
-def _aws(reader: Ec2Reader | None = None, metrics: CloudWatchMetrics | None = None) -> IdleAws:
-    return IdleAws(
+def _aws(reader: Ec2Reader | None = None, metrics: CloudWatchMetrics | None = None) -> Adapters:
+    return Adapters(
         reader or Ec2Reader("us-east-1", wildcard_type_filter=False),  # moto does not match wildcard filters
         Ec2Actions("us-east-1"),
         metrics or CloudWatchMetrics("us-east-1"),

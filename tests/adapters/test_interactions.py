@@ -249,7 +249,7 @@ class World:
             respond=self.slack,
             clock=self.clock,
         )
-        self.idle = idle_handler.IdleAws(
+        self.idle = idle_handler.Adapters(
             Ec2Reader("us-east-1", wildcard_type_filter=False),
             Ec2Actions("us-east-1"),
             CloudWatchMetrics("us-east-1"),

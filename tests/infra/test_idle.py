@@ -73,7 +73,7 @@ def test_sweep_runs_on_the_policy_schedule_with_the_idle_section(synth: Synth) -
 def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth) -> None:
     granted = _role(synth).granted_actions()
     assert granted - BASE_PERMISSIONS == CODE_ACTIONS == REGISTRY["idle"].permissions(synth.stack.policy)
-    assert idle.IdleAws.__dataclass_fields__.keys() == {
+    assert idle.Adapters.__dataclass_fields__.keys() == {
         "instances",
         "actions",
         "metrics",

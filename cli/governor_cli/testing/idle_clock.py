@@ -24,7 +24,7 @@ def clocked_idle(clock: dt.datetime | Callable[[], dt.datetime]) -> Iterator[Non
 
     @cache
     def aws(region: str | None, memory_unit: str, *_: Any) -> Any:
-        return idle_handler.IdleAws(
+        return idle_handler.Adapters(
             Ec2Reader(region, wildcard_type_filter=False),
             Ec2Actions(region),
             CloudWatchMetrics(region, memory_unit=memory_unit),

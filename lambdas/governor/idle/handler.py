@@ -101,7 +101,7 @@ def answer(response_url: str, message: dict[str, Any]) -> bool:
 
 
 @dataclass
-class IdleAws:
+class Adapters:
     """The AWS reads and writes the sweep uses, and its clock; tests pass the same classes pointed at moto, or fakes."""
 
     instances: Ec2Reader
@@ -124,10 +124,10 @@ def _aws(
     memory_unit: str,
     source: str = "cloudwatch_agent",
     clusters: tuple[KubernetesCluster, ...] = (),
-) -> IdleAws:
+) -> Adapters:
     groups = AutoScalingGroups(region)
     drains = any(c.reclaim == "drain" for c in clusters)
-    return IdleAws(
+    return Adapters(
         Ec2Reader(region),
         Ec2Actions(region),
         metric_source(source, region, memory_unit=memory_unit, clusters=clusters),
@@ -230,7 +230,7 @@ def _store_mark(runtime: Runtime, instance_id: str, mark: Mark | None, now: dt.d
     runtime.ledger.put_item(MARK_KIND, instance_id, item)
 
 
-def _refresh_checkpoints(marks: dict[str, Mark], aws: IdleAws) -> None:
+def _refresh_checkpoints(marks: dict[str, Mark], aws: Adapters) -> None:
     """Ask SSM how pending checkpoint commands ended, so the domain knows whether to act or wait."""
     for instance_id, mark in list(marks.items()):
         if mark.checkpoint_command_id and mark.checkpoint_status not in CHECKPOINT_DONE:
@@ -278,7 +278,7 @@ def reclaim_finding_id(instance_id: str, spell: Mark | None, event_id: str) -> s
 _RECLAIMED_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 
 
-def resolve_pending(aws: IdleAws) -> Callable[[Finding, str], Finding | None]:
+def resolve_pending(aws: Adapters) -> Callable[[Finding, str], Finding | None]:
     """What a stop or terminate finding staged before its act becomes once its invocation is gone: re-read the
     instance; a stopped (or gone) one confirms the act, a running one means it was never made (withdrawn)."""
 
@@ -301,7 +301,7 @@ def _destructive(outcome: InstanceOutcome) -> bool:
 
 
 def recheck_metrics(
-    outcomes: list[InstanceOutcome], runtime: Runtime, aws: IdleAws, judged_at: dt.datetime
+    outcomes: list[InstanceOutcome], runtime: Runtime, aws: Adapters, judged_at: dt.datetime
 ) -> dict[str, Assessment]:
     """Re-read, in one batched fetch at the clock's time, the metrics of every instance about to be acted on.
 
@@ -318,7 +318,7 @@ def recheck_metrics(
     return {i: assess_signals(i, fresh.get(i, {}), idle, now, power_limit(types[i], idle)) for i in ids}
 
 
-def _group_refusal(outcome: InstanceOutcome, aws: IdleAws, runtime: Runtime) -> str | None:
+def _group_refusal(outcome: InstanceOutcome, aws: Adapters, runtime: Runtime) -> str | None:
     """For a reclaim through an Auto Scaling group: why the group cannot be scaled in by this instance now."""
     for action in outcome.decision.enforced_actions():
         if isinstance(action, Terminate) and action.via == "autoscaling":
@@ -335,7 +335,7 @@ def settle(
     outcome: InstanceOutcome,
     event: GovernorEvent,
     runtime: Runtime,
-    aws: IdleAws,
+    aws: Adapters,
     now: dt.datetime | None = None,
     recheck: Assessment | None = None,
     box: Outbox | None = None,
@@ -453,7 +453,7 @@ def _finding(
     )
 
 
-def _unused_reservations(event: GovernorEvent, runtime: Runtime, aws: IdleAws, now: dt.datetime) -> list[Finding]:
+def _unused_reservations(event: GovernorEvent, runtime: Runtime, aws: Adapters, now: dt.datetime) -> list[Finding]:
     """Active GPU reservations with capacity nobody runs in: a decision every sweep (the report sums its hours), a
     finding once a day per reservation (its id carries the date, so the notifier sends it once). Report-only."""
     policy = runtime.policy
@@ -557,7 +557,7 @@ def ignored_tags(
     return decisions
 
 
-def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
+def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     """List, read, decide at the clock's time, record every verdict, then act within the rate limit and report.
 
     A late event is judged now, not at its own time. An event stamped ahead of the clock (clock skew, a forged or
@@ -695,7 +695,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: IdleAws) -> dict[str,
     }
 
 
-def stop_now(event: StopRequestEvent, runtime: Runtime, aws: IdleAws) -> dict[str, Any]:
+def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     """Stop now from Slack: the sweep's act path for one instance, without waiting for the warning to run out.
 
     The instance is re-read and its metrics fetched afresh; it is stopped only if it is still running, in the fleet,
@@ -931,24 +931,24 @@ def _unverified_stop(event: StopRequestEvent, runtime: Runtime, why: str) -> dic
     return {"status": "refused", "event_id": event.id, "reason": why}
 
 
-def process(parsed: GovernorEvent, runtime: Runtime, aws: IdleAws, call: Invocation | None = None) -> dict[str, Any]:
+def process(parsed: GovernorEvent, runtime: Runtime, aws: Adapters, call: Invocation | None = None) -> dict[str, Any]:
     if isinstance(parsed, StopRequestEvent):
         return stop_now(parsed, runtime, aws)
     return run_sweep(parsed, runtime, aws)
 
 
-def handle(event: Any, runtime: Runtime, aws: IdleAws | None = None, context: Any = None) -> dict[str, Any]:
+def handle(event: Any, runtime: Runtime, aws: Adapters | None = None, context: Any = None) -> dict[str, Any]:
     """Parse at the edge (bad input goes to the DLQ with its reason), then sweep (or Stop now) once per schedule
     execution id or click; ``context`` lets the idempotency record of a sweep that times out expire with it."""
     return HANDLER.handle(event, runtime, aws, context=context)
 
 
-def _home_aws(event: Any, runtime: Runtime) -> IdleAws:
+def _home_aws(event: Any, runtime: Runtime) -> Adapters:
     idle = runtime.policy.idle
     return _aws(runtime.region, idle.gpu_memory_unit, idle.metric_source, idle.clusters)
 
 
-def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
+def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
     """The sweep's adapters in a fan-out target's account and region (through the spoke role in a member account)."""
     from governor.adapters.aws import client, member_target
 
@@ -959,7 +959,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
         return _aws(runtime.region, unit, source, runtime.policy.idle.clusters)
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
-    return IdleAws(
+    return Adapters(
         Ec2Reader(region, **where),
         Ec2Actions(region, **where),
         metric_source(source, region, client("cloudwatch", region, **where), unit, runtime.policy.idle.clusters),
@@ -973,7 +973,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> IdleAws:
 #: EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes); the interactions function invokes
 #: it asynchronously for Stop now. In organisation mode the schedule plans one sweep per account and region and the
 #: targets queue runs each (``governor.fanout``).
-HANDLER: Handler[GovernorEvent, IdleAws] = Handler(
+HANDLER: Handler[GovernorEvent, Adapters] = Handler(
     __name__,
     parse=lambda raw, _: parse(raw),
     process=process,

@@ -151,6 +151,11 @@ class KubernetesCluster(_Model):
     reclaim: Literal["report", "drain"] = "report"
     # namespace -> team, for GPU-hours by team (a namespace not listed is its own team).
     namespace_teams: dict[str, str] = Field(default_factory=dict, max_length=1000)
+    # Organisation mode: the member account and region the cluster is in (both, or neither for a cluster in the
+    # governor's own account and region). Its nodes are judged in that target's sweep, its AMP workspace is signed and
+    # its API reached with the spoke role there, and only that account's spoke stack creates the role's access entry.
+    account: str | None = Field(None, pattern=r"^\d{12}$")
+    region: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
 
     @model_validator(mode="after")
     def _source_settings(self) -> KubernetesCluster:
@@ -163,11 +168,26 @@ class KubernetesCluster(_Model):
             raise ValueError("prometheus_url is only for metric_source prometheus")
         if self.selector and not _PROMQL_MATCHERS.match(self.selector):
             raise ValueError('selector must be PromQL label matchers only, e.g. cluster="gpu-prod"')
+        if (self.account is None) != (self.region is None):
+            raise ValueError("account and region go together: the member account and region the cluster is in")
         return self
+
+    def in_target(self, account: str | None, region: str | None) -> bool:
+        """Whether the sweep of ``account``/``region`` (None: the governor's own) judges this cluster's nodes."""
+        return self.account == account and (account is None or self.region == region)
 
     def __hash__(self) -> int:  # frozen, but namespace_teams is a dict: hash what identifies the source
         return hash(
-            (self.name, self.metric_source, self.prometheus_url, self.sigv4_region, self.node_label, self.selector)
+            (
+                self.name,
+                self.metric_source,
+                self.prometheus_url,
+                self.sigv4_region,
+                self.node_label,
+                self.selector,
+                self.account,
+                self.region,
+            )
         )
 
 

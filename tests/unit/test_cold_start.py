@@ -53,6 +53,15 @@ def test_an_enforcer_imports_no_report_audit_or_cli_code(name: str) -> None:
     assert [m for m in loaded if m.startswith(NEVER_IN_ENFORCERS)] == []
 
 
+def test_the_kubernetes_client_is_imported_only_by_the_drain_path() -> None:
+    """lightkube (and its HTTP stack) is loaded when a cluster's node is drained, not at any function's cold start."""
+    for name in (*ENFORCERS, "notifier", "report", "interactions"):
+        loaded = _loaded_after_import(f"governor.{name}.handler")
+        assert [m for m in loaded if m.split(".")[0] in ("lightkube", "httpx2", "anyio", "msgspec")] == [], name
+    loaded = _loaded_after_import("governor.idle.kubernetes.nodes")
+    assert "lightkube" not in loaded  # not even by the adapter: the first call imports it
+
+
 @pytest.mark.parametrize("name", [*ENFORCERS, "notifier", "report"])
 def test_importing_a_handler_builds_no_aws_client_and_no_tracer(name: str) -> None:
     loaded = _loaded_after_import(f"governor.{name}.handler")

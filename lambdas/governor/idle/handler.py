@@ -945,7 +945,7 @@ def handle(event: Any, runtime: Runtime, aws: Adapters | None = None, context: A
 
 def _home_aws(event: Any, runtime: Runtime) -> Adapters:
     idle = runtime.policy.idle
-    return _aws(runtime.region, idle.gpu_memory_unit, idle.metric_source, idle.clusters)
+    return _aws(runtime.region, idle.gpu_memory_unit, idle.metric_source, _home_clusters(idle.clusters))
 
 
 def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
@@ -956,18 +956,50 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
     source = runtime.policy.idle.metric_source
     member = member_target(event)
     if member is None:
-        return _aws(runtime.region, unit, source, runtime.policy.idle.clusters)
+        return _aws(runtime.region, unit, source, _home_clusters(runtime.policy.idle.clusters))
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
+    # A member's clusters are read and drained with the spoke role's credentials there (idle.clusters[].account).
+    clusters = tuple(c for c in runtime.policy.idle.clusters if c.in_target(account, region))
+    groups = AutoScalingGroups(region, client("autoscaling", region, **where))
+    nodes = None
+    if any(c.reclaim == "drain" for c in clusters):
+        nodes = KubernetesNodes(
+            region,
+            groups,
+            api=lambda cluster: _member_api(cluster, region, where),
+        )
     return Adapters(
         Ec2Reader(region, **where),
         Ec2Actions(region, **where),
-        metric_source(source, region, client("cloudwatch", region, **where), unit, runtime.policy.idle.clusters),
+        metric_source(
+            source,
+            region,
+            client("cloudwatch", region, **where),
+            unit,
+            clusters,
+            credentials=lambda: client.credentials(account, region, event_id),
+        ),
         SsmCommands(region, **where),
-        AutoScalingGroups(region, client("autoscaling", region, **where)),
+        groups,
         reservations=CapacityReservations(region, **where),
+        nodes=nodes,
         hyperpod=HyperPodNodes(region, **where),
     )
+
+
+def _member_api(cluster: str, region: str | None, where: dict[str, Any]) -> Any:
+    """A member cluster's API: DescribeCluster and the EKS token (presigned STS) with the spoke role's credentials, so
+    the cluster maps the spoke role through its access entry (created by that account's spoke stack)."""
+    from governor.adapters.aws import client
+    from governor.idle.kubernetes.api import eks_api
+
+    return eks_api(cluster, region, eks=client("eks", region, **where), sts=client("sts", region, **where))
+
+
+def _home_clusters(clusters: tuple[KubernetesCluster, ...]) -> tuple[KubernetesCluster, ...]:
+    """The clusters the governor's own account and region sweep reads (those without ``account``)."""
+    return tuple(c for c in clusters if c.in_target(None, None))
 
 
 #: EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes); the interactions function invokes

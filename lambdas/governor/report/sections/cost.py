@@ -127,6 +127,7 @@ def cost_section(
     sources = _price_sources(saved, offenders)
     if sources:
         notes.append("savings priced at: " + "; ".join(f"{t} {s}" for t, s in sorted(sources.items())))
+    notes.extend(book.effective_notes())
     if book.effective_error:
         notes.append(f"effective rates unavailable ({book.effective_error}): savings at list prices")
     coverage = book.coverage(policy.fleet.is_gpu_type)

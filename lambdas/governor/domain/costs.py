@@ -60,15 +60,6 @@ class Coverage:
     reserved_hours_pct: float | None
     period: str
 
-    def describe(self) -> str:
-        def pct(value: float | None) -> str:
-            return f"{value:.1f}%" if value is not None else "no GPU usage"
-
-        return (
-            f"GPU fleet coverage (Cost Explorer, {self.period}): Savings Plans {pct(self.savings_plans_pct)} of "
-            f"spend, Reserved Instances {pct(self.reserved_hours_pct)} of running hours"
-        )
-
 
 class EffectiveRates(Protocol):
     """A source of effective rates by instance type (Cost Explorer's amortised cost: ``lifecycle/rates.py``)."""

@@ -167,6 +167,7 @@ def _team_cost(cost: CostSection, team: str) -> CostSection:
             "would_reclaim_gpu_hours": cost.would_reclaim_gpu_hours_by_team.get(team, 0.0),
             "would_reclaim_gpu_hours_by_team": {},
             "by_account": None,  # a team digest shows its own spend, not the organisation's
+            "coverage_source": None,  # commitments cover the account's fleet, not one team's share of it
             "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
             **_team_energy(cost, {str(r.get("instance_id")) for r in offenders}),
         }

@@ -225,7 +225,11 @@ class IdlePolicy(_Model):
     # (interruptible reservations): never stopped for savings; idle GPU-hours reported as paid for, unused.
     # stop_if_open: an instance in an *open* On-Demand Capacity Reservation may be stopped (its slot is free for any
     # matching instance). Capacity Blocks, targeted and interruptible reservations are never stopped.
-    reserved_capacity: Literal["report", "stop_if_open"] = "report"
+    # offer: also tell offer_capacity_to (a team of notifications.teams, chosen here, never by a tag) that the idle
+    # instance's reservation or block, or a reservation's unused capacity, is free until it ends: once a day per
+    # reservation, recorded as a decision (idle.capacity-offered); nothing is stopped or cancelled.
+    reserved_capacity: Literal["report", "offer", "stop_if_open"] = "report"
+    offer_capacity_to: str | None = Field(None, min_length=1, max_length=64)
     # Active GPU capacity reservations (On-Demand Capacity Reservations, Capacity Blocks) with capacity no instance
     # runs in: reported (a finding a day per reservation, the report's "paid for, unused" section), never cancelled.
     # off: not read (one DescribeCapacityReservations a sweep saved).
@@ -493,6 +497,21 @@ class Policy(_Model):
     if TYPE_CHECKING:  # declared in their packages (registry ``policy_section``), composed into ``Policy`` below
         network: NetworkPolicy = Field(default_factory=NetworkPolicy)
         keys: KeysPolicy = Field(default_factory=KeysPolicy)
+
+    @model_validator(mode="after")
+    def _capacity_offered_to_a_team(self) -> Policy:
+        """``idle.reserved_capacity: offer`` names the team told of free capacity, and that team has a route."""
+        if self.idle.reserved_capacity != "offer":
+            return self
+        team = self.idle.offer_capacity_to
+        if not team:
+            raise ValueError("idle.reserved_capacity is offer, so idle.offer_capacity_to must name the team to tell")
+        if team not in self.notifications.teams:
+            raise ValueError(
+                f"idle.offer_capacity_to: {team!r} is not a team of notifications.teams "
+                f"({', '.join(sorted(self.notifications.teams)) or 'none configured'})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _exemptions_outlive_no_record(self) -> Policy:

@@ -172,3 +172,67 @@ def test_without_the_reservation_read_the_lifecycle_alone_holds_the_block() -> N
         for step in range(3):
             handle(_event(T0 + dt.timedelta(minutes=30 * step), f"sweep-{step}"), runtime, aws)
         assert _state(ec2, block_id) == "running"
+
+
+OFFER = {
+    "idle": {
+        "enforce": True,
+        "launch_grace_minutes": 0,
+        "max_fleet_percent": 100,
+        "reserved_capacity": "offer",
+        "offer_capacity_to": "ml-platform",
+    },
+    "fleet": {"gpu_families": ["p", "g"]},
+    "notifications": {"teams": {"ml-platform": {"slack_secret_name": "governor/ml-platform-slack"}}},
+}
+
+
+def test_offer_tells_the_configured_team_the_block_is_free_until_it_ends_and_stops_nothing() -> None:
+    """``reserved_capacity: offer``: the idle block instance's capacity is offered to the policy's team (never one a
+    tag names), once a UTC day, as a decision with its reason and a finding routed to that team; nothing stops."""
+    with mock_aws():
+        local = create_shared("us-east-1")
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        [block_id] = _launch(ec2, "p5.48xlarge", 1)
+        _in_block(block_id)
+        _metrics(block_id, 0.2)
+        runtime = Runtime(
+            policy=parse_policy(OFFER),
+            ledger=DynamoLedger(local.ledger_table, region="us-east-1"),
+            sink=MemorySink(),
+            dead_letters=MemoryDeadLetters(),
+            region="us-east-1",
+        )
+        aws = _aws(Ec2Reader("us-east-1", wildcard_type_filter=False))
+        aws.reservations = Blocks().reader(times=4)
+        sweeps = [T0 + dt.timedelta(minutes=30 * step) for step in range(4)]
+        for step, at in enumerate(sweeps):
+            handle(_event(at, f"sweep-{step}"), runtime, aws)
+
+        assert _state(ec2, block_id) == "running"
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+        offers = [i for i in items if i.get("rule") == "idle.capacity-offered"]
+        # first offered when warned, then once per UTC day the later sweeps touch (T0 follows the wall clock)
+        first = min(dt.datetime.fromisoformat(o["evidence"]["judged_at"]) for o in offers)
+        assert len(offers) == len({at.date() for at in sweeps if at >= first})
+        offer = offers[0]
+        assert offer["resource"] == BLOCK and offer["evidence"]["offered_to"] == "ml-platform"
+        assert offer["evidence"]["free_until"] == BLOCK_END.isoformat()
+        assert f"free until {BLOCK_END:%Y-%m-%d %H:%M} UTC" in offer["reasons"][0]
+        assert "offered to team ml-platform (idle.reserved_capacity: offer)" in offer["reasons"][1]
+        assert all(a.get("enforced") is False for a in offer.get("actions") or [])
+        sink = runtime.sink
+        assert isinstance(sink, MemorySink)
+        published = [f for f in sink.findings if f.rule == "idle.capacity-offered"]
+        assert len({f.id for f in published}) == len(offers)
+        assert all(f.team == "ml-platform" for f in published)  # the instance's team tag (vision) is not asked
+        assert published[0].title.startswith("Free GPU capacity for team ml-platform: idle instance")
+
+
+def test_offer_needs_a_configured_team() -> None:
+    from governor.policy import PolicyError
+
+    with pytest.raises(PolicyError, match="offer_capacity_to must name the team"):
+        parse_policy({"idle": {"reserved_capacity": "offer"}})
+    with pytest.raises(PolicyError, match=r"'ops' is not a team of notifications\.teams"):
+        parse_policy({"idle": {"reserved_capacity": "offer", "offer_capacity_to": "ops"}})

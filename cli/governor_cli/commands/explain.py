@@ -16,8 +16,25 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("explain", help="show what the governor would decide for one event")
     parser.add_argument(
         "event",
+        nargs="?",
         help='an EventBridge event, a CloudTrail record or a whole CloudTrail file ({"Records": [...]}, one result '
         "per record), as JSON; - reads standard input",
+    )
+    parser.add_argument(
+        "--instances",
+        help="instead of an event: the idle sweep's decision on each instance of this `aws ec2 describe-instances` "
+        "output, were its GPUs idle for the window (purchase model, reservation, HyperPod, restart risk)",
+    )
+    parser.add_argument(
+        "--reservations",
+        help="with --instances: `aws ec2 describe-capacity-reservations` output (match criteria, a block's end)",
+    )
+    parser.add_argument(
+        "--hyperpod-cluster",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="with --instances: a HyperPod cluster's `aws sagemaker list-cluster-nodes` output (repeatable)",
     )
     from governor_cli.flags import add_policy
 
@@ -116,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
         policy = resolve_policy(args.policy)[0]
     except PolicyError as error:
         raise UsageError(str(error)) from None
+    if args.instances:
+        return _instances(args, policy)
+    if args.event is None:
+        raise UsageError("explain needs an event file (or - for standard input), or --instances")
     source = _name(args.event)
     raw = _read_event(args.event)
     records = _records(raw, source)
@@ -137,4 +158,44 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n\n".join(render_text(result) for result in results))
         print(f"\n{summary(results)}")
+    return 0
+
+
+def _instances(args: argparse.Namespace, policy: Any) -> int:
+    """``--instances``: the idle sweep's decisions, each instance assumed idle for the window (stated as such)."""
+    import datetime as dt
+
+    from governor.adapters.capacity import to_reservation
+    from governor.idle.explain import explain_instances, explained
+    from governor_cli.commands.backtest import read_instances
+    from governor_cli.main import UsageError
+
+    instances = read_instances(Path(args.instances))
+    reservations = {}
+    if args.reservations:
+        data = _read_event(args.reservations)
+        try:
+            reservations = {r.id: r for r in (to_reservation(raw) for raw in data["CapacityReservations"])}
+        except (KeyError, TypeError, ValueError) as error:
+            raise UsageError(
+                f"{args.reservations}: not a DescribeCapacityReservations response (CapacityReservations[]): "
+                f"{error.__class__.__name__}: {error}"
+            ) from None
+    hyperpod: dict[str, str] | None = {} if args.hyperpod_cluster else None
+    for given in args.hyperpod_cluster:
+        name, _, path = given.partition("=")
+        if not name or not path:
+            raise UsageError(f"--hyperpod-cluster {given}: expected NAME=FILE")
+        data = _read_event(path)
+        try:
+            hyperpod.update({str(n["InstanceId"]): name for n in data["ClusterNodeSummaries"]})  # type: ignore[union-attr]
+        except (KeyError, TypeError) as error:
+            raise UsageError(
+                f"{path}: not a ListClusterNodes response (ClusterNodeSummaries[].InstanceId): "
+                f"{error.__class__.__name__}: {error}"
+            ) from None
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    decisions = explain_instances(list(instances.values()), policy, now, reservations=reservations, hyperpod=hyperpod)
+    result = explained(decisions, now)
+    print(json.dumps(result, indent=2, default=str) if args.json else render_text(result))
     return 0

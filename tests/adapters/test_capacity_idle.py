@@ -43,25 +43,25 @@ class Blocks:
         self.stub = Stubber(self.client)
         self.end = end
 
+    def response(self) -> dict[str, Any]:
+        """The block as DescribeCapacityReservations describes it."""
+        return {
+            "CapacityReservationId": BLOCK,
+            "InstanceType": "p5.48xlarge",
+            "AvailabilityZone": "us-east-1a",
+            "State": "active",
+            "ReservationType": "capacity-block",
+            "InstanceMatchCriteria": "targeted",
+            "TotalInstanceCount": 1,
+            "AvailableInstanceCount": 0,
+            "EndDate": self.end,
+        }
+
     def reader(self, times: int) -> CapacityReservations:
         for _ in range(times):
             self.stub.add_response(
                 "describe_capacity_reservations",
-                {
-                    "CapacityReservations": [
-                        {
-                            "CapacityReservationId": BLOCK,
-                            "InstanceType": "p5.48xlarge",
-                            "AvailabilityZone": "us-east-1a",
-                            "State": "active",
-                            "ReservationType": "capacity-block",
-                            "InstanceMatchCriteria": "targeted",
-                            "TotalInstanceCount": 1,
-                            "AvailableInstanceCount": 0,
-                            "EndDate": self.end,
-                        }
-                    ]
-                },
+                {"CapacityReservations": [self.response()]},
                 {"CapacityReservationIds": [BLOCK]},
             )
         self.stub.activate()
@@ -268,19 +268,7 @@ def test_explain_gives_the_sweeps_decision_for_block_and_scarce_instances() -> N
         items = ledger_items(runtime, T0 - dt.timedelta(days=1))
 
         described = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
-        block = to_reservation(
-            {
-                "CapacityReservationId": BLOCK,
-                "InstanceType": "p5.48xlarge",
-                "AvailabilityZone": "us-east-1a",
-                "State": "active",
-                "ReservationType": "capacity-block",
-                "InstanceMatchCriteria": "targeted",
-                "TotalInstanceCount": 1,
-                "AvailableInstanceCount": 0,
-                "EndDate": BLOCK_END,
-            }
-        )
+        block = to_reservation(blocks.response())
         explained = explain_instances(
             [to_instance(raw) for raw in described], runtime.policy, sweeps[-1], reservations={BLOCK: block}
         )

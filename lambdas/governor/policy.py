@@ -245,7 +245,11 @@ class IdlePolicy(_Model):
     # (interruptible reservations): never stopped for savings; idle GPU-hours reported as paid for, unused.
     # stop_if_open: an instance in an *open* On-Demand Capacity Reservation may be stopped (its slot is free for any
     # matching instance). Capacity Blocks, targeted and interruptible reservations are never stopped.
-    reserved_capacity: Literal["report", "stop_if_open"] = "report"
+    # offer: also tell offer_capacity_to (a team of notifications.teams, chosen here, never by a tag) that the idle
+    # instance's reservation or block, or a reservation's unused capacity, is free until it ends: once a day per
+    # reservation, recorded as a decision (idle.capacity-offered); nothing is stopped or cancelled.
+    reserved_capacity: Literal["report", "offer", "stop_if_open"] = "report"
+    offer_capacity_to: str | None = Field(None, min_length=1, max_length=64)
     # Active GPU capacity reservations (On-Demand Capacity Reservations, Capacity Blocks) with capacity no instance
     # runs in: reported (a finding a day per reservation, the report's "paid for, unused" section), never cancelled.
     # off: not read (one DescribeCapacityReservations a sweep saved).
@@ -294,6 +298,24 @@ class PriceEntry(_Model):
     gpus: int = Field(1, ge=1, le=MAX_GPUS)
 
 
+class CurExport(_Model):
+    """Where the account's Cost and Usage Report 2.0 (AWS Data Exports) is queryable in Athena.
+
+    The report runs one query a run in the audit lake's workgroup against ``database.table`` (the Glue table over the
+    export's Parquet files, created by the user's crawler or AWS's Data Exports Athena integration) and reads the
+    export's objects under ``s3://bucket/prefix``; the report role is granted exactly those. The export must include
+    resource IDs (``line_item_resource_id``) for per-instance rates; without them the query finds nothing and the
+    rates come from the next source."""
+
+    database: str = Field(pattern=r"^[a-z0-9_]{1,255}$")
+    table: str = Field(pattern=r"^[a-z0-9_]{1,255}$")
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    prefix: str = Field("", pattern=r"^([A-Za-z0-9!_.*'()/-]{0,512}[A-Za-z0-9_.-])?$")
+    # The Glue partition column of the export's BILLING_PERIOD=YYYY-MM folders (a crawler names it billing_period);
+    # null when the table is not partitioned (the query then scans every billing period's files).
+    billing_period_partition: str | None = Field("billing_period", pattern=r"^[a-z0-9_]{1,255}$")
+
+
 class LifecyclePolicy(_Model):
     """Know who launched each GPU instance and what it costs; tag launches and keep usage sessions."""
 
@@ -305,8 +327,11 @@ class LifecyclePolicy(_Model):
     # Savings at the price actually paid: "cost_explorer" reads each type's amortised cost per running hour (Savings
     # Plans, Reserved Instances and Capacity Blocks spread over the hours they cover) once per report, over the last
     # effective_rate_days (ce:GetCostAndUsage, USD 0.01 a request). Else savings use the Price List API / the table.
-    effective_rates: Literal["none", "cost_explorer"] = "none"
+    # "cur" first reads the rate each instance actually paid from the CUR 2.0 table in Athena (``cur`` names it),
+    # then Cost Explorer for types the table lacks, then the Price List API / the table.
+    effective_rates: Literal["none", "cost_explorer", "cur"] = "none"
     effective_rate_days: int = Field(30, ge=1, le=365)
+    cur: CurExport | None = None
     prices_as_of: PolicyDate = dt.date(2026, 11, 1)
     prices: dict[str, PriceEntry] = Field(
         default_factory=lambda: {
@@ -327,6 +352,12 @@ class LifecyclePolicy(_Model):
             "dl1.24xlarge": PriceEntry(on_demand=13.11, spot=3.93, gpus=8),
         }
     )
+
+    @model_validator(mode="after")
+    def _cur_named(self) -> LifecyclePolicy:
+        if self.effective_rates == "cur" and self.cur is None:
+            raise ValueError("effective_rates is cur, so cur must name the CUR 2.0 table (database, table, bucket)")
+        return self
 
 
 class AuditPolicy(_Model):
@@ -486,6 +517,21 @@ class Policy(_Model):
     if TYPE_CHECKING:  # declared in their packages (registry ``policy_section``), composed into ``Policy`` below
         network: NetworkPolicy = Field(default_factory=NetworkPolicy)
         keys: KeysPolicy = Field(default_factory=KeysPolicy)
+
+    @model_validator(mode="after")
+    def _capacity_offered_to_a_team(self) -> Policy:
+        """``idle.reserved_capacity: offer`` names the team told of free capacity, and that team has a route."""
+        if self.idle.reserved_capacity != "offer":
+            return self
+        team = self.idle.offer_capacity_to
+        if not team:
+            raise ValueError("idle.reserved_capacity is offer, so idle.offer_capacity_to must name the team to tell")
+        if team not in self.notifications.teams:
+            raise ValueError(
+                f"idle.offer_capacity_to: {team!r} is not a team of notifications.teams "
+                f"({', '.join(sorted(self.notifications.teams)) or 'none configured'})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _exemptions_outlive_no_record(self) -> Policy:

@@ -531,8 +531,9 @@ REGISTRY = Registry(
             Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
             Uses(
                 "governor.adapters.cost_explorer",
-                when=lambda p: p.lifecycle.effective_rates == "cost_explorer",
+                when=lambda p: p.lifecycle.effective_rates in ("cost_explorer", "cur"),
             ),
+            Uses("governor.adapters.cur", when=lambda p: p.lifecycle.effective_rates == "cur"),
             *_DELIVERY,
         ),
         actions=(Record, Notify),

@@ -12,7 +12,14 @@ import pytest
 
 from governor.interactions.domain import KEEP_HOURS, STOP_NOW
 from governor.policy import load_policy
-from governor_cli.demo.run import DemoOptions, DemoResult, run_demo, stopped_by_governor, summary_lines
+from governor_cli.demo.run import (
+    DEMO_UNUSED,
+    DemoOptions,
+    DemoResult,
+    run_demo,
+    stopped_by_governor,
+    summary_lines,
+)
 from governor_cli.main import main
 from tests.conftest import ROOT
 
@@ -263,8 +270,15 @@ def test_reserved_capacity_and_the_price_paid(enforced: DemoResult) -> None:
     block = enforced.capacity_block
     assert block is not None and block not in enforced.stopped
     cost = enforced.report["cost"]
-    assert [row["instance_id"] for row in cost["paid_unused"]["rows"]] == [block]
+    rows = cost["paid_unused"]["rows"]
+    assert [row["instance_id"] for row in rows if row["instance_id"].startswith("i-")] == [block]
     assert cost["paid_unused_gpu_hours"] > 0
+    # the On-Demand Capacity Reservation nobody launches into: read through the real adapter, priced a day, its owner
+    (unused,) = [row for row in rows if row["reservation_id"] == DEMO_UNUSED]
+    assert unused["instance_id"] == "(none: 2 of 2 unused)" and unused["instance_type"] == "p4d.24xlarge"
+    assert unused["usd_per_day"] > 0 and unused["owner"] == "bo@demo.example" and unused["idle_gpu_hours"] > 0
+    summary = "\n".join(summary_lines(enforced))
+    assert f"unused reservation {DEMO_UNUSED}" in summary and f"${unused['usd_per_day']:,.2f}/day" in summary
     lent = enforced.interruptible
     warned = [d for d in _decisions(enforced, "spot") if d["resource"] == lent]
     assert any(d["rule"] == "capacity-reservation-interruption" and d["verdict"] == "act" for d in warned)

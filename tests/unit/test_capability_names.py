@@ -49,6 +49,11 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.interactions.domain": (frozenset({"report"}), "a warn action's 'planned: report' word (no Stop now)"),
     "governor_cli.backtest_cloudwatch": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.commands.backtest": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.commands.explain": (
+        frozenset({"idle"}),
+        "explain --instances previews the idle sweep, the one capability judged on a schedule, not on an event "
+        "(issue 38: a capacity-block, reserved, HyperPod or scarce instance's decision)",
+    ),
     "governor_cli.commands.idle": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.history": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.columnar": (frozenset({"idle"}), _IDLE_TOOLING),

@@ -20,6 +20,24 @@ def register(subparsers: Any) -> None:
         help='an EventBridge event, a CloudTrail record or a whole CloudTrail file ({"Records": [...]}, one result '
         "per record), as JSON; - reads standard input",
     )
+    parser.add_argument(
+        "--instances",
+        metavar="FILE",
+        help="instead of an event: the idle sweep's decision on each instance of this `aws ec2 describe-instances` "
+        "output, were its GPUs idle for the window (purchase model, reservation, HyperPod, restart risk); with "
+        "--metrics: the nodes' tags, type and launch time",
+    )
+    parser.add_argument(
+        "--reservations",
+        help="with --instances: `aws ec2 describe-capacity-reservations` output (match criteria, a block's end)",
+    )
+    parser.add_argument(
+        "--hyperpod-cluster",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="with --instances: a HyperPod cluster's `aws sagemaker list-cluster-nodes` output (repeatable)",
+    )
     from governor_cli.flags import add_policy
 
     add_policy(parser)
@@ -34,11 +52,6 @@ def register(subparsers: Any) -> None:
     )
     nodes.add_argument("--node", help="--metrics: only this node (instance id or node name)")
     nodes.add_argument("--at", help="--metrics: the sweep's time, ISO 8601 (default: the end of the export)")
-    nodes.add_argument(
-        "--instances",
-        metavar="FILE",
-        help="--metrics: the nodes as `aws ec2 describe-instances` prints them (JSON): tags, type, launch time",
-    )
     parser.add_argument("--json", action="store_true", help="print the decision object as JSON")
     parser.set_defaults(run=run)
 
@@ -135,11 +148,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     if args.metrics is not None:
         return _run_nodes(args, policy)
-    for option in ("node", "at", "instances"):
+    for option in ("node", "at"):
         if getattr(args, option) is not None:
             raise UsageError(f"--{option} goes with --metrics, not with an event")
+    if args.instances:
+        if args.event is not None:
+            raise UsageError("explain takes an event or --instances FILE, not both")
+        return _instances(args, policy)
     if args.event is None:
-        raise UsageError("explain needs an event file (or - for standard input), or --metrics FILE")
+        raise UsageError("explain needs an event file (or - for standard input), --instances FILE or --metrics FILE")
     source = _name(args.event)
     raw = _read_event(args.event)
     records = _records(raw, source)
@@ -195,4 +212,44 @@ def _run_nodes(args: argparse.Namespace, policy: Any) -> int:
         print("\n\n".join(render_text(result) for result in results))
         if len(results) > 1:
             print(f"\n{summary(results).replace('records', 'nodes')}")
+    return 0
+
+
+def _instances(args: argparse.Namespace, policy: Any) -> int:
+    """``--instances``: the idle sweep's decisions, each instance assumed idle for the window (stated as such)."""
+    import datetime as dt
+
+    from governor.adapters.capacity import to_reservation
+    from governor.idle.explain import explain_instances, explained
+    from governor_cli.commands.backtest import read_instances
+    from governor_cli.main import UsageError
+
+    instances = read_instances(Path(args.instances))
+    reservations = {}
+    if args.reservations:
+        data = _read_event(args.reservations)
+        try:
+            reservations = {r.id: r for r in (to_reservation(raw) for raw in data["CapacityReservations"])}
+        except (KeyError, TypeError, ValueError) as error:
+            raise UsageError(
+                f"{args.reservations}: not a DescribeCapacityReservations response (CapacityReservations[]): "
+                f"{error.__class__.__name__}: {error}"
+            ) from None
+    hyperpod: dict[str, str] | None = {} if args.hyperpod_cluster else None
+    for given in args.hyperpod_cluster:
+        name, _, path = given.partition("=")
+        if not name or not path:
+            raise UsageError(f"--hyperpod-cluster {given}: expected NAME=FILE")
+        data = _read_event(path)
+        try:
+            hyperpod.update({str(n["InstanceId"]): name for n in data["ClusterNodeSummaries"]})  # type: ignore[union-attr]
+        except (KeyError, TypeError) as error:
+            raise UsageError(
+                f"{path}: not a ListClusterNodes response (ClusterNodeSummaries[].InstanceId): "
+                f"{error.__class__.__name__}: {error}"
+            ) from None
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    decisions = explain_instances(list(instances.values()), policy, now, reservations=reservations, hyperpod=hyperpod)
+    result = explained(decisions, now)
+    print(json.dumps(result, indent=2, default=str) if args.json else render_text(result))
     return 0

@@ -51,7 +51,7 @@ from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request
 from governor_cli.demo.trail import Principal, Trail
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 from governor_cli.testing import events
-from governor_cli.testing.capacity import delivered, place
+from governor_cli.testing.capacity import delivered, forget_reservations, place, reserve
 
 SECTIONS = REGISTRY.sections()
 SLACK_ACTIONS_PATH = "T0DEMO"
@@ -351,6 +351,8 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
 #: The demo's Capacity Block for ML and the interruptible reservation another account lends capacity from.
 DEMO_BLOCK = "cr-0b10c4f0de0000001"
 DEMO_LENT = "cr-01e470000000000a2"
+#: An On-Demand Capacity Reservation nobody runs in (issue 38: reported with its cost a day).
+DEMO_UNUSED = "cr-0dd0e5ed00000000a"
 #: The demo account's Savings Plan: every GPU type's hours amortise to this share of its on-demand price.
 SAVINGS_PLAN_DISCOUNT = 0.72
 SAVINGS_PLAN_HOURS = 720.0
@@ -416,6 +418,45 @@ class Simulation:
         self.eks: DemoCluster | None = None
 
     # --- the current target: what the scripted day does happens in ``self.site`` -----------------------------------
+
+    def _reservations(self, block_type: str) -> None:
+        """The site's capacity reservations as DescribeCapacityReservations answers (moto lacks the call; see
+        reserve()): the block its idle instance runs in, ending the day after the demo, and an On-Demand Capacity
+        Reservation nobody launches into (2 x p4d.24xlarge, open, tagged to its owner): reported every day at the
+        type's rate, never cancelled."""
+        where = {"account": self.site.account, "region": self.site.region}
+        zone = f"{self.site.region}a"
+        ends = self.start + dt.timedelta(hours=self.options.hours + 24)
+        reserve(
+            {
+                "CapacityReservationId": DEMO_BLOCK,
+                "InstanceType": block_type,
+                "AvailabilityZone": zone,
+                "State": "active",
+                "ReservationType": "capacity-block",
+                "InstanceMatchCriteria": "targeted",
+                "TotalInstanceCount": 1,
+                "AvailableInstanceCount": 0,
+                "EndDateType": "limited",
+                "EndDate": ends,
+            },
+            **where,
+        )
+        reserve(
+            {
+                "CapacityReservationId": DEMO_UNUSED,
+                "InstanceType": "p4d.24xlarge",
+                "AvailabilityZone": zone,
+                "State": "active",
+                "ReservationType": "default",
+                "InstanceMatchCriteria": "open",
+                "TotalInstanceCount": 2,
+                "AvailableInstanceCount": 2,
+                "EndDateType": "unlimited",
+                "Tags": [{"Key": "owner", "Value": f"{PEOPLE['nlp']}@demo.example"}, {"Key": "team", "Value": "nlp"}],
+            },
+            **where,
+        )
 
     @property
     def trail(self) -> Trail:
@@ -711,6 +752,7 @@ class Simulation:
             if index == block_index:
                 place(real, "capacity-block", DEMO_BLOCK, account=self.site.account, region=self.site.region)
                 self.result.capacity_block = real
+                self._reservations(synthetic.instance_type)
             self.spot[real] = spot
             self.instances[real] = synthetic
             self.site.launched.append(real)
@@ -1058,6 +1100,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
     options.out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(options.out / "cloudtrail", ignore_errors=True)  # the demo's own trail from an earlier run
     shutil.rmtree(options.out / "email", ignore_errors=True)
+    forget_reservations()  # an earlier run's in this process (tests run the demo several times)
     log = io.StringIO()
     start, end = simulated_period(options.hours)
     say = options.progress or (lambda _text: None)
@@ -1422,6 +1465,16 @@ def summary_lines(result: DemoResult) -> list[str]:
     paid_unused = float(cost.get("paid_unused_gpu_hours", 0))
     if paid_unused:
         idle_rows.append(("paid for, unused (reserved)", f"{paid_unused:,.1f}", "", "Capacity Blocks: never stopped"))
+    for row in (cost.get("paid_unused") or {}).get("rows", []):
+        if str(row.get("instance_id", "")).startswith("(none") and row.get("usd_per_day") is not None:
+            idle_rows.append(
+                (
+                    f"  unused reservation {row['reservation_id']}",
+                    f"{float(row['idle_gpu_hours']):,.1f}",
+                    f"${float(row['usd_per_day']):,.2f}/day",
+                    f"{row['instance_type']} {row['instance_id'][1:-1]}, owner {row.get('owner') or '?'}",
+                )
+            )
     dead = ", ".join(f"{name} {count}" for name, count in sorted(result.dead_letters.items())) or "none"
     facts: list[tuple[str, ...]] = [
         ("period", period),

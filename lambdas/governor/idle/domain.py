@@ -1596,3 +1596,52 @@ def unused_reservation_decision(
         f" (${per_day:,.2f}/day)" if per_day is not None else ""
     )
     return decision, title
+
+
+#: Rule and ``evidence.status`` of an offer of idle reserved capacity to another team (``reserved_capacity: offer``).
+OFFERED_STATUS = "capacity-offered"
+
+
+def capacity_offer(
+    *,
+    reservation_id: str,
+    kind: str,
+    instance_type: str,
+    free: str,
+    ends_at: dt.datetime | None,
+    zone: str | None,
+    team: str,
+    why: str,
+    now: dt.datetime,
+) -> tuple[Decision, str]:
+    """Paid-for capacity nobody uses, offered to ``team`` (``idle.offer_capacity_to``) until it ends: a finding for
+    that team's channel and a decision saying why; report-only (nothing is stopped, released or cancelled)."""
+    until = f"until {ends_at:%Y-%m-%d %H:%M} UTC" if ends_at else "until the reservation ends (end not read)"
+    left = f" ({(ends_at - now).total_seconds() / 3600:,.1f} h left)" if ends_at and ends_at > now else ""
+    where = f" in {zone}" if zone else ""
+    reasons = [
+        f"{kind} {reservation_id}: {free} {instance_type}{where} free {until}{left}: {why}",
+        f"offered to team {team} (idle.reserved_capacity: offer); launch into it with "
+        f"--capacity-reservation-specification CapacityReservationTarget={{CapacityReservationId={reservation_id}}}"
+        " (the owner's account, or one it is shared with); report-only: nothing is stopped or cancelled",
+    ]
+    decision = Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=reservation_id,
+        actions=[Notify(enforced=False, team=team, reason=OFFERED_STATUS)],
+        reasons=reasons,
+        evidence={
+            "status": OFFERED_STATUS,
+            "offered_to": team,
+            "instance_type": instance_type,
+            "free": free,
+            "zone": zone,
+            "free_until": ends_at.isoformat() if ends_at else None,
+            "judged_at": now.isoformat(),
+        },
+        severity="warning",
+        rule=f"idle.{OFFERED_STATUS}",
+    )
+    title = f"Free GPU capacity for team {team}: {free} {instance_type} {until} ({kind} {reservation_id})"
+    return decision, title

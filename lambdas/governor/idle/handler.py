@@ -27,6 +27,7 @@ from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, 
 from governor.domain.capacity import (
     HyperPodReader,
     ReservationReader,
+    purchase_model,
     unused_capacity,
     with_hyperpod,
     with_reservations,
@@ -55,6 +56,7 @@ from governor.idle.domain import (
     IDLE_ACTION_TAG,
     IDLE_SINCE_TAG,
     MARK_KIND,
+    OFFERED_STATUS,
     POLICY,
     Assessment,
     InstanceOutcome,
@@ -64,6 +66,7 @@ from governor.idle.domain import (
     assess_for_sweep,
     assess_signals,
     auto_scaling_group,
+    capacity_offer,
     checkpoint_command,
     current_mark,
     draining_cluster,
@@ -481,7 +484,78 @@ def _unused_reservations(event: GovernorEvent, runtime: Runtime, aws: Adapters, 
         )
         found.append(finding)
     metrics.add_metric(name="UnusedReservations", unit="Count", value=len(found))
+    return found + _offer_unused(event, runtime, active, now)
+
+
+def _offer_unused(event: GovernorEvent, runtime: Runtime, active: list[Any], now: dt.datetime) -> list[Finding]:
+    """``reserved_capacity: offer``: unused capacity of GPU reservations offered to the configured team."""
+    idle_policy = runtime.policy.idle
+    if idle_policy.reserved_capacity != "offer" or not idle_policy.offer_capacity_to:
+        return []
+    found = []
+    for reservation in unused_capacity(active, runtime.policy.fleet.is_gpu_type):
+        kind = "Capacity Block" if reservation.capacity_block else "On-Demand Capacity Reservation"
+        offered = _offer(
+            event,
+            runtime,
+            now,
+            reservation_id=reservation.id,
+            kind=kind,
+            instance_type=reservation.instance_type,
+            free=f"{reservation.available} of {reservation.total} x",
+            ends_at=reservation.end_date,
+            zone=reservation.zone,
+            why="no instance runs in that capacity, paid for whether used or not",
+        )
+        found += offered
     return found
+
+
+def _offer_idle(event: GovernorEvent, runtime: Runtime, outcomes: list[Any], now: dt.datetime) -> list[Finding]:
+    """``reserved_capacity: offer``: the reservation or block of each idle instance held as paid for, unused, offered
+    to the configured team (the instance's owner keeps it: the offer says the capacity sits unused)."""
+    idle_policy = runtime.policy.idle
+    if idle_policy.reserved_capacity != "offer" or not idle_policy.offer_capacity_to:
+        return []
+    found = []
+    for outcome in outcomes:
+        if outcome.outcome not in ("warned", "reported"):
+            continue
+        purchase = purchase_model(outcome.instance)
+        if not purchase.paid_for or not purchase.reservation_id:
+            continue
+        kind = "Capacity Block" if purchase.kind == "capacity-block" else "On-Demand Capacity Reservation"
+        found += _offer(
+            event,
+            runtime,
+            now,
+            reservation_id=purchase.reservation_id,
+            kind=kind,
+            instance_type=outcome.instance.type,
+            free=f"idle instance {outcome.instance.id}:",
+            ends_at=purchase.ends_at,
+            zone=None,
+            why=f"its GPUs have been idle for the window ({outcome.outcome}); the capacity is paid for, unused",
+        )
+    return found
+
+
+def _offer(event: GovernorEvent, runtime: Runtime, now: dt.datetime, **offer: Any) -> list[Finding]:
+    """One offer a UTC day per reservation (claimed in the ledger, so sweeps and retries do not repeat it)."""
+    team = runtime.policy.idle.offer_capacity_to or ""
+    key = f"{offer['reservation_id']}#{now.date().isoformat()}"
+    if not runtime.ledger.claim(OFFERED_STATUS, key, {"team": team, "at": now.isoformat()}):
+        return []
+    decision, title = capacity_offer(team=team, now=now, **offer)
+    runtime.ledger.record(decision, event_id=event.id)
+    finding = _finding(decision, title, None, event, runtime).model_copy(
+        update={
+            "id": finding_id(f"{OFFERED_STATUS}#{key}", offer["reservation_id"], decision.rule or ""),
+            "team": team,
+        }
+    )
+    metrics.add_metric(name="CapacityOffered", unit="Count", value=1)
+    return [finding]
 
 
 def owner(instance: Instance, runtime: Runtime) -> Ownership:
@@ -616,6 +690,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     if plan.renewed is not None:
         runtime.ledger.record(plan.renewed, event_id=event.id)
         logger.warning("idle circuit breaker hold renewed", extra={"held": len(plan.breaker.held)})
+    findings.extend(_offer_idle(event, runtime, plan.outcomes, now))
     rechecked = recheck_metrics(plan.outcomes, runtime, aws, now)
     done: dict[str, list[str]] = {}
     for outcome in plan.outcomes:

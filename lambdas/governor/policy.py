@@ -21,8 +21,12 @@ from governor.policy_types import Schedule as Schedule
 from governor.policy_types import Section as _Model
 
 if TYPE_CHECKING:
+    from governor.interactions.policy import InteractionsPolicy
     from governor.keys.policy import KeysPolicy
     from governor.network.policy import NetworkPolicy
+    from governor.notifier.policy import NotificationsPolicy
+    from governor.report.policy import ReportsPolicy
+    from governor.spot.policy import SpotPolicy
 
 DEFAULT_GPU_FAMILIES = ["p", "g", "trn", "inf", "dl"]
 
@@ -242,32 +246,6 @@ class IdlePolicy(_Model):
     exemptions: Exemptions = Field(default_factory=Exemptions)
 
 
-class CheckpointBucketPolicy(_Model):
-    """Where Spot jobs keep checkpoints, and how many old versions survive."""
-
-    create: bool = True
-    noncurrent_versions_to_keep: int = Field(3, ge=0, le=100)
-    noncurrent_version_expiry_days: int = Field(7, ge=1, le=MAX_DAYS)
-
-
-class SpotPolicy(_Model):
-    """Turn the two-minute Spot warning into a checkpoint, a record, a message and, optionally, new capacity."""
-
-    enforce: bool = False
-    checkpoint_command: str = "systemctl kill --signal=SIGUSR1 training.service"
-    checkpoint_timeout_seconds: int = Field(90, ge=10, le=110)
-    on_rebalance: Literal["checkpoint", "record"] = "checkpoint"
-    deregister_from_target_groups: bool = True
-    complete_lifecycle_action: bool = True
-    replacement: Literal["none", "spot", "on-demand"] = "none"
-    fallback_instance_types: list[str] = Field(default_factory=list)
-    fallback_zones: list[str] = Field(default_factory=list)
-    # Opt-in: reserving fails the deploy unless the account keeps 100 unreserved (new accounts may have 10 in all).
-    reserved_concurrency: int | None = Field(None, ge=1, le=100)
-    checkpoint_bucket: CheckpointBucketPolicy = Field(default_factory=CheckpointBucketPolicy)
-    exemptions: Exemptions = Field(default_factory=Exemptions)
-
-
 class PriceEntry(_Model):
     on_demand: float = Field(gt=0, le=MAX_HOURLY_USD)
     spot: float | None = Field(None, gt=0, le=MAX_HOURLY_USD)
@@ -336,41 +314,6 @@ class AuditPolicy(_Model):
         return self
 
 
-class ReportsPolicy(_Model):
-    """Scheduled security and cost reports; ``enforce: false`` renders and archives them without sending."""
-
-    enforce: bool = True
-    daily_schedule: Schedule = "cron(0 7 * * ? *)"
-    weekly_schedule: Schedule = "cron(0 7 ? * MON *)"
-    top_rows: int = Field(10, ge=1, le=100)
-    rightsizing_max_utilization: float = Field(30.0, gt=0, le=100)
-    email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
-
-
-class TeamRoute(_Model):
-    slack_secret_name: str | None = None
-    email: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
-
-
-class NotificationsPolicy(_Model):
-    """Where findings go; ``enforce: false`` logs and archives them on the bus without sending to Slack or email."""
-
-    enforce: bool = True
-    slack_secret_name: str = "governor/slack-webhook"  # noqa: S105 - a secret's name, not its value
-    email_sender: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+$")
-    email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
-    min_severity: Literal["info", "warning", "critical"] = "info"
-    #: What is posted the moment it happens; the rest waits for the team's daily report digest. ``actionable``:
-    #: criticals, and idle / Spot / button findings (time-bound); ``critical``: criticals only; ``all``: everything.
-    immediate: Literal["actionable", "critical", "all"] = "actionable"
-    merge_window_minutes: int = Field(60, ge=0, le=24 * 60)
-    teams: dict[str, TeamRoute] = Field(default_factory=dict)
-    dashboard_url: str | None = None
-    owner_email_domains: list[Annotated[str, Field(pattern=r"^([a-z0-9-]+\.)+[a-z]{2,}$")]] = Field(
-        default_factory=list
-    )
-
-
 class BudgetsPolicy(_Model):
     """Optional monthly GPU budgets per team and per account, in USD: the report shows burn rate and month-end
     forecast, and the report function raises one finding per budget, month and threshold crossed (80 % and 100 %)."""
@@ -394,55 +337,6 @@ class BudgetsPolicy(_Model):
         return sorted(value)
 
 
-SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,30}$")]
-Email = Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)]
-
-
-def _time_zone(value: str) -> str:
-    """An IANA zone name (``Europe/Berlin``); checked against the zone database when this machine has one."""
-    import zoneinfo
-
-    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*", value):
-        raise ValueError(f"{value!r} is not an IANA time zone name such as Europe/Berlin")
-    if zoneinfo.available_timezones() and value not in zoneinfo.available_timezones():
-        raise ValueError(f"{value!r} is not a known IANA time zone")
-    return value
-
-
-class TeamMembers(_Model):
-    """Who belongs to a team (for acting on its instances from Slack) and the team's time zone ("tomorrow 09:00")."""
-
-    members: list[Email] = Field(default_factory=list)
-    timezone: Annotated[str, AfterValidator(_time_zone)] = "UTC"
-
-
-class InteractionsPolicy(_Model):
-    """The Slack buttons on idle warnings (Keep 4 h, Keep until tomorrow, Stop now) and on findings (Acknowledge).
-
-    ``enforce: false`` verifies, authorises and records every click, and answers in Slack what it would have done;
-    only ``enforce: true`` writes the snooze tag or asks the idle function to stop. ``buttons`` puts them on
-    messages (switch it on once the Slack app's interactivity URL points at the endpoint, see docs/slack.md).
-    """
-
-    enforce: bool = False
-    buttons: bool = False
-    signing_secret_name: str = "governor/slack-signing-secret"  # noqa: S105 - a secret's name, not its value
-    # Optional: a bot token (users:read.email) to resolve clicking users not listed in slack_users.
-    bot_token_secret_name: str | None = None
-    slack_users: dict[SlackUserId, Email] = Field(default_factory=dict)
-    admins: list[Email] = Field(default_factory=list)
-    teams: dict[Annotated[str, Field(min_length=1, max_length=64)], TeamMembers] = Field(default_factory=dict)
-    keep_hours: int = Field(4, ge=1, le=24 * 7)
-    morning_hour: int = Field(9, ge=0, le=23)
-    # The public endpoint's throttle: at most this many requests at once (reserved concurrency, counted by the deploy's
-    # preflight; only while ``buttons`` is on, since the endpoint exists only then). null: unthrottled.
-    reserved_concurrency: int | None = Field(5, ge=1, le=100)
-
-    def endpoint_concurrency(self) -> int:
-        """The executions the public endpoint reserves: none while buttons are off (no endpoint is deployed)."""
-        return (self.reserved_concurrency or 0) if self.buttons else 0
-
-
 class LedgerPolicy(_Model):
     """How long decisions stay in the ledger before DynamoDB TTL removes them."""
 
@@ -455,17 +349,17 @@ class Policy(_Model):
     version: Literal[1] = 1
     fleet: FleetPolicy = Field(default_factory=FleetPolicy)
     idle: IdlePolicy = Field(default_factory=IdlePolicy)
-    spot: SpotPolicy = Field(default_factory=SpotPolicy)
     lifecycle: LifecyclePolicy = Field(default_factory=LifecyclePolicy)
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
-    reports: ReportsPolicy = Field(default_factory=ReportsPolicy)
-    notifications: NotificationsPolicy = Field(default_factory=NotificationsPolicy)
     ledger: LedgerPolicy = Field(default_factory=LedgerPolicy)
     budgets: BudgetsPolicy = Field(default_factory=BudgetsPolicy)
-    interactions: InteractionsPolicy = Field(default_factory=InteractionsPolicy)
     if TYPE_CHECKING:  # declared in their packages (registry ``policy_section``), composed into ``Policy`` below
         network: NetworkPolicy = Field(default_factory=NetworkPolicy)
         keys: KeysPolicy = Field(default_factory=KeysPolicy)
+        spot: SpotPolicy = Field(default_factory=SpotPolicy)
+        interactions: InteractionsPolicy = Field(default_factory=InteractionsPolicy)
+        notifications: NotificationsPolicy = Field(default_factory=NotificationsPolicy)
+        reports: ReportsPolicy = Field(default_factory=ReportsPolicy)
 
     @model_validator(mode="after")
     def _exemptions_outlive_no_record(self) -> Policy:

@@ -30,7 +30,10 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.domain.fleet": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.domain": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.explain": (frozenset({"spot"}), _AWS_SPOT),
-    "governor.policy": (frozenset({"report", "spot"}), _AWS_SPOT + "; the report's kinds"),
+    "governor.policy": (
+        frozenset({"report"}),
+        "idle's section's 'report' words (asg_action, reserved_capacity, clusters' reclaim): goes with idle's section",
+    ),
     "governor.domain.costs": (frozenset({"idle", "lifecycle", "spot"}), _NOT_MOVED + " (cost figures by policy)"),
     "governor.idle.domain": (frozenset({"report", "spot"}), _AWS_SPOT + "; a 'report' verdict word"),
     "governor.idle.handler": (frozenset({"interactions"}), _NOT_MOVED + " (Stop now's requests)"),

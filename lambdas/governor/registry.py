@@ -419,6 +419,7 @@ REGISTRY = Registry(
         member_accounts=True,
         fans_out=True,
         section="idle",
+        policy_section="governor.idle.policy:IdlePolicy",
         description="Warns about, then stops or terminates, GPU instances idle by every signal (idle policy)",
         triggers=(
             Trigger(

@@ -26,7 +26,8 @@ from governor.domain.fleet import UNKNOWN, Instance, TagProblem, checkpoint_choi
 from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
 from governor.domain.times import parse_time
 from governor.idle.ownership import cluster_name, kubernetes_node
-from governor.policy import IdlePolicy, Policy
+from governor.idle.policy import IdlePolicy
+from governor.policy import Policy
 
 POLICY = "idle"
 IDLE_SINCE_TAG = "governor:idle-since"

@@ -71,12 +71,12 @@ from governor.idle.domain import (
 )
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
+from governor.idle.policy import KubernetesCluster
 from governor.idle.sources import attribution, metric_source
 from governor.idle.stop_now import STOP_REQUEST_MAX_AGE as STOP_REQUEST_MAX_AGE
 from governor.idle.stop_now import StopFacts, VerifiedStop, decide_stop_now, too_old
 from governor.observability import logger, metrics
 from governor.outbox import Outbox, finding_id
-from governor.policy import KubernetesCluster
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
 
 SCHEDULED = "Scheduled Event"

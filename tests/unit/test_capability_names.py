@@ -30,9 +30,12 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.domain.fleet": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.domain": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.explain": (frozenset({"spot"}), _AWS_SPOT),
-    "governor.policy": (frozenset({"report", "spot"}), _AWS_SPOT + "; the report's kinds"),
     "governor.domain.costs": (frozenset({"idle", "lifecycle", "spot"}), _NOT_MOVED + " (cost figures by policy)"),
     "governor.idle.domain": (frozenset({"report", "spot"}), _AWS_SPOT + "; a 'report' verdict word"),
+    "governor.idle.policy": (
+        frozenset({"report"}),
+        "a 'report' option value (asg_action, reserved_capacity, a cluster's reclaim), not the capability",
+    ),
     "governor.idle.handler": (frozenset({"interactions"}), _NOT_MOVED + " (Stop now's requests)"),
     "governor.notifier.handler": (frozenset({"interactions"}), _NOT_MOVED + " (the buttons the notifier attaches)"),
     "governor.spot.domain": (frozenset({"lifecycle"}), "EC2's word: an instance's lifecycle ('spot'/'scheduled')"),

@@ -33,7 +33,8 @@ from typing import Any
 
 from governor.adapters.aws import client
 from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
-from governor.policy import Policy, TeamMembers
+from governor.interactions.policy import TeamMembers
+from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor_cli.demo.capture import (

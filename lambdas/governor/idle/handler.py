@@ -22,7 +22,7 @@ from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.hyperpod import HyperPodNodes
 from governor.adapters.ssm import SsmCommands
-from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
+from governor.domain.actions import Notify, Outcome, Terminate
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
 from governor.domain.capacity import (
     HyperPodReader,
@@ -53,8 +53,6 @@ from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_R
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import (
     CHECKPOINT_DONE,
-    IDLE_ACTION_TAG,
-    IDLE_SINCE_TAG,
     MARK_KIND,
     OFFERED_STATUS,
     POLICY,
@@ -63,36 +61,30 @@ from governor.idle.domain import (
     Mark,
     MetricSource,
     SweepPlan,
-    assess_for_sweep,
     assess_signals,
-    auto_scaling_group,
     capacity_offer,
     checkpoint_command,
-    current_mark,
-    draining_cluster,
     fetched_signals,
     lookback_start,
     mark_tag_problems,
     power_limit,
-    reclaim_action,
-    report_only_reason,
     sweep,
     sweep_interval,
     unused_reservation_decision,
 )
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
+from governor.idle.policy import KubernetesCluster
 from governor.idle.sources import attribution, metric_source
+from governor.idle.stop_now import STOP_REQUEST_MAX_AGE as STOP_REQUEST_MAX_AGE
+from governor.idle.stop_now import StopFacts, VerifiedStop, decide_stop_now, too_old
 from governor.observability import logger, metrics
 from governor.outbox import Outbox, finding_id
-from governor.policy import KubernetesCluster
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
 
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")
 MARK_TTL = dt.timedelta(days=2)
-#: A Stop now request older than this when it arrives (an async retry, a DLQ replay) stops nothing.
-STOP_REQUEST_MAX_AGE = dt.timedelta(minutes=15)
 
 
 def answer(response_url: str, message: dict[str, Any]) -> bool:
@@ -773,10 +765,9 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
 def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     """Stop now from Slack: the sweep's act path for one instance, without waiting for the warning to run out.
 
-    The instance is re-read and its metrics fetched afresh; it is stopped only if it is still running, in the fleet,
-    idle by the same test that warned about it, not held by the circuit breaker, not owned by a cluster, and its
-    checkpoint (when the policy has one) has finished. The decision is recorded, naming who asked, before acting;
-    then ``settle`` re-reads once more and acts exactly as a sweep would. Enforced only when ``idle.enforce`` is.
+    Read (the instance, its breaker, its mark, fresh metrics), decide (:func:`governor.idle.stop_now.decide_stop_now`,
+    pure), record the decision naming who asked, then ``settle`` re-reads once more and acts exactly as a sweep would.
+    Enforced only when ``idle.enforce`` is.
     """
     from governor.interactions.domain import updated_message
 
@@ -784,133 +775,43 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[s
     if request is None:
         return _unverified_stop(event, runtime, str(unverified))
     instance_id = request.instance_id
-    policy = runtime.policy
-    idle = policy.idle
+    idle = runtime.policy.idle
     now = aws.clock()  # a click stamped ahead of the clock is judged now, as a sweep is
-    who = f"{request.requested_by or 'unknown person'} (Slack {request.slack_user})"
-    asked = {"requested_by": request.requested_by, "slack_user": request.slack_user, "token": request.token}
+    who = request.who
     blocks = event.detail.message_blocks
 
     def finish(status: str, note: str) -> dict[str, Any]:
         aws.respond(request.response_url, updated_message(blocks, request.token, note))
         return {"status": status, "event_id": event.id, "instance": instance_id, "note": note}
 
-    def refuse(why: str) -> dict[str, Any]:
-        runtime.ledger.record(
-            Decision(
-                policy=POLICY,
-                verdict="ok",
-                resource=instance_id,
-                reasons=[f"Stop now from {who} not done: {why}"],
-                evidence={"status": "stop-now-refused", **asked},
-                rule="idle.stop-now-refused",
-            ),
-            event_id=event.id,
-        )
+    facts, stored = None, None
+    if not too_old(event.time, now):
+        earlier = _reclaimed_by(runtime, instance_id, event.id)
+        if earlier is not None:  # a retry after this request's own stop: report it, do not refuse "it is stopped now"
+            box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
+            box.resume()
+            box.flush()
+            if runtime.ledger.get_item(MARK_KIND, instance_id):
+                _store_mark(runtime, instance_id, None, now)
+            return finish(earlier, f"{instance_id} {earlier} for {who}")
+        facts, stored = _stop_facts(instance_id, runtime, aws, now)
+    plan = decide_stop_now(request, event.time, facts, runtime.policy, now)
+    runtime.ledger.record(plan.decision, event_id=event.id)
+    if plan.outcome is None:
         metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
-        return finish("refused", f"Not stopped: {why} (Stop now by {who})")
-
-    if now - event.time > STOP_REQUEST_MAX_AGE:
-        return refuse(f"the request arrived more than {STOP_REQUEST_MAX_AGE} after the click")
-    earlier = _reclaimed_by(runtime, instance_id, event.id)
-    if earlier is not None:  # a retry after this request's own stop: report it, do not refuse "it is stopped now"
-        box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
-        box.resume()
-        box.flush()
-        if runtime.ledger.get_item(MARK_KIND, instance_id):
-            _store_mark(runtime, instance_id, None, now)
-        return finish(earlier, f"{instance_id} {earlier} for {who}")
-    live = aws.instances.instance(instance_id)
-    if live is None or live.state != "running":
-        return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
-    live = bounded(live, runtime, now)
-    live = with_hyperpod(with_reservations([live], aws.reservations)[0], aws.hyperpod)[0][0]
-    if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
-        return refuse(f"{instance_id} is not a GPU fleet instance")
-    if load_breaker(runtime).open:
-        return refuse("the idle circuit breaker is open (many instances turned idle together); nothing is reclaimed")
-    cluster = report_only_reason(live, idle)
-    if cluster:
-        return refuse(cluster)
-    stored_item = runtime.ledger.get_item(MARK_KIND, instance_id)
-    stored = Mark.from_item(stored_item) if stored_item else None
-    mark = current_mark(live, stored)
-    # The sweep's own precondition: an action follows a warning of the current idle spell that people received. A
-    # button from an older warning (the instance was busy since, or restarted) stops nothing.
-    if mark is None or mark.warned_at is None:
-        return refuse("no warning of its current idle spell was sent (it was busy or restarted since the message)")
-    start = lookback_start(idle, now, sweep_interval(idle))
-    signals = aws.metrics.fetch([instance_id], fetched_signals(idle), start, now)
-    assessment, _ = assess_for_sweep(live, signals.get(instance_id, {}), policy, now)
-    if assessment.status != "idle":
-        return refuse(f"it is {assessment.status} now: {'; '.join(assessment.reasons)}")
-    command = checkpoint_command(live, policy)
-    if command:
-        marks = {instance_id: mark} if mark else {}
-        _refresh_checkpoints(marks, aws)
-        mark = marks.get(instance_id)
-        if mark is not None and mark.checkpoint_sent_at is not None and mark.checkpoint_status not in CHECKPOINT_DONE:
-            return refuse(f"its checkpoint is {mark.checkpoint_status or 'Pending'}; click Stop now again once done")
-        if mark is None or mark.checkpoint_sent_at is None:
-            base = mark or Mark(idle_since=now, warned_at=now)  # (the warning's mark: checked above)
-            decision = Decision(
-                policy=POLICY,
-                verdict="act",
-                resource=instance_id,
-                actions=[
-                    Checkpoint(
-                        enforced=idle.enforce,
-                        command=command,
-                        timeout=idle.checkpoint_timeout_seconds,
-                    )
-                ],
-                reasons=[*assessment.reasons, f"Stop now from {who}: checkpoint first, stop once it has finished"],
-                evidence={**assessment.evidence, "status": "checkpoint", **asked},
-                rule="idle.stop-now-checkpoint",
-            )
-            runtime.ledger.record(decision, event_id=event.id)
-            outcome = InstanceOutcome(live, "checkpoint", decision, replace(base, checkpoint_sent_at=now), prior=mark)
-            done, kept = settle(outcome, event, runtime, aws, now, assessment)
-            if kept != stored:
-                _store_mark(runtime, instance_id, kept, now)
-            return finish(
-                "checkpointing",
-                f"{'; '.join(done) or 'checkpoint recorded'} for {who}: click Stop now again once it has finished",
-            )
-    action = reclaim_action(live, idle)
-    group = auto_scaling_group(live)
-    cluster_name = draining_cluster(live, idle)
-    through: dict[str, Any] = {"via": "autoscaling", "group": group, "decrement_desired": True} if group else {}
-    if cluster_name:  # an EKS node is reclaimed through its cluster, as the sweep does (never around its owner)
-        through = {"via": "kubernetes", "group": cluster_name, "decrement_desired": True}
-    remove = [IDLE_SINCE_TAG] if IDLE_SINCE_TAG in live.tags else []
-    decision = Decision(
-        policy=POLICY,
-        verdict="act",
-        resource=instance_id,
-        actions=[
-            reclaim(
-                action,
-                enforced=idle.enforce,
-                lifecycle=live.lifecycle,
-                root_device=live.root_device_type,
-                requested_by=request.requested_by,
-                **through,
-            ),
-            Tag(enforced=idle.enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=remove),
-        ],
-        reasons=[*assessment.reasons, f"Stop now clicked by {who}: acted at once instead of waiting for the sweep"],
-        evidence={**assessment.evidence, "status": "acted", **asked},
-        severity="warning",
-        rule="idle.stop-now",
-    )
-    runtime.ledger.record(decision, event_id=event.id)
-    verb = {"stop": "stopped", "terminate": "terminated"}[action]
-    title = f"Idle GPU instance {instance_id} ({live.type}) {verb} on request of {request.requested_by or who}"
-    outcome = InstanceOutcome(live, "acted", decision, None, title, prior=mark)
+        return finish("refused", f"Not stopped: {plan.refusal} (Stop now by {who})")
+    if plan.kind == "checkpoint":
+        done, kept = settle(plan.outcome, event, runtime, aws, now, plan.assessment)
+        if kept != stored:
+            _store_mark(runtime, instance_id, kept, now)
+        return finish(
+            "checkpointing",
+            f"{'; '.join(done) or 'checkpoint recorded'} for {who}: click Stop now again once it has finished",
+        )
+    verb = plan.verb
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
     box.resume()
-    done, _ = settle(outcome, event, runtime, aws, now, assessment, box)
+    done, _ = settle(plan.outcome, event, runtime, aws, now, plan.assessment, box)
     if any(s.startswith(("skipped", "reported only", "not drained")) for s in done):
         metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
         return finish("refused", f"Not {verb}: {'; '.join(done)} (Stop now by {who})")
@@ -918,12 +819,12 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[s
         return finish("report-only", f"Would be {verb} now for {who} (idle is report-only: nothing changed)")
     if stored is not None:
         _store_mark(runtime, instance_id, None, now)
-    finding = _finding(decision, title, live, event, runtime)
+    finding = _finding(plan.decision, plan.outcome.finding or "", plan.outcome.instance, event, runtime)
     box.add(
         [
             finding.model_copy(
                 update={
-                    "id": reclaim_finding_id(instance_id, mark, event.id),
+                    "id": reclaim_finding_id(instance_id, plan.mark, event.id),
                     "detail": f"{finding.detail}; done: {'; '.join(done)}",
                 }
             )
@@ -934,6 +835,25 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[s
     return finish(verb, f"{instance_id} {verb} for {who}")
 
 
+def _stop_facts(instance_id: str, runtime: Runtime, aws: Adapters, now: dt.datetime) -> tuple[StopFacts, Mark | None]:
+    """What Stop now decides on, read at ``now``, and the ledger's mark as stored (to know whether to rewrite it)."""
+    live = aws.instances.instance(instance_id)
+    if live is None or live.state != "running":
+        return StopFacts(live), None
+    policy = runtime.policy
+    live = bounded(live, runtime, now)
+    live = with_hyperpod(with_reservations([live], aws.reservations)[0], aws.hyperpod)[0][0]
+    item = runtime.ledger.get_item(MARK_KIND, instance_id)
+    stored = Mark.from_item(item) if item else None
+    marks = {instance_id: stored} if stored is not None else {}
+    if checkpoint_command(live, policy):
+        _refresh_checkpoints(marks, aws)
+    start = lookback_start(policy.idle, now, sweep_interval(policy.idle))
+    signals = aws.metrics.fetch([instance_id], fetched_signals(policy.idle), start, now)
+    breaker = load_breaker(runtime).open
+    return StopFacts(live, breaker, marks.get(instance_id), signals.get(instance_id, {})), stored
+
+
 def _reclaimed_by(runtime: Runtime, instance_id: str, event_id: str) -> str | None:
     """ "stopped" / "terminated" when an earlier attempt of this request already did it (its outcome is recorded)."""
     for action, verb in (("stop", "stopped"), ("terminate", "terminated")):
@@ -941,17 +861,6 @@ def _reclaimed_by(runtime: Runtime, instance_id: str, event_id: str) -> str | No
         if item and item.get("ok"):
             return verb
     return None
-
-
-@dataclass(frozen=True)
-class VerifiedStop:
-    """Stop now as the interactions function recorded it after verifying Slack's signature and authorising the click."""
-
-    instance_id: str
-    requested_by: str | None
-    slack_user: str
-    response_url: str
-    token: str
 
 
 def verified_stop_request(event: StopRequestEvent, runtime: Runtime) -> tuple[VerifiedStop | None, str | None]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from governor.domain.decision import Decision
 from governor.idle.domain import DEVICE_SEP, HOST_SIGNALS, MetricSource, Series
-from governor.policy import IdlePolicy, KubernetesCluster
+from governor.idle.policy import IdlePolicy, KubernetesCluster
 
 
 def _cloudwatch_agent(region: str | None, cloudwatch: Any, memory_unit: str) -> MetricSource:

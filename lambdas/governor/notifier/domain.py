@@ -27,7 +27,7 @@ from governor.notifier.messages import (
     pack_messages,
     section,
 )
-from governor.policy import NotificationsPolicy
+from governor.notifier.policy import NotificationsPolicy
 from governor.registry import REGISTRY
 
 MERGE_KIND = "notify-merge"

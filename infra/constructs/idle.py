@@ -18,7 +18,8 @@ from constructs import Construct
 
 from governor.domain.actions import Stop, Tag, Terminate, Untag
 from governor.idle.kubernetes.api import KUBERNETES_GROUP
-from governor.policy import KubernetesCluster, Policy
+from governor.idle.policy import KubernetesCluster
+from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import governor_metric
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction, alert

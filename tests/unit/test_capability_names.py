@@ -60,6 +60,11 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.commands.idle": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.history": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.columnar": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.container_insights_export": (
+        frozenset({"idle"}),
+        _IDLE_TOOLING + " (backtest's and explain's Container Insights input: idle's cluster settings)",
+    ),
+    "governor_cli.explain_nodes": (frozenset({"idle"}), _IDLE_TOOLING + " (explain --metrics: EKS nodes)"),
     "governor_cli.sim.prometheus_export": (frozenset({"idle"}), _IDLE_TOOLING + " (the backtest's Prometheus input)"),
     "governor_cli.sim.metrics_file": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.parquet": (frozenset({"idle"}), _IDLE_TOOLING),

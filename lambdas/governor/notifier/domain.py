@@ -143,6 +143,8 @@ class MergedFinding:
     merged: int = 0
     since: dt.datetime | None = None
     buttons: Block | None = None  # a Block Kit actions block whose buttons carry only an opaque token
+    #: An owner's digest: each member's own actions block (or None), in the members' order.
+    member_buttons: tuple[Block | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,9 @@ class MergeStep:
 
 
 def merge_key(finding: Finding) -> str:
+    """Findings about one resource and rule merge; an owner's digest never does (each sweep's warnings are new)."""
+    if finding.members:
+        return f"{finding.rule}#{finding.id}"
     return f"{finding.rule}#{finding.resource}"
 
 
@@ -333,8 +338,8 @@ def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None,
     f = item.finding
     people = people or {}
     lines = [f"{_ICON[f.severity]} *{slack_text(f.title)}*" if titled else f"{_ICON[f.severity]} *{f.severity}*"]
-    facts = [f"*Resource* `{slack_text(f.resource)}`"]
-    if f.owner or f.team:
+    facts = [] if f.members else [f"*Resource* `{slack_text(f.resource)}`"]
+    if f.owner or f.team or f.members:
         facts.append(f"*Owner* {owner_text(f.owner, people)}")
         facts.append(f"*Team* {slack_text(f.team or 'unknown')}")
     lines.append("   ".join(facts))
@@ -346,6 +351,8 @@ def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None,
         blocks += section("\n".join(lines))
     if item.buttons is not None:
         blocks.append(item.buttons)
+    for member, buttons in zip(f.members, item.member_buttons or [None] * len(f.members), strict=True):
+        blocks += member_blocks(member, buttons)
     where = " · ".join(
         part
         for part in (
@@ -358,6 +365,24 @@ def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None,
     blocks.append(context(slack_text(where)))
     blocks.append({"type": "divider"})
     return blocks
+
+
+def _money(finding: Finding) -> str:
+    return f"${finding.usd_per_hour:,.2f}/h" if finding.usd_per_hour else "price unknown"
+
+
+def member_blocks(member: Finding, buttons: Block | None) -> list[Block]:
+    """One instance of an owner's digest: what it is, what it costs, what will (or would) happen; its own buttons."""
+    lines = [f"*`{slack_text(member.resource)}`*  {_money(member)}"]
+    if member.detail:
+        lines.append(slack_text(plain_times(member.detail)))
+    lines += [
+        f"• {slack_text(sentence)}"
+        for sentence in (action_sentence({**a, "owner": None}) for a in member.actions)
+        if sentence
+    ]
+    blocks = section("\n".join(lines))[:1]  # one section per instance, so the digest stays one message
+    return blocks + ([buttons] if buttons is not None else [])
 
 
 def _merged_note(item: MergedFinding) -> str:
@@ -408,6 +433,9 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
             facts.append(("Where", f"{f.account or ''} {f.region or ''}".strip()))
         if actions:
             facts.append(("Actions", "; ".join(actions)))
+        for member in f.members:
+            member_actions = [s for s in (action_sentence({**a, "owner": None}) for a in member.actions) if s]
+            facts.append((member.resource, "; ".join([_money(member), *member_actions])))
         note = _merged_note(item)
         text_parts.append(
             "\n".join(
@@ -481,6 +509,9 @@ def decide_notification(
 
     ``merge_state`` reads the state kept for the finding's resource and rule; it is called only for a routed finding.
     """
+    if finding.digested_in:
+        why = f"posted inside its owner's digest of this sweep's idle warnings ({finding.digested_in})"
+        return NotificationPlan(notification_decision(finding, "ok", [why], [], "notifications.in-owner-digest"))
     where = route(finding, policy)
     if where.digest:
         return NotificationPlan(notification_decision(finding, "ok", [where.reason], [], "notifications.digest"))

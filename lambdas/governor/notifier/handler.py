@@ -52,13 +52,21 @@ def parse(raw: Any, account: str | None = None) -> FindingEvent:
 def with_buttons(item: MergedFinding, runtime: Runtime, now: dt.datetime) -> MergedFinding:
     """Keep 4 h / Keep until tomorrow / Stop now on idle warnings, Acknowledge on Spot and security findings, when
     ``interactions.buttons`` is on. The buttons carry an opaque token; what it stands for stays in the ledger."""
-    chosen = buttons_for(item.finding)
-    if not runtime.policy.interactions.buttons or not chosen:
+    if not runtime.policy.interactions.buttons:
         return item
-    token = button_token(item.finding)
-    record = {**button_record(item.finding, token), "expires_at": int((now + BUTTON_TTL).timestamp())}
+    if item.finding.members:  # an owner's digest: each instance its own buttons, as if it were posted alone
+        return replace(item, member_buttons=tuple(_buttons(m, runtime, now) for m in item.finding.members))
+    return replace(item, buttons=_buttons(item.finding, runtime, now))
+
+
+def _buttons(finding: Finding, runtime: Runtime, now: dt.datetime) -> dict[str, Any] | None:
+    chosen = buttons_for(finding)
+    if not chosen:
+        return None
+    token = button_token(finding)
+    record = {**button_record(finding, token), "expires_at": int((now + BUTTON_TTL).timestamp())}
     runtime.ledger.put_item(BUTTON_KIND, token, record)
-    return replace(item, buttons=actions_block(token, chosen, runtime.policy))
+    return actions_block(token, chosen, runtime.policy)
 
 
 @functools.lru_cache(maxsize=2048)

@@ -347,8 +347,14 @@ class ReportsPolicy(_Model):
     email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
 
 
+#: A Slack channel id (``C…`` public, ``G…`` private), for posting with the bot token.
+SlackChannelId = Annotated[str, Field(pattern=r"^[CG][A-Z0-9]{2,30}$")]
+
+
 class TeamRoute(_Model):
     slack_secret_name: str | None = None
+    #: Post with the bot token (``interactions.bot_token_secret_name``) to this channel instead of the webhook.
+    slack_channel: SlackChannelId | None = None
     email: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
 
 
@@ -357,6 +363,10 @@ class NotificationsPolicy(_Model):
 
     enforce: bool = True
     slack_secret_name: str = "governor/slack-webhook"  # noqa: S105 - a secret's name, not its value
+    #: Post with the bot token (``interactions.bot_token_secret_name``, scope ``chat:write``) to this channel id
+    #: instead of the webhook: the governor then knows each message's ``ts`` and updates an idle episode's message
+    #: in place (warned -> stopped) rather than posting again. Unset: the webhook, one post per message.
+    slack_channel: SlackChannelId | None = None
     email_sender: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+$")
     email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
     min_severity: Literal["info", "warning", "critical"] = "info"
@@ -466,6 +476,24 @@ class Policy(_Model):
     if TYPE_CHECKING:  # declared in their packages (registry ``policy_section``), composed into ``Policy`` below
         network: NetworkPolicy = Field(default_factory=NetworkPolicy)
         keys: KeysPolicy = Field(default_factory=KeysPolicy)
+
+    @model_validator(mode="after")
+    def _channels_need_the_bot(self) -> Policy:
+        """Posting to a channel id needs the bot token; a webhook needs none."""
+        uses = [
+            path
+            for path, channel in (
+                ("notifications.slack_channel", self.notifications.slack_channel),
+                *(
+                    (f"notifications.teams.{name}.slack_channel", t.slack_channel)
+                    for name, t in self.notifications.teams.items()
+                ),
+            )
+            if channel
+        ]
+        if uses and not self.interactions.bot_token_secret_name:
+            raise ValueError(f"{uses[0]} posts with the Slack bot token: set interactions.bot_token_secret_name")
+        return self
 
     @model_validator(mode="after")
     def _exemptions_outlive_no_record(self) -> Policy:

@@ -36,6 +36,8 @@ _ICON = {"info": ":information_source:", "warning": ":warning:", "critical": ":r
 _COLOUR = {"info": "#2563eb", "warning": "#d97706", "critical": "#dc2626"}
 
 Channel = Literal["slack", "email"]
+#: A Slack target posted with the bot token to a channel id (``notifications.slack_channel``), not a webhook secret.
+BOT_CHANNEL = "channel:"
 
 
 # --- routing -------------------------------------------------------------------------------------------------------
@@ -78,6 +80,9 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
         )
     team = policy.teams.get(finding.team or "")
     slack = (team.slack_secret_name if team and team.slack_secret_name else None) or policy.slack_secret_name
+    channel = (team.slack_channel if team and team.slack_channel else None) or policy.slack_channel
+    if channel:  # the bot token posts there (chat.postMessage), so the message can be updated in place later
+        slack = f"{BOT_CHANNEL}{channel}"
     emails: list[str] = list(team.email) if team and team.email else list(policy.email_recipients)
     owner = owner_address(finding.owner, policy)
     if not policy.email_sender:

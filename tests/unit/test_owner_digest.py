@@ -29,7 +29,7 @@ def warning(
         severity="warning",
         resource=instance,
         title=f"Idle GPU instance {instance} (p5.48xlarge): warned",
-        detail="idle for 45 min (GPU utilisation 0% < 5%)",
+        detail="idle for 45 min (GPU utilisation 0% < 5%); " + "x" * 600,
         owner=owner,
         team=team,
         event_id="sweep-1",
@@ -37,7 +37,14 @@ def warning(
         at=NOW,
         usd_per_hour=price,
         actions=[
-            {"type": "warn", "enforced": False, "planned": planned, "due": (NOW + dt.timedelta(hours=1)).isoformat()}
+            {
+                "type": "warn",
+                "enforced": False,
+                "planned": planned,
+                "due": (NOW + dt.timedelta(hours=1)).isoformat(),
+                "snooze_tag": "governor:keep-until",
+                "exempt_tag": "governor:exempt",
+            }
         ],
     )
 
@@ -118,6 +125,9 @@ def test_the_notifier_posts_one_message_per_digest_with_each_instances_own_butto
     # the dearest instance is listed first
     sections = [b["text"]["text"] for b in blocks if b["type"] == "section"]
     assert "i-19" in sections[1] and "$19.00/h" in sections[1]
+    # within Slack's total size for a message's blocks (msg_blocks_too_long at ~13,000 characters); keep said once
+    assert sum(len(section) for section in sections) < 12_000
+    assert text.count("To keep") == 1
     # every member's own finding is recorded as sent inside the digest
     rules = [d.rule for _, d in rt.ledger.decisions]  # type: ignore[attr-defined]
     assert rules.count("notifications.in-owner-digest") == MAX_MEMBERS

@@ -350,6 +350,8 @@ def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None,
     lines.append("   ".join(facts))
     if f.detail:
         lines.append(slack_text(plain_times(f.detail)))
+    if f.members and (keep := keep_line(f)):
+        lines.append(slack_text(keep))
     blocks = section("\n".join(lines))
     lines = [line for line in (_action_line(a, f.owner, people) for a in f.actions) if line]
     if lines:
@@ -376,16 +378,34 @@ def _money(finding: Finding) -> str:
     return f"${finding.usd_per_hour:,.2f}/h" if finding.usd_per_hour else "price unknown"
 
 
+#: Slack refuses a message whose blocks hold more than ~13,000 characters in all (``msg_blocks_too_long``), below
+#: the 50 blocks x 3,000; a digest of 20 instances keeps each instance's reasons short and says how to keep once.
+MEMBER_DETAIL_CHARS = 300
+_KEEP = " To keep it, tag it "
+
+
+def _sentences(finding: Finding) -> list[str | None]:
+    return [action_sentence({**a, "owner": None}) for a in finding.actions]
+
+
+def keep_line(finding: Finding) -> str | None:
+    """How to keep an instance, said once for an owner's digest (each warning's sentence ends with it)."""
+    for member in finding.members:
+        for sentence in _sentences(member):
+            if sentence and _KEEP in sentence:
+                return "To keep one, tag it " + sentence.split(_KEEP, 1)[1]
+    return None
+
+
 def member_blocks(member: Finding, buttons: Block | None) -> list[Block]:
     """One instance of an owner's digest: what it is, what it costs, what will (or would) happen; its own buttons."""
     lines = [f"*`{slack_text(member.resource)}`*  {_money(member)}"]
     if member.detail:
-        lines.append(slack_text(plain_times(member.detail)))
-    lines += [
-        f"• {slack_text(sentence)}"
-        for sentence in (action_sentence({**a, "owner": None}) for a in member.actions)
-        if sentence
-    ]
+        detail = plain_times(member.detail)
+        lines.append(
+            slack_text(detail if len(detail) <= MEMBER_DETAIL_CHARS else detail[: MEMBER_DETAIL_CHARS - 1] + "…")
+        )
+    lines += [f"• {slack_text(sentence.split(_KEEP)[0])}" for sentence in _sentences(member) if sentence]
     blocks = section("\n".join(lines))[:1]  # one section per instance, so the digest stays one message
     return blocks + ([buttons] if buttons is not None else [])
 

@@ -438,19 +438,56 @@ def slack_messages(items: Sequence[MergedFinding], people: Mapping[str, str] | N
 # --- email ---------------------------------------------------------------------------------------------------------
 
 
-def email_for(items: Sequence[MergedFinding]) -> Email:
-    """One email for a set of findings: HTML for mail clients, the same content as plain text for the rest."""
+def owner_named(owner: str | None) -> str:
+    """The owner as an email names them: the owner tag (their address or name), or why nobody is named."""
+    if not owner or owner == UNKNOWN_OWNER:
+        return "unknown (no owner tag or recorded creator)"
+    return owner
+
+
+def addressee(items: Sequence[MergedFinding], recipients: Sequence[str]) -> str | None:
+    """The owner an email is addressed to: its one recipient, when that is the owner of every finding in it (the
+    notifier emails an owner only at an address in ``notifications.owner_email_domains``, see :func:`route`)."""
+    if len(recipients) != 1 or not items:
+        return None
+    to = recipients[0].strip().lower()
+    return recipients[0] if all((i.finding.owner or "").strip().lower() == to for i in items) else None
+
+
+def email_for(items: Sequence[MergedFinding], recipients: Sequence[str] = ()) -> Email:
+    """One email for a set of findings: HTML for mail clients, the same content as plain text for the rest.
+
+    Each finding names its owner (as Slack mentions them); an email sent to the owner themselves (``recipients`` is
+    their address alone) says so at the top and in its subject, so they know it is about their instances."""
     ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
-    subject = email_header(summary_line(ordered))
+    owner = addressee(ordered, recipients)
+    subject = email_header(summary_line(ordered) + (" (yours)" if owner else ""))
+    greeting = (
+        f"To {owner}: you are the owner of the resource{'s' if _resources(ordered) > 1 else ''} below "
+        "(its owner tag or recorded creator)."
+        if owner
+        else ""
+    )
     text_parts: list[str] = []
     html_parts: list[str] = []
     for item in ordered:
         f = item.finding
-        actions = [sentence for sentence in map(action_sentence, f.actions) if sentence]
+        actions = [
+            sentence
+            for sentence in (
+                action_sentence(
+                    {**a, "owner": f.owner}
+                    if a.get("type") == "warn" and a.get("owner") in (None, UNKNOWN_OWNER)
+                    else a
+                )
+                for a in f.actions
+            )
+            if sentence
+        ]
         facts = [
             ("Severity", f.severity),
             ("Resource", f.resource),
-            ("Owner", f.owner or "unknown"),
+            ("Owner", owner_named(f.owner)),
             ("Team", f.team or "unknown"),
             ("When", f.at.strftime("%Y-%m-%d %H:%M UTC")),
         ]
@@ -481,12 +518,19 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
             + (f"<p><em>{html_text(note)}</em></p>" if note else "")
             + "</div>"
         )
-    text = subject + "\n\n" + "\n\n".join(text_parts) + "\n"
+    opening = f"{greeting}\n\n" if greeting else ""
+    text = subject + "\n\n" + opening + "\n\n".join(text_parts) + "\n"
     body = (
         "<!doctype html><html><body style='font-family:sans-serif'>"
-        f"<h2>{html_text(subject)}</h2>{''.join(html_parts)}</body></html>"
+        f"<h2>{html_text(subject)}</h2>"
+        + (f"<p>{html_text(greeting)}</p>" if greeting else "")
+        + f"{''.join(html_parts)}</body></html>"
     )
     return Email(subject=subject, html=body, text=text)
+
+
+def _resources(items: Sequence[MergedFinding]) -> int:
+    return sum(max(1, len(i.finding.members)) for i in items)
 
 
 def severity_at_least(severity: Severity, floor: Severity) -> bool:

@@ -201,7 +201,8 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     deliveries = plan_deliveries([item], policy)
     people = people_for(finding, runtime)
     rendered = {
-        d.key: (slack_messages(d.items, people) if d.channel == "slack" else email_for(d.items)) for d in deliveries
+        d.key: (slack_messages(d.items, people) if d.channel == "slack" else email_for(d.items, d.target))
+        for d in deliveries
     }
     if not policy.enforce:
         for delivery in deliveries:

@@ -49,6 +49,9 @@ class CaptureEndpoint:
 def _handler(endpoint: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
+            if self.path.startswith("/api/"):
+                self.do_GET()
+                return
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(min(length, MAX_BODY))
             try:
@@ -63,11 +66,14 @@ def _handler(endpoint: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
             self._answer(200, b"ok")
 
         def do_GET(self) -> None:
-            """Slack's Web API reads (slack_sdk sends ``users.lookupByEmail`` and ``users.info`` as GET), answered
-            the way Slack does: HTTP 200 with ``{"ok": false, "error": …}`` for a failure."""
+            """Slack's Web API reads (``users.lookupByEmail``, ``users.info``; arguments in the query string or a
+            form body, as slack_sdk sends them), answered the way Slack does: HTTP 200 with
+            ``{"ok": false, "error": …}`` for a failure."""
             parts = urlsplit(self.path)
             method = parts.path.removeprefix("/api/")
-            query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            length = int(self.headers.get("Content-Length") or 0)
+            form = self.rfile.read(min(length, MAX_BODY)).decode(errors="replace") if length else ""
+            query = {k: v[0] for k, v in parse_qs(f"{parts.query}&{form}").items()}
             answer: dict[str, Any]
             if not self.headers.get("Authorization", "").startswith("Bearer xoxb-"):
                 answer = {"ok": False, "error": "not_authed"}

@@ -255,6 +255,24 @@ class Policy(_Model):
         return self
 
     @model_validator(mode="after")
+    def _channels_need_the_bot(self) -> Policy:
+        """Posting to a channel id needs the bot token; a webhook needs none."""
+        uses = [
+            path
+            for path, channel in (
+                ("notifications.slack_channel", self.notifications.slack_channel),
+                *(
+                    (f"notifications.teams.{name}.slack_channel", t.slack_channel)
+                    for name, t in self.notifications.teams.items()
+                ),
+            )
+            if channel
+        ]
+        if uses and not self.interactions.bot_token_secret_name:
+            raise ValueError(f"{uses[0]} posts with the Slack bot token: set interactions.bot_token_secret_name")
+        return self
+
+    @model_validator(mode="after")
     def _exemptions_outlive_no_record(self) -> Policy:
         """An exemption's end is counted from its recorded setting; a ledger that forgot the setting first would let
         the same tag start a new clock (``governor.domain.tagging``)."""

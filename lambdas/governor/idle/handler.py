@@ -51,6 +51,7 @@ from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
 from governor.idle.autoscaling import AutoScalingGroups
+from governor.idle.digest import digest_warnings, warning_accepted
 from governor.idle.domain import (
     CHECKPOINT_DONE,
     MARK_KIND,
@@ -437,6 +438,7 @@ def _finding(
     decision: Decision, title: str, instance: Instance | None, event: GovernorEvent, runtime: Runtime
 ) -> Finding:
     who = owner(instance, runtime) if instance else None
+    price = runtime.policy.lifecycle.prices.get(instance.type) if instance else None
     return Finding.from_decision(
         decision,
         title,
@@ -445,6 +447,7 @@ def _finding(
         account=event.account,
         region=event.region or runtime.region,
         event_id=event.id,
+        usd_per_hour=price.on_demand if price is not None and price.on_demand else None,
     )
 
 
@@ -726,11 +729,15 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
                     update={"id": reclaim_finding_id(instance_id, outcome.prior or outcome.mark, event.id)}
                 )
             findings.append(finding)
+    # One message per owner per sweep: an owner's warnings also travel in one digest, the dearest first.
+    findings, digested = digest_warnings(findings, event.id)
     box.add(findings)
     accepted = box.flush(raise_on_failure=False)  # what is not accepted stays in the outbox for the next sweep
+    published_warning = warning_accepted(accepted, digested)
     for instance_id, (warning_id, mark) in warnings.items():
-        if warning_id in accepted:
-            _store_mark(runtime, instance_id, replace(mark, warned_at=accepted[warning_id]), now)
+        if published_warning(warning_id):
+            at = accepted[digested.get(warning_id, warning_id)]
+            _store_mark(runtime, instance_id, replace(mark, warned_at=at), now)
         else:
             metrics.add_metric(name="IdleWarningsUnpublished", unit="Count", value=1)
     counts: dict[str, int] = {}

@@ -9,9 +9,14 @@ from pydantic import Field
 
 from governor.policy_types import Section
 
+#: A Slack channel id (``C…`` public, ``G…`` private), for posting with the bot token.
+SlackChannelId = Annotated[str, Field(pattern=r"^[CG][A-Z0-9]{2,30}$")]
+
 
 class TeamRoute(Section):
     slack_secret_name: str | None = None
+    #: Post with the bot token (``interactions.bot_token_secret_name``) to this channel instead of the webhook.
+    slack_channel: SlackChannelId | None = None
     email: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
 
 
@@ -20,6 +25,10 @@ class NotificationsPolicy(Section):
 
     enforce: bool = True
     slack_secret_name: str = "governor/slack-webhook"  # noqa: S105 - a secret's name, not its value
+    #: Post with the bot token (``interactions.bot_token_secret_name``, scope ``chat:write``) to this channel id
+    #: instead of the webhook: the governor then knows each message's ``ts`` and updates an idle episode's message
+    #: in place (warned -> stopped) rather than posting again. Unset: the webhook, one post per message.
+    slack_channel: SlackChannelId | None = None
     email_sender: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+$")
     email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
     min_severity: Literal["info", "warning", "critical"] = "info"

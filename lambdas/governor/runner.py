@@ -305,7 +305,60 @@ def once_per_event(
         if context is not None and callable(getattr(context, "get_remaining_time_in_millis", None)):
             seen = _Bounded(context, in_progress_seconds * 1000) if in_progress_seconds else context
             _config().register_lambda_context(seen)
+    finished: list[dict[str, Any]] = []
+
+    def tracked() -> dict[str, Any]:
+        result = work()
+        finished.append(result)
+        return result
+
     try:
-        return guarded(event=event, work=work)
+        return guarded(event=event, work=tracked)
     except _Parked as parked:  # the invocation succeeded; only its idempotency record is not kept
         return parked.result
+    except Exception as error:
+        if not _bookkeeping_failed(error):
+            raise
+        store = _persistence(table, os.environ.get("AWS_REGION"), os.environ.get("AWS_ENDPOINT_URL"), name)
+        return _settle_record(store, event, finished, error)
+
+
+def _bookkeeping_failed(error: BaseException) -> bool:
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyPersistenceLayerError
+
+    return isinstance(error, IdempotencyPersistenceLayerError) and not str(error).startswith(
+        "Failed to save in progress record"
+    )
+
+
+def _settle_record(store: Any, event: Any, finished: list[dict[str, Any]], error: Exception) -> dict[str, Any]:
+    """Powertools could not complete (or delete) the idempotency record after the work ran: the record stays "in
+    progress" until the invocation's deadline, so every retry Lambda makes before then, and ``governor dlq replay``,
+    would fail with ``IdempotencyAlreadyInProgressError`` and the event would end parked for good (the soak's "access
+    denied" and "read timeouts" rows). The write gets one more attempt here; then:
+
+    * the work finished and was to be remembered: its result is returned whatever the second write did. The job is
+      done; failing the invocation would only make Lambda retry into the stuck record and park a finished event. A
+      duplicate after the deadline runs the work again, which every handler tolerates (ledger conditions, claimed
+      sends).
+    * the work failed, or parked something (its record must go so a replay runs it): the record is deleted, then the
+      work's own error is raised (Lambda retries; the DLQ names the real reason), or the parked run's result returned.
+    """
+    saving = str(error).startswith("Failed to update record state to success")
+    if saving and finished:
+        try:
+            store.save_success(data=event, result=finished[-1])
+        except Exception as again:
+            logger.error("idempotency record not completed; the work is done", extra={"error": str(again)})
+        return finished[-1]
+    failed = error.__cause__.__context__ if error.__cause__ is not None else None  # the work's own exception
+    try:
+        store.delete_record(data=event, exception=failed or error)
+    except Exception as again:
+        logger.error("idempotency record not released; retries wait for its expiry", extra={"error": str(again)})
+        raise error from again
+    if isinstance(failed, _Parked):
+        return failed.result
+    if isinstance(failed, Exception):
+        raise failed
+    raise error

@@ -227,11 +227,47 @@ def _persistence(table: str, region: str | None, endpoint: str | None, name: str
     """The function's persistence layer on the stack's table, on the runtime's shared DynamoDB client (no second
     Session). One per function name: Powertools keeps the key prefix on the layer, so two functions sharing one
     process (the test harness) must not share it."""
-    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
     from governor.adapters.aws import client
 
-    return DynamoDBPersistenceLayer(table_name=table, boto3_client=client("dynamodb", region, endpoint))
+    return _layer_class()(table_name=table, boto3_client=client("dynamodb", region, endpoint))
+
+
+@cache
+def _layer_class() -> type:
+    """Powertools' DynamoDB layer, knowing its own in-progress write when botocore resends it.
+
+    The in-progress PutItem is conditional. When DynamoDB executed it but its answer was lost (a read timeout),
+    botocore sends the same request again; the condition now fails on the record this invocation just wrote, and
+    Powertools raises ``IdempotencyAlreadyInProgressError`` against itself: the invocation fails, and every retry
+    until the record's in-progress expiry (the function's deadline) fails the same way, so the event ends parked with
+    nothing done (the soak's "read timeouts" rows). A resent request carries the same serialized item, so the record
+    found is this invocation's exactly when its status is in progress and both expiry stamps (seconds and
+    milliseconds) equal the ones just written; then the write stands and the work runs. Another invocation's record
+    would match only if it started in the same millisecond with the same remaining time."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyItemAlreadyExistsError
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
+
+    class Layer(DynamoDBPersistenceLayer):
+        def _put_record(self, data_record: Any) -> None:
+            try:
+                super()._put_record(data_record)
+            except IdempotencyItemAlreadyExistsError as exists:
+                found = exists.old_data_record
+                if not (
+                    found is not None
+                    and found.status == STATUS_CONSTANTS["INPROGRESS"]
+                    and _same(found.expiry_timestamp, data_record.expiry_timestamp)
+                    and _same(found.in_progress_expiry_timestamp, data_record.in_progress_expiry_timestamp)
+                ):
+                    raise
+                logger.info("idempotency record written by this invocation (its first answer was lost)")
+
+    return Layer
+
+
+def _same(stored: Any, written: Any) -> bool:
+    return stored is not None and written is not None and int(stored) == int(written)
 
 
 class _Parked(Exception):

@@ -537,6 +537,48 @@ def idempotency_record_write_refused() -> ScenarioResult:
     return result
 
 
+def lost_idempotency_answer_long_timeout() -> ScenarioResult:
+    """Notifier (3 min timeout): the idempotency record's PutItem is executed, its answer lost, botocore resends it."""
+    result = ScenarioResult(
+        "lost idempotency answer, 3-minute function",
+        "finding to deliver (notifier): Powertools' in-progress PutItem executed, its answer lost, botocore resends "
+        "it; the record lasts past Lambda's retries",
+    )
+    with _emulator("soak") as deployed:
+        from governor_cli.testing.scenarios import Scenarios
+
+        table = deployed.local.idempotency_table
+        hit = {"done": False}
+
+        def first_idempotency_put(call: ApiCall) -> bool:
+            if hit["done"] or call.operation != "PutItem" or call.params.get("TableName") != table:
+                return False
+            hit["done"] = True
+            return True
+
+        case = Scenarios(seed=40).notifier_security_finding(0)
+        with FaultInjector(1.0, ("read_timeout",), only=first_idempotency_put) as injector:
+            world = World(deployed, injector, dt.datetime.now(dt.UTC).replace(microsecond=0))
+            world.remaining_ms["notifier"] = NOTIFIER_TIMEOUT_MS
+            delivery = world.deliver("notifier", case.event)
+            if delivery.status == "dlq":
+                result.problems.append(f"the message parked by Lambda's retries ({delivery.reason or 'in progress'})")
+            result.replayed = world.runbook(["notifier"], world.start + dt.timedelta(minutes=10))
+        result.events = result.findings_expected = 1
+        if str(case.event["id"]) in world.parked(["notifier"]):
+            result.lost += 1
+            result.problems.append("message still parked after the replay")
+        posts = [c for c in world.calls() if c.service == "slack" and c.operation == "PostWebhook" and c.ok]
+        if posts:
+            result.findings_published = 1
+        else:
+            result.findings_lost = 1
+            result.problems.append("the Slack message was never delivered")
+        if not hit["done"]:
+            result.problems.append("the scenario did not reach the idempotency write")
+    return result
+
+
 SCENARIOS: list[Callable[[], ScenarioResult]] = [
     crash_between_act_and_record,
     lost_idempotency_answer,
@@ -546,6 +588,7 @@ SCENARIOS: list[Callable[[], ScenarioResult]] = [
     replay_after_configuration_fix,
     future_stamped_sweep,
     idempotency_record_write_refused,
+    lost_idempotency_answer_long_timeout,
 ]
 
 

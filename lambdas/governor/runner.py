@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -232,6 +233,10 @@ def _persistence(table: str, region: str | None, endpoint: str | None, name: str
     return _layer_class()(table_name=table, boto3_client=client("dynamodb", region, endpoint))
 
 
+#: The attribute naming the invocation that wrote an in-progress idempotency record (a fresh token per write).
+HOLDER_ATTR = "holder"
+
+
 @cache
 def _layer_class() -> type:
     """Powertools' DynamoDB layer, knowing its own in-progress write when botocore resends it.
@@ -240,34 +245,60 @@ def _layer_class() -> type:
     botocore sends the same request again; the condition now fails on the record this invocation just wrote, and
     Powertools raises ``IdempotencyAlreadyInProgressError`` against itself: the invocation fails, and every retry
     until the record's in-progress expiry (the function's deadline) fails the same way, so the event ends parked with
-    nothing done (the soak's "read timeouts" rows). A resent request carries the same serialized item, so the record
-    found is this invocation's exactly when its status is in progress and both expiry stamps (seconds and
-    milliseconds) equal the ones just written; then the write stands and the work runs. Another invocation's record
-    would match only if it started in the same millisecond with the same remaining time."""
+    nothing done (the soak's "read timeouts" rows). The write here is Powertools' own item and condition (3.37) plus a
+    fresh token (:data:`HOLDER_ATTR`), asking DynamoDB for the item that failed the condition: when it carries this
+    write's token, the write stands and the work runs. Any other conflict is left to Powertools' own ``_put_record``
+    (one more conditional PutItem), which raises what it always raised; a concurrent duplicate never matches."""
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyItemAlreadyExistsError
     from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
+    from botocore.exceptions import ClientError
 
     class Layer(DynamoDBPersistenceLayer):
         def _put_record(self, data_record: Any) -> None:
+            token = uuid.uuid4().hex
+            item: dict[str, Any] = {
+                **self._get_key(data_record.idempotency_key),
+                self.expiry_attr: {"N": str(data_record.expiry_timestamp)},
+                self.status_attr: {"S": data_record.status},
+                HOLDER_ATTR: {"S": token},
+            }
+            if data_record.in_progress_expiry_timestamp is not None:
+                item[self.in_progress_expiry_attr] = {"N": str(data_record.in_progress_expiry_timestamp)}
+            if self.payload_validation_enabled and data_record.payload_hash:
+                item[self.validation_key_attr] = {"S": data_record.payload_hash}
+            now = dt.datetime.now()  # as Powertools computes it
             try:
-                super()._put_record(data_record)
-            except IdempotencyItemAlreadyExistsError as exists:
-                found = exists.old_data_record
-                if not (
-                    found is not None
-                    and found.status == STATUS_CONSTANTS["INPROGRESS"]
-                    and _same(found.expiry_timestamp, data_record.expiry_timestamp)
-                    and _same(found.in_progress_expiry_timestamp, data_record.in_progress_expiry_timestamp)
-                ):
+                self.client.put_item(
+                    TableName=self.table_name,
+                    Item=item,
+                    ConditionExpression=(
+                        "attribute_not_exists(#id) OR #expiry < :now OR "
+                        "(#status = :inprogress AND attribute_exists(#in_progress_expiry) "
+                        "AND #in_progress_expiry < :now_in_millis)"
+                    ),
+                    ExpressionAttributeNames={
+                        "#id": self.key_attr,
+                        "#expiry": self.expiry_attr,
+                        "#in_progress_expiry": self.in_progress_expiry_attr,
+                        "#status": self.status_attr,
+                    },
+                    ExpressionAttributeValues={
+                        ":now": {"N": str(int(now.timestamp()))},
+                        ":now_in_millis": {"N": str(int(now.timestamp() * 1000))},
+                        ":inprogress": {"S": STATUS_CONSTANTS["INPROGRESS"]},
+                    },
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
-                logger.info("idempotency record written by this invocation (its first answer was lost)")
+                found = error.response.get("Item") or {}
+                if (found.get(HOLDER_ATTR) or {}).get("S") == token:
+                    logger.info("idempotency record written by this invocation (its first answer was lost)")
+                    return
+                super()._put_record(data_record)  # Powertools' own answer to the conflict
 
     return Layer
-
-
-def _same(stored: Any, written: Any) -> bool:
-    return stored is not None and written is not None and int(stored) == int(written)
 
 
 class _Parked(Exception):

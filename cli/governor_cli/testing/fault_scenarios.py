@@ -278,6 +278,20 @@ def crash_between_act_and_record() -> ScenarioResult:
     return result
 
 
+def _first_put(table: str) -> tuple[Callable[[ApiCall], bool], dict[str, bool]]:
+    """A fault predicate matching only the first PutItem on ``table`` (Powertools' in-progress write), and whether
+    it was reached."""
+    hit = {"done": False}
+
+    def first(call: ApiCall) -> bool:
+        if hit["done"] or call.operation != "PutItem" or call.params.get("TableName") != table:
+            return False
+        hit["done"] = True
+        return True
+
+    return first, hit
+
+
 def lost_idempotency_answer() -> ScenarioResult:
     """Spot: the idempotency record's PutItem is executed, its answer lost; the retry meets its own record."""
     result = ScenarioResult(
@@ -285,15 +299,7 @@ def lost_idempotency_answer() -> ScenarioResult:
         "Spot warning: Powertools' in-progress PutItem executed, its answer lost; Lambda retries at +1 and +3 min",
     )
     with _emulator("soak") as deployed:
-        table = deployed.local.idempotency_table
-        hit = {"done": False}
-
-        def first_idempotency_put(call: ApiCall) -> bool:
-            if hit["done"] or call.operation != "PutItem" or call.params.get("TableName") != table:
-                return False
-            hit["done"] = True
-            return True
-
+        first_idempotency_put, hit = _first_put(deployed.local.idempotency_table)
         from governor_cli.testing.scenarios import Scenarios
 
         case = Scenarios(seed=35).spot_warning(0)
@@ -547,15 +553,7 @@ def lost_idempotency_answer_long_timeout() -> ScenarioResult:
     with _emulator("soak") as deployed:
         from governor_cli.testing.scenarios import Scenarios
 
-        table = deployed.local.idempotency_table
-        hit = {"done": False}
-
-        def first_idempotency_put(call: ApiCall) -> bool:
-            if hit["done"] or call.operation != "PutItem" or call.params.get("TableName") != table:
-                return False
-            hit["done"] = True
-            return True
-
+        first_idempotency_put, hit = _first_put(deployed.local.idempotency_table)
         case = Scenarios(seed=40).notifier_security_finding(0)
         with FaultInjector(1.0, ("read_timeout",), only=first_idempotency_put) as injector:
             world = World(deployed, injector, dt.datetime.now(dt.UTC).replace(microsecond=0))

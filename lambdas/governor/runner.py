@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -227,11 +228,77 @@ def _persistence(table: str, region: str | None, endpoint: str | None, name: str
     """The function's persistence layer on the stack's table, on the runtime's shared DynamoDB client (no second
     Session). One per function name: Powertools keeps the key prefix on the layer, so two functions sharing one
     process (the test harness) must not share it."""
-    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
     from governor.adapters.aws import client
 
-    return DynamoDBPersistenceLayer(table_name=table, boto3_client=client("dynamodb", region, endpoint))
+    return _layer_class()(table_name=table, boto3_client=client("dynamodb", region, endpoint))
+
+
+#: The attribute naming the invocation that wrote an in-progress idempotency record (a fresh token per write).
+HOLDER_ATTR = "holder"
+
+
+@cache
+def _layer_class() -> type:
+    """Powertools' DynamoDB layer, knowing its own in-progress write when botocore resends it.
+
+    The in-progress PutItem is conditional. When DynamoDB executed it but its answer was lost (a read timeout),
+    botocore sends the same request again; the condition now fails on the record this invocation just wrote, and
+    Powertools raises ``IdempotencyAlreadyInProgressError`` against itself: the invocation fails, and every retry
+    until the record's in-progress expiry (the function's deadline) fails the same way, so the event ends parked with
+    nothing done (the soak's "read timeouts" rows). The write here is Powertools' own item and condition (3.37) plus a
+    fresh token (:data:`HOLDER_ATTR`), asking DynamoDB for the item that failed the condition: when it carries this
+    write's token, the write stands and the work runs. Any other conflict is left to Powertools' own ``_put_record``
+    (one more conditional PutItem), which raises what it always raised; a concurrent duplicate never matches."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
+    from botocore.exceptions import ClientError
+
+    class Layer(DynamoDBPersistenceLayer):
+        def _put_record(self, data_record: Any) -> None:
+            token = uuid.uuid4().hex
+            item: dict[str, Any] = {
+                **self._get_key(data_record.idempotency_key),
+                self.expiry_attr: {"N": str(data_record.expiry_timestamp)},
+                self.status_attr: {"S": data_record.status},
+                HOLDER_ATTR: {"S": token},
+            }
+            if data_record.in_progress_expiry_timestamp is not None:
+                item[self.in_progress_expiry_attr] = {"N": str(data_record.in_progress_expiry_timestamp)}
+            if self.payload_validation_enabled and data_record.payload_hash:
+                item[self.validation_key_attr] = {"S": data_record.payload_hash}
+            now = dt.datetime.now()  # as Powertools computes it
+            try:
+                self.client.put_item(
+                    TableName=self.table_name,
+                    Item=item,
+                    ConditionExpression=(
+                        "attribute_not_exists(#id) OR #expiry < :now OR "
+                        "(#status = :inprogress AND attribute_exists(#in_progress_expiry) "
+                        "AND #in_progress_expiry < :now_in_millis)"
+                    ),
+                    ExpressionAttributeNames={
+                        "#id": self.key_attr,
+                        "#expiry": self.expiry_attr,
+                        "#in_progress_expiry": self.in_progress_expiry_attr,
+                        "#status": self.status_attr,
+                    },
+                    ExpressionAttributeValues={
+                        ":now": {"N": str(int(now.timestamp()))},
+                        ":now_in_millis": {"N": str(int(now.timestamp() * 1000))},
+                        ":inprogress": {"S": STATUS_CONSTANTS["INPROGRESS"]},
+                    },
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+                found = error.response.get("Item") or {}
+                if (found.get(HOLDER_ATTR) or {}).get("S") == token:
+                    logger.info("idempotency record written by this invocation (its first answer was lost)")
+                    return
+                super()._put_record(data_record)  # Powertools' own answer to the conflict
+
+    return Layer
 
 
 class _Parked(Exception):
@@ -305,7 +372,60 @@ def once_per_event(
         if context is not None and callable(getattr(context, "get_remaining_time_in_millis", None)):
             seen = _Bounded(context, in_progress_seconds * 1000) if in_progress_seconds else context
             _config().register_lambda_context(seen)
+    finished: list[dict[str, Any]] = []
+
+    def tracked() -> dict[str, Any]:
+        result = work()
+        finished.append(result)
+        return result
+
     try:
-        return guarded(event=event, work=work)
+        return guarded(event=event, work=tracked)
     except _Parked as parked:  # the invocation succeeded; only its idempotency record is not kept
         return parked.result
+    except Exception as error:
+        if not _bookkeeping_failed(error):
+            raise
+        store = _persistence(table, os.environ.get("AWS_REGION"), os.environ.get("AWS_ENDPOINT_URL"), name)
+        return _settle_record(store, event, finished, error)
+
+
+def _bookkeeping_failed(error: BaseException) -> bool:
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyPersistenceLayerError
+
+    return isinstance(error, IdempotencyPersistenceLayerError) and not str(error).startswith(
+        "Failed to save in progress record"
+    )
+
+
+def _settle_record(store: Any, event: Any, finished: list[dict[str, Any]], error: Exception) -> dict[str, Any]:
+    """Powertools could not complete (or delete) the idempotency record after the work ran: the record stays "in
+    progress" until the invocation's deadline, so every retry Lambda makes before then, and ``governor dlq replay``,
+    would fail with ``IdempotencyAlreadyInProgressError`` and the event would end parked for good (the soak's "access
+    denied" and "read timeouts" rows). The write gets one more attempt here; then:
+
+    * the work finished and was to be remembered: its result is returned whatever the second write did. The job is
+      done; failing the invocation would only make Lambda retry into the stuck record and park a finished event. A
+      duplicate after the deadline runs the work again, which every handler tolerates (ledger conditions, claimed
+      sends).
+    * the work failed, or parked something (its record must go so a replay runs it): the record is deleted, then the
+      work's own error is raised (Lambda retries; the DLQ names the real reason), or the parked run's result returned.
+    """
+    saving = str(error).startswith("Failed to update record state to success")
+    if saving and finished:
+        try:
+            store.save_success(data=event, result=finished[-1])
+        except Exception as again:
+            logger.error("idempotency record not completed; the work is done", extra={"error": str(again)})
+        return finished[-1]
+    failed = error.__cause__.__context__ if error.__cause__ is not None else None  # the work's own exception
+    try:
+        store.delete_record(data=event, exception=failed or error)
+    except Exception as again:
+        logger.error("idempotency record not released; retries wait for its expiry", extra={"error": str(again)})
+        raise error from again
+    if isinstance(failed, _Parked):
+        return failed.result
+    if isinstance(failed, Exception):
+        raise failed
+    raise error

@@ -398,3 +398,39 @@ def test_a_finding_staged_before_a_stop_that_failed_is_withdrawn_not_published(i
     assert withdrawn.get("withdrawn_at") and not withdrawn.get("sent_at") and _state(ec2, idle) == "running"
     published = [f.detail for f in runtime.sink.findings if f.resource == idle]  # type: ignore[attr-defined]
     assert not any("stop requested" in d or "; done: stopped" in d for d in published)
+
+
+# --- Spot: a checkpoint another live invocation holds is not recorded as "in flight" ------------------------------
+
+
+def test_a_spot_retry_overlapping_the_live_checkpoint_fails_for_a_later_retry_instead_of_recording_in_flight() -> None:
+    """Lambda's retry (or a duplicate delivery) runs while the first invocation's SendCommand is on the wire. Before,
+    it recorded "in flight" as the checkpoint's outcome in the interruption record and the action item, and published
+    the warning's finding saying so under the finding id the first invocation then found already sent: the owner
+    never learned the command id. Now it raises, so Lambda retries it once the holder has finished."""
+    from governor.spot.handler import CheckpointInFlight, handle
+
+    world = World(gpu(), enforce=True)
+    warning = fixture("interruption-warning.json")
+    original = world.commands.send
+    overlapped: list[BaseException] = []
+
+    def send_while_a_retry_runs(*args: Any, **kwargs: Any) -> Any:
+        world.commands.send = original  # type: ignore[method-assign]
+        try:
+            handle(dict(warning), world.runtime, world.ports)
+        except CheckpointInFlight as error:
+            overlapped.append(error)
+        return original(*args, **kwargs)
+
+    world.commands.send = send_while_a_retry_runs  # type: ignore[method-assign]
+    first = handle(dict(warning), world.runtime, world.ports)
+    assert first["checkpoint"]["delivered"] and len(overlapped) == 1
+    retried = handle(dict(warning), world.runtime, world.ports)  # Lambda's retry of the overlapping one, later
+    assert retried["checkpoint"]["command_id"] == first["checkpoint"]["command_id"] == "cmd-1"
+    assert len(world.commands.sent) == 1
+    record = world.record()
+    assert record["command_id"] == "cmd-1" and record.get("checkpoint_error") is None
+    details = [f.detail for f in world.sink.findings if f.resource == INSTANCE_ID]
+    assert details and all("in flight" not in d for d in details)
+    assert any("checkpoint command cmd-1 sent" in d for d in details)

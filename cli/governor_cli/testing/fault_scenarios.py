@@ -64,6 +64,9 @@ class World:
         self.sent: list[tuple[str, Any, bool]] = []  # (label, event, ended handled)
         self.times: dict[str, dt.datetime] = {}
         self._labels = 0
+        #: The Lambda context's remaining time per function at the start of an invocation (its timeout); Powertools
+        #: makes an in-progress record last that long. Functions not named get the harness's 60 s.
+        self.remaining_ms: dict[str, int] = {}
 
     def clock(self) -> dt.datetime:
         return self.now
@@ -72,6 +75,7 @@ class World:
         """One asynchronous delivery at ``at``: up to three attempts at Lambda's retry times, then the DLQ."""
         import time_machine
 
+        from governor_cli.testing.deployment import LambdaContext
         from governor_cli.testing.idle_clock import clocked_idle
 
         at = at or self.now
@@ -85,7 +89,9 @@ class World:
             with time_machine.travel(self.now, tick=False), clocked_idle(self.clock):
                 try:
                     with self.injector.label(f"{label}#{attempt}"):
-                        result = self.deployment.invoke(function, event)
+                        remaining = self.remaining_ms.get(function)
+                        context = LambdaContext(function, remaining) if remaining else None
+                        result = self.deployment.invoke(function, event, context)
                 except (Exception, Killed) as caught:  # Lambda retries whatever ended the attempt
                     error = caught
                     continue
@@ -272,6 +278,20 @@ def crash_between_act_and_record() -> ScenarioResult:
     return result
 
 
+def _first_put(table: str) -> tuple[Callable[[ApiCall], bool], dict[str, bool]]:
+    """A fault predicate matching only the first PutItem on ``table`` (Powertools' in-progress write), and whether
+    it was reached."""
+    hit = {"done": False}
+
+    def first(call: ApiCall) -> bool:
+        if hit["done"] or call.operation != "PutItem" or call.params.get("TableName") != table:
+            return False
+        hit["done"] = True
+        return True
+
+    return first, hit
+
+
 def lost_idempotency_answer() -> ScenarioResult:
     """Spot: the idempotency record's PutItem is executed, its answer lost; the retry meets its own record."""
     result = ScenarioResult(
@@ -279,15 +299,7 @@ def lost_idempotency_answer() -> ScenarioResult:
         "Spot warning: Powertools' in-progress PutItem executed, its answer lost; Lambda retries at +1 and +3 min",
     )
     with _emulator("soak") as deployed:
-        table = deployed.local.idempotency_table
-        hit = {"done": False}
-
-        def first_idempotency_put(call: ApiCall) -> bool:
-            if hit["done"] or call.operation != "PutItem" or call.params.get("TableName") != table:
-                return False
-            hit["done"] = True
-            return True
-
+        first_idempotency_put, hit = _first_put(deployed.local.idempotency_table)
         from governor_cli.testing.scenarios import Scenarios
 
         case = Scenarios(seed=35).spot_warning(0)
@@ -466,6 +478,105 @@ def future_stamped_sweep() -> ScenarioResult:
     return result
 
 
+#: The notifier's Lambda timeout (infra/constructs/notifications.py ``TIMEOUT``): longer than Lambda's first retry
+#: comes, so a stuck in-progress record blocks it.
+NOTIFIER_TIMEOUT_MS = 180_000
+
+
+def idempotency_record_write_refused() -> ScenarioResult:
+    """Notifier: Powertools' own record write is refused after the work ran (AccessDenied on the UpdateItem that
+    completes it; on the DeleteItem that releases it after the work failed). The record stays in progress until the
+    invocation's deadline (3 min), past Lambda's retries: before issue 35d a delivered message ended parked."""
+    result = ScenarioResult(
+        "idempotency record write refused",
+        "finding to deliver (notifier, 3 min timeout): Powertools' completing UpdateItem refused after Slack took the "
+        "message; for a second finding a ledger write fails and the DeleteItem releasing the record is refused",
+    )
+    with _emulator("soak") as deployed:
+        from governor_cli.testing.scenarios import Scenarios
+
+        table = deployed.local.idempotency_table
+        cases = [Scenarios(seed=38).notifier_security_finding(0), Scenarios(seed=39).notifier_security_finding(0)]
+        refused: set[str] = set()
+
+        def refuse(call: ApiCall) -> bool:
+            """Case 0: the first completing UpdateItem. Case 1: the first ledger PutItem, then the DeleteItem."""
+            first = (call.label or "").startswith("idle/0#")
+            if first and call.operation == "UpdateItem" and call.params.get("TableName") == table:
+                key = "complete"
+            elif not first and call.operation == "PutItem" and call.params.get("TableName") != table:
+                key = "ledger"
+            elif not first and call.operation == "DeleteItem" and call.params.get("TableName") == table:
+                key = "release"
+            else:
+                return False
+            if key in refused:
+                return False
+            refused.add(key)
+            return True
+
+        with FaultInjector(1.0, ("access_denied",), only=refuse) as injector:
+            world = World(deployed, injector, dt.datetime.now(dt.UTC).replace(microsecond=0))
+            world.remaining_ms["notifier"] = NOTIFIER_TIMEOUT_MS
+            for case in cases:
+                delivery = world.deliver("notifier", case.event)
+                if delivery.status == "dlq":
+                    result.problems.append(
+                        f"a finding's message parked by Lambda's retries ({delivery.reason or 'in progress'})"
+                    )
+            result.replayed = world.runbook(["notifier"], world.start + dt.timedelta(minutes=10))
+        result.events = len(cases)
+        parked = world.parked(["notifier"])
+        posts = [c for c in world.calls() if c.service == "slack" and c.operation == "PostWebhook" and c.ok]
+        for case in cases:
+            result.findings_expected += 1
+            if str(case.event["id"]) in parked:
+                result.lost += 1
+                result.problems.append("message still parked after the replay")
+            if any(case.resource in json.dumps(c.params, default=str) for c in posts):
+                result.findings_published += 1
+            else:
+                result.findings_lost += 1
+                result.problems.append(f"the Slack message about {case.resource} was never delivered")
+        if refused != {"complete", "ledger", "release"}:
+            result.problems.append(f"the scenario refused only {sorted(refused)}")
+    return result
+
+
+def lost_idempotency_answer_long_timeout() -> ScenarioResult:
+    """Notifier (3 min timeout): the idempotency record's PutItem is executed, its answer lost, botocore resends it."""
+    result = ScenarioResult(
+        "lost idempotency answer, 3-minute function",
+        "finding to deliver (notifier): Powertools' in-progress PutItem executed, its answer lost, botocore resends "
+        "it; the record lasts past Lambda's retries",
+    )
+    with _emulator("soak") as deployed:
+        from governor_cli.testing.scenarios import Scenarios
+
+        first_idempotency_put, hit = _first_put(deployed.local.idempotency_table)
+        case = Scenarios(seed=40).notifier_security_finding(0)
+        with FaultInjector(1.0, ("read_timeout",), only=first_idempotency_put) as injector:
+            world = World(deployed, injector, dt.datetime.now(dt.UTC).replace(microsecond=0))
+            world.remaining_ms["notifier"] = NOTIFIER_TIMEOUT_MS
+            delivery = world.deliver("notifier", case.event)
+            if delivery.status == "dlq":
+                result.problems.append(f"the message parked by Lambda's retries ({delivery.reason or 'in progress'})")
+            result.replayed = world.runbook(["notifier"], world.start + dt.timedelta(minutes=10))
+        result.events = result.findings_expected = 1
+        if str(case.event["id"]) in world.parked(["notifier"]):
+            result.lost += 1
+            result.problems.append("message still parked after the replay")
+        posts = [c for c in world.calls() if c.service == "slack" and c.operation == "PostWebhook" and c.ok]
+        if posts:
+            result.findings_published = 1
+        else:
+            result.findings_lost = 1
+            result.problems.append("the Slack message was never delivered")
+        if not hit["done"]:
+            result.problems.append("the scenario did not reach the idempotency write")
+    return result
+
+
 SCENARIOS: list[Callable[[], ScenarioResult]] = [
     crash_between_act_and_record,
     lost_idempotency_answer,
@@ -474,6 +585,8 @@ SCENARIOS: list[Callable[[], ScenarioResult]] = [
     replay_after_instance_gone,
     replay_after_configuration_fix,
     future_stamped_sweep,
+    idempotency_record_write_refused,
+    lost_idempotency_answer_long_timeout,
 ]
 
 

@@ -128,6 +128,24 @@ def send_command_once(
     return OnceResult(sent.delivered, sent.command_id, sent.error)
 
 
+def held_elsewhere(
+    ledger: Ledger,
+    event_id: str,
+    instance_id: str,
+    *,
+    document: str = DOCUMENT,
+    clock: Callable[[], dt.datetime] | None = None,
+) -> bool:
+    """True when the command's intent was claimed less than :data:`TAKEOVER_AFTER` ago and holds neither a command id
+    nor an error: its holder may be sending it right now (what :func:`send_command_once` would answer ``IN_FLIGHT``).
+    A caller that must not record "in flight" as an outcome (Spot) checks this first and lets Lambda retry it."""
+    found = ledger.get_item(INTENT_KIND, intent_id(event_id, instance_id, document))
+    if not found or found.get("command_id") or found.get("error") or found.get("released"):
+        return False
+    claimed = _claimed_at(found)
+    return claimed is None or (clock or _utcnow)() - claimed < TAKEOVER_AFTER
+
+
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 

@@ -18,7 +18,7 @@ from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
-from governor.domain.once import IN_DOUBT, IN_FLIGHT
+from governor.domain.once import IN_DOUBT, IN_FLIGHT, held_elsewhere
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
@@ -236,6 +236,17 @@ def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters) ->
     }
 
 
+class CheckpointInFlight(RuntimeError):
+    """Another live invocation of this warning (the first delivery, still sending, while Lambda's retry or a duplicate
+    runs) holds the checkpoint's claim. Recording "in flight" as the checkpoint's outcome would overwrite the holder's
+    command id in the interruption record and publish the warning's finding saying "in flight" under the id the
+    holder's finding then finds already sent. This attempt fails instead: Lambda retries it after the holder has
+    finished, and the retry resumes from the holder's record (or takes a dead holder's claim over: ``domain/once``)."""
+
+    def __init__(self, instance_id: str) -> None:
+        super().__init__(f"checkpoint of {instance_id} is being sent by another invocation; retry later")
+
+
 def _warning(
     event: WarningEvent | ReservationWarningEvent | BlockExpiryEvent,
     runtime: Runtime,
@@ -256,6 +267,7 @@ def _warning(
     decision = decide_warning(instance_id, instance, action, runtime.policy, at, notice)
     if decision.verdict != "act" or instance is None:
         runtime.ledger.record(decision, event_id=event_id, at=at)
+        _outbox(runtime, event_id).flush()  # what an earlier attempt staged before the instance went away
         return _result("ignored", event, decision, reason=decision.reasons[0], instance_id=instance_id)
     # A retry of this event (after a failed write or publish further down) resumes from what was recorded: the
     # checkpoint is never sent twice, nor a second replacement launched.
@@ -270,6 +282,8 @@ def _warning(
     def before(action: Action) -> Outcome | None:
         if action.type == "checkpoint" and (record.command_id or record.checkpoint_error):
             return _sent(record.checkpoint_delivered, record.command_id, record.checkpoint_error)  # an earlier attempt
+        if action.type == "checkpoint" and held_elsewhere(runtime.ledger, event_id, instance.id):
+            raise CheckpointInFlight(instance.id)
         if action.type in RECOVERY and record.recovered:
             return Outcome(ok=True, data={"resumed": True})
         if action.type == "complete_lifecycle_action" and record.checkpoint_delivered:
@@ -277,6 +291,8 @@ def _warning(
         return None
 
     def after(action: Action, outcome: Outcome) -> None:
+        if action.type == "checkpoint" and (outcome.data or {}).get("error") == IN_FLIGHT:
+            raise CheckpointInFlight(instance.id)  # claimed between the check above and this attempt's claim
         _keep(record, action, outcome)
         if action.type == "checkpoint":
             runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
@@ -540,11 +556,15 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: Adapters
 
 
 def process(event: SpotEvent, runtime: Runtime, ports: Adapters, call: Invocation | None = None) -> dict[str, Any]:
-    """Decide, record, then act; first deliver what an earlier attempt of this event staged and never got accepted,
-    since this attempt may find the instance gone and return before any act path resumes the outbox."""
+    """Decide, record, then act. What an earlier attempt of this event staged and never got accepted is delivered
+    by every path: a warning's act path resumes its outbox and its early return (the instance gone) flushes it; the
+    other events flush it first. A warning does not flush first: a live invocation of the same warning (Lambda's
+    retry overlapping the first delivery after its 40 s in-progress expiry) may have staged its finding moments ago,
+    still saying nothing was sent, and publishing that would leave the holder's final finding (same id) unsent."""
     if ports.account is None and call is not None and call.account is not None:
         ports = replace(ports, account=call.account)  # the function's own account, from its ARN
-    _outbox(runtime, event.id).flush()
+    if not isinstance(event, WarningEvent | ReservationWarningEvent):
+        _outbox(runtime, event.id).flush()
     if isinstance(event, WarningEvent):
         return _warning(event, runtime, ports)
     if isinstance(event, ReservationWarningEvent):

@@ -16,6 +16,7 @@ TABLE_HELP = "the ledger's DynamoDB table name or ARN (stack output LedgerTableN
 POLICY_HELP = "policy file (default: ./governor.yaml, else the shipped default policy)"
 ONLY_ACCOUNT_HELP = "only this AWS account's records (12 digits); repeatable or a comma list"
 ONLY_REGION_HELP = "only this region's records (us-east-1); repeatable or a comma list"
+QUIET_HELP = "no progress bar on stderr (it is drawn only on a terminal, for work over ~2 s)"
 
 
 def add_region(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -38,3 +39,7 @@ def add_only_filters(parser: argparse.ArgumentParser) -> None:
     """``--only-account`` and ``--only-region``: repeatable, each also a comma list."""
     parser.add_argument("--only-account", action="append", dest="accounts", metavar="ID", help=ONLY_ACCOUNT_HELP)
     parser.add_argument("--only-region", action="append", dest="regions", metavar="NAME", help=ONLY_REGION_HELP)
+
+
+def add_quiet(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument("--quiet", "-q", action="store_true", help=QUIET_HELP)

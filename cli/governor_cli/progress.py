@@ -15,11 +15,38 @@ from typing import Any
 DELAY_SECONDS = 2.0
 
 
-def bar(total: int | None, what: str, unit: str) -> Any:
-    """A tqdm bar on stderr; a no-op object when stderr is not a terminal."""
+def bar(total: int | None, what: str, unit: str, quiet: bool = False) -> Any:
+    """A tqdm bar on stderr; a no-op object when stderr is not a terminal or with ``--quiet``."""
     from tqdm import tqdm
 
     return tqdm(
-        total=total, desc=what, unit=unit, file=sys.stderr, delay=DELAY_SECONDS, disable=None, leave=False,
+        total=total, desc=what, unit=unit, file=sys.stderr, delay=DELAY_SECONDS, disable=True if quiet else None,
+        leave=False,
         dynamic_ncols=True,
     )  # fmt: skip
+
+
+def steps(what: str, quiet: bool = False) -> Any:
+    """A bar for work whose size is known only once it starts (``run_audit``'s ``progress(step, total)``): the
+    returned object is the callback, ``close()`` ends the bar. ``quiet`` (``--quiet``) draws nothing at all."""
+    return _Steps(what, quiet)
+
+
+class _Steps:
+    def __init__(self, what: str, quiet: bool) -> None:
+        self._what = what
+        self._quiet = quiet
+        self._bar: Any = None
+
+    def __call__(self, step: str, total: int) -> None:
+        if self._quiet:
+            return
+        if self._bar is None:
+            self._bar = bar(total, self._what, "step")
+        self._bar.set_postfix_str(step, refresh=False)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -11,13 +11,14 @@ import json
 from pathlib import Path
 from typing import Unpack
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Aws, CfnCondition, Duration, Fn, Stack
 from aws_cdk import aws_eks as eks
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from governor.domain.actions import Stop, Tag, Terminate, Untag
 from governor.idle.kubernetes.api import KUBERNETES_GROUP
+from governor.idle.policy import KubernetesCluster
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import governor_metric
@@ -72,7 +73,7 @@ class IdleReclamation(CapabilityConstruct):
         # DeleteTags does not support ec2:InstanceType (Service Authorization Reference): with it the condition is
         # false and every call is denied, so the idle-since mark could never be cleared. Keys alone bound it.
         function.add_statement(Untag.IAM, [instances], governor_keys)
-        drained = [c.name for c in policy.idle.clusters if c.reclaim == "drain"]
+        drained = [c for c in policy.idle.clusters if c.reclaim == "drain"]
         if policy.idle.asg_action == "scale_in" or drained:
             self._scale_in_grants(function)
         if drained:
@@ -104,24 +105,27 @@ class IdleReclamation(CapabilityConstruct):
             self.shared,
         )
 
-    def _cluster_access(self, function: GovernorFunction, clusters: list[str]) -> None:
+    def _cluster_access(self, function: GovernorFunction, clusters: list[KubernetesCluster]) -> None:
         """Drain idle nodes of the clusters ``idle.clusters`` names with ``reclaim: drain``: DescribeCluster on those
         clusters only, and one EKS access entry each mapping the idle role to the Kubernetes group
         ``KUBERNETES_GROUP``, which the cluster's RBAC (deploy/kubernetes/governor-rbac.yaml) lets cordon nodes,
         list pods, create evictions and delete NodeClaims, and nothing else. No AWS-managed access policy is that
-        narrow (AmazonEKSEditPolicy cannot patch nodes; the admin policies can do everything)."""
+        narrow (AmazonEKSEditPolicy cannot patch nodes; the admin policies can do everything).
+
+        A member account's cluster (``account`` and ``region``) is named by its own ARN: the statement goes to the
+        spoke's idle role unchanged (``member_accounts``), where it allows DescribeCluster on that one cluster, and
+        that account's spoke stack creates the access entry for its idle role (``member_cluster_access``)."""
         stack = Stack.of(self)
-        arns = [stack.format_arn(service="eks", resource="cluster", resource_name=name) for name in clusters]
+        arns = [
+            stack.format_arn(service="eks", resource="cluster", resource_name=c.name)
+            if c.account is None
+            else f"arn:{stack.partition}:eks:{c.region}:{c.account}:cluster/{c.name}"
+            for c in clusters
+        ]
         function.add_statement(sorted(Terminate.DRAIN - Terminate.SCALE_IN), arns)
-        for name in clusters:
-            eks.CfnAccessEntry(
-                self,
-                f"AccessEntry{''.join(part.capitalize() for part in name.replace('_', '-').split('-'))}",
-                cluster_name=name,
-                principal_arn=function.role.role_arn,
-                kubernetes_groups=[KUBERNETES_GROUP],
-                type="STANDARD",
-            )
+        for cluster in clusters:
+            if cluster.account is None:
+                access_entry(self, cluster.name, function.role.role_arn)
 
     def _scale_in_grants(self, function: GovernorFunction) -> None:
         """Reclaim Auto Scaling group members through their group (a stopped member would just be replaced).
@@ -149,6 +153,38 @@ class IdleReclamation(CapabilityConstruct):
             "(autoscaling:ResourceTag, checked in code too) may be scaled in, only by an instance the sweep judged "
             "idle and re-read, always decrementing the desired capacity and never below the group's minimum.",
         )
+
+
+def access_entry(scope: Construct, name: str, principal: str) -> eks.CfnAccessEntry:
+    """The EKS access entry mapping ``principal`` to ``KUBERNETES_GROUP`` on cluster ``name`` (no access policy)."""
+    return eks.CfnAccessEntry(
+        scope,
+        f"AccessEntry{''.join(part.capitalize() for part in name.replace('_', '-').split('-'))}",
+        cluster_name=name,
+        principal_arn=principal,
+        kubernetes_groups=[KUBERNETES_GROUP],
+        type="STANDARD",
+    )
+
+
+def member_cluster_access(scope: Construct, policy: Policy, principal: str) -> list[eks.CfnAccessEntry]:
+    """In the spoke template (deployed to every member account and region): the access entry of each member cluster
+    that drains, created only in that cluster's own account and region (a CloudFormation condition), so the StackSet
+    does not fail where the cluster does not exist."""
+    entries = []
+    for cluster in policy.idle.clusters:
+        if cluster.account is None or cluster.reclaim != "drain":
+            continue
+        entry = access_entry(scope, cluster.name, principal)
+        entry.cfn_options.condition = CfnCondition(
+            scope,
+            f"{entry.node.id}Here",
+            expression=Fn.condition_and(
+                Fn.condition_equals(Aws.ACCOUNT_ID, cluster.account), Fn.condition_equals(Aws.REGION, cluster.region)
+            ),
+        )
+        entries.append(entry)
+    return entries
 
 
 def install_agent_config(scope: Construct, policy: Policy) -> ssm.StringParameter:

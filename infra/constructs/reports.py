@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Unpack
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from governor.adapters import cost_explorer
+from governor.adapters import cur as cur_rates
 from governor.registry import REGISTRY
 from governor.report import archive
 from governor.report import chart_image as chart
@@ -71,7 +72,7 @@ class Reports(CapabilityConstruct):
             "GetMetricWidgetImage has no resource-level permissions; it only renders the fleet GPU utilisation "
             "chart from metrics the account already holds.",
         )
-        if self.policy.lifecycle.effective_rates == "cost_explorer":
+        if self.policy.lifecycle.effective_rates in ("cost_explorer", "cur"):
             self.function.add_unscoped_statement(
                 "EffectiveRates",
                 cost_explorer.IAM_ACTIONS,
@@ -80,6 +81,42 @@ class Reports(CapabilityConstruct):
             )
         if audit is not None and hasattr(audit, "grant_query"):
             audit.grant_query(self.function)
+        if self.policy.lifecycle.effective_rates == "cur":
+            self._grant_cur(audit)
         for trigger_id in ("Daily", "Weekly"):
             self.on_schedule(trigger_id, payload={"kind": trigger_id.lower()})
         grant_delivery(self.function, self.policy)
+
+    def _grant_cur(self, audit: object) -> None:
+        """Read the CUR 2.0 table through the audit lake's workgroup: Glue on that one database and table, S3 list
+        on its bucket and read under its prefix; nothing else of the billing bucket (Athena reads with our role)."""
+        cur = self.policy.lifecycle.cur
+        if cur is None:  # the policy refuses effective_rates: cur without it
+            raise ValueError("lifecycle.cur: effective_rates is cur, so cur must name the table")
+        if audit is None or not hasattr(audit, "grant_query"):
+            raise ValueError(
+                "lifecycle.effective_rates: cur runs its query in the audit lake's Athena workgroup, which this "
+                "stack does not hold (the audit region's stack does)"
+            )
+        stack = Stack.of(self)
+        self.function.add_statement(
+            sorted(cur_rates.GLUE_ACTIONS),
+            [
+                stack.format_arn(service="glue", resource="catalog"),
+                stack.format_arn(service="glue", resource="database", resource_name=cur.database),
+                stack.format_arn(service="glue", resource="table", resource_name=f"{cur.database}/{cur.table}"),
+            ],
+        )
+        bucket_arn = f"arn:{stack.partition}:s3:::{cur.bucket}"
+        prefix = cur.prefix.rstrip("/")
+        # s3:prefix is only in ListBucket's request context, so GetBucketLocation has its own statement.
+        self.function.add_statement(["s3:GetBucketLocation"], [bucket_arn])
+        self.function.add_statement(
+            ["s3:ListBucket"], [bucket_arn], {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}} if prefix else None
+        )
+        self.function.add_statement(
+            sorted(cur_rates.S3_OBJECT_ACTIONS),
+            [f"{bucket_arn}/{prefix}/*" if prefix else f"{bucket_arn}/*"],
+            reason="Athena reads every Parquet object of the CUR 2.0 export under its prefix with the caller's "
+            "permissions; the object keys (billing period, chunk) are only known at query time. GetObject only.",
+        )

@@ -20,7 +20,7 @@ from constructs import Construct
 
 from governor.policy import Policy
 from infra import nag
-from infra.constructs.idle import install_agent_config
+from infra.constructs.idle import install_agent_config, member_cluster_access
 from infra.constructs.member_accounts import ForwardedPattern, MemberGrant
 from infra.constructs.shared import dead_letter_queue
 from infra.nag import NIST, NIST_BY_DESIGN, acknowledge
@@ -81,6 +81,8 @@ class SpokeStack(Stack):
             for index, function in enumerate(acting)
         }
         install_agent_config(self, policy)
+        if "idle" in self.execution_roles:  # the member clusters the idle role drains (idle.clusters[].account)
+            member_cluster_access(self, policy, self.execution_roles["idle"].role_arn)
         for rule, reason in NIST_BY_DESIGN.items():
             if rule == "IAMNoInlinePolicy":
                 acknowledge(self, f"{NIST}::{NIST}-{rule}", reason)

@@ -21,19 +21,20 @@ from governor.policy_types import Schedule as Schedule
 from governor.policy_types import Section as _Model
 
 if TYPE_CHECKING:
+    from governor.idle.policy import IdlePolicy
+    from governor.interactions.policy import InteractionsPolicy
     from governor.keys.policy import KeysPolicy
     from governor.network.policy import NetworkPolicy
+    from governor.notifier.policy import NotificationsPolicy
+    from governor.report.policy import ReportsPolicy
+    from governor.spot.policy import SpotPolicy
 
 DEFAULT_GPU_FAMILIES = ["p", "g", "trn", "inf", "dl"]
 
 # Upper bounds for policy values, so that a policy that validates never overflows a function's date arithmetic or
 # asks AWS for something it refuses. Each is far above any sensible setting; `governor validate --ranges` lists them.
-WEEK_MINUTES = 7 * 24 * 60
-MAX_GPU_MEMORY_MIB = 1024 * 1024  # 1 TiB, several times the largest GPU's memory
-MAX_NETWORK_BYTES = 10.0**15
 MAX_HOURLY_USD = 10_000.0
 MAX_GPUS = 128
-MAX_GPU_WATTS = 2000.0  # the most one GPU's power limit may be (today's largest are about 1,000 W)
 EARLIEST_DATE = EARLIEST.date()  # the range every input time must fit (governor.domain.times)
 LATEST_DATE = (LATEST - dt.timedelta(days=1)).date()
 
@@ -96,182 +97,28 @@ class FleetPolicy(_Model):
         return [f"{family}{digit}*" for family in self.gpu_families for digit in "0123456789"]
 
 
-#: Large accelerated types AWS sells mostly through Capacity Blocks and reservations (fnmatch patterns).
-SCARCE_TYPES = (
-    "p4d.*",
-    "p4de.*",
-    "p5.*",
-    "p5e.*",
-    "p5en.*",
-    "p6-*",
-    "p6e-*",
-    "trn1.*",
-    "trn1n.*",
-    "trn2.*",
-    "trn2u.*",
-)
-
-
-class GpuPowerEntry(_Model):
-    """One GPU model's idle draw and power limit in watts, measured on the operator's own idle machines."""
-
-    idle_watts: float = Field(gt=0, le=MAX_GPU_WATTS)
-    limit_watts: float = Field(gt=0, le=MAX_GPU_WATTS)
-
-    @model_validator(mode="after")
-    def _idle_below_limit(self) -> GpuPowerEntry:
-        if self.idle_watts >= self.limit_watts:
-            raise ValueError("idle_watts must be below limit_watts")
-        return self
-
-
-#: PromQL label matchers and nothing else (no braces, no expression): what a cluster's ``selector`` may hold.
-_PROMQL_MATCHERS = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*(,\s*|$))*$')
-
-
-class KubernetesCluster(_Model):
-    """An EKS cluster whose GPU nodes are judged from its own metrics (DCGM through Prometheus, or Container Insights)
-    instead of the instance metric source; its nodes are still the EC2 instances the fleet lists."""
-
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]*$")
-    metric_source: Literal["prometheus", "container_insights"]
-    # Prometheus' HTTP API base: an Amazon Managed Prometheus workspace
-    # (https://aps-workspaces.<region>.amazonaws.com/workspaces/<id>, SigV4-signed) or any compatible endpoint.
-    prometheus_url: str | None = Field(None, max_length=2000)
-    # Sign requests with SigV4 (service aps) in this region; default: the region of an AMP workspace URL.
-    sigv4_region: str | None = Field(None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
-    # The DCGM exporter label naming the node (hostname in 3.x+, Hostname before; node under some scrape configs).
-    node_label: str = Field("Hostname", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-    # Label matchers added to every query, e.g. cluster="gpu-prod" when one workspace holds several clusters.
-    selector: str = Field("", max_length=500)
-    # An idle node of this cluster: report (warned, then reported, never touched) or drain (cordon, evict through the
-    # Eviction API respecting PodDisruptionBudgets, then delete its Karpenter NodeClaim or terminate it in its managed
-    # node group with desired capacity lowered), through the Kubernetes API with the idle role's EKS access entry.
-    # drain acts only while idle.enforce is true.
-    reclaim: Literal["report", "drain"] = "report"
-    # namespace -> team, for GPU-hours by team (a namespace not listed is its own team).
-    namespace_teams: dict[str, str] = Field(default_factory=dict, max_length=1000)
-
-    @model_validator(mode="after")
-    def _source_settings(self) -> KubernetesCluster:
-        if self.metric_source == "prometheus":
-            if not self.prometheus_url:
-                raise ValueError("prometheus_url is required when metric_source is prometheus")
-            if not re.match(r"^https?://[^/\s]+(/\S*)?$", self.prometheus_url):
-                raise ValueError("prometheus_url must be an http(s) URL")
-        elif self.prometheus_url:
-            raise ValueError("prometheus_url is only for metric_source prometheus")
-        if self.selector and not _PROMQL_MATCHERS.match(self.selector):
-            raise ValueError('selector must be PromQL label matchers only, e.g. cluster="gpu-prod"')
-        return self
-
-    def __hash__(self) -> int:  # frozen, but namespace_teams is a dict: hash what identifies the source
-        return hash(
-            (self.name, self.metric_source, self.prometheus_url, self.sigv4_region, self.node_label, self.selector)
-        )
-
-
-class IdlePolicy(_Model):
-    """Reclaim GPU instances that every signal says are idle, warning first; never a working machine."""
-
-    enforce: bool = False
-    schedule: Schedule = "rate(15 minutes)"
-    window_minutes: int = Field(120, ge=15, le=24 * 60)
-    gpu_utilization_threshold: float = Field(5.0, gt=0, le=100)
-    # None: GPU memory is not a required signal (for agents that export utilisation only).
-    memory_change_tolerance_mib: float | None = Field(256.0, ge=0, le=MAX_GPU_MEMORY_MIB)
-    # The unit the metric source publishes GPU memory in; the CloudWatch agent's nvidia_smi plugin publishes MB (MiB).
-    gpu_memory_unit: Literal["MB", "MiB", "bytes"] = "MB"
-    cpu_utilization_threshold: float | None = Field(None, gt=0, le=100)
-    network_bytes_threshold: float | None = Field(None, gt=0, le=MAX_NETWORK_BYTES)
-    min_samples_fraction: float = Field(0.8, gt=0, le=1)
-    launch_grace_minutes: int = Field(30, ge=0, le=WEEK_MINUTES)
-    warning_minutes: int = Field(30, ge=0, le=WEEK_MINUTES)
-    on_demand_action: Literal["stop", "terminate"] = "stop"
-    spot_action: Literal["stop", "terminate"] = "terminate"
-    checkpoint_command: str | None = None
-    checkpoint_timeout_seconds: int = Field(300, ge=30, le=3600)
-    max_actions_per_sweep: int = Field(10, ge=0, le=1000)
-    max_fleet_percent: float = Field(20.0, ge=0, le=100)
-    # The newest GPU sample must be at most this old when judged and again right before acting, else unmonitored.
-    max_sample_age_minutes: int = Field(5, ge=1, le=60)
-    # Circuit breaker: at least breaker_min_instances turning idle together can be a metrics or driver outage ...
-    breaker_fleet_percent: float = Field(25.0, gt=0, le=100)
-    breaker_min_instances: int = Field(5, ge=2, le=10_000)
-    # ... but only instances whose quiet stretches began within this many minutes of each other (a failure hits every
-    # node in the same minute; an evening lull spreads over hours), and only with a failure's signature: more than
-    # breaker_fleet_percent of the monitored fleet at once, or half of them with a measurement-failure sign (memory or
-    # power reading exactly 0, power frozen, samples missing at the onset), or breaker_min_teams teams at once.
-    breaker_onset_minutes: int = Field(2, ge=1, le=60)
-    breaker_min_teams: int = Field(3, ge=2, le=1000)
-    # The hold is short and clears by itself: after this many minutes only instances still showing a sign stay held.
-    breaker_hold_minutes: int = Field(45, ge=15, le=24 * 60)
-    # Power: when the source publishes it, idle also needs the GPU near its idle draw, i.e. at most idle + this percent
-    # of (limit - idle) for its model (governor/idle/power.py; gpu_power adds or overrides models). null: not judged.
-    idle_power_margin_percent: float | None = Field(20.0, ge=0, le=100)
-    gpu_power: dict[str, GpuPowerEntry] = Field(default_factory=dict, max_length=100)
-    # Stalled: utilisation at or above this over the whole window at near-idle power, memory not moving (a hung NCCL
-    # job): a finding to the owner, never a stop. null: not looked for. Needs the model's idle draw.
-    stall_utilization_threshold: float | None = Field(90.0, gt=0, le=100)
-    # Where the sweep reads GPU metrics (governor.idle.sources): one name per metric source implementation.
-    metric_source: Literal["cloudwatch_agent"] = "cloudwatch_agent"
-    # EKS clusters whose GPU nodes are read from their own source (governor/idle/kubernetes); other instances from
-    # metric_source. One sweep combines them: a node a cluster source has no series for is read from metric_source.
-    clusters: tuple[KubernetesCluster, ...] = Field((), max_length=50)
-    # Instances of an Auto Scaling group: reclaimed through the group (desired capacity decremented, never below
-    # its minimum) or reported only. EKS and Karpenter nodes are reported only unless their cluster drains them.
-    asg_action: Literal["scale_in", "report"] = "scale_in"
-    # Capacity paid for whatever happens (Capacity Blocks for ML, On-Demand Capacity Reservations) or lent
-    # (interruptible reservations): never stopped for savings; idle GPU-hours reported as paid for, unused.
-    # stop_if_open: an instance in an *open* On-Demand Capacity Reservation may be stopped (its slot is free for any
-    # matching instance). Capacity Blocks, targeted and interruptible reservations are never stopped.
-    reserved_capacity: Literal["report", "stop_if_open"] = "report"
-    # Active GPU capacity reservations (On-Demand Capacity Reservations, Capacity Blocks) with capacity no instance
-    # runs in: reported (a finding a day per reservation, the report's "paid for, unused" section), never cancelled.
-    # off: not read (one DescribeCapacityReservations a sweep saved).
-    unused_reservations: Literal["report", "off"] = "report"
-    # Instance types the team may not get back once stopped (On-Demand capacity for them is often short): the restart
-    # risk is recorded with every decision about an idle one (evidence.restart_risk) and said in its warning and
-    # report. scarce_action warn: they are warned about and reported, never stopped; stop: reclaimed like any other.
-    scarce_types: list[Annotated[str, Field(pattern=r"^[a-z0-9.*?\[\]-]+$")]] = Field(
-        default_factory=lambda: list(SCARCE_TYPES), max_length=100
-    )
-    scarce_action: Literal["warn", "stop"] = "stop"
-    cloudwatch_agent_association: bool = False
-    association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})
-    exemptions: Exemptions = Field(default_factory=Exemptions)
-
-
-class CheckpointBucketPolicy(_Model):
-    """Where Spot jobs keep checkpoints, and how many old versions survive."""
-
-    create: bool = True
-    noncurrent_versions_to_keep: int = Field(3, ge=0, le=100)
-    noncurrent_version_expiry_days: int = Field(7, ge=1, le=MAX_DAYS)
-
-
-class SpotPolicy(_Model):
-    """Turn the two-minute Spot warning into a checkpoint, a record, a message and, optionally, new capacity."""
-
-    enforce: bool = False
-    checkpoint_command: str = "systemctl kill --signal=SIGUSR1 training.service"
-    checkpoint_timeout_seconds: int = Field(90, ge=10, le=110)
-    on_rebalance: Literal["checkpoint", "record"] = "checkpoint"
-    deregister_from_target_groups: bool = True
-    complete_lifecycle_action: bool = True
-    replacement: Literal["none", "spot", "on-demand"] = "none"
-    fallback_instance_types: list[str] = Field(default_factory=list)
-    fallback_zones: list[str] = Field(default_factory=list)
-    # Opt-in: reserving fails the deploy unless the account keeps 100 unreserved (new accounts may have 10 in all).
-    reserved_concurrency: int | None = Field(None, ge=1, le=100)
-    checkpoint_bucket: CheckpointBucketPolicy = Field(default_factory=CheckpointBucketPolicy)
-    exemptions: Exemptions = Field(default_factory=Exemptions)
-
-
 class PriceEntry(_Model):
     on_demand: float = Field(gt=0, le=MAX_HOURLY_USD)
     spot: float | None = Field(None, gt=0, le=MAX_HOURLY_USD)
     gpus: int = Field(1, ge=1, le=MAX_GPUS)
+
+
+class CurExport(_Model):
+    """Where the account's Cost and Usage Report 2.0 (AWS Data Exports) is queryable in Athena.
+
+    The report runs one query a run in the audit lake's workgroup against ``database.table`` (the Glue table over the
+    export's Parquet files, created by the user's crawler or AWS's Data Exports Athena integration) and reads the
+    export's objects under ``s3://bucket/prefix``; the report role is granted exactly those. The export must include
+    resource IDs (``line_item_resource_id``) for per-instance rates; without them the query finds nothing and the
+    rates come from the next source."""
+
+    database: str = Field(pattern=r"^[a-z0-9_]{1,255}$")
+    table: str = Field(pattern=r"^[a-z0-9_]{1,255}$")
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    prefix: str = Field("", pattern=r"^([A-Za-z0-9!_.*'()/-]{0,512}[A-Za-z0-9_.-])?$")
+    # The Glue partition column of the export's BILLING_PERIOD=YYYY-MM folders (a crawler names it billing_period);
+    # null when the table is not partitioned (the query then scans every billing period's files).
+    billing_period_partition: str | None = Field("billing_period", pattern=r"^[a-z0-9_]{1,255}$")
 
 
 class LifecyclePolicy(_Model):
@@ -285,8 +132,11 @@ class LifecyclePolicy(_Model):
     # Savings at the price actually paid: "cost_explorer" reads each type's amortised cost per running hour (Savings
     # Plans, Reserved Instances and Capacity Blocks spread over the hours they cover) once per report, over the last
     # effective_rate_days (ce:GetCostAndUsage, USD 0.01 a request). Else savings use the Price List API / the table.
-    effective_rates: Literal["none", "cost_explorer"] = "none"
+    # "cur" first reads the rate each instance actually paid from the CUR 2.0 table in Athena (``cur`` names it),
+    # then Cost Explorer for types the table lacks, then the Price List API / the table.
+    effective_rates: Literal["none", "cost_explorer", "cur"] = "none"
     effective_rate_days: int = Field(30, ge=1, le=365)
+    cur: CurExport | None = None
     prices_as_of: PolicyDate = dt.date(2026, 11, 1)
     prices: dict[str, PriceEntry] = Field(
         default_factory=lambda: {
@@ -307,6 +157,12 @@ class LifecyclePolicy(_Model):
             "dl1.24xlarge": PriceEntry(on_demand=13.11, spot=3.93, gpus=8),
         }
     )
+
+    @model_validator(mode="after")
+    def _cur_named(self) -> LifecyclePolicy:
+        if self.effective_rates == "cur" and self.cur is None:
+            raise ValueError("effective_rates is cur, so cur must name the CUR 2.0 table (database, table, bucket)")
+        return self
 
 
 class AuditPolicy(_Model):
@@ -336,41 +192,6 @@ class AuditPolicy(_Model):
         return self
 
 
-class ReportsPolicy(_Model):
-    """Scheduled security and cost reports; ``enforce: false`` renders and archives them without sending."""
-
-    enforce: bool = True
-    daily_schedule: Schedule = "cron(0 7 * * ? *)"
-    weekly_schedule: Schedule = "cron(0 7 ? * MON *)"
-    top_rows: int = Field(10, ge=1, le=100)
-    rightsizing_max_utilization: float = Field(30.0, gt=0, le=100)
-    email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
-
-
-class TeamRoute(_Model):
-    slack_secret_name: str | None = None
-    email: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
-
-
-class NotificationsPolicy(_Model):
-    """Where findings go; ``enforce: false`` logs and archives them on the bus without sending to Slack or email."""
-
-    enforce: bool = True
-    slack_secret_name: str = "governor/slack-webhook"  # noqa: S105 - a secret's name, not its value
-    email_sender: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+$")
-    email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
-    min_severity: Literal["info", "warning", "critical"] = "info"
-    #: What is posted the moment it happens; the rest waits for the team's daily report digest. ``actionable``:
-    #: criticals, and idle / Spot / button findings (time-bound); ``critical``: criticals only; ``all``: everything.
-    immediate: Literal["actionable", "critical", "all"] = "actionable"
-    merge_window_minutes: int = Field(60, ge=0, le=24 * 60)
-    teams: dict[str, TeamRoute] = Field(default_factory=dict)
-    dashboard_url: str | None = None
-    owner_email_domains: list[Annotated[str, Field(pattern=r"^([a-z0-9-]+\.)+[a-z]{2,}$")]] = Field(
-        default_factory=list
-    )
-
-
 class BudgetsPolicy(_Model):
     """Optional monthly GPU budgets per team and per account, in USD: the report shows burn rate and month-end
     forecast, and the report function raises one finding per budget, month and threshold crossed (80 % and 100 %)."""
@@ -394,55 +215,6 @@ class BudgetsPolicy(_Model):
         return sorted(value)
 
 
-SlackUserId = Annotated[str, Field(pattern=r"^[UW][A-Z0-9]{2,30}$")]
-Email = Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$", max_length=254)]
-
-
-def _time_zone(value: str) -> str:
-    """An IANA zone name (``Europe/Berlin``); checked against the zone database when this machine has one."""
-    import zoneinfo
-
-    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*", value):
-        raise ValueError(f"{value!r} is not an IANA time zone name such as Europe/Berlin")
-    if zoneinfo.available_timezones() and value not in zoneinfo.available_timezones():
-        raise ValueError(f"{value!r} is not a known IANA time zone")
-    return value
-
-
-class TeamMembers(_Model):
-    """Who belongs to a team (for acting on its instances from Slack) and the team's time zone ("tomorrow 09:00")."""
-
-    members: list[Email] = Field(default_factory=list)
-    timezone: Annotated[str, AfterValidator(_time_zone)] = "UTC"
-
-
-class InteractionsPolicy(_Model):
-    """The Slack buttons on idle warnings (Keep 4 h, Keep until tomorrow, Stop now) and on findings (Acknowledge).
-
-    ``enforce: false`` verifies, authorises and records every click, and answers in Slack what it would have done;
-    only ``enforce: true`` writes the snooze tag or asks the idle function to stop. ``buttons`` puts them on
-    messages (switch it on once the Slack app's interactivity URL points at the endpoint, see docs/slack.md).
-    """
-
-    enforce: bool = False
-    buttons: bool = False
-    signing_secret_name: str = "governor/slack-signing-secret"  # noqa: S105 - a secret's name, not its value
-    # Optional: a bot token (users:read.email) to resolve clicking users not listed in slack_users.
-    bot_token_secret_name: str | None = None
-    slack_users: dict[SlackUserId, Email] = Field(default_factory=dict)
-    admins: list[Email] = Field(default_factory=list)
-    teams: dict[Annotated[str, Field(min_length=1, max_length=64)], TeamMembers] = Field(default_factory=dict)
-    keep_hours: int = Field(4, ge=1, le=24 * 7)
-    morning_hour: int = Field(9, ge=0, le=23)
-    # The public endpoint's throttle: at most this many requests at once (reserved concurrency, counted by the deploy's
-    # preflight; only while ``buttons`` is on, since the endpoint exists only then). null: unthrottled.
-    reserved_concurrency: int | None = Field(5, ge=1, le=100)
-
-    def endpoint_concurrency(self) -> int:
-        """The executions the public endpoint reserves: none while buttons are off (no endpoint is deployed)."""
-        return (self.reserved_concurrency or 0) if self.buttons else 0
-
-
 class LedgerPolicy(_Model):
     """How long decisions stay in the ledger before DynamoDB TTL removes them."""
 
@@ -454,18 +226,51 @@ class Policy(_Model):
 
     version: Literal[1] = 1
     fleet: FleetPolicy = Field(default_factory=FleetPolicy)
-    idle: IdlePolicy = Field(default_factory=IdlePolicy)
-    spot: SpotPolicy = Field(default_factory=SpotPolicy)
     lifecycle: LifecyclePolicy = Field(default_factory=LifecyclePolicy)
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
-    reports: ReportsPolicy = Field(default_factory=ReportsPolicy)
-    notifications: NotificationsPolicy = Field(default_factory=NotificationsPolicy)
     ledger: LedgerPolicy = Field(default_factory=LedgerPolicy)
     budgets: BudgetsPolicy = Field(default_factory=BudgetsPolicy)
-    interactions: InteractionsPolicy = Field(default_factory=InteractionsPolicy)
     if TYPE_CHECKING:  # declared in their packages (registry ``policy_section``), composed into ``Policy`` below
         network: NetworkPolicy = Field(default_factory=NetworkPolicy)
         keys: KeysPolicy = Field(default_factory=KeysPolicy)
+        spot: SpotPolicy = Field(default_factory=SpotPolicy)
+        interactions: InteractionsPolicy = Field(default_factory=InteractionsPolicy)
+        notifications: NotificationsPolicy = Field(default_factory=NotificationsPolicy)
+        reports: ReportsPolicy = Field(default_factory=ReportsPolicy)
+        idle: IdlePolicy = Field(default_factory=IdlePolicy)
+
+    @model_validator(mode="after")
+    def _capacity_offered_to_a_team(self) -> Policy:
+        """``idle.reserved_capacity: offer`` names the team told of free capacity, and that team has a route."""
+        if self.idle.reserved_capacity != "offer":
+            return self
+        team = self.idle.offer_capacity_to
+        if not team:
+            raise ValueError("idle.reserved_capacity is offer, so idle.offer_capacity_to must name the team to tell")
+        if team not in self.notifications.teams:
+            raise ValueError(
+                f"idle.offer_capacity_to: {team!r} is not a team of notifications.teams "
+                f"({', '.join(sorted(self.notifications.teams)) or 'none configured'})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _channels_need_the_bot(self) -> Policy:
+        """Posting to a channel id needs the bot token; a webhook needs none."""
+        uses = [
+            path
+            for path, channel in (
+                ("notifications.slack_channel", self.notifications.slack_channel),
+                *(
+                    (f"notifications.teams.{name}.slack_channel", t.slack_channel)
+                    for name, t in self.notifications.teams.items()
+                ),
+            )
+            if channel
+        ]
+        if uses and not self.interactions.bot_token_secret_name:
+            raise ValueError(f"{uses[0]} posts with the Slack bot token: set interactions.bot_token_secret_name")
+        return self
 
     @model_validator(mode="after")
     def _exemptions_outlive_no_record(self) -> Policy:

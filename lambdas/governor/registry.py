@@ -388,6 +388,7 @@ REGISTRY = Registry(
         time_bound=True,
         member_accounts=True,
         section="spot",
+        policy_section="governor.spot.policy:SpotPolicy",
         description="Spot interruptions: checkpoint within the two-minute warning, record, notify, relaunch",
         triggers=(
             Trigger(
@@ -418,6 +419,7 @@ REGISTRY = Registry(
         member_accounts=True,
         fans_out=True,
         section="idle",
+        policy_section="governor.idle.policy:IdlePolicy",
         description="Warns about, then stops or terminates, GPU instances idle by every signal (idle policy)",
         triggers=(
             Trigger(
@@ -452,6 +454,7 @@ REGISTRY = Registry(
         construct_id="Interactions",
         time_bound=True,
         section="interactions",
+        policy_section="governor.interactions.policy:InteractionsPolicy",
         description="Slack buttons: Keep, Keep until tomorrow, Stop now, Acknowledge (verified, authorised)",
         triggers=(
             Trigger(
@@ -506,6 +509,7 @@ REGISTRY = Registry(
         construct_id="Notifications",
         finding_policies=("notifications",),
         section="notifications",
+        policy_section="governor.notifier.policy:NotificationsPolicy",
         description="Findings from the governor bus to Slack and email: routed, merged, within Slack's limits",
         triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
         uses=_DELIVERY,
@@ -520,6 +524,7 @@ REGISTRY = Registry(
         within="notifier",
         finding_policies=("reports", "budgets"),
         section="reports",
+        policy_section="governor.report.policy:ReportsPolicy",
         description="Daily and weekly security and cost report: Athena queries, ledger, chart, S3 archive",
         triggers=(
             Trigger("Daily", "schedule", "daily security and cost report", schedule="reports.daily_schedule"),
@@ -531,8 +536,9 @@ REGISTRY = Registry(
             Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
             Uses(
                 "governor.adapters.cost_explorer",
-                when=lambda p: p.lifecycle.effective_rates == "cost_explorer",
+                when=lambda p: p.lifecycle.effective_rates in ("cost_explorer", "cur"),
             ),
+            Uses("governor.adapters.cur", when=lambda p: p.lifecycle.effective_rates == "cur"),
             *_DELIVERY,
         ),
         actions=(Record, Notify),

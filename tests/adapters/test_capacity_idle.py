@@ -43,25 +43,25 @@ class Blocks:
         self.stub = Stubber(self.client)
         self.end = end
 
+    def response(self) -> dict[str, Any]:
+        """The block as DescribeCapacityReservations describes it."""
+        return {
+            "CapacityReservationId": BLOCK,
+            "InstanceType": "p5.48xlarge",
+            "AvailabilityZone": "us-east-1a",
+            "State": "active",
+            "ReservationType": "capacity-block",
+            "InstanceMatchCriteria": "targeted",
+            "TotalInstanceCount": 1,
+            "AvailableInstanceCount": 0,
+            "EndDate": self.end,
+        }
+
     def reader(self, times: int) -> CapacityReservations:
         for _ in range(times):
             self.stub.add_response(
                 "describe_capacity_reservations",
-                {
-                    "CapacityReservations": [
-                        {
-                            "CapacityReservationId": BLOCK,
-                            "InstanceType": "p5.48xlarge",
-                            "AvailabilityZone": "us-east-1a",
-                            "State": "active",
-                            "ReservationType": "capacity-block",
-                            "InstanceMatchCriteria": "targeted",
-                            "TotalInstanceCount": 1,
-                            "AvailableInstanceCount": 0,
-                            "EndDate": self.end,
-                        }
-                    ]
-                },
+                {"CapacityReservations": [self.response()]},
                 {"CapacityReservationIds": [BLOCK]},
             )
         self.stub.activate()
@@ -172,3 +172,142 @@ def test_without_the_reservation_read_the_lifecycle_alone_holds_the_block() -> N
         for step in range(3):
             handle(_event(T0 + dt.timedelta(minutes=30 * step), f"sweep-{step}"), runtime, aws)
         assert _state(ec2, block_id) == "running"
+
+
+OFFER = {
+    "idle": {
+        "enforce": True,
+        "launch_grace_minutes": 0,
+        "max_fleet_percent": 100,
+        "reserved_capacity": "offer",
+        "offer_capacity_to": "ml-platform",
+    },
+    "fleet": {"gpu_families": ["p", "g"]},
+    "notifications": {"teams": {"ml-platform": {"slack_secret_name": "governor/ml-platform-slack"}}},
+}
+
+
+def test_offer_tells_the_configured_team_the_block_is_free_until_it_ends_and_stops_nothing() -> None:
+    """``reserved_capacity: offer``: the idle block instance's capacity is offered to the policy's team (never one a
+    tag names), once a UTC day, as a decision with its reason and a finding routed to that team; nothing stops."""
+    with mock_aws():
+        local = create_shared("us-east-1")
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        [block_id] = _launch(ec2, "p5.48xlarge", 1)
+        _in_block(block_id)
+        _metrics(block_id, 0.2)
+        runtime = Runtime(
+            policy=parse_policy(OFFER),
+            ledger=DynamoLedger(local.ledger_table, region="us-east-1"),
+            sink=MemorySink(),
+            dead_letters=MemoryDeadLetters(),
+            region="us-east-1",
+        )
+        aws = _aws(Ec2Reader("us-east-1", wildcard_type_filter=False))
+        aws.reservations = Blocks().reader(times=4)
+        sweeps = [T0 + dt.timedelta(minutes=30 * step) for step in range(4)]
+        for step, at in enumerate(sweeps):
+            handle(_event(at, f"sweep-{step}"), runtime, aws)
+
+        assert _state(ec2, block_id) == "running"
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+        offers = [i for i in items if i.get("rule") == "idle.capacity-offered"]
+        # first offered when warned, then once per UTC day the later sweeps touch (T0 follows the wall clock)
+        first = min(dt.datetime.fromisoformat(o["evidence"]["judged_at"]) for o in offers)
+        assert len(offers) == len({at.date() for at in sweeps if at >= first})
+        offer = offers[0]
+        assert offer["resource"] == BLOCK and offer["evidence"]["offered_to"] == "ml-platform"
+        assert offer["evidence"]["free_until"] == BLOCK_END.isoformat()
+        assert f"free until {BLOCK_END:%Y-%m-%d %H:%M} UTC" in offer["reasons"][0]
+        assert "offered to team ml-platform (idle.reserved_capacity: offer)" in offer["reasons"][1]
+        assert all(a.get("enforced") is False for a in offer.get("actions") or [])
+        sink = runtime.sink
+        assert isinstance(sink, MemorySink)
+        published = [f for f in sink.findings if f.rule == "idle.capacity-offered"]
+        assert len({f.id for f in published}) == len(offers)
+        assert all(f.team == "ml-platform" for f in published)  # the instance's team tag (vision) is not asked
+        assert published[0].title.startswith("Free GPU capacity for team ml-platform: idle instance")
+
+
+def test_offer_needs_a_configured_team() -> None:
+    from governor.policy import PolicyError
+
+    with pytest.raises(PolicyError, match="offer_capacity_to must name the team"):
+        parse_policy({"idle": {"reserved_capacity": "offer"}})
+    with pytest.raises(PolicyError, match=r"'ops' is not a team of notifications\.teams"):
+        parse_policy({"idle": {"reserved_capacity": "offer", "offer_capacity_to": "ops"}})
+
+
+def _about_capacity(reasons: list[str]) -> list[str]:
+    """The reasons about how the capacity was bought and what stopping it risks (not the metrics' figures)."""
+    words = ("runs in", "restart risk", "HyperPod", "scarce_action", "paid for")
+    return [part for r in reasons for part in r.split("; ") if any(w in part for w in words)]
+
+
+def test_explain_gives_the_sweeps_decision_for_block_and_scarce_instances() -> None:
+    """``governor explain --instances``: a Capacity Block instance and a scarce On-Demand p5 (``scarce_action:
+    warn``) get the verdict, rule, purchase, restart risk, actions and capacity reasons the sweep records for them."""
+    from governor.adapters.capacity import to_reservation
+    from governor.idle.explain import explain_instances
+
+    with mock_aws():
+        local = create_shared("us-east-1")
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        block_id, scarce = _launch(ec2, "p5.48xlarge", 2)
+        _in_block(block_id)
+        for instance_id in (block_id, scarce):
+            _metrics(instance_id, 0.2)
+        runtime = _runtime(local, scarce_action="warn")
+        aws = _aws(Ec2Reader("us-east-1", wildcard_type_filter=False))
+        blocks = Blocks()
+        aws.reservations = blocks.reader(times=4)
+        sweeps = [T0 + dt.timedelta(minutes=30 * step) for step in range(4)]
+        for step, at in enumerate(sweeps):
+            handle(_event(at, f"sweep-{step}"), runtime, aws)
+        assert _state(ec2, block_id) == _state(ec2, scarce) == "running"
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+
+        described = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+        block = to_reservation(blocks.response())
+        explained = explain_instances(
+            [to_instance(raw) for raw in described], runtime.policy, sweeps[-1], reservations={BLOCK: block}
+        )
+        by_id = {d.resource: d for d in explained}
+        for instance_id in (block_id, scarce):
+            preview = by_id[instance_id]
+            # the sweep's decision once the warning period had passed (warned, then this, then already reported)
+            (swept,) = [
+                i
+                for i in items
+                if i.get("resource") == instance_id
+                and i.get("policy") == "idle"
+                and i["evidence"]["status"] == "reported"
+            ]
+            assert (preview.verdict, preview.rule) == (swept["verdict"], swept["rule"]), instance_id
+            assert preview.evidence["status"] == swept["evidence"]["status"]
+            assert preview.evidence["purchase"] == swept["evidence"]["purchase"]
+            assert preview.evidence.get("restart_risk") == swept["evidence"].get("restart_risk")
+            assert [(a.type, a.enforced) for a in preview.actions] == [
+                (a["type"], a["enforced"]) for a in swept["actions"]
+            ]
+            assert _about_capacity(preview.reasons) == _about_capacity(swept["reasons"]) != []
+            assert any(a.startswith("assumed: every GPU signal") for a in preview.assumptions)
+        assert by_id[block_id].evidence["purchase"]["ends_at"] == BLOCK_END.isoformat()
+
+
+def test_explain_names_the_hyperpod_cluster_and_never_stops_the_node() -> None:
+    from governor.idle.explain import explain_instances
+
+    raw = {
+        "InstanceId": "i-0hyperpod0000001",
+        "InstanceType": "p5.48xlarge",
+        "State": {"Name": "running"},
+        "LaunchTime": (T0 - dt.timedelta(days=1)).isoformat(),
+        "Tags": [{"Key": "owner", "Value": "ana@example.com"}],
+    }
+    policy = parse_policy({"idle": {"enforce": True, "launch_grace_minutes": 0}})
+    (decision,) = explain_instances([to_instance(raw)], policy, T0, hyperpod={"i-0hyperpod0000001": "train-cluster"})
+    assert decision.evidence["purchase"]["kind"] == "hyperpod"
+    assert decision.evidence["purchase"]["cluster"] == "train-cluster"
+    assert not any(a.type in ("stop", "terminate") for a in decision.actions)
+    assert any("train-cluster" in r and "SageMaker" in r for r in decision.reasons)

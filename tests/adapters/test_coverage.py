@@ -5,6 +5,7 @@ Stubber answers (it validates each response against the ce service model: the do
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import boto3
@@ -13,6 +14,9 @@ from botocore.stub import Stubber
 from governor.adapters.cost_explorer import CostExplorerRates
 from governor.domain.costs import PriceBook
 from governor.policy import parse_policy
+from governor.report.build import build_report
+from governor.report.render.html_page import render_html
+from governor.report.render.slack import render_text, slack_messages
 from governor.report.sections.cost import cost_section
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
@@ -83,7 +87,28 @@ def test_gpu_fleet_coverage_is_read_and_reported() -> None:
     book = PriceBook(policy.lifecycle, effective=CostExplorerRates(30, ce, now=NOW))
     section = cost_section([], policy, NOW - dt.timedelta(days=1), NOW, prices=book)
     assert section.savings_plans_coverage_pct == 72.0 and section.reserved_coverage_pct == 25.0
-    assert any("Savings Plans 72.0% of spend, Reserved Instances 25.0% of running hours" in n for n in section.notes)
+    said = (
+        "Savings Plans covered 72.0% of GPU spend, Reserved Instances 25.0% of GPU running hours "
+        "(Cost Explorer, 2026-11-01 to 2026-12-01)"
+    )
+    report = build_report(
+        kind="daily",
+        start=NOW - dt.timedelta(days=1),
+        end=NOW,
+        policy=policy,
+        audit={},
+        now=NOW,
+        prices=PriceBook(policy.lifecycle, effective=CostExplorerRates(30, _ce()[0], now=NOW)),
+    )
+    page = render_html(report)
+    assert "<h3>Savings Plans and RI coverage of the GPU fleet</h3>" in page and f"<p>{said}.</p>" in page
+    assert (
+        "<td data-label='Commitment'>Reserved Instances</td><td data-label='Coverage'>25.0%</td>"
+        "<td data-label='Measured by'>hours</td>"
+    ) in page
+    slack = json.dumps(slack_messages(report))
+    assert f"{said}." in slack
+    assert f"  {said}" in render_text(report)  # the email's text part
 
 
 def test_a_failed_coverage_read_is_said_not_hidden() -> None:
@@ -94,5 +119,5 @@ def test_a_failed_coverage_read_is_said_not_hidden() -> None:
     policy = parse_policy({"lifecycle": {"effective_rates": "cost_explorer"}})
     book = PriceBook(policy.lifecycle, effective=CostExplorerRates(30, ce, now=NOW))
     section = cost_section([], policy, NOW - dt.timedelta(days=1), NOW, prices=book)
-    assert section.savings_plans_coverage_pct is None
+    assert section.savings_plans_coverage_pct is None and section.coverage_source is None
     assert any(n.startswith("Savings Plans / RI coverage unavailable (ClientError") for n in section.notes)

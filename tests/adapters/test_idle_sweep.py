@@ -13,6 +13,7 @@ from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.domain.fleet import Instance
 from governor.idle.autoscaling import AutoScalingGroups
+from governor.idle.digest import DIGEST_RULE
 from governor.idle.domain import IDLE_ACTION_TAG, IDLE_SINCE_TAG, MARK_KIND
 from governor.idle.handler import Adapters, handle
 from governor.idle.metrics import CloudWatchMetrics
@@ -462,3 +463,26 @@ def test_the_breaker_holds_a_fleet_that_turned_idle_together_with_one_critical_f
         assert len(critical) == 1 and critical[0].rule == "idle.circuit-breaker"  # once per held set, not per sweep
         assert results[-1]["breaker"] == "open" and results[-1]["outcomes"] == {"held": 6}
         assert not [f for f in runtime.sink.findings if f.rule == "idle.warned"]  # type: ignore[attr-defined]
+
+
+def test_one_owners_idle_instances_of_one_sweep_are_warned_in_one_digest_dearest_first() -> None:
+    """Issue 37: one message per owner per sweep. Each warning keeps its own finding (and episode id); the digest
+    lists them, the dearest first, and an instance counts as warned once the digest is on the bus."""
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        cheap = _launch(ec2, "g5.xlarge")[0]
+        dear = _launch(ec2, "g5.12xlarge")[0]
+        _metrics(cheap, 0.2)
+        _metrics(dear, 0.2)
+        runtime = _runtime(enforce=False)
+        result = handle(_event(T0, "sweep-1"), runtime, _aws())
+        assert result["outcomes"] == {"warned": 2}
+        findings = runtime.sink.findings  # type: ignore[attr-defined]
+        digests = [f for f in findings if f.rule == DIGEST_RULE]
+        warnings = [f for f in findings if f.rule == "idle.warned"]
+        assert len(digests) == 1 and len(warnings) == 2
+        assert [m.resource for m in digests[0].members] == [dear, cheap]
+        assert digests[0].owner == "ana@example.com"
+        assert {w.digested_in for w in warnings} == {digests[0].id}
+        for instance in (cheap, dear):
+            assert runtime.ledger.get_item(MARK_KIND, instance)["warned_at"]

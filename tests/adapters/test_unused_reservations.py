@@ -153,3 +153,43 @@ def test_unused_reservations_off_reads_nothing() -> None:
         handle(_event(T0, "sweep-0"), runtime, aws)
         items = ledger_items(runtime, T0 - dt.timedelta(days=1))
         assert not [i for i in items if str(i.get("resource", "")).startswith("cr-")]
+
+
+def test_offer_sends_unused_capacity_to_the_configured_team() -> None:
+    """``reserved_capacity: offer``: each GPU reservation's unused capacity is offered to the policy's team (not the
+    reservation's own team tag), with what is free, where and until when; once a day; nothing is cancelled."""
+    with mock_aws():
+        local = create_shared("us-east-1")
+        runtime = Runtime(
+            policy=parse_policy(
+                {
+                    "idle": {
+                        "launch_grace_minutes": 0,
+                        "reserved_capacity": "offer",
+                        "offer_capacity_to": "ml-platform",
+                    },
+                    "fleet": {"gpu_families": ["p", "g"]},
+                    "notifications": {"teams": {"ml-platform": {"slack_secret_name": "governor/ml-platform-slack"}}},
+                }
+            ),
+            ledger=DynamoLedger(local.ledger_table, region="us-east-1"),
+            sink=MemorySink(),
+            dead_letters=MemoryDeadLetters(),
+            region="us-east-1",
+        )
+        aws = _aws()
+        aws.reservations = _reader(_gpu_sample(), 2)
+        handle(_event(T0, "sweep-0"), runtime, aws)
+        handle(_event(T0 + dt.timedelta(minutes=15), "sweep-1"), runtime, aws)
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+        offers = {i["resource"]: i for i in items if i.get("rule") == "idle.capacity-offered"}
+        days = len({T0.date(), (T0 + dt.timedelta(minutes=15)).date()})
+        assert len([i for i in items if i.get("rule") == "idle.capacity-offered"]) == 2 * days
+        odcr, block = offers["cr-1234abcd56EXAMPLE "], offers["cr-0b10c4000000000aa"]
+        assert "2 of 3 x p4d.24xlarge in eu-west-1a free until the reservation ends" in odcr["reasons"][0]
+        assert f"free until {T0 + dt.timedelta(days=1):%Y-%m-%d %H:%M} UTC" in block["reasons"][0]
+        assert odcr["evidence"]["offered_to"] == "ml-platform"
+        sink = runtime.sink
+        assert isinstance(sink, MemorySink)
+        offered = [f for f in sink.findings if f.rule == "idle.capacity-offered"]
+        assert {f.team for f in offered} == {"ml-platform"} and len({f.id for f in offered}) == 2 * days

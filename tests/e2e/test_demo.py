@@ -12,7 +12,14 @@ import pytest
 
 from governor.interactions.domain import KEEP_HOURS, STOP_NOW
 from governor.policy import load_policy
-from governor_cli.demo.run import DemoOptions, DemoResult, run_demo, stopped_by_governor, summary_lines
+from governor_cli.demo.run import (
+    DEMO_UNUSED,
+    DemoOptions,
+    DemoResult,
+    run_demo,
+    stopped_by_governor,
+    summary_lines,
+)
 from governor_cli.main import main
 from tests.conftest import ROOT
 
@@ -196,9 +203,11 @@ def test_quiet_by_design_posts_per_channel_per_day(report_only: DemoResult) -> N
 def test_idle_warnings_ping_their_owner_with_a_slack_mention(report_only: DemoResult) -> None:
     """Issue 37, item 3: "bo: it would be stopped…" never notified bo; the owner's Slack id comes from the policy."""
     posts = [json.loads(p.read_text()) for p in sorted((report_only.out / "slack").glob("*.json"))]
-    warnings = [json.dumps(m) for m in posts if "Idle GPU instance" in m.get("text", "")]
+    texts = [(m.get("text", ""), json.dumps(m)) for m in posts]
+    warnings = [w for t, w in texts if "Idle GPU instance" in t or "idle GPU instances of" in t]
     mentioned = [w for w in warnings if re.search(r"<@UDEMO[A-Z]+> \([a-z]+@demo\.example\)", w)]
-    assert mentioned and all(re.search(r"<@UDEMO[A-Z]+>: it would be", w) for w in mentioned)
+    singles = [w for w in mentioned if "idle GPU instances of" not in w]  # an owner's digest pings once, at the top
+    assert mentioned and all(re.search(r"<@UDEMO[A-Z]+>: it would be", w) for w in singles)
     # an owner the policy knows is always pinged; a recorded creator or a cluster's node owner is named, not pinged
     assert not [w for w in warnings if "@demo.example" in w and "<@UDEMO" not in w]
 
@@ -263,8 +272,15 @@ def test_reserved_capacity_and_the_price_paid(enforced: DemoResult) -> None:
     block = enforced.capacity_block
     assert block is not None and block not in enforced.stopped
     cost = enforced.report["cost"]
-    assert [row["instance_id"] for row in cost["paid_unused"]["rows"]] == [block]
+    rows = cost["paid_unused"]["rows"]
+    assert [row["instance_id"] for row in rows if row["instance_id"].startswith("i-")] == [block]
     assert cost["paid_unused_gpu_hours"] > 0
+    # the On-Demand Capacity Reservation nobody launches into: read through the real adapter, priced a day, its owner
+    (unused,) = [row for row in rows if row["reservation_id"] == DEMO_UNUSED]
+    assert unused["instance_id"] == "(none: 2 of 2 unused)" and unused["instance_type"] == "p4d.24xlarge"
+    assert unused["usd_per_day"] > 0 and unused["owner"] == "bo@demo.example" and unused["idle_gpu_hours"] > 0
+    summary = "\n".join(summary_lines(enforced))
+    assert f"unused reservation {DEMO_UNUSED}" in summary and f"${unused['usd_per_day']:,.2f}/day" in summary
     lent = enforced.interruptible
     warned = [d for d in _decisions(enforced, "spot") if d["resource"] == lent]
     assert any(d["rule"] == "capacity-reservation-interruption" and d["verdict"] == "act" for d in warned)
@@ -300,3 +316,20 @@ def test_the_eks_node_idle_by_dcgm_is_warned_then_drained_through_its_node_pool(
 
     assert report_only.eks["writes"] == [] and not report_only.eks["terminated_at"]
     assert "would cordon, drain and delete its NodeClaim" in "\n".join(summary_lines(report_only))
+
+
+def test_an_owner_slack_users_leaves_out_is_found_with_users_lookup_by_email(report_only: DemoResult) -> None:
+    """Issue 37: the demo's policy lists every person in slack_users but one; the notifier asks Slack's
+    users.lookupByEmail (bot token, the capture endpoint answering as Slack's Web API) and mentions them by that id."""
+    from governor_cli.demo.run import LOOKED_UP
+    from governor_cli.demo.slack_app import slack_user
+
+    address = f"{LOOKED_UP}@demo.example"
+    assert f"users.lookupByEmail {address}" in report_only.slack_api_calls
+    assert report_only.slack_api_calls.count(f"users.lookupByEmail {address}") == 1  # cached per container
+    posts = [json.loads(p.read_text()) for p in sorted((report_only.out / "slack").glob("*.json"))]
+    warnings = [m for m in posts if "Idle GPU instance" in m.get("text", "") or "idle GPU instances of" in m["text"]]
+    theirs = [json.dumps(m) for m in warnings if address in json.dumps(m)]
+    assert theirs and all(f"<@{slack_user(LOOKED_UP)}>" in m for m in theirs)
+    line = next(line for line in summary_lines(report_only) if line.startswith("Slack Web API (bot token) "))
+    assert "users.lookupByEmail" in line and address in line

@@ -18,6 +18,7 @@ import pytest
 from governor.policy import Policy, parse_policy
 from governor.registry import REGISTRY
 from infra.app_builder import build_app
+from tests.infra.policy_eval import role_policy
 from tests.infra.test_least_privilege import registry_mismatches
 
 EVERYTHING_ON: dict[str, Any] = {
@@ -34,7 +35,13 @@ EVERYTHING_ON: dict[str, Any] = {
     },
     "network": {"enforce": True},
     "keys": {"enforce": True, "rotate_on_demand": True},
-    "lifecycle": {"enforce": True, "use_price_list_api": True, "effective_rates": "cost_explorer"},
+    # cur: the CUR 2.0 table first, Cost Explorer after it (both grants), issue 38
+    "lifecycle": {
+        "enforce": True,
+        "use_price_list_api": True,
+        "effective_rates": "cur",
+        "cur": {"database": "billing", "table": "cur2", "bucket": "example-billing", "prefix": "cur2/gpu-export"},
+    },
     "audit": {"enforce": True},
     "reports": {"enforce": True, "email_recipients": ["platform@example.com"]},
     "notifications": {
@@ -99,3 +106,26 @@ def test_nist_800_53_rev5_findings(full: FullStack) -> None:
     lines = [f"{rule} ({len(paths)}): {', '.join(sorted(paths))}" for rule, paths in sorted(by_rule.items())]
     assert not by_rule, "NIST 800-53 rev 5 findings:\n" + "\n".join(lines)
     assert nist["conclusion"] == "success"
+
+
+def test_the_report_reads_the_named_cur_table_and_its_export_only(full: FullStack) -> None:
+    """``effective_rates: cur``: Glue on that database and table, S3 read under the export's prefix, list only
+    there; Cost Explorer stays granted as the next source."""
+    [role_id] = [
+        f["Properties"]["Role"]["Fn::GetAtt"][0]
+        for f in full.template["Resources"].values()
+        if f["Type"] == "AWS::Lambda::Function"
+        and f["Properties"].get("Handler") == "governor.report.handler.lambda_handler"
+    ]
+    role = role_policy(full.template, role_id)
+    glue = "arn:aws:glue:us-east-1:123456789012"
+    assert role.allows("glue:GetTable", f"{glue}:table/billing/cur2")
+    assert role.allows("glue:GetPartitions", f"{glue}:table/billing/cur2")
+    assert not role.allows("glue:GetTable", f"{glue}:table/billing/other_table")
+    assert role.allows("s3:GetObject", "arn:aws:s3:::example-billing/cur2/gpu-export/gpu/data/BILLING_PERIOD=2026-11/x")
+    assert not role.allows("s3:GetObject", "arn:aws:s3:::example-billing/invoices/2026-11.pdf")
+    assert role.allows("s3:ListBucket", "arn:aws:s3:::example-billing", **{"s3:prefix": "cur2/gpu-export/gpu/data/"})
+    assert not role.allows("s3:ListBucket", "arn:aws:s3:::example-billing", **{"s3:prefix": "invoices/"})
+    assert role.allows("s3:GetBucketLocation", "arn:aws:s3:::example-billing")
+    assert role.allows("ce:GetCostAndUsage")
+    assert not role.allows("s3:PutObject", "arn:aws:s3:::example-billing/cur2/gpu-export/x")

@@ -30,9 +30,12 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.domain.fleet": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.domain": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.explain": (frozenset({"spot"}), _AWS_SPOT),
-    "governor.policy": (frozenset({"report", "spot"}), _AWS_SPOT + "; the report's kinds"),
     "governor.domain.costs": (frozenset({"idle", "lifecycle", "spot"}), _NOT_MOVED + " (cost figures by policy)"),
     "governor.idle.domain": (frozenset({"report", "spot"}), _AWS_SPOT + "; a 'report' verdict word"),
+    "governor.idle.policy": (
+        frozenset({"report"}),
+        "a 'report' option value (asg_action, reserved_capacity, a cluster's reclaim), not the capability",
+    ),
     "governor.idle.handler": (frozenset({"interactions"}), _NOT_MOVED + " (Stop now's requests)"),
     "governor.notifier.handler": (frozenset({"interactions"}), _NOT_MOVED + " (the buttons the notifier attaches)"),
     "governor.spot.domain": (frozenset({"lifecycle"}), "EC2's word: an instance's lifecycle ('spot'/'scheduled')"),
@@ -49,9 +52,19 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.interactions.domain": (frozenset({"report"}), "a warn action's 'planned: report' word (no Stop now)"),
     "governor_cli.backtest_cloudwatch": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.commands.backtest": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.commands.explain": (
+        frozenset({"idle"}),
+        "explain --instances previews the idle sweep, the one capability judged on a schedule, not on an event "
+        "(issue 38: a capacity-block, reserved, HyperPod or scarce instance's decision)",
+    ),
     "governor_cli.commands.idle": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.history": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.columnar": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.container_insights_export": (
+        frozenset({"idle"}),
+        _IDLE_TOOLING + " (backtest's and explain's Container Insights input: idle's cluster settings)",
+    ),
+    "governor_cli.explain_nodes": (frozenset({"idle"}), _IDLE_TOOLING + " (explain --metrics: EKS nodes)"),
     "governor_cli.sim.prometheus_export": (frozenset({"idle"}), _IDLE_TOOLING + " (the backtest's Prometheus input)"),
     "governor_cli.sim.metrics_file": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.parquet": (frozenset({"idle"}), _IDLE_TOOLING),

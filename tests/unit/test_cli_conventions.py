@@ -157,3 +157,36 @@ def test_long_work_shows_a_progress_bar_on_stderr_only_on_a_terminal(
         assert "backtest of 1 instances" in drawn and "sweep" in drawn
     else:
         assert drawn == ""
+
+
+@pytest.mark.parametrize(
+    ("command", "terminal", "quiet"),
+    [("audit", True, False), ("audit", False, False), ("audit", True, True), ("report", True, False)],
+)
+def test_audit_and_report_show_progress_on_stderr_only_on_a_terminal_and_never_with_quiet(
+    command: str,
+    terminal: bool,
+    quiet: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from governor_cli import progress
+    from tests.conftest import CLOUDTRAIL_DIR
+
+    monkeypatch.setattr(progress, "DELAY_SECONDS", 0.0)  # the bar's ~2 s delay, without waiting for it
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.chdir(tmp_path)
+    args = ["--logs", str(CLOUDTRAIL_DIR), *(["--quiet"] if quiet else [])]
+    if command == "audit":
+        assert main(["audit", *args, "--json"]) == 0
+        json.loads(capsys.readouterr().out)  # stdout holds the JSON and nothing else
+    else:
+        assert main(["report", *args, "--out", str(tmp_path / "out")]) == 0
+    drawn = stderr.getvalue()
+    if terminal and not quiet:
+        assert f"{'report: ' if command == 'report' else ''}audit of" in drawn and "step" in drawn
+        assert "\r" in drawn  # a bar redrawn in place, cleared at the end (leave=False)
+    else:
+        assert drawn == ""

@@ -53,6 +53,15 @@ def test_an_enforcer_imports_no_report_audit_or_cli_code(name: str) -> None:
     assert [m for m in loaded if m.startswith(NEVER_IN_ENFORCERS)] == []
 
 
+def test_the_kubernetes_client_is_imported_only_by_the_drain_path() -> None:
+    """lightkube (and its HTTP stack) is loaded when a cluster's node is drained, not at any function's cold start."""
+    for name in (*ENFORCERS, "notifier", "report", "interactions"):
+        loaded = _loaded_after_import(f"governor.{name}.handler")
+        assert [m for m in loaded if m.split(".")[0] in ("lightkube", "httpx2", "anyio", "msgspec")] == [], name
+    loaded = _loaded_after_import("governor.idle.kubernetes.nodes")
+    assert "lightkube" not in loaded  # not even by the adapter: the first call imports it
+
+
 @pytest.mark.parametrize("name", [*ENFORCERS, "notifier", "report"])
 def test_importing_a_handler_builds_no_aws_client_and_no_tracer(name: str) -> None:
     loaded = _loaded_after_import(f"governor.{name}.handler")
@@ -110,7 +119,9 @@ def test_a_single_account_sweep_never_imports_the_fan_out(name: str) -> None:
 
 def test_the_idle_sweep_imports_no_slack_code() -> None:
     loaded = _loaded_after_import("governor.idle.handler")
-    assert not any(m.startswith(("governor.interactions", "slack_sdk")) for m in loaded)
+    # The interactions section's model is part of every function's Policy (composed from the registry): not Slack code.
+    section = {"governor.interactions", "governor.interactions.policy"}
+    assert not any(m.startswith(("governor.interactions", "slack_sdk")) for m in set(loaded) - section)
 
 
 def test_tracing_switched_on_loads_the_xray_sdk() -> None:

@@ -167,8 +167,8 @@ def test_a_kubernetes_tag_alone_spares_nothing(tags: dict[str, str]) -> None:
 def test_every_metric_source_the_policy_accepts_has_an_implementation() -> None:
     from typing import get_args
 
+    from governor.idle.policy import IdlePolicy
     from governor.idle.sources import SOURCES, metric_source
-    from governor.policy import IdlePolicy
 
     names = get_args(IdlePolicy.model_fields["metric_source"].annotation)
     assert set(names) == set(SOURCES)

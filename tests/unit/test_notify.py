@@ -19,7 +19,7 @@ from governor.notifier.domain import (
     slack_messages,
 )
 from governor.notifier.messages import MAX_BLOCKS, MAX_SECTION_CHARS, split_text
-from governor.policy import NotificationsPolicy, TeamRoute
+from governor.notifier.policy import NotificationsPolicy, TeamRoute
 from governor_cli.main import main
 from governor_cli.testing import events
 

@@ -108,3 +108,55 @@ def test_an_owner_missing_from_slack_users_is_looked_up_by_email_once_and_only_i
         assert "ghost@corp.example" not in handler.people_for(finding(owner="ghost@corp.example"), runtime)
         assert _FakeSlack.calls == ["bo@corp.example", "ghost@corp.example"]  # never the other domain
     handler._looked_up.cache_clear()
+
+
+def test_emails_name_the_owner_and_the_owners_own_email_is_addressed_to_them() -> None:
+    """Issue 37: the email path names the owner as Slack mentions them, and the copy sent to the owner (only at an
+    address in notifications.owner_email_domains) says it is theirs."""
+    from governor.notifier.handler import handle
+    from governor_cli.testing.events import finding as finding_event
+    from tests.unit.test_notify_handler import FakeOutbox
+
+    now = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
+    policy = parse_policy(
+        {
+            "notifications": {
+                "enforce": True,
+                "email_sender": "governor@corp.example",
+                "email_recipients": ["platform@corp.example"],
+                "owner_email_domains": ["corp.example"],
+            }
+        }
+    )
+    rt = Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
+    body = {
+        "policy": "idle",
+        "rule": "idle.warned",
+        "severity": "warning",
+        "resource": "i-0abc",
+        "title": "Idle GPU instance i-0abc will be stopped",
+        "owner": "ana@corp.example",
+        "team": "vision",
+        "at": now.isoformat(),
+        # the warn action recorded no owner (an older sweep): the email still says whose it is
+        "actions": [{"type": "warn", "enforced": True, "planned": "stop", "due": now.isoformat()}],
+    }
+    outbox = FakeOutbox()
+    assert handle(finding_event(body, event_id="e-1", time=now.isoformat()), rt, outbox, now)["status"] == "sent"
+    emails = {tuple(to): email for to, email in outbox.emails}
+    team, own = emails[("platform@corp.example",)], emails[("ana@corp.example",)]
+    assert "Owner: ana@corp.example" in team.text and "ana@corp.example: it will be stopped" in team.text
+    assert "(yours)" not in team.subject and "To ana@corp.example" not in team.text
+    assert own.subject.endswith("(yours)") and "To ana@corp.example: you are the owner" in own.text
+    assert "To ana@corp.example: you are the owner" in own.html
+
+    # an owner outside the allowed domains is named, never emailed; an unknown one is said to be unknown
+    outbox = FakeOutbox()
+    stranger = {**body, "owner": "mallory@elsewhere.example", "resource": "i-0def"}
+    handle(finding_event(stranger, event_id="e-2", time=now.isoformat()), rt, outbox, now)
+    assert [to for to, _ in outbox.emails] == [["platform@corp.example"]]
+    assert "Owner: mallory@elsewhere.example" in outbox.emails[0][1].text
+    outbox = FakeOutbox()
+    nobody = {**body, "owner": None, "resource": "i-0fed"}
+    handle(finding_event(nobody, event_id="e-3", time=now.isoformat()), rt, outbox, now)
+    assert "Owner: unknown (no owner tag or recorded creator)" in outbox.emails[0][1].text

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from governor_cli import progress
+
 TEXT_ROWS = 10
 TEXT_WIDTH = 160
 # The text view answers "when, what, on which resource, who": each query's own columns come right after the event
@@ -24,6 +26,8 @@ TEXT_HIDDEN = frozenset({"eventid", "account", "region", "identity_type", "sourc
 
 
 def register(subparsers: Any) -> None:
+    from governor_cli.flags import add_quiet
+
     parser = subparsers.add_parser("audit", help="run queries/*.sql on DuckDB over CloudTrail files")
     # --logs is required unless --list is asked for: the usage line says so, "(--logs DIR | --list)".
     what = parser.add_mutually_exclusive_group(required=True)
@@ -40,6 +44,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--fail-on-rows", action="store_true", help="exit 1 when any selected query returns rows (use in CI)"
     )
+    add_quiet(parser)
     parser.set_defaults(run=run)
 
 
@@ -133,7 +138,11 @@ def run(args: argparse.Namespace) -> int:
     if start is not None and end is not None and end <= start:
         raise UsageError(f"--end {args.end} is not after --start {args.start}")
     try:
-        result = run_audit(logs, args.queries, start, end)
+        shown = progress.steps(f"audit of {logs}", quiet=args.quiet)
+        try:
+            result = run_audit(logs, args.queries, start, end, progress=shown)
+        finally:
+            shown.close()
     except QueryError as error:
         raise UsageError(str(error)) from None
     for file, reason in result.skipped:

@@ -22,7 +22,7 @@ from governor.domain.fleet import Instance
 from governor.idle.domain import MEMORY_UNITS, Replay, ReplayedInstance, Series, replay
 from governor.idle.kubernetes.promql import attribute
 from governor.policy import Policy, PolicyError, resolve_policy
-from governor_cli.sim import prometheus_export
+from governor_cli.sim import container_insights_export, prometheus_export
 from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, MetricsFileError, parse_metrics, parse_timestamp
 
 __all__ = ["HEADER", "KNOWN_METRICS", "MetricsFileError", "parse_metrics", "parse_timestamp"]
@@ -39,7 +39,8 @@ def register(subparsers: Any) -> None:
     source.add_argument(
         "--metrics",
         help="CSV with the header timestamp,instance_id,metric,value, or Parquet with those columns, or a Prometheus "
-        "export of DCGM exporter series (range-query JSON, or text exposition with timestamps)",
+        "export of DCGM exporter series (range-query JSON, or text exposition with timestamps), or Container "
+        "Insights performance log events (aws logs filter-log-events output, or JSON Lines)",
     )
     source.add_argument(
         "--from-cloudwatch",
@@ -259,7 +260,7 @@ def render_text(data: dict[str, Any], source: str) -> str:
     if not acted:
         lines.append("  no instance would have been warned or stopped")
     if data.get("namespaces"):
-        lines += ["", "GPU-hours by namespace (DCGM pod labels):"]
+        lines += ["", "GPU-hours by namespace (the pods that held the GPUs):"]
         for row in data["namespaces"]:
             held = " (allocated but idle)" if row["allocated_but_idle"] else ""
             hours = f"{row['gpu_hours']:.2f} GPU-h, {row['idle_gpu_hours']:.2f} idle"
@@ -302,7 +303,11 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.metrics)
     namespaces: list[dict[str, Any]] | None = None
     try:
-        if path.is_file() and prometheus_export.is_prometheus_export(path):
+        if path.is_file() and container_insights_export.is_container_insights_export(path):
+            export = container_insights_export.read_export(path)
+            result, gaps = replay_stretches(export.signals(), policy, interval)
+            namespaces = container_insights_export.namespaces(export, policy.idle.gpu_utilization_threshold)
+        elif path.is_file() and prometheus_export.is_prometheus_export(path):
             signals, readings = prometheus_export.read_export(path)
             result, gaps = replay_stretches(signals, policy, interval)
             namespaces = [

@@ -16,12 +16,42 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("explain", help="show what the governor would decide for one event")
     parser.add_argument(
         "event",
+        nargs="?",
         help='an EventBridge event, a CloudTrail record or a whole CloudTrail file ({"Records": [...]}, one result '
         "per record), as JSON; - reads standard input",
+    )
+    parser.add_argument(
+        "--instances",
+        metavar="FILE",
+        help="instead of an event: the idle sweep's decision on each instance of this `aws ec2 describe-instances` "
+        "output, were its GPUs idle for the window (purchase model, reservation, HyperPod, restart risk); with "
+        "--metrics: the nodes' tags, type and launch time",
+    )
+    parser.add_argument(
+        "--reservations",
+        help="with --instances: `aws ec2 describe-capacity-reservations` output (match criteria, a block's end)",
+    )
+    parser.add_argument(
+        "--hyperpod-cluster",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="with --instances: a HyperPod cluster's `aws sagemaker list-cluster-nodes` output (repeatable)",
     )
     from governor_cli.flags import add_policy
 
     add_policy(parser)
+    nodes = parser.add_argument_group(
+        "EKS GPU nodes", "instead of an event: what one idle sweep would decide for each node of a metrics export"
+    )
+    nodes.add_argument(
+        "--metrics",
+        metavar="FILE",
+        help="a Prometheus range-query JSON answer or text exposition (with timestamps) of DCGM exporter series, or "
+        "Container Insights performance log events (aws logs filter-log-events output, or JSON Lines)",
+    )
+    nodes.add_argument("--node", help="--metrics: only this node (instance id or node name)")
+    nodes.add_argument("--at", help="--metrics: the sweep's time, ISO 8601 (default: the end of the export)")
     parser.add_argument("--json", action="store_true", help="print the decision object as JSON")
     parser.set_defaults(run=run)
 
@@ -116,6 +146,17 @@ def run(args: argparse.Namespace) -> int:
         policy = resolve_policy(args.policy)[0]
     except PolicyError as error:
         raise UsageError(str(error)) from None
+    if args.metrics is not None:
+        return _run_nodes(args, policy)
+    for option in ("node", "at"):
+        if getattr(args, option) is not None:
+            raise UsageError(f"--{option} goes with --metrics, not with an event")
+    if args.instances:
+        if args.event is not None:
+            raise UsageError("explain takes an event or --instances FILE, not both")
+        return _instances(args, policy)
+    if args.event is None:
+        raise UsageError("explain needs an event file (or - for standard input), --instances FILE or --metrics FILE")
     source = _name(args.event)
     raw = _read_event(args.event)
     records = _records(raw, source)
@@ -137,4 +178,78 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n\n".join(render_text(result) for result in results))
         print(f"\n{summary(results)}")
+    return 0
+
+
+def _run_nodes(args: argparse.Namespace, policy: Any) -> int:
+    import datetime as dt
+
+    from governor_cli.commands.backtest import read_instances
+    from governor_cli.explain_nodes import explain_export
+    from governor_cli.main import UsageError
+    from governor_cli.sim.metrics_file import MetricsFileError
+
+    if args.event is not None:
+        raise UsageError("explain takes an event or --metrics FILE, not both")
+    at = None
+    if args.at is not None:
+        try:
+            at = dt.datetime.fromisoformat(args.at.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"--at {args.at!r}: not ISO 8601 (e.g. 2026-11-01T12:00:00Z)") from None
+        at = at.replace(tzinfo=dt.UTC) if at.tzinfo is None else at.astimezone(dt.UTC)
+    instances = read_instances(Path(args.instances)) if args.instances else None
+    path = Path(args.metrics)
+    try:
+        results = explain_export(path, policy, at=at, node=args.node, instances=instances)
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: cannot read the metrics export ({error.__class__.__name__})") from None
+    except MetricsFileError as error:
+        raise UsageError(str(error)) from None
+    if args.json:
+        print(json.dumps(results, indent=2, default=str))
+    else:
+        print("\n\n".join(render_text(result) for result in results))
+        if len(results) > 1:
+            print(f"\n{summary(results).replace('records', 'nodes')}")
+    return 0
+
+
+def _instances(args: argparse.Namespace, policy: Any) -> int:
+    """``--instances``: the idle sweep's decisions, each instance assumed idle for the window (stated as such)."""
+    import datetime as dt
+
+    from governor.adapters.capacity import to_reservation
+    from governor.idle.explain import explain_instances, explained
+    from governor_cli.commands.backtest import read_instances
+    from governor_cli.main import UsageError
+
+    instances = read_instances(Path(args.instances))
+    reservations = {}
+    if args.reservations:
+        data = _read_event(args.reservations)
+        try:
+            reservations = {r.id: r for r in (to_reservation(raw) for raw in data["CapacityReservations"])}
+        except (KeyError, TypeError, ValueError) as error:
+            raise UsageError(
+                f"{args.reservations}: not a DescribeCapacityReservations response (CapacityReservations[]): "
+                f"{error.__class__.__name__}: {error}"
+            ) from None
+    hyperpod: dict[str, str] | None = {} if args.hyperpod_cluster else None
+    for given in args.hyperpod_cluster:
+        name, _, path = given.partition("=")
+        if not name or not path:
+            raise UsageError(f"--hyperpod-cluster {given}: expected NAME=FILE")
+        data = _read_event(path)
+        try:
+            hyperpod.update({str(n["InstanceId"]): name for n in data["ClusterNodeSummaries"]})  # type: ignore[union-attr]
+        except (KeyError, TypeError) as error:
+            raise UsageError(
+                f"{path}: not a ListClusterNodes response (ClusterNodeSummaries[].InstanceId): "
+                f"{error.__class__.__name__}: {error}"
+            ) from None
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    decisions = explain_instances(list(instances.values()), policy, now, reservations=reservations, hyperpod=hyperpod)
+    result = explained(decisions, now)
+    print(json.dumps(result, indent=2, default=str) if args.json else render_text(result))
     return 0

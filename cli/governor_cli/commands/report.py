@@ -17,16 +17,18 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from governor.domain.times import EARLIEST, LATEST, bounded, parse_bounded, parse_time
 from governor.policy import PolicyError, resolve_policy
+from governor_cli import progress
 
 
 def register(subparsers: Any) -> None:
-    from governor_cli.flags import add_policy
+    from governor_cli.flags import add_policy, add_quiet
 
     parser = subparsers.add_parser("report", help="render the security and cost report locally")
     parser.add_argument("--logs", required=True, help="folder of CloudTrail files (.json / .json.gz)")
     parser.add_argument("--ledger", help="ledger export: JSON lines (governor ledger export) or a JSON array")
     parser.add_argument("--out", required=True, help="folder for report.html, slack.json, CSVs and chart.png")
     add_policy(parser)
+    add_quiet(parser)
     parser.add_argument("--start", help="period start, ISO 8601 (default: the first record of the logs or the ledger)")
     parser.add_argument(
         "--end", help="period end, ISO 8601 (default: the ledger's last record or just after the last event)"
@@ -303,7 +305,11 @@ def run(args: argparse.Namespace) -> int:
             "give --start and --end"
         ) from None
     try:
-        current = run_audit(logs, start=start, end=end)
+        shown = progress.steps(f"report: audit of {logs}", quiet=args.quiet)
+        try:
+            current = run_audit(logs, start=start, end=end, progress=shown)
+        finally:
+            shown.close()
         if not current.records and not (start and end):
             skipped = f", {len(current.skipped)} file(s) skipped" if current.skipped else ""
             raise UsageError(
@@ -312,7 +318,11 @@ def run(args: argparse.Namespace) -> int:
         begin = dt.datetime.fromisoformat(current.start.replace("Z", "+00:00"))
         finish = dt.datetime.fromisoformat(current.end.replace("Z", "+00:00"))
         before_start, before_end = previous_period(begin, finish)
-        previous = run_audit(logs, start=before_start, end=before_end)
+        shown = progress.steps(f"report: previous period of {logs}", quiet=args.quiet)
+        try:
+            previous = run_audit(logs, start=before_start, end=before_end, progress=shown)
+        finally:
+            shown.close()
         previous_results = previous.results if span is not None and span[0] < begin else None
         descriptions = {spec.name: spec.purpose + (f" (CIS {spec.cis})" if spec.cis else "") for spec in list_queries()}
     except QueryError as error:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 MAX_BODY = 1_000_000  # Slack refuses far smaller payloads; anything bigger is a bug in the sender
 
@@ -29,6 +30,11 @@ class CaptureEndpoint:
     #: The path each message was posted to, in the same order: the webhook secret's channel, or a click's answer.
     paths: list[str] = field(default_factory=list)
     rejected: int = 0
+    #: Slack's Web API directory as the demo's workspace holds it (email -> user id): ``users.lookupByEmail`` and
+    #: ``users.info`` with the bot token are answered from it.
+    directory: dict[str, str] = field(default_factory=dict)
+    #: Every Web API call the governor made (``users.lookupByEmail email``), in order.
+    api_calls: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def keep(self, message: dict[str, Any], posted_to: str = "") -> Path:
@@ -43,6 +49,9 @@ class CaptureEndpoint:
 def _handler(endpoint: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
+            if self.path.startswith("/api/"):
+                self.do_GET()
+                return
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(min(length, MAX_BODY))
             try:
@@ -55,6 +64,47 @@ def _handler(endpoint: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
                 return
             endpoint.keep(message, self.path)
             self._answer(200, b"ok")
+
+        def do_GET(self) -> None:
+            """Slack's Web API reads (``users.lookupByEmail``, ``users.info``; arguments in the query string or a
+            form body, as slack_sdk sends them), answered the way Slack does: HTTP 200 with
+            ``{"ok": false, "error": …}`` for a failure."""
+            parts = urlsplit(self.path)
+            method = parts.path.removeprefix("/api/")
+            length = int(self.headers.get("Content-Length") or 0)
+            form = self.rfile.read(min(length, MAX_BODY)).decode(errors="replace") if length else ""
+            query = {k: v[0] for k, v in parse_qs(f"{parts.query}&{form}").items()}
+            answer: dict[str, Any]
+            if not self.headers.get("Authorization", "").startswith("Bearer xoxb-"):
+                answer = {"ok": False, "error": "not_authed"}
+            elif method == "users.lookupByEmail":
+                email = query.get("email", "").lower()
+                with endpoint._lock:
+                    endpoint.api_calls.append(f"{method} {email}")
+                user = endpoint.directory.get(email)
+                answer = (
+                    {"ok": True, "user": {"id": user, "deleted": False, "profile": {"email": email}}}
+                    if user
+                    else {"ok": False, "error": "users_not_found"}
+                )
+            elif method == "users.info":
+                user = query.get("user", "")
+                with endpoint._lock:
+                    endpoint.api_calls.append(f"{method} {user}")
+                emails = [e for e, u in endpoint.directory.items() if u == user]
+                answer = (
+                    {"ok": True, "user": {"id": user, "deleted": False, "profile": {"email": emails[0]}}}
+                    if emails
+                    else {"ok": False, "error": "user_not_found"}
+                )
+            else:
+                answer = {"ok": False, "error": "unknown_method"}
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def _answer(self, status: int, text: bytes) -> None:
             self.send_response(status)
@@ -101,6 +151,32 @@ CLICK_ANSWERS = "click answers (replace the clicked message)"
 
 #: Where Slack answers a click (``response_url``); the governor posts there only (``check_response_url``).
 SLACK_ACTIONS = "https://hooks.slack.com/actions/"
+
+
+#: slack_sdk's WebClient default: Slack's Web API.
+SLACK_API = "https://slack.com/api/"
+
+
+@contextmanager
+def slack_api_to(endpoint: CaptureEndpoint) -> Iterator[None]:
+    """While active, slack_sdk's WebClient (the bot token's ``users.lookupByEmail`` and ``users.info``) calls the
+    capture endpoint's ``/api/`` instead of slack.com: the governor's code and settings are unchanged, only the
+    third-party transport's default address is, as :func:`slack_answers_to` does for ``response_url``."""
+    from slack_sdk.web import base_client
+
+    original = base_client.BaseClient.__init__
+    api = endpoint.url.rsplit("/services/", 1)[0] + "/api/"
+
+    def redirected(self: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("base_url", SLACK_API) == SLACK_API and len(args) < 2:
+            kwargs["base_url"] = api
+        original(self, *args, **kwargs)
+
+    base_client.BaseClient.__init__ = redirected  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        base_client.BaseClient.__init__ = original  # type: ignore[method-assign]
 
 
 @contextmanager

@@ -19,7 +19,8 @@ import datetime as dt
 from typing import Any
 
 from governor.idle.kubernetes.reclaim import NODEPOOL_LABEL
-from governor.policy import KubernetesCluster, Policy
+from governor.idle.policy import KubernetesCluster
+from governor.policy import Policy
 from governor_cli.testing.dcgm import Capture, PrometheusServer, captured, exposition, load_capture
 from governor_cli.testing.kubeapi import FakeApiServer
 

@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import shutil
 import uuid
 from collections import Counter
@@ -33,7 +34,8 @@ from typing import Any
 
 from governor.adapters.aws import client
 from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
-from governor.policy import Policy, TeamMembers
+from governor.interactions.policy import TeamMembers
+from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor_cli.demo.capture import (
@@ -43,15 +45,24 @@ from governor_cli.demo.capture import (
     capture_endpoint,
     channel_of,
     slack_answers_to,
+    slack_api_to,
 )
 from governor_cli.demo.eks import CLUSTER as EKS_CLUSTER
 from governor_cli.demo.eks import DemoCluster
 from governor_cli.demo.emulator import running_emulator
-from governor_cli.demo.slack_app import QueuedInvoker, buttons_of, click_request, drain, new_signing_secret, slack_user
+from governor_cli.demo.slack_app import (
+    QueuedInvoker,
+    buttons_in,
+    buttons_of,
+    click_request,
+    drain,
+    new_signing_secret,
+    slack_user,
+)
 from governor_cli.demo.trail import Principal, Trail
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 from governor_cli.testing import events
-from governor_cli.testing.capacity import delivered, place
+from governor_cli.testing.capacity import delivered, forget_reservations, place, reserve
 
 SECTIONS = REGISTRY.sections()
 SLACK_ACTIONS_PATH = "T0DEMO"
@@ -60,6 +71,11 @@ PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}
 DEMO_AMI = "ami-0a1b2c3d4e5f60718"  # the emulator accepts any image id; a Deep Learning AMI in a real account
 DEMO_SENDER = "gpu-governor@demo.example"  # verified in the emulated SES when the policy names no sender
 DEMO_RECIPIENTS = ("platform-team@demo.example",)
+#: The one demo person ``interactions.slack_users`` does not list: the notifier finds their Slack id with
+#: ``users.lookupByEmail`` (bot token), so their warnings mention them as everyone else's do.
+LOOKED_UP = "dara"
+DEMO_BOT_SECRET = "governor/demo-slack-bot"  # noqa: S105 - a secret's name, not its value
+DEMO_DOMAIN = "demo.example"
 #: Each simulated team's monthly GPU budget when the policy sets none (budgets.teams): the report's budget section.
 DEMO_TEAM_BUDGET_USD = 6000.0
 Progress = Callable[[str], None]
@@ -270,6 +286,8 @@ class DemoResult:
     report_slack_messages: int = 0
     #: Slack messages per channel (webhook secret name), and the click answers that replaced messages in place.
     posts: Counter[str] = field(default_factory=Counter)
+    #: The Slack Web API calls the governor made with the bot token (``users.lookupByEmail ana@…``), in order.
+    slack_api_calls: list[str] = field(default_factory=list)
     report_channel: str = ""
     emails: int = 0
     failed_deliveries: int = 0
@@ -309,8 +327,10 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
             "buttons": True,
             "slack_users": {
                 **chosen.interactions.slack_users,
-                **{slack_user(p): f"{p}@demo.example" for p in PEOPLE.values()},
+                **{slack_user(p): f"{p}@{DEMO_DOMAIN}" for p in PEOPLE.values() if p != LOOKED_UP},
             },
+            # the bot token: users.lookupByEmail for the owner slack_users leaves out, users.info for their clicks
+            "bot_token_secret_name": chosen.interactions.bot_token_secret_name or DEMO_BOT_SECRET,
             # Owners match only by full identity (the tag is the person's address); each person is also a member of
             # their team, so they may act on their team's instances whoever launched them.
             "teams": {
@@ -328,6 +348,8 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
             "enforce": True,
             "email_sender": chosen.notifications.email_sender or DEMO_SENDER,
             "email_recipients": list(chosen.notifications.email_recipients) or list(DEMO_RECIPIENTS),
+            # owners at the demo's addresses are looked up in Slack and emailed their own copy (docs/slack.md §2)
+            "owner_email_domains": sorted({*chosen.notifications.owner_email_domains, DEMO_DOMAIN}),
         }
     )
     # A newcomer's first report shows the budget section: each simulated team gets a monthly budget unless the
@@ -351,6 +373,8 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
 #: The demo's Capacity Block for ML and the interruptible reservation another account lends capacity from.
 DEMO_BLOCK = "cr-0b10c4f0de0000001"
 DEMO_LENT = "cr-01e470000000000a2"
+#: An On-Demand Capacity Reservation nobody runs in (issue 38: reported with its cost a day).
+DEMO_UNUSED = "cr-0dd0e5ed00000000a"
 #: The demo account's Savings Plan: every GPU type's hours amortise to this share of its on-demand price.
 SAVINGS_PLAN_DISCOUNT = 0.72
 SAVINGS_PLAN_HOURS = 720.0
@@ -416,6 +440,45 @@ class Simulation:
         self.eks: DemoCluster | None = None
 
     # --- the current target: what the scripted day does happens in ``self.site`` -----------------------------------
+
+    def _reservations(self, block_type: str) -> None:
+        """The site's capacity reservations as DescribeCapacityReservations answers (moto lacks the call; see
+        reserve()): the block its idle instance runs in, ending the day after the demo, and an On-Demand Capacity
+        Reservation nobody launches into (2 x p4d.24xlarge, open, tagged to its owner): reported every day at the
+        type's rate, never cancelled."""
+        where = {"account": self.site.account, "region": self.site.region}
+        zone = f"{self.site.region}a"
+        ends = self.start + dt.timedelta(hours=self.options.hours + 24)
+        reserve(
+            {
+                "CapacityReservationId": DEMO_BLOCK,
+                "InstanceType": block_type,
+                "AvailabilityZone": zone,
+                "State": "active",
+                "ReservationType": "capacity-block",
+                "InstanceMatchCriteria": "targeted",
+                "TotalInstanceCount": 1,
+                "AvailableInstanceCount": 0,
+                "EndDateType": "limited",
+                "EndDate": ends,
+            },
+            **where,
+        )
+        reserve(
+            {
+                "CapacityReservationId": DEMO_UNUSED,
+                "InstanceType": "p4d.24xlarge",
+                "AvailabilityZone": zone,
+                "State": "active",
+                "ReservationType": "default",
+                "InstanceMatchCriteria": "open",
+                "TotalInstanceCount": 2,
+                "AvailableInstanceCount": 2,
+                "EndDateType": "unlimited",
+                "Tags": [{"Key": "owner", "Value": f"{PEOPLE['nlp']}@demo.example"}, {"Key": "team", "Value": "nlp"}],
+            },
+            **where,
+        )
 
     @property
     def trail(self) -> Trail:
@@ -505,12 +568,15 @@ class Simulation:
         self.result.results.append(("interactions", result))
         return result
 
-    def click(self, message: dict[str, Any], action_id: str, person: str, instance: str) -> None:
-        """Click one button of a posted message as ``person`` would in Slack, then let the async work run."""
+    def click(
+        self, message: dict[str, Any], action_id: str, person: str, instance: str, token: str | None = None
+    ) -> None:
+        """Click one button of a posted message (of its actions block ``token``, else its first) as ``person``
+        would in Slack, then let the async work run."""
         buttons = buttons_of(message)
         if buttons is None or self.capture is None:
             return
-        token = buttons[0]
+        token = token or buttons[0]
         response_url = f"{SLACK_ACTIONS}{SLACK_ACTIONS_PATH}/{token[:8]}"  # Slack's host: see slack_answers_to
         request = click_request(
             message, token, action_id, slack_user(person), response_url, self.now, self.signing_secret
@@ -541,11 +607,10 @@ class Simulation:
             return
         owners = {f"{p}@demo.example": p for p in PEOPLE.values()} | {p: p for p in PEOPLE.values()}
         clicked = {str(c["instance"]) for c in self.result.clicks}
-        for message in list(self.capture.received):
-            buttons = buttons_of(message)
-            if buttons is None or STOP_NOW not in buttons[1]:
+        for message, (token, ids) in [(m, b) for m in list(self.capture.received) for b in buttons_in(m)]:
+            if STOP_NOW not in ids:
                 continue
-            record = self.button_record(buttons[0])
+            record = self.button_record(token)
             person = owners.get(str(record.get("owner")))
             instance = str(record.get("resource"))
             if not person or instance in clicked or self._state(instance) != "running":
@@ -557,7 +622,7 @@ class Simulation:
             button = KEEP_HOURS if KEEP_HOURS not in done else STOP_NOW
             if button == STOP_NOW and self.spot.get(instance):
                 continue  # Stop now on a Spot instance terminates it (Spot cannot be stopped): the demo stops one
-            self.click(message, button, person, instance)
+            self.click(message, button, person, instance, token)
             done.add(button)
             clicked.add(instance)
             if {KEEP_HOURS, STOP_NOW} <= done:
@@ -654,6 +719,9 @@ class Simulation:
                 client("secretsmanager").create_secret(Name=name, SecretString=f"{webhook_url}/{name}")
         if notifications.email_sender:
             client("sesv2").create_email_identity(EmailIdentity=notifications.email_sender)
+        bot = self.policy.interactions.bot_token_secret_name
+        if bot:  # the Slack app's bot token; the capture endpoint answers its Web API calls (slack_api_to)
+            client("secretsmanager").create_secret(Name=bot, SecretString=f"xoxb-demo-{secrets.token_hex(8)}")
 
     # --- the simulated account ------------------------------------------------------------------------------------
 
@@ -711,6 +779,7 @@ class Simulation:
             if index == block_index:
                 place(real, "capacity-block", DEMO_BLOCK, account=self.site.account, region=self.site.region)
                 self.result.capacity_block = real
+                self._reservations(synthetic.instance_type)
             self.spot[real] = spot
             self.instances[real] = synthetic
             self.site.launched.append(real)
@@ -1058,6 +1127,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
     options.out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(options.out / "cloudtrail", ignore_errors=True)  # the demo's own trail from an earlier run
     shutil.rmtree(options.out / "email", ignore_errors=True)
+    forget_reservations()  # an earlier run's in this process (tests run the demo several times)
     log = io.StringIO()
     start, end = simulated_period(options.hours)
     say = options.progress or (lambda _text: None)
@@ -1068,8 +1138,10 @@ def run_demo(options: DemoOptions) -> DemoResult:
         running_emulator(options.port),
         capture_endpoint(options.out / "slack") as capture,
         slack_answers_to(capture),
+        slack_api_to(capture),
     ):
         _fresh_containers()
+        capture.directory.update({f"{p}@{DEMO_DOMAIN}": slack_user(p) for p in PEOPLE.values()})
         sim = Simulation(options, create_shared(), start=start, clock=clock)
         sim.result.start, sim.result.end = start, end
         sim.log = log
@@ -1120,6 +1192,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
         _report(sim, capture)
         sim.result.slack_messages = len(capture.received)
         sim.result.posts = Counter(channel_of(path) for path in capture.paths)
+        sim.result.slack_api_calls = list(capture.api_calls)
     return sim.result
 
 
@@ -1368,6 +1441,19 @@ def posts_per_day(result: DemoResult) -> str:
     return "; ".join(parts) or "no Slack posts"
 
 
+def slack_api_facts(result: DemoResult) -> str:
+    """What the bot token was used for: owners looked up by email (once per address per container) and clicking
+    users resolved with users.info."""
+    calls = Counter(call.split(" ", 1)[0] for call in result.slack_api_calls)
+    looked = sorted(
+        {call.split(" ", 1)[1] for call in result.slack_api_calls if call.startswith("users.lookupByEmail")}
+    )
+    if not calls:
+        return "not used"
+    parts = [f"{n} {method}" for method, n in sorted(calls.items())]
+    return ", ".join(parts) + (f" ({', '.join(looked)})" if looked else "")
+
+
 def summary_lines(result: DemoResult) -> list[str]:
     """The table ``make demo`` prints: per policy what it found and would do (report-only) or did (enforce); the idle
     figures and how they relate; what was delivered. Every figure comes from the ledger and the report."""
@@ -1422,6 +1508,16 @@ def summary_lines(result: DemoResult) -> list[str]:
     paid_unused = float(cost.get("paid_unused_gpu_hours", 0))
     if paid_unused:
         idle_rows.append(("paid for, unused (reserved)", f"{paid_unused:,.1f}", "", "Capacity Blocks: never stopped"))
+    for row in (cost.get("paid_unused") or {}).get("rows", []):
+        if str(row.get("instance_id", "")).startswith("(none") and row.get("usd_per_day") is not None:
+            idle_rows.append(
+                (
+                    f"  unused reservation {row['reservation_id']}",
+                    f"{float(row['idle_gpu_hours']):,.1f}",
+                    f"${float(row['usd_per_day']):,.2f}/day",
+                    f"{row['instance_type']} {row['instance_id'][1:-1]}, owner {row.get('owner') or '?'}",
+                )
+            )
     dead = ", ".join(f"{name} {count}" for name, count in sorted(result.dead_letters.items())) or "none"
     facts: list[tuple[str, ...]] = [
         ("period", period),
@@ -1443,6 +1539,7 @@ def summary_lines(result: DemoResult) -> list[str]:
             f"{result.emails} emails; failed: {result.failed_deliveries}",
         ),
         ("posts per channel per day", posts_per_day(result)),
+        ("Slack Web API (bot token)", slack_api_facts(result)),
         ("dead-letter queues", dead),
         (
             "instances stopped in the emulator",

@@ -41,14 +41,22 @@ def new_signing_secret() -> str:
     return secrets.token_hex(16)
 
 
-def buttons_of(message: dict[str, Any]) -> tuple[str, list[str]] | None:
-    """The governor token and button ids of a posted message, or None when it has no buttons."""
+def buttons_in(message: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The governor token and button ids of each actions block of a posted message (an owner's digest has one per
+    instance), in the message's order."""
+    found = []
     for block in message.get("blocks") or []:
         if block.get("type") == "actions" and str(block.get("block_id", "")).startswith("governor:"):
             elements = block.get("elements") or []
             token = str(elements[0].get("value")) if elements else ""
-            return token, [str(e.get("action_id")) for e in elements]
-    return None
+            found.append((token, [str(e.get("action_id")) for e in elements]))
+    return found
+
+
+def buttons_of(message: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The governor token and button ids of a posted message's first actions block, or None when it has none."""
+    found = buttons_in(message)
+    return found[0] if found else None
 
 
 def click_request(

@@ -35,6 +35,42 @@ def place(
     instance.capacity_reservation_id = reservation_id  # type: ignore[attr-defined]  # rendered as CapacityReservationId
 
 
+#: Capacity reservations the emulator answers DescribeCapacityReservations with, per (account, region).
+_RESERVATIONS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+
+def reserve(reservation: dict[str, Any], *, account: str = "123456789012", region: str = "us-east-1") -> None:
+    """Give the emulator one capacity reservation, in DescribeCapacityReservations' response shape (moto 5.2 does not
+    implement the call): the real adapter then reads it as it reads EC2's, by id or with the ``state`` filter."""
+    _teach_moto()
+    _RESERVATIONS.setdefault((account, region), {})[reservation["CapacityReservationId"]] = copy.deepcopy(reservation)
+
+
+def forget_reservations() -> None:
+    _RESERVATIONS.clear()
+
+
+def _teach_moto() -> None:
+    from moto.core.responses import ActionResult
+    from moto.ec2.responses import EC2Response
+
+    if getattr(EC2Response, "_governor_capacity_reservations", False):
+        return
+
+    def describe_capacity_reservations(self: Any) -> Any:
+        ids = set(self._get_param("CapacityReservationIds", []) or [])
+        filters = self._filters_from_querystring()
+        found = list(_RESERVATIONS.get((self.current_account, self.region), {}).values())
+        if ids:
+            found = [r for r in found if r["CapacityReservationId"] in ids]
+        if "state" in filters:
+            found = [r for r in found if r.get("State") in filters["state"]]
+        return ActionResult({"CapacityReservations": copy.deepcopy(found)})
+
+    EC2Response.describe_capacity_reservations = describe_capacity_reservations  # type: ignore[attr-defined]
+    EC2Response._governor_capacity_reservations = True  # type: ignore[attr-defined]
+
+
 def sample(name: str) -> dict[str, Any]:
     raw: dict[str, Any] = json.loads((FIXTURES / name).read_text())
     return raw

@@ -308,8 +308,11 @@ class Scenarios:
     # --- report: one scheduled tick, one report archived and sent -----------------------------------------------
 
     def report_tick(self, index: int) -> Case:
-        event = scheduled({"kind": "daily"})
-        start = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).date()
+        # The report covers the UTC day before its event's time: the key follows that time, not a second reading
+        # of the clock (which a run just before midnight would take on the other side of it)
+        at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        event = scheduled({"kind": "daily"}, time=at)
+        start = (at - dt.timedelta(days=1)).date()
         return Case(f"daily report tick #{index}", "report", event, f"report:daily:{start:%Y-%m-%d}")
 
     # --- interactions: Slack's clicks, verified at the endpoint, acted on once by the worker --------------------

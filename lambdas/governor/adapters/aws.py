@@ -262,6 +262,20 @@ class ClientCache:
             self._foreign[key] = (built, expiry)
         return built
 
+    def credentials(self, account: str, region: str | None, event_id: str | None = None) -> Any:
+        """The spoke role's credentials in a member account and region (``botocore``'s read-only triple), for what
+        signs its own requests (Amazon Managed Prometheus' SigV4); the function's own outside organisation mode."""
+        from botocore.credentials import ReadOnlyCredentials
+
+        organization = self.organization
+        if organization is None or not self.is_member(account, region):
+            found = self.session().get_credentials()
+            if found is None:
+                raise RuntimeError("no AWS credentials")
+            return found.get_frozen_credentials()
+        assumed, _ = self._assumed(organization, account, region, None, event_id, dt.datetime.now(dt.UTC))
+        return ReadOnlyCredentials(assumed["AccessKeyId"], assumed["SecretAccessKey"], assumed["SessionToken"])
+
     def _assumed(
         self,
         organization: Organization,

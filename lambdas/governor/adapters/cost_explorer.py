@@ -80,7 +80,8 @@ class CostExplorerRates:
                 break
         return parse_rates(pages, f"{SOURCE}, {period['Start']} to {period['End']}")
 
-    def rate(self, instance_type: str) -> EffectiveRate | None:
+    def rate(self, instance_type: str, instance_id: str | None = None) -> EffectiveRate | None:
+        """By type only: Cost Explorer has no per-instance amortised cost without resource-level data."""
         if self._rates is None:
             self._rates = self._read()
         return self._rates.get(instance_type)

@@ -20,7 +20,7 @@ import json
 import re
 import tempfile
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -424,10 +424,13 @@ def run_audit(
     end: dt.datetime | None = None,
     *,
     queries_dir: Path | None = None,
+    progress: Callable[[str, int], None] | None = None,
 ) -> AuditRun:
     """Run the named library queries (all by default) over the CloudTrail files under ``logs``.
 
     Without ``start``/``end`` the range is the loaded events' own span, so open GPU sessions end at the last event.
+    ``progress(step, total)`` is told each step as it ends (loading the files, then each query by name), for a
+    caller's progress bar; the runtime draws nothing itself.
     """
     specs = select_queries(list_queries(queries_dir), names)
     start = parse_time(start) if start is not None else None
@@ -437,8 +440,11 @@ def run_audit(
     files = discover(Path(logs))
     wanted = [f for f in files if in_window(f, start, end)]
     lake = LocalLake(used_columns(specs), fields=used_fields(specs))
+    total = len(specs) + 1
     try:
         lake.load(wanted)
+        if progress is not None:
+            progress(f"loaded {len(wanted)} files", total)
         span = lake.time_span()
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
         # the default range is the events' own span, held within the supported time range (governor.domain.times)
@@ -452,6 +458,8 @@ def run_audit(
             began = time.perf_counter()
             results[spec.name] = lake.run(spec, parameters)
             seconds[spec.name] = time.perf_counter() - began
+            if progress is not None:
+                progress(spec.name, total)
         return AuditRun(
             results=results,
             skipped=sorted(lake.skipped),

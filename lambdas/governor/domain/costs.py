@@ -48,6 +48,10 @@ class EffectiveRate:
     source: str
 
 
+#: How effective-rate sources name themselves (``EffectiveRate.source``): a figure from one is what was actually paid.
+EFFECTIVE_SOURCES = ("CUR 2.0", "Cost Explorer")
+
+
 @dataclass(frozen=True)
 class Coverage:
     """The GPU fleet's Savings Plans coverage (% of spend) and Reserved Instance coverage (% of running hours)."""
@@ -56,20 +60,11 @@ class Coverage:
     reserved_hours_pct: float | None
     period: str
 
-    def describe(self) -> str:
-        def pct(value: float | None) -> str:
-            return f"{value:.1f}%" if value is not None else "no GPU usage"
-
-        return (
-            f"GPU fleet coverage (Cost Explorer, {self.period}): Savings Plans {pct(self.savings_plans_pct)} of "
-            f"spend, Reserved Instances {pct(self.reserved_hours_pct)} of running hours"
-        )
-
 
 class EffectiveRates(Protocol):
     """A source of effective rates by instance type (Cost Explorer's amortised cost: ``lifecycle/rates.py``)."""
 
-    def rate(self, instance_type: str) -> EffectiveRate | None: ...
+    def rate(self, instance_type: str, instance_id: str | None = None) -> EffectiveRate | None: ...
 
 
 @dataclass(frozen=True)
@@ -116,6 +111,11 @@ class PriceBook:
     def has_effective(self) -> bool:
         return self._effective is not None
 
+    def effective_notes(self) -> list[str]:
+        """What the effective-rate source has to say (a CUR table that could not be read, and what was used)."""
+        notes = getattr(self._effective, "notes", None)
+        return list(notes()) if notes is not None else []
+
     def coverage(self, is_gpu: Any) -> Coverage | None:
         """Savings Plans / RI coverage of the GPU fleet from the effective-rate source, when it offers it; None
         without one. A failed read is recorded in ``coverage_error`` and returns None."""
@@ -129,13 +129,13 @@ class PriceBook:
             return None
         return found
 
-    def paid(self, instance_type: str) -> tuple[float | None, str]:
+    def paid(self, instance_type: str, instance_id: str | None = None) -> tuple[float | None, str]:
         """USD per instance-hour at the price the account pays, and its source, in order of truth: the effective
-        rate (Cost Explorer's amortised cost) when configured and known for the type, else the on-demand chain
-        (Price List API, then the policy's table)."""
+        rate (the instance's own from the CUR 2.0 table, else Cost Explorer's amortised cost for the type) when
+        configured and known, else the on-demand chain (Price List API, then the policy's table)."""
         if self._effective is not None and self.effective_error is None:
             try:
-                found = self._effective.rate(instance_type)
+                found = self._effective.rate(instance_type, instance_id)
             except Exception as error:  # Cost Explorer off, throttled or denied: fall back, and say so
                 self.effective_error = f"{type(error).__name__}: {error}"
                 found = None
@@ -537,7 +537,7 @@ def idle_offenders(
             continue
         own = sorted(sessions.get(row.instance_id, []), key=lambda s: str(s.get("start", "")))
         price = instance_price(row.instance_id, row.instance_type, own, prices)
-        on_demand, source = savings_rate(row.instance_type, own, prices)
+        on_demand, source = savings_rate(row.instance_type, own, prices, row.instance_id)
         latest = own[-1] if own else {}
         rows.append(
             OffenderRow(
@@ -599,7 +599,7 @@ def savings(
     for row in idle_hours(items, start, end).instances:
         if row.reclaimed_hours <= 0 and row.would_reclaim_hours <= 0:
             continue
-        price, source = savings_rate(row.instance_type, sessions.get(row.instance_id, []), prices)
+        price, source = savings_rate(row.instance_type, sessions.get(row.instance_id, []), prices, row.instance_id)
         if price is None:
             unpriced += 1
         rows.append(
@@ -625,19 +625,22 @@ def savings(
 
 
 def savings_rate(
-    instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
+    instance_type: str | None,
+    sessions: list[Mapping[str, Any]],
+    prices: PriceBook | None,
+    instance_id: str | None = None,
 ) -> tuple[float | None, str]:
     """The hourly rate a reclaimed hour saves, and its source: the account's effective rate when the price book has
     one (what is actually paid), else the on-demand price recorded with the session, else the book's chain."""
     if prices is not None and instance_type and prices.has_effective:
-        paid, source = prices.paid(instance_type)
-        if paid is not None and source.startswith("Cost Explorer"):
+        paid, source = prices.paid(instance_type, instance_id)
+        if paid is not None and source.startswith(EFFECTIVE_SOURCES):
             return paid, source
     recorded = _on_demand_price(instance_type, sessions, None)
     if recorded is not None:
         return recorded, "on-demand price recorded with the usage session"
     if prices is not None and instance_type:
-        return prices.paid(instance_type)
+        return prices.paid(instance_type, instance_id)
     return None, "unpriced"
 
 

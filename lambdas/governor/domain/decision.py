@@ -70,6 +70,14 @@ class Finding(Model):
     #: the notifier and other subscribers can recognise it.
     id: str | None = None
     at: dt.datetime = Field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    #: The resource's on-demand price per hour when it is known: messages list the dearest first.
+    usd_per_hour: float | None = None
+    #: An owner's digest of one sweep's idle warnings (``governor.idle.digest``): each member keeps its own id,
+    #: actions and buttons; the digest is what is posted.
+    members: list[Finding] = Field(default_factory=list, max_length=50)
+    #: Set on a warning that is posted inside its owner's digest (the digest's id): the notifier records it and
+    #: posts nothing of its own.
+    digested_in: str | None = None
 
     @classmethod
     def from_decision(cls, decision: Decision, title: str, **extra: Any) -> Finding:

@@ -15,6 +15,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal, Protocol
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
@@ -25,7 +26,8 @@ from governor.domain.fleet import UNKNOWN, Instance, TagProblem, checkpoint_choi
 from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
 from governor.domain.times import parse_time
 from governor.idle.ownership import cluster_name, kubernetes_node
-from governor.policy import IdlePolicy, Policy
+from governor.idle.policy import IdlePolicy
+from governor.policy import Policy
 
 POLICY = "idle"
 IDLE_SINCE_TAG = "governor:idle-since"
@@ -780,7 +782,11 @@ def current_mark(instance: Instance, stored: Mark | None) -> Mark | None:
     return stored
 
 
-def _decision(
+#: The outcomes whose reasons say a scarce type's restart risk (the owner is warned, or it is reported or reclaimed).
+_SAYS_RISK = frozenset({"warned", "acted", "checkpoint", "reported"})
+
+
+def _decided(
     instance: Instance,
     verdict: Verdict,
     outcome: Outcome,
@@ -788,14 +794,21 @@ def _decision(
     evidence: dict[str, Any],
     actions: Iterable[AnyAction] = (),
     severity: Severity = "info",
+    *,
+    risk: dict[str, Any] | None = None,
 ) -> Decision:
+    recorded = {"status": outcome, **evidence}
+    if risk is not None:
+        recorded["restart_risk"] = risk
+        if outcome in _SAYS_RISK and not any(risk["why"] in r for r in reasons):
+            reasons = [*reasons, f"restart risk: {risk['why']}"]
     return Decision(
         policy=POLICY,
         verdict=verdict,
         resource=instance.id,
         actions=list(actions),
         reasons=reasons,
-        evidence={"status": outcome, **evidence},
+        evidence=recorded,
         severity=severity,
         rule=f"idle.{outcome}",
     )
@@ -834,39 +847,18 @@ def decide(
     may_act: bool = True,
     interval: dt.timedelta | None = None,
 ) -> InstanceOutcome:
-    """:func:`decide_idle`, with the restart risk of a scarce type recorded (``evidence.restart_risk``) and said in
-    the reasons of every decision that warns about, reports or reclaims the instance."""
-    found = decide_idle(instance, assessment, mark, policy, now, may_act=may_act, interval=interval)
-    risk = restart_risk(instance, policy.idle)
-    if risk is None:
-        return found
-    decision = found.decision
-    evidence = {**decision.evidence, "restart_risk": risk}
-    reasons = decision.reasons
-    said = any(risk["why"] in r for r in reasons)
-    if found.outcome in ("warned", "acted", "checkpoint", "reported", "held", "deferred") and not said:
-        reasons = [*reasons, f"restart risk: {risk['why']}"]
-    return replace(found, decision=decision.model_copy(update={"evidence": evidence, "reasons": reasons}))
-
-
-def decide_idle(
-    instance: Instance,
-    assessment: Assessment,
-    mark: Mark | None,
-    policy: Policy,
-    now: dt.datetime,
-    *,
-    may_act: bool = True,
-    interval: dt.timedelta | None = None,
-) -> InstanceOutcome:
     """Mark, then act: warn on the first idle verdict, act only when still idle after the warning period.
 
     Any verdict other than idle clears the mark, so activity (or a data gap) in between starts the clock again.
     ``may_act`` is false when only the warning window (not yet the whole window) is idle: the owner is warned, the
     action waits until every signal has been idle for the whole window. A stalled job is reported to its owner on
     the first sweep that sees a whole window of it (``interval``: the time between sweeps), never stopped.
+
+    The restart risk of a scarce type (:func:`restart_risk`) is part of every decision: recorded as
+    ``evidence.restart_risk`` and said in the reasons of each that warns about, reports or reclaims the instance.
     """
     idle = policy.idle
+    _decision = partial(_decided, risk=restart_risk(instance, idle))
     enforce = idle.enforce
     owner = ownership(instance.tags, policy.fleet)
     # Who and what, as the sweep saw them: ``governor status --target`` shows an organisation target's fleet from the
@@ -1595,4 +1587,53 @@ def unused_reservation_decision(
     title = f"{kind} {reservation.id}: {reservation.available} x {reservation.instance_type} paid for, unused" + (
         f" (${per_day:,.2f}/day)" if per_day is not None else ""
     )
+    return decision, title
+
+
+#: Rule and ``evidence.status`` of an offer of idle reserved capacity to another team (``reserved_capacity: offer``).
+OFFERED_STATUS = "capacity-offered"
+
+
+def capacity_offer(
+    *,
+    reservation_id: str,
+    kind: str,
+    instance_type: str,
+    free: str,
+    ends_at: dt.datetime | None,
+    zone: str | None,
+    team: str,
+    why: str,
+    now: dt.datetime,
+) -> tuple[Decision, str]:
+    """Paid-for capacity nobody uses, offered to ``team`` (``idle.offer_capacity_to``) until it ends: a finding for
+    that team's channel and a decision saying why; report-only (nothing is stopped, released or cancelled)."""
+    until = f"until {ends_at:%Y-%m-%d %H:%M} UTC" if ends_at else "until the reservation ends (end not read)"
+    left = f" ({(ends_at - now).total_seconds() / 3600:,.1f} h left)" if ends_at and ends_at > now else ""
+    where = f" in {zone}" if zone else ""
+    reasons = [
+        f"{kind} {reservation_id}: {free} {instance_type}{where} free {until}{left}: {why}",
+        f"offered to team {team} (idle.reserved_capacity: offer); launch into it with "
+        f"--capacity-reservation-specification CapacityReservationTarget={{CapacityReservationId={reservation_id}}}"
+        " (the owner's account, or one it is shared with); report-only: nothing is stopped or cancelled",
+    ]
+    decision = Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=reservation_id,
+        actions=[Notify(enforced=False, team=team, reason=OFFERED_STATUS)],
+        reasons=reasons,
+        evidence={
+            "status": OFFERED_STATUS,
+            "offered_to": team,
+            "instance_type": instance_type,
+            "free": free,
+            "zone": zone,
+            "free_until": ends_at.isoformat() if ends_at else None,
+            "judged_at": now.isoformat(),
+        },
+        severity="warning",
+        rule=f"idle.{OFFERED_STATUS}",
+    )
+    title = f"Free GPU capacity for team {team}: {free} {instance_type} {until} ({kind} {reservation_id})"
     return decision, title

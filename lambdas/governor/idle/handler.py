@@ -22,11 +22,12 @@ from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.hyperpod import HyperPodNodes
 from governor.adapters.ssm import SsmCommands
-from governor.domain.actions import Checkpoint, Notify, Outcome, Tag, Terminate, reclaim
+from governor.domain.actions import Notify, Outcome, Terminate
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
 from governor.domain.capacity import (
     HyperPodReader,
     ReservationReader,
+    purchase_model,
     unused_capacity,
     with_hyperpod,
     with_reservations,
@@ -50,46 +51,41 @@ from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
 from governor.idle.autoscaling import AutoScalingGroups
+from governor.idle.digest import digest_warnings, warning_accepted
 from governor.idle.domain import (
     CHECKPOINT_DONE,
-    IDLE_ACTION_TAG,
-    IDLE_SINCE_TAG,
     MARK_KIND,
+    OFFERED_STATUS,
     POLICY,
     Assessment,
     InstanceOutcome,
     Mark,
     MetricSource,
     SweepPlan,
-    assess_for_sweep,
     assess_signals,
-    auto_scaling_group,
+    capacity_offer,
     checkpoint_command,
-    current_mark,
-    draining_cluster,
     fetched_signals,
     lookback_start,
     mark_tag_problems,
     power_limit,
-    reclaim_action,
-    report_only_reason,
     sweep,
     sweep_interval,
     unused_reservation_decision,
 )
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
+from governor.idle.policy import KubernetesCluster
 from governor.idle.sources import attribution, metric_source
+from governor.idle.stop_now import STOP_REQUEST_MAX_AGE as STOP_REQUEST_MAX_AGE
+from governor.idle.stop_now import StopFacts, VerifiedStop, decide_stop_now, too_old
 from governor.observability import logger, metrics
 from governor.outbox import Outbox, finding_id
-from governor.policy import KubernetesCluster
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
 
 SCHEDULED = "Scheduled Event"
 SCHEDULE_SOURCES = ("aws.scheduler", "aws.events")
 MARK_TTL = dt.timedelta(days=2)
-#: A Stop now request older than this when it arrives (an async retry, a DLQ replay) stops nothing.
-STOP_REQUEST_MAX_AGE = dt.timedelta(minutes=15)
 
 
 def answer(response_url: str, message: dict[str, Any]) -> bool:
@@ -442,6 +438,7 @@ def _finding(
     decision: Decision, title: str, instance: Instance | None, event: GovernorEvent, runtime: Runtime
 ) -> Finding:
     who = owner(instance, runtime) if instance else None
+    price = runtime.policy.lifecycle.prices.get(instance.type) if instance else None
     return Finding.from_decision(
         decision,
         title,
@@ -450,6 +447,7 @@ def _finding(
         account=event.account,
         region=event.region or runtime.region,
         event_id=event.id,
+        usd_per_hour=price.on_demand if price is not None and price.on_demand else None,
     )
 
 
@@ -481,7 +479,78 @@ def _unused_reservations(event: GovernorEvent, runtime: Runtime, aws: Adapters, 
         )
         found.append(finding)
     metrics.add_metric(name="UnusedReservations", unit="Count", value=len(found))
+    return found + _offer_unused(event, runtime, active, now)
+
+
+def _offer_unused(event: GovernorEvent, runtime: Runtime, active: list[Any], now: dt.datetime) -> list[Finding]:
+    """``reserved_capacity: offer``: unused capacity of GPU reservations offered to the configured team."""
+    idle_policy = runtime.policy.idle
+    if idle_policy.reserved_capacity != "offer" or not idle_policy.offer_capacity_to:
+        return []
+    found = []
+    for reservation in unused_capacity(active, runtime.policy.fleet.is_gpu_type):
+        kind = "Capacity Block" if reservation.capacity_block else "On-Demand Capacity Reservation"
+        offered = _offer(
+            event,
+            runtime,
+            now,
+            reservation_id=reservation.id,
+            kind=kind,
+            instance_type=reservation.instance_type,
+            free=f"{reservation.available} of {reservation.total} x",
+            ends_at=reservation.end_date,
+            zone=reservation.zone,
+            why="no instance runs in that capacity, paid for whether used or not",
+        )
+        found += offered
     return found
+
+
+def _offer_idle(event: GovernorEvent, runtime: Runtime, outcomes: list[Any], now: dt.datetime) -> list[Finding]:
+    """``reserved_capacity: offer``: the reservation or block of each idle instance held as paid for, unused, offered
+    to the configured team (the instance's owner keeps it: the offer says the capacity sits unused)."""
+    idle_policy = runtime.policy.idle
+    if idle_policy.reserved_capacity != "offer" or not idle_policy.offer_capacity_to:
+        return []
+    found = []
+    for outcome in outcomes:
+        if outcome.outcome not in ("warned", "reported"):
+            continue
+        purchase = purchase_model(outcome.instance)
+        if not purchase.paid_for or not purchase.reservation_id:
+            continue
+        kind = "Capacity Block" if purchase.kind == "capacity-block" else "On-Demand Capacity Reservation"
+        found += _offer(
+            event,
+            runtime,
+            now,
+            reservation_id=purchase.reservation_id,
+            kind=kind,
+            instance_type=outcome.instance.type,
+            free=f"idle instance {outcome.instance.id}:",
+            ends_at=purchase.ends_at,
+            zone=None,
+            why=f"its GPUs have been idle for the window ({outcome.outcome}); the capacity is paid for, unused",
+        )
+    return found
+
+
+def _offer(event: GovernorEvent, runtime: Runtime, now: dt.datetime, **offer: Any) -> list[Finding]:
+    """One offer a UTC day per reservation (claimed in the ledger, so sweeps and retries do not repeat it)."""
+    team = runtime.policy.idle.offer_capacity_to or ""
+    key = f"{offer['reservation_id']}#{now.date().isoformat()}"
+    if not runtime.ledger.claim(OFFERED_STATUS, key, {"team": team, "at": now.isoformat()}):
+        return []
+    decision, title = capacity_offer(team=team, now=now, **offer)
+    runtime.ledger.record(decision, event_id=event.id)
+    finding = _finding(decision, title, None, event, runtime).model_copy(
+        update={
+            "id": finding_id(f"{OFFERED_STATUS}#{key}", offer["reservation_id"], decision.rule or ""),
+            "team": team,
+        }
+    )
+    metrics.add_metric(name="CapacityOffered", unit="Count", value=1)
+    return [finding]
 
 
 def owner(instance: Instance, runtime: Runtime) -> Ownership:
@@ -616,6 +685,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     if plan.renewed is not None:
         runtime.ledger.record(plan.renewed, event_id=event.id)
         logger.warning("idle circuit breaker hold renewed", extra={"held": len(plan.breaker.held)})
+    findings.extend(_offer_idle(event, runtime, plan.outcomes, now))
     rechecked = recheck_metrics(plan.outcomes, runtime, aws, now)
     done: dict[str, list[str]] = {}
     for outcome in plan.outcomes:
@@ -659,11 +729,15 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
                     update={"id": reclaim_finding_id(instance_id, outcome.prior or outcome.mark, event.id)}
                 )
             findings.append(finding)
+    # One message per owner per sweep: an owner's warnings also travel in one digest, the dearest first.
+    findings, digested = digest_warnings(findings, event.id)
     box.add(findings)
     accepted = box.flush(raise_on_failure=False)  # what is not accepted stays in the outbox for the next sweep
+    published_warning = warning_accepted(accepted, digested)
     for instance_id, (warning_id, mark) in warnings.items():
-        if warning_id in accepted:
-            _store_mark(runtime, instance_id, replace(mark, warned_at=accepted[warning_id]), now)
+        if published_warning(warning_id):
+            at = accepted[digested.get(warning_id, warning_id)]
+            _store_mark(runtime, instance_id, replace(mark, warned_at=at), now)
         else:
             metrics.add_metric(name="IdleWarningsUnpublished", unit="Count", value=1)
     counts: dict[str, int] = {}
@@ -698,10 +772,9 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
 def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     """Stop now from Slack: the sweep's act path for one instance, without waiting for the warning to run out.
 
-    The instance is re-read and its metrics fetched afresh; it is stopped only if it is still running, in the fleet,
-    idle by the same test that warned about it, not held by the circuit breaker, not owned by a cluster, and its
-    checkpoint (when the policy has one) has finished. The decision is recorded, naming who asked, before acting;
-    then ``settle`` re-reads once more and acts exactly as a sweep would. Enforced only when ``idle.enforce`` is.
+    Read (the instance, its breaker, its mark, fresh metrics), decide (:func:`governor.idle.stop_now.decide_stop_now`,
+    pure), record the decision naming who asked, then ``settle`` re-reads once more and acts exactly as a sweep would.
+    Enforced only when ``idle.enforce`` is.
     """
     from governor.interactions.domain import updated_message
 
@@ -709,133 +782,43 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[s
     if request is None:
         return _unverified_stop(event, runtime, str(unverified))
     instance_id = request.instance_id
-    policy = runtime.policy
-    idle = policy.idle
+    idle = runtime.policy.idle
     now = aws.clock()  # a click stamped ahead of the clock is judged now, as a sweep is
-    who = f"{request.requested_by or 'unknown person'} (Slack {request.slack_user})"
-    asked = {"requested_by": request.requested_by, "slack_user": request.slack_user, "token": request.token}
+    who = request.who
     blocks = event.detail.message_blocks
 
     def finish(status: str, note: str) -> dict[str, Any]:
         aws.respond(request.response_url, updated_message(blocks, request.token, note))
         return {"status": status, "event_id": event.id, "instance": instance_id, "note": note}
 
-    def refuse(why: str) -> dict[str, Any]:
-        runtime.ledger.record(
-            Decision(
-                policy=POLICY,
-                verdict="ok",
-                resource=instance_id,
-                reasons=[f"Stop now from {who} not done: {why}"],
-                evidence={"status": "stop-now-refused", **asked},
-                rule="idle.stop-now-refused",
-            ),
-            event_id=event.id,
-        )
+    facts, stored = None, None
+    if not too_old(event.time, now):
+        earlier = _reclaimed_by(runtime, instance_id, event.id)
+        if earlier is not None:  # a retry after this request's own stop: report it, do not refuse "it is stopped now"
+            box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
+            box.resume()
+            box.flush()
+            if runtime.ledger.get_item(MARK_KIND, instance_id):
+                _store_mark(runtime, instance_id, None, now)
+            return finish(earlier, f"{instance_id} {earlier} for {who}")
+        facts, stored = _stop_facts(instance_id, runtime, aws, now)
+    plan = decide_stop_now(request, event.time, facts, runtime.policy, now)
+    runtime.ledger.record(plan.decision, event_id=event.id)
+    if plan.outcome is None:
         metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
-        return finish("refused", f"Not stopped: {why} (Stop now by {who})")
-
-    if now - event.time > STOP_REQUEST_MAX_AGE:
-        return refuse(f"the request arrived more than {STOP_REQUEST_MAX_AGE} after the click")
-    earlier = _reclaimed_by(runtime, instance_id, event.id)
-    if earlier is not None:  # a retry after this request's own stop: report it, do not refuse "it is stopped now"
-        box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
-        box.resume()
-        box.flush()
-        if runtime.ledger.get_item(MARK_KIND, instance_id):
-            _store_mark(runtime, instance_id, None, now)
-        return finish(earlier, f"{instance_id} {earlier} for {who}")
-    live = aws.instances.instance(instance_id)
-    if live is None or live.state != "running":
-        return refuse(f"{instance_id} is {live.state if live else 'gone'} now")
-    live = bounded(live, runtime, now)
-    live = with_hyperpod(with_reservations([live], aws.reservations)[0], aws.hyperpod)[0][0]
-    if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
-        return refuse(f"{instance_id} is not a GPU fleet instance")
-    if load_breaker(runtime).open:
-        return refuse("the idle circuit breaker is open (many instances turned idle together); nothing is reclaimed")
-    cluster = report_only_reason(live, idle)
-    if cluster:
-        return refuse(cluster)
-    stored_item = runtime.ledger.get_item(MARK_KIND, instance_id)
-    stored = Mark.from_item(stored_item) if stored_item else None
-    mark = current_mark(live, stored)
-    # The sweep's own precondition: an action follows a warning of the current idle spell that people received. A
-    # button from an older warning (the instance was busy since, or restarted) stops nothing.
-    if mark is None or mark.warned_at is None:
-        return refuse("no warning of its current idle spell was sent (it was busy or restarted since the message)")
-    start = lookback_start(idle, now, sweep_interval(idle))
-    signals = aws.metrics.fetch([instance_id], fetched_signals(idle), start, now)
-    assessment, _ = assess_for_sweep(live, signals.get(instance_id, {}), policy, now)
-    if assessment.status != "idle":
-        return refuse(f"it is {assessment.status} now: {'; '.join(assessment.reasons)}")
-    command = checkpoint_command(live, policy)
-    if command:
-        marks = {instance_id: mark} if mark else {}
-        _refresh_checkpoints(marks, aws)
-        mark = marks.get(instance_id)
-        if mark is not None and mark.checkpoint_sent_at is not None and mark.checkpoint_status not in CHECKPOINT_DONE:
-            return refuse(f"its checkpoint is {mark.checkpoint_status or 'Pending'}; click Stop now again once done")
-        if mark is None or mark.checkpoint_sent_at is None:
-            base = mark or Mark(idle_since=now, warned_at=now)  # (the warning's mark: checked above)
-            decision = Decision(
-                policy=POLICY,
-                verdict="act",
-                resource=instance_id,
-                actions=[
-                    Checkpoint(
-                        enforced=idle.enforce,
-                        command=command,
-                        timeout=idle.checkpoint_timeout_seconds,
-                    )
-                ],
-                reasons=[*assessment.reasons, f"Stop now from {who}: checkpoint first, stop once it has finished"],
-                evidence={**assessment.evidence, "status": "checkpoint", **asked},
-                rule="idle.stop-now-checkpoint",
-            )
-            runtime.ledger.record(decision, event_id=event.id)
-            outcome = InstanceOutcome(live, "checkpoint", decision, replace(base, checkpoint_sent_at=now), prior=mark)
-            done, kept = settle(outcome, event, runtime, aws, now, assessment)
-            if kept != stored:
-                _store_mark(runtime, instance_id, kept, now)
-            return finish(
-                "checkpointing",
-                f"{'; '.join(done) or 'checkpoint recorded'} for {who}: click Stop now again once it has finished",
-            )
-    action = reclaim_action(live, idle)
-    group = auto_scaling_group(live)
-    cluster_name = draining_cluster(live, idle)
-    through: dict[str, Any] = {"via": "autoscaling", "group": group, "decrement_desired": True} if group else {}
-    if cluster_name:  # an EKS node is reclaimed through its cluster, as the sweep does (never around its owner)
-        through = {"via": "kubernetes", "group": cluster_name, "decrement_desired": True}
-    remove = [IDLE_SINCE_TAG] if IDLE_SINCE_TAG in live.tags else []
-    decision = Decision(
-        policy=POLICY,
-        verdict="act",
-        resource=instance_id,
-        actions=[
-            reclaim(
-                action,
-                enforced=idle.enforce,
-                lifecycle=live.lifecycle,
-                root_device=live.root_device_type,
-                requested_by=request.requested_by,
-                **through,
-            ),
-            Tag(enforced=idle.enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=remove),
-        ],
-        reasons=[*assessment.reasons, f"Stop now clicked by {who}: acted at once instead of waiting for the sweep"],
-        evidence={**assessment.evidence, "status": "acted", **asked},
-        severity="warning",
-        rule="idle.stop-now",
-    )
-    runtime.ledger.record(decision, event_id=event.id)
-    verb = {"stop": "stopped", "terminate": "terminated"}[action]
-    title = f"Idle GPU instance {instance_id} ({live.type}) {verb} on request of {request.requested_by or who}"
-    outcome = InstanceOutcome(live, "acted", decision, None, title, prior=mark)
+        return finish("refused", f"Not stopped: {plan.refusal} (Stop now by {who})")
+    if plan.kind == "checkpoint":
+        done, kept = settle(plan.outcome, event, runtime, aws, now, plan.assessment)
+        if kept != stored:
+            _store_mark(runtime, instance_id, kept, now)
+        return finish(
+            "checkpointing",
+            f"{'; '.join(done) or 'checkpoint recorded'} for {who}: click Stop now again once it has finished",
+        )
+    verb = plan.verb
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
     box.resume()
-    done, _ = settle(outcome, event, runtime, aws, now, assessment, box)
+    done, _ = settle(plan.outcome, event, runtime, aws, now, plan.assessment, box)
     if any(s.startswith(("skipped", "reported only", "not drained")) for s in done):
         metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
         return finish("refused", f"Not {verb}: {'; '.join(done)} (Stop now by {who})")
@@ -843,12 +826,12 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[s
         return finish("report-only", f"Would be {verb} now for {who} (idle is report-only: nothing changed)")
     if stored is not None:
         _store_mark(runtime, instance_id, None, now)
-    finding = _finding(decision, title, live, event, runtime)
+    finding = _finding(plan.decision, plan.outcome.finding or "", plan.outcome.instance, event, runtime)
     box.add(
         [
             finding.model_copy(
                 update={
-                    "id": reclaim_finding_id(instance_id, mark, event.id),
+                    "id": reclaim_finding_id(instance_id, plan.mark, event.id),
                     "detail": f"{finding.detail}; done: {'; '.join(done)}",
                 }
             )
@@ -859,6 +842,25 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[s
     return finish(verb, f"{instance_id} {verb} for {who}")
 
 
+def _stop_facts(instance_id: str, runtime: Runtime, aws: Adapters, now: dt.datetime) -> tuple[StopFacts, Mark | None]:
+    """What Stop now decides on, read at ``now``, and the ledger's mark as stored (to know whether to rewrite it)."""
+    live = aws.instances.instance(instance_id)
+    if live is None or live.state != "running":
+        return StopFacts(live), None
+    policy = runtime.policy
+    live = bounded(live, runtime, now)
+    live = with_hyperpod(with_reservations([live], aws.reservations)[0], aws.hyperpod)[0][0]
+    item = runtime.ledger.get_item(MARK_KIND, instance_id)
+    stored = Mark.from_item(item) if item else None
+    marks = {instance_id: stored} if stored is not None else {}
+    if checkpoint_command(live, policy):
+        _refresh_checkpoints(marks, aws)
+    start = lookback_start(policy.idle, now, sweep_interval(policy.idle))
+    signals = aws.metrics.fetch([instance_id], fetched_signals(policy.idle), start, now)
+    breaker = load_breaker(runtime).open
+    return StopFacts(live, breaker, marks.get(instance_id), signals.get(instance_id, {})), stored
+
+
 def _reclaimed_by(runtime: Runtime, instance_id: str, event_id: str) -> str | None:
     """ "stopped" / "terminated" when an earlier attempt of this request already did it (its outcome is recorded)."""
     for action, verb in (("stop", "stopped"), ("terminate", "terminated")):
@@ -866,17 +868,6 @@ def _reclaimed_by(runtime: Runtime, instance_id: str, event_id: str) -> str | No
         if item and item.get("ok"):
             return verb
     return None
-
-
-@dataclass(frozen=True)
-class VerifiedStop:
-    """Stop now as the interactions function recorded it after verifying Slack's signature and authorising the click."""
-
-    instance_id: str
-    requested_by: str | None
-    slack_user: str
-    response_url: str
-    token: str
 
 
 def verified_stop_request(event: StopRequestEvent, runtime: Runtime) -> tuple[VerifiedStop | None, str | None]:
@@ -945,7 +936,7 @@ def handle(event: Any, runtime: Runtime, aws: Adapters | None = None, context: A
 
 def _home_aws(event: Any, runtime: Runtime) -> Adapters:
     idle = runtime.policy.idle
-    return _aws(runtime.region, idle.gpu_memory_unit, idle.metric_source, idle.clusters)
+    return _aws(runtime.region, idle.gpu_memory_unit, idle.metric_source, _home_clusters(idle.clusters))
 
 
 def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
@@ -956,18 +947,50 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
     source = runtime.policy.idle.metric_source
     member = member_target(event)
     if member is None:
-        return _aws(runtime.region, unit, source, runtime.policy.idle.clusters)
+        return _aws(runtime.region, unit, source, _home_clusters(runtime.policy.idle.clusters))
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
+    # A member's clusters are read and drained with the spoke role's credentials there (idle.clusters[].account).
+    clusters = tuple(c for c in runtime.policy.idle.clusters if c.in_target(account, region))
+    groups = AutoScalingGroups(region, client("autoscaling", region, **where))
+    nodes = None
+    if any(c.reclaim == "drain" for c in clusters):
+        nodes = KubernetesNodes(
+            region,
+            groups,
+            api=lambda cluster: _member_api(cluster, region, where),
+        )
     return Adapters(
         Ec2Reader(region, **where),
         Ec2Actions(region, **where),
-        metric_source(source, region, client("cloudwatch", region, **where), unit, runtime.policy.idle.clusters),
+        metric_source(
+            source,
+            region,
+            client("cloudwatch", region, **where),
+            unit,
+            clusters,
+            credentials=lambda: client.credentials(account, region, event_id),
+        ),
         SsmCommands(region, **where),
-        AutoScalingGroups(region, client("autoscaling", region, **where)),
+        groups,
         reservations=CapacityReservations(region, **where),
+        nodes=nodes,
         hyperpod=HyperPodNodes(region, **where),
     )
+
+
+def _member_api(cluster: str, region: str | None, where: dict[str, Any]) -> Any:
+    """A member cluster's API: DescribeCluster and the EKS token (presigned STS) with the spoke role's credentials, so
+    the cluster maps the spoke role through its access entry (created by that account's spoke stack)."""
+    from governor.adapters.aws import client
+    from governor.idle.kubernetes.api import eks_api
+
+    return eks_api(cluster, region, eks=client("eks", region, **where), sts=client("sts", region, **where))
+
+
+def _home_clusters(clusters: tuple[KubernetesCluster, ...]) -> tuple[KubernetesCluster, ...]:
+    """The clusters the governor's own account and region sweep reads (those without ``account``)."""
+    return tuple(c for c in clusters if c.in_target(None, None))
 
 
 #: EventBridge Scheduler invokes this every ``idle.schedule`` (default 15 minutes); the interactions function invokes

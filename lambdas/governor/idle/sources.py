@@ -22,7 +22,7 @@ from typing import Any
 
 from governor.domain.decision import Decision
 from governor.idle.domain import DEVICE_SEP, HOST_SIGNALS, MetricSource, Series
-from governor.policy import IdlePolicy, KubernetesCluster
+from governor.idle.policy import IdlePolicy, KubernetesCluster
 
 
 def _cloudwatch_agent(region: str | None, cloudwatch: Any, memory_unit: str) -> MetricSource:
@@ -35,22 +35,33 @@ def _cloudwatch_agent(region: str | None, cloudwatch: Any, memory_unit: str) -> 
 SOURCES: dict[str, Callable[[str | None, Any, str], MetricSource]] = {"cloudwatch_agent": _cloudwatch_agent}
 
 
-def _prometheus(cluster: KubernetesCluster, region: str | None, cloudwatch: Any) -> MetricSource:
+def _prometheus(
+    cluster: KubernetesCluster, region: str | None, cloudwatch: Any, credentials: Callable[[], Any] | None = None
+) -> MetricSource:
+    """``credentials``: what AMP requests are signed with (the spoke role's in a member account; default the
+    function's own)."""
     from governor.idle.kubernetes.prometheus import PrometheusMetrics
 
     return PrometheusMetrics(
-        str(cluster.prometheus_url), node_label=cluster.node_label, selector=cluster.selector, sign=cluster.sigv4_region
+        str(cluster.prometheus_url),
+        node_label=cluster.node_label,
+        selector=cluster.selector,
+        sign=cluster.sigv4_region,
+        credentials=credentials,
     )
 
 
-def _container_insights(cluster: KubernetesCluster, region: str | None, cloudwatch: Any) -> MetricSource:
+def _container_insights(
+    cluster: KubernetesCluster, region: str | None, cloudwatch: Any, credentials: Callable[[], Any] | None = None
+) -> MetricSource:
     from governor.idle.kubernetes.container_insights import ContainerInsightsMetrics
 
     return ContainerInsightsMetrics(cluster.name, region, cloudwatch)
 
 
-#: ``idle.clusters[].metric_source`` -> factory(cluster, region, CloudWatch client or None).
-CLUSTER_SOURCES: dict[str, Callable[[KubernetesCluster, str | None, Any], MetricSource]] = {
+#: ``idle.clusters[].metric_source`` -> factory(cluster, region, CloudWatch client or None, signing credentials or
+#: None).
+CLUSTER_SOURCES: dict[str, Callable[[KubernetesCluster, str | None, Any, Callable[[], Any] | None], MetricSource]] = {
     "prometheus": _prometheus,
     "container_insights": _container_insights,
 }
@@ -121,9 +132,11 @@ def metric_source(
     cloudwatch: Any = None,
     memory_unit: str = "MB",
     clusters: tuple[KubernetesCluster, ...] = (),
+    credentials: Callable[[], Any] | None = None,
 ) -> MetricSource:
     """The source the policy names, reading in ``region`` (through ``cloudwatch`` when given: a member account),
-    combined with the sources of ``clusters`` when there are any."""
+    combined with the sources of ``clusters`` when there are any (AMP signed with ``credentials`` when given: the
+    spoke role's in a member account)."""
     try:
         factory = SOURCES[name]
     except KeyError:
@@ -132,5 +145,5 @@ def metric_source(
     if not clusters:
         return instances
     return CombinedMetrics(
-        instances, {c.name: CLUSTER_SOURCES[c.metric_source](c, region, cloudwatch) for c in clusters}
+        instances, {c.name: CLUSTER_SOURCES[c.metric_source](c, region, cloudwatch, credentials) for c in clusters}
     )

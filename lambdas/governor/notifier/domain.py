@@ -27,7 +27,7 @@ from governor.notifier.messages import (
     pack_messages,
     section,
 )
-from governor.policy import NotificationsPolicy
+from governor.notifier.policy import NotificationsPolicy
 from governor.registry import REGISTRY
 
 MERGE_KIND = "notify-merge"
@@ -36,6 +36,8 @@ _ICON = {"info": ":information_source:", "warning": ":warning:", "critical": ":r
 _COLOUR = {"info": "#2563eb", "warning": "#d97706", "critical": "#dc2626"}
 
 Channel = Literal["slack", "email"]
+#: A Slack target posted with the bot token to a channel id (``notifications.slack_channel``), not a webhook secret.
+BOT_CHANNEL = "channel:"
 
 
 # --- routing -------------------------------------------------------------------------------------------------------
@@ -78,6 +80,9 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
         )
     team = policy.teams.get(finding.team or "")
     slack = (team.slack_secret_name if team and team.slack_secret_name else None) or policy.slack_secret_name
+    channel = (team.slack_channel if team and team.slack_channel else None) or policy.slack_channel
+    if channel:  # the bot token posts there (chat.postMessage), so the message can be updated in place later
+        slack = f"{BOT_CHANNEL}{channel}"
     emails: list[str] = list(team.email) if team and team.email else list(policy.email_recipients)
     owner = owner_address(finding.owner, policy)
     if not policy.email_sender:
@@ -143,6 +148,8 @@ class MergedFinding:
     merged: int = 0
     since: dt.datetime | None = None
     buttons: Block | None = None  # a Block Kit actions block whose buttons carry only an opaque token
+    #: An owner's digest: each member's own actions block (or None), in the members' order.
+    member_buttons: tuple[Block | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,9 @@ class MergeStep:
 
 
 def merge_key(finding: Finding) -> str:
+    """Findings about one resource and rule merge; an owner's digest never does (each sweep's warnings are new)."""
+    if finding.members:
+        return f"{finding.rule}#{finding.id}"
     return f"{finding.rule}#{finding.resource}"
 
 
@@ -333,19 +343,23 @@ def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None,
     f = item.finding
     people = people or {}
     lines = [f"{_ICON[f.severity]} *{slack_text(f.title)}*" if titled else f"{_ICON[f.severity]} *{f.severity}*"]
-    facts = [f"*Resource* `{slack_text(f.resource)}`"]
-    if f.owner or f.team:
+    facts = [] if f.members else [f"*Resource* `{slack_text(f.resource)}`"]
+    if f.owner or f.team or f.members:
         facts.append(f"*Owner* {owner_text(f.owner, people)}")
         facts.append(f"*Team* {slack_text(f.team or 'unknown')}")
     lines.append("   ".join(facts))
     if f.detail:
         lines.append(slack_text(plain_times(f.detail)))
+    if f.members and (keep := keep_line(f)):
+        lines.append(slack_text(keep))
     blocks = section("\n".join(lines))
     lines = [line for line in (_action_line(a, f.owner, people) for a in f.actions) if line]
     if lines:
         blocks += section("\n".join(lines))
     if item.buttons is not None:
         blocks.append(item.buttons)
+    for member, buttons in zip(f.members, item.member_buttons or [None] * len(f.members), strict=True):
+        blocks += member_blocks(member, buttons)
     where = " · ".join(
         part
         for part in (
@@ -358,6 +372,42 @@ def finding_blocks(item: MergedFinding, people: Mapping[str, str] | None = None,
     blocks.append(context(slack_text(where)))
     blocks.append({"type": "divider"})
     return blocks
+
+
+def _money(finding: Finding) -> str:
+    return f"${finding.usd_per_hour:,.2f}/h" if finding.usd_per_hour else "price unknown"
+
+
+#: Slack refuses a message whose blocks hold more than ~13,000 characters in all (``msg_blocks_too_long``), below
+#: the 50 blocks x 3,000; a digest of 20 instances keeps each instance's reasons short and says how to keep once.
+MEMBER_DETAIL_CHARS = 300
+_KEEP = " To keep it, tag it "
+
+
+def _sentences(finding: Finding) -> list[str | None]:
+    return [action_sentence({**a, "owner": None}) for a in finding.actions]
+
+
+def keep_line(finding: Finding) -> str | None:
+    """How to keep an instance, said once for an owner's digest (each warning's sentence ends with it)."""
+    for member in finding.members:
+        for sentence in _sentences(member):
+            if sentence and _KEEP in sentence:
+                return "To keep one, tag it " + sentence.split(_KEEP, 1)[1]
+    return None
+
+
+def member_blocks(member: Finding, buttons: Block | None) -> list[Block]:
+    """One instance of an owner's digest: what it is, what it costs, what will (or would) happen; its own buttons."""
+    lines = [f"*`{slack_text(member.resource)}`*  {_money(member)}"]
+    if member.detail:
+        detail = plain_times(member.detail)
+        lines.append(
+            slack_text(detail if len(detail) <= MEMBER_DETAIL_CHARS else detail[: MEMBER_DETAIL_CHARS - 1] + "…")
+        )
+    lines += [f"• {slack_text(sentence.split(_KEEP)[0])}" for sentence in _sentences(member) if sentence]
+    blocks = section("\n".join(lines))[:1]  # one section per instance, so the digest stays one message
+    return blocks + ([buttons] if buttons is not None else [])
 
 
 def _merged_note(item: MergedFinding) -> str:
@@ -388,19 +438,56 @@ def slack_messages(items: Sequence[MergedFinding], people: Mapping[str, str] | N
 # --- email ---------------------------------------------------------------------------------------------------------
 
 
-def email_for(items: Sequence[MergedFinding]) -> Email:
-    """One email for a set of findings: HTML for mail clients, the same content as plain text for the rest."""
+def owner_named(owner: str | None) -> str:
+    """The owner as an email names them: the owner tag (their address or name), or why nobody is named."""
+    if not owner or owner == UNKNOWN_OWNER:
+        return "unknown (no owner tag or recorded creator)"
+    return owner
+
+
+def addressee(items: Sequence[MergedFinding], recipients: Sequence[str]) -> str | None:
+    """The owner an email is addressed to: its one recipient, when that is the owner of every finding in it (the
+    notifier emails an owner only at an address in ``notifications.owner_email_domains``, see :func:`route`)."""
+    if len(recipients) != 1 or not items:
+        return None
+    to = recipients[0].strip().lower()
+    return recipients[0] if all((i.finding.owner or "").strip().lower() == to for i in items) else None
+
+
+def email_for(items: Sequence[MergedFinding], recipients: Sequence[str] = ()) -> Email:
+    """One email for a set of findings: HTML for mail clients, the same content as plain text for the rest.
+
+    Each finding names its owner (as Slack mentions them); an email sent to the owner themselves (``recipients`` is
+    their address alone) says so at the top and in its subject, so they know it is about their instances."""
     ordered = sorted(items, key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.at))
-    subject = email_header(summary_line(ordered))
+    owner = addressee(ordered, recipients)
+    subject = email_header(summary_line(ordered) + (" (yours)" if owner else ""))
+    greeting = (
+        f"To {owner}: you are the owner of the resource{'s' if _resources(ordered) > 1 else ''} below "
+        "(its owner tag or recorded creator)."
+        if owner
+        else ""
+    )
     text_parts: list[str] = []
     html_parts: list[str] = []
     for item in ordered:
         f = item.finding
-        actions = [sentence for sentence in map(action_sentence, f.actions) if sentence]
+        actions = [
+            sentence
+            for sentence in (
+                action_sentence(
+                    {**a, "owner": f.owner}
+                    if a.get("type") == "warn" and a.get("owner") in (None, UNKNOWN_OWNER)
+                    else a
+                )
+                for a in f.actions
+            )
+            if sentence
+        ]
         facts = [
             ("Severity", f.severity),
             ("Resource", f.resource),
-            ("Owner", f.owner or "unknown"),
+            ("Owner", owner_named(f.owner)),
             ("Team", f.team or "unknown"),
             ("When", f.at.strftime("%Y-%m-%d %H:%M UTC")),
         ]
@@ -408,6 +495,9 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
             facts.append(("Where", f"{f.account or ''} {f.region or ''}".strip()))
         if actions:
             facts.append(("Actions", "; ".join(actions)))
+        for member in f.members:
+            member_actions = [s for s in (action_sentence({**a, "owner": None}) for a in member.actions) if s]
+            facts.append((member.resource, "; ".join([_money(member), *member_actions])))
         note = _merged_note(item)
         text_parts.append(
             "\n".join(
@@ -428,12 +518,19 @@ def email_for(items: Sequence[MergedFinding]) -> Email:
             + (f"<p><em>{html_text(note)}</em></p>" if note else "")
             + "</div>"
         )
-    text = subject + "\n\n" + "\n\n".join(text_parts) + "\n"
+    opening = f"{greeting}\n\n" if greeting else ""
+    text = subject + "\n\n" + opening + "\n\n".join(text_parts) + "\n"
     body = (
         "<!doctype html><html><body style='font-family:sans-serif'>"
-        f"<h2>{html_text(subject)}</h2>{''.join(html_parts)}</body></html>"
+        f"<h2>{html_text(subject)}</h2>"
+        + (f"<p>{html_text(greeting)}</p>" if greeting else "")
+        + f"{''.join(html_parts)}</body></html>"
     )
     return Email(subject=subject, html=body, text=text)
+
+
+def _resources(items: Sequence[MergedFinding]) -> int:
+    return sum(max(1, len(i.finding.members)) for i in items)
 
 
 def severity_at_least(severity: Severity, floor: Severity) -> bool:
@@ -481,6 +578,9 @@ def decide_notification(
 
     ``merge_state`` reads the state kept for the finding's resource and rule; it is called only for a routed finding.
     """
+    if finding.digested_in:
+        why = f"posted inside its owner's digest of this sweep's idle warnings ({finding.digested_in})"
+        return NotificationPlan(notification_decision(finding, "ok", [why], [], "notifications.in-owner-digest"))
     where = route(finding, policy)
     if where.digest:
         return NotificationPlan(notification_decision(finding, "ok", [where.reason], [], "notifications.digest"))

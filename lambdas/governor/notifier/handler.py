@@ -15,12 +15,15 @@ from typing import Any
 
 from governor.adapters.aws import per_session
 from governor.domain.decision import Finding
+from governor.domain.times import parse_time
 from governor.events.findings import DETAIL_TYPE as DETAIL_TYPE
 from governor.events.findings import SOURCE as SOURCE
 from governor.events.findings import FindingEvent, parse_finding_event
+from governor.idle.digest import DIGEST_RULE, WARNED_RULE
 from governor.interactions.domain import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.domain import (
+    BOT_CHANNEL,
     MERGE_KIND,
     Delivery,
     MergedFinding,
@@ -32,6 +35,8 @@ from governor.notifier.domain import (
     slack_messages,
     slack_people,
 )
+from governor.notifier.messages import MAX_BLOCKS, Message
+from governor.notifier.slack import MessageGone, SlackBot
 from governor.observability import logger, metrics
 from governor.runtime import Handler, Invocation, Runtime
 
@@ -52,13 +57,21 @@ def parse(raw: Any, account: str | None = None) -> FindingEvent:
 def with_buttons(item: MergedFinding, runtime: Runtime, now: dt.datetime) -> MergedFinding:
     """Keep 4 h / Keep until tomorrow / Stop now on idle warnings, Acknowledge on Spot and security findings, when
     ``interactions.buttons`` is on. The buttons carry an opaque token; what it stands for stays in the ledger."""
-    chosen = buttons_for(item.finding)
-    if not runtime.policy.interactions.buttons or not chosen:
+    if not runtime.policy.interactions.buttons:
         return item
-    token = button_token(item.finding)
-    record = {**button_record(item.finding, token), "expires_at": int((now + BUTTON_TTL).timestamp())}
+    if item.finding.members:  # an owner's digest: each instance its own buttons, as if it were posted alone
+        return replace(item, member_buttons=tuple(_buttons(m, runtime, now) for m in item.finding.members))
+    return replace(item, buttons=_buttons(item.finding, runtime, now))
+
+
+def _buttons(finding: Finding, runtime: Runtime, now: dt.datetime) -> dict[str, Any] | None:
+    chosen = buttons_for(finding)
+    if not chosen:
+        return None
+    token = button_token(finding)
+    record = {**button_record(finding, token), "expires_at": int((now + BUTTON_TTL).timestamp())}
     runtime.ledger.put_item(BUTTON_KIND, token, record)
-    return replace(item, buttons=actions_block(token, chosen, runtime.policy))
+    return actions_block(token, chosen, runtime.policy)
 
 
 @functools.lru_cache(maxsize=2048)
@@ -88,6 +101,80 @@ def people_for(finding: Finding, runtime: Runtime) -> dict[str, str]:
     return {**people, address.lower(): user} if user else people
 
 
+#: The ledger kind holding, per instance (key: instance id), the Slack message of its current idle episode:
+#: ``channel``, ``ts`` and whether it is an owner's digest. Written only when the bot posts (a webhook gives no ts).
+THREAD_KIND = "notify-thread"
+_EPISODE_STARTS = frozenset({WARNED_RULE, DIGEST_RULE})
+
+
+@functools.lru_cache(maxsize=8)
+def _bot(region: str | None, secret: str) -> SlackBot:
+    from governor.interactions.slack_calls import SlackSecrets
+
+    return SlackBot(SlackSecrets(region).value(secret))
+
+
+def _bot_for(runtime: Runtime) -> SlackBot:
+    secret = runtime.policy.interactions.bot_token_secret_name
+    if not secret:  # the policy refuses a slack_channel without it; a hand-built runtime gets a clear answer
+        raise UndeliverableError("notifications.slack_channel needs interactions.bot_token_secret_name")
+    return _bot(runtime.region, secret)
+
+
+def post_by_bot(
+    bot: SlackBot, channel: str, messages: list[Message], finding: Finding, runtime: Runtime, now: dt.datetime
+) -> str:
+    """One message per idle episode. A warning (or an owner's digest) is a new post whose ``ts`` is kept per instance;
+    a later finding about the same instance's episode (stopped, reported, …) updates that message in place with
+    ``chat.update``, or, when the message is an owner's digest of several instances, replies in its thread (an
+    update would rewrite the other instances' rows and could bring back buttons already clicked). A message that is
+    gone or can no longer be edited (``message_not_found``, ``cant_update_message``, ``edit_window_closed``) gets a
+    new post instead. Returns how it went: ``posted``, ``updated`` or ``replied``."""
+    first, rest = messages[0], messages[1:]
+    thread = None
+    if finding.policy == "idle" and finding.rule not in _EPISODE_STARTS and not finding.members:
+        thread = runtime.ledger.get_item(THREAD_KIND, finding.resource)
+        if thread and thread.get("channel") != channel:
+            thread = None
+    how = "posted"
+    ts = ""
+    if thread:
+        try:
+            if thread.get("digest"):
+                bot.post(channel, first, thread_ts=str(thread["ts"]))
+                ts, how = str(thread["ts"]), "replied"
+            else:
+                ts = bot.update(channel, str(thread["ts"]), _updated(first, thread))
+                how = "updated"
+        except MessageGone as gone:
+            logger.info("episode message gone: posting anew", extra={"reason": str(gone)})
+            ts, how = "", "posted"
+    if how == "posted":
+        ts = bot.post(channel, first)
+        episodes = [m.resource for m in finding.members] if finding.members else [finding.resource]
+        if finding.policy == "idle" and ts:
+            expires = int((now + BUTTON_TTL).timestamp())
+            for resource in episodes:
+                record = {"channel": channel, "ts": ts, "digest": bool(finding.members), "expires_at": expires}
+                runtime.ledger.put_item(THREAD_KIND, resource, {**record, "posted_at": now.isoformat()})
+    for part in rest:  # the later parts of a long message go into its thread
+        bot.post(channel, part, thread_ts=ts or None)
+    metrics.add_metric(name=f"SlackMessages{how.capitalize()}", unit="Count", value=1)
+    return how
+
+
+def _updated(message: Message, thread: dict[str, Any]) -> Message:
+    """The new content, with a line saying it replaced the episode's earlier message (the warning)."""
+    posted = parse_time(thread.get("posted_at"))
+    when = f" posted {posted:%Y-%m-%d %H:%M} UTC" if posted else ""
+    note = {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": f"Updated in place: this was the idle warning{when}."}],
+    }
+    blocks = list(message.get("blocks") or [])
+    return {**message, "blocks": [*blocks, note] if len(blocks) < MAX_BLOCKS else blocks}
+
+
 def _describe(delivery: Delivery) -> dict[str, Any]:
     """What a log line may say about a destination: the secret's name and the recipients, never the webhook URL."""
     return {"channel": delivery.channel, "target": list(delivery.target)}
@@ -114,7 +201,8 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     deliveries = plan_deliveries([item], policy)
     people = people_for(finding, runtime)
     rendered = {
-        d.key: (slack_messages(d.items, people) if d.channel == "slack" else email_for(d.items)) for d in deliveries
+        d.key: (slack_messages(d.items, people) if d.channel == "slack" else email_for(d.items, d.target))
+        for d in deliveries
     }
     if not policy.enforce:
         for delivery in deliveries:
@@ -133,7 +221,11 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
             continue
         content = rendered[delivery.key]
         try:
-            if isinstance(content, list):
+            if isinstance(content, list) and delivery.target[0].startswith(BOT_CHANNEL):
+                post_by_bot(
+                    _bot_for(runtime), delivery.target[0].removeprefix(BOT_CHANNEL), content, finding, runtime, now
+                )
+            elif isinstance(content, list):
                 outbox.post_slack(delivery.target[0], content)
             else:
                 outbox.send_email(delivery.target, content)

@@ -231,3 +231,83 @@ def _retry_after(header: str | None, default: float, cap: float) -> float:
     except ValueError:
         seconds = default
     return max(0.0, min(seconds, cap))
+
+
+#: ``chat.update`` answers that mean the message to update is no longer there to update: post a new one instead.
+#: (Slack's chat.update errors: ``message_not_found``, ``cant_update_message``, ``edit_window_closed``;
+#: ``thread_not_found`` / ``message_not_found`` for a reply whose parent is gone.)
+GONE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed", "thread_not_found"})
+#: Answers no retry can change: the event goes to the DLQ at once.
+PERMANENT = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "channel_not_found",
+        "is_archived",
+        "not_in_channel",
+        "missing_scope",
+        "invalid_blocks",
+        "msg_too_long",
+        "no_text",
+    }
+)
+
+
+class MessageGone(RuntimeError):
+    """The message an update (or thread reply) was for is gone or can no longer be edited."""
+
+
+class SlackBot:
+    """``chat.postMessage`` / ``chat.update`` with the bot token (scope ``chat:write``) through slack_sdk's WebClient.
+
+    Unlike a webhook, a post answers with the message's ``ts``, so the governor can update an idle episode's message
+    in place. 429 is retried by slack_sdk's rate-limit handler (after ``Retry-After``); other failures raise
+    :class:`DeliveryError` (``permanent`` for the answers in :data:`PERMANENT`) or :class:`MessageGone`.
+    """
+
+    def __init__(self, token: str, *, base_url: str | None = None, web_client: Any = None) -> None:
+        if web_client is None:
+            from slack_sdk import WebClient
+            from slack_sdk.http_retry.builtin_handlers import (
+                ConnectionErrorRetryHandler,
+                RateLimitErrorRetryHandler,
+            )
+
+            options: dict[str, Any] = {"base_url": base_url} if base_url else {}
+            web_client = WebClient(
+                token=token,
+                timeout=10,
+                logger=_QUIET,
+                retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=2), RateLimitErrorRetryHandler(2)],
+                **options,
+            )
+        self._client = web_client
+
+    def _call(self, method: str, **arguments: Any) -> str:
+        from slack_sdk.errors import SlackApiError
+
+        try:
+            answer = getattr(self._client, method)(**arguments)
+        except SlackApiError as error:
+            code = str((error.response.data or {}).get("error") if error.response is not None else "") or "error"
+            if code in GONE:
+                raise MessageGone(code) from None
+            raise DeliveryError(f"Slack {method} refused: {code}", permanent=code in PERMANENT) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
+            raise DeliveryError(f"Slack {method}: unreachable ({type(error).__name__})") from None
+        return str(answer.get("ts") or arguments.get("ts") or "")
+
+    def post(self, channel: str, message: dict[str, Any], thread_ts: str | None = None) -> str:
+        """A new message (or a reply in ``thread_ts``'s thread); returns its ``ts``."""
+        extra = {"thread_ts": thread_ts} if thread_ts else {}
+        return self._call(
+            "chat_postMessage", channel=channel, text=message.get("text", ""), blocks=message.get("blocks"), **extra
+        )
+
+    def update(self, channel: str, ts: str, message: dict[str, Any]) -> str:
+        """Replace the message ``ts`` in place (its buttons and text); raises :class:`MessageGone` when it is gone."""
+        return self._call(
+            "chat_update", channel=channel, ts=ts, text=message.get("text", ""), blocks=message.get("blocks")
+        )

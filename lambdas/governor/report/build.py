@@ -35,15 +35,37 @@ def with_history(report: Report, history: Iterable[TrendPoint], periods: int = T
     return report
 
 
-def price_book(policy: Policy, region: str | None, ce: Any = None, until: dt.datetime | None = None) -> costs.PriceBook:
-    """The report's prices in order of truth: effective rates (Cost Explorer's amortised cost) when configured, else
-    the price recorded with each usage session, else the policy's table; each figure's source is named in the report."""
-    effective = None
-    if policy.lifecycle.effective_rates == "cost_explorer":
+def price_book(
+    policy: Policy,
+    region: str | None,
+    ce: Any = None,
+    until: dt.datetime | None = None,
+    queries: Any = None,
+) -> costs.PriceBook:
+    """The report's prices in order of truth: each instance's own rate from the CUR 2.0 table in Athena (``cur``,
+    run through ``queries``, the audit workgroup's runner), else Cost Explorer's amortised cost by type (``cur`` and
+    ``cost_explorer``), else the price recorded with each usage session, else the policy's table; each figure's
+    source is named in the report."""
+    lifecycle = policy.lifecycle
+    effective: Any = None
+    if lifecycle.effective_rates in ("cost_explorer", "cur"):
         from governor.adapters.cost_explorer import CostExplorerRates
 
-        effective = CostExplorerRates(policy.lifecycle.effective_rate_days, ce, now=until)
-    return costs.PriceBook(policy.lifecycle, region=region, effective=effective)
+        effective = CostExplorerRates(lifecycle.effective_rate_days, ce, now=until)
+    if lifecycle.effective_rates == "cur" and lifecycle.cur is not None:
+        from governor.adapters.cur import CurRates
+
+        effective = CurRates(
+            queries,
+            lifecycle.cur.database,
+            lifecycle.cur.table,
+            partition=lifecycle.cur.billing_period_partition,
+            families=policy.fleet.gpu_families,
+            days=lifecycle.effective_rate_days,
+            now=until,
+            fallback=effective,
+        )
+    return costs.PriceBook(lifecycle, region=region, effective=effective)
 
 
 def build_report(
@@ -145,6 +167,7 @@ def _team_cost(cost: CostSection, team: str) -> CostSection:
             "would_reclaim_gpu_hours": cost.would_reclaim_gpu_hours_by_team.get(team, 0.0),
             "would_reclaim_gpu_hours_by_team": {},
             "by_account": None,  # a team digest shows its own spend, not the organisation's
+            "coverage_source": None,  # commitments cover the account's fleet, not one team's share of it
             "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
             **_team_energy(cost, {str(r.get("instance_id")) for r in offenders}),
         }

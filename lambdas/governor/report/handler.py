@@ -347,7 +347,7 @@ def produce(
         start=start,
         end=end,
         policy=policy,
-        prices=price_book(policy, runtime.region, until=end),
+        prices=price_book(policy, runtime.region, until=end, queries=aws.queries),
         audit=current,
         previous_audit=previous,
         ledger_items=items,

@@ -231,6 +231,8 @@ class CostSection(Model):
     #: when ``lifecycle.effective_rates`` is cost_explorer; None otherwise.
     savings_plans_coverage_pct: float | None = None
     reserved_coverage_pct: float | None = None
+    #: The window and source of the coverage figures ("Cost Explorer, 2026-11-01 to 2026-12-01"); None without them.
+    coverage_source: str | None = None
     paid_unused_gpu_hours: float = 0.0
     paid_unused_usd: float = 0.0
     paid_unused: Table = Field(

@@ -30,7 +30,7 @@ class KubernetesNodes:
 
     def reclaim(self, instance_id: str, cluster: str, *, enforce: bool = True) -> NodeReclaim:
         api = self._clients.get(cluster) or self._clients.setdefault(cluster, self._api(cluster))
-        nodes = api.get("/api/v1/nodes").get("items") or []
+        nodes = api.nodes()
         name = next(
             (
                 str(n["metadata"]["name"])

@@ -15,13 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import quote
 
 from governor.idle.kubernetes.api import KubernetesApi, KubernetesError
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 Owner = Literal["karpenter", "managed_node_group"]
@@ -57,11 +55,6 @@ def _skip_reason(pod: dict[str, Any]) -> str | None:
     return None
 
 
-def eviction(namespace: str, name: str) -> dict[str, Any]:
-    """The policy/v1 Eviction body (``kubectl drain`` sends the same)."""
-    return {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-
-
 def reclaim_node(
     api: KubernetesApi,
     node_name: str,
@@ -72,7 +65,7 @@ def reclaim_node(
 ) -> NodeReclaim:
     """Cordon, drain and remove one node through its owner (``terminate_in_group`` for a managed node group)."""
     done = NodeReclaim(node_name, instance_id)
-    node = api.get(f"/api/v1/nodes/{quote(node_name, safe='')}")
+    node = api.node(node_name)
     if _node_instance(node) != instance_id:
         done.blocked = (
             f"node {node_name} is instance {_node_instance(node) or '(none)'}, not {instance_id}: not touched"
@@ -89,9 +82,9 @@ def reclaim_node(
     verb = "" if enforce else "would "
     if not node.get("spec", {}).get("unschedulable"):
         if enforce:
-            api.patch(f"/api/v1/nodes/{quote(node_name, safe='')}", {"spec": {"unschedulable": True}})
+            api.cordon(node_name)
         done.steps.append(f"{verb}cordon {node_name}")
-    pods = api.get("/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}").get("items") or []
+    pods = api.pods_on(node_name)
     for pod in pods:
         meta = pod.get("metadata", {})
         name, namespace = str(meta.get("name")), str(meta.get("namespace", "default"))
@@ -101,10 +94,7 @@ def reclaim_node(
             continue
         if enforce:
             try:
-                api.post(
-                    f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/eviction",
-                    eviction(namespace, name),
-                )
+                api.evict(namespace, name)
             except KubernetesError as error:
                 if error.status == 404:  # gone already
                     continue
@@ -117,14 +107,14 @@ def reclaim_node(
         done.evicted.append(f"{namespace}/{name}")
     done.steps.append(f"{verb}evict {len(done.evicted)} pods")
     if done.owner == "karpenter":
-        claims = api.get(NODECLAIMS).get("items") or []
+        claims = api.nodeclaims()
         claim = next((c for c in claims if c.get("status", {}).get("nodeName") == node_name), None)
         if claim is None:
             done.blocked = f"no Karpenter NodeClaim names node {node_name}"
             return done
         name = str(claim["metadata"]["name"])
         if enforce:
-            api.delete(f"{NODECLAIMS}/{quote(name, safe='')}")
+            api.delete_nodeclaim(name)
         done.steps.append(f"{verb}delete NodeClaim {name} (node pool {done.pool})")
     else:
         if terminate_in_group is None:

@@ -22,7 +22,7 @@ from governor.report.render.format import (
     title,
     todo_items,
 )
-from governor.report.words import plural, sentence
+from governor.report.words import coverage_text, plural, sentence
 
 #: What the governor gave back (reclaimed dollars) in the trend chart: green, a colour nothing else in the report uses.
 RECLAIMED_COLOUR = "#009e73"
@@ -397,6 +397,7 @@ def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]
     parts.append(f"<h3>{html_text(cost.energy.title)}</h3><p>{html_text(sentence(energy_text(cost)))}.</p>")
     parts.append(_html_table(cost.energy.columns, cost.energy.rows, "No idle GPU time in this period."))
     parts += _paid_unused(cost)
+    parts += _coverage(cost)
     if report.charts.heatmap:
         parts.append("<h3>Busiest GPU's utilisation, top idle offenders</h3>")
         parts.append(charting.heatmap_html(report.charts, tooltips=inline_svg))
@@ -442,6 +443,26 @@ def _paid_unused(cost: CostSection) -> list[str]:
         f"empty ({money(cost.paid_unused_usd)} paid for, unused). Stopping them saves nothing; launch work into "
         "them, offer the capacity to another team before the block ends, or stop buying it.</p>",
         _html_table(table.columns, table.rows[:10]),
+    ]
+
+
+def _coverage(cost: CostSection) -> list[str]:
+    """How much of the GPU fleet's use Savings Plans and Reserved Instances covered: what is left is On-Demand."""
+    said = coverage_text(cost.savings_plans_coverage_pct, cost.reserved_coverage_pct, cost.coverage_source)
+    if said is None:
+        return []
+
+    def pct(value: float | None) -> str:
+        return f"{value:.1f}%" if value is not None else "no GPU usage"
+
+    rows = [
+        {"commitment": "Savings Plans", "coverage": pct(cost.savings_plans_coverage_pct), "measured_by": "spend"},
+        {"commitment": "Reserved Instances", "coverage": pct(cost.reserved_coverage_pct), "measured_by": "hours"},
+    ]
+    return [
+        "<h3>Savings Plans and RI coverage of the GPU fleet</h3>",
+        f"<p>{html_text(sentence(said))}.</p>",
+        _html_table(["commitment", "coverage", "measured_by"], rows),
     ]
 
 

@@ -14,7 +14,7 @@ from governor.notifier.messages import (
 )
 from governor.report.model import Report, Table
 from governor.report.render.format import delta, energy_text, money, title, todo_items, would_reclaim_text
-from governor.report.words import plural, sentence
+from governor.report.words import coverage_text, plural, sentence
 
 
 def _link_line(report: Report) -> str:
@@ -66,6 +66,9 @@ def _money_lines(report: Report, teams: int) -> list[str]:
         f"{money(cost.idle_cost_usd)} of it idle; {reclaim}."
     ]
     lines.append(sentence(energy_text(cost)) + ".")
+    covered = coverage_text(cost.savings_plans_coverage_pct, cost.reserved_coverage_pct, cost.coverage_source)
+    if covered:
+        lines.append(sentence(covered) + ".")
     previous = report.previous
     if previous is not None:
         lines.append(
@@ -142,6 +145,9 @@ def render_text(report: Report) -> str:
             f"  paid for, unused (Capacity Blocks, reservations): {cost.paid_unused_gpu_hours:,.1f} GPU-hours, "
             f"{money(cost.paid_unused_usd)}"
         )
+    covered = coverage_text(cost.savings_plans_coverage_pct, cost.reserved_coverage_pct, cost.coverage_source)
+    if covered:
+        lines.append(f"  {covered}")
     for row in cost.by_team.rows[:10]:
         lines.append(f"  {row['team']}: {money(float(row['cost_usd']))}, {float(row['gpu_hours']):,.1f} GPU-hours")
     for row in (cost.by_account.rows if cost.by_account is not None else [])[:20]:

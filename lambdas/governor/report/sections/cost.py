@@ -127,16 +127,16 @@ def cost_section(
     sources = _price_sources(saved, offenders)
     if sources:
         notes.append("savings priced at: " + "; ".join(f"{t} {s}" for t, s in sorted(sources.items())))
+    notes.extend(book.effective_notes())
     if book.effective_error:
         notes.append(f"effective rates unavailable ({book.effective_error}): savings at list prices")
     coverage = book.coverage(policy.fleet.is_gpu_type)
-    if coverage is not None:
-        notes.append(coverage.describe())
-    elif book.coverage_error:
+    if coverage is None and book.coverage_error:
         notes.append(f"Savings Plans / RI coverage unavailable ({book.coverage_error})")
     return CostSection(
         savings_plans_coverage_pct=coverage.savings_plans_pct if coverage else None,
         reserved_coverage_pct=coverage.reserved_hours_pct if coverage else None,
+        coverage_source=f"Cost Explorer, {coverage.period}" if coverage else None,
         price_sources=sources,
         paid_unused_gpu_hours=round(sum(r.idle_gpu_hours for r in paid), 2),
         paid_unused_usd=round(sum(r.idle_usd for r in paid), 2),

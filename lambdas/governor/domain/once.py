@@ -134,16 +134,24 @@ def held_elsewhere(
     instance_id: str,
     *,
     document: str = DOCUMENT,
+    commands: Any = None,
+    what: str = "checkpoint",
     clock: Callable[[], dt.datetime] | None = None,
 ) -> bool:
-    """True when the command's intent was claimed less than :data:`TAKEOVER_AFTER` ago and holds neither a command id
-    nor an error: its holder may be sending it right now (what :func:`send_command_once` would answer ``IN_FLIGHT``).
-    A caller that must not record "in flight" as an outcome (Spot) checks this first and lets Lambda retry it."""
-    found = ledger.get_item(INTENT_KIND, intent_id(event_id, instance_id, document))
+    """True when the command's intent was claimed less than :data:`TAKEOVER_AFTER` ago, holds neither a command id
+    nor an error, and SSM lists no command with its Comment (``commands.find``; an earlier attempt whose send executed
+    but whose answer was lost is found there, and :func:`send_command_once` reuses it): its holder may be sending it
+    right now (what :func:`send_command_once` would answer ``IN_FLIGHT``). A caller that must not record "in flight"
+    as an outcome (Spot) checks this first and lets Lambda retry it."""
+    key = intent_id(event_id, instance_id, document)
+    found = ledger.get_item(INTENT_KIND, key)
     if not found or found.get("command_id") or found.get("error") or found.get("released"):
         return False
     claimed = _claimed_at(found)
-    return claimed is None or (clock or _utcnow)() - claimed < TAKEOVER_AFTER
+    if claimed is not None and (clock or _utcnow)() - claimed >= TAKEOVER_AFTER:
+        return False
+    finder = getattr(commands, "find", None)
+    return not (callable(finder) and finder(instance_id, comment_for(key, what)))
 
 
 def _utcnow() -> dt.datetime:

@@ -236,6 +236,10 @@ def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters) ->
     }
 
 
+#: How the warning's checkpoint command names itself (its at-most-once Comment starts with it).
+CHECKPOINT_LABEL = "spot checkpoint"
+
+
 class CheckpointInFlight(RuntimeError):
     """Another live invocation of this warning (the first delivery, still sending, while Lambda's retry or a duplicate
     runs) holds the checkpoint's claim. Recording "in flight" as the checkpoint's outcome would overwrite the holder's
@@ -282,7 +286,9 @@ def _warning(
     def before(action: Action) -> Outcome | None:
         if action.type == "checkpoint" and (record.command_id or record.checkpoint_error):
             return _sent(record.checkpoint_delivered, record.command_id, record.checkpoint_error)  # an earlier attempt
-        if action.type == "checkpoint" and held_elsewhere(runtime.ledger, event_id, instance.id):
+        if action.type == "checkpoint" and held_elsewhere(
+            runtime.ledger, event_id, instance.id, commands=ports.commands, what=CHECKPOINT_LABEL
+        ):
             raise CheckpointInFlight(instance.id)
         if action.type in RECOVERY and record.recovered:
             return Outcome(ok=True, data={"resumed": True})
@@ -298,7 +304,7 @@ def _warning(
             runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
 
     box = _outbox(runtime, event_id)
-    run = runner.Run(event_id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot checkpoint")
+    run = runner.Run(event_id, runtime.ledger, runtime.policy, ports, box, at=at, label=CHECKPOINT_LABEL)
     run.settle(
         decision,
         findings=lambda decided, _: _warning_findings(decided, record, event, notice),

@@ -177,6 +177,10 @@ class Capability:
     acknowledgeable: bool = False
     #: Its findings lose their point in the daily digest: posted at once under ``immediate: actionable``.
     time_bound: bool = False
+    #: The rules whose findings open an episode about a resource (a warning, or an owner's digest of warnings): with
+    #: the Slack bot token, the notifier keeps that message's ``ts`` and later findings about the resource update it
+    #: in place (or reply in a digest's thread) instead of posting again. Empty: every finding is a new message.
+    episode_starts: frozenset[str] = frozenset()
     #: Its CDK construct, as ``module:Class`` (the stack imports it; the runtime never does), the construct's id,
     #: and the capability whose construct holds it (None: the stack), which keeps its logical ids where they are.
     construct: str = ""
@@ -415,6 +419,7 @@ REGISTRY = Registry(
         construct="infra.constructs.idle:IdleReclamation",
         construct_id="Idle",
         time_bound=True,
+        episode_starts=frozenset({"idle.warned", "idle.warned-digest"}),  # governor.idle.digest's two rules
         breakers=True,
         member_accounts=True,
         fans_out=True,

@@ -131,3 +131,13 @@ def test_the_notifier_posts_one_message_per_digest_with_each_instances_own_butto
     # every member's own finding is recorded as sent inside the digest
     rules = [d.rule for _, d in rt.ledger.decisions]  # type: ignore[attr-defined]
     assert rules.count("notifications.in-owner-digest") == MAX_MEMBERS
+
+
+def test_the_registry_names_idle_s_episode_starting_rules() -> None:
+    """The notifier threads an idle episode's later findings into the message its warning opened: the rules it keys
+    on are declared in the registry (issue 34: no other module names the capability) and must be idle.digest's."""
+    from governor.idle.digest import DIGEST_RULE, WARNED_RULE
+    from governor.registry import REGISTRY
+
+    assert REGISTRY["idle"].episode_starts == {WARNED_RULE, DIGEST_RULE}
+    assert all(not c.episode_starts for name, c in REGISTRY.items() if name != "idle")

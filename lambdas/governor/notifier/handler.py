@@ -19,7 +19,6 @@ from governor.domain.times import parse_time
 from governor.events.findings import DETAIL_TYPE as DETAIL_TYPE
 from governor.events.findings import SOURCE as SOURCE
 from governor.events.findings import FindingEvent, parse_finding_event
-from governor.idle.digest import DIGEST_RULE, WARNED_RULE
 from governor.interactions.domain import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
 from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.domain import (
@@ -38,6 +37,7 @@ from governor.notifier.domain import (
 from governor.notifier.messages import MAX_BLOCKS, Message
 from governor.notifier.slack import MessageGone, SlackBot
 from governor.observability import logger, metrics
+from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime
 
 #: How long a message's buttons work: a warning's instance is long stopped or kept by then.
@@ -104,7 +104,6 @@ def people_for(finding: Finding, runtime: Runtime) -> dict[str, str]:
 #: The ledger kind holding, per instance (key: instance id), the Slack message of its current idle episode:
 #: ``channel``, ``ts`` and whether it is an owner's digest. Written only when the bot posts (a webhook gives no ts).
 THREAD_KIND = "notify-thread"
-_EPISODE_STARTS = frozenset({WARNED_RULE, DIGEST_RULE})
 
 
 @functools.lru_cache(maxsize=8)
@@ -132,7 +131,8 @@ def post_by_bot(
     new post instead. Returns how it went: ``posted``, ``updated`` or ``replied``."""
     first, rest = messages[0], messages[1:]
     thread = None
-    if finding.policy == "idle" and finding.rule not in _EPISODE_STARTS and not finding.members:
+    starts = _episode_starts(finding.policy)
+    if starts and finding.rule not in starts and not finding.members:
         thread = runtime.ledger.get_item(THREAD_KIND, finding.resource)
         if thread and thread.get("channel") != channel:
             thread = None
@@ -152,7 +152,7 @@ def post_by_bot(
     if how == "posted":
         ts = bot.post(channel, first)
         episodes = [m.resource for m in finding.members] if finding.members else [finding.resource]
-        if finding.policy == "idle" and ts:
+        if starts and ts:
             expires = int((now + BUTTON_TTL).timestamp())
             for resource in episodes:
                 record = {"channel": channel, "ts": ts, "digest": bool(finding.members), "expires_at": expires}
@@ -161,6 +161,12 @@ def post_by_bot(
         bot.post(channel, part, thread_ts=ts or None)
     metrics.add_metric(name=f"SlackMessages{how.capitalize()}", unit="Count", value=1)
     return how
+
+
+def _episode_starts(policy: str) -> frozenset[str]:
+    """The rules that open an episode for the capability whose findings carry ``policy`` (registry:
+    ``episode_starts``); empty when its findings are not threaded per episode."""
+    return frozenset(rule for c in REGISTRY.values() if policy in c.policies for rule in c.episode_starts)
 
 
 def _updated(message: Message, thread: dict[str, Any]) -> Message:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -148,11 +149,16 @@ def parse_exposition(text: str) -> list[tuple[str, dict[str, str], float]]:
     ]
 
 
-def serve(handler: Callable[..., BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
-    """An HTTP server on a free loopback port, serving in a daemon thread; its base URL."""
+def serve(
+    handler: Callable[..., BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None
+) -> tuple[ThreadingHTTPServer, str]:
+    """An HTTP server on a free loopback port, serving in a daemon thread; its base URL. ``tls``: serve HTTPS with
+    this server context (its certificate), as an EKS cluster's API endpoint does."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
+    return server, f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
 
 
 LOOKBACK = 300.0

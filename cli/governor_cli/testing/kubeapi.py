@@ -12,6 +12,7 @@ the real API server would refuse fails there. The demo uses it as is (``governor
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -100,7 +101,8 @@ class FakeApiServer:
             return (200, _status(200)) if gone else (404, _status(404, "NotFound", name))
         return 404, _status(404, "NotFound", f"{method} {path}")
 
-    def start(self) -> str:
+    def start(self, tls: ssl.SSLContext | None = None) -> str:
+        """Serve on the loopback interface (HTTPS with ``tls``'s certificate); the API server's base URL."""
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -134,7 +136,7 @@ class FakeApiServer:
             def do_DELETE(self) -> None:
                 self._route("DELETE")
 
-        self._server, url = serve(Handler)
+        self._server, url = serve(Handler, tls)
         return url
 
     def stop(self) -> None:

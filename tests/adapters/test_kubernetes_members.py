@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import json
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -25,7 +24,7 @@ from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.dcgm import PrometheusServer
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from tests.adapters.org_accounts import account_session
+from tests.adapters.org_accounts import account_session, spoke_role
 from tests.adapters.test_kubernetes_reclaim import INSTANCE, _karpenter_cluster
 
 HUB, MEMBER, REGION = "123456789012", "222222222222", "us-east-1"
@@ -36,21 +35,7 @@ CLUSTER = "gpu-member"
 def org() -> Iterator[None]:
     with mock_aws():
         client.cache_clear()
-        account_session(MEMBER, REGION).client("iam").create_role(
-            RoleName=f"GovernorSpoke-idle-{REGION}",
-            AssumeRolePolicyDocument=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"AWS": f"arn:aws:iam::{HUB}:root"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
-        )
+        spoke_role(account_session(MEMBER, REGION), "idle", REGION, HUB)
         client.configure(Organization("GovernorSpoke", HUB, "idle"))
         yield
         client.configure(None)

@@ -8,7 +8,6 @@ spoke role is tested on the template with the repository's policy evaluator (tes
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +20,7 @@ from governor.adapters.aws import Organization, client, member_target, session_n
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.spot import handler as spot
 from governor_cli.demo.bootstrap import LocalStack, create_shared
-from tests.adapters.org_accounts import account_session
+from tests.adapters.org_accounts import account_session, spoke_role
 from tests.adapters.test_spot_moto import Deployed, LambdaContext, event
 from tests.adapters.test_spot_recovery import REGION, Fleet
 
@@ -49,21 +48,7 @@ def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
         local = create_shared(REGION)
         monkeypatch.setenv("IDEMPOTENCY_TABLE", local.idempotency_table)
         member = account_session(MEMBER, REGION)
-        member.client("iam").create_role(
-            RoleName=f"GovernorSpoke-spot-{REGION}",
-            AssumeRolePolicyDocument=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"AWS": f"arn:aws:iam::{HUB}:root"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
-        )
+        spoke_role(member, "spot", REGION, HUB)
         client.configure(Organization("GovernorSpoke", HUB, "spot"))
         yield local
         client.configure(None)
@@ -104,17 +89,7 @@ def test_the_hub_accounts_other_region_goes_through_its_spoke_role(org: LocalSta
     """Issue 32's open end: the hub's roles are granted in the hub's region only; in the hub account's other regions
     the StackSet's second group deploys the spoke roles, and the runtime acts through them as in any member."""
     other = "eu-west-1"
-    boto3.client("iam").create_role(
-        RoleName=f"GovernorSpoke-spot-{other}",
-        AssumeRolePolicyDocument=json.dumps(
-            {
-                "Version": "2012-10-17",
-                "Statement": [
-                    {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{HUB}:root"}, "Action": "sts:AssumeRole"}
-                ],
-            }
-        ),
-    )
+    spoke_role(boto3.Session(), "spot", other, HUB)
     client.configure(Organization("GovernorSpoke", HUB, "spot", REGION))
     before = client.roles_assumed
     assert client("ec2", REGION, account=HUB) is client("ec2", REGION)  # the hub's own region: its own role

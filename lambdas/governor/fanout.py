@@ -274,8 +274,15 @@ class TargetLedger:
     def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None:
         self._ledger.put_item(kind, self._key(kind, key), self._stamped(item))
 
+    def put_many(self, items: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
+        self._ledger.put_many((kind, self._key(kind, key), self._stamped(item)) for kind, key, item in items)
+
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None:
         return self._ledger.get_item(kind, self._key(kind, key))
+
+    def get_many(self, kind: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        wanted = {self._key(kind, key): key for key in keys}
+        return {wanted[k]: item for k, item in self._ledger.get_many(kind, wanted).items()}
 
     def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool:
         return self._ledger.claim(kind, self._key(kind, key), self._stamped(item), replacing=replacing)

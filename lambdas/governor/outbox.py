@@ -9,7 +9,9 @@ and may find the resource already fixed and produce no finding of its own), and 
 sweep publish what any earlier invocation of its policy left behind.
 
 Ledger layout: one ``outbox`` item per finding (``finding`` as JSON, ``sent_at`` once accepted) and one
-``outbox-event`` item per event listing its finding ids, both read with strongly consistent ``GetItem``.
+``outbox-event`` item per event listing its finding ids, both read strongly consistent. The findings of one call
+are read, staged and marked sent together (``Ledger.get_many`` / ``put_many``: BatchGetItem and BatchWriteItem on
+DynamoDB), so a sweep with a thousand warnings makes a few dozen outbox requests, not three thousand.
 
 A finding about an act can be staged *before* the act (``pending`` names the act): an invocation killed between the
 act's answer and anything it writes after still leaves the finding behind. A pending finding is published only
@@ -87,43 +89,48 @@ class Outbox:
 
     def add(self, findings: Iterable[Finding], *, part: str = "", pending: str | None = None) -> list[Finding]:
         """Record each finding unsent (unless already accepted earlier); returns them with their ids. ``pending``
-        names an act about to be made: the finding goes out only once ``resolve`` confirms it (see the module)."""
-        staged = []
-        now = self.clock()
-        for raw in findings:
-            finding = self.identify(raw, part)
-            assert finding.id is not None
-            self.stage(finding, now, pending=pending)
-            staged.append(finding)
+        names an act about to be made: the finding goes out only once ``resolve`` confirms it (see the module).
+
+        A sweep's findings are staged together: one batched read of what is already there, one batched write."""
+        staged = [self.identify(raw, part) for raw in findings]
         if staged:
+            self._stage_all(staged, self.clock(), pending=pending)
             self._index([f.id for f in staged if f.id])
         return staged
 
     def stage(self, finding: Finding, now: dt.datetime | None = None, *, pending: str | None = None) -> None:
         """Record (or update the text of) one unsent finding; one already accepted stays as it was."""
-        assert finding.id is not None
-        now = now or self.clock()
-        existing = self.ledger.get_item(OUTBOX_KIND, finding.id)
-        if existing is not None and existing.get("sent_at"):
-            self.sent_at[finding.id] = _parse_time(existing["sent_at"]) or now
-            return
-        self.ledger.put_item(
-            OUTBOX_KIND,
-            finding.id,
-            {
-                "at": (existing or {}).get("at") or now.isoformat(),
+        self._stage_all([finding], now or self.clock(), pending=pending)
+
+    def _stage_all(self, findings: Sequence[Finding], now: dt.datetime, *, pending: str | None) -> None:
+        ids = [f.id for f in findings if f.id]
+        assert len(ids) == len(findings)
+        existing = self.ledger.get_many(OUTBOX_KIND, ids)
+        writes = []
+        for finding in findings:
+            assert finding.id is not None
+            found = existing.get(finding.id)
+            if found is not None and found.get("sent_at"):
+                self.sent_at[finding.id] = _parse_time(found["sent_at"]) or now
+                continue
+            item = {
+                "at": (found or {}).get("at") or now.isoformat(),
                 "event_id": self.event_id,
                 "finding_id": finding.id,
                 "policy": finding.policy,
                 "finding": finding.model_dump_json(),
                 "expires_at": int((now + PENDING_TTL).timestamp()),
                 **({"pending": pending} if pending else {}),
-            },
-        )
-        if pending:
-            self._staged.pop(finding.id, None)  # not this invocation's to publish until the act is done
-        else:
-            self._staged[finding.id] = finding
+            }
+            writes.append((OUTBOX_KIND, finding.id, item))
+        # Written before this invocation may publish them: a finding counts as staged only once the ledger holds it.
+        self.ledger.put_many(writes)
+        by_id = {f.id: f for f in findings}
+        for _, finding_id_, _ in writes:
+            if pending:
+                self._staged.pop(finding_id_, None)  # not this invocation's to publish until the act is done
+            else:
+                self._staged[finding_id_] = by_id[finding_id_]
 
     def withdraw(self, finding_id_: str) -> None:
         """Take back a finding staged before an act that was then held back or failed: no sweep publishes it."""
@@ -182,30 +189,32 @@ class Outbox:
         self._mark_sent(findings, now)
 
     def _mark_sent(self, findings: Sequence[Finding], now: dt.datetime) -> None:
+        """Mark accepted findings sent, in one batched write; only once it is written are they known sent here."""
+        writes = []
         for finding in findings:
             assert finding.id is not None
-            self.ledger.put_item(
-                OUTBOX_KIND,
-                finding.id,
-                {
-                    "at": now.isoformat(),
-                    "event_id": finding.event_id or self.event_id,
-                    "finding_id": finding.id,
-                    "policy": finding.policy,
-                    "finding": finding.model_dump_json(),
-                    "sent_at": now.isoformat(),
-                    "expires_at": int((now + SENT_TTL).timestamp()),
-                },
-            )
+            item = {
+                "at": now.isoformat(),
+                "event_id": finding.event_id or self.event_id,
+                "finding_id": finding.id,
+                "policy": finding.policy,
+                "finding": finding.model_dump_json(),
+                "sent_at": now.isoformat(),
+                "expires_at": int((now + SENT_TTL).timestamp()),
+            }
+            writes.append((OUTBOX_KIND, finding.id, item))
+        self.ledger.put_many(writes)
+        for finding in findings:
+            assert finding.id is not None
             self.sent_at[finding.id] = now
             self._staged.pop(finding.id, None)
 
     def _load(self, finding_ids: Iterable[str]) -> list[Finding]:
         unsent = []
-        for finding_id_ in finding_ids:
-            if finding_id_ in self._staged or finding_id_ in self.sent_at:
-                continue
-            item = self.ledger.get_item(OUTBOX_KIND, finding_id_)
+        wanted = [i for i in dict.fromkeys(finding_ids) if i not in self._staged and i not in self.sent_at]
+        items = self.ledger.get_many(OUTBOX_KIND, wanted) if wanted else {}
+        for finding_id_ in wanted:
+            item = items.get(finding_id_)
             if item is None:
                 continue
             if item.get("sent_at"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,9 +50,17 @@ class MemoryLedger:
     def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None:
         self.items[(kind, key)] = dict(item)
 
+    def put_many(self, items: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
+        for kind, key, item in items:
+            self.put_item(kind, key, item)
+
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None:
         found = self.items.get((kind, key))
         return dict(found) if found is not None else None
+
+    def get_many(self, kind: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        found = {key: self.get_item(kind, key) for key in keys}
+        return {key: item for key, item in found.items() if item is not None}
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
         return [dict(v) for (k, _), v in self.items.items() if k == kind]

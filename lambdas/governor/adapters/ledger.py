@@ -2,8 +2,10 @@
 
 Keys are deterministic, so a retried delivery of the same event overwrites its own entry instead of adding one.
 Layout: ``pk`` / ``sk``; the ``by-kind`` index (``kind``, ``at``) serves the reports' period queries.
-A sweep records thousands of decisions at once through :meth:`DynamoLedger.record_many`: ``BatchWriteItem`` (25 items
-a request), unprocessed items retried with capped exponential backoff and jitter, as AWS asks of batch callers.
+A sweep records thousands of decisions at once through :meth:`DynamoLedger.record_many`, and its unconditional keyed
+items (marks, outbox entries, action outcomes) through :meth:`DynamoLedger.put_many` / :meth:`DynamoLedger.get_many`:
+``BatchWriteItem`` (25 items a request) and ``BatchGetItem`` (100 keys), unprocessed items retried with capped
+exponential backoff and jitter, as AWS asks of batch callers.
 The adapter speaks to the low-level client (the shared one from ``adapters.aws``); ``boto3.resource`` would build a
 second resource model on the cold start for nothing.
 """
@@ -153,21 +155,27 @@ class DynamoLedger:
 
     def _acted(self, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
         """The keys among ``keys`` that already hold an "act" entry."""
-        found: set[tuple[str, str]] = set()
-        for offset in range(0, len(keys), BATCH_GET_KEYS):
-            pending: dict[str, Any] = {
-                self._name: {
-                    "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys[offset : offset + BATCH_GET_KEYS]],
-                    "ProjectionExpression": "pk, sk, verdict",
-                    "ConsistentRead": True,
-                }
+        return {
+            (str(row["pk"]), str(row["sk"]))
+            for row in self._read_all(keys, projection="pk, sk, verdict")
+            if row.get("verdict") == "act"
+        }
+
+    def _read_all(self, keys: list[tuple[str, str]], *, projection: str | None = None) -> list[dict[str, Any]]:
+        """BatchGetItem (strongly consistent) in requests of 100 keys; unprocessed keys resent after a backoff."""
+        found: list[dict[str, Any]] = []
+        unique = list(dict.fromkeys(keys))  # a key twice in one request is a ValidationException
+        for offset in range(0, len(unique), BATCH_GET_KEYS):
+            request: dict[str, Any] = {
+                "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in unique[offset : offset + BATCH_GET_KEYS]],
+                "ConsistentRead": True,
             }
+            if projection:
+                request["ProjectionExpression"] = projection
+            pending: dict[str, Any] = {self._name: request}
             for attempt in range(BATCH_ATTEMPTS):
                 answer = self._client.batch_get_item(RequestItems=pending)
-                for raw in answer.get("Responses", {}).get(self._name, []):
-                    row = _unwire(raw)
-                    if row.get("verdict") == "act":
-                        found.add((str(row["pk"]), str(row["sk"])))
+                found.extend(_unwire(raw) for raw in answer.get("Responses", {}).get(self._name, []))
                 pending = answer.get("UnprocessedKeys") or {}
                 if not pending:
                     break
@@ -198,11 +206,34 @@ class DynamoLedger:
         left = len(pending.get(self._name, []))
         raise UnprocessedItemsError(f"{self._name}: {left} items unprocessed after {BATCH_ATTEMPTS} attempts")
 
-    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None:
-        now = dt.datetime.now(dt.UTC)
+    def _body(self, kind: str, key: str, item: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
         body = {"at": now.isoformat(), **item, "pk": f"{kind}#{key}", "sk": "item", "kind": kind}
         body.setdefault("expires_at", self._expiry(now))
+        return body
+
+    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None:
+        body = self._body(kind, key, item, dt.datetime.now(dt.UTC))
         self._client.put_item(TableName=self._name, Item=_wire(_to_dynamo(body)))
+
+    def put_many(self, items: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
+        """Unconditional puts of (kind, key, item), each as ``put_item`` writes it, in BatchWriteItem requests of 25.
+
+        Each put is atomic, the batch is not: a failure part-way leaves some written, which is what the same puts
+        one at a time would leave. The same key twice: the last item wins (one request may not name a key twice).
+        """
+        now = dt.datetime.now(dt.UTC)
+        bodies: dict[tuple[str, str], dict[str, Any]] = {}
+        for kind, key, item in items:
+            bodies.pop((kind, key), None)  # re-inserted: written in the order of its last put
+            bodies[(kind, key)] = self._body(kind, key, item, now)
+        self._write_all(_to_dynamo(body) for body in bodies.values())
+
+    def get_many(self, kind: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """``get_item`` of many keys of one kind (BatchGetItem, strongly consistent): key -> item, absent keys left
+        out."""
+        wanted = {f"{kind}#{key}": key for key in keys}
+        rows = self._read_all([(pk, "item") for pk in wanted])
+        return {wanted[str(row["pk"])]: _from_dynamo(row) for row in rows if str(row.get("pk")) in wanted}
 
     def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool:
         """Conditional PutItem (``attribute_not_exists(pk)``): True if this call wrote the item, False if one existed.

@@ -6,7 +6,7 @@ Adapters implement them against AWS; ``governor_cli.testing.memory`` implements 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -72,7 +72,16 @@ class Ledger(Protocol):
 
     def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
 
+    def put_many(self, items: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
+        """``put_item`` of each (kind, key, item), unconditional, in as few requests as the store allows; the same key
+        twice keeps the last. Not atomic as a whole: a failure may leave some written, as single puts would."""
+        ...
+
     def get_item(self, kind: str, key: str) -> dict[str, Any] | None: ...
+
+    def get_many(self, kind: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """``get_item`` of many keys of one kind, strongly consistent: key -> item, keys with no item left out."""
+        ...
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]: ...
 

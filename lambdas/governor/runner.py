@@ -75,6 +75,27 @@ class Settled:
         return {"resource": self.decision.resource, "verdict": self.decision.verdict, "done": self.done}
 
 
+@dataclass
+class Later:
+    """Outcome records a caller writes together after acting on many resources (a sweep's tags): the action items
+    and the decisions with what was done, in one batched write (``Ledger.put_many`` / ``record_many``).
+
+    Only for acts whose record may be lost with nothing but a repeat to pay: a crash before :meth:`write` leaves the
+    act unrecorded, and the retry does it again. A stop, a terminate or a command is recorded the moment it is done.
+    """
+
+    items: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    decisions: dict[str, list[Decision]] = field(default_factory=dict)  # event id -> decisions, in order
+
+    def write(self, ledger: Ledger) -> None:
+        """Action items first, then the decisions that cite them (the order single writes would have)."""
+        items, decisions = self.items, self.decisions
+        self.items, self.decisions = [], {}
+        ledger.put_many(items)
+        for event_id, batch in decisions.items():
+            ledger.record_many(batch, event_id=event_id)
+
+
 #: Builds a decision's findings; ``results`` is None before anything was acted on (the staged, unsent version).
 FindingsOf = Callable[[Decision, Sequence[tuple[Action, Outcome]] | None], list[Finding]]
 #: Re-reads the resource right before acting.
@@ -96,6 +117,7 @@ class Run:
     at: dt.datetime | None = None
     label: str = ""
     intent: str | None = None  # at-most-once scope of a non-idempotent call when wider than the event (Acting.intent)
+    later: Later | None = None  # outcome records left to the caller's batched write (see ``Later``)
 
     def settle(
         self,
@@ -156,17 +178,20 @@ class Run:
                     if not (contain and contain(action)):  # recorded and reported, then re-raised so Lambda retries
                         logger.exception("action failed", extra={"event_id": event_id, "resource": decision.resource})
                         settled.results.append((action, outcome))
-                        _record_outcome(ledger, decision, action, outcome, event_id)
+                        _record_outcome(ledger, decision, action, outcome, event_id, self.later)
                         if findings and outbox:
                             settled.findings = _restage(outbox, staged, findings(decision, settled.results))
                         raise
             settled.results.append((action, outcome))
-            _record_outcome(ledger, decision, action, outcome, event_id)
+            _record_outcome(ledger, decision, action, outcome, event_id, self.later)
             if after:
                 after(action, outcome)
         if settled.done:
             done = decision.model_copy(update={"evidence": {**decision.evidence, "done": settled.done}})
-            ledger.record(done, event_id=event_id, at=at)
+            if self.later is not None:
+                self.later.decisions.setdefault(event_id, []).append(done)
+            else:
+                ledger.record(done, event_id=event_id, at=at)
         if findings and outbox:
             settled.findings = _restage(outbox, staged, findings(decision, settled.results))
         return settled
@@ -176,21 +201,23 @@ def _action_key(decision: Decision, event_id: str, action: Action) -> str:
     return f"{decision.resource}#{event_id}#{action.type}"
 
 
-def _record_outcome(ledger: Ledger, decision: Decision, action: Action, outcome: Outcome, event_id: str) -> None:
-    ledger.put_item(
-        ACTION_KIND,
-        _action_key(decision, event_id, action),
-        {
-            "policy": decision.policy,
-            "resource": decision.resource,
-            "action": action.model_dump(),
-            "ok": outcome.ok,
-            "error_code": outcome.error_code,
-            "message": outcome.message,
-            "done": outcome.done,
-            "event_id": event_id,
-        },
-    )
+def _record_outcome(
+    ledger: Ledger, decision: Decision, action: Action, outcome: Outcome, event_id: str, later: Later | None = None
+) -> None:
+    item = {
+        "policy": decision.policy,
+        "resource": decision.resource,
+        "action": action.model_dump(),
+        "ok": outcome.ok,
+        "error_code": outcome.error_code,
+        "message": outcome.message,
+        "done": outcome.done,
+        "event_id": event_id,
+    }
+    if later is not None:
+        later.items.append((ACTION_KIND, _action_key(decision, event_id, action), item))
+    else:
+        ledger.put_item(ACTION_KIND, _action_key(decision, event_id, action), item)
 
 
 def _stage(outbox: Outbox, findings: list[Finding]) -> list[Finding]:

@@ -220,10 +220,14 @@ def remembered_keeps(instances: list[Instance], runtime: Runtime) -> list[Instan
     ]
 
 
-def _store_mark(runtime: Runtime, instance_id: str, mark: Mark | None, now: dt.datetime) -> None:
+def _mark_item(instance_id: str, mark: Mark | None, now: dt.datetime) -> dict[str, Any]:
     item: dict[str, Any] = mark.to_item(instance_id) if mark else {"instance_id": instance_id, "idle_since": None}
     item["expires_at"] = int((now + MARK_TTL).timestamp())
-    runtime.ledger.put_item(MARK_KIND, instance_id, item)
+    return item
+
+
+def _store_mark(runtime: Runtime, instance_id: str, mark: Mark | None, now: dt.datetime) -> None:
+    runtime.ledger.put_item(MARK_KIND, instance_id, _mark_item(instance_id, mark, now))
 
 
 def _refresh_checkpoints(marks: dict[str, Mark], aws: Adapters) -> None:
@@ -335,6 +339,7 @@ def settle(
     now: dt.datetime | None = None,
     recheck: Assessment | None = None,
     box: Outbox | None = None,
+    later: runner.Later | None = None,
 ) -> tuple[list[str], Mark | None]:
     """Act, through the runner, on the enforced actions of one recorded decision, re-reading the instance (and its
     metrics, when the sweep re-read them) before anything destructive.
@@ -342,7 +347,9 @@ def settle(
     Returns what was done and the mark to keep for the next sweep (a checkpoint adds its command id to it). With
     ``box``, a stop or terminate stages its finding the moment it is done (under :func:`reclaim_finding_id`): a
     failure later in the invocation (a tag, a ledger write) leaves it in the outbox, which the retry or the next
-    sweep publishes, and the exception carries what was done (``governor_done``) for the ledger.
+    sweep publishes, and the exception carries what was done (``governor_done``) for the ledger. With ``later``, the
+    outcome records of a decision that only tags are left to the sweep's batched write; a checkpoint, stop or
+    terminate is recorded the moment it is done.
     """
     at = now or event.time
     decision = outcome.decision
@@ -403,7 +410,15 @@ def settle(
     # One checkpoint per idle spell, not per sweep: a later sweep of the same spell whose mark lost the command id (the
     # mark write failed after SendCommand, or a re-warn rebuilt the mark) looks the command up instead of resending.
     intent = f"idle-spell:{outcome.instance.id}:{spell.idle_since.isoformat()}" if spell is not None else None
-    run = runner.Run(event.id, runtime.ledger, runtime.policy, aws, label="idle checkpoint", intent=intent)
+    run = runner.Run(
+        event.id,
+        runtime.ledger,
+        runtime.policy,
+        aws,
+        label="idle checkpoint",
+        intent=intent,
+        later=None if _destructive(outcome) else later,
+    )
     try:
         settled = run.settle(decision, reread=reread, before=before, after=after, recorded=True)
     except Exception as error:
@@ -688,10 +703,15 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     findings.extend(_offer_idle(event, runtime, plan.outcomes, now))
     rechecked = recheck_metrics(plan.outcomes, runtime, aws, now)
     done: dict[str, list[str]] = {}
+    # The tags' outcome records and the marks are written together after the loop, before any finding is staged or
+    # published (BatchWriteItem, not one PutItem per warning); a crash before that write repeats the tags and the
+    # marks on the retry, and a checkpoint lost from a mark is found again through its intent.
+    later = runner.Later()
+    marks_due: list[tuple[str, str, dict[str, Any]]] = []
     for outcome in plan.outcomes:
         instance_id = outcome.instance.id
         try:
-            result, mark = settle(outcome, event, runtime, aws, now, rechecked.get(instance_id), box)
+            result, mark = settle(outcome, event, runtime, aws, now, rechecked.get(instance_id), box, later)
         except Exception as error:  # one instance's failure must not stop the sweep; the next sweep retries it
             logger.exception("idle action failed", extra={"instance_id": instance_id, "event_id": event.id})
             metrics.add_metric(name="IdleActionFailures", unit="Count", value=1)
@@ -714,7 +734,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
             mark = replace(mark, warned_at=None)
             warnings[instance_id] = (warning_id, mark)
         if mark != stored.get(instance_id) and (mark is not None or instance_id in stored):
-            _store_mark(runtime, instance_id, mark, now)
+            marks_due.append((MARK_KIND, instance_id, _mark_item(instance_id, mark, now)))
         if outcome.finding and published:
             title = outcome.finding
             if any(s.startswith("reported only") for s in result):
@@ -730,16 +750,20 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
                 )
             findings.append(finding)
     # One message per owner per sweep: an owner's warnings also travel in one digest, the dearest first.
+    later.items.extend(marks_due)
+    later.write(runtime.ledger)
     findings, digested = digest_warnings(findings, event.id)
     box.add(findings)
     accepted = box.flush(raise_on_failure=False)  # what is not accepted stays in the outbox for the next sweep
     published_warning = warning_accepted(accepted, digested)
+    warned_marks = []
     for instance_id, (warning_id, mark) in warnings.items():
         if published_warning(warning_id):
             at = accepted[digested.get(warning_id, warning_id)]
-            _store_mark(runtime, instance_id, replace(mark, warned_at=at), now)
+            warned_marks.append((MARK_KIND, instance_id, _mark_item(instance_id, replace(mark, warned_at=at), now)))
         else:
             metrics.add_metric(name="IdleWarningsUnpublished", unit="Count", value=1)
+    runtime.ledger.put_many(warned_marks)
     counts: dict[str, int] = {}
     for outcome in plan.outcomes:
         counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1

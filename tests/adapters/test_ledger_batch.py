@@ -105,3 +105,63 @@ def test_a_retried_sweep_keeps_the_act_entry_of_the_first_attempt(table: str) ->
     # A later sweep (another event) is a new entry, as with single writes.
     ledger.record_many([_decision("i-acted")], event_id="sweep-5")
     assert len(ledger.query_kind("decision")) == 3
+
+
+class UnreadOnce(CountingClient):
+    """The first BatchGetItem answers only its first ``answered`` keys and returns the rest as UnprocessedKeys."""
+
+    def __init__(self, real: Any, answered: int) -> None:
+        super().__init__(real)
+        self.answered = answered
+
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+        self.calls["batch_get_item"] = self.calls.get("batch_get_item", 0) + 1
+        ((table, request),) = RequestItems.items()
+        if self.answered < 0:
+            return dict(self.real.batch_get_item(RequestItems=RequestItems))
+        keys, self.answered = request["Keys"], -1
+        answer = self.real.batch_get_item(RequestItems={table: {**request, "Keys": keys[: len(keys) // 2]}})
+        return {**answer, "UnprocessedKeys": {table: {**request, "Keys": keys[len(keys) // 2 :]}}}
+
+
+def test_keyed_items_are_written_in_requests_of_25_and_read_in_requests_of_100(table: str) -> None:
+    counting = CountingClient(client("dynamodb", "us-east-1"))
+    ledger = _ledger(counting, [])
+    ledger.put_many(("idle-mark", f"i-{n:03d}", {"n": n}) for n in range(250))
+    assert counting.calls == {"batch_write_item": 10}
+    found = ledger.get_many("idle-mark", [f"i-{n:03d}" for n in range(300)])  # 50 of them were never written
+    assert counting.calls["batch_get_item"] == 3
+    assert sorted(found) == [f"i-{n:03d}" for n in range(250)]
+    assert found["i-007"] == ledger.get_item("idle-mark", "i-007")  # the same item a single read returns
+    assert found["i-007"]["n"] == 7
+
+
+def test_the_same_key_twice_in_one_batch_keeps_the_last_item(table: str) -> None:
+    ledger = DynamoLedger("ledger", region="us-east-1", sleep=lambda _: None)
+    # BatchWriteItem refuses a request naming one key twice; the last put wins, as with single puts in that order.
+    ledger.put_many(
+        [("outbox", "f-1", {"v": "staged"}), ("outbox", "f-2", {"v": "x"}), ("outbox", "f-1", {"v": "sent"})]
+    )
+    assert ledger.get_item("outbox", "f-1")["v"] == "sent"  # type: ignore[index]
+
+
+def test_unprocessed_puts_and_keys_are_retried_until_nothing_is_lost(table: str) -> None:
+    sleeps: list[float] = []
+    counting = CountingClient(client("dynamodb", "us-east-1"), hold_back=10, flaky=2)
+    ledger = _ledger(counting, sleeps)
+    ledger.put_many(("outbox", f"f-{n:02d}", {"n": n}) for n in range(25))
+    assert counting.calls["batch_write_item"] == 3
+    reading = UnreadOnce(client("dynamodb", "us-east-1"), answered=1)
+    ledger._client = reading
+    found = ledger.get_many("outbox", [f"f-{n:02d}" for n in range(25)])
+    assert sorted(found) == [f"f-{n:02d}" for n in range(25)]
+    assert reading.calls["batch_get_item"] == 2
+    assert len(sleeps) == 3  # two write retries and one read retry, each after a backoff
+
+
+def test_the_memory_ledger_answers_batched_calls_like_single_ones() -> None:
+    from governor_cli.testing.memory import MemoryLedger
+
+    memory = MemoryLedger()
+    memory.put_many([("outbox", "f-1", {"v": 1}), ("outbox", "f-2", {"v": 2}), ("outbox", "f-1", {"v": 3})])
+    assert memory.get_many("outbox", ["f-1", "f-3"]) == {"f-1": {"v": 3}}

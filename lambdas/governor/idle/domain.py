@@ -818,7 +818,6 @@ def _decided(
 RESUMED = "idle.resumed"
 _NO_LONGER = {
     "busy": "is busy again",
-    "snoozed": "is kept (snoozed)",
     "exempt": "is kept (exempt)",
     "unmonitored": "has no usable GPU data (missing data is never idle)",
     "grace": "was started again",
@@ -826,8 +825,8 @@ _NO_LONGER = {
 
 
 def withdrawn(instance: Instance, status: Status, decision: Decision, mark: Mark) -> tuple[Decision, str]:
-    """A warned instance judged anything but idle (or stalled, which is reported on its own): its warning no longer
-    holds, since the mark is cleared and nothing is done at the due time. The decision keeps its evidence
+    """A warned instance judged anything but idle (stalled is reported on its own, snoozed is kept): its warning no
+    longer holds, since the mark is cleared and nothing is done at the due time. The decision keeps its evidence
     (``status`` says what it was judged) under the rule :data:`RESUMED`, its first reason the signal that showed
     work; the title is the finding the owner's episode message is updated with."""
     warned = mark.warned_at.isoformat() if mark.warned_at else mark.idle_since.isoformat()
@@ -913,8 +912,10 @@ def decide(
         verdict: Verdict = "ignored" if assessment.status in ("grace", "exempt", "snoozed") else "ok"
         severity: Severity = "warning" if assessment.status == "unmonitored" else "info"
         decision = _decision(instance, verdict, assessment.status, reasons, evidence, actions, severity)
-        if mark is not None and mark.warned_at is not None:
-            # The owner saw a warning of this episode: say it is withdrawn (once, since the mark is cleared now).
+        if mark is not None and mark.warned_at is not None and assessment.status != "snoozed":
+            # The owner saw a warning of this episode: say it is withdrawn (once, since the mark is cleared now). A
+            # snooze is the episode's "kept" end: the Keep click already answered in place (its response_url), and
+            # an update now would overwrite who kept it and until when.
             decision, title = withdrawn(instance, assessment.status, decision, mark)
             return InstanceOutcome(instance, assessment.status, decision, None, title, prior=mark)
         return InstanceOutcome(instance, assessment.status, decision, None, prior=mark)

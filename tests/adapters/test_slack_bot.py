@@ -95,12 +95,12 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlackApi]:
     fake.server.server_close()
 
 
-def _runtime(**notifications: Any) -> Runtime:
+def _runtime(*, buttons: bool = False, **notifications: Any) -> Runtime:
+    interactions: dict[str, Any] = {"bot_token_secret_name": "governor/slack-bot"}
+    if buttons:
+        interactions["buttons"] = True
     policy = parse_policy(
-        {
-            "notifications": {"enforce": True, "slack_channel": CHANNEL, **notifications},
-            "interactions": {"bot_token_secret_name": "governor/slack-bot"},
-        }
+        {"notifications": {"enforce": True, "slack_channel": CHANNEL, **notifications}, "interactions": interactions}
     )
     return Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
 
@@ -221,16 +221,6 @@ def _resumed(instance: str, fid: str) -> Finding:
     )
 
 
-def _with_buttons(**notifications: Any) -> Runtime:
-    policy = parse_policy(
-        {
-            "notifications": {"enforce": True, "slack_channel": CHANNEL, **notifications},
-            "interactions": {"bot_token_secret_name": "governor/slack-bot", "buttons": True},
-        }
-    )
-    return Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
-
-
 def _has_buttons(message: dict[str, Any]) -> bool:
     return any(block.get("type") == "actions" for block in message.get("blocks") or [])
 
@@ -238,7 +228,7 @@ def _has_buttons(message: dict[str, Any]) -> bool:
 def test_a_warning_withdrawn_because_the_instance_is_busy_again_is_updated_in_place_without_buttons(
     api: FakeSlackApi,
 ) -> None:
-    rt = _with_buttons()
+    rt = _runtime(buttons=True)
     _send(_idle("idle.warned", "i-1", "Idle GPU instance i-1 will be stopped", "w1"), rt)
     (warning,) = api.top_level()
     assert _has_buttons(warning)  # Keep 4 h / Keep until tomorrow / Stop now

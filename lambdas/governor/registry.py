@@ -181,6 +181,10 @@ class Capability:
     #: the Slack bot token, the notifier keeps that message's ``ts`` and later findings about the resource update it
     #: in place (or reply in a digest's thread) instead of posting again. Empty: every finding is a new message.
     episode_starts: frozenset[str] = frozenset()
+    #: The rules whose findings withdraw an episode's warning (the resource is no longer judged idle): nothing will be
+    #: done, so the notifier never posts them as a message of their own. With the bot token and the episode's ``ts``
+    #: it updates the episode's message in place (buttons removed); otherwise they wait for the daily report digest.
+    episode_withdrawals: frozenset[str] = frozenset()
     #: Its CDK construct, as ``module:Class`` (the stack imports it; the runtime never does), the construct's id,
     #: and the capability whose construct holds it (None: the stack), which keeps its logical ids where they are.
     construct: str = ""
@@ -420,6 +424,7 @@ REGISTRY = Registry(
         construct_id="Idle",
         time_bound=True,
         episode_starts=frozenset({"idle.warned", "idle.warned-digest"}),  # governor.idle.digest's two rules
+        episode_withdrawals=frozenset({"idle.resumed"}),  # governor.idle.domain.RESUMED
         breakers=True,
         member_accounts=True,
         fans_out=True,

@@ -14,7 +14,7 @@ from governor.adapters.ssm import SsmCommands
 from governor.domain.fleet import Instance
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.digest import DIGEST_RULE
-from governor.idle.domain import IDLE_ACTION_TAG, IDLE_SINCE_TAG, MARK_KIND
+from governor.idle.domain import IDLE_ACTION_TAG, IDLE_SINCE_TAG, MARK_KIND, RESUMED
 from governor.idle.handler import Adapters, handle
 from governor.idle.metrics import CloudWatchMetrics
 from governor.policy import parse_policy
@@ -486,3 +486,32 @@ def test_one_owners_idle_instances_of_one_sweep_are_warned_in_one_digest_dearest
         assert {w.digested_in for w in warnings} == {digests[0].id}
         for instance in (cheap, dear):
             assert runtime.ledger.get_item(MARK_KIND, instance)["warned_at"]
+
+
+def test_a_warned_instance_that_turns_busy_again_withdraws_its_warning_once_per_episode(fleet: Any) -> None:
+    """Issue 37: one message per episode (warned -> busy again). The sweep that finds a warned instance at work
+    publishes one info finding, rule idle.resumed, naming the signal that showed the work; the sweeps after it (the
+    mark is cleared) and the instance that was never warned publish none."""
+    ec2, ids = fleet
+    runtime = _runtime()
+    aws = _aws()
+    handle(_event(T0, "sweep-1"), runtime, aws)
+    assert runtime.ledger.get_item(MARK_KIND, ids["idle"])["warned_at"]
+    _metrics(ids["idle"], 80.0, minutes=-10, ahead=40)  # a job starts 10 min after NOW (the warning was at NOW+5)
+    second = handle(_event(T0 + dt.timedelta(minutes=15), "sweep-2"), runtime, aws)
+    assert second["outcomes"] == {"busy": 2, "unmonitored": 1}
+    assert _state(ec2, ids["idle"]) == "running" and IDLE_SINCE_TAG not in _tags(ec2, ids["idle"])
+    handle(_event(T0 + dt.timedelta(minutes=30), "sweep-3"), runtime, aws)  # still busy: nothing more to say
+    findings = runtime.sink.findings  # type: ignore[attr-defined]
+    withdrawn = [f for f in findings if f.rule == RESUMED]
+    assert len(withdrawn) == 1
+    (finding,) = withdrawn
+    assert finding.resource == ids["idle"] and finding.severity == "info" and finding.owner == "ana@example.com"
+    assert "busy again: idle warning withdrawn" in finding.title
+    assert "GPU utilisation reached 80.0%" in finding.detail and "withdrawn: nothing will be done" in finding.detail
+    recorded = [(e, d) for e, d in runtime.ledger.decisions if d.rule == RESUMED]  # type: ignore[attr-defined]
+    # recorded by sweep 2 only (as judged, then with what was done: the idle-since tag removed)
+    assert {(e, d.resource, d.evidence["status"]) for e, d in recorded} == {("sweep-2", ids["idle"], "busy")}
+    recorded = [d for _, d in recorded]
+    assert recorded[0].evidence["warned_at"]
+    assert runtime.ledger.get_item(MARK_KIND, ids["idle"])["idle_since"] is None

@@ -95,12 +95,12 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlackApi]:
     fake.server.server_close()
 
 
-def _runtime(**notifications: Any) -> Runtime:
+def _runtime(*, buttons: bool = False, **notifications: Any) -> Runtime:
+    interactions: dict[str, Any] = {"bot_token_secret_name": "governor/slack-bot"}
+    if buttons:
+        interactions["buttons"] = True
     policy = parse_policy(
-        {
-            "notifications": {"enforce": True, "slack_channel": CHANNEL, **notifications},
-            "interactions": {"bot_token_secret_name": "governor/slack-bot"},
-        }
+        {"notifications": {"enforce": True, "slack_channel": CHANNEL, **notifications}, "interactions": interactions}
     )
     return Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
 
@@ -202,3 +202,76 @@ def test_a_refused_token_parks_the_event_and_a_channel_needs_the_bot_token(api: 
     assert result["status"] == "undeliverable" and "channel_not_found" in result["undeliverable"][0]
     with pytest.raises(PolicyError, match=r"notifications\.slack_channel.*interactions\.bot_token_secret_name"):
         parse_policy_text("notifications:\n  slack_channel: C0GPUFLEET\n", "governor.yaml")
+
+
+def _resumed(instance: str, fid: str) -> Finding:
+    """The sweep's finding for a warned instance judged busy again (rule idle.resumed, info)."""
+    return Finding(
+        policy="idle",
+        rule="idle.resumed",
+        severity="info",
+        resource=instance,
+        title=f"GPU instance {instance} (g5.xlarge) is busy again: idle warning withdrawn",
+        detail="GPU utilisation reached 80.0% (threshold 5%); idle warning withdrawn: nothing will be done",
+        owner="ana@demo.example",
+        team="vision",
+        event_id="sweep-2",
+        id=fid,
+        at=NOW + dt.timedelta(minutes=15),
+    )
+
+
+def _has_buttons(message: dict[str, Any]) -> bool:
+    return any(block.get("type") == "actions" for block in message.get("blocks") or [])
+
+
+def test_a_warning_withdrawn_because_the_instance_is_busy_again_is_updated_in_place_without_buttons(
+    api: FakeSlackApi,
+) -> None:
+    rt = _runtime(buttons=True)
+    _send(_idle("idle.warned", "i-1", "Idle GPU instance i-1 will be stopped", "w1"), rt)
+    (warning,) = api.top_level()
+    assert _has_buttons(warning)  # Keep 4 h / Keep until tomorrow / Stop now
+    result = _send(_resumed("i-1", "r1"), rt)
+    assert result == {"status": "withdrawn", "how": "updated"}
+    assert [m for m, _ in api.calls] == ["chat.postMessage", "chat.update"]  # no new post
+    (message,) = api.top_level()
+    assert "busy again: idle warning withdrawn" in message["text"] and not _has_buttons(message)
+    assert "Updated in place: this was the idle warning posted" in json.dumps(message["blocks"])
+    decisions = [d for _, d in rt.ledger.decisions if d.resource == "i-1"]  # type: ignore[attr-defined]
+    assert decisions[-1].rule == "notifications.withdraw" and "updated in place" in decisions[-1].reasons[0]
+    # The same finding again (a replay, an outbox re-publication) changes nothing; the episode is closed, so a later
+    # finding about the instance is a message of its own, never an edit of the withdrawn warning.
+    assert _send(_resumed("i-1", "r1"), rt)["status"] != "withdrawn"
+    _send(_idle("idle.acted", "i-1", "Idle GPU instance i-1 stopped", "s1"), rt)
+    assert [m for m, _ in api.calls] == ["chat.postMessage", "chat.update", "chat.postMessage"]
+
+
+def test_a_withdrawn_warning_of_an_owners_digest_is_a_reply_in_its_thread(api: FakeSlackApi) -> None:
+    rt = _runtime()
+    warnings = [_idle("idle.warned", f"i-{n}", f"Idle GPU instance i-{n} will be stopped", f"w{n}") for n in (1, 2)]
+    published, _ = digest_warnings(warnings, "sweep")
+    for f in published:
+        _send(f, rt)
+    assert _send(_resumed("i-2", "r2"), rt) == {"status": "withdrawn", "how": "replied"}
+    (digest,) = api.top_level()  # the other instance's row and buttons are left as they are
+    assert [m for m, _ in api.calls] == ["chat.postMessage", "chat.postMessage"]
+    assert len(digest["replies"]) == 1 and "i-2" in digest["replies"][0]["text"]
+
+
+@pytest.mark.parametrize("immediate", ["actionable", "all"])
+def test_a_withdrawn_warning_never_posts_a_new_message(api: FakeSlackApi, immediate: str) -> None:
+    """With a webhook (no ts to update) it waits for the daily report digest; so it does with the bot when no message
+    of the episode is kept (the warning went out before slack_channel was set), whatever ``immediate`` says."""
+    policy = parse_policy({"notifications": {"enforce": True, "immediate": immediate}})
+    rt = Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
+    outbox = FakeOutbox()
+    _send(_idle("idle.warned", "i-1", "warned", "w1"), rt, outbox)
+    result = _send(_resumed("i-1", "r1"), rt, outbox)
+    assert result["status"] == "digest" and "webhook's message cannot be edited" in result["reason"]
+    assert len(outbox.slack) == 1  # the warning only
+    bot = _runtime(immediate=immediate)
+    assert _send(_resumed("i-9", "r9"), bot)["status"] == "digest"
+    assert api.calls == []
+    decisions = [d for _, d in bot.ledger.decisions]  # type: ignore[attr-defined]
+    assert decisions[-1].rule == "notifications.digest" and "no message of this episode" in decisions[-1].reasons[0]

@@ -361,3 +361,22 @@ def test_among_equally_long_idle_the_dearest_goes_first_whatever_the_ids(ids: tu
     marks = {i.id: Mark(idle_since=early, warned_at=early) for i in (cheap, dear)}
     plan = sweep([cheap, dear], {cheap.id: signals(), dear.id: signals()}, marks, policy(max_actions_per_sweep=1), NOW)
     assert [o.instance.id for o in plan.acting()] == [dear.id] and plan.deferred == 1
+
+
+def test_a_warned_instance_no_longer_idle_withdraws_its_warning_unless_snoozed_or_never_warned() -> None:
+    """Issue 37: warned -> busy again is one finding (idle.resumed); a snooze is the Keep click's own end, and a
+    warning never published (no warned_at) was never seen, so there is nothing to withdraw."""
+    p = policy()
+    warned = Mark(idle_since=NOW - dt.timedelta(minutes=100), warned_at=NOW - dt.timedelta(minutes=10))
+    busy = [0.5] * 230 + [90.0] * 10
+    outcome = _step(instance(), warned, p, NOW, util=busy)
+    assert outcome.outcome == "busy" and outcome.mark is None and outcome.decision.rule == "idle.resumed"
+    assert outcome.decision.severity == "info" and outcome.decision.evidence["status"] == "busy"
+    assert outcome.decision.reasons[0].startswith("GPU utilisation reached 90.0%")
+    assert "idle warning of" in outcome.decision.reasons[-1] and "busy again" in (outcome.finding or "")
+    exempt = _step(instance(tags={"governor:exempt": "true"}), warned, p, NOW)
+    assert exempt.decision.rule == "idle.resumed" and "kept (exempt)" in (exempt.finding or "")
+    snoozed = _step(instance(tags={"governor:keep-until": "2026-11-02T18:00:00Z"}), warned, p, NOW)
+    assert snoozed.decision.rule == "idle.snoozed" and snoozed.finding is None
+    unpublished = _step(instance(), Mark(idle_since=warned.idle_since), p, NOW, util=busy)
+    assert unpublished.decision.rule == "idle.busy" and unpublished.finding is None

@@ -814,6 +814,30 @@ def _decided(
     )
 
 
+#: The rule of a warning withdrawn because the instance is no longer judged idle (registry ``episode_withdrawals``).
+RESUMED = "idle.resumed"
+_NO_LONGER = {
+    "busy": "is busy again",
+    "exempt": "is kept (exempt)",
+    "unmonitored": "has no usable GPU data (missing data is never idle)",
+    "grace": "was started again",
+}
+
+
+def withdrawn(instance: Instance, status: Status, decision: Decision, mark: Mark) -> tuple[Decision, str]:
+    """A warned instance judged anything but idle (stalled is reported on its own, snoozed is kept): its warning no
+    longer holds, since the mark is cleared and nothing is done at the due time. The decision keeps its evidence
+    (``status`` says what it was judged) under the rule :data:`RESUMED`, its first reason the signal that showed
+    work; the title is the finding the owner's episode message is updated with."""
+    warned = mark.warned_at.isoformat() if mark.warned_at else mark.idle_since.isoformat()
+    why = f"idle warning of {warned} withdrawn: nothing will be done; the idle clock starts again if it idles"
+    reasons = [*decision.reasons, why]
+    evidence = {**decision.evidence, "warned_at": warned, "idle_since": mark.idle_since.isoformat()}
+    what = _NO_LONGER.get(status, f"is judged {status}")
+    title = f"GPU instance {instance.id} ({instance.type}) {what}: idle warning withdrawn"
+    return decision.model_copy(update={"rule": RESUMED, "reasons": reasons, "evidence": evidence}), title
+
+
 def restart_risk(instance: Instance, policy: IdlePolicy) -> dict[str, Any] | None:
     """The risk of stopping an instance of a type the policy marks scarce (``idle.scarce_types``): a stopped
     On-Demand instance gives its capacity back, and starting it again can fail with InsufficientInstanceCapacity for
@@ -888,6 +912,12 @@ def decide(
         verdict: Verdict = "ignored" if assessment.status in ("grace", "exempt", "snoozed") else "ok"
         severity: Severity = "warning" if assessment.status == "unmonitored" else "info"
         decision = _decision(instance, verdict, assessment.status, reasons, evidence, actions, severity)
+        if mark is not None and mark.warned_at is not None and assessment.status != "snoozed":
+            # The owner saw a warning of this episode: say it is withdrawn (once, since the mark is cleared now). A
+            # snooze is the episode's "kept" end: the Keep click already answered in place (its response_url), and
+            # an update now would overwrite who kept it and until when.
+            decision, title = withdrawn(instance, assessment.status, decision, mark)
+            return InstanceOutcome(instance, assessment.status, decision, None, title, prior=mark)
         return InstanceOutcome(instance, assessment.status, decision, None, prior=mark)
 
     report_only = report_only_reason(instance, idle)

@@ -57,6 +57,7 @@ from governor.idle.domain import (
     MARK_KIND,
     OFFERED_STATUS,
     POLICY,
+    RESUMED,
     Assessment,
     InstanceOutcome,
     Mark,
@@ -733,9 +734,16 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
             warning_id = warning_finding_id(instance_id, mark, runtime.policy.idle.enforce)
             mark = replace(mark, warned_at=None)
             warnings[instance_id] = (warning_id, mark)
+        if outcome.decision.rule == RESUMED and outcome.finding and outcome.prior is not None:
+            # Staged before the warned mark is cleared: a sweep that dies in between still withdraws the warning
+            # (its retry finds the mark gone and would not know of it). One id per episode.
+            finding = _finding(outcome.decision, outcome.finding, outcome.instance, event, runtime)
+            episode = f"idle-resumed#{outcome.prior.idle_since.isoformat()}"
+            box.add([finding.model_copy(update={"id": finding_id(episode, instance_id, RESUMED)})])
+            metrics.add_metric(name="IdleWarningsWithdrawn", unit="Count", value=1)
         if mark != stored.get(instance_id) and (mark is not None or instance_id in stored):
             marks_due.append((MARK_KIND, instance_id, _mark_item(instance_id, mark, now)))
-        if outcome.finding and published:
+        if outcome.finding and published and outcome.decision.rule != RESUMED:
             title = outcome.finding
             if any(s.startswith("reported only") for s in result):
                 title = f"Idle GPU instance {instance_id} ({outcome.instance.type}) reported, not reclaimed"

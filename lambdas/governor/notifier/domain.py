@@ -80,7 +80,7 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
         )
     team = policy.teams.get(finding.team or "")
     slack = (team.slack_secret_name if team and team.slack_secret_name else None) or policy.slack_secret_name
-    channel = (team.slack_channel if team and team.slack_channel else None) or policy.slack_channel
+    channel = bot_channel(finding, policy)
     if channel:  # the bot token posts there (chat.postMessage), so the message can be updated in place later
         slack = f"{BOT_CHANNEL}{channel}"
     emails: list[str] = list(team.email) if team and team.email else list(policy.email_recipients)
@@ -90,6 +90,12 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
         owner = None
     why = f"team {finding.team}" if team else "default route"
     return Route(slack_secrets=(slack,), emails=tuple(emails), reason=why, owner_email=owner)
+
+
+def bot_channel(finding: Finding, policy: NotificationsPolicy) -> str | None:
+    """The channel id the bot token posts the finding's team's messages to (``slack_channel``), None with a webhook."""
+    team = policy.teams.get(finding.team or "")
+    return (team.slack_channel if team and team.slack_channel else None) or policy.slack_channel
 
 
 #: Findings whose point is lost if they wait for the daily digest: an idle stop is due at the end of the warning
@@ -103,11 +109,16 @@ TIME_BOUND_POLICIES = REGISTRY.policies_where(lambda capability: capability.time
 #: digest), not a post per instance per sweep.
 REPORT_ONLY_OUTCOMES = frozenset({"idle.acted", "idle.reported"})
 
+#: Rules that withdraw an episode's warning (registry ``episode_withdrawals``): the resource is no longer judged idle,
+#: so nothing will be done and there is nothing to act on. They never post a message of their own (see
+#: :func:`decide_notification`).
+WITHDRAWALS = frozenset(rule for capability in REGISTRY.values() for rule in capability.episode_withdrawals)
+
 
 def time_bound(finding: Finding) -> bool:
     """A finding whose point is lost if it waits a day: a time-bound policy's, unless it says only what would have
     been done (a report-only idle stop, an instance reported and not reclaimed)."""
-    if finding.policy not in TIME_BOUND_POLICIES:
+    if finding.policy not in TIME_BOUND_POLICIES or finding.rule in WITHDRAWALS:
         return False
     return not (finding.rule in REPORT_ONLY_OUTCOMES and (finding.rule == "idle.reported" or not finding.enforced))
 
@@ -562,6 +573,8 @@ class NotificationPlan:
 
     decision: Decision
     step: MergeStep | None = None
+    #: A withdrawn warning's episode message (``channel``, ``ts``, ``digest``), to update in place (or reply under).
+    withdraw: Mapping[str, Any] | None = None
 
     @property
     def digest(self) -> bool:
@@ -573,14 +586,18 @@ def decide_notification(
     policy: NotificationsPolicy,
     merge_state: Callable[[], Mapping[str, Any] | None],
     now: dt.datetime,
+    episode_message: Callable[[], Mapping[str, Any] | None] | None = None,
 ) -> NotificationPlan:
     """Held for the digest, not routed, merged into a recent message, or delivered to each routed destination.
 
     ``merge_state`` reads the state kept for the finding's resource and rule; it is called only for a routed finding.
+    ``episode_message`` reads the Slack message kept for the resource's episode; called only for a withdrawal.
     """
     if finding.digested_in:
         why = f"posted inside its owner's digest of this sweep's idle warnings ({finding.digested_in})"
         return NotificationPlan(notification_decision(finding, "ok", [why], [], "notifications.in-owner-digest"))
+    if finding.rule in WITHDRAWALS:
+        return _withdrawal(finding, policy, episode_message)
     where = route(finding, policy)
     if where.digest:
         return NotificationPlan(notification_decision(finding, "ok", [where.reason], [], "notifications.digest"))
@@ -596,3 +613,28 @@ def decide_notification(
     ]
     reasons = [f"routed by {where.reason}", step.reason]
     return NotificationPlan(notification_decision(finding, "act", reasons, actions, "notifications.deliver"), step)
+
+
+def _withdrawal(
+    finding: Finding, policy: NotificationsPolicy, episode_message: Callable[[], Mapping[str, Any] | None] | None
+) -> NotificationPlan:
+    """A withdrawn warning is never a message of its own, whatever ``immediate`` and ``min_severity`` say: nothing
+    will be done, so a post would only add noise to the channel. What it corrects is the warning still in the
+    channel with live buttons: with the bot token and the episode's message kept, that message is updated in place
+    (an owner's digest gets a reply in its thread, see the handler). Otherwise (a webhook gives no ``ts``; a message
+    posted before ``slack_channel`` was set or older than its record) it waits for the daily report digest."""
+    channel = bot_channel(finding, policy)
+    held = episode_message() if channel and episode_message is not None else None
+    if channel and held and held.get("channel") == channel and held.get("ts") and not held.get("withdrawn_at"):
+        how = "a reply in its owner's digest thread" if held.get("digest") else "updated in place, its buttons removed"
+        reasons = [f"withdraws the warning posted at {held.get('posted_at') or '?'}: the episode's message is {how}"]
+        actions = [Notify(enforced=policy.enforce, channel="slack", target=[f"{BOT_CHANNEL}{channel}"])]
+        decision = notification_decision(finding, "act", reasons, actions, "notifications.withdraw")
+        return NotificationPlan(decision, withdraw=dict(held))
+    where = (
+        "no message of this episode is kept for that channel"
+        if channel
+        else "a webhook's message cannot be edited (no ts; notifications.slack_channel lets the bot update it)"
+    )
+    why = f"a withdrawn warning never posts a message of its own; {where}: it waits for the daily report digest"
+    return NotificationPlan(notification_decision(finding, "ok", [why], [], "notifications.digest"))

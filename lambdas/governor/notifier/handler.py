@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -134,7 +135,7 @@ def post_by_bot(
     starts = _episode_starts(finding.policy)
     if starts and finding.rule not in starts and not finding.members:
         thread = runtime.ledger.get_item(THREAD_KIND, finding.resource)
-        if thread and thread.get("channel") != channel:
+        if thread and (thread.get("channel") != channel or thread.get("withdrawn_at")):
             thread = None
     how = "posted"
     ts = ""
@@ -181,6 +182,48 @@ def _updated(message: Message, thread: dict[str, Any]) -> Message:
     return {**message, "blocks": [*blocks, note] if len(blocks) < MAX_BLOCKS else blocks}
 
 
+def withdraw(
+    parsed: FindingEvent, raw: Any, thread: Mapping[str, Any], runtime: Runtime, now: dt.datetime
+) -> dict[str, Any]:
+    """A withdrawn warning corrects its episode's message and posts nothing new: the warning is updated in place
+    (``chat.update``, its buttons gone), or an owner's digest gets a reply in its thread (an update would rewrite the
+    other instances' rows). A message that is gone needs no correction. The episode's record is then closed, so a
+    later finding about the resource does not update a withdrawn warning."""
+    finding: Finding = parsed.detail
+    channel, ts = str(thread["channel"]), str(thread["ts"])
+    if not runtime.policy.notifications.enforce:
+        logger.info("report-only: not sent", extra={"channel": "slack", "target": [f"{BOT_CHANNEL}{channel}"]})
+        return {"status": "report-only", "withdraw": ts}
+    marker = f"{finding.id or parsed.id}#withdraw"
+    if runtime.ledger.get_item(DELIVERY_KIND, marker):
+        return {"status": "sent", "sent": 0}
+    first = slack_messages([MergedFinding(finding)])[0]
+    try:
+        bot = _bot_for(runtime)
+        if thread.get("digest"):
+            bot.post(channel, first, thread_ts=ts)
+            how = "replied"
+        else:
+            bot.update(channel, ts, _updated(first, dict(thread)))
+            how = "updated"
+    except MessageGone as gone:
+        logger.info("withdrawn warning's message gone: nothing to correct", extra={"reason": str(gone)})
+        how = "gone"
+    except Exception as error:
+        reason = undeliverable_reason(error)
+        if reason is None:  # a retry may work: the invocation fails, the event is retried, then DLQ'd
+            metrics.add_metric(name="NotificationFailures", unit="Count", value=1)
+            raise DeliveryFailed(f"slack: {error}") from None
+        logger.error("channel unusable", extra={"channel": "slack", "reason": reason})
+        metrics.add_metric(name="NotificationsUndeliverable", unit="Count", value=1)
+        runtime.dead_letters.send(raw, f"undeliverable: {reason}")
+        return {"status": "undeliverable", "undeliverable": [reason]}
+    runtime.ledger.put_item(THREAD_KIND, finding.resource, {**thread, "withdrawn_at": now.isoformat()})
+    runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": parsed.id, "channel": "slack", "target": [channel]})
+    metrics.add_metric(name=f"SlackMessages{how.capitalize()}", unit="Count", value=1)
+    return {"status": "withdrawn", "how": how}
+
+
 def _describe(delivery: Delivery) -> dict[str, Any]:
     """What a log line may say about a destination: the secret's name and the recipients, never the webhook URL."""
     return {"channel": delivery.channel, "target": list(delivery.target)}
@@ -191,8 +234,16 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     policy = runtime.policy.notifications
     finding: Finding = parsed.detail
     key = merge_key(finding)
-    plan = decide_notification(finding, policy, lambda: runtime.ledger.get_item(MERGE_KIND, key), now)
+    plan = decide_notification(
+        finding,
+        policy,
+        lambda: runtime.ledger.get_item(MERGE_KIND, key),
+        now,
+        lambda: runtime.ledger.get_item(THREAD_KIND, finding.resource),
+    )
     runtime.ledger.record(plan.decision, event_id=parsed.id)
+    if plan.withdraw is not None:
+        return withdraw(parsed, raw, plan.withdraw, runtime, now)
     step = plan.step
     if plan.digest:
         metrics.add_metric(name="FindingsHeldForDigest", unit="Count", value=1)

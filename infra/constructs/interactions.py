@@ -18,11 +18,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from governor.domain.actions import Tag
+from governor.domain.actions import Stop, Tag
 from governor.interactions.slack_calls import AsyncInvoker
-from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import governor_metric
+from infra.constructs.delivery import grant_secret_reads
 from infra.constructs.function import (
     CapabilityArgs,
     CapabilityConstruct,
@@ -30,17 +30,8 @@ from infra.constructs.function import (
     GovernorFunction,
     alert,
 )
-from infra.constructs.notifications import grant_secret_reads
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge, acknowledge_wildcard
-
-
-def slack_app_secret_names(policy: Policy) -> list[str]:
-    """The signing secret, and the bot token when the policy resolves users through ``users.info``."""
-    names = {policy.interactions.signing_secret_name}
-    if policy.interactions.bot_token_secret_name:
-        names.add(policy.interactions.bot_token_secret_name)
-    return sorted(names)
 
 
 class SlackInteractions(CapabilityConstruct):
@@ -57,7 +48,7 @@ class SlackInteractions(CapabilityConstruct):
         super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
         policy = self.policy
-        idle = args["functions"]["idle"]
+        stopper = args["functions"][REGISTRY.carrying_out(Stop).name]
         function = self.function
         # The public endpoint exists only while the policy puts buttons on messages: with buttons off there is
         # nothing to click, so nothing is exposed (the function stays, unreachable from outside, so switching
@@ -78,7 +69,7 @@ class SlackInteractions(CapabilityConstruct):
                 "(signing secret in Secrets Manager) is wrong or older than five minutes before reading anything "
                 "else.",
             )
-        grant_secret_reads(function, slack_app_secret_names(policy))
+        grant_secret_reads(function, self.capability.secret_names(policy))
         function.add_unscoped_statement(
             "Reads",
             ["ec2:DescribeInstances"],
@@ -111,7 +102,7 @@ class SlackInteractions(CapabilityConstruct):
             statements=[
                 iam.PolicyStatement(
                     actions=function.declared(AsyncInvoker.IAM_ACTIONS),
-                    resources=[function.function.function_arn, idle.function.function_arn],
+                    resources=[function.function.function_arn, stopper.function.function_arn],
                 )
             ],
         )
@@ -126,10 +117,12 @@ class SlackInteractions(CapabilityConstruct):
             )
 
     def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
-        """Opt-in reserved concurrency, and the idle function that carries out Stop now."""
+        """Opt-in reserved concurrency, and the function that carries out Stop now (registry: the one returning
+        ``Stop`` without delegating it; its construct is built earlier)."""
+        stopper = functions[REGISTRY.carrying_out(Stop).name]
         return {
             "reserved_concurrency": self.policy.interactions.endpoint_concurrency() or None,
-            "environment": {"IDLE_FUNCTION": functions["idle"].function.function_name},
+            "environment": {"IDLE_FUNCTION": stopper.function.function_name},
         }
 
     def _alarms(self, shared: SharedResources, function: GovernorFunction) -> None:

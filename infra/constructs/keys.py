@@ -17,9 +17,8 @@ from constructs import Construct
 from governor.keys.domain import RULE_EVENTS
 from governor.policy import Policy
 from governor.registry import REGISTRY
+from infra.constructs.delivery import secret_arns
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, successful_calls
-from infra.constructs.interactions import slack_app_secret_names
-from infra.constructs.notifications import secret_arns, slack_secret_names
 from infra.nag import acknowledge_wildcard
 
 UNSCOPED = {
@@ -132,8 +131,9 @@ class KeysEnforcer(CapabilityConstruct):
 
 
 def governor_secret_names(policy: Policy) -> list[str]:
-    """Every secret the governor itself reads: the Slack webhooks, the signing secret and the bot token."""
-    return sorted({*slack_secret_names(policy), *slack_app_secret_names(policy)})
+    """Every secret the governor itself reads (registry ``secrets``): the Slack webhooks, the signing secret and the
+    bot token."""
+    return REGISTRY.secret_names(policy)
 
 
 @jsii.implements(IStableListProducer)

@@ -8,57 +8,13 @@ from __future__ import annotations
 
 from typing import Unpack
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import Duration
 from constructs import Construct
 
-from governor.adapters import ses
-from governor.notifier import slack
-from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import Dashboard, governor_metric
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct, GovernorFunction, alert
-
-
-def slack_secret_names(policy: Policy) -> list[str]:
-    """Every Secrets Manager secret that may hold a webhook: the default channel and each team's."""
-    names = {policy.notifications.slack_secret_name}
-    names.update(team.slack_secret_name for team in policy.notifications.teams.values() if team.slack_secret_name)
-    return sorted(names)
-
-
-def secret_arns(scope: Construct, names: list[str]) -> list[str]:
-    """These secrets' ARNs in this account and region (Secrets Manager appends a random six-character suffix)."""
-    stack = Stack.of(scope)
-    return [
-        stack.format_arn(
-            service="secretsmanager",
-            resource="secret",
-            resource_name=f"{name}-??????",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        for name in names
-    ]
-
-
-def grant_secret_reads(function: GovernorFunction, names: list[str]) -> None:
-    """GetSecretValue on exactly these secrets."""
-    function.add_statement(slack.IAM_ACTIONS, secret_arns(function, names))
-
-
-def grant_delivery(function: GovernorFunction, policy: Policy) -> None:
-    """Read only the named webhook secrets (any version suffix) and send email only as the configured sender."""
-    stack = Stack.of(function)
-    grant_secret_reads(function, slack_secret_names(policy))
-    sender = policy.notifications.email_sender
-    if sender:
-        domain = sender.partition("@")[2]
-        identities = [
-            stack.format_arn(
-                service="ses", resource="identity", resource_name=name, arn_format=ArnFormat.SLASH_RESOURCE_NAME
-            )
-            for name in (sender, domain)
-        ]
-        function.add_statement(ses.IAM_ACTIONS, identities)
+from infra.constructs.delivery import grant_delivery, grant_secret_reads
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, alert
 
 
 class Notifications(CapabilityConstruct):
@@ -83,5 +39,5 @@ class Notifications(CapabilityConstruct):
         )
         self.on_findings("Findings", "Every governor finding to the notifier")
         grant_delivery(self.function, policy)
-        if policy.interactions.bot_token_secret_name:  # owners' mentions by users.lookupByEmail (docs/slack.md §2)
-            grant_secret_reads(self.function, [policy.interactions.bot_token_secret_name])
+        if bot_token := policy.interactions.bot_token_names():  # owners' mentions by users.lookupByEmail (slack.md §2)
+            grant_secret_reads(self.function, bot_token)

@@ -18,8 +18,9 @@ from governor.adapters import cur as cur_rates
 from governor.registry import REGISTRY
 from governor.report import archive
 from governor.report import chart_image as chart
+from infra.constructs.dashboard import Dashboard
+from infra.constructs.delivery import grant_delivery
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct
-from infra.constructs.notifications import Notifications, grant_delivery
 from infra.constructs.shared import access_log_bucket, data_bucket
 
 PREFIX = "reports"
@@ -34,9 +35,11 @@ class Reports(CapabilityConstruct):
 
     def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id, **args)
-        if not isinstance(scope, Notifications):
-            raise TypeError("the reports are built inside the notifier's construct (registry: within='notifier')")
-        dashboard_url = scope.dashboard.url
+        # Built within the construct holding the fleet dashboard (registry: ``within``), which the report links to.
+        dashboard = scope.node.try_find_child("Dashboard")
+        if not isinstance(dashboard, Dashboard):
+            raise TypeError(f"the reports link to the fleet dashboard: build them within its construct, not {scope}")
+        dashboard_url = dashboard.url
         audit = args.get("audit")
         logs_bucket = getattr(audit, "access_logs", None)
         if logs_bucket is None:

@@ -11,7 +11,7 @@ adapter a capability uses (its module's ``IAM_ACTIONS``: reads and deliveries), 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Literal
@@ -190,6 +190,15 @@ class Capability:
     construct: str = ""
     construct_id: str = ""
     within: str | None = None
+    #: The buttons it answers on the governor's messages, as ``module:function`` in its package: ``(finding, policy,
+    #: expires_at) -> governor.domain.messages.Buttons | None``; the notifier attaches them (``interactions``).
+    buttons: str = ""
+    #: The Secrets Manager secrets its function reads under a policy (Slack webhooks, the Slack app's signing secret
+    #: and bot token): its construct grants reading exactly these, and the keys enforcer never touches any of them.
+    secrets: Callable[[Policy], Iterable[str]] | None = None
+    #: Its decisions are about the governed resources, so the report's findings section shows them; False when they
+    #: are all about messages (the notifier's deliveries).
+    decides_on_resources: bool = True
     #: Its policy section's model, as ``module:Model`` in its own package, when ``governor.policy`` does not hold it:
     #: ``Policy`` gains the field ``section`` of that model (YAML shape, defaults and error paths as for the others).
     policy_section: str = ""
@@ -262,6 +271,9 @@ class Capability:
         """What the function does under ``policy``, as the synth summary and ``validate`` print it."""
         return self.modes[0] if self.enforces(policy) else self.modes[1]
 
+    def secret_names(self, policy: Policy) -> list[str]:
+        return sorted(set(self.secrets(policy))) if self.secrets is not None else []
+
     def trigger(self, trigger_id: str) -> Trigger:
         return next(t for t in self.triggers if t.id == trigger_id)
 
@@ -296,6 +308,24 @@ class Registry(Mapping[str, Capability]):
         """The finding policies of every capability ``flag`` holds for."""
         return frozenset(p for c in self.values() if flag(c) for p in c.policies)
 
+    def button_makers(self) -> tuple[Callable[..., Any], ...]:
+        """The functions making a message's buttons, one per capability that answers clicks (``buttons``), imported
+        only now."""
+        return tuple(_attribute(c.buttons) for c in self.values() if c.buttons)
+
+    def secret_names(self, policy: Policy) -> list[str]:
+        """Every secret the governor's own functions read under ``policy``."""
+        return sorted({name for c in self.values() for name in c.secret_names(policy)})
+
+    def carrying_out(self, action: type[Action]) -> Capability:
+        """The capability that carries out ``action`` itself: it can return it and does not delegate it (Stop now's
+        click is answered by one function and carried out by the one that owns stopping)."""
+        kind = action.model_fields["type"].default
+        found = [c for c in self.values() if action in c.actions and kind not in c.delegated]
+        if len(found) != 1:
+            raise LookupError(f"{len(found)} capabilities carry out '{kind}' themselves; exactly one must")
+        return found[0]
+
 
 #: Policy sections with an ``enforce`` switch but no function: the audit lake (Athena, Glue and the trail).
 NON_FUNCTION_SECTIONS = ("audit",)
@@ -315,7 +345,7 @@ def _has_sender(policy: Policy) -> bool:
 
 
 _DELIVERY = (
-    Uses("governor.notifier.slack"),
+    Uses("governor.adapters.slack"),
     Uses("governor.adapters.ses", when=_has_sender),
 )
 
@@ -476,11 +506,13 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.interactions.slack_calls", ("SlackSecrets.IAM_ACTIONS",)),
+            Uses("governor.adapters.slack_app", ("SlackSecrets.IAM_ACTIONS",)),
             Uses("governor.interactions.slack_calls", ("AsyncInvoker.IAM_ACTIONS",)),
         ),
         actions=(Tag, Stop, Record),
         delegated=frozenset({"stop"}),  # Stop now is handed to the idle function, which re-checks and stops
+        buttons="governor.interactions.domain:message_buttons",
+        secrets=lambda policy: policy.interactions.secret_names(),
     ),
     Capability(
         name="network",
@@ -524,6 +556,9 @@ REGISTRY = Registry(
         triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
         uses=_DELIVERY,
         actions=(Notify,),
+        # the webhooks, and the bot token for owners' mentions (users.lookupByEmail) and posts to a channel
+        secrets=lambda policy: (*policy.notifications.slack_secret_names(), *policy.interactions.bot_token_names()),
+        decides_on_resources=False,
         sections=("notifications", "interactions"),
         modes=("DELIVERS to Slack and email", "report-only: logs what it would send"),
     ),
@@ -552,6 +587,7 @@ REGISTRY = Registry(
             *_DELIVERY,
         ),
         actions=(Record, Notify),
+        secrets=lambda policy: policy.notifications.slack_secret_names(),
         sections=("reports", "notifications", "lifecycle", "budgets"),
         modes=("DELIVERS to Slack and email, archives to S3", "report-only: archives to S3, sends nothing"),
     ),

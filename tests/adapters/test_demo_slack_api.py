@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from governor.interactions.slack_calls import SlackDirectory
+from governor.adapters.slack_app import SlackDirectory
 from governor_cli.demo.capture import capture_endpoint, slack_api_to
 
 

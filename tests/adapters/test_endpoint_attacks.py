@@ -15,10 +15,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from governor.adapters.slack_app import SlackSecrets
 from governor.idle import handler as idle_handler
 from governor.interactions import handler as interactions
 from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW, ClickError, check_response_url
-from governor.interactions.slack_calls import SlackSecrets
 from governor_cli.testing.memory import MemoryLedger
 from tests.adapters.test_interactions import (
     NOW,

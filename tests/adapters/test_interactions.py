@@ -20,6 +20,7 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+from governor.adapters.slack_app import SlackSecrets
 from governor.adapters.ssm import SsmCommands
 from governor.domain.decision import Finding
 from governor.idle import handler as idle_handler
@@ -35,7 +36,7 @@ from governor.interactions.domain import (
     button_record,
     button_token,
 )
-from governor.interactions.slack_calls import SlackSecrets, SnoozeTagger
+from governor.interactions.slack_calls import SnoozeTagger
 from governor.notifier.domain import MergedFinding, slack_messages
 from governor.notifier.handler import with_buttons
 from governor.policy import parse_policy

@@ -14,13 +14,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from governor.notifier.handler import AwsOutbox, handle
-from governor.notifier.slack import (
+from governor.adapters.slack import (
     DeliveryError,
     SecretMissingError,
     SlackWebhook,
     webhook_url_from_secret,
 )
+from governor.notifier.handler import AwsOutbox, handle
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events

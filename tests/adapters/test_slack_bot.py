@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from governor.adapters.slack import SlackBot
 from governor.domain.decision import Finding
 from governor.idle.digest import digest_warnings
 from governor.notifier import handler as notifier
-from governor.notifier.slack import SlackBot
 from governor.policy import PolicyError, parse_policy, parse_policy_text
 from governor.runtime import Runtime
 from governor_cli.testing.events import finding as finding_event

@@ -21,6 +21,8 @@ from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.ses import Attachment
+from governor.adapters.slack import DeliveryError, SlackWebhook
+from governor.domain.messages import Email, Message
 from governor.idle.domain import IDLE_SINCE_TAG, MARK_KIND
 from governor.idle.handler import handle as idle_handle
 from governor.lifecycle import handler as lifecycle
@@ -29,8 +31,6 @@ from governor.network.handler import Adapters as NetworkAdapters
 from governor.network.handler import handle as network_handle
 from governor.network.security_groups import SecurityGroups
 from governor.notifier import handler as notifier
-from governor.notifier.messages import Email, Message
-from governor.notifier.slack import DeliveryError, SlackWebhook
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.main import main

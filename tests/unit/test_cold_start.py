@@ -121,7 +121,19 @@ def test_the_idle_sweep_imports_no_slack_code() -> None:
     loaded = _loaded_after_import("governor.idle.handler")
     # The interactions section's model is part of every function's Policy (composed from the registry): not Slack code.
     section = {"governor.interactions", "governor.interactions.policy"}
-    assert not any(m.startswith(("governor.interactions", "slack_sdk")) for m in set(loaded) - section)
+    slack = ("governor.interactions", "governor.adapters.slack", "governor.domain.messages", "slack_sdk")
+    assert not any(m.startswith(slack) for m in set(loaded) - section)
+
+
+def test_the_slack_endpoint_and_the_notifier_load_no_other_capabilitys_slack_code() -> None:
+    """The endpoint answers Slack within 3 s: ``slack_sdk`` comes with its first call (the shared Slack app adapter
+    imports it lazily). The notifier loads the shared Slack adapters, not the interactions code behind its buttons."""
+    endpoint = _loaded_after_import("governor.interactions.handler")
+    assert "governor.adapters.slack_app" in endpoint
+    assert not any(m.startswith("slack_sdk") for m in endpoint)
+    notifier = _loaded_after_import("governor.notifier.handler")
+    section = {"governor.interactions", "governor.interactions.policy"}
+    assert [m for m in notifier if m.startswith("governor.interactions") and m not in section] == []
 
 
 def test_tracing_switched_on_loads_the_xray_sdk() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from governor.adapters.ses import Attachment
+from governor.domain.messages import Email, Message
 from governor.notifier.handler import DeliveryFailed, UndeliverableError, handle
-from governor.notifier.messages import Email, Message
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.events import finding
@@ -165,7 +165,7 @@ def _slack_answering(code: int, body: bytes) -> FakeOutbox:
     import urllib.error
     from email.message import Message as Headers
 
-    from governor.notifier.slack import SlackWebhook
+    from governor.adapters.slack import SlackWebhook
 
     answers: list[int] = []
 

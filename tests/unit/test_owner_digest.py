@@ -7,10 +7,10 @@ import datetime as dt
 from typing import Any
 
 from governor.domain.decision import Finding
+from governor.domain.messages import MAX_BLOCKS
 from governor.idle.digest import DIGEST_RULE, MAX_MEMBERS, digest_warnings, warning_accepted
 from governor.interactions.domain import BUTTON_KIND, STOP_NOW
 from governor.notifier.handler import handle
-from governor.notifier.messages import MAX_BLOCKS
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.events import finding as finding_event

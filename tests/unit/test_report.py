@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from governor.audit.engine import run_audit
-from governor.notifier.messages import MAX_BLOCKS, MAX_SECTION_CHARS
+from governor.domain.messages import MAX_BLOCKS, MAX_SECTION_CHARS
 from governor.policy import Policy
 from governor.report.build import build_report
 from governor.report.domain import period_for

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from governor.adapters.ses import Attachment
+from governor.domain.messages import Email, Message
 from governor.notifier.handler import UndeliverableError
-from governor.notifier.messages import Email, Message
 from governor.policy import parse_policy
 from governor.report.handler import Adapters, handle
 from governor.runtime import Runtime

@@ -20,10 +20,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from governor.adapters.delivery import DELIVERY_KIND
 from governor.domain.times import parse_bounded, parse_time
 from governor.idle.domain import MARK_KIND
 from governor.lifecycle.domain import LAUNCH, OPEN_SESSION, SESSION
-from governor.notifier.delivery import DELIVERY_KIND
 from governor.notifier.domain import MERGE_KIND
 from governor.spot.domain import REBALANCE_KIND
 from governor.spot.records import RECORD_KIND

@@ -1319,7 +1319,7 @@ def _number(value: Any) -> Any:
 def _report(sim: Simulation, capture: CaptureEndpoint) -> None:
     """``governor report`` over the demo's own trail and ledger for exactly the simulated period (the same code as the
     scheduled report), then its Slack messages posted to the webhook as the report Lambda posts them."""
-    from governor.notifier.slack import DeliveryError, SlackWebhook
+    from governor.adapters.slack import DeliveryError, SlackWebhook
     from governor_cli.main import main
 
     out = sim.options.out

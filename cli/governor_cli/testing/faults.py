@@ -446,7 +446,7 @@ def fake_slack() -> Iterator[None]:
     import slack_sdk.http_retry.handler as retry_handler
     import slack_sdk.webhook.client as webhook_client
 
-    from governor.notifier.slack import SlackWebhook
+    from governor.adapters.slack import SlackWebhook
 
     defaults = SlackWebhook.__init__.__kwdefaults__ or {}
     saved = webhook_client.urlopen, retry_handler.time, defaults.get("sleep")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from governor.notifier.messages import Email, Message
+from governor.domain.messages import Email, Message
 
 if TYPE_CHECKING:
     from governor.adapters.ses import Attachment
@@ -44,7 +44,7 @@ class AwsOutbox:
     _urls: dict[str, str] = field(default_factory=dict)
 
     def post_slack(self, secret_name: str, messages: Sequence[Message]) -> None:
-        from governor.notifier.slack import SecretMissingError, SlackWebhook, webhook_url_from_secret
+        from governor.adapters.slack import SecretMissingError, SlackWebhook, webhook_url_from_secret
 
         try:
             url = self._urls.get(secret_name) or webhook_url_from_secret(secret_name, self.region)

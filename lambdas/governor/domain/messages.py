@@ -1,8 +1,10 @@
-"""Slack Block Kit and email shapes, within Slack's limits: what the notifier and the report both render.
+"""Slack Block Kit and email shapes, within Slack's limits: what the governor's messages are made of, whichever
+function renders them (findings, the report's digest) or updates them (a click's answer).
 
 Slack's limits (50 blocks a message, 3,000 characters a section text, 150 a header) are enforced here, so no adapter
-ever posts a payload Slack would reject. Apart from the notifier's routing and merging (``notifier/domain.py``) so
-the report renders its digest without loading them.
+ever posts a payload Slack would reject. Pure: no capability's routing or merging, so every function renders and
+answers without loading another's code. A message's buttons are made by the capability that answers them
+(:class:`Buttons`, registry ``buttons``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
+
+from governor.domain.escape import slack_text
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -92,3 +97,53 @@ def pack_messages(groups: Sequence[list[Block]], fallback: str, title: Block | N
         note = fallback if len(pages) == 1 else f"{fallback} (part {number}/{len(pages)})"
         messages.append({"text": note[:MAX_FALLBACK_CHARS], "blocks": head + blocks})
     return messages
+
+
+@dataclass(frozen=True)
+class Buttons:
+    """A message's buttons: the Block Kit actions block, and the ledger item (``kind``, ``key``) its opaque token
+    stands for, which the capability answering the clicks reads back; nothing in a click chooses what is touched."""
+
+    block: Block
+    kind: str
+    key: str
+    record: dict[str, Any]
+
+
+#: The hosts Slack documents for ``response_url`` (``https://hooks.slack.com/actions/...``; GovSlack runs on
+#: ``slack-gov.com``). Nothing else is ever posted to: a URL in a click or a Stop now request is not a way to make the
+#: governor call an internal address.
+SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
+RESPONSE_PATH = "/actions/"
+
+
+class NotSlackAddressError(ValueError):
+    """A ``response_url`` that is not Slack's: nothing is posted to it."""
+
+
+def check_response_url(url: str) -> str:
+    """Slack's documented ``response_url``: https, one of :data:`SLACK_HOSTS`, no port or credentials, ``/actions/``.
+
+    Nothing else, loopback included (127.0.0.1 in Lambda is the runtime API): the local demo answers through Slack's
+    host too, and its tooling redirects the transport (``governor_cli.demo.capture.slack_answers_to``).
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise NotSlackAddressError("response_url is not a URL") from None
+    plain = port is None and parts.username is None and parts.password is None and "\\" not in url
+    if parts.scheme == "https" and parts.hostname in SLACK_HOSTS and plain and parts.path.startswith(RESPONSE_PATH):
+        return url
+    raise NotSlackAddressError(
+        "response_url is not a https://hooks.slack.com/actions/ (or hooks.slack-gov.com) address"
+    )
+
+
+def updated_message(blocks: list[Block], token: str, note: str) -> Message:
+    """The original message without this token's buttons, plus one line saying who did what."""
+    blocks = [b for b in blocks if b.get("block_id") != f"governor:{token}"]
+    blocks = blocks[: MAX_BLOCKS - 1]
+    shown = slack_text(note)[:MAX_SECTION_CHARS]  # the fallback ``text`` too: Slack parses <...> and formatting in both
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": shown}]})
+    return {"replace_original": True, "text": shown, "blocks": blocks}

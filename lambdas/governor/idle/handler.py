@@ -90,9 +90,9 @@ MARK_TTL = dt.timedelta(days=2)
 
 
 def answer(response_url: str, message: dict[str, Any]) -> bool:
-    """Update the Slack message behind a Stop now click (:func:`governor.interactions.slack_calls.answer`, loaded
-    only when there is a click to answer: a scheduled sweep never imports the Slack client)."""
-    from governor.interactions.slack_calls import answer as post
+    """Update the Slack message behind a Stop now click (:func:`governor.adapters.slack_app.answer`, loaded only when
+    there is a click to answer: a scheduled sweep never imports the Slack client)."""
+    from governor.adapters.slack_app import answer as post
 
     return post(response_url, message)
 
@@ -808,7 +808,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[s
     pure), record the decision naming who asked, then ``settle`` re-reads once more and acts exactly as a sweep would.
     Enforced only when ``idle.enforce`` is.
     """
-    from governor.interactions.domain import updated_message
+    from governor.domain.messages import updated_message
 
     request, unverified = verified_stop_request(event, runtime)
     if request is None:
@@ -908,7 +908,7 @@ def verified_stop_request(event: StopRequestEvent, runtime: Runtime) -> tuple[Ve
     Everything Stop now acts on or writes (the instance, who asked, where to answer) comes from that record; the
     invocation only names it. A direct Invoke with made-up fields finds no record, or one that does not match.
     """
-    from governor.interactions.domain import ClickError, check_response_url
+    from governor.domain.messages import NotSlackAddressError, check_response_url
 
     item = runtime.ledger.get_item(STOP_REQUEST_KIND, event.id)
     if not item:
@@ -920,7 +920,7 @@ def verified_stop_request(event: StopRequestEvent, runtime: Runtime) -> tuple[Ve
         return None, f"the request's {', '.join(differ)} differ from the verified click's"
     try:
         url = check_response_url(str(item.get("response_url") or ""))
-    except ClickError as error:
+    except NotSlackAddressError as error:
         return None, str(error)
     requested_by = item.get("requested_by")
     return (

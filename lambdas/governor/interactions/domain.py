@@ -14,12 +14,15 @@ import re
 import zoneinfo
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from pydantic import Field, ValidationError
 
+from governor.domain import messages
 from governor.domain.decision import Finding
 from governor.domain.escape import slack_text
+from governor.domain.messages import Buttons
+from governor.domain.messages import updated_message as updated_message
 from governor.domain.model import Model
 from governor.events.names import INTERACTIONS_SOURCE
 from governor.events.names import STOP_REQUEST_KIND as STOP_REQUEST_KIND
@@ -39,11 +42,6 @@ BUTTON_KIND = "slack-button"
 SOURCE = INTERACTIONS_SOURCE
 CLICKED = "Slack Button Clicked"
 TOKEN = re.compile(r"^[0-9a-f]{32}$")
-#: The hosts Slack documents for ``response_url`` (``https://hooks.slack.com/actions/...``; GovSlack runs on
-#: ``slack-gov.com``). Nothing else is ever posted to: a URL in a click or a Stop now request is not a way to make the
-#: governor call an internal address.
-SLACK_HOSTS = frozenset({"hooks.slack.com", "hooks.slack-gov.com"})
-RESPONSE_PATH = "/actions/"
 MAX_MESSAGE_BLOCKS = 50
 #: Slack's block_actions payload carries the message it was clicked on (at most 50 blocks of 3,000 characters, URL
 #: encoded): a body larger than this is no click of ours and is answered 400 before the signature is even computed.
@@ -125,6 +123,17 @@ def actions_block(token: str, buttons: list[str], policy: Policy) -> dict[str, A
     return {"type": "actions", "block_id": f"governor:{token}", "elements": elements}
 
 
+def message_buttons(finding: Finding, policy: Policy, expires_at: int) -> Buttons | None:
+    """The buttons a finding's message carries while ``interactions.buttons`` is on (registry ``buttons``: the notifier
+    attaches them), with the ledger item their token stands for, valid until ``expires_at`` (epoch seconds)."""
+    chosen = buttons_for(finding) if policy.interactions.buttons else []
+    if not chosen:
+        return None
+    token = button_token(finding)
+    record = {**button_record(finding, token), "expires_at": expires_at}
+    return Buttons(actions_block(token, chosen, policy), BUTTON_KIND, token, record)
+
+
 class Click(Model):
     """One verified button click, as the endpoint hands it to its worker."""
 
@@ -144,20 +153,12 @@ class Click(Model):
 
 
 def check_response_url(url: str) -> str:
-    """Slack's documented ``response_url``: https, one of :data:`SLACK_HOSTS`, no port or credentials, ``/actions/``.
-
-    Nothing else, loopback included (127.0.0.1 in Lambda is the runtime API): the local demo answers through Slack's
-    host too, and its tooling redirects the transport (``governor_cli.demo.capture.slack_answers_to``).
-    """
+    """Slack's documented ``response_url`` only (:func:`governor.domain.messages.check_response_url`); anything else is
+    no click of ours."""
     try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise ClickError("response_url is not a URL") from None
-    plain = port is None and parts.username is None and parts.password is None and "\\" not in url
-    if parts.scheme == "https" and parts.hostname in SLACK_HOSTS and plain and parts.path.startswith(RESPONSE_PATH):
-        return url
-    raise ClickError("response_url is not a https://hooks.slack.com/actions/ (or hooks.slack-gov.com) address")
+        return messages.check_response_url(url)
+    except messages.NotSlackAddressError as error:
+        raise ClickError(str(error)) from None
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -313,15 +314,6 @@ def keep_until(action_id: str, now: dt.datetime, team: str | None, policy: Polic
 
 
 # --- what the message says afterwards ---------------------------------------------------------------------------
-
-
-def updated_message(blocks: list[dict[str, Any]], token: str, note: str) -> dict[str, Any]:
-    """The original message without this token's buttons, plus one line saying who did what."""
-    blocks = [b for b in blocks if b.get("block_id") != f"governor:{token}"]
-    blocks = blocks[: MAX_MESSAGE_BLOCKS - 1]
-    shown = slack_text(note)[:3000]  # the fallback ``text`` too: Slack parses <...> and formatting in both
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": shown}]})
-    return {"replace_original": True, "text": shown, "blocks": blocks}
 
 
 def ephemeral(text: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
+from governor.adapters.slack_app import SecretUnavailable, SlackDirectory, SlackSecrets, answer
 from governor.domain.actions import AnyAction, Record, Stop, Tag
 from governor.domain.decision import Decision
 from governor.domain.fleet import KEEP_KIND, ownership
@@ -50,15 +51,7 @@ from governor.interactions.domain import (
     person_from_policy,
     updated_message,
 )
-from governor.interactions.slack_calls import (
-    AsyncInvoker,
-    SecretUnavailable,
-    SlackDirectory,
-    SlackSecrets,
-    SnoozeTagger,
-    answer,
-    endpoint_client,
-)
+from governor.interactions.slack_calls import AsyncInvoker, SnoozeTagger, endpoint_client
 from governor.observability import logger, metrics
 from governor.runtime import Handler, Invocation, Runtime
 

@@ -57,3 +57,11 @@ class InteractionsPolicy(Section):
     def endpoint_concurrency(self) -> int:
         """The executions the public endpoint reserves: none while buttons are off (no endpoint is deployed)."""
         return (self.reserved_concurrency or 0) if self.buttons else 0
+
+    def bot_token_names(self) -> list[str]:
+        """The bot token's secret, when the policy names one (``users.lookupByEmail``, ``chat.postMessage``)."""
+        return [self.bot_token_secret_name] if self.bot_token_secret_name else []
+
+    def secret_names(self) -> list[str]:
+        """The Slack app's secrets: the signing secret, and the bot token when the policy names one."""
+        return sorted({self.signing_secret_name, *self.bot_token_names()})

@@ -17,8 +17,7 @@ from governor.domain.actions import AnyAction, Notify
 from governor.domain.decision import Decision, Finding, Severity, Verdict
 from governor.domain.escape import email_header, html_text, slack_text
 from governor.domain.fleet import UNKNOWN as UNKNOWN_OWNER
-from governor.domain.times import parse_time
-from governor.notifier.messages import (
+from governor.domain.messages import (
     Block,
     Email,
     Message,
@@ -27,6 +26,7 @@ from governor.notifier.messages import (
     pack_messages,
     section,
 )
+from governor.domain.times import parse_time
 from governor.notifier.policy import NotificationsPolicy
 from governor.registry import REGISTRY
 
@@ -253,7 +253,7 @@ def plan_deliveries(items: Sequence[MergedFinding], policy: NotificationsPolicy)
     return list(deliveries.values())
 
 
-# --- Slack Block Kit (helpers and limits: governor.notifier.messages) -----------------------------------------
+# --- Slack Block Kit (helpers and limits: governor.domain.messages) -----------------------------------------
 
 
 # Bookkeeping a person needs not read about in a notification (the ledger keeps them).

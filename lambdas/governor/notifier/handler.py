@@ -15,13 +15,14 @@ from dataclasses import replace
 from typing import Any
 
 from governor.adapters.aws import per_session
+from governor.adapters.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
+from governor.adapters.slack import MessageGone, SlackBot
 from governor.domain.decision import Finding
+from governor.domain.messages import MAX_BLOCKS, Message
 from governor.domain.times import parse_time
 from governor.events.findings import DETAIL_TYPE as DETAIL_TYPE
 from governor.events.findings import SOURCE as SOURCE
 from governor.events.findings import FindingEvent, parse_finding_event
-from governor.interactions.domain import BUTTON_KIND, actions_block, button_record, button_token, buttons_for
-from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.notifier.domain import (
     BOT_CHANNEL,
     MERGE_KIND,
@@ -35,8 +36,6 @@ from governor.notifier.domain import (
     slack_messages,
     slack_people,
 )
-from governor.notifier.messages import MAX_BLOCKS, Message
-from governor.notifier.slack import MessageGone, SlackBot
 from governor.observability import logger, metrics
 from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime
@@ -56,30 +55,31 @@ def parse(raw: Any, account: str | None = None) -> FindingEvent:
 
 
 def with_buttons(item: MergedFinding, runtime: Runtime, now: dt.datetime) -> MergedFinding:
-    """Keep 4 h / Keep until tomorrow / Stop now on idle warnings, Acknowledge on Spot and security findings, when
-    ``interactions.buttons`` is on. The buttons carry an opaque token; what it stands for stays in the ledger."""
-    if not runtime.policy.interactions.buttons:
-        return item
+    """The buttons of the capabilities that answer clicks (registry ``buttons``: Keep 4 h / Keep until tomorrow / Stop
+    now on idle warnings, Acknowledge on Spot and security findings, while ``interactions.buttons`` is on). A button
+    carries an opaque token; what it stands for stays in the ledger."""
     if item.finding.members:  # an owner's digest: each instance its own buttons, as if it were posted alone
-        return replace(item, member_buttons=tuple(_buttons(m, runtime, now) for m in item.finding.members))
-    return replace(item, buttons=_buttons(item.finding, runtime, now))
+        member_buttons = tuple(_buttons(m, runtime, now) for m in item.finding.members)
+        return replace(item, member_buttons=member_buttons) if any(member_buttons) else item
+    buttons = _buttons(item.finding, runtime, now)
+    return replace(item, buttons=buttons) if buttons is not None else item
 
 
 def _buttons(finding: Finding, runtime: Runtime, now: dt.datetime) -> dict[str, Any] | None:
-    chosen = buttons_for(finding)
-    if not chosen:
-        return None
-    token = button_token(finding)
-    record = {**button_record(finding, token), "expires_at": int((now + BUTTON_TTL).timestamp())}
-    runtime.ledger.put_item(BUTTON_KIND, token, record)
-    return actions_block(token, chosen, runtime.policy)
+    expires_at = int((now + BUTTON_TTL).timestamp())
+    for make in REGISTRY.button_makers():
+        made = make(finding, runtime.policy, expires_at)
+        if made is not None:
+            runtime.ledger.put_item(made.kind, made.key, made.record)
+            return made.block
+    return None
 
 
 @functools.lru_cache(maxsize=2048)
 def _looked_up(region: str | None, secret: str, email: str) -> str | None:
     """One ``users.lookupByEmail`` per owner per container (found or not): a sweep's warnings about one owner's ten
     instances ask Slack once. A failure (no token, Slack down) is not cached as an answer and pings nobody."""
-    from governor.interactions.slack_calls import SlackDirectory, SlackSecrets
+    from governor.adapters.slack_app import SlackDirectory, SlackSecrets
 
     return SlackDirectory(SlackSecrets(region).value(secret)).user_id(email)
 
@@ -109,7 +109,7 @@ THREAD_KIND = "notify-thread"
 
 @functools.lru_cache(maxsize=8)
 def _bot(region: str | None, secret: str) -> SlackBot:
-    from governor.interactions.slack_calls import SlackSecrets
+    from governor.adapters.slack_app import SlackSecrets
 
     return SlackBot(SlackSecrets(region).value(secret))
 

@@ -41,3 +41,9 @@ class NotificationsPolicy(Section):
     owner_email_domains: list[Annotated[str, Field(pattern=r"^([a-z0-9-]+\.)+[a-z]{2,}$")]] = Field(
         default_factory=list
     )
+
+    def slack_secret_names(self) -> list[str]:
+        """Every Secrets Manager secret that may hold a webhook: the default channel and each team's."""
+        names = {self.slack_secret_name}
+        names.update(team.slack_secret_name for team in self.teams.values() if team.slack_secret_name)
+        return sorted(names)

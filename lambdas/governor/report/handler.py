@@ -19,12 +19,12 @@ from typing import Any, Literal, Protocol
 from pydantic import ConfigDict, Field
 
 from governor.adapters.aws import per_session
+from governor.adapters.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
+from governor.domain.messages import Email
 from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
-from governor.notifier.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
-from governor.notifier.messages import Email
 from governor.observability import logger, metrics
 from governor.report.build import TREND_PERIODS, build_report, price_book, team_view, with_history
 from governor.report.charts import utilisation_widget

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from governor.domain.escape import slack_text
-from governor.notifier.messages import (
+from governor.domain.messages import (
     MAX_BLOCKS,
     MAX_FALLBACK_CHARS,
     MAX_HEADER_CHARS,

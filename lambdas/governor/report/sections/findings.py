@@ -21,6 +21,7 @@ from governor.domain.identity import normalise_owner
 from governor.domain.problems import DEFAULT_FIX, Problem
 from governor.domain.times import parse_time
 from governor.policy import Policy, policy_field
+from governor.registry import REGISTRY
 from governor.report.model import FindingRow
 from governor.report.words import sentence
 
@@ -163,11 +164,19 @@ def order_key(f: FindingRow) -> tuple[bool, bool, float, dt.datetime, str]:
     return (f.status != "open", f.severity != "critical", -(f.usd_per_day or 0.0), f.first_seen, f.resource)
 
 
+#: The policies of decisions about messages, not resources: the report's own runs, and the capabilities whose
+#: decisions are deliveries (registry ``decides_on_resources``: the notifier's). Budgets' are about teams' spend.
+ABOUT_MESSAGES = frozenset({"reports"}) | REGISTRY.policies_where(
+    lambda capability: not capability.decides_on_resources
+)
+
+
 def _histories(items: Iterable[Mapping[str, Any]], end: dt.datetime) -> dict[tuple[str, str], list[Any]]:
-    """Each (policy, resource)'s decisions made before ``end``, oldest first (the notifier's and report's left out)."""
+    """Each (policy, resource)'s decisions made before ``end``, oldest first (decisions about messages, the notifier's
+    and the report's, left out: registry ``decides_on_resources``)."""
     history: dict[tuple[str, str], list[tuple[dt.datetime, Mapping[str, Any]]]] = defaultdict(list)
     for item in items:
-        if item.get("kind", "decision") != "decision" or item.get("policy") in (None, "notifications", "reports"):
+        if item.get("kind", "decision") != "decision" or item.get("policy") in (None, *ABOUT_MESSAGES):
             continue
         at = parse_time(item.get("at"))
         if at is None or at >= end:

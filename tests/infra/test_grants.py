@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from governor.notifier.policy import TeamRoute
 from governor.policy import load_policy
+from governor.registry import REGISTRY
 from infra.app_builder import build_app
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import Request, RolePolicy, arn_of, resolve, role_policy, statement_matches
@@ -89,6 +91,41 @@ def test_only_the_delivering_functions_read_the_governors_secrets_and_keys_never
     assert keys.allows("secretsmanager:RotateSecret", SECRET.format("training-db"))
     assert not keys.allows("secretsmanager:RotateSecret", webhook)
     assert not keys.allows("secretsmanager:RotateSecret", signing)
+
+
+class _SlackAppSynth(Synth):
+    """The shipped policy with the Slack bot token and a team's own webhook: every secret the governor can read."""
+
+    def _build(self, outdir: Path) -> Any:
+        shipped = load_policy(Path(__file__).resolve().parents[2] / "governor.yaml")
+        teams = {"vision": TeamRoute(slack_secret_name="governor/vision-webhook")}
+        policy = shipped.model_copy(
+            update={
+                "notifications": shipped.notifications.model_copy(update={"teams": teams}),
+                "interactions": shipped.interactions.model_copy(update={"bot_token_secret_name": "governor/bot"}),
+            }
+        )
+        return build_app(policy=policy, outdir=str(outdir))
+
+
+def test_each_function_reads_exactly_the_secrets_its_registry_entry_names(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Registry ``secrets`` is what the roles grant: each function reads its own entry's secrets and no other of the
+    governor's (the keys enforcer none: it denies itself all of them)."""
+    synth = _SlackAppSynth(tmp_path_factory.mktemp("slack-app"))
+    policy = synth.stack.policy
+    everything = REGISTRY.secret_names(policy)
+    assert set(everything) == {
+        "governor/slack-webhook",
+        "governor/vision-webhook",
+        policy.interactions.signing_secret_name,
+        "governor/bot",
+    }
+    for name in _functions(synth):
+        role = _role_of(synth, name)
+        readable = [s for s in everything if role.allows("secretsmanager:GetSecretValue", SECRET.format(s))]
+        assert readable == REGISTRY[name].secret_names(policy), name
 
 
 def test_idle_scales_in_only_auto_scaling_groups_carrying_the_fleet_tags(full_policy_synth: Synth) -> None:

@@ -198,6 +198,10 @@ class Capability:
     #: ``governor.domain.costs.IdleTime`` (how to read them into hours, dollars, energy and chart windows). The report
     #: asks :meth:`Registry.idle_time` for it.
     idle_time: str = ""
+    #: It keeps the GPU usage sessions (ledger ``kind="session"``) the report counts spend from and says who owns each
+    #: instance: spend in a session nobody owns is raised as its finding (``<policy>.untagged``) unless one of these
+    #: problems of its own (``governor.<name>.findings``) already says so. Empty: it keeps no sessions.
+    ownership_problems: frozenset[str] = frozenset()
 
     #: Time-bound (a deadline such as Spot's two-minute warning): an in-progress idempotency record lapses after this
     #: many seconds instead of at the function's timeout, and a parked event raises its own alarm.
@@ -301,6 +305,13 @@ class Registry(Mapping[str, Capability]):
         """The finding policies of every capability ``flag`` holds for."""
         return frozenset(p for c in self.values() if flag(c) for p in c.policies)
 
+    def session_keeper(self) -> Capability:
+        """The one capability that keeps the usage sessions (``ownership_problems``)."""
+        keepers = [c for c in self.values() if c.ownership_problems]
+        if len(keepers) != 1:
+            raise LookupError(f"one registered capability must keep the usage sessions, not {len(keepers)}")
+        return keepers[0]
+
     def idle_time(self) -> IdleTime:
         """How to read the fleet's idle GPU time from the ledger: the ``idle_time`` of the one capability that
         declares it (imported now, so the registry still loads no capability module at import)."""
@@ -345,6 +356,7 @@ REGISTRY = Registry(
         construct_id="Lifecycle",
         member_accounts=True,
         fans_out=True,
+        ownership_problems=frozenset({"lifecycle.no-team", "lifecycle.launch"}),  # governor.lifecycle.findings
         section="lifecycle",
         description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
         triggers=(

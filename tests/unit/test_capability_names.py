@@ -52,10 +52,7 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.report.render.html_page": (frozenset({"idle"}), "the charts' palette colour for idle GPU time"),
     "governor.report.handler": (frozenset({"notifier"}), _NOT_MOVED + " (delivery through the notifier's adapters)"),
     "governor.report.render.slack": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's Slack limits)"),
-    "governor.report.sections.findings": (
-        frozenset({"lifecycle", "notifier"}),
-        _NOT_MOVED + " (the notifier's own findings; untagged spend is raised as lifecycle's)",
-    ),
+    "governor.report.sections.findings": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's own findings)"),
     "governor.interactions.domain": (frozenset({"report"}), "a warn action's 'planned: report' word (no Stop now)"),
     "governor_cli.backtest_cloudwatch": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.commands.backtest": (frozenset({"idle"}), _IDLE_TOOLING),
@@ -171,3 +168,14 @@ def test_the_registry_names_each_capability_once_with_what_varies() -> None:
     for capability in REGISTRY.values():
         assert capability.construct.count(":") == 1 and capability.construct_id
         assert capability.within is None or capability.within in REGISTRY
+
+
+def test_what_the_report_reads_by_capability_is_declared_once() -> None:
+    """One capability's decisions are the fleet's idle GPU time, read with the policies its entry gives its findings;
+    one keeps the usage sessions and raises untagged spend as its own finding."""
+    idle_time = REGISTRY.idle_time()
+    (declaring,) = [c for c in REGISTRY.values() if c.idle_time]
+    assert idle_time.policies == frozenset(declaring.policies)
+    assert declaring.idle_time.startswith(declaring.package + ".")
+    keeper = REGISTRY.session_keeper()
+    assert all(problem.startswith(f"{keeper.policies[0]}.") for problem in keeper.ownership_problems)

@@ -50,7 +50,7 @@ def policy_subset(policy: Policy, sections: Sequence[str], function: str = "gove
         raise PolicyError(
             f"policy sections {', '.join(sections)} take {len(text.encode())} bytes for the {function} function; "
             f"Lambda allows 4 KB of environment variables (policy budget {POLICY_ENV_BUDGET} bytes): shorten "
-            "lifecycle.prices or notifications.teams"
+            "pricing.prices or notifications.teams"
         )
     return text
 

@@ -332,6 +332,7 @@ REGISTRY = Registry(
         member_accounts=True,
         fans_out=True,
         section="lifecycle",
+        policy_section="governor.lifecycle.policy:LifecyclePolicy",
         description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
         triggers=(
             Trigger("RunInstances", "rule", "successful RunInstances of GPU families (CloudTrail)"),
@@ -351,9 +352,10 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.lifecycle.pricing", when=lambda p: p.lifecycle.use_price_list_api),
+            Uses("governor.lifecycle.pricing", when=lambda p: p.pricing.use_price_list_api),
         ),
         actions=(Tag, Record, Notify),
+        sections=("lifecycle", "pricing"),  # sessions are priced when they close
     ),
     Capability(
         name="keys",
@@ -457,6 +459,7 @@ REGISTRY = Registry(
             Uses("governor.idle.autoscaling", ()),
         ),
         actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate),
+        sections=("idle", "pricing"),  # the dearest idle instance acts first; findings carry its hourly price
     ),
     Capability(
         name="interactions",
@@ -546,13 +549,13 @@ REGISTRY = Registry(
             Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
             Uses(
                 "governor.adapters.cost_explorer",
-                when=lambda p: p.lifecycle.effective_rates in ("cost_explorer", "cur"),
+                when=lambda p: p.pricing.effective_rates in ("cost_explorer", "cur"),
             ),
-            Uses("governor.adapters.cur", when=lambda p: p.lifecycle.effective_rates == "cur"),
+            Uses("governor.adapters.cur", when=lambda p: p.pricing.effective_rates == "cur"),
             *_DELIVERY,
         ),
         actions=(Record, Notify),
-        sections=("reports", "notifications", "lifecycle", "budgets"),
+        sections=("reports", "notifications", "lifecycle", "pricing", "budgets"),
         modes=("DELIVERS to Slack and email, archives to S3", "report-only: archives to S3, sends nothing"),
     ),
     Capability(

@@ -122,6 +122,6 @@ def test_bad_policy_stops_synth_with_exit_2(tmp_path: Path) -> None:
 
 def test_a_policy_too_large_for_lambda_environment_stops_the_synth() -> None:
     prices = {f"g5.{n}xlarge": {"on_demand": 1.0 + n, "spot": 0.5, "gpus": 1} for n in range(200)}
-    policy = parse_policy({"lifecycle": {"prices": prices}})
+    policy = parse_policy({"pricing": {"prices": prices}})
     with pytest.raises(PolicyError, match=r"bytes for the (lifecycle|report|idle) function; Lambda allows 4 KB"):
         build_app(policy=policy)

@@ -33,6 +33,7 @@ def test_function_carries_the_lifecycle_policy(synth: Synth) -> None:
     _, function = _function(synth)
     assert '"lifecycle":' in function["Properties"]["Environment"]["Variables"]["GOVERNOR_POLICY"]
     assert '"prices":' in function["Properties"]["Environment"]["Variables"]["GOVERNOR_POLICY"]
+    assert '"pricing":' in function["Properties"]["Environment"]["Variables"]["GOVERNOR_POLICY"]
 
 
 def test_triggers_successful_gpu_launches_and_state_changes(synth: Synth) -> None:

@@ -30,7 +30,12 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.domain.fleet": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.domain": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.explain": (frozenset({"spot"}), _AWS_SPOT),
-    "governor.domain.costs": (frozenset({"idle", "lifecycle", "spot"}), _NOT_MOVED + " (cost figures by policy)"),
+    "governor.domain.costs": (
+        frozenset({"idle", "lifecycle", "spot"}),
+        _NOT_MOVED
+        + " (cost figures by policy); 'lifecycle' is a usage session's field, EC2's word (InstanceLifecycle: "
+        "on-demand or spot) for the purchase option a session is priced at",
+    ),
     "governor.idle.domain": (frozenset({"report", "spot"}), _AWS_SPOT + "; a 'report' verdict word"),
     "governor.idle.policy": (
         frozenset({"report"}),

@@ -454,7 +454,7 @@ def _finding(
     decision: Decision, title: str, instance: Instance | None, event: GovernorEvent, runtime: Runtime
 ) -> Finding:
     who = owner(instance, runtime) if instance else None
-    price = runtime.policy.lifecycle.prices.get(instance.type) if instance else None
+    price = runtime.policy.pricing.prices.get(instance.type) if instance else None
     return Finding.from_decision(
         decision,
         title,
@@ -478,7 +478,7 @@ def _unused_reservations(event: GovernorEvent, runtime: Runtime, aws: Adapters, 
     except Exception as error:  # moto lacks the call; AWS may throttle: the sweep goes on without this report
         logger.warning("unused capacity reservations not read", extra={"reason": f"{type(error).__name__}: {error}"})
         return []
-    book = PriceBook(policy.lifecycle)
+    book = PriceBook(policy.pricing)
     interval = sweep_interval(policy.idle)
     found = []
     for reservation in unused_capacity(active, policy.fleet.is_gpu_type):

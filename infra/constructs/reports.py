@@ -16,9 +16,9 @@ from constructs import Construct
 from governor.adapters import cost_explorer
 from governor.adapters import cur as cur_rates
 from governor.registry import REGISTRY
-from governor.report import archive
+from governor.report import archive, athena
 from governor.report import chart_image as chart
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, OperatorRead
 from infra.constructs.notifications import Notifications, grant_delivery
 from infra.constructs.shared import access_log_bucket, data_bucket
 
@@ -56,6 +56,8 @@ class Reports(CapabilityConstruct):
             versioned=True,
             lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
         )
+        why = "The reports archive is read whole: report keys carry dates."
+        self.operator_reads.append(OperatorRead(self.bucket, why))  # gpu-admin and the auditor read every report
         # Known only once the bucket exists, after the function (CapabilityConstruct builds the function first).
         self.function.function.add_environment("REPORTS_BUCKET", self.bucket.bucket_name)
         self.function.function.add_environment("DASHBOARD_URL", dashboard_url)
@@ -80,7 +82,7 @@ class Reports(CapabilityConstruct):
                 "cost per instance type once a run, to price savings at what is actually paid.",
             )
         if audit is not None and hasattr(audit, "grant_query"):
-            audit.grant_query(self.function)
+            audit.grant_query(self.function, athena.IAM_ACTIONS, athena.DATA_ACTIONS)
         if self.policy.pricing.effective_rates == "cur":
             self._grant_cur(audit)
         for trigger_id in ("Daily", "Weekly"):

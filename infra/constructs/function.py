@@ -45,14 +45,17 @@ POLICY_ENV_BUDGET = 3072
 
 
 def policy_subset(policy: Policy, sections: Sequence[str], function: str = "governor") -> str:
-    """Only the sections a function uses go into its environment; too large a policy stops the synth, not the deploy."""
-    data = policy.model_dump(mode="json", by_alias=True)
-    text = json.dumps({name: data[name] for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
+    """Only the sections a function uses go into its environment, and of those only what differs from the model's
+    defaults (the function's code, deployed with it, holds the same defaults and fills them in: the shipped policy
+    takes a few bytes, so a fleet's own price table and clusters have the room); too large a policy stops the synth,
+    not the deploy."""
+    data = policy.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    text = json.dumps({name: data.get(name, {}) for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
     if len(text.encode()) > POLICY_ENV_BUDGET:
         raise PolicyError(
             f"policy sections {', '.join(sections)} take {len(text.encode())} bytes for the {function} function; "
             f"Lambda allows 4 KB of environment variables (policy budget {POLICY_ENV_BUDGET} bytes): shorten "
-            "lifecycle.prices or notifications.teams"
+            "pricing.prices or notifications.teams"
         )
     return text
 

@@ -77,7 +77,7 @@ class Reports(CapabilityConstruct):
             "GetMetricWidgetImage has no resource-level permissions; it only renders the fleet GPU utilisation "
             "chart from metrics the account already holds.",
         )
-        if self.policy.lifecycle.effective_rates in ("cost_explorer", "cur"):
+        if self.policy.pricing.effective_rates in ("cost_explorer", "cur"):
             self.function.add_unscoped_statement(
                 "EffectiveRates",
                 cost_explorer.IAM_ACTIONS,
@@ -86,7 +86,7 @@ class Reports(CapabilityConstruct):
             )
         if audit is not None and hasattr(audit, "grant_query"):
             audit.grant_query(self.function, athena.IAM_ACTIONS, athena.DATA_ACTIONS)
-        if self.policy.lifecycle.effective_rates == "cur":
+        if self.policy.pricing.effective_rates == "cur":
             self._grant_cur(audit)
         for trigger_id in ("Daily", "Weekly"):
             self.on_schedule(trigger_id, payload={"kind": trigger_id.lower()})
@@ -95,12 +95,12 @@ class Reports(CapabilityConstruct):
     def _grant_cur(self, audit: object) -> None:
         """Read the CUR 2.0 table through the audit lake's workgroup: Glue on that one database and table, S3 list
         on its bucket and read under its prefix; nothing else of the billing bucket (Athena reads with our role)."""
-        cur = self.policy.lifecycle.cur
+        cur = self.policy.pricing.cur
         if cur is None:  # the policy refuses effective_rates: cur without it
-            raise ValueError("lifecycle.cur: effective_rates is cur, so cur must name the table")
+            raise ValueError("pricing.cur: effective_rates is cur, so cur must name the table")
         if audit is None or not hasattr(audit, "grant_query"):
             raise ValueError(
-                "lifecycle.effective_rates: cur runs its query in the audit lake's Athena workgroup, which this "
+                "pricing.effective_rates: cur runs its query in the audit lake's Athena workgroup, which this "
                 "stack does not hold (the audit region's stack does)"
             )
         stack = Stack.of(self)

@@ -388,6 +388,7 @@ REGISTRY = Registry(
         fans_out=True,
         ownership_problems=frozenset({"lifecycle.no-team", "lifecycle.launch"}),  # governor.lifecycle.findings
         section="lifecycle",
+        policy_section="governor.lifecycle.policy:LifecyclePolicy",
         description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
         triggers=(
             Trigger("RunInstances", "rule", "successful RunInstances of GPU families (CloudTrail)"),
@@ -407,9 +408,10 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.lifecycle.pricing", when=lambda p: p.lifecycle.use_price_list_api),
+            Uses("governor.lifecycle.pricing", when=lambda p: p.pricing.use_price_list_api),
         ),
         actions=(Tag, Record, Notify),
+        sections=("lifecycle", "pricing"),  # sessions are priced when they close
     ),
     Capability(
         name="keys",
@@ -514,6 +516,7 @@ REGISTRY = Registry(
             Uses("governor.idle.autoscaling", ()),
         ),
         actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate),
+        sections=("idle", "pricing"),  # the dearest idle instance acts first; findings carry its hourly price
     ),
     Capability(
         name="interactions",
@@ -608,14 +611,14 @@ REGISTRY = Registry(
             Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
             Uses(
                 "governor.adapters.cost_explorer",
-                when=lambda p: p.lifecycle.effective_rates in ("cost_explorer", "cur"),
+                when=lambda p: p.pricing.effective_rates in ("cost_explorer", "cur"),
             ),
-            Uses("governor.adapters.cur", when=lambda p: p.lifecycle.effective_rates == "cur"),
+            Uses("governor.adapters.cur", when=lambda p: p.pricing.effective_rates == "cur"),
             *_DELIVERY,
         ),
         actions=(Record, Notify),
         secrets=lambda policy: policy.notifications.slack_secret_names(),
-        sections=("reports", "notifications", "lifecycle", "budgets"),
+        sections=("reports", "notifications", "lifecycle", "pricing", "budgets"),
         modes=("DELIVERS to Slack and email, archives to S3", "report-only: archives to S3, sends nothing"),
     ),
     Capability(

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
-from governor.policy import LifecyclePolicy
+from governor.policy import PricingPolicy
 
 GroupBy = Literal["team", "owner", "instance_type"]
 UNKNOWN = "unknown"
@@ -56,7 +56,7 @@ class Coverage:
 
 
 class EffectiveRates(Protocol):
-    """A source of effective rates by instance type (Cost Explorer's amortised cost: ``lifecycle/rates.py``)."""
+    """A source of effective rates by instance type (``governor.adapters.cost_explorer``, ``governor.adapters.cur``)."""
 
     def rate(self, instance_type: str, instance_id: str | None = None) -> EffectiveRate | None: ...
 
@@ -86,7 +86,7 @@ class PriceBook:
 
     def __init__(
         self,
-        policy: LifecyclePolicy,
+        policy: PricingPolicy,
         *,
         region: str | None = None,
         price_list: OnDemandPrices | None = None,

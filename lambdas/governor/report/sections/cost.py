@@ -112,7 +112,7 @@ def cost_section(
     Usage comes from the ledger's sessions; without any (a local run with no ledger), from the
     ``gpu_instance_hours`` audit query. Unpriced types count their hours and are named in the notes, never guessed.
     """
-    book = prices or costs.PriceBook(policy.lifecycle)
+    book = prices or costs.PriceBook(policy.pricing)
     usage_items, source, notes = _usage(items, audit_hours, start)
     idle_time = REGISTRY.idle_time()
     idle = idle_time.hours(items, start, end)
@@ -155,7 +155,7 @@ def cost_section(
         savings_usd=round(saved.saved_usd, 2),
         spot=spot_section(items, start, end),
         rightsizing=rightsizing(items, policy, start, end, _instance_types(items, idle)),
-        prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
+        prices_as_of=policy.pricing.prices_as_of.isoformat(),
         notes=notes,
         by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
         **energy_figures(items, offenders, idle_time),
@@ -384,7 +384,7 @@ def rightsizing(
         if peak >= threshold:
             continue
         instance_type = (types or {}).get(instance_id, "")
-        suggestion = _smaller_type(instance_type, peak, policy.lifecycle.prices)
+        suggestion = _smaller_type(instance_type, peak, policy.pricing.prices)
         rows.append(
             {
                 "instance_id": instance_id,

@@ -90,10 +90,6 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     ),
     "governor_cli.demo.eks": (frozenset({"idle"}), _NOT_MOVED + " (the demo's EKS cluster policy)"),
     "governor_cli.demo.slack_app": (frozenset({"idle", "interactions"}), _NOT_MOVED + " (the demo's Slack app)"),
-    "governor_cli.testing.scenarios": (
-        frozenset({"idle", "interactions", "keys", "lifecycle", "network", "notifier", "report", "spot"}),
-        _NOT_MOVED + " (the demo's per-capability scenario wiring)",
-    ),
     "governor_cli.testing.deployment": (frozenset({"report"}), _NOT_MOVED + " (the deployed report's checks)"),
     "governor_cli.testing.faults": (frozenset({"notifier"}), _NOT_MOVED + " (delivery faults)"),
     "infra.constructs.audit": (frozenset({"report"}), _NOT_MOVED + " (the report's Athena grants)"),
@@ -109,9 +105,17 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
 
 
 def _owns(capability: Capability, module: str) -> bool:
+    """Its package, its construct module and its scenario hooks (``demo``, a module or a package) are its own."""
     construct = capability.construct.partition(":")[0]
     package = capability.package
-    return module in (package, construct, "governor.registry") or module.startswith(package + ".")
+    own = (package, *([capability.demo] if capability.demo else []))
+    return module in (*own, construct, "governor.registry") or module.startswith(tuple(m + "." for m in own))
+
+
+def _names(capability: Capability, imported: str) -> bool:
+    """Importing its package, its construct module or its scenario hooks names the capability."""
+    own = (capability.package, capability.construct.partition(":")[0], *([capability.demo] if capability.demo else []))
+    return any(imported == m or imported.startswith(m + ".") for m in own)
 
 
 def _imported(module: str) -> set[str]:
@@ -141,8 +145,7 @@ def named() -> dict[str, frozenset[str]]:
             if not _owns(c, module)
             and (
                 literals & {c.name, *c.policies}
-                or any(i == c.package or i.startswith(c.package + ".") for i in imported)
-                or c.construct.partition(":")[0] in imported
+                or any(_names(c, i) for i in imported)
             )
         )
         if names:

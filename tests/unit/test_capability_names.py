@@ -85,11 +85,9 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.fleet_status": (frozenset({"idle"}), _CLI + " (governor status --table: the idle marks)"),
     "governor_cli.main": (frozenset({"idle", "report"}), _CLI),
     "governor_cli.demo.run": (
-        frozenset({"idle", "interactions", "keys", "lifecycle", "network", "notifier", "report", "spot"}),
+        frozenset({"idle", "interactions", "lifecycle", "notifier", "report", "spot"}),
         _NOT_MOVED + " (the demo's per-capability scenario wiring)",
     ),
-    "governor_cli.demo.eks": (frozenset({"idle"}), _NOT_MOVED + " (the demo's EKS cluster policy)"),
-    "governor_cli.demo.slack_app": (frozenset({"idle", "interactions"}), _NOT_MOVED + " (the demo's Slack app)"),
     "governor_cli.testing.deployment": (frozenset({"report"}), _NOT_MOVED + " (the deployed report's checks)"),
     "governor_cli.testing.faults": (frozenset({"notifier"}), _NOT_MOVED + " (delivery faults)"),
     "infra.constructs.audit": (frozenset({"report"}), _NOT_MOVED + " (the report's Athena grants)"),

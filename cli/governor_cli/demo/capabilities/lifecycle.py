@@ -1,5 +1,5 @@
 """Lifecycle's scenarios: a GPU launch (tagged with its creator, a usage session opened) and a non-GPU launch (never
-touched)."""
+touched); in the demo, every launch and state change of the day, and its closing reconcile."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from governor_cli.testing.scenarios import Case, cloudtrail_call
 
 if TYPE_CHECKING:
+    from governor_cli.demo.run import Simulation
     from governor_cli.testing.scenarios import Scenarios
 
 SOAK: dict[str, Any] = {"enforce": True}
@@ -31,3 +32,24 @@ def lifecycle_not_gpu_launch(scenarios: Scenarios, index: int) -> Case:
 
 
 CASES = ((3, lifecycle_gpu_launch), (1, lifecycle_not_gpu_launch))
+
+
+# --- the demo ---------------------------------------------------------------------------------------------------
+
+#: The CloudTrail calls its rule receives in the demo (``Simulation.api_call`` delivers them).
+CLOUDTRAIL_CALLS = frozenset({"RunInstances"})
+
+
+def state_changed(sim: Simulation, change: dict[str, Any]) -> None:
+    """EC2's state-change event (running, stopped, terminated): the usage session opens or closes."""
+    sim.invoke("lifecycle", change)
+
+
+def reconcile(sim: Simulation) -> None:
+    """The scheduled reconcile: sessions of vanished instances closed, running GPU instances never seen starting
+    (Karpenter's CreateFleet launches) given one."""
+    sim.invoke("lifecycle", sim.scheduled({"sweep": "reconcile"}))
+
+
+#: The day ends with a reconcile.
+close = reconcile

@@ -1,14 +1,18 @@
-"""Network's scenarios: SSH opened to the world on a security group (revoked), and on a protected group (spared)."""
+"""Network's scenarios: SSH opened to the world on a security group (revoked), and on a protected group (spared); in
+the demo, the day's two ingress rules and its closing drift sweep."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from governor.domain.decision import Finding
+from governor_cli.demo.trail import Principal
 from governor_cli.testing.scenarios import PROTECTED_TAG, Case, cloudtrail_call
 
 if TYPE_CHECKING:
+    from governor_cli.demo.run import Simulation
     from governor_cli.testing.scenarios import Scenarios
 
 # The scenarios' security groups carry no GPU instance: judging them all keeps every network case meaningful.
@@ -89,3 +93,76 @@ def critical_finding() -> Finding:
         event_id=str(uuid.uuid4()),
         id=uuid.uuid4().hex,
     )
+
+
+# --- the demo ---------------------------------------------------------------------------------------------------
+
+#: The CloudTrail calls its rule receives in the demo (``Simulation.api_call`` delivers them).
+CLOUDTRAIL_CALLS = frozenset({"AuthorizeSecurityGroupIngress"})
+
+
+def target_ports(target: dict[str, Any], runtime: Any) -> Any:
+    """Organisation mode: its adapters in a member account and region (its handler's fan-out target builder)."""
+    from governor.network.handler import target_aws
+
+    return target_aws(target, runtime)
+
+
+def _authorize(sim: Simulation, who: Principal, group: str, protocol: str, low: int, high: int, cidr: str) -> None:
+    granted = sim.ec2.authorize_security_group_ingress(
+        GroupId=group,
+        IpPermissions=[{"IpProtocol": protocol, "FromPort": low, "ToPort": high, "IpRanges": [{"CidrIp": cidr}]}],
+    )
+    rules = [
+        {
+            "groupOwnerId": sim.trail.account,
+            "groupId": group,
+            "securityGroupRuleId": rule["SecurityGroupRuleId"],
+            "isEgress": False,
+            "ipProtocol": protocol,
+            "fromPort": low,
+            "toPort": high,
+            "cidrIpv4": cidr,
+        }
+        for rule in granted.get("SecurityGroupRules", [])
+    ]
+    sim.api_call(
+        who,
+        "ec2.amazonaws.com",
+        "AuthorizeSecurityGroupIngress",
+        request={
+            "groupId": group,
+            "ipPermissions": {
+                "items": [
+                    {
+                        "ipProtocol": protocol,
+                        "fromPort": low,
+                        "toPort": high,
+                        "groups": {},
+                        "ipRanges": {"items": [{"cidrIp": cidr}]},
+                        "ipv6Ranges": {},
+                        "prefixListIds": {},
+                    }
+                ]
+            },
+        },
+        response={"_return": True, "securityGroupRuleSet": {"items": rules}},
+    )
+
+
+def incidents(sim: Simulation) -> dict[int, Callable[[], None]]:
+    """SSH opened to the world on the training group by an administrator, then a training port to a private range."""
+    admin = Principal("ops-admin")
+
+    def world_open_ssh() -> None:
+        _authorize(sim, admin, sim.training_group, "tcp", 22, 22, "0.0.0.0/0")
+
+    def training_port_to_cidr() -> None:
+        _authorize(sim, Principal("bo"), sim.training_group, "tcp", 2222, 2223, "10.20.0.0/16")
+
+    return {60: world_open_ssh, 70: training_port_to_cidr}
+
+
+def close(sim: Simulation) -> None:
+    """The day ends with a drift sweep: every group's ingress rules and every GPU instance's public address."""
+    sim.invoke("network", sim.scheduled({"sweep": "drift"}))

@@ -1,4 +1,5 @@
-"""The notifier's scenarios: findings from the governor bus to Slack and email, each delivered exactly once."""
+"""The notifier's scenarios: findings from the governor bus to Slack and email, each delivered exactly once; in the
+demo, what it held for the daily digest."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from governor_cli.demo.hooks import provided
 from governor_cli.testing.scenarios import EMAIL_SENDER, SLACK_WEBHOOK_SECRET, Case
 
 if TYPE_CHECKING:
+    from governor_cli.demo.run import DemoResult
     from governor_cli.testing.scenarios import Scenarios
 
 # Every finding goes out at once to one Slack channel and one mailbox; reports are sent; buttons act.
@@ -35,3 +37,11 @@ def notifier_idle_warning(scenarios: Scenarios, index: int) -> Case:
 
 
 CASES = ((3, notifier_security_finding), (1, notifier_idle_warning))
+
+
+# --- the demo ---------------------------------------------------------------------------------------------------
+
+
+def digest_held(result: DemoResult) -> int:
+    """Findings it held for the daily digest (``notifications.immediate``: warnings that are not time-bound)."""
+    return sum(1 for name, r in result.results if name == "notifier" and r.get("status") == "digest")

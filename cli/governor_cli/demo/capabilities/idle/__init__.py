@@ -4,8 +4,12 @@ demo, the sweep at every tick of the simulated day and the EKS cluster whose nod
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from governor.domain.decision import Finding
+
+if TYPE_CHECKING:
+    from governor_cli.demo.run import DemoResult, Simulation
 
 
 def warning_finding(resource: str) -> Finding:
@@ -20,3 +24,64 @@ def warning_finding(resource: str) -> Finding:
         owner="alice@example.com",
         event_id=str(uuid.uuid4()),
     )
+
+
+# --- the demo ---------------------------------------------------------------------------------------------------
+
+
+def target_ports(target: dict[str, Any], runtime: Any) -> Any:
+    """Organisation mode: its adapters in a member account and region (its handler's fan-out target builder)."""
+    from governor.idle.handler import target_aws
+
+    return target_aws(target, runtime)
+
+
+def tick(sim: Simulation) -> None:
+    """The idle sweep, at every tick of the simulated day."""
+    sim.invoke("idle", sim.scheduled())
+
+
+def stopped_by_governor(result: DemoResult, instance: str, before: str | None = None) -> bool:
+    """Whether the ledger shows the governor stopping or terminating ``instance`` (before ``before``, if given)."""
+    for item in result.decisions:
+        if item.get("kind") != "decision" or item.get("policy") != "idle" or item.get("resource") != instance:
+            continue
+        done = (item.get("evidence") or {}).get("done") or []
+        acted = any(str(d).startswith(("stopped", "terminated")) for d in done)
+        if acted and (before is None or str(item.get("at", "")) < before):
+            return True
+    return False
+
+
+def eks_facts(result: DemoResult) -> list[tuple[str, ...]]:
+    """The EKS node's story, from the ledger and from what its cluster's Kubernetes API saw: warned, then drained
+    through its node pool (enforcing) or the drain planned (report-only)."""
+    eks = result.eks
+    if not eks:
+        return []
+    warned = drained = None
+    for item in result.decisions:
+        if item.get("kind") != "decision" or item.get("policy") != "idle" or item.get("resource") != eks["instance"]:
+            continue
+        actions = item.get("actions") or []
+        if warned is None and any(a.get("type") == "warn" for a in actions):
+            warned = item
+        if drained is None and any(a.get("via") == "kubernetes" for a in actions):
+            drained = item
+    where = f"{eks['instance']} ({eks['cluster']}, node pool {eks['node_pool']})"
+    if warned is None:
+        return [("EKS node", f"{where}: not judged idle")]
+    story = f"{where}: idle by DCGM, warned {str(warned['at'])[11:16]} UTC"
+    if drained is None:
+        return [("EKS node", story)]
+    at = str(drained["at"])[11:16]
+    if not result.enforce:
+        return [("EKS node", f"{story}; would cordon, drain and delete its NodeClaim {at} UTC (Kubernetes API)")]
+    if eks["claim_deleted"]:
+        evicted = ", ".join(eks["evicted"]) or "no pod"
+        story += f"; {at} UTC cordoned, evicted {evicted}, NodeClaim deleted"
+        if eks["terminated_at"]:
+            story += f"; Karpenter terminated it {str(eks['terminated_at'])[11:16]} UTC"
+        return [("EKS node", story)]
+    errors = (drained.get("evidence") or {}).get("errors") or drained.get("reason") or "not drained"
+    return [("EKS node", f"{story}; drain {at} UTC failed: {errors}")]

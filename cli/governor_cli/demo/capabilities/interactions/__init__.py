@@ -28,6 +28,7 @@ from governor_cli.testing.events import envelope
 from governor_cli.testing.scenarios import CLICKER, RESPONSE_URL, Case
 
 if TYPE_CHECKING:
+    from governor_cli.demo.run import DemoResult, Simulation
     from governor_cli.testing.scenarios import Scenarios
 
 SOAK: dict[str, Any] = {"enforce": True, "buttons": True, "slack_users": {CLICKER: "alice@example.com"}}
@@ -120,3 +121,27 @@ CASES = (
     (1, interactions_signed_request),
     (1, interactions_forged_request),
 )
+
+
+# --- the demo: the owners' clicks (``clicks``, loaded when the demo calls; it imports the demo's simulation) ------
+
+
+def connect(sim: Simulation) -> None:
+    """The Slack app's signing secret, as an operator stores it (docs/slack.md)."""
+    from governor_cli.demo.capabilities.interactions import clicks
+
+    clicks.connect(sim)
+
+
+def respond(sim: Simulation) -> None:
+    """After each tick's findings are delivered: the owners click Keep 4 h on one warning, Stop now on another."""
+    from governor_cli.demo.capabilities.interactions import clicks
+
+    clicks.respond(sim)
+
+
+def click_facts(result: DemoResult) -> list[tuple[str, ...]]:
+    """The summary's lines about the buttons clicked."""
+    from governor_cli.demo.capabilities.interactions import clicks
+
+    return clicks.click_facts(result)

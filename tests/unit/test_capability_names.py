@@ -88,7 +88,6 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"idle", "interactions", "lifecycle", "notifier", "report", "spot"}),
         _NOT_MOVED + " (the demo's per-capability scenario wiring)",
     ),
-    "governor_cli.testing.deployment": (frozenset({"report"}), _NOT_MOVED + " (the deployed report's checks)"),
     "governor_cli.testing.faults": (frozenset({"notifier"}), _NOT_MOVED + " (delivery faults)"),
     "infra.constructs.audit": (frozenset({"report"}), _NOT_MOVED + " (the report's Athena grants)"),
     "infra.constructs.interactions": (

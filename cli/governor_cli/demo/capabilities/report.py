@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
+from governor_cli.testing.deployment import REPORTS_BUCKET
 from governor_cli.testing.events import scheduled
 from governor_cli.testing.scenarios import Case
 
@@ -12,6 +13,8 @@ if TYPE_CHECKING:
     from governor_cli.testing.scenarios import Scenarios
 
 SOAK: dict[str, Any] = {"enforce": True}
+#: The reliability deployment's archive bucket in its environment, as the stack gives it (infra/constructs/reports.py).
+DEPLOYED_ENVIRONMENT = {"REPORTS_BUCKET": REPORTS_BUCKET}
 
 
 def report_tick(scenarios: Scenarios, index: int) -> Case:

@@ -159,6 +159,42 @@ def test_an_idle_capacity_block_instance_is_never_stopped_and_reported_as_paid_f
         assert block_id not in {r["instance_id"] for r in section.offenders.rows if r.get("would_reclaim_usd")}
 
 
+def test_a_sweep_reads_the_reservations_once_and_an_instances_block_comes_from_that_read() -> None:
+    """With unused reservations reported (the default), the sweep's one read of every active reservation also
+    answers the instances' reservation ids: one DescribeCapacityReservations a sweep; only an id that read did not
+    hold (a block no longer active) is asked for by id."""
+    with mock_aws():
+        local = create_shared("us-east-1")
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        (block_id,) = _launch(ec2, "p5.48xlarge")
+        _in_block(block_id)
+        _metrics(block_id, 0.2)
+        runtime = _runtime(local)
+        blocks = Blocks()
+        active = [{"Name": "state", "Values": ["active"]}]
+        blocks.stub.add_response(
+            "describe_capacity_reservations", {"CapacityReservations": [blocks.response()]}, {"Filters": active}
+        )
+        blocks.stub.add_response("describe_capacity_reservations", {"CapacityReservations": []}, {"Filters": active})
+        blocks.stub.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": [blocks.response() | {"State": "expired"}]},
+            {"CapacityReservationIds": [BLOCK]},
+        )
+        blocks.stub.activate()
+        aws = _aws(Ec2Reader("us-east-1", wildcard_type_filter=False))
+        aws.reservations = reader = CapacityReservations("us-east-1", blocks.client)
+
+        handle(_event(T0, "sweep-0"), runtime, aws)
+        assert reader.calls == 1
+        handle(_event(T0 + dt.timedelta(minutes=30), "sweep-1"), runtime, aws)
+        assert reader.calls == 3  # the active read, then the one id it did not hold
+        blocks.stub.assert_no_pending_responses()
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+        decisions = [i for i in items if i.get("resource") == block_id and i.get("policy") == "idle"]
+        assert [d["evidence"]["purchase"]["ends_at"] for d in decisions[-2:]] == [BLOCK_END.isoformat()] * 2
+
+
 def test_without_the_reservation_read_the_lifecycle_alone_holds_the_block() -> None:
     with mock_aws():
         local = create_shared("us-east-1")

@@ -183,6 +183,23 @@ def idle_hold(purchase: PurchaseModel, reserved_capacity: str) -> str | None:
     return f"{what}: not a purchase model the idle policy stops; reported only"
 
 
+@dataclass(frozen=True)
+class KnownFirst:
+    """A reader that answers from reservations already read (the sweep's one read of every active reservation) and
+    asks ``reader`` only for the ids it does not hold: one DescribeCapacityReservations a sweep instead of two."""
+
+    known: Mapping[str, Reservation]
+    reader: ReservationReader
+
+    def reservations(self, ids: list[str]) -> dict[str, Reservation]:
+        found = {i: self.known[i] for i in ids if i in self.known}
+        missing = [i for i in ids if i not in found]
+        return found | (self.reader.reservations(missing) if missing else {})
+
+    def active(self) -> list[Reservation]:
+        return list(self.known.values())
+
+
 def with_reservations(instances: list[Any], reader: ReservationReader | None) -> tuple[list[Any], str | None]:
     """The instances with their reservation attached (one read for all), and why none could be read, if so."""
     import dataclasses

@@ -26,6 +26,8 @@ from governor.domain.actions import Notify, Outcome, Terminate
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
 from governor.domain.capacity import (
     HyperPodReader,
+    KnownFirst,
+    Reservation,
     ReservationReader,
     purchase_model,
     unused_capacity,
@@ -467,16 +469,25 @@ def _finding(
     )
 
 
-def _unused_reservations(event: GovernorEvent, runtime: Runtime, aws: Adapters, now: dt.datetime) -> list[Finding]:
+def _active_reservations(runtime: Runtime, aws: Adapters) -> list[Reservation] | None:
+    """Every active reservation, read once a sweep when unused ones are reported (the instances' reservations are then
+    looked up in it first); None when off or not read."""
+    if runtime.policy.idle.unused_reservations == "off" or aws.reservations is None:
+        return None
+    try:
+        return aws.reservations.active()
+    except Exception as error:  # moto lacks the call; AWS may throttle: the sweep goes on without this report
+        logger.warning("unused capacity reservations not read", extra={"reason": f"{type(error).__name__}: {error}"})
+        return None
+
+
+def _unused_reservations(
+    event: GovernorEvent, runtime: Runtime, active: list[Reservation] | None, now: dt.datetime
+) -> list[Finding]:
     """Active GPU reservations with capacity nobody runs in: a decision every sweep (the report sums its hours), a
     finding once a day per reservation (its id carries the date, so the notifier sends it once). Report-only."""
     policy = runtime.policy
-    if policy.idle.unused_reservations == "off" or aws.reservations is None:
-        return []
-    try:
-        active = aws.reservations.active()
-    except Exception as error:  # moto lacks the call; AWS may throttle: the sweep goes on without this report
-        logger.warning("unused capacity reservations not read", extra={"reason": f"{type(error).__name__}: {error}"})
+    if active is None:
         return []
     book = PriceBook(policy.lifecycle)
     interval = sweep_interval(policy.idle)
@@ -661,7 +672,9 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     policy = runtime.policy
     interval = sweep_interval(policy.idle)
     instances = remembered_keeps([bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)], runtime)
-    instances, unread = with_reservations(instances, aws.reservations)
+    active = _active_reservations(runtime, aws)
+    known = KnownFirst({r.id: r for r in active}, aws.reservations) if active is not None and aws.reservations else None
+    instances, unread = with_reservations(instances, known or aws.reservations)
     if unread:
         logger.warning("idle sweep without reservation details", extra={"reason": unread})
     instances, unread = with_hyperpod(instances, aws.hyperpod)
@@ -681,7 +694,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     # and what any function left unsent: the idle sweep is the one schedule every deployment runs (every 15 minutes),
     # so a Spot finding whose event was parked and whose instance is gone is still delivered without a replay
     box.flush_stale()
-    findings.extend(_unused_reservations(event, runtime, aws, now))
+    findings.extend(_unused_reservations(event, runtime, active, now))
     warnings: dict[str, tuple[str, Mark]] = {}  # instance -> (warning finding id, mark waiting for its publication)
     by_id = {i.id: i for i in instances}
     for ignored in ignored_tags(instances, stored, runtime, now):

@@ -37,8 +37,6 @@ from governor.interactions.policy import TeamMembers
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
-from governor_cli.demo.capabilities.idle.eks import CLUSTER as EKS_CLUSTER
-from governor_cli.demo.capabilities.idle.eks import DemoCluster
 from governor_cli.demo.capabilities.interactions.slack_app import (
     QueuedInvoker,
     new_signing_secret,
@@ -428,8 +426,9 @@ class Simulation:
         self.invoker = QueuedInvoker()
         self.log = io.StringIO()
         self.roles_assumed_before = client.roles_assumed  # the process's count: a run reports its own
-        #: The EKS cluster (single-account demo only): a Karpenter GPU node read from DCGM through Prometheus.
-        self.eks: DemoCluster | None = None
+        #: The EKS cluster (single-account demo only): a Karpenter GPU node read from DCGM through Prometheus, set up
+        #: and read back by the idle scenario hooks (``capabilities.idle.eks.DemoCluster``); None without one.
+        self.eks: Any = None
 
     # --- the current target: what the scripted day does happens in ``self.site`` -----------------------------------
 
@@ -747,8 +746,8 @@ class Simulation:
                         )
             for chunk in range(0, len(data), 1000):
                 cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[chunk : chunk + 1000])
-        if self.eks is not None and self.site is self.sites[0]:
-            self.eks.scrape(since, until)
+        for _, hook in defining("metrics"):
+            hook(self, since, until)
         _trim_emulated_metrics(
             until - dt.timedelta(minutes=self.policy.idle.window_minutes + 2 * self.options.sweep_minutes),
             self.site.account,
@@ -763,13 +762,10 @@ class Simulation:
 
     def announce_state_changes(self) -> None:
         """EC2 emits a state-change event when the governor stops or terminates an instance; lifecycle closes the usage
-        session on it, so nothing is billed after the stop. A stopped instance's agent reports no more metrics."""
-        if self.eks is not None and self.site is self.sites[0] and self.eks.karpenter(self.ec2, self.now):
-            # Karpenter terminated the EKS node whose NodeClaim the governor deleted: lifecycle closes its session
-            change = self.ec2_event(
-                "EC2 Instance State-change Notification", {"instance-id": self.eks.instance, "state": "terminated"}
-            )
-            self.state_changed(change)
+        session on it, so nothing is billed after the stop. A stopped instance's agent reports no more metrics. First,
+        what the scenario hooks' own resources went through (``state_changes``: Karpenter terminating the EKS node)."""
+        for _, hook in defining("state_changes"):
+            hook(self)
         if not self.instances:
             return
         described = self.ec2.describe_instances(InstanceIds=list(self.instances))["Reservations"]
@@ -897,32 +893,23 @@ def run_demo(options: DemoOptions) -> DemoResult:
         say(f"emulator up; launching {options.instances} GPU instances{where}")
         workload = generate(options.instances, hours=options.hours, seed=options.seed, start=sim.start)
 
-        if not options.organization:
-            sim.eks = DemoCluster()
-            sim.policy = sim.eks.policy(sim.policy)
-
         def set_up(site: Site) -> None:
             share = None if len(sim.sites) == 1 else range(sim.sites.index(site), options.instances, len(sim.sites))
             sim.at(site).launch_fleet(workload, share)
-            if sim.eks is not None:
-                say(f"EKS cluster {EKS_CLUSTER}: one Karpenter GPU node, its GPUs read from DCGM through Prometheus")
-                sim.eks.launch(sim.ec2, DEMO_AMI, dict(sim.policy.fleet.fleet_tags), PEOPLE["research"])
-                sim.eks.register(site.client("eks"), site.account, site.region)
-                # Karpenter launches through CreateFleet, which the lifecycle function's RunInstances rule does not
-                # see: its scheduled reconcile opens the node's usage session (owner, GPUs) as it would in AWS.
-                provided("reconcile")(sim)
             for _, hook in defining("set_up"):
                 hook(sim)
 
         try:
+            for _, hook in defining("start"):
+                hook(sim)
             for_each_target(sim.sites, set_up)
             sim.run_day()
             sim.now = end
             say("reading back the accounts, the ledger and the dead-letter queues")
             _collect(sim)
         finally:
-            if sim.eks is not None:
-                sim.eks.stop()
+            for _, hook in defining("stop"):
+                hook(sim)
             client.configure(None)  # organisation mode off again for whatever runs next in this process
             for name in ("GOVERNOR_SPOKE_ROLE", "GOVERNOR_HOME_ACCOUNT"):
                 os.environ.pop(name, None)
@@ -961,8 +948,8 @@ def _collect(sim: Simulation) -> None:
     from governor_cli.commands.ledger import write_jsonl
 
     result = sim.result
-    if sim.eks is not None:
-        result.eks = sim.eks.drained()
+    for _, hook in defining("collect"):
+        hook(sim)
     if not sim.options.organization:
         described = _patient("ec2").describe_instances()["Reservations"]
         result.stopped = [

@@ -3,10 +3,12 @@ demo, the sweep at every tick of the simulated day and the EKS cluster whose nod
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from governor.domain.decision import Finding
+from governor_cli.demo.hooks import provided
 
 if TYPE_CHECKING:
     from governor_cli.demo.run import DemoResult, Simulation
@@ -39,6 +41,60 @@ def target_ports(target: dict[str, Any], runtime: Any) -> Any:
 def tick(sim: Simulation) -> None:
     """The idle sweep, at every tick of the simulated day."""
     sim.invoke("idle", sim.scheduled())
+
+
+# --- the demo's EKS cluster (single-account demo only): one Karpenter GPU node, read from DCGM through Prometheus -----
+
+
+def start(sim: Simulation) -> None:
+    """The cluster's Prometheus, and the cluster in the policy the demo runs."""
+    from governor_cli.demo.capabilities.idle.eks import DemoCluster
+
+    if not sim.options.organization:
+        sim.eks = DemoCluster()
+        sim.policy = sim.eks.policy(sim.policy)
+
+
+def set_up(sim: Simulation) -> None:
+    """The node launched and its cluster registered, after the fleet."""
+    from governor_cli.demo.capabilities.idle.eks import CLUSTER
+    from governor_cli.demo.run import DEMO_AMI, PEOPLE
+
+    if sim.eks is None:
+        return
+    sim.say(f"EKS cluster {CLUSTER}: one Karpenter GPU node, its GPUs read from DCGM through Prometheus")
+    sim.eks.launch(sim.ec2, DEMO_AMI, dict(sim.policy.fleet.fleet_tags), PEOPLE["research"])
+    sim.eks.register(sim.site.client("eks"), sim.site.account, sim.site.region)
+    # Karpenter launches through CreateFleet, which the lifecycle function's RunInstances rule does not
+    # see: its scheduled reconcile opens the node's usage session (owner, GPUs) as it would in AWS.
+    provided("reconcile")(sim)
+
+
+def metrics(sim: Simulation, since: dt.datetime, until: dt.datetime) -> None:
+    """The node's DCGM samples for the tick, scraped into Prometheus."""
+    if sim.eks is not None and sim.site is sim.sites[0]:
+        sim.eks.scrape(since, until)
+
+
+def state_changes(sim: Simulation) -> None:
+    """Karpenter terminated the node whose NodeClaim the governor deleted: EC2's state change (lifecycle closes its
+    session)."""
+    if sim.eks is not None and sim.site is sim.sites[0] and sim.eks.karpenter(sim.ec2, sim.now):
+        change = sim.ec2_event(
+            "EC2 Instance State-change Notification", {"instance-id": sim.eks.instance, "state": "terminated"}
+        )
+        sim.state_changed(change)
+
+
+def collect(sim: Simulation) -> None:
+    """What the cluster's Kubernetes API saw, for the summary (``eks_facts``)."""
+    if sim.eks is not None:
+        sim.result.eks = sim.eks.drained()
+
+
+def stop(sim: Simulation) -> None:
+    if sim.eks is not None:
+        sim.eks.stop()
 
 
 def stopped_by_governor(result: DemoResult, instance: str, before: str | None = None) -> bool:

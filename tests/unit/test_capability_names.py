@@ -86,9 +86,15 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.main": (frozenset({"idle", "report"}), _CLI),
     "governor_cli.demo.run": (
         frozenset({"idle", "interactions", "lifecycle", "notifier", "report", "spot"}),
-        _NOT_MOVED + " (the demo's per-capability scenario wiring)",
+        _NOT_MOVED + " (what the demo still wires by hand: demo_policy's notifications, interactions, budgets and "
+        "lifecycle settings; EC2's 'spot' market and the workload kind 'idle' in the fleet's launch; `governor report`, "
+        "its summary row and per-account attribution; every capability's events are in its scenario hooks)",
     ),
-    "governor_cli.testing.faults": (frozenset({"notifier"}), _NOT_MOVED + " (delivery faults)"),
+    "governor_cli.testing.faults": (
+        frozenset({"notifier"}),
+        _NOT_MOVED + " (delivery faults patch the notifier's Slack webhook client, which the report and the click "
+        "worker use too: it goes with the Slack client's move to a shared module)",
+    ),
     "infra.constructs.audit": (frozenset({"report"}), _NOT_MOVED + " (the report's Athena grants)"),
     "infra.constructs.interactions": (
         frozenset({"idle", "notifier"}),
@@ -139,11 +145,7 @@ def named() -> dict[str, frozenset[str]]:
         names = frozenset(
             c.name
             for c in REGISTRY.values()
-            if not _owns(c, module)
-            and (
-                literals & {c.name, *c.policies}
-                or any(_names(c, i) for i in imported)
-            )
+            if not _owns(c, module) and (literals & {c.name, *c.policies} or any(_names(c, i) for i in imported))
         )
         if names:
             found[module] = names

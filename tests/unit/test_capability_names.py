@@ -1,7 +1,8 @@
 """No module outside a capability's package names that capability: what varies by capability is a field of its
-registry entry (``governor.registry``) or lives in its package (``governor.<name>``, plus the CDK construct its entry
-names). A module names capability C when it imports ``governor.C`` (or below) or C's construct module, or holds a string literal equal to C's
-name or one of the ``policy`` values its findings carry. Attribute names (``policy.idle``) are not seen.
+registry entry (``governor.registry``) or lives in its package (``governor.<name>``, plus the CDK construct and the
+scenario hooks its entry names: ``construct``, ``demo``). A module names capability C when it imports ``governor.C``
+(or below), C's construct module or C's scenario hooks, or holds a string literal equal to C's name or one of the
+``policy`` values its findings carry. Attribute names (``policy.idle``) are not seen.
 
 :data:`KNOWN` lists what still names a capability from outside, each with its reason: AWS's own word that happens to
 be a capability's name, tooling built for one capability, and what issue 34 has not moved yet. The first test fails

@@ -3,13 +3,27 @@ package) per capability, named by its registry entry's ``demo`` and loaded throu
 
 What a hook module may define (all optional; the demo and the scenarios call what is there, in registry order):
 
+The reliability runs (``testing.scenarios``, ``testing.deployment``):
+
 - ``SOAK``: its policy section in the reliability runs' policy (``testing.scenarios.soak_policy``).
 - ``CASES``: ``(weight, builder)`` pairs, each ``builder(scenarios, index) -> Case`` one independent event for its
   function about a resource of its own (``testing.scenarios.Scenarios``).
-- ``incidents(sim, key_id)``: the demo's scripted events for it, by minute of the simulated day.
-- ``tick(sim)``: what its schedule does at every sweep of the simulated day; ``close(sim)``: at the day's end.
+- ``DEPLOYED_ENVIRONMENT``: what the stack adds to its function's environment beyond its policy sections.
+
+The demo (``demo.run``; ``sim`` is its ``Simulation``, at the current (account, region) target):
+
+- ``CLOUDTRAIL_CALLS``: the API calls its CloudTrail rule receives (``Simulation.api_call`` delivers them).
+- ``connect(sim)``: operator set-up before the day (secrets); ``start(sim)``: once, before the fleet is launched;
+  ``set_up(sim)``: in each target, after the fleet is launched.
+- ``incidents(sim)``: its scripted events, by minute of the simulated day.
+- ``metrics(sim, since, until)``: samples of its own resources for a tick; ``tick(sim)``: what its schedule does at
+  every sweep; ``state_changes(sim)``: state changes its own resources went through; ``state_changed(sim, change)``:
+  an EC2 state-change event reaching its rule; ``respond(sim)``: after each tick's findings are delivered.
+- ``close(sim)``: at the day's end, in each target; ``collect(sim)``: the read-back; ``stop(sim)``: always, last.
 - ``target_ports(target, runtime)``: organisation mode, its adapters in a member account (its handler's fan-out
   target builder), when the demo plays a sweep there in process.
-- roles another capability's scenario asks for by name (``hooks.provided``): ``warning_finding`` (the finding that
-  warns an owner, with buttons), ``critical_finding`` (a critical security finding).
+
+Roles another capability's scenario or the summary asks for (``hooks.provided``, exactly one provider each):
+``warning_finding`` and ``critical_finding`` (findings the notifier delivers), ``reconcile``, ``stopped_by_governor``,
+``click_facts``, ``eks_facts`` and ``digest_held``.
 """

@@ -90,11 +90,11 @@ def _eventbridge(detail_type: str, detail: object, source: str = "aws.ec2") -> d
 
 POLICIES = {
     "good.yaml": None,  # the shipped governor.yaml
-    "date-13-45.yaml": "lifecycle:\n  prices_as_of: 2026-13-45\n",
-    "date-02-30.yaml": "lifecycle:\n  prices_as_of: 2026-02-30\n",
+    "date-13-45.yaml": "pricing:\n  prices_as_of: 2026-13-45\n",
+    "date-02-30.yaml": "pricing:\n  prices_as_of: 2026-02-30\n",
     "date-audit.yaml": "audit:\n  projection_start_date: 2024-00-10\n",
     "date-far.yaml": "audit:\n  projection_start_date: 9999-12-31\n",
-    "date-string.yaml": "lifecycle:\n  prices_as_of: last tuesday\n",
+    "date-string.yaml": "pricing:\n  prices_as_of: last tuesday\n",
     "dup-enforce.yaml": "idle:\n  enforce: false\n  enforce: true\n",
     "dup-section.yaml": "idle:\n  enforce: false\nidle:\n  window_minutes: 60\n",
     "huge-retention.yaml": "ledger:\n  retention_days: 100000000000\n",

@@ -52,7 +52,7 @@ def reconcile_figures(instances: int, vanished: int) -> None:
         ec2.run_instances(ImageId=image, InstanceType="m5.large", MinCount=50, MaxCount=50)
         policy = parse_policy({"lifecycle": {"enforce": True}})
         ledger = DynamoLedger(local.ledger_table, region=REGION)
-        prices = PriceBook(policy.lifecycle)
+        prices = PriceBook(policy.pricing)
         now = dt.datetime.now(dt.UTC)
         reader = Ec2Reader(REGION, ec2, wildcard_type_filter=False)  # moto does not match wildcard filters
         known = reader.instances(ids[: instances // 3])
@@ -92,14 +92,15 @@ def reconcile_figures(instances: int, vanished: int) -> None:
 
 def query_figures(sessions: int) -> None:
     from governor.domain.actions import Stop
-    from governor.domain.costs import PriceBook, gpu_hours_and_cost, idle_hours, savings
+    from governor.domain.costs import PriceBook, gpu_hours_and_cost
     from governor.domain.decision import Decision
+    from governor.idle.costs import idle_hours, savings
     from governor.policy import parse_policy
 
     rng = random.Random(7)
     policy = parse_policy({})
-    book = PriceBook(policy.lifecycle)
-    types = sorted(policy.lifecycle.prices)
+    book = PriceBook(policy.pricing)
+    types = sorted(policy.pricing.prices)
     start = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
     end = start + dt.timedelta(days=30)
     items: list[dict[str, Any]] = []

@@ -12,9 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import App, Environment
+from aws_cdk import Annotations, App, Environment
 
-from governor.policy import Policy, load_policy
+from governor.policy import Policy, load_policy, policy_warnings
 from infra import nag
 from infra.settings import CDK_JSON, Settings
 from infra.stacks.governor_stack import GovernorStack
@@ -37,7 +37,8 @@ def build_app(
     context: dict[str, Any] | None = None,
     deployable: bool = False,
 ) -> tuple[App, GovernorStack]:
-    """Raises ``PolicyError`` for a bad policy file and ``SettingsError`` for bad context, before any construct.
+    """Raises ``PolicyError`` for a bad policy file and ``SettingsError`` for bad context, before any construct; the
+    policy file's warnings (a deprecated key) are warnings on the stack, which ``cdk synth`` prints.
 
     ``deployable`` (``app.py`` only) requires the verified layer build; otherwise a placeholder layer stands in, so
     the tests, the demo's summary and the benchmarks inspect the same template without building the layer.
@@ -45,8 +46,10 @@ def build_app(
     # App applies `context` first, then CDK_CONTEXT_JSON (the CLI), then `post_cli_context` (explicit overrides).
     app = App(outdir=outdir, context=project_context(), post_cli_context=context or None)
     settings = replace(Settings.from_context(app.node.try_get_context), deployable=deployable)
+    warned: list[str] = []
     if policy is None:
-        policy = load_policy(policy_file or settings.policy_file)
+        with policy_warnings() as warned:
+            policy = load_policy(policy_file or settings.policy_file)
     stack = GovernorStack(
         app,
         settings.stack_name,
@@ -54,6 +57,8 @@ def build_app(
         settings=settings,
         env=Environment(account=app.node.try_get_context("account"), region=settings.region),
     )
+    for warning in warned:
+        Annotations.of(stack).add_warning_v2("governor:policy-warning", warning)
     nag.enable(app)
     nag.acknowledge_nist(stack)
     return app, stack

@@ -53,9 +53,9 @@ def fleet_instances(ec2: Any, policy: Policy, tags: dict[str, str], ids: list[st
 
 def per_team(data: dict[str, Any], inventory: dict[str, Instance], policy: Policy) -> dict[str, dict[str, Any]]:
     """Warnings, stops and what they would have saved, per team: GPU-hours (instance-hours x the type's GPUs)
-    and dollars at the type's on-demand price (``lifecycle.prices``)."""
+    and dollars at the type's on-demand price (``pricing.prices``)."""
     teams: dict[str, dict[str, Any]] = {}
-    prices = policy.lifecycle.prices
+    prices = policy.pricing.prices
     for instance_id, record in data["instances"].items():
         instance = inventory[instance_id]
         team = ownership(instance.tags, policy.fleet).team

@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import unicodedata
+import warnings
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -156,6 +157,26 @@ def command_named(argv: Sequence[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
+@contextmanager
+def _policy_warnings_one_line() -> Iterator[None]:
+    """A policy's warnings (``governor.policy.PolicyWarning``: a deprecated key) as one line each on stderr, like the
+    command's errors, instead of Python's file-and-line form; other warnings show as usual."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        policy = sys.modules.get("governor.policy")  # not loaded: the warning is none of the policy's
+        if policy is not None and issubclass(category, policy.PolicyWarning):
+            print(f"governor: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     named = command_named(argv)
@@ -168,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     safe = _PipeSafe(stdout)
     sys.stdout = safe
     try:
-        with _aws_region_honoured():
+        with _aws_region_honoured(), _policy_warnings_one_line():
             return int(args.run(args))
     except UsageError as error:
         print(f"governor: {one_line(_explained(str(error)))}", file=sys.stderr)

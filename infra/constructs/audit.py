@@ -5,6 +5,7 @@ over account, region and day, an Athena workgroup with a bytes-scanned limit, an
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_athena as athena
@@ -17,7 +18,6 @@ from constructs import Construct
 from governor.audit.queries import console_form, list_queries
 from governor.audit.schema import PARTITION_KEYS, REGIONS, TABLE_NAME, hive_columns
 from governor.policy import Policy
-from governor.report.athena import DATA_ACTIONS, IAM_ACTIONS
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket
 from infra.nag import acknowledge
@@ -30,7 +30,7 @@ RESULTS_EXPIRY_DAYS = 30
 class AuditLake(Construct):
     """Answers "who launched, opened, touched what" for any day in seconds, serverless, from the same SQL as local.
 
-    ``grant_query(function)`` lets a governor function (the report) run the named queries in the workgroup.
+    ``grant_query(function, ...)`` lets a governor function (the report) run the named queries in the workgroup.
     """
 
     def __init__(
@@ -254,13 +254,19 @@ class AuditLake(Construct):
             ),
         )
 
-    def grant_query(self, function: GovernorFunction) -> None:
-        """Let ``function`` run the named queries: Athena in this workgroup, the table, the logs, the results."""
+    def grant_query(
+        self, function: GovernorFunction, query_actions: Iterable[str], data_actions: Iterable[str]
+    ) -> None:
+        """Let ``function`` run the named queries: Athena in this workgroup, the table, the logs, the results.
+
+        ``query_actions`` and ``data_actions`` are its Athena client's (``IAM_ACTIONS``, ``DATA_ACTIONS``): its
+        Athena calls on the workgroup, and what Athena reads with its role (only the Glue ones are granted from
+        those; the lake's buckets get the reads below)."""
         stack = Stack.of(self)
         workgroup_arn = stack.format_arn(service="athena", resource="workgroup", resource_name=self.workgroup_name)
-        function.add_statement(sorted(IAM_ACTIONS), [workgroup_arn])
+        function.add_statement(sorted(query_actions), [workgroup_arn])
         function.add_statement(
-            sorted(a for a in DATA_ACTIONS if a.startswith("glue:")),
+            sorted(a for a in data_actions if a.startswith("glue:")),
             [
                 stack.format_arn(service="glue", resource="catalog"),
                 stack.format_arn(service="glue", resource="database", resource_name=self.database_name),

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, NotRequired, TypedDict, Unpack
+from importlib import import_module
+from typing import Any, ClassVar, NamedTuple, NotRequired, TypedDict, Unpack
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -20,6 +21,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as scheduler_targets
 from constructs import Construct
@@ -43,14 +45,17 @@ POLICY_ENV_BUDGET = 3072
 
 
 def policy_subset(policy: Policy, sections: Sequence[str], function: str = "governor") -> str:
-    """Only the sections a function uses go into its environment; too large a policy stops the synth, not the deploy."""
-    data = policy.model_dump(mode="json", by_alias=True)
-    text = json.dumps({name: data[name] for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
+    """Only the sections a function uses go into its environment, and of those only what differs from the model's
+    defaults (the function's code, deployed with it, holds the same defaults and fills them in: the shipped policy
+    takes a few bytes, so a fleet's own price table and clusters have the room); too large a policy stops the synth,
+    not the deploy."""
+    data = policy.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    text = json.dumps({name: data.get(name, {}) for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
     if len(text.encode()) > POLICY_ENV_BUDGET:
         raise PolicyError(
             f"policy sections {', '.join(sections)} take {len(text.encode())} bytes for the {function} function; "
             f"Lambda allows 4 KB of environment variables (policy budget {POLICY_ENV_BUDGET} bytes): shorten "
-            "lifecycle.prices or notifications.teams"
+            "pricing.prices or notifications.teams"
         )
     return text
 
@@ -410,6 +415,9 @@ class CapabilityConstruct(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id)
+        #: What people's operator roles (gpu-admin, auditor: ``infra.constructs.operators``) read whole, with why:
+        #: what the capability keeps for people to read (the reports archive). A subclass adds its buckets.
+        self.operator_reads: list[OperatorRead] = []
         self.capability = self.CAPABILITY
         self.shared = args["shared"]
         self.policy = args["policy"]
@@ -426,6 +434,12 @@ class CapabilityConstruct(Construct):
             **self.function_options(args["functions"]),
         )
         args["functions"][self.capability.name] = self.function
+
+    @classmethod
+    def in_member_account(cls, scope: Construct, policy: Policy, role: iam.IRole | None) -> None:
+        """What the capability deploys into every member account and region (organisation mode's spoke stack,
+        ``scope``) beside its execution role there (``role``; None when the capability holds no grants there).
+        Nothing unless a subclass says so; called for every registry entry that acts in ``member_accounts``."""
 
     def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
         """Reserved concurrency and extra environment of the function (none unless a subclass says so)."""
@@ -466,6 +480,22 @@ class CapabilityConstruct(Construct):
                 arn = stack.format_arn(service=service, resource=resource, resource_name="*")
                 self.function.add_statement([action], [arn], reason=why)
         self.function.add_unscoped_statement("Reads", [*reads, *also], reason)
+
+
+class OperatorRead(NamedTuple):
+    """A bucket the operator roles read whole, and why (the acknowledgement of its wildcard object grant)."""
+
+    bucket: s3.IBucket
+    why: str
+
+
+def construct_class(capability: Capability) -> type[CapabilityConstruct]:
+    """The CDK construct a registry entry names (``construct``: ``module:Class``), imported only at synth."""
+    module, _, name = capability.construct.partition(":")
+    found = getattr(import_module(module), name)
+    if not (isinstance(found, type) and issubclass(found, CapabilityConstruct)):
+        raise TypeError(f"{capability.name}: construct {capability.construct!r} is not a CapabilityConstruct")
+    return found
 
 
 #: Adapter reads AWS scopes to a resource type (Service Authorization Reference): action -> (service, resource type,

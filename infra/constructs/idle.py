@@ -13,6 +13,7 @@ from typing import Unpack
 
 from aws_cdk import Aws, CfnCondition, Duration, Fn, Stack
 from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -49,6 +50,14 @@ class IdleReclamation(CapabilityConstruct):
     CAPABILITY = REGISTRY["idle"]
     FUNCTION_ID = "Idle"
     MEMORY_MB = 1024
+
+    @classmethod
+    def in_member_account(cls, scope: Construct, policy: Policy, role: iam.IRole | None) -> None:
+        """The agent configuration every governed account gets, and the member clusters this account's idle role
+        drains (``idle.clusters[].account``)."""
+        install_agent_config(scope, policy)
+        if role is not None:
+            member_cluster_access(scope, policy, role.role_arn)
 
     def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id, **args)

@@ -87,7 +87,7 @@ class Lifecycle(CapabilityConstruct):
             "New instances are unknown at deploy time; CreateTags is limited to GPU-family instance types by the "
             "ec2:InstanceType condition and to the creator and launch-time tag keys by aws:TagKeys.",
         )
-        if lifecycle.use_price_list_api:
+        if policy.pricing.use_price_list_api:
             self.function.add_unscoped_statement(
                 "PriceList",
                 sorted(pricing_adapter.IAM_ACTIONS),

@@ -16,7 +16,7 @@ from constructs import Construct, IConstruct
 
 from governor.policy import Policy
 from infra.constructs.audit import AuditLake
-from infra.constructs.reports import Reports
+from infra.constructs.function import CapabilityConstruct
 from infra.constructs.reserved_tags import reserved_keys, reserved_tag_statement
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge, acknowledge_wildcard
@@ -45,8 +45,9 @@ class OperatorRoles(Construct):
     and the reports. ``auditor``: read the reports and the ledger, and query the audit lake in its Athena workgroup.
     Neither can change security groups, keys, IAM, or any non-GPU instance.
 
-    Compose it last in the stack: it finds the audit lake and the reports bucket among the constructs already built,
-    so a deployment without one of them simply grants nothing for it."""
+    Compose it last in the stack: it finds the audit lake and the buckets capabilities keep for people to read
+    (``CapabilityConstruct.operator_reads``: the reports archive) among the constructs already built, so a deployment
+    without one of them simply grants nothing for it."""
 
     def __init__(
         self,
@@ -59,7 +60,7 @@ class OperatorRoles(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         lakes = [c for c in stack.node.find_all() if isinstance(c, AuditLake)]
-        report_buckets = [c.bucket for c in stack.node.find_all() if isinstance(c, Reports)]
+        reads = [read for c in stack.node.find_all() if isinstance(c, CapabilityConstruct) for read in c.operator_reads]
         self._stack = stack
         self._shared = shared
         self.gpu_admin = self._role(
@@ -101,8 +102,8 @@ class OperatorRoles(Construct):
         )
         for role in (self.gpu_admin, self.auditor):
             self._read_ledger(role)
-            for bucket in report_buckets:
-                self._read_bucket(role, bucket, "*", "The reports archive is read whole: report keys carry dates.")
+            for bucket, why in reads:
+                self._read_bucket(role, bucket, "*", why)
         for lake in lakes:
             self._query_lake(lake.workgroup_name, lake.database_name, lake.table_name, [lake.bucket], lake.results)
         self.reserved_tags = self._reserved_tags(policy)

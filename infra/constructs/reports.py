@@ -16,9 +16,9 @@ from constructs import Construct
 from governor.adapters import cost_explorer
 from governor.adapters import cur as cur_rates
 from governor.registry import REGISTRY
-from governor.report import archive
+from governor.report import archive, athena
 from governor.report import chart_image as chart
-from infra.constructs.function import CapabilityArgs, CapabilityConstruct
+from infra.constructs.function import CapabilityArgs, CapabilityConstruct, OperatorRead
 from infra.constructs.notifications import Notifications, grant_delivery
 from infra.constructs.shared import access_log_bucket, data_bucket
 
@@ -56,6 +56,8 @@ class Reports(CapabilityConstruct):
             versioned=True,
             lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30))],
         )
+        why = "The reports archive is read whole: report keys carry dates."
+        self.operator_reads.append(OperatorRead(self.bucket, why))  # gpu-admin and the auditor read every report
         # Known only once the bucket exists, after the function (CapabilityConstruct builds the function first).
         self.function.function.add_environment("REPORTS_BUCKET", self.bucket.bucket_name)
         self.function.function.add_environment("DASHBOARD_URL", dashboard_url)
@@ -72,7 +74,7 @@ class Reports(CapabilityConstruct):
             "GetMetricWidgetImage has no resource-level permissions; it only renders the fleet GPU utilisation "
             "chart from metrics the account already holds.",
         )
-        if self.policy.lifecycle.effective_rates in ("cost_explorer", "cur"):
+        if self.policy.pricing.effective_rates in ("cost_explorer", "cur"):
             self.function.add_unscoped_statement(
                 "EffectiveRates",
                 cost_explorer.IAM_ACTIONS,
@@ -80,8 +82,8 @@ class Reports(CapabilityConstruct):
                 "cost per instance type once a run, to price savings at what is actually paid.",
             )
         if audit is not None and hasattr(audit, "grant_query"):
-            audit.grant_query(self.function)
-        if self.policy.lifecycle.effective_rates == "cur":
+            audit.grant_query(self.function, athena.IAM_ACTIONS, athena.DATA_ACTIONS)
+        if self.policy.pricing.effective_rates == "cur":
             self._grant_cur(audit)
         for trigger_id in ("Daily", "Weekly"):
             self.on_schedule(trigger_id, payload={"kind": trigger_id.lower()})
@@ -90,12 +92,12 @@ class Reports(CapabilityConstruct):
     def _grant_cur(self, audit: object) -> None:
         """Read the CUR 2.0 table through the audit lake's workgroup: Glue on that one database and table, S3 list
         on its bucket and read under its prefix; nothing else of the billing bucket (Athena reads with our role)."""
-        cur = self.policy.lifecycle.cur
+        cur = self.policy.pricing.cur
         if cur is None:  # the policy refuses effective_rates: cur without it
-            raise ValueError("lifecycle.cur: effective_rates is cur, so cur must name the table")
+            raise ValueError("pricing.cur: effective_rates is cur, so cur must name the table")
         if audit is None or not hasattr(audit, "grant_query"):
             raise ValueError(
-                "lifecycle.effective_rates: cur runs its query in the audit lake's Athena workgroup, which this "
+                "pricing.effective_rates: cur runs its query in the audit lake's Athena workgroup, which this "
                 "stack does not hold (the audit region's stack does)"
             )
         stack = Stack.of(self)

@@ -3,29 +3,18 @@ roles, and nothing else."""
 
 from __future__ import annotations
 
-from importlib import import_module
-
 from aws_cdk import CfnOutput, Environment, Stack
 from constructs import Construct
 
 from governor.policy import Policy
-from governor.registry import REGISTRY, Capability
+from governor.registry import REGISTRY
 from infra.constructs.audit import AuditLake
-from infra.constructs.function import CapabilityConstruct, GovernorFunction
+from infra.constructs.function import GovernorFunction, construct_class
 from infra.constructs.operators import OperatorRoles
 from infra.constructs.organization import OrganizationHub
 from infra.constructs.shared import SharedResources
 from infra.settings import Settings
 from infra.stacks.spoke import synthesize_spoke
-
-
-def construct_class(capability: Capability) -> type[CapabilityConstruct]:
-    """The CDK construct a registry entry names (``construct``: ``module:Class``), imported only at synth."""
-    module, _, name = capability.construct.partition(":")
-    found = getattr(import_module(module), name)
-    if not (isinstance(found, type) and issubclass(found, CapabilityConstruct)):
-        raise TypeError(f"{capability.name}: construct {capability.construct!r} is not a CapabilityConstruct")
-    return found
 
 
 class GovernorStack(Stack):

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -19,11 +23,13 @@ from governor.policy_types import Exemptions as Exemptions
 from governor.policy_types import PortRange as PortRange
 from governor.policy_types import Schedule as Schedule
 from governor.policy_types import Section as _Model
+from governor.policy_types import TagKey as TagKey
 
 if TYPE_CHECKING:
     from governor.idle.policy import IdlePolicy
     from governor.interactions.policy import InteractionsPolicy
     from governor.keys.policy import KeysPolicy
+    from governor.lifecycle.policy import LifecyclePolicy
     from governor.network.policy import NetworkPolicy
     from governor.notifier.policy import NotificationsPolicy
     from governor.report.policy import ReportsPolicy
@@ -46,11 +52,33 @@ def _bounded_date(value: dt.date) -> dt.date:
 
 
 PolicyDate = Annotated[dt.date, AfterValidator(_bounded_date)]
-TagKey = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class PolicyError(Exception):
     """A policy file that cannot be used; the message names the file, the field path and the reason."""
+
+
+class PolicyWarning(UserWarning):
+    """A policy that is valid today but says something a later release refuses (a deprecated key's old place).
+
+    Raised with :func:`warnings.warn` while the policy is validated; ``governor validate`` prints each one and
+    ``cdk synth`` shows each as a warning on the stack (:func:`policy_warnings` collects them)."""
+
+
+@contextmanager
+def policy_warnings() -> Iterator[list[str]]:
+    """The :class:`PolicyWarning` messages raised inside the ``with`` block, each once, in order (filled when the
+    block ends); other warnings go on as usual."""
+    found: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PolicyWarning)
+        yield found
+    for warning in caught:
+        if issubclass(warning.category, PolicyWarning):
+            if str(warning.message) not in found:
+                found.append(str(warning.message))
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 CommandName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
@@ -121,13 +149,11 @@ class CurExport(_Model):
     billing_period_partition: str | None = Field("billing_period", pattern=r"^[a-z0-9_]{1,255}$")
 
 
-class LifecyclePolicy(_Model):
-    """Know who launched each GPU instance and what it costs; tag launches and keep usage sessions."""
+class PricingPolicy(_Model):
+    """What GPU instances cost: the price table, the Price List API, and the rates actually paid (Cost Explorer, the
+    CUR 2.0 table). Shared, not a capability's: the lifecycle function prices usage sessions with it, the idle sweep
+    weighs and reports what an idle instance costs, and the report sums spend and savings."""
 
-    enforce: bool = False
-    creator_tag: TagKey = "governor:creator"
-    launched_at_tag: TagKey = "governor:launched-at"
-    reconcile_schedule: Schedule = "rate(1 day)"
     use_price_list_api: bool = False
     # Savings at the price actually paid: "cost_explorer" reads each type's amortised cost per running hour (Savings
     # Plans, Reserved Instances and Capacity Blocks spread over the hours they cover) once per report, over the last
@@ -159,7 +185,7 @@ class LifecyclePolicy(_Model):
     )
 
     @model_validator(mode="after")
-    def _cur_named(self) -> LifecyclePolicy:
+    def _cur_named(self) -> PricingPolicy:
         if self.effective_rates == "cur" and self.cur is None:
             raise ValueError("effective_rates is cur, so cur must name the CUR 2.0 table (database, table, bucket)")
         return self
@@ -226,11 +252,12 @@ class Policy(_Model):
 
     version: Literal[1] = 1
     fleet: FleetPolicy = Field(default_factory=FleetPolicy)
-    lifecycle: LifecyclePolicy = Field(default_factory=LifecyclePolicy)
+    pricing: PricingPolicy = Field(default_factory=PricingPolicy)
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
     ledger: LedgerPolicy = Field(default_factory=LedgerPolicy)
     budgets: BudgetsPolicy = Field(default_factory=BudgetsPolicy)
     if TYPE_CHECKING:  # declared in their packages (registry ``policy_section``), composed into ``Policy`` below
+        lifecycle: LifecyclePolicy = Field(default_factory=LifecyclePolicy)
         network: NetworkPolicy = Field(default_factory=NetworkPolicy)
         keys: KeysPolicy = Field(default_factory=KeysPolicy)
         spot: SpotPolicy = Field(default_factory=SpotPolicy)
@@ -238,6 +265,28 @@ class Policy(_Model):
         notifications: NotificationsPolicy = Field(default_factory=NotificationsPolicy)
         reports: ReportsPolicy = Field(default_factory=ReportsPolicy)
         idle: IdlePolicy = Field(default_factory=IdlePolicy)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        """A key at its old place (:func:`moved_keys`) is read at its new one, with a :class:`PolicyWarning` per key.
+
+        Set at both places, it stays at the old one, where the section refuses it with its field path
+        (``_format_error`` says why)."""
+        if not isinstance(data, dict):
+            return data
+        moved = dict(data)
+        for (old, key), new in moved_keys().items():
+            section, target = moved.get(old), moved.get(new)
+            target = {} if target is None else target
+            if not (isinstance(section, dict) and key in section and isinstance(target, dict)):
+                continue
+            if key in target:
+                continue  # both set: the old section refuses it
+            moved[old] = {k: v for k, v in section.items() if k != key}
+            moved[new] = {**target, key: section[key]}
+            warnings.warn(f"{old}.{key} is deprecated: move it to {new}.{key}", PolicyWarning, stacklevel=2)
+        return moved
 
     @model_validator(mode="after")
     def _capacity_offered_to_a_team(self) -> Policy:
@@ -311,6 +360,17 @@ if not TYPE_CHECKING:  # type checkers see the sections above; a capability read
     Policy = _composed(Policy)
 
 
+@cache
+def moved_keys() -> dict[tuple[str, str], str]:
+    """(section, key) -> the section ``key`` moved to, from every section's ``moved_keys`` (kept for one release)."""
+    return {
+        (name, key): new
+        for name, field in Policy.model_fields.items()
+        if isinstance(section := field.annotation, type) and issubclass(section, _Model)
+        for key, new in section.moved_keys.items()
+    }
+
+
 def _fields_at(location: tuple[Any, ...]) -> list[str]:
     """The field names of the section that holds ``location`` (for "did you mean"), or none when it is not a model."""
     model: Any = Policy
@@ -347,7 +407,10 @@ def _format_error(source: str, error: ValidationError) -> str:
     for item in error.errors(include_input=False):
         path = ".".join(str(part) for part in item["loc"]) or "(top level)"
         reason = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "extra_forbidden":
+        moved_to = moved_keys().get((str(item["loc"][0]), str(item["loc"][-1]))) if len(item["loc"]) == 2 else None
+        if item["type"] == "extra_forbidden" and moved_to is not None:
+            reason = f"moved to {moved_to}.{item['loc'][-1]}, which is set too: delete this one"
+        elif item["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(item["loc"][-1]), _fields_at(item["loc"]), n=1)
             hint = f"did you mean '{close[0]}'?" if close else "check the spelling against governor.yaml"
             reason = f"unknown field ({hint})"

@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
@@ -27,12 +28,18 @@ def _schedule_expression(value: str) -> str:
 
 
 Schedule = Annotated[str, AfterValidator(_schedule_expression)]
+TagKey = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class Section(Model):
     """A policy section: unknown fields are errors (with "did you mean"), values frozen, no NaN or infinity."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    #: Keys that left this section for another top-level one (key -> that section). For one release the policy still
+    #: reads them here, at their new place, with a warning naming it (``governor.policy``); set at both, they are an
+    #: error here.
+    moved_keys: ClassVar[Mapping[str, str]] = {}
 
 
 class PortRange(Section):

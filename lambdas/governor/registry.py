@@ -40,6 +40,7 @@ from governor.domain.actions import (
 )
 
 if TYPE_CHECKING:
+    from governor.domain.costs import IdleTime
     from governor.policy import Policy
 
 # --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
@@ -198,6 +199,14 @@ class Capability:
     #: string the CLI resolves (``governor_cli.demo.hooks``): neither the registry nor the runtime imports it, and the
     #: Lambda code asset does not hold it. Empty: the capability has no scenario of its own.
     demo: str = ""
+    #: Its decisions are the fleet's idle GPU time: ``module:IDLE_TIME`` in its own package, a
+    #: ``governor.domain.costs.IdleTime`` (how to read them into hours, dollars, energy and chart windows). The report
+    #: asks :meth:`Registry.idle_time` for it.
+    idle_time: str = ""
+    #: It keeps the GPU usage sessions (ledger ``kind="session"``) the report counts spend from and says who owns each
+    #: instance: spend in a session nobody owns is raised as its finding (``<policy>.untagged``) unless one of these
+    #: problems of its own (``governor.<name>.findings``) already says so. Empty: it keeps no sessions.
+    ownership_problems: frozenset[str] = frozenset()
 
     #: Time-bound (a deadline such as Spot's two-minute warning): an in-progress idempotency record lapses after this
     #: many seconds instead of at the function's timeout, and a parked event raises its own alarm.
@@ -301,6 +310,22 @@ class Registry(Mapping[str, Capability]):
         """The finding policies of every capability ``flag`` holds for."""
         return frozenset(p for c in self.values() if flag(c) for p in c.policies)
 
+    def session_keeper(self) -> Capability:
+        """The one capability that keeps the usage sessions (``ownership_problems``)."""
+        keepers = [c for c in self.values() if c.ownership_problems]
+        if len(keepers) != 1:
+            raise LookupError(f"one registered capability must keep the usage sessions, not {len(keepers)}")
+        return keepers[0]
+
+    def idle_time(self) -> IdleTime:
+        """How to read the fleet's idle GPU time from the ledger: the ``idle_time`` of the one capability that
+        declares it (imported now, so the registry still loads no capability module at import)."""
+        declared = [c.idle_time for c in self.values() if c.idle_time]
+        if len(declared) != 1:
+            raise LookupError(f"one registered capability must declare idle_time, not {len(declared)}")
+        found: IdleTime = _attribute(declared[0])
+        return found
+
 
 #: Policy sections with an ``enforce`` switch but no function: the audit lake (Athena, Glue and the trail).
 NON_FUNCTION_SECTIONS = ("audit",)
@@ -337,7 +362,9 @@ REGISTRY = Registry(
         construct_id="Lifecycle",
         member_accounts=True,
         fans_out=True,
+        ownership_problems=frozenset({"lifecycle.no-team", "lifecycle.launch"}),  # governor.lifecycle.findings
         section="lifecycle",
+        policy_section="governor.lifecycle.policy:LifecyclePolicy",
         description="Tags GPU launches with their creator and keeps GPU usage sessions for cost attribution",
         triggers=(
             Trigger("RunInstances", "rule", "successful RunInstances of GPU families (CloudTrail)"),
@@ -357,9 +384,10 @@ REGISTRY = Registry(
         ),
         uses=(
             _DESCRIBE,
-            Uses("governor.lifecycle.pricing", when=lambda p: p.lifecycle.use_price_list_api),
+            Uses("governor.lifecycle.pricing", when=lambda p: p.pricing.use_price_list_api),
         ),
         actions=(Tag, Record, Notify),
+        sections=("lifecycle", "pricing"),  # sessions are priced when they close
     ),
     Capability(
         name="keys",
@@ -439,6 +467,7 @@ REGISTRY = Registry(
         fans_out=True,
         section="idle",
         policy_section="governor.idle.policy:IdlePolicy",
+        idle_time="governor.idle.costs:IDLE_TIME",
         description="Warns about, then stops or terminates, GPU instances idle by every signal (idle policy)",
         triggers=(
             Trigger(
@@ -466,6 +495,7 @@ REGISTRY = Registry(
             Uses("governor.idle.autoscaling", ()),
         ),
         actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate),
+        sections=("idle", "pricing"),  # the dearest idle instance acts first; findings carry its hourly price
     ),
     Capability(
         name="interactions",
@@ -559,13 +589,13 @@ REGISTRY = Registry(
             Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
             Uses(
                 "governor.adapters.cost_explorer",
-                when=lambda p: p.lifecycle.effective_rates in ("cost_explorer", "cur"),
+                when=lambda p: p.pricing.effective_rates in ("cost_explorer", "cur"),
             ),
-            Uses("governor.adapters.cur", when=lambda p: p.lifecycle.effective_rates == "cur"),
+            Uses("governor.adapters.cur", when=lambda p: p.pricing.effective_rates == "cur"),
             *_DELIVERY,
         ),
         actions=(Record, Notify),
-        sections=("reports", "notifications", "lifecycle", "budgets"),
+        sections=("reports", "notifications", "lifecycle", "pricing", "budgets"),
         modes=("DELIVERS to Slack and email, archives to S3", "report-only: archives to S3, sends nothing"),
     ),
     Capability(

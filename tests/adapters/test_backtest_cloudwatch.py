@@ -88,7 +88,7 @@ def test_the_fleets_own_history_is_replayed_and_reported_per_team(
     assert stops == {fleet["vision-idle"], fleet["speech-idle"]}
     teams = data["teams"]
     assert teams["vision"]["instances"] == 2 and teams["vision"]["stopped"] == 1 and teams["speech"]["stopped"] == 1
-    # g5.12xlarge: 4 GPUs at $5.672 an hour (lifecycle.prices): the saving counts GPUs and dollars
+    # g5.12xlarge: 4 GPUs at $5.672 an hour (pricing.prices): the saving counts GPUs and dollars
     speech_hours = data["instances"][fleet["speech-idle"]]["gpu_hours_reclaimed"]
     assert teams["speech"]["gpu_hours_saved"] == pytest.approx(4 * speech_hours, abs=0.02)
     assert teams["speech"]["usd_saved"] == pytest.approx(5.672 * speech_hours, abs=0.02)

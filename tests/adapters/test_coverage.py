@@ -77,14 +77,14 @@ def _ce() -> tuple[Any, Stubber]:
 def test_gpu_fleet_coverage_is_read_and_reported() -> None:
     ce, stub = _ce()
     rates = CostExplorerRates(30, ce, now=NOW)
-    policy = parse_policy({"fleet": {"gpu_families": ["p", "g"]}, "lifecycle": {"effective_rates": "cost_explorer"}})
+    policy = parse_policy({"fleet": {"gpu_families": ["p", "g"]}, "pricing": {"effective_rates": "cost_explorer"}})
     coverage = rates.coverage(policy.fleet.is_gpu_type)
     assert (coverage.savings_plans_pct, coverage.reserved_hours_pct) == (72.0, 25.0)
     assert rates.calls == 2
     stub.assert_no_pending_responses()
 
     ce, _ = _ce()
-    book = PriceBook(policy.lifecycle, effective=CostExplorerRates(30, ce, now=NOW))
+    book = PriceBook(policy.pricing, effective=CostExplorerRates(30, ce, now=NOW))
     section = cost_section([], policy, NOW - dt.timedelta(days=1), NOW, prices=book)
     assert section.savings_plans_coverage_pct == 72.0 and section.reserved_coverage_pct == 25.0
     said = (
@@ -98,7 +98,7 @@ def test_gpu_fleet_coverage_is_read_and_reported() -> None:
         policy=policy,
         audit={},
         now=NOW,
-        prices=PriceBook(policy.lifecycle, effective=CostExplorerRates(30, _ce()[0], now=NOW)),
+        prices=PriceBook(policy.pricing, effective=CostExplorerRates(30, _ce()[0], now=NOW)),
     )
     page = render_html(report)
     assert "<h3>Savings Plans and RI coverage of the GPU fleet</h3>" in page and f"<p>{said}.</p>" in page
@@ -116,8 +116,8 @@ def test_a_failed_coverage_read_is_said_not_hidden() -> None:
     stub = Stubber(ce)
     stub.add_client_error("get_savings_plans_coverage", "AccessDeniedException", "not authorised")
     stub.activate()
-    policy = parse_policy({"lifecycle": {"effective_rates": "cost_explorer"}})
-    book = PriceBook(policy.lifecycle, effective=CostExplorerRates(30, ce, now=NOW))
+    policy = parse_policy({"pricing": {"effective_rates": "cost_explorer"}})
+    book = PriceBook(policy.pricing, effective=CostExplorerRates(30, ce, now=NOW))
     section = cost_section([], policy, NOW - dt.timedelta(days=1), NOW, prices=book)
     assert section.savings_plans_coverage_pct is None and section.coverage_source is None
     assert any(n.startswith("Savings Plans / RI coverage unavailable (ClientError") for n in section.notes)

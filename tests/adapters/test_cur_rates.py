@@ -183,7 +183,7 @@ def test_types_the_table_lacks_and_a_failed_query_fall_back_to_cost_explorer_and
 
 def test_the_report_prices_savings_at_the_instance_s_cur_rate_and_names_the_source() -> None:
     policy = parse_policy(
-        {"lifecycle": {"effective_rates": "cur", "cur": {"database": "billing", "table": "cur2", "bucket": "bills"}}}
+        {"pricing": {"effective_rates": "cur", "cur": {"database": "billing", "table": "cur2", "bucket": "bills"}}}
     )
 
     class NoExplorer:
@@ -200,11 +200,11 @@ def test_the_report_prices_savings_at_the_instance_s_cur_rate_and_names_the_sour
 
 def test_the_policy_names_the_table_for_cur() -> None:
     with pytest.raises(PolicyError, match=r"cur must name the CUR 2\.0 table"):
-        parse_policy({"lifecycle": {"effective_rates": "cur"}})
-    with pytest.raises(PolicyError, match=r"lifecycle\.cur\.table"):
+        parse_policy({"pricing": {"effective_rates": "cur"}})
+    with pytest.raises(PolicyError, match=r"pricing\.cur\.table"):
         parse_policy(
             {
-                "lifecycle": {
+                "pricing": {
                     "effective_rates": "cur",
                     "cur": {"database": "billing", "table": "Cur-2", "bucket": "bills"},
                 }

@@ -74,7 +74,7 @@ def test_the_effective_rate_is_amortised_cost_over_running_hours(ce: Any) -> Non
 
 def test_report_savings_use_the_effective_rate_and_name_its_source(ce: Any) -> None:
     queue(PLAN)
-    policy = parse_policy({"lifecycle": {"effective_rates": "cost_explorer"}})
+    policy = parse_policy({"pricing": {"effective_rates": "cost_explorer"}})
     section = cost_section(_day(enforce=False), policy, DAY, END, prices=price_book(policy, "us-east-1", ce, DAY))
     assert section.would_save_usd == round(5.5 * 3.4, 2)  # not 5.5 h at the 5.672 list price
     assert section.price_sources == {"g5.12xlarge": "Cost Explorer amortised cost, 2026-11-01 to 2026-12-01"}
@@ -92,7 +92,7 @@ def test_a_cost_explorer_failure_falls_back_to_list_prices_and_says_so() -> None
         def get_cost_and_usage(self, **_: Any) -> dict[str, Any]:
             raise RuntimeError("AccessDeniedException: Cost Explorer is not enabled")
 
-    policy = parse_policy({"lifecycle": {"effective_rates": "cost_explorer"}})
+    policy = parse_policy({"pricing": {"effective_rates": "cost_explorer"}})
     section = cost_section(_day(enforce=False), policy, DAY, END, prices=price_book(policy, "us-east-1", Denied()))
     assert section.would_save_usd == round(5.5 * PRICE, 2)
     assert any("effective rates unavailable (RuntimeError: AccessDeniedException" in n for n in section.notes)

@@ -79,7 +79,7 @@ class Fleet:
         self.caps = Adapters(
             reader=Ec2Reader(REGION, self.ec2, wildcard_type_filter=False),  # moto does not match wildcard filters
             tagger=Ec2Actions(REGION, self.ec2),
-            prices=PriceBook(policy.lifecycle),
+            prices=PriceBook(policy.pricing),
             now=lambda: self.now,
         )
 
@@ -258,7 +258,7 @@ def test_price_list_adapter_reads_the_hourly_on_demand_rate_once() -> None:
         assert prices.on_demand("g6e.12xlarge", "eu-west-1") == (10.4926, 4) and prices.calls == 1
         assert prices.on_demand("g5.xlarge", "eu-west-1") is None  # API error: fall back to the table
     book = PriceBook(
-        parse_policy({"lifecycle": {"use_price_list_api": True}}).lifecycle, region="eu-west-1", price_list=prices
+        parse_policy({"pricing": {"use_price_list_api": True}}).pricing, region="eu-west-1", price_list=prices
     )
     assert book.price("g6e.12xlarge").per_hour == 10.4926
     assert book.price("g5.xlarge").per_hour == 1.006

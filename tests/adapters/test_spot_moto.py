@@ -17,10 +17,10 @@ from governor.adapters.dlq import SqsDeadLetters
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.ledger import DynamoLedger
 from governor.adapters.ssm import SsmCommands
+from governor.domain.interruptions import interruption_stats
 from governor.policy import parse_policy
 from governor.runtime import Runtime, default_runtime
 from governor.spot.handler import Adapters, handle, lambda_handler
-from governor.spot.records import interruption_stats
 from governor.spot.recovery import SpotRecoveryActions
 from governor_cli.demo.bootstrap import LocalStack, create_shared
 from tests.adapters.test_spot_recovery import REGION, Fleet

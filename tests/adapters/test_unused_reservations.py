@@ -77,7 +77,7 @@ def _runtime(local: Any, **idle: Any) -> Runtime:
             {
                 "idle": {"launch_grace_minutes": 0, **idle},
                 "fleet": {"gpu_families": ["p", "g"]},
-                "lifecycle": {"prices": {"p4d.24xlarge": {"on_demand": 21.96, "gpus": 8}}},
+                "pricing": {"prices": {"p4d.24xlarge": {"on_demand": 21.96, "gpus": 8}}},
             }
         ),
         ledger=DynamoLedger(local.ledger_table, region="us-east-1"),

@@ -148,3 +148,18 @@ def test_the_layer_leaves_boto3_and_botocore_to_the_runtime(tmp_path: Path) -> N
 
 def test_no_china_partition_is_claimed() -> None:
     assert json.loads(CDK_JSON.read_text())["context"]["@aws-cdk/core:target-partitions"] == ["aws"]
+
+
+def test_a_deprecated_policy_key_is_a_synth_warning_on_the_stack(tmp_path: Path) -> None:
+    """``cdk synth`` prints the stack's warnings: a price key at its old place (lifecycle) is read at its new one
+    (pricing), and the synth says so once per key; the functions' environments hold the new shape."""
+    from aws_cdk.assertions import Annotations, Match
+
+    old = tmp_path / "old.yaml"
+    old.write_text("lifecycle:\n  prices:\n    g5.xlarge: {on_demand: 2.0, gpus: 1}\n")
+    _, stack = build_app(policy_file=old)
+    [warning] = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("deprecated"))
+    assert (
+        warning.entry.data == "lifecycle.prices is deprecated: move it to pricing.prices [ack: governor:policy-warning]"
+    )
+    assert stack.policy.pricing.prices["g5.xlarge"].on_demand == 2.0

@@ -122,6 +122,25 @@ def test_bad_policy_stops_synth_with_exit_2(tmp_path: Path) -> None:
 
 def test_a_policy_too_large_for_lambda_environment_stops_the_synth() -> None:
     prices = {f"g5.{n}xlarge": {"on_demand": 1.0 + n, "spot": 0.5, "gpus": 1} for n in range(200)}
-    policy = parse_policy({"lifecycle": {"prices": prices}})
+    policy = parse_policy({"pricing": {"prices": prices}})
     with pytest.raises(PolicyError, match=r"bytes for the (lifecycle|report|idle) function; Lambda allows 4 KB"):
         build_app(policy=policy)
+
+
+def test_a_function_s_environment_parses_back_to_its_sections_of_the_policy() -> None:
+    """Only what differs from the defaults is written (``policy_subset``): the function's own parse of it gives the
+    very sections the synth had, for the shipped policy and for one that sets every section's options."""
+    import json
+
+    from governor.registry import REGISTRY
+    from infra.constructs.function import policy_subset
+    from tests.infra.test_nist import EVERYTHING_ON
+
+    shipped = parse_policy({})
+    for policy in (shipped, parse_policy(EVERYTHING_ON)):
+        for capability in REGISTRY.values():
+            sections = capability.environment_sections
+            carried = parse_policy(json.loads(policy_subset(policy, sections)))
+            for name in ("fleet", "ledger", *sections):
+                assert getattr(carried, name) == getattr(policy, name), (capability.name, name)
+    assert len(policy_subset(shipped, REGISTRY["idle"].environment_sections)) < 100  # the defaults take no room

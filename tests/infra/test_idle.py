@@ -58,6 +58,8 @@ def test_sweep_runs_on_the_policy_schedule_with_the_idle_section(synth: Synth) -
     function_id, function = _function(synth)
     variables = function["Properties"]["Environment"]["Variables"]
     assert '"idle":' in variables["GOVERNOR_POLICY"] and '"network":' not in variables["GOVERNOR_POLICY"]
+    # what an idle instance costs an hour (its finding, which dear instance acts first): the policy's own prices
+    assert parse_policy(json.loads(variables["GOVERNOR_POLICY"])).pricing == synth.stack.policy.pricing
     schedules = [
         s["Properties"]
         for s in synth.resources("AWS::Scheduler::Schedule").values()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from governor.policy import parse_policy
 from governor.registry import REGISTRY
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import ACCOUNT, REGION, role_policy
@@ -32,7 +34,9 @@ def _rules_for(synth: Synth, function_id: str) -> list[dict[str, Any]]:
 def test_function_carries_the_lifecycle_policy(synth: Synth) -> None:
     _, function = _function(synth)
     assert '"lifecycle":' in function["Properties"]["Environment"]["Variables"]["GOVERNOR_POLICY"]
-    assert '"prices":' in function["Properties"]["Environment"]["Variables"]["GOVERNOR_POLICY"]
+    # sessions are priced from the policy's price book (only what differs from the defaults is written)
+    carried = parse_policy(json.loads(function["Properties"]["Environment"]["Variables"]["GOVERNOR_POLICY"]))
+    assert carried.pricing == synth.stack.policy.pricing and carried.pricing.prices["p4d.24xlarge"].gpus == 8
 
 
 def test_triggers_successful_gpu_launches_and_state_changes(synth: Synth) -> None:

@@ -36,8 +36,8 @@ EVERYTHING_ON: dict[str, Any] = {
     "network": {"enforce": True},
     "keys": {"enforce": True, "rotate_on_demand": True},
     # cur: the CUR 2.0 table first, Cost Explorer after it (both grants), issue 38
-    "lifecycle": {
-        "enforce": True,
+    "lifecycle": {"enforce": True},
+    "pricing": {
         "use_price_list_api": True,
         "effective_rates": "cur",
         "cur": {"database": "billing", "table": "cur2", "bucket": "example-billing", "prefix": "cur2/gpu-export"},

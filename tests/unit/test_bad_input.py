@@ -87,10 +87,10 @@ def test_ledger_export_refuses_an_unknown_kind_before_reading_aws(capsys: pytest
     [
         ("idle:\n  enforce: false\n  enforce: true\n", "line 3: duplicate key 'enforce' (first at line 2)"),
         (
-            "lifecycle:\n  prices_as_of: 2026-02-30\n",
+            "pricing:\n  prices_as_of: 2026-02-30\n",
             "line 2: invalid date '2026-02-30' (day is out of range for month)",
         ),
-        ("lifecycle:\n  prices_as_of: 2026-13-45\n", "line 2: invalid date '2026-13-45'"),
+        ("pricing:\n  prices_as_of: 2026-13-45\n", "line 2: invalid date '2026-13-45'"),
         ("ledger:\n  retention_days: 100000000000\n", "ledger.retention_days: Input should be less than or equal to"),
         ("idle:\n  windw_minutes: 60\n", "idle.windw_minutes: unknown field (did you mean 'window_minutes'?)"),
         ("idle:\n  schedule: every now and then\n", "idle.schedule: 'every now and then' is not a schedule"),
@@ -167,4 +167,4 @@ def test_validate_ranges_lists_every_number_and_date_with_both_bounds(capsys: py
     for path in NUMERIC:
         line = listed[".".join(path)]
         assert (">" in line and "<" in line) or " .. " in line, line
-    assert "lifecycle.prices.<name>.gpus" in listed
+    assert "pricing.prices.<name>.gpus" in listed

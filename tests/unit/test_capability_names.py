@@ -20,6 +20,7 @@ from tests.imports import import_statements, modules
 _AWS_SPOT = "AWS's word: the EC2 market and instance lifecycle 'spot', not the capability"
 _IDLE_TOOLING = "the idle policy's own tooling in the CLI (backtest, simulator, history, soak): not yet in its package"
 _NOT_MOVED = "not moved yet (issue 34 item 1): see notes/34.md"
+_IDLE_BAND = "the charts' band and palette colour for idle GPU time (a word of the chart, not the capability)"
 _CLI = "a CLI command for one capability (governor report, governor idle, ledger and status views)"
 
 KNOWN: dict[str, tuple[frozenset[str], str]] = {
@@ -31,7 +32,14 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.domain.fleet": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.domain": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.explain": (frozenset({"spot"}), _AWS_SPOT),
-    "governor.domain.costs": (frozenset({"idle", "lifecycle", "spot"}), _NOT_MOVED + " (cost figures by policy)"),
+    "governor.domain.costs": (
+        frozenset({"lifecycle", "spot"}),
+        _AWS_SPOT + "; EC2's word 'lifecycle' (InstanceLifecycle) in a usage session, priced by it",
+    ),
+    "governor.domain.interruptions": (
+        frozenset({"spot"}),
+        _AWS_SPOT + " (an interrupted instance's InstanceLifecycle in the shared interruption record)",
+    ),
     "governor.idle.domain": (frozenset({"report", "spot"}), _AWS_SPOT + "; a 'report' verdict word"),
     "governor.idle.policy": (
         frozenset({"report"}),
@@ -40,16 +48,12 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.idle.handler": (frozenset({"interactions"}), _NOT_MOVED + " (Stop now's requests)"),
     "governor.notifier.handler": (frozenset({"interactions"}), _NOT_MOVED + " (the buttons the notifier attaches)"),
     "governor.spot.domain": (frozenset({"lifecycle"}), "EC2's word: an instance's lifecycle ('spot'/'scheduled')"),
-    "governor.report.chart_image": (frozenset({"idle"}), _NOT_MOVED + " (the idle widget)"),
-    "governor.report.charts": (frozenset({"idle"}), _NOT_MOVED + " (the idle widget)"),
+    "governor.report.chart_image": (frozenset({"idle"}), _IDLE_BAND),
+    "governor.report.charts": (frozenset({"idle"}), _IDLE_BAND),
     "governor.report.render.html_page": (frozenset({"idle"}), "the charts' palette colour for idle GPU time"),
     "governor.report.handler": (frozenset({"notifier"}), _NOT_MOVED + " (delivery through the notifier's adapters)"),
     "governor.report.render.slack": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's Slack limits)"),
-    "governor.report.sections.cost": (frozenset({"idle", "spot"}), _NOT_MOVED + " (idle and Spot cost figures)"),
-    "governor.report.sections.findings": (
-        frozenset({"lifecycle", "notifier"}),
-        _NOT_MOVED + " (the notifier's own findings; untagged spend is raised as lifecycle's)",
-    ),
+    "governor.report.sections.findings": (frozenset({"notifier"}), _NOT_MOVED + " (the notifier's own findings)"),
     "governor.interactions.domain": (frozenset({"report"}), "a warn action's 'planned: report' word (no Stop now)"),
     "governor_cli.backtest_cloudwatch": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.commands.backtest": (frozenset({"idle"}), _IDLE_TOOLING),
@@ -86,25 +90,22 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.fleet_status": (frozenset({"idle"}), _CLI + " (governor status --table: the idle marks)"),
     "governor_cli.main": (frozenset({"idle", "report"}), _CLI),
     "governor_cli.demo.run": (
-        frozenset({"idle", "interactions", "lifecycle", "notifier", "report", "spot"}),
-        _NOT_MOVED + " (what the demo still wires by hand: demo_policy's notifications, interactions, budgets and "
-        "lifecycle settings; EC2's 'spot' market and the workload kind 'idle' in the fleet's launch; `governor report`, "
-        "its summary row and per-account attribution; every capability's events are in its scenario hooks)",
+        frozenset({"idle", "interactions", "notifier", "report", "spot"}),
+        _NOT_MOVED + " (what the demo still wires by hand: demo_policy's notifications, interactions and budgets "
+        "settings; EC2's 'spot' market and the workload kind 'idle' in the fleet's launch; `governor report`, its "
+        "summary row and per-account attribution; every capability's events are in its scenario hooks)",
     ),
     "governor_cli.testing.faults": (
         frozenset({"notifier"}),
         _NOT_MOVED + " (delivery faults patch the notifier's Slack webhook client, which the report and the click "
         "worker use too: it goes with the Slack client's move to a shared module)",
     ),
-    "infra.constructs.audit": (frozenset({"report"}), _NOT_MOVED + " (the report's Athena grants)"),
     "infra.constructs.interactions": (
         frozenset({"idle", "notifier"}),
         _NOT_MOVED + " (Stop now invokes idle's function; the notifier's secret names)",
     ),
     "infra.constructs.keys": (frozenset({"interactions", "notifier"}), _NOT_MOVED + " (the Slack secrets keys guards)"),
-    "infra.constructs.operators": (frozenset({"report"}), _NOT_MOVED + " (operators read the reports bucket)"),
     "infra.constructs.reports": (frozenset({"notifier"}), "built inside the notifier's construct (registry: within)"),
-    "infra.stacks.spoke": (frozenset({"idle"}), _NOT_MOVED + " (the spoke's idle grants)"),
 }
 
 
@@ -170,3 +171,14 @@ def test_the_registry_names_each_capability_once_with_what_varies() -> None:
     for capability in REGISTRY.values():
         assert capability.construct.count(":") == 1 and capability.construct_id
         assert capability.within is None or capability.within in REGISTRY
+
+
+def test_what_the_report_reads_by_capability_is_declared_once() -> None:
+    """One capability's decisions are the fleet's idle GPU time, read with the policies its entry gives its findings;
+    one keeps the usage sessions and raises untagged spend as its own finding."""
+    idle_time = REGISTRY.idle_time()
+    (declaring,) = [c for c in REGISTRY.values() if c.idle_time]
+    assert idle_time.policies == frozenset(declaring.policies)
+    assert declaring.idle_time.startswith(declaring.package + ".")
+    keeper = REGISTRY.session_keeper()
+    assert all(problem.startswith(f"{keeper.policies[0]}.") for problem in keeper.ownership_problems)

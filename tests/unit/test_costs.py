@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from governor.domain.actions import Stop
-from governor.domain.costs import PriceBook, gpu_hours_and_cost, idle_hours, savings, session_usage
+from governor.domain.costs import PriceBook, gpu_hours_and_cost, session_usage
 from governor.domain.decision import Decision
+from governor.idle.costs import idle_hours, savings
 from governor.policy import parse_policy
 
 POLICY = parse_policy({})
@@ -22,7 +23,7 @@ def at(hour: float) -> str:
 
 
 def session(instance_id: str, instance_type: str, start: float, end: float | None, **extra: Any) -> dict[str, Any]:
-    price = PriceBook(POLICY.lifecycle).price(instance_type, extra.get("lifecycle", "on-demand"))
+    price = PriceBook(POLICY.pricing).price(instance_type, extra.get("lifecycle", "on-demand"))
     return {
         "kind": "session",
         "instance_id": instance_id,
@@ -61,7 +62,7 @@ def idle_decision(
 
 
 def test_price_book_table_spot_and_unpriced() -> None:
-    book = PriceBook(POLICY.lifecycle)
+    book = PriceBook(POLICY.pricing)
     on_demand = book.price("p4d.24xlarge")
     assert (on_demand.per_hour, on_demand.gpus, on_demand.basis, on_demand.as_of) == (
         32.7726,
@@ -86,9 +87,9 @@ class FakePriceList:
 
 def test_price_list_overrides_on_demand_only_when_enabled() -> None:
     listed = FakePriceList()
-    off = PriceBook(POLICY.lifecycle, price_list=listed)
+    off = PriceBook(POLICY.pricing, price_list=listed)
     assert off.price("g5.xlarge").per_hour == 1.006 and listed.calls == 0
-    on = PriceBook(parse_policy({"lifecycle": {"use_price_list_api": True}}).lifecycle, price_list=listed)
+    on = PriceBook(parse_policy({"pricing": {"use_price_list_api": True}}).pricing, price_list=listed)
     assert on.price("g5.xlarge").per_hour == 1.1 and on.price("g5.xlarge").basis == "price list on-demand"
     assert on.price("g5.xlarge", "spot").per_hour == 0.42  # Spot has no list price: the table's
     new_type = on.price("g6e.12xlarge")
@@ -131,7 +132,7 @@ def test_cost_table_by_team_owner_and_type() -> None:
 
 def test_unpriced_session_is_priced_from_the_book_when_given() -> None:
     item = session("i-1", "g5.xlarge", 0, 2, price_per_hour=None, gpus=None)
-    [row] = gpu_hours_and_cost([item], DAY, NEXT, prices=PriceBook(POLICY.lifecycle))
+    [row] = gpu_hours_and_cost([item], DAY, NEXT, prices=PriceBook(POLICY.pricing))
     assert (row.cost_usd, row.unpriced_sessions) == (2.01, 0)
 
 
@@ -169,5 +170,5 @@ def test_terminated_instance_is_reclaimed_until_the_end_of_the_period() -> None:
     assert summary.reclaimed_hours == 4.0
     no_price = savings(items, DAY, NEXT)
     assert (no_price.saved_usd, no_price.unpriced_instances) == (0.0, 1)
-    priced = savings(items, DAY, NEXT, PriceBook(POLICY.lifecycle))
+    priced = savings(items, DAY, NEXT, PriceBook(POLICY.pricing))
     assert priced.saved_usd == round(4 * 3.06, 2)

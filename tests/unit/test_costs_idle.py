@@ -8,9 +8,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from governor.domain.costs import idle_hours, savings
 from governor.domain.fleet import Instance
 from governor.idle import domain as idle
+from governor.idle.costs import idle_hours, savings
 from governor.policy import parse_policy
 
 DAY = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)

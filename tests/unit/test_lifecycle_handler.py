@@ -60,7 +60,7 @@ class World:
         caps = Adapters(
             reader=self.ec2,
             tagger=self.ec2,
-            prices=PriceBook(self.runtime.policy.lifecycle),
+            prices=PriceBook(self.runtime.policy.pricing),
             now=lambda: self.clock[0],
         )
         return handle(event, self.runtime, caps)

@@ -40,7 +40,7 @@ def reconcile_in(world: World, account: str, region: str, *, home: tuple[str, st
     caps = Adapters(
         reader=world.ec2,
         tagger=world.ec2,
-        prices=PriceBook(world.runtime.policy.lifecycle),
+        prices=PriceBook(world.runtime.policy.pricing),
         now=lambda: world.clock[0],
         home=home,
     )

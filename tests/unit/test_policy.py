@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from governor.policy import PolicyError, load_policy, parse_policy, parse_policy_text
+from governor.policy import (
+    Policy,
+    PolicyError,
+    PolicyWarning,
+    load_policy,
+    moved_keys,
+    parse_policy,
+    parse_policy_text,
+    policy_warnings,
+)
 from tests.conftest import ROOT
 
 
@@ -87,3 +96,98 @@ def test_the_ledger_keeps_an_exemptions_setting_as_long_as_the_exemption_may_las
     with pytest.raises(PolicyError, match=r"ledger\.retention_days"):
         parse_policy({"ledger": {"retention_days": 30}, "fleet": {"max_exemption_days": 90}})
     assert parse_policy({"ledger": {"retention_days": 30}, "fleet": {"max_exemption_days": 30}})
+
+
+#: The price book's keys where they were until they became the core ``pricing`` section (issue 34).
+OLD_PRICE_KEYS = """\
+lifecycle:
+  enforce: true
+  use_price_list_api: true
+  effective_rates: cost_explorer
+  prices_as_of: 2026-10-01
+  prices:
+    g5.xlarge: {on_demand: 2.0, spot: 0.5, gpus: 1}
+"""
+NEW_PRICE_KEYS = """\
+lifecycle:
+  enforce: true
+pricing:
+  use_price_list_api: true
+  effective_rates: cost_explorer
+  prices_as_of: 2026-10-01
+  prices:
+    g5.xlarge: {on_demand: 2.0, spot: 0.5, gpus: 1}
+"""
+
+
+def test_a_price_key_at_its_old_place_is_read_at_its_new_one_with_one_warning_each() -> None:
+    with pytest.warns(PolicyWarning) as caught:
+        old = parse_policy_text(OLD_PRICE_KEYS, "old.yaml")
+    assert old == parse_policy_text(NEW_PRICE_KEYS, "new.yaml")
+    assert old.lifecycle.enforce is True and old.pricing.prices["g5.xlarge"].on_demand == 2.0
+    assert sorted(str(w.message) for w in caught) == [
+        f"lifecycle.{key} is deprecated: move it to pricing.{key}"
+        for key in sorted(("effective_rates", "prices", "prices_as_of", "use_price_list_api"))
+    ]
+
+
+def test_the_current_shape_warns_nothing() -> None:
+    with policy_warnings() as warned:
+        parse_policy_text(NEW_PRICE_KEYS)
+        load_policy(ROOT / "governor.yaml")
+    assert warned == []
+
+
+def test_a_key_at_both_places_is_an_error_naming_the_old_path() -> None:
+    both = NEW_PRICE_KEYS.replace("  enforce: true\n", "  enforce: true\n  prices_as_of: 2026-09-01\n", 1)
+    with pytest.raises(PolicyError) as caught:
+        parse_policy_text(both, "my.yaml")
+    assert (
+        str(caught.value)
+        == "my.yaml: lifecycle.prices_as_of: moved to pricing.prices_as_of, which is set too: delete this one"
+    )
+
+
+def test_an_old_key_s_bad_value_is_refused_at_its_new_place() -> None:
+    with (
+        pytest.warns(PolicyWarning),
+        pytest.raises(PolicyError, match=r"pricing\.effective_rate_days: Input should be"),
+    ):
+        parse_policy({"lifecycle": {"effective_rate_days": 0}})
+
+
+def test_every_moved_key_is_a_field_of_its_new_section_only() -> None:
+    assert {(old, key) for old, key in moved_keys()} >= {("lifecycle", "prices"), ("lifecycle", "cur")}
+    for (old, key), new in moved_keys().items():
+        assert key in Policy.model_fields[new].annotation.model_fields, (old, key)  # type: ignore[union-attr]
+        assert key not in Policy.model_fields[old].annotation.model_fields, (old, key)  # type: ignore[union-attr]
+
+
+def test_validate_prints_each_warning_on_one_line_and_succeeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from governor_cli.main import main
+
+    old = tmp_path / "old.yaml"
+    old.write_text(OLD_PRICE_KEYS)
+    assert main(["validate", str(old)]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{old}: valid (enforcing: lifecycle; delivering: notifications, reports)\n"
+    assert f"{old}: warning: lifecycle.prices is deprecated: move it to pricing.prices\n" in err
+    assert len(err.splitlines()) == 4 and "Traceback" not in err
+    old.write_text(NEW_PRICE_KEYS.replace("lifecycle:\n", "lifecycle:\n  prices: {}\n", 1))
+    assert main(["validate", str(old)]) == 2
+    assert capsys.readouterr().err == (
+        f"governor: {old}: lifecycle.prices: moved to pricing.prices, which is set too: delete this one\n"
+    )
+
+
+def test_other_commands_print_a_policy_warning_as_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import warnings
+
+    from governor_cli.main import _policy_warnings_one_line
+
+    with _policy_warnings_one_line(), warnings.catch_warnings():
+        warnings.simplefilter("always", PolicyWarning)
+        parse_policy({"lifecycle": {"prices": {}}})
+    assert capsys.readouterr().err == "governor: warning: lifecycle.prices is deprecated: move it to pricing.prices\n"

@@ -64,7 +64,7 @@ def test_permissions_follow_the_policy_options() -> None:
         {
             "spot": {"replacement": "on-demand", "deregister_from_target_groups": False},
             "idle": {"asg_action": "report"},
-            "lifecycle": {"use_price_list_api": True},
+            "pricing": {"use_price_list_api": True},
             "notifications": {"email_sender": "governor@example.com"},
         },
         source="options",

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from governor.domain.fleet import Instance
+from governor.domain.interruptions import InterruptionRecord, interruption_stats
 from governor.events.envelopes import InvalidEventError, parse_model
 from governor.explain import explain
 from governor.policy import Policy, parse_policy
@@ -25,7 +26,6 @@ from governor.spot.domain import (
     decide_warning,
     start_record,
 )
-from governor.spot.records import InterruptionRecord, interruption_stats
 from governor_cli.main import main
 from tests.conftest import ROOT
 

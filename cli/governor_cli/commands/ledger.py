@@ -20,13 +20,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from governor.domain.interruptions import RECORD_KIND
 from governor.domain.times import parse_bounded, parse_time
 from governor.idle.domain import MARK_KIND
 from governor.lifecycle.domain import LAUNCH, OPEN_SESSION, SESSION
 from governor.notifier.delivery import DELIVERY_KIND
 from governor.notifier.domain import MERGE_KIND
 from governor.spot.domain import REBALANCE_KIND
-from governor.spot.records import RECORD_KIND
 from governor_cli.flags import add_region, add_table
 
 DEFAULT_KINDS = ("decision", SESSION)

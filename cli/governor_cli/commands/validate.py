@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import types
 import typing
 from typing import Any
 
-from governor.policy import PolicyError, resolve_policy
+from governor.policy import PolicyError, policy_warnings, resolve_policy
 
 
 def register(subparsers: Any) -> None:
@@ -73,9 +74,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key:48} {allowed:28} default {default}")
         return 0
     try:
-        policy, source = resolve_policy(args.file)
+        with policy_warnings() as warned:
+            policy, source = resolve_policy(args.file)
     except PolicyError as error:
         raise UsageError(str(error)) from None
+    for warning in warned:
+        print(f"{source}: warning: {warning}", file=sys.stderr)
     from governor.domain.actions import Notify, Record
     from governor.registry import REGISTRY
 

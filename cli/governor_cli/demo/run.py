@@ -349,13 +349,13 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
         budgets = budgets.model_copy(update={"teams": dict.fromkeys(TEAMS, DEMO_TEAM_BUDGET_USD)})
     # The demo's account buys GPU hours under a Savings Plan: savings are priced at what it pays (Cost Explorer's
     # amortised cost, answered by the emulator from SAVINGS_PLAN_DISCOUNT), not at list prices.
-    lifecycle = chosen.lifecycle.model_copy(update={"effective_rates": "cost_explorer"})
+    pricing = chosen.pricing.model_copy(update={"effective_rates": "cost_explorer"})
     return chosen.model_copy(
         update={
             "notifications": notifications,
             "interactions": interactions,
             "budgets": budgets,
-            "lifecycle": lifecycle,
+            "pricing": pricing,
         }
     )
 
@@ -387,7 +387,7 @@ def savings_plan_account(endpoint: str, policy: Policy) -> None:
                 "UsageQuantity": {"Amount": f"{SAVINGS_PLAN_HOURS:.0f}", "Unit": "Hrs"},
             },
         }
-        for instance_type, entry in sorted(policy.lifecycle.prices.items())
+        for instance_type, entry in sorted(policy.pricing.prices.items())
     ]
     result: dict[str, Any] = {
         "ResultsByTime": [{"Groups": groups, "Total": {}, "Estimated": False}],
@@ -915,7 +915,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
                 os.environ.pop(name, None)
         (options.out / "lambda.log").write_text(sim.log.getvalue(), encoding="utf-8")
         say("auditing the trail and rendering the report")
-        if sim.policy.lifecycle.effective_rates == "cost_explorer":
+        if sim.policy.pricing.effective_rates == "cost_explorer":
             savings_plan_account(os.environ["AWS_ENDPOINT_URL"], sim.policy)
         _report(sim, capture)
         sim.result.slack_messages = len(capture.received)

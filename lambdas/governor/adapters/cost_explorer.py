@@ -2,7 +2,7 @@
 
 What an account with Savings Plans, Reserved Instances or Capacity Blocks actually pays for an hour of a type is its
 amortised cost (upfront fees and commitments spread over the hours they cover) divided by its running hours, over the
-last ``lifecycle.effective_rate_days``. One GetCostAndUsage call (paginated) serves every type; Cost Explorer's
+last ``pricing.effective_rate_days``. One GetCostAndUsage call (paginated) serves every type; Cost Explorer's
 endpoint is us-east-1 for every region, and each request is billed (USD 0.01), so the report makes one a run.
 """
 

@@ -1,6 +1,6 @@
 """Effective hourly rates from the Cost and Usage Report 2.0 (AWS Data Exports) in Athena, per instance.
 
-The first source in the report's order of truth (``lifecycle.effective_rates: cur``): the CUR 2.0 table holds every
+The first source in the report's order of truth (``pricing.effective_rates: cur``): the CUR 2.0 table holds every
 instance-hour with what it really cost, so one Athena query a run gives each GPU instance its own rate, Savings Plans
 and Reserved Instances included. Columns, from the CUR 2.0 table dictionary
 (https://docs.aws.amazon.com/cur/latest/userguide/table-dictionary-cur2.html):

@@ -1359,7 +1359,7 @@ def sweep(
         else o
         for o in outcomes
     ]
-    prices = policy.lifecycle.prices
+    prices = policy.pricing.prices
 
     def hourly(instance: Instance) -> float:
         entry = prices.get(instance.type)

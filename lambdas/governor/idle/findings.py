@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from governor.domain.costs import IDLE_STATUSES
 from governor.domain.problems import Problem, first_reason, severity_of
+from governor.idle.costs import IDLE_STATUSES
 from governor.policy import Policy, policy_field
 
 #: The problem each idle outcome is a stage of.

@@ -456,7 +456,7 @@ def _finding(
     decision: Decision, title: str, instance: Instance | None, event: GovernorEvent, runtime: Runtime
 ) -> Finding:
     who = owner(instance, runtime) if instance else None
-    price = runtime.policy.lifecycle.prices.get(instance.type) if instance else None
+    price = runtime.policy.pricing.prices.get(instance.type) if instance else None
     return Finding.from_decision(
         decision,
         title,
@@ -489,7 +489,7 @@ def _unused_reservations(
     policy = runtime.policy
     if active is None:
         return []
-    book = PriceBook(policy.lifecycle)
+    book = PriceBook(policy.pricing)
     interval = sweep_interval(policy.idle)
     found = []
     for reservation in unused_capacity(active, policy.fleet.is_gpu_type):

@@ -103,7 +103,7 @@ def explain_state_change(event: InboundEvent, policy: Policy) -> list[Decision]:
         open_item=assumed.state.open_item,
         launch=None,
         policy=policy,
-        prices=PriceBook(policy.lifecycle),
+        prices=PriceBook(policy.pricing),
     )
     return [assumed.on(d) for d in (plan.decision, plan.no_team) if d is not None]
 

@@ -316,14 +316,14 @@ def default_capabilities() -> Adapters:
 
     runtime = default_runtime()
     price_list: OnDemandPrices | None = None
-    if runtime.policy.lifecycle.use_price_list_api:
+    if runtime.policy.pricing.use_price_list_api:
         from governor.lifecycle.pricing import PriceListPrices
 
         price_list = PriceListPrices()
     return Adapters(
         reader=Ec2Reader(runtime.region),
         tagger=Ec2Actions(runtime.region),
-        prices=PriceBook(runtime.policy.lifecycle, region=runtime.region, price_list=price_list),
+        prices=PriceBook(runtime.policy.pricing, region=runtime.region, price_list=price_list),
         region=runtime.region,
     )
 

@@ -46,26 +46,26 @@ def price_book(
     run through ``queries``, the audit workgroup's runner), else Cost Explorer's amortised cost by type (``cur`` and
     ``cost_explorer``), else the price recorded with each usage session, else the policy's table; each figure's
     source is named in the report."""
-    lifecycle = policy.lifecycle
+    pricing = policy.pricing
     effective: Any = None
-    if lifecycle.effective_rates in ("cost_explorer", "cur"):
+    if pricing.effective_rates in ("cost_explorer", "cur"):
         from governor.adapters.cost_explorer import CostExplorerRates
 
-        effective = CostExplorerRates(lifecycle.effective_rate_days, ce, now=until)
-    if lifecycle.effective_rates == "cur" and lifecycle.cur is not None:
+        effective = CostExplorerRates(pricing.effective_rate_days, ce, now=until)
+    if pricing.effective_rates == "cur" and pricing.cur is not None:
         from governor.adapters.cur import CurRates
 
         effective = CurRates(
             queries,
-            lifecycle.cur.database,
-            lifecycle.cur.table,
-            partition=lifecycle.cur.billing_period_partition,
+            pricing.cur.database,
+            pricing.cur.table,
+            partition=pricing.cur.billing_period_partition,
             families=policy.fleet.gpu_families,
-            days=lifecycle.effective_rate_days,
+            days=pricing.effective_rate_days,
             now=until,
             fallback=effective,
         )
-    return costs.PriceBook(lifecycle, region=region, effective=effective)
+    return costs.PriceBook(pricing, region=region, effective=effective)
 
 
 def build_report(
@@ -87,7 +87,7 @@ def build_report(
     generated = now or dt.datetime.now(dt.UTC)
     security = security_section(audit, previous_audit, policy.reports.top_rows, descriptions, errors)
     hours_rows = audit.get("gpu_instance_hours", {}).get("rows", [])
-    book = prices or costs.PriceBook(policy.lifecycle)
+    book = prices or costs.PriceBook(policy.pricing)
     cost = cost_section(ledger_items, policy, start, end, hours_rows, book)
     report = Report(
         kind=kind,

@@ -2,8 +2,9 @@
 
 Per-instance lines stop being readable at about ten instances, so the report draws the fleet instead:
 
-- GPU-hours per time bucket, stacked into busy, idle (inside a window the idle policy judged idle) and unmonitored
-  (running, but no idle-policy sample in the bucket, so nobody knows);
+- GPU-hours per time bucket, stacked into busy, idle (inside a window judged idle, by the decisions of the capability
+  recording idle GPU time: ``REGISTRY.idle_time()``) and unmonitored (running, but none of its samples in the bucket,
+  so nobody knows);
 - idle dollars by team;
 - a heat map of the busiest GPU's utilisation for the top idle offenders only (at most ``HEATMAP_ROWS`` rows).
 
@@ -26,6 +27,7 @@ from governor.domain import costs
 from governor.domain.escape import html_text
 from governor.domain.model import Model
 from governor.domain.times import parse_time
+from governor.registry import REGISTRY
 
 # One palette for HTML, email and PNG (colour-blind safe: blue / orange / grey, after the Okabe-Ito set), one
 # meaning per colour everywhere in the report: blue is busy, orange is idle (GPU-hours and the dollars they cost),
@@ -101,13 +103,14 @@ def fleet_usage(items: Sequence[Mapping[str, Any]], start: dt.datetime, end: dt.
     edges = [start + step * i for i in range(count)]
     buckets = [UsageBucket(start=edge) for edge in edges]
     sampled: dict[str, set[int]] = defaultdict(set)
+    idle_time = REGISTRY.idle_time()
     for item in items:
-        if item.get("kind", "decision") != "decision" or item.get("policy") != "idle":
+        if not idle_time.decided(item):
             continue
         at = parse_time(item.get("at"))
         if at is not None and start <= at < end:
             sampled[str(item.get("resource"))].add(int((at - start) // step))
-    idle_windows = costs.idle_windows(items)
+    idle_windows = idle_time.windows(items)
     for session in costs.sessions_of(items):
         began = parse_time(session.get("start"))
         if began is None:
@@ -153,8 +156,9 @@ def heatmap(
     count = max(1, int(-(-(end - start) // step)))
     wanted = {instance_id: index for index, (instance_id, _) in enumerate(instances[:HEATMAP_ROWS])}
     grid: list[list[float | None]] = [[None] * count for _ in wanted]
+    idle_time = REGISTRY.idle_time()
     for item in items:
-        if item.get("kind", "decision") != "decision" or item.get("policy") != "idle":
+        if not idle_time.decided(item):
             continue
         row = wanted.get(str(item.get("resource")))
         at = parse_time(item.get("at"))

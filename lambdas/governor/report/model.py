@@ -228,7 +228,7 @@ class CostSection(Model):
     #: Per instance type, where the rate behind its savings figures came from (effective rate, session, list, table).
     price_sources: dict[str, str] = Field(default_factory=dict)
     #: The GPU fleet's Savings Plans coverage (% of spend) and RI coverage (% of running hours), from Cost Explorer
-    #: when ``lifecycle.effective_rates`` is cost_explorer; None otherwise.
+    #: when ``pricing.effective_rates`` is cost_explorer; None otherwise.
     savings_plans_coverage_pct: float | None = None
     reserved_coverage_pct: float | None = None
     #: The window and source of the coverage figures ("Cost Explorer, 2026-11-01 to 2026-12-01"); None without them.

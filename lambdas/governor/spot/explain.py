@@ -12,6 +12,7 @@ import datetime as dt
 from governor.domain.decision import Decision
 from governor.domain.explain import Assumed, detail_type, explainer
 from governor.domain.fleet import Instance, Lifecycle
+from governor.domain.interruptions import InterruptionRecord
 from governor.domain.times import utc
 from governor.events.envelopes import InboundEvent, parse_model
 from governor.policy import Policy
@@ -34,7 +35,6 @@ from governor.spot.domain import (
     StateChangeDetail,
     WarningDetail,
 )
-from governor.spot.records import InterruptionRecord
 
 _LIVE = "explain reads nothing from AWS"
 _PURCHASE = {

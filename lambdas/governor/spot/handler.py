@@ -18,6 +18,7 @@ from governor import runner
 from governor.domain.actions import Checkpoint, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
+from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
 from governor.domain.once import IN_DOUBT, IN_FLIGHT, held_elsewhere
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
@@ -56,7 +57,6 @@ from governor.spot.domain import (
     spot_notice,
     start_record,
 )
-from governor.spot.records import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
 
 
 class WarningEvent(EventBridgeEnvelope):

@@ -13,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from governor.domain import costs
+from governor.domain import costs, interruptions
 from governor.domain.times import parse_time
-from governor.idle import energy
 from governor.policy import Policy, PriceEntry
+from governor.registry import REGISTRY
 from governor.report.model import (
     ENERGY_COLUMNS,
     ENERGY_TITLE,
@@ -28,7 +28,6 @@ from governor.report.model import (
 )
 from governor.report.sections.accounts import account_table
 from governor.report.words import plural
-from governor.spot import records as interruptions
 
 UTILISATION_KEYS = ("max_gpu_utilization", "gpu_utilization_max", "max_utilization")
 
@@ -36,10 +35,12 @@ UTILISATION_KEYS = ("max_gpu_utilization", "gpu_utilization_max", "max_utilizati
 def utilisation_series(
     items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime
 ) -> dict[str, list[tuple[dt.datetime, float]]]:
-    """Per instance, the busiest GPU's maximum utilisation at each idle sweep, from the idle decisions' evidence."""
+    """Per instance, the busiest GPU's maximum utilisation at each idle sweep, from the idle decisions' evidence
+    (the decisions of the capability recording idle GPU time: ``REGISTRY.idle_time()``)."""
     series: dict[str, list[tuple[dt.datetime, float]]] = defaultdict(list)
+    idle_time = REGISTRY.idle_time()
     for item in items:
-        if item.get("kind", "decision") != "decision" or item.get("policy") != "idle":
+        if not idle_time.decided(item):
             continue
         at = parse_time(item.get("at"))
         evidence = item.get("evidence") or {}
@@ -111,11 +112,12 @@ def cost_section(
     Usage comes from the ledger's sessions; without any (a local run with no ledger), from the
     ``gpu_instance_hours`` audit query. Unpriced types count their hours and are named in the notes, never guessed.
     """
-    book = prices or costs.PriceBook(policy.lifecycle)
+    book = prices or costs.PriceBook(policy.pricing)
     usage_items, source, notes = _usage(items, audit_hours, start)
-    idle = costs.idle_hours(items, start, end)
-    saved = costs.savings(items, start, end, book)
-    offenders = costs.idle_offenders(items, start, end, book)
+    idle_time = REGISTRY.idle_time()
+    idle = idle_time.hours(items, start, end)
+    saved = idle_time.savings(items, start, end, book)
+    offenders = idle_time.offenders(items, start, end, book)
     spend, unpriced = _spend(usage_items, offenders, start, end, book)
     if unpriced:
         notes.append(f"no price for {', '.join(unpriced)}: hours counted, dollars not")
@@ -123,7 +125,7 @@ def cost_section(
         notes.append(
             f"{plural(saved.unpriced_instances, 'reclaimed instance')} without a price: their savings are not counted"
         )
-    paid = costs.paid_unused(items, start, end, book) + costs.unused_reservations(items, start, end, book)
+    paid = idle_time.paid_unused(items, start, end, book)
     sources = _price_sources(saved, offenders)
     if sources:
         notes.append("savings priced at: " + "; ".join(f"{t} {s}" for t, s in sorted(sources.items())))
@@ -149,14 +151,14 @@ def cost_section(
         source=source,
         **spend,
         **_idle_figures(idle, offenders),
-        idle_enforced=_idle_enforced(items, policy),
+        idle_enforced=_idle_enforced(items, policy, idle_time),
         savings_usd=round(saved.saved_usd, 2),
         spot=spot_section(items, start, end),
         rightsizing=rightsizing(items, policy, start, end, _instance_types(items, idle)),
-        prices_as_of=policy.lifecycle.prices_as_of.isoformat(),
+        prices_as_of=policy.pricing.prices_as_of.isoformat(),
         notes=notes,
         by_account=account_table(items, usage_items, idle.instances, offenders, start, end, book),
-        **energy_figures(items, offenders),
+        **energy_figures(items, offenders, idle_time),
         by_namespace=namespace_table(items, start, end),
     )
 
@@ -206,31 +208,18 @@ def namespace_table(items: Iterable[Mapping[str, Any]], start: dt.datetime, end:
     )
 
 
-def energy_figures(items: Sequence[Mapping[str, Any]], offenders: Sequence[costs.OffenderRow]) -> dict[str, Any]:
-    """The kWh and kg CO2e of the period's idle GPU time (``governor.idle.energy``), and the per-model table."""
+def energy_figures(
+    items: Sequence[Mapping[str, Any]], offenders: Sequence[costs.OffenderRow], idle_time: costs.IdleTime
+) -> dict[str, Any]:
+    """The kWh and kg CO2e of the period's idle GPU time (``idle_time.energy``), and the per-model table."""
     regions = {str(s.get("instance_id")): s.get("region") for s in costs.sessions_of(items) if s.get("region")}
-    used = energy.idle_energy(
-        (o.instance_id, o.instance_type, o.idle_gpu_hours, regions.get(o.instance_id)) for o in offenders
-    )
-    rows = []
-    for model, (gpu_hours, kwh) in sorted(used.by_model.items(), key=lambda m: -(m[1][1] or 0.0)):
-        draw = energy.draw_of(model)
-        rows.append(
-            {
-                "gpu_model": model,
-                "idle_gpu_hours": round(gpu_hours, 2),
-                "idle_watts": draw.idle_watts if draw else None,
-                "busy_watts": draw.busy_watts if draw else None,
-                "idle_kwh": round(kwh, 2) if kwh is not None else None,
-                "draw_source": energy.source_label(draw),
-            }
-        )
+    used = idle_time.energy(offenders, regions)
     return {
         "idle_energy_kwh": used.kwh,
         "idle_co2e_kg": used.co2e_kg,
         "idle_energy_unknown_gpu_hours": used.unknown_gpu_hours,
         "idle_energy_by_instance": used.by_instance,
-        "energy": Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS), rows=rows),
+        "energy": Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS), rows=used.by_model),
     }
 
 
@@ -323,7 +312,7 @@ def _would_by_team(rows: Iterable[costs.IdleRow], offenders: Iterable[costs.Offe
     return {team: round(hours, 2) for team, hours in sorted(found.items())}
 
 
-def _idle_enforced(items: Iterable[Mapping[str, Any]], policy: Policy) -> bool:
+def _idle_enforced(items: Iterable[Mapping[str, Any]], policy: Policy, idle_time: costs.IdleTime) -> bool:
     """Whether idle stops were really done: the latest idle stop/terminate decision says; without one, the policy.
 
     The ledger is the better witness (the report function's environment carries no idle section, and a policy
@@ -331,7 +320,7 @@ def _idle_enforced(items: Iterable[Mapping[str, Any]], policy: Policy) -> bool:
     """
     latest: tuple[str, bool] | None = None
     for item in items:
-        if item.get("kind", "decision") != "decision" or item.get("policy") != "idle":
+        if not idle_time.decided(item):
             continue
         for action in item.get("actions") or []:
             if isinstance(action, Mapping) and action.get("type") in costs.RECLAIM_ACTIONS:
@@ -342,7 +331,7 @@ def _idle_enforced(items: Iterable[Mapping[str, Any]], policy: Policy) -> bool:
 
 
 def spot_section(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime) -> SpotStats:
-    """Interruptions in the period (``domain.spot`` records), rebalance recommendations, and checkpoint delivery."""
+    """Interruptions in the period (``domain.interruptions`` records), rebalance recommendations, checkpoints."""
     items = list(items)
     records = [
         i
@@ -395,7 +384,7 @@ def rightsizing(
         if peak >= threshold:
             continue
         instance_type = (types or {}).get(instance_id, "")
-        suggestion = _smaller_type(instance_type, peak, policy.lifecycle.prices)
+        suggestion = _smaller_type(instance_type, peak, policy.pricing.prices)
         rows.append(
             {
                 "instance_id": instance_id,

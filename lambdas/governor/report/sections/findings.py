@@ -21,6 +21,7 @@ from governor.domain.identity import normalise_owner
 from governor.domain.problems import DEFAULT_FIX, Problem
 from governor.domain.times import parse_time
 from governor.policy import Policy, policy_field
+from governor.registry import REGISTRY
 from governor.report.model import FindingRow
 from governor.report.words import sentence
 
@@ -100,17 +101,14 @@ def findings_section(
             standing = history.standing(start)
             if standing is not None:
                 rows.append(_finding(policy_name, resource, *standing, own, prices, end))
-    covered = {r.resource for r in rows if r.problem in TAGGING_PROBLEMS}
+    owners = REGISTRY.session_keeper()
+    covered = {r.resource for r in rows if r.problem in owners.ownership_problems | {UNTAGGED}}
     for resource, own in sessions.items():
         if resource not in covered:
             row = untagged_finding(resource, own, policy, start, end, prices)
             rows += [row] if row is not None else []
     rows.sort(key=order_key)
     return rows
-
-
-#: Problems that already say an instance's spend is charged to nobody (lifecycle's, raised from its launch).
-TAGGING_PROBLEMS = frozenset({"lifecycle.no-team", "lifecycle.launch", UNTAGGED})
 
 
 def untagged_finding(
@@ -122,7 +120,8 @@ def untagged_finding(
     prices: costs.PriceBook | None,
 ) -> FindingRow | None:
     """Untagged spend is a finding of its own (issue 37): an instance that ran in the period with no owner (no owner
-    tag, ``governor:creator`` tag or recorded creator), however busy, with what it cost and what it costs a day."""
+    tag, ``governor:creator`` tag or recorded creator), however busy, with what it cost and what it costs a day. It is
+    raised as the finding of the capability that keeps the sessions and says who owns them (``session_keeper``)."""
     inside = [s for s in sessions if costs.session_usage(s, start, end).hours > 0]
     if not inside or any(normalise_owner(s.get("owner")) != UNKNOWN_OWNER for s in inside):
         return None
@@ -133,9 +132,10 @@ def untagged_finding(
     last = min(parse_time(latest.get("end")) or end, end)
     problem = Problem(UNTAGGED, "warning", "", "", costs_money=True)
     team = str(latest.get("team") or "unknown")
+    keeper = REGISTRY.session_keeper().policies[0]
     return FindingRow(
-        policy="lifecycle",
-        rule="lifecycle.untagged",
+        policy=keeper,
+        rule=f"{keeper}.untagged",
         problem=UNTAGGED,
         severity="warning",
         resource=resource,

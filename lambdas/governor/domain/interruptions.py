@@ -1,7 +1,8 @@
 """The interruption record the Spot function keeps in the ledger, and the statistics the reports draw from it.
 
-Apart from the Spot decisions (``spot/domain.py``) because the report reads these records and needs nothing else of
-the Spot function: the report's import does not load the Spot decisions, ports and explainer.
+A ledger record shape shared by its writer (``governor.spot``: a Spot, capacity-reservation or Capacity Block
+interruption) and its readers (the report's Spot figures, ``governor ledger``), so it lives in the shared domain: the
+report's import does not load the Spot decisions, ports and explainer.
 """
 
 from __future__ import annotations

@@ -203,6 +203,11 @@ class Capability:
     #: Its policy section's model, as ``module:Model`` in its own package, when ``governor.policy`` does not hold it:
     #: ``Policy`` gains the field ``section`` of that model (YAML shape, defaults and error paths as for the others).
     policy_section: str = ""
+    #: Its scenarios, as a CLI module path (``governor_cli.demo.capabilities.<name>``): what ``governor demo`` and the
+    #: reliability runs do for it (the resources they seed, the events they fire, the cases and their outcomes). A
+    #: string the CLI resolves (``governor_cli.demo.hooks``): neither the registry nor the runtime imports it, and the
+    #: Lambda code asset does not hold it. Empty: the capability has no scenario of its own.
+    demo: str = ""
     #: Its decisions are the fleet's idle GPU time: ``module:IDLE_TIME`` in its own package, a
     #: ``governor.domain.costs.IdleTime`` (how to read them into hours, dollars, energy and chart windows). The report
     #: asks :meth:`Registry.idle_time` for it.
@@ -382,6 +387,7 @@ def _keys_enforcing(policy: Policy) -> bool:
 REGISTRY = Registry(
     Capability(
         name="lifecycle",
+        demo="governor_cli.demo.capabilities.lifecycle",
         construct="infra.constructs.lifecycle:Lifecycle",
         construct_id="Lifecycle",
         member_accounts=True,
@@ -415,6 +421,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="keys",
+        demo="governor_cli.demo.capabilities.keys",
         construct="infra.constructs.keys:KeysEnforcer",
         construct_id="Keys",
         acknowledgeable=True,
@@ -448,6 +455,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="spot",
+        demo="governor_cli.demo.capabilities.spot",
         construct="infra.constructs.spot:Spot",
         construct_id="Spot",
         acknowledgeable=True,
@@ -478,6 +486,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="idle",
+        demo="governor_cli.demo.capabilities.idle",
         construct="infra.constructs.idle:IdleReclamation",
         construct_id="Idle",
         time_bound=True,
@@ -520,6 +529,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="interactions",
+        demo="governor_cli.demo.capabilities.interactions",
         construct="infra.constructs.interactions:SlackInteractions",
         construct_id="Interactions",
         time_bound=True,
@@ -546,6 +556,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="network",
+        demo="governor_cli.demo.capabilities.network",
         construct="infra.constructs.network:NetworkEnforcer",
         construct_id="Network",
         acknowledgeable=True,
@@ -577,6 +588,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="notifier",
+        demo="governor_cli.demo.capabilities.notifier",
         construct="infra.constructs.notifications:Notifications",
         construct_id="Notifications",
         finding_policies=("notifications",),
@@ -594,6 +606,7 @@ REGISTRY = Registry(
     ),
     Capability(
         name="report",
+        demo="governor_cli.demo.capabilities.report",
         construct="infra.constructs.reports:Reports",
         construct_id="Reports",
         within="notifier",

@@ -12,12 +12,12 @@ import pytest
 
 from governor.interactions.domain import KEEP_HOURS, STOP_NOW
 from governor.policy import load_policy
+from governor_cli.demo.capabilities.idle import stopped_by_governor
 from governor_cli.demo.run import (
     DEMO_UNUSED,
     DemoOptions,
     DemoResult,
     run_demo,
-    stopped_by_governor,
     summary_lines,
 )
 from governor_cli.main import main
@@ -296,7 +296,7 @@ def test_the_eks_node_idle_by_dcgm_is_warned_then_drained_through_its_node_pool(
     """The Karpenter GPU node, idle by its DCGM series, is warned, then (enforcing) cordoned, its idle pod evicted
     (the DCGM exporter's DaemonSet pod stays) and its NodeClaim deleted through the cluster's API, which the idle
     function found by DescribeCluster on the emulated EKS; Karpenter then terminates it. Report-only writes nothing."""
-    from governor_cli.demo.eks import CLUSTER, IDLE_POD, NODE, NODE_CLAIM, NODE_POOL
+    from governor_cli.demo.capabilities.idle.eks import CLUSTER, IDLE_POD, NODE, NODE_CLAIM, NODE_POOL
 
     eks = enforced.eks
     assert eks["writes"] == [
@@ -321,8 +321,8 @@ def test_the_eks_node_idle_by_dcgm_is_warned_then_drained_through_its_node_pool(
 def test_an_owner_slack_users_leaves_out_is_found_with_users_lookup_by_email(report_only: DemoResult) -> None:
     """Issue 37: the demo's policy lists every person in slack_users but one; the notifier asks Slack's
     users.lookupByEmail (bot token, the capture endpoint answering as Slack's Web API) and mentions them by that id."""
+    from governor_cli.demo.capabilities.interactions.slack_app import slack_user
     from governor_cli.demo.run import LOOKED_UP
-    from governor_cli.demo.slack_app import slack_user
 
     address = f"{LOOKED_UP}@demo.example"
     assert f"users.lookupByEmail {address}" in report_only.slack_api_calls

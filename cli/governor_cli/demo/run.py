@@ -27,45 +27,37 @@ import secrets
 import shutil
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor.interactions.policy import TeamMembers
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
+from governor_cli.demo.capabilities.interactions.slack_app import (
+    QueuedInvoker,
+    new_signing_secret,
+    slack_user,
+)
 from governor_cli.demo.capture import (
     CLICK_ANSWERS,
-    SLACK_ACTIONS,
     CaptureEndpoint,
     capture_endpoint,
     channel_of,
     slack_answers_to,
     slack_api_to,
 )
-from governor_cli.demo.eks import CLUSTER as EKS_CLUSTER
-from governor_cli.demo.eks import DemoCluster
 from governor_cli.demo.emulator import running_emulator
-from governor_cli.demo.slack_app import (
-    QueuedInvoker,
-    buttons_in,
-    buttons_of,
-    click_request,
-    drain,
-    new_signing_secret,
-    slack_user,
-)
+from governor_cli.demo.hooks import defining, hooks, provided
 from governor_cli.demo.trail import Principal, Trail
 from governor_cli.sim.workload import SyntheticInstance, Workload, generate
 from governor_cli.testing import events
-from governor_cli.testing.capacity import delivered, forget_reservations, place, reserve
+from governor_cli.testing.capacity import forget_reservations, place, reserve
 
 SECTIONS = REGISTRY.sections()
-SLACK_ACTIONS_PATH = "T0DEMO"
 TEAMS = ("vision", "nlp", "speech", "research")
 PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}
 DEMO_AMI = "ami-0a1b2c3d4e5f60718"  # the emulator accepts any image id; a Deep Learning AMI in a real account
@@ -90,9 +82,13 @@ MAX_ACCOUNTS = 8
 SPOKE_ROLE = "GovernorSpoke"
 #: The role AWS Organizations creates in every account it creates: the demo's "people" work through it.
 SETUP_ROLE = "OrganizationAccountAccessRole"
-#: Functions whose scheduled sweeps and CloudTrail checks the demo points at a member account itself (see
-#: ``member_ports``); spot and lifecycle already pick the event's account (``adapters.aws.member_target``).
-SWEPT_IN_TARGET = ("idle", "network", "keys")
+
+
+def swept_in_target() -> frozenset[str]:
+    """Functions whose scheduled sweeps and CloudTrail checks the demo points at a member account itself (their
+    scenario hooks' ``target_ports``, see ``member_ports``); the others pick the event's account themselves
+    (``adapters.aws.member_target``)."""
+    return frozenset(capability.name for capability, _ in defining("target_ports"))
 
 
 def member_accounts(count: int) -> list[str]:
@@ -139,6 +135,8 @@ class Site:
     spot: dict[str, bool] = field(default_factory=dict)
     launched: list[str] = field(default_factory=list)
     training_group: str = ""
+    #: The KMS key the day's incidents switch rotation off on (the keys scenario's ``set_up``).
+    kms_key: str = ""
     stopped: list[str] = field(default_factory=list)
     open_ingress: int = 0
     _clients: dict[str, Any] = field(default_factory=dict)
@@ -228,15 +226,7 @@ def member_ports(function: str, runtime: Any, account: str, region: str, event_i
     """
     from dataclasses import replace
 
-    from governor.idle import handler as idle
-    from governor.keys import handler as keys
-    from governor.network import handler as network
-
-    builders: dict[str, Callable[[dict[str, Any], Any], Any]] = {
-        "idle": idle.target_aws,
-        "network": network.target_aws,
-        "keys": keys.target_adapters,
-    }
+    builders: dict[str, Callable[[dict[str, Any], Any], Any]] = {c.name: ports for c, ports in defining("target_ports")}
     if function not in builders:
         raise ValueError(f"{function}: picks its account from the event itself")
     target = {"account": account, "region": region, "id": event_id}
@@ -436,8 +426,9 @@ class Simulation:
         self.invoker = QueuedInvoker()
         self.log = io.StringIO()
         self.roles_assumed_before = client.roles_assumed  # the process's count: a run reports its own
-        #: The EKS cluster (single-account demo only): a Karpenter GPU node read from DCGM through Prometheus.
-        self.eks: DemoCluster | None = None
+        #: The EKS cluster (single-account demo only): a Karpenter GPU node read from DCGM through Prometheus, set up
+        #: and read back by the idle scenario hooks (``capabilities.idle.eks.DemoCluster``); None without one.
+        self.eks: Any = None
 
     # --- the current target: what the scripted day does happens in ``self.site`` -----------------------------------
 
@@ -539,7 +530,7 @@ class Simulation:
         module = importlib.import_module(f"governor.{function}.handler")
         origin = str(event.get("account", ""))
         with contextlib.redirect_stdout(self.log):
-            if function in SWEPT_IN_TARGET and self.options.organization and origin != HUB_ACCOUNT:
+            if function in swept_in_target() and self.options.organization and origin != HUB_ACCOUNT:
                 runtime = default_runtime()  # configures organisation mode before the member clients are built
                 region = str(event.get("region") or HUB_REGION)
                 ports = member_ports(function, runtime, origin, region, event.get("id"))
@@ -549,108 +540,6 @@ class Simulation:
         self.result.invocations[function] += 1
         self.result.results.append((function, result))
         return result
-
-    def endpoint(self, event: dict[str, Any]) -> dict[str, Any]:
-        """The ``interactions`` handler as its Function URL or its own async invocation runs it; what it hands on
-        asynchronously is queued (``QueuedInvoker``) instead of reaching Lambda, and run after it has answered."""
-        from dataclasses import replace
-
-        from governor.interactions import handler as interactions
-        from governor.runtime import default_runtime
-
-        os.environ.update(self.stack.environment("interactions", self.policy))
-        default_runtime.cache_clear()
-        queued: Any = self.invoker  # the hand-over to the worker and the worker's own invocations: both queued
-        aws = replace(interactions._aws(self.trail.region), invoker=queued, handover=queued)
-        with contextlib.redirect_stdout(self.log):
-            result = interactions.handle(event, default_runtime(), aws, LambdaContext("interactions"))
-        self.result.invocations["interactions"] += 1
-        self.result.results.append(("interactions", result))
-        return result
-
-    def click(
-        self, message: dict[str, Any], action_id: str, person: str, instance: str, token: str | None = None
-    ) -> None:
-        """Click one button of a posted message (of its actions block ``token``, else its first) as ``person``
-        would in Slack, then let the async work run."""
-        buttons = buttons_of(message)
-        if buttons is None or self.capture is None:
-            return
-        token = token or buttons[0]
-        response_url = f"{SLACK_ACTIONS}{SLACK_ACTIONS_PATH}/{token[:8]}"  # Slack's host: see slack_answers_to
-        request = click_request(
-            message, token, action_id, slack_user(person), response_url, self.now, self.signing_secret
-        )
-        answer = self.endpoint(request)
-        results = drain(self.invoker, lambda f, e: self.endpoint(e) if f == "interactions" else self.invoke(f, e))
-        status = str(results[-1].get("status")) if results else f"HTTP {answer.get('statusCode')}"
-        until = next((str(r["until"]) for r in results if r.get("until")), None)
-        self.result.clicks.append(
-            {
-                "button": action_id,
-                "instance": instance,
-                "person": person,
-                "http": answer.get("statusCode"),
-                "status": status,
-                "at": self.now.isoformat(),
-                "until": until,
-            }
-        )
-
-    def click_warnings(self) -> None:
-        """As idle warnings with buttons arrive, their owners answer: "Keep 4 h" on the first, "Stop now" on the next
-        (another instance, still running); then the demo clicks nothing more."""
-        if self.options.organization:
-            return  # Stop now runs the idle function in the hub's account (see member_ports): no clicks across accounts
-        done = {str(c["button"]) for c in self.result.clicks}
-        if self.capture is None or {KEEP_HOURS, STOP_NOW} <= done:
-            return
-        owners = {f"{p}@demo.example": p for p in PEOPLE.values()} | {p: p for p in PEOPLE.values()}
-        clicked = {str(c["instance"]) for c in self.result.clicks}
-        for message, (token, ids) in [(m, b) for m in list(self.capture.received) for b in buttons_in(m)]:
-            if STOP_NOW not in ids:
-                continue
-            record = self.button_record(token)
-            person = owners.get(str(record.get("owner")))
-            instance = str(record.get("resource"))
-            if not person or instance in clicked or self._state(instance) != "running":
-                continue
-            if instance == self.result.capacity_block:
-                continue  # its warning says it is reported only (a prepaid block): its owner does not press Stop now
-            if self.eks is not None and instance == self.eks.instance:
-                continue  # the EKS node is left to the sweep: it drains it through its cluster (summary: "EKS node")
-            button = KEEP_HOURS if KEEP_HOURS not in done else STOP_NOW
-            if button == STOP_NOW and self.spot.get(instance):
-                continue  # Stop now on a Spot instance terminates it (Spot cannot be stopped): the demo stops one
-            self.click(message, button, person, instance, token)
-            done.add(button)
-            clicked.add(instance)
-            if {KEEP_HOURS, STOP_NOW} <= done:
-                break
-        self.route_findings()
-
-    def _state(self, instance: str) -> str:
-        found = self.ec2.describe_instances(InstanceIds=[instance])["Reservations"]
-        return str(found[0]["Instances"][0]["State"]["Name"]) if found else "gone"
-
-    def button_record(self, token: str) -> dict[str, Any]:
-        """What the notifier stored for a token (the demo reads the ledger to name the clicked instance)."""
-        from boto3.dynamodb.types import TypeDeserializer
-
-        item = (
-            client("dynamodb")
-            .get_item(
-                TableName=self.stack.ledger_table, Key={"pk": {"S": f"{BUTTON_KIND}#{token}"}, "sk": {"S": "item"}}
-            )
-            .get("Item")
-            or {}
-        )
-        return {k: TypeDeserializer().deserialize(v) for k, v in item.items()}
-
-    def connect_slack_app(self) -> None:
-        """The Slack app's signing secret, as an operator stores it (docs/slack.md)."""
-        name = self.policy.interactions.signing_secret_name
-        client("secretsmanager").create_secret(Name=name, SecretString=self.signing_secret)
 
     def scheduled(self, detail: dict[str, Any] | None = None) -> dict[str, Any]:
         return events.scheduled(
@@ -672,14 +561,23 @@ class Simulation:
             resources=[f"arn:aws:ec2:{self.trail.region}:{self.trail.account}:instance/{detail['instance-id']}"],
         )
 
-    def api_call(self, function: str | tuple[str, ...], who: Principal, source: str, name: str, **kwargs: Any) -> None:
-        """Record the call in the trail and deliver its EventBridge event to the functions whose rules match."""
+    def api_call(self, who: Principal, source: str, name: str, **kwargs: Any) -> None:
+        """Record the call in the trail and deliver its EventBridge event to the functions whose rules match: those
+        whose scenario hooks list the call in ``CLOUDTRAIL_CALLS``, in registry order."""
         record = self.trail.call(self.now, who, source, name, **kwargs)
-        for target in (function,) if isinstance(function, str) else function:
-            self.invoke(target, self.trail.envelope(record))
+        for capability, calls in defining("CLOUDTRAIL_CALLS"):
+            if name in calls:
+                self.invoke(capability.name, self.trail.envelope(record))
+
+    def state_changed(self, change: dict[str, Any]) -> None:
+        """An EC2 instance state-change event, delivered to every scenario hook's ``state_changed``."""
+        for _, hook in defining("state_changed"):
+            hook(self, change)
 
     def route_findings(self) -> None:
-        """The bus rule delivered findings to a queue; hand each to the notifier, as its Lambda target would."""
+        """The bus rule delivered findings to a queue; hand each to the functions the registry has the governor bus
+        trigger (those with scenario hooks), as their Lambda targets would."""
+        targets = [c.name for c, _ in hooks() if any(t.kind == "bus" for t in c.triggers)]
         sqs = client("sqs")
         while True:
             batch = sqs.receive_message(QueueUrl=self.findings_queue, MaxNumberOfMessages=10).get("Messages", [])
@@ -689,18 +587,19 @@ class Simulation:
                 event = json.loads(message["Body"])
                 event.setdefault("account", HUB_ACCOUNT)  # moto's bus-to-SQS delivery drops it; AWS sends it
                 self.result.notified.append(event.get("detail", {}))
-                self.deliver(event)
+                for function in targets:
+                    self.deliver(function, event)
                 sqs.delete_message(QueueUrl=self.findings_queue, ReceiptHandle=message["ReceiptHandle"])
 
-    def deliver(self, event: dict[str, Any]) -> None:
-        """Invoke the notifier as Lambda's asynchronous invocation would: a failed invocation is counted and parked in
-        the notifier's DLQ (Lambda's on-failure destination), not allowed to stop the day."""
+    def deliver(self, function: str, event: dict[str, Any]) -> None:
+        """Invoke ``function`` as Lambda's asynchronous invocation would: a failed invocation is counted and parked in
+        its DLQ (Lambda's on-failure destination), not allowed to stop the day."""
         try:
-            result = self.invoke("notifier", event)
+            result = self.invoke(function, event)
         except Exception as error:
             self.result.failed_deliveries += 1
             self.result.delivery_errors.append(f"{error.__class__.__name__}: {error}")
-            client("sqs").send_message(QueueUrl=self.stack.dlq_urls["notifier"], MessageBody=json.dumps(event))
+            client("sqs").send_message(QueueUrl=self.stack.dlq_urls[function], MessageBody=json.dumps(event))
             return
         undeliverable = result.get("undeliverable") or []
         self.result.failed_deliveries += len(undeliverable)
@@ -788,7 +687,6 @@ class Simulation:
             self.result.truth[real] = synthetic
             who = Principal(PEOPLE[team], "AssumedRole", "ml-engineer") if index % 3 else Principal(PEOPLE[team])
             self.api_call(
-                "lifecycle",
                 who,
                 "ec2.amazonaws.com",
                 "RunInstances",
@@ -815,9 +713,8 @@ class Simulation:
                     },
                 },
             )
-            self.invoke(
-                "lifecycle",
-                self.ec2_event("EC2 Instance State-change Notification", {"instance-id": real, "state": "running"}),
+            self.state_changed(
+                self.ec2_event("EC2 Instance State-change Notification", {"instance-id": real, "state": "running"})
             )
 
     def put_metrics(self, since: dt.datetime, until: dt.datetime) -> None:
@@ -849,135 +746,26 @@ class Simulation:
                         )
             for chunk in range(0, len(data), 1000):
                 cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[chunk : chunk + 1000])
-        if self.eks is not None and self.site is self.sites[0]:
-            self.eks.scrape(since, until)
+        for _, hook in defining("metrics"):
+            hook(self, since, until)
         _trim_emulated_metrics(
             until - dt.timedelta(minutes=self.policy.idle.window_minutes + 2 * self.options.sweep_minutes),
             self.site.account,
             self.site.region,
         )
 
-    def prepare_keys(self) -> str:
-        """A KMS key with rotation on, and IAM users whose access keys are 10, 80 and 120 days old."""
-        kms = self.site.client("kms")
-        key_id: str = kms.create_key(Description="training-data", KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]["KeyId"]
-        kms.enable_key_rotation(KeyId=key_id, RotationPeriodInDays=90)
-        iam = self.site.client("iam")
-        users = (("ci-deployer", 120), ("notebook-sync", 80), ("metrics-export", 10))
-        for user, age in users if self.first_in_account() else ():
-            iam.create_user(UserName=user)
-            iam.create_access_key(UserName=user)
-            _backdate_access_keys(user, age, self.site.account)
-        return key_id
-
     # --- the day --------------------------------------------------------------------------------------------------
 
-    def events_at(self, key_id: str) -> dict[int, Callable[[], None]]:
-        """Scripted incidents, by minute of the day."""
-        spots = self._spot_instances()
-        admin = Principal("ops-admin")
-
-        def world_open_ssh() -> None:
-            self._authorize(admin, self.training_group, "tcp", 22, 22, "0.0.0.0/0")
-
-        def training_port_to_cidr() -> None:
-            self._authorize(Principal("bo"), self.training_group, "tcp", 2222, 2223, "10.20.0.0/16")
-
-        def rotation_off() -> None:
-            self.site.client("kms").disable_key_rotation(KeyId=key_id)
-            self.api_call("keys", admin, "kms.amazonaws.com", "DisableKeyRotation", request={"keyId": key_id})
-
-        def keys_sweep() -> None:
-            # IAM is global: an account's access keys are swept from its first region only (as a schedule per
-            # account and region would be configured), KMS keys and secrets in every region.
-            self.invoke("keys", self.scheduled(None if self.first_in_account() else {"kinds": ["kms", "secrets"]}))
-
-        def rebalance() -> None:
-            if spots:
-                self.invoke("spot", self.ec2_event("EC2 Instance Rebalance Recommendation", {"instance-id": spots[0]}))
-
-        def interruption() -> None:
-            if len(spots) > 1:
-                victim = spots[1]
-                self.invoke(
-                    "spot",
-                    self.ec2_event(
-                        "EC2 Spot Instance Interruption Warning",
-                        {"instance-id": victim, "instance-action": "terminate"},
-                    ),
-                )
-                self.terminated_by_ec2(victim)
-
-        def reservation_interruption() -> None:
-            # An inference instance lent capacity from another account's interruptible reservation, reclaimed: AWS's
-            # documented warning (tests/fixtures/capacity), then the termination two minutes later.
-            lent = next(
-                (
-                    i
-                    for i in self.site.launched
-                    if i in self.instances and not self.spot.get(i) and self.instances[i].kind == "inference"
-                ),
-                None,
-            )
-            if lent is None:
-                return
-            place(
-                lent,
-                "interruptible-capacity-reservation",
-                DEMO_LENT,
-                account=self.site.account,
-                region=self.site.region,
-            )
-            self.result.interruptible = lent
-            when = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
-            warning = delivered(
-                "capacity-reservation-interruption-warning.json",
-                {
-                    "12345678-1234-1234-1234-123456789012": str(uuid.uuid4()),
-                    "[instance owner Account ID]": self.site.account,
-                    "[Current time in yyyy-mm-ddThh:mm:ssZ]": when,
-                    "[instance arn]": f"arn:aws:ec2:{self.site.region}:{self.site.account}:instance/{lent}",
-                    "[region]": self.site.region,
-                    "[instance-id]": lent,
-                    "[availability-zone-id]": "use1-az1",
-                },
-                {"instance-termination-time": (self.now + dt.timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")},
-            )
-            self.invoke("spot", warning)
-            self.terminated_by_ec2(lent)
-
-        return {
-            60: world_open_ssh,
-            70: training_port_to_cidr,
-            120: rotation_off,
-            180: keys_sweep,
-            240: rebalance,
-            245: interruption,
-            250: reservation_interruption,
-        }
-
-    def terminated_by_ec2(self, instance: str) -> None:
-        """EC2 reclaims the capacity two minutes after its warning: the instance terminates and its state change
-        reaches the spot and lifecycle functions (the day's clock then resumes where the incident began)."""
-        self.now += dt.timedelta(minutes=2)
-        self.ec2.terminate_instances(InstanceIds=[instance])
-        self.instances.pop(instance, None)
-        change = self.ec2_event(
-            "EC2 Instance State-change Notification", {"instance-id": instance, "state": "terminated"}
-        )
-        self.invoke("spot", change)
-        self.invoke("lifecycle", change)
-        self.now -= dt.timedelta(minutes=2)
+    def events_at(self) -> dict[int, Callable[[], None]]:
+        """Scripted incidents in the current target, by minute of the day: every scenario hook's ``incidents``."""
+        return {minute: work for _, incidents in defining("incidents") for minute, work in incidents(self).items()}
 
     def announce_state_changes(self) -> None:
         """EC2 emits a state-change event when the governor stops or terminates an instance; lifecycle closes the usage
-        session on it, so nothing is billed after the stop. A stopped instance's agent reports no more metrics."""
-        if self.eks is not None and self.site is self.sites[0] and self.eks.karpenter(self.ec2, self.now):
-            # Karpenter terminated the EKS node whose NodeClaim the governor deleted: lifecycle closes its session
-            change = self.ec2_event(
-                "EC2 Instance State-change Notification", {"instance-id": self.eks.instance, "state": "terminated"}
-            )
-            self.invoke("lifecycle", change)
+        session on it, so nothing is billed after the stop. A stopped instance's agent reports no more metrics. First,
+        what the scenario hooks' own resources went through (``state_changes``: Karpenter terminating the EKS node)."""
+        for _, hook in defining("state_changes"):
+            hook(self)
         if not self.instances:
             return
         described = self.ec2.describe_instances(InstanceIds=list(self.instances))["Reservations"]
@@ -991,57 +779,12 @@ class Simulation:
                     change = self.ec2_event(
                         "EC2 Instance State-change Notification", {"instance-id": real, "state": final}
                     )
-                    self.invoke("lifecycle", change)
+                    self.state_changed(change)
 
-    def _spot_instances(self) -> list[str]:
-        return [real for real, spot in self.spot.items() if spot]
-
-    def _authorize(self, who: Principal, group: str, protocol: str, low: int, high: int, cidr: str) -> None:
-        granted = self.ec2.authorize_security_group_ingress(
-            GroupId=group,
-            IpPermissions=[{"IpProtocol": protocol, "FromPort": low, "ToPort": high, "IpRanges": [{"CidrIp": cidr}]}],
-        )
-        rules = [
-            {
-                "groupOwnerId": self.trail.account,
-                "groupId": group,
-                "securityGroupRuleId": rule["SecurityGroupRuleId"],
-                "isEgress": False,
-                "ipProtocol": protocol,
-                "fromPort": low,
-                "toPort": high,
-                "cidrIpv4": cidr,
-            }
-            for rule in granted.get("SecurityGroupRules", [])
-        ]
-        self.api_call(
-            "network",
-            who,
-            "ec2.amazonaws.com",
-            "AuthorizeSecurityGroupIngress",
-            request={
-                "groupId": group,
-                "ipPermissions": {
-                    "items": [
-                        {
-                            "ipProtocol": protocol,
-                            "fromPort": low,
-                            "toPort": high,
-                            "groups": {},
-                            "ipRanges": {"items": [{"cidrIp": cidr}]},
-                            "ipv6Ranges": {},
-                            "prefixListIds": {},
-                        }
-                    ]
-                },
-            },
-            response={"_return": True, "securityGroupRuleSet": {"items": rules}},
-        )
-
-    def run_day(self, keys: Mapping[str, str]) -> None:
-        """Sweep every ``sweep_minutes`` on the simulated clock; scripted incidents happen in between, in every
-        target (``keys``: each target's KMS key, by ``Site.name``)."""
-        incidents = {site.name: self.at(site).events_at(keys[site.name]) for site in self.sites}
+    def run_day(self) -> None:
+        """Sweep every ``sweep_minutes`` on the simulated clock (each scenario hook's ``tick``); scripted incidents
+        happen in between, in every target."""
+        incidents = {site.name: self.at(site).events_at() for site in self.sites}
         step = self.options.sweep_minutes
         total = int(self.options.hours * 60)
         previous = self.start
@@ -1058,18 +801,20 @@ class Simulation:
                     incidents[site.name][at]()
                 self.now = self.start + dt.timedelta(minutes=minute)
                 self.put_metrics(since, self.now)
-                self.invoke("idle", self.scheduled())
+                for _, hook in defining("tick"):
+                    hook(self)
                 self.announce_state_changes()
 
             for_each_target(self.sites, tick)
             previous = self.now
             self.route_findings()
-            if self.options.clicks:
-                self.click_warnings()
+            for _, hook in defining("respond"):
+                hook(self)
 
         def close(site: Site) -> None:
-            self.at(site).invoke("network", self.scheduled({"sweep": "drift"}))
-            self.invoke("lifecycle", self.scheduled({"sweep": "reconcile"}))
+            self.at(site)
+            for _, hook in defining("close"):
+                hook(self)
 
         for_each_target(self.sites, close)
         self.route_findings()
@@ -1086,15 +831,6 @@ def _trim_emulated_metrics(before: dt.datetime, account: str = HUB_ACCOUNT, regi
 
 def _naive(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=None) if value.tzinfo else value
-
-
-def _backdate_access_keys(user: str, days: int, account: str = HUB_ACCOUNT) -> None:
-    """Emulator set-up only: make the user's access keys ``days`` old (moto stamps keys with the current time)."""
-    from moto.backends import get_backend
-
-    backend = get_backend("iam")[account]["global"]
-    for key in backend.users[user].access_keys:
-        key.create_date = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(days=days)
 
 
 @contextlib.contextmanager
@@ -1148,40 +884,32 @@ def run_demo(options: DemoOptions) -> DemoResult:
         sim.subscribe_notifier()
         sim.connect_notifier(capture.url)
         sim.capture = capture
-        sim.connect_slack_app()
+        for _, hook in defining("connect"):
+            hook(sim)
         if options.organization:
             sim.stack.spoke_role = SPOKE_ROLE
             create_spoke_roles(sim.sites)
         where = f" in {len(sim.sites)} accounts and regions" if options.organization else ""
         say(f"emulator up; launching {options.instances} GPU instances{where}")
         workload = generate(options.instances, hours=options.hours, seed=options.seed, start=sim.start)
-        keys: dict[str, str] = {}
-
-        if not options.organization:
-            sim.eks = DemoCluster()
-            sim.policy = sim.eks.policy(sim.policy)
 
         def set_up(site: Site) -> None:
             share = None if len(sim.sites) == 1 else range(sim.sites.index(site), options.instances, len(sim.sites))
             sim.at(site).launch_fleet(workload, share)
-            if sim.eks is not None:
-                say(f"EKS cluster {EKS_CLUSTER}: one Karpenter GPU node, its GPUs read from DCGM through Prometheus")
-                sim.eks.launch(sim.ec2, DEMO_AMI, dict(sim.policy.fleet.fleet_tags), PEOPLE["research"])
-                sim.eks.register(site.client("eks"), site.account, site.region)
-                # Karpenter launches through CreateFleet, which the lifecycle function's RunInstances rule does not
-                # see: its scheduled reconcile opens the node's usage session (owner, GPUs) as it would in AWS.
-                sim.invoke("lifecycle", sim.scheduled({"sweep": "reconcile"}))
-            keys[site.name] = sim.prepare_keys()
+            for _, hook in defining("set_up"):
+                hook(sim)
 
         try:
+            for _, hook in defining("start"):
+                hook(sim)
             for_each_target(sim.sites, set_up)
-            sim.run_day(keys)
+            sim.run_day()
             sim.now = end
             say("reading back the accounts, the ledger and the dead-letter queues")
             _collect(sim)
         finally:
-            if sim.eks is not None:
-                sim.eks.stop()
+            for _, hook in defining("stop"):
+                hook(sim)
             client.configure(None)  # organisation mode off again for whatever runs next in this process
             for name in ("GOVERNOR_SPOKE_ROLE", "GOVERNOR_HOME_ACCOUNT"):
                 os.environ.pop(name, None)
@@ -1220,8 +948,8 @@ def _collect(sim: Simulation) -> None:
     from governor_cli.commands.ledger import write_jsonl
 
     result = sim.result
-    if sim.eks is not None:
-        result.eks = sim.eks.drained()
+    for _, hook in defining("collect"):
+        hook(sim)
     if not sim.options.organization:
         described = _patient("ec2").describe_instances()["Reservations"]
         result.stopped = [
@@ -1356,75 +1084,6 @@ def align(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]
     ]
 
 
-def stopped_by_governor(result: DemoResult, instance: str, before: str | None = None) -> bool:
-    """Whether the ledger shows the governor stopping or terminating ``instance`` (before ``before``, if given)."""
-    for item in result.decisions:
-        if item.get("kind") != "decision" or item.get("policy") != "idle" or item.get("resource") != instance:
-            continue
-        done = (item.get("evidence") or {}).get("done") or []
-        acted = any(str(d).startswith(("stopped", "terminated")) for d in done)
-        if acted and (before is None or str(item.get("at", "")) < before):
-            return True
-    return False
-
-
-def eks_facts(result: DemoResult) -> list[tuple[str, ...]]:
-    """The EKS node's story, from the ledger and from what its cluster's Kubernetes API saw: warned, then drained
-    through its node pool (enforcing) or the drain planned (report-only)."""
-    eks = result.eks
-    if not eks:
-        return []
-    warned = drained = None
-    for item in result.decisions:
-        if item.get("kind") != "decision" or item.get("policy") != "idle" or item.get("resource") != eks["instance"]:
-            continue
-        actions = item.get("actions") or []
-        if warned is None and any(a.get("type") == "warn" for a in actions):
-            warned = item
-        if drained is None and any(a.get("via") == "kubernetes" for a in actions):
-            drained = item
-    where = f"{eks['instance']} ({eks['cluster']}, node pool {eks['node_pool']})"
-    if warned is None:
-        return [("EKS node", f"{where}: not judged idle")]
-    story = f"{where}: idle by DCGM, warned {str(warned['at'])[11:16]} UTC"
-    if drained is None:
-        return [("EKS node", story)]
-    at = str(drained["at"])[11:16]
-    if not result.enforce:
-        return [("EKS node", f"{story}; would cordon, drain and delete its NodeClaim {at} UTC (Kubernetes API)")]
-    if eks["claim_deleted"]:
-        evicted = ", ".join(eks["evicted"]) or "no pod"
-        story += f"; {at} UTC cordoned, evicted {evicted}, NodeClaim deleted"
-        if eks["terminated_at"]:
-            story += f"; Karpenter terminated it {str(eks['terminated_at'])[11:16]} UTC"
-        return [("EKS node", story)]
-    errors = (drained.get("evidence") or {}).get("errors") or drained.get("reason") or "not drained"
-    return [("EKS node", f"{story}; drain {at} UTC failed: {errors}")]
-
-
-def click_facts(result: DemoResult) -> list[tuple[str, ...]]:
-    """One summary line per button the demo clicked, with what came of it (from the ledger and the emulator)."""
-    labels = {KEEP_HOURS: "Keep 4 h", STOP_NOW: "Stop now"}
-    facts: list[tuple[str, ...]] = []
-    for click in result.clicks:
-        label = labels.get(str(click["button"]), str(click["button"]))
-        who = f"{label} on {click['instance']} by {click['person']}"
-        if click["button"] == KEEP_HOURS and click.get("until"):
-            until = dt.datetime.fromisoformat(str(click["until"]).replace("Z", "+00:00"))
-            kept = (
-                "stopped while kept!"
-                if stopped_by_governor(result, click["instance"], until.isoformat())
-                else ("not stopped while kept")
-            )
-            outcome = f"{click['status']} until {until:%H:%M} UTC, {kept}"
-        elif click["button"] == STOP_NOW:
-            outcome = "stopped at once" if click["instance"] in result.stopped else str(click["status"])
-        else:
-            outcome = str(click["status"])
-        facts.append(("Slack button clicked", f"{who}: {outcome}"))
-    return facts
-
-
 def posts_per_day(result: DemoResult) -> str:
     """Slack posts per channel per simulated day (docs/reports.md, "Quiet by design", sets the target), with the
     report's own posts and the click answers (which replace a message in place) said apart."""
@@ -1530,8 +1189,7 @@ def summary_lines(result: DemoResult) -> list[str]:
         ("findings routed to the notifier", str(len(result.notified))),
         (
             "held for the daily digest",
-            f"{sum(1 for name, r in result.results if name == 'notifier' and r.get('status') == 'digest')} "
-            "(notifications.immediate: warnings that are not time-bound)",
+            f"{provided('digest_held')(result)} (notifications.immediate: warnings that are not time-bound)",
         ),
         (
             "delivered",
@@ -1550,8 +1208,8 @@ def summary_lines(result: DemoResult) -> list[str]:
             "world-open or CIDR rules left",
             f"{len(result.open_ingress)} on the training group" + ("s" if len(result.sites) > 1 else ""),
         ),
-        *click_facts(result),
-        *eks_facts(result),
+        *provided("click_facts")(result),
+        *provided("eks_facts")(result),
         ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),

@@ -41,6 +41,14 @@ def image_id() -> str:
     return str(client("ec2", REGION).describe_images(Owners=["amazon"])["Images"][0]["ImageId"])
 
 
+def _deployed_environment(function: str) -> dict[str, str]:
+    """What the stack adds to ``function``'s environment beyond its policy sections (its scenario hooks'
+    ``DEPLOYED_ENVIRONMENT``: the report's archive bucket)."""
+    from governor_cli.demo.hooks import defining
+
+    return {k: v for c, extra in defining("DEPLOYED_ENVIRONMENT") if c.name == function for k, v in extra.items()}
+
+
 def handler_names() -> list[str]:
     """The registered capabilities, each a package ``governor.<name>`` with its ``handler`` module."""
     from governor.registry import REGISTRY
@@ -168,7 +176,7 @@ class Deployment:
             "AWS_LAMBDA_FUNCTION_NAME": f"GpuFleetGovernor-{function}",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_DISABLED": "true",
-            **({"REPORTS_BUCKET": REPORTS_BUCKET} if function == "report" else {}),
+            **_deployed_environment(function),
         }
 
     def activate(self, function: str) -> None:

@@ -182,10 +182,10 @@ def _idle_fleet(count: int = 1) -> tuple[list[str], dt.datetime]:
     """``count`` idle GPU instances with a checkpoint command, their metrics idle from 45 minutes before a start two
     hours ahead of now until three hours after it, and one busy instance (so every sweep judges something)."""
     from governor_cli.testing.idle_soak import CHECKPOINT_TAG, _launch, _metrics
-    from governor_cli.testing.scenarios import SOAK_POLICY
+    from governor_cli.testing.scenarios import SOAK_FLEET
 
     start = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(hours=2)
-    command = next(iter(SOAK_POLICY["fleet"]["checkpoint_commands"]))
+    command = next(iter(SOAK_FLEET["checkpoint_commands"]))
     ids = _launch(count, {CHECKPOINT_TAG: command})
     for instance in ids:
         _metrics(instance, 0.3, start, 45, 180)
@@ -302,7 +302,7 @@ def lost_idempotency_answer() -> ScenarioResult:
         first_idempotency_put, hit = _first_put(deployed.local.idempotency_table)
         from governor_cli.testing.scenarios import Scenarios
 
-        case = Scenarios(seed=35).spot_warning(0)
+        case = Scenarios(seed=35).build("spot_warning", 0)
         with FaultInjector(1.0, ("read_timeout",), only=first_idempotency_put) as injector:
             world = World(deployed, injector, dt.datetime.now(dt.UTC).replace(microsecond=0))
             world.deliver("spot", case.event)
@@ -397,7 +397,7 @@ def replay_after_instance_gone() -> ScenarioResult:
         from governor_cli.testing.faults import is_put_events, unlabelled
         from governor_cli.testing.scenarios import Scenarios
 
-        case = Scenarios(seed=36).spot_warning(0)
+        case = Scenarios(seed=36).build("spot_warning", 0)
         with FaultInjector(1.0, ("failed_entries",), only=is_put_events) as injector:
             world = World(deployed, injector, dt.datetime.now(dt.UTC).replace(microsecond=0))
             world.deliver("spot", case.event)
@@ -421,7 +421,7 @@ def replay_after_configuration_fix() -> ScenarioResult:
     with _emulator("soak") as deployed:
         from governor_cli.testing.scenarios import Scenarios
 
-        case = Scenarios(seed=37).notifier_security_finding(0)
+        case = Scenarios(seed=37).build("notifier_security_finding", 0)
         with FaultInjector(1.0, ("access_denied",), services={"slack"}) as injector:
             world = World(deployed, injector, dt.datetime.now(dt.UTC).replace(microsecond=0))
             world.deliver("notifier", case.event)
@@ -496,7 +496,10 @@ def idempotency_record_write_refused() -> ScenarioResult:
         from governor_cli.testing.scenarios import Scenarios
 
         table = deployed.local.idempotency_table
-        cases = [Scenarios(seed=38).notifier_security_finding(0), Scenarios(seed=39).notifier_security_finding(0)]
+        cases = [
+            Scenarios(seed=38).build("notifier_security_finding", 0),
+            Scenarios(seed=39).build("notifier_security_finding", 0),
+        ]
         refused: set[str] = set()
 
         def refuse(call: ApiCall) -> bool:
@@ -554,7 +557,7 @@ def lost_idempotency_answer_long_timeout() -> ScenarioResult:
         from governor_cli.testing.scenarios import Scenarios
 
         first_idempotency_put, hit = _first_put(deployed.local.idempotency_table)
-        case = Scenarios(seed=40).notifier_security_finding(0)
+        case = Scenarios(seed=40).build("notifier_security_finding", 0)
         with FaultInjector(1.0, ("read_timeout",), only=first_idempotency_put) as injector:
             world = World(deployed, injector, dt.datetime.now(dt.UTC).replace(microsecond=0))
             world.remaining_ms["notifier"] = NOTIFIER_TIMEOUT_MS

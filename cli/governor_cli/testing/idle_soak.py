@@ -28,7 +28,7 @@ from governor_cli.testing.events import envelope, scheduled
 from governor_cli.testing.faults import ApiCall, FaultInjector
 from governor_cli.testing.idle_clock import clocked_idle
 from governor_cli.testing.invariants import Verdict
-from governor_cli.testing.scenarios import ACCOUNT, RESPONSE_URL, SOAK_POLICY
+from governor_cli.testing.scenarios import ACCOUNT, RESPONSE_URL, soak_policy_document
 
 CHECKPOINT_TAG = "governor:checkpoint-command"
 STOPPING = {"StopInstances", "TerminateInstances"}
@@ -38,7 +38,7 @@ STOP_RULES = ("idle.acted", "idle.stop-now")
 def idle_policy() -> Policy:
     """Enforcing, no launch grace (the emulator's instances are minutes old), no breaker (a soak fleet turns idle
     all at once by construction), a checkpoint command before every stop."""
-    raw = json.loads(json.dumps(SOAK_POLICY))
+    raw = json.loads(json.dumps(soak_policy_document()))
     raw["idle"] = {
         "enforce": True,
         "launch_grace_minutes": 0,

@@ -6,7 +6,7 @@ It is a fake, not kube-apiserver (no registry package this project can install p
 JSON and it changes only what those calls change. ``check(data, kind)`` is called on every request body and every
 list it answers with the official client's model name (``V1Node``, ``V1Eviction``, ``V1NodeList``, ``V1PodList``);
 the tests override it to read each into the official ``kubernetes`` client's models (a test dependency), so a body
-the real API server would refuse fails there. The demo uses it as is (``governor_cli.demo.eks``).
+the real API server would refuse fails there. The demo uses it as is (``governor_cli.demo.capabilities.idle.eks``).
 """
 
 from __future__ import annotations

@@ -33,7 +33,12 @@ class QueuedInvoker:
     queue: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def invoke(self, function: str, event: dict[str, Any]) -> None:
-        name = "idle" if function.rsplit(":", 1)[-1].endswith("idle") else "interactions"
+        """``function``: the function's name or ARN (``...:function:<stack>-<name>``); queued under its registry name
+        (the worker invokes itself, and hands Stop now to the function that stops)."""
+        from governor.registry import REGISTRY
+
+        deployed = function.rsplit(":", 1)[-1]
+        name = next(n for n in REGISTRY if deployed.endswith(n))
         self.queue.append((name, json.loads(json.dumps(event))))
 
 

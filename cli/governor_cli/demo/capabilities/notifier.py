@@ -1,0 +1,47 @@
+"""The notifier's scenarios: findings from the governor bus to Slack and email, each delivered exactly once; in the
+demo, what it held for the daily digest."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from governor_cli.demo.hooks import provided
+from governor_cli.testing.scenarios import EMAIL_SENDER, SLACK_WEBHOOK_SECRET, Case
+
+if TYPE_CHECKING:
+    from governor_cli.demo.run import DemoResult
+    from governor_cli.testing.scenarios import Scenarios
+
+# Every finding goes out at once to one Slack channel and one mailbox; reports are sent; buttons act.
+SOAK: dict[str, Any] = {
+    "enforce": True,
+    "slack_secret_name": SLACK_WEBHOOK_SECRET,
+    "email_sender": EMAIL_SENDER,
+    "email_recipients": ["platform@example.com"],
+    "immediate": "all",
+}
+
+
+def notifier_security_finding(scenarios: Scenarios, index: int) -> Case:
+    """A critical security finding about its own resource: one Slack message and one email, each exactly once."""
+    finding = provided("critical_finding")()
+    return Case(f"finding to deliver #{index}", "notifier", scenarios.finding_event(finding), finding.resource)
+
+
+def notifier_idle_warning(scenarios: Scenarios, index: int) -> Case:
+    """An idle warning: delivered with its buttons (the token's record goes to the ledger first)."""
+    resource = f"i-{uuid.uuid4().hex[:17]}"
+    finding = provided("warning_finding")(resource).model_copy(update={"id": uuid.uuid4().hex})
+    return Case(f"idle warning to deliver #{index}", "notifier", scenarios.finding_event(finding), resource)
+
+
+CASES = ((3, notifier_security_finding), (1, notifier_idle_warning))
+
+
+# --- the demo ---------------------------------------------------------------------------------------------------
+
+
+def digest_held(result: DemoResult) -> int:
+    """Findings it held for the daily digest (``notifications.immediate``: warnings that are not time-bound)."""
+    return sum(1 for name, r in result.results if name == "notifier" and r.get("status") == "digest")

@@ -321,8 +321,8 @@ def test_the_eks_node_idle_by_dcgm_is_warned_then_drained_through_its_node_pool(
 def test_an_owner_slack_users_leaves_out_is_found_with_users_lookup_by_email(report_only: DemoResult) -> None:
     """Issue 37: the demo's policy lists every person in slack_users but one; the notifier asks Slack's
     users.lookupByEmail (bot token, the capture endpoint answering as Slack's Web API) and mentions them by that id."""
+    from governor_cli.demo.capabilities.interactions import LOOKED_UP
     from governor_cli.demo.capabilities.interactions.slack_app import slack_user
-    from governor_cli.demo.run import LOOKED_UP
 
     address = f"{LOOKED_UP}@demo.example"
     assert f"users.lookupByEmail {address}" in report_only.slack_api_calls

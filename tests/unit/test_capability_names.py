@@ -4,9 +4,10 @@ scenario hooks its entry names: ``construct``, ``demo``). A module names capabil
 (or below), C's construct module or C's scenario hooks, or holds a string literal equal to C's name or one of the
 ``policy`` values its findings carry. Attribute names (``policy.idle``) are not seen.
 
-:data:`KNOWN` lists what still names a capability from outside, each with its reason: AWS's own word that happens to
-be a capability's name, tooling built for one capability, and what issue 34 has not moved yet. The first test fails
-on any module that starts naming a capability; the second when an entry no longer does (delete it then).
+:data:`KNOWN` lists what still names a capability from outside, each with its permanent reason: AWS's own word that
+happens to be a capability's name, a word of a chart, a verdict or the simulator's workload, and a CLI command or
+tooling built for one capability (the CLI, which the runtime never ships). The first test fails on any module that
+starts naming a capability; the second when an entry no longer does (delete it then).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from governor.registry import REGISTRY, Capability
 from tests.imports import import_statements, modules
 
 _AWS_SPOT = "AWS's word: the EC2 market and instance lifecycle 'spot', not the capability"
-_IDLE_TOOLING = "the idle policy's own tooling in the CLI (backtest, simulator, history, soak): not yet in its package"
-_NOT_MOVED = "not moved yet (issue 34 item 1): see notes/34.md"
+_IDLE_TOOLING = (
+    "the idle policy's CLI tooling (backtest, simulator, history, soak): it lives in the CLI, which the runtime never "
+    "ships (the Lambda asset is runtime only, issue 34 item 5), so not in the capability's package"
+)
+_WORKLOAD_KIND = "the simulator's workload kind 'idle' (a synthetic instance whose GPUs do nothing), not the capability"
 _IDLE_BAND = "the charts' band and palette colour for idle GPU time (a word of the chart, not the capability)"
 _CLI = "a CLI command for one capability (governor report, governor idle, ledger and status views)"
 
@@ -85,10 +89,8 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.fleet_status": (frozenset({"idle"}), _CLI + " (governor status --table: the idle marks)"),
     "governor_cli.main": (frozenset({"idle", "report"}), _CLI),
     "governor_cli.demo.run": (
-        frozenset({"idle", "interactions", "notifier", "report", "spot"}),
-        _NOT_MOVED + " (what the demo still wires by hand: demo_policy's notifications, interactions and budgets "
-        "settings; EC2's 'spot' market and the workload kind 'idle' in the fleet's launch; `governor report`, its "
-        "summary row and per-account attribution; every capability's events are in its scenario hooks)",
+        frozenset({"idle", "spot"}),
+        _AWS_SPOT + " (the fleet's Spot launches: RunInstances' InstanceMarketOptions); " + _WORKLOAD_KIND,
     ),
 }
 

@@ -14,7 +14,8 @@ from governor.report.build import team_view, with_history
 from governor.report.model import TrendPoint
 from governor.report.render.html_page import render_html
 from governor.report.render.slack import render_text, slack_messages
-from governor_cli.demo.run import DEMO_TEAM_BUDGET_USD, TEAMS, demo_policy
+from governor_cli.demo.capabilities.report import DEMO_TEAM_BUDGET_USD
+from governor_cli.demo.run import TEAMS, demo_policy
 from tests.unit.test_report import DAY, _idle, _session, at, sample_ledger
 from tests.unit.test_report_views import report_over
 

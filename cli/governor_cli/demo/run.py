@@ -33,15 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.interactions.policy import TeamMembers
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
-from governor_cli.demo.capabilities.interactions.slack_app import (
-    QueuedInvoker,
-    new_signing_secret,
-    slack_user,
-)
 from governor_cli.demo.capture import (
     CLICK_ANSWERS,
     CaptureEndpoint,
@@ -61,15 +55,8 @@ SECTIONS = REGISTRY.sections()
 TEAMS = ("vision", "nlp", "speech", "research")
 PEOPLE = {"vision": "ana", "nlp": "bo", "speech": "chen", "research": "dara"}
 DEMO_AMI = "ami-0a1b2c3d4e5f60718"  # the emulator accepts any image id; a Deep Learning AMI in a real account
-DEMO_SENDER = "gpu-governor@demo.example"  # verified in the emulated SES when the policy names no sender
-DEMO_RECIPIENTS = ("platform-team@demo.example",)
-#: The one demo person ``interactions.slack_users`` does not list: the notifier finds their Slack id with
-#: ``users.lookupByEmail`` (bot token), so their warnings mention them as everyone else's do.
-LOOKED_UP = "dara"
-DEMO_BOT_SECRET = "governor/demo-slack-bot"  # noqa: S105 - a secret's name, not its value
+#: The demo people's mail domain (their addresses are ``<person>@demo.example``).
 DEMO_DOMAIN = "demo.example"
-#: Each simulated team's monthly GPU budget when the policy sets none (budgets.teams): the report's budget section.
-DEMO_TEAM_BUDGET_USD = 6000.0
 Progress = Callable[[str], None]
 
 # Organisation mode (``--accounts``/``--regions`` beyond 1 x 1): the governor stays in the emulator's default account
@@ -305,59 +292,15 @@ def enforcing(policy: Policy, on: bool) -> Policy:
 
 
 def demo_policy(policy: Policy, enforce: bool) -> Policy:
-    """What the simulation runs: ``enforcing(policy, enforce)``, with the notifier always delivering.
-
-    Delivering is safe here (the webhook is the demo's loopback capture endpoint and SES is emulated) and it is the
-    point of the demo: every message the run would send is sent and saved. With no email configured, the demo's own
-    sender and recipient are used so the email path runs too.
-    """
+    """What the simulation runs: ``enforcing(policy, enforce)``, with each capability's sections as its scenario hooks
+    set them for the demo (``policy_sections``: the notifier always delivering, the demo's people in Slack, each
+    team's budget), and the demo account's effective rates."""
     chosen = enforcing(policy, enforce)
-    interactions = chosen.interactions.model_copy(
-        update={
-            "buttons": True,
-            "slack_users": {
-                **chosen.interactions.slack_users,
-                **{slack_user(p): f"{p}@{DEMO_DOMAIN}" for p in PEOPLE.values() if p != LOOKED_UP},
-            },
-            # the bot token: users.lookupByEmail for the owner slack_users leaves out, users.info for their clicks
-            "bot_token_secret_name": chosen.interactions.bot_token_secret_name or DEMO_BOT_SECRET,
-            # Owners match only by full identity (the tag is the person's address); each person is also a member of
-            # their team, so they may act on their team's instances whoever launched them.
-            "teams": {
-                **chosen.interactions.teams,
-                **{
-                    team: TeamMembers(members=[f"{person}@demo.example"])
-                    for team, person in PEOPLE.items()
-                    if team not in chosen.interactions.teams
-                },
-            },
-        }
-    )
-    notifications = chosen.notifications.model_copy(
-        update={
-            "enforce": True,
-            "email_sender": chosen.notifications.email_sender or DEMO_SENDER,
-            "email_recipients": list(chosen.notifications.email_recipients) or list(DEMO_RECIPIENTS),
-            # owners at the demo's addresses are looked up in Slack and emailed their own copy (docs/slack.md §2)
-            "owner_email_domains": sorted({*chosen.notifications.owner_email_domains, DEMO_DOMAIN}),
-        }
-    )
-    # A newcomer's first report shows the budget section: each simulated team gets a monthly budget unless the
-    # policy gives budgets of its own (the shipped governor.yaml gives none).
-    budgets = chosen.budgets
-    if not budgets.teams and not budgets.accounts:
-        budgets = budgets.model_copy(update={"teams": dict.fromkeys(TEAMS, DEMO_TEAM_BUDGET_USD)})
+    sections = {name: section for _, hook in defining("policy_sections") for name, section in hook(chosen).items()}
     # The demo's account buys GPU hours under a Savings Plan: savings are priced at what it pays (Cost Explorer's
     # amortised cost, answered by the emulator from SAVINGS_PLAN_DISCOUNT), not at list prices.
     pricing = chosen.pricing.model_copy(update={"effective_rates": "cost_explorer"})
-    return chosen.model_copy(
-        update={
-            "notifications": notifications,
-            "interactions": interactions,
-            "budgets": budgets,
-            "pricing": pricing,
-        }
-    )
+    return chosen.model_copy(update={**sections, "pricing": pricing})
 
 
 #: The demo's Capacity Block for ML and the interruptible reservation another account lends capacity from.
@@ -422,8 +365,10 @@ class Simulation:
         self.synthetic_to_real: dict[str, str] = {}
         self.findings_queue = ""
         self.capture: CaptureEndpoint | None = None
-        self.signing_secret = new_signing_secret()
-        self.invoker = QueuedInvoker()
+        #: The demo's Slack app: its signing secret and the queue standing in for Lambda's asynchronous invoke, set by
+        #: the scenario hooks that click its buttons (``connect``).
+        self.signing_secret = ""
+        self.invoker: Any = None
         self.log = io.StringIO()
         self.roles_assumed_before = client.roles_assumed  # the process's count: a run reports its own
         #: The EKS cluster (single-account demo only): a Karpenter GPU node read from DCGM through Prometheus, set up
@@ -877,7 +822,6 @@ def run_demo(options: DemoOptions) -> DemoResult:
         slack_api_to(capture),
     ):
         _fresh_containers()
-        capture.directory.update({f"{p}@{DEMO_DOMAIN}": slack_user(p) for p in PEOPLE.values()})
         sim = Simulation(options, create_shared(), start=start, clock=clock)
         sim.result.start, sim.result.end = start, end
         sim.log = log
@@ -917,7 +861,8 @@ def run_demo(options: DemoOptions) -> DemoResult:
         say("auditing the trail and rendering the report")
         if sim.policy.pricing.effective_rates == "cost_explorer":
             savings_plan_account(os.environ["AWS_ENDPOINT_URL"], sim.policy)
-        _report(sim, capture)
+        for _, hook in defining("finish"):
+            hook(sim)
         sim.result.slack_messages = len(capture.received)
         sim.result.posts = Counter(channel_of(path) for path in capture.paths)
         sim.result.slack_api_calls = list(capture.api_calls)
@@ -1042,37 +987,6 @@ def _save_emails(folder: Path) -> int:
 
 def _number(value: Any) -> Any:
     return int(value) if value == int(value) else float(value)
-
-
-def _report(sim: Simulation, capture: CaptureEndpoint) -> None:
-    """``governor report`` over the demo's own trail and ledger for exactly the simulated period (the same code as the
-    scheduled report), then its Slack messages posted to the webhook as the report Lambda posts them."""
-    from governor.adapters.slack import DeliveryError, SlackWebhook
-    from governor_cli.main import main
-
-    out = sim.options.out
-    start = sim.result.start.strftime("%Y-%m-%dT%H:%M:%SZ")
-    end = sim.result.end.strftime("%Y-%m-%dT%H:%M:%SZ")
-    policy_file = out / "policy.json"
-    policy_file.write_text(json.dumps(sim.policy.model_dump(mode="json", by_alias=True)), encoding="utf-8")
-    args = ["report", "--logs", str(out / "cloudtrail"), "--ledger", str(out / "ledger.jsonl"), "--out", str(out)]
-    args += ["--policy", str(policy_file), "--start", start, "--end", end]
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = main(args)
-    (out / "report.txt").write_text(buffer.getvalue(), encoding="utf-8")
-    if code != 0:
-        raise RuntimeError(f"governor report failed with exit code {code}: {buffer.getvalue()[-500:]}")
-    sim.result.report = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    messages = json.loads((out / "slack.json").read_text(encoding="utf-8"))
-    try:
-        sim.result.report_channel = sim.policy.notifications.slack_secret_name  # the report's route (its secret)
-        channel = f"{capture.url}/{sim.result.report_channel}"
-        SlackWebhook(channel, label="report webhook").post_all(messages)
-        sim.result.report_slack_messages = len(messages)
-    except DeliveryError as error:
-        sim.result.failed_deliveries += 1
-        sim.result.delivery_errors.append(str(error))
 
 
 def align(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
@@ -1210,7 +1124,7 @@ def summary_lines(result: DemoResult) -> list[str]:
         ),
         *provided("click_facts")(result),
         *provided("eks_facts")(result),
-        ("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)"),
+        *provided("report_facts")(result),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),
         (
@@ -1236,41 +1150,9 @@ def summary_lines(result: DemoResult) -> list[str]:
 
 
 def account_figures(result: DemoResult) -> list[dict[str, Any]]:
-    """Per (account, region): decisions to act (from the ledger, as the policy table counts them), the report's spend
-    and idle figures (its ``gpu_hours_by_account`` table), what the demo launched there and read back there as
-    stopped; then the hub's own row when its functions decided something (the notifier's delivery decisions)."""
-    from governor.report.sections.accounts import origin_of, origins
-
-    table = (result.report.get("cost") or {}).get("by_account") or {}
-    rows = {(str(r["account"]), str(r["region"])): r for r in table.get("rows", [])}
-    known = origins(result.decisions)
-    to_act: Counter[tuple[str, str]] = Counter(
-        origin_of(d, known)
-        for d in result.decisions
-        if d.get("kind", "decision") == "decision" and d.get("verdict") == "act"
-    )
-    places = [(str(s["account"]), str(s["region"]), s) for s in result.sites]
-    if to_act.get((HUB_ACCOUNT, HUB_REGION)):
-        places.append((HUB_ACCOUNT, HUB_REGION, {"launched": [], "stopped": []}))
-    figures = []
-    for account, region, site in places:
-        row = rows.get((account, region), {})
-        figures.append(
-            {
-                "account": account,
-                "region": region,
-                "hub": account == HUB_ACCOUNT,
-                "instances": len(site["launched"]),
-                "stopped": len(site["stopped"]),
-                "decisions_to_act": to_act.get((account, region), 0),
-                "gpu_hours": float(row.get("gpu_hours", 0)),
-                "cost_usd": float(row.get("cost_usd", 0)),
-                "idle_gpu_hours": float(row.get("idle_gpu_hours", 0)),
-                "would_reclaim_gpu_hours": float(row.get("would_reclaim_gpu_hours", 0)),
-                "would_save_usd": float(row.get("would_save_usd", 0)),
-                "reclaimed_gpu_hours": float(row.get("reclaimed_gpu_hours", 0)),
-            }
-        )
+    """Per (account, region): decisions to act, spend, idle figures, instances launched and stopped there (the hook
+    attributing the ledger's decisions to their accounts: ``account_figures``)."""
+    figures: list[dict[str, Any]] = provided("account_figures")(result)
     return figures
 
 

@@ -10,6 +10,7 @@ from governor_cli.demo.hooks import provided
 from governor_cli.testing.scenarios import EMAIL_SENDER, SLACK_WEBHOOK_SECRET, Case
 
 if TYPE_CHECKING:
+    from governor.policy import Policy
     from governor_cli.demo.run import DemoResult
     from governor_cli.testing.scenarios import Scenarios
 
@@ -40,6 +41,32 @@ CASES = ((3, notifier_security_finding), (1, notifier_idle_warning))
 
 
 # --- the demo ---------------------------------------------------------------------------------------------------
+
+DEMO_SENDER = "gpu-governor@demo.example"  # verified in the emulated SES when the policy names no sender
+DEMO_RECIPIENTS = ("platform-team@demo.example",)
+
+
+def policy_sections(policy: Policy) -> dict[str, Any]:
+    """Its section of the policy the demo runs: always delivering, whatever ``--enforce`` says.
+
+    Delivering is safe here (the webhook is the demo's loopback capture endpoint and SES is emulated) and it is the
+    point of the demo: every message the run would send is sent and saved. With no email configured, the demo's own
+    sender and recipient are used so the email path runs too.
+    """
+    from governor_cli.demo.run import DEMO_DOMAIN
+
+    chosen = policy.notifications
+    return {
+        "notifications": chosen.model_copy(
+            update={
+                "enforce": True,
+                "email_sender": chosen.email_sender or DEMO_SENDER,
+                "email_recipients": list(chosen.email_recipients) or list(DEMO_RECIPIENTS),
+                # owners at the demo's addresses are looked up in Slack and emailed their own copy (docs/slack.md §2)
+                "owner_email_domains": sorted({*chosen.owner_email_domains, DEMO_DOMAIN}),
+            }
+        )
+    }
 
 
 def digest_held(result: DemoResult) -> int:

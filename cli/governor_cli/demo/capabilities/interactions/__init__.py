@@ -22,12 +22,14 @@ from governor.interactions.domain import (
     button_token,
     parse_click,
 )
+from governor.interactions.policy import TeamMembers
 from governor_cli.demo.hooks import provided
 from governor_cli.testing.deployment import LEDGER_TABLE, REGION, SLACK_SIGNING_SECRET
 from governor_cli.testing.events import envelope
 from governor_cli.testing.scenarios import CLICKER, RESPONSE_URL, Case
 
 if TYPE_CHECKING:
+    from governor.policy import Policy
     from governor_cli.demo.run import DemoResult, Simulation
     from governor_cli.testing.scenarios import Scenarios
 
@@ -124,6 +126,43 @@ CASES = (
 
 
 # --- the demo: the owners' clicks (``clicks``, loaded when the demo calls; it imports the demo's simulation) ------
+
+#: The one demo person ``interactions.slack_users`` does not list: the notifier finds their Slack id with
+#: ``users.lookupByEmail`` (bot token), so their warnings mention them as everyone else's do.
+LOOKED_UP = "dara"
+DEMO_BOT_SECRET = "governor/demo-slack-bot"  # noqa: S105 - a secret's name, not its value
+
+
+def policy_sections(policy: Policy) -> dict[str, Any]:
+    """Its section of the policy the demo runs: buttons on, the demo's people in ``slack_users`` (but one, looked
+    up by email) and in their teams, and a bot token, each kept where the chosen policy sets its own."""
+    from governor_cli.demo.capabilities.interactions.slack_app import slack_user
+    from governor_cli.demo.run import DEMO_DOMAIN, PEOPLE
+
+    chosen = policy.interactions
+    return {
+        "interactions": chosen.model_copy(
+            update={
+                "buttons": True,
+                "slack_users": {
+                    **chosen.slack_users,
+                    **{slack_user(p): f"{p}@{DEMO_DOMAIN}" for p in PEOPLE.values() if p != LOOKED_UP},
+                },
+                # the bot token: users.lookupByEmail for the owner slack_users leaves out, users.info for their clicks
+                "bot_token_secret_name": chosen.bot_token_secret_name or DEMO_BOT_SECRET,
+                # Owners match only by full identity (the tag is the person's address); each person is also a member
+                # of their team, so they may act on their team's instances whoever launched them.
+                "teams": {
+                    **chosen.teams,
+                    **{
+                        team: TeamMembers(members=[f"{person}@demo.example"])
+                        for team, person in PEOPLE.items()
+                        if team not in chosen.teams
+                    },
+                },
+            }
+        )
+    }
 
 
 def connect(sim: Simulation) -> None:

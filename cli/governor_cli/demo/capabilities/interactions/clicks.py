@@ -13,15 +13,17 @@ from typing import Any
 from governor.adapters.aws import client
 from governor.interactions.domain import BUTTON_KIND, KEEP_HOURS, STOP_NOW
 from governor_cli.demo.capabilities.interactions.slack_app import (
+    QueuedInvoker,
     buttons_in,
     buttons_of,
     click_request,
     drain,
+    new_signing_secret,
     slack_user,
 )
 from governor_cli.demo.capture import SLACK_ACTIONS
 from governor_cli.demo.hooks import provided
-from governor_cli.demo.run import PEOPLE, DemoResult, LambdaContext, Simulation
+from governor_cli.demo.run import DEMO_DOMAIN, PEOPLE, DemoResult, LambdaContext, Simulation
 
 #: The demo's Slack workspace, in the response URLs its clicks carry (Slack's host: see ``capture.slack_answers_to``).
 SLACK_ACTIONS_PATH = "T0DEMO"
@@ -128,7 +130,12 @@ def button_record(sim: Simulation, token: str) -> dict[str, Any]:
 
 
 def connect(sim: Simulation) -> None:
-    """The Slack app's signing secret, as an operator stores it (docs/slack.md)."""
+    """The Slack app: its signing secret, as an operator stores it (docs/slack.md), the queue standing in for
+    Lambda's asynchronous invoke, and the workspace's people (``users.lookupByEmail`` answers from it)."""
+    sim.signing_secret = new_signing_secret()
+    sim.invoker = QueuedInvoker()
+    if sim.capture is not None:
+        sim.capture.directory.update({f"{p}@{DEMO_DOMAIN}": slack_user(p) for p in PEOPLE.values()})
     name = sim.policy.interactions.signing_secret_name
     client("secretsmanager").create_secret(Name=name, SecretString=sim.signing_secret)
 

@@ -7,7 +7,6 @@ invocations, and alarms on errors and on DLQ depth.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from importlib import import_module
 from typing import Any, ClassVar, NamedTuple, NotRequired, TypedDict, Unpack
@@ -29,7 +28,7 @@ from constructs import Construct
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.events.findings import DETAIL_TYPE as FINDING_DETAIL_TYPE
 from governor.events.findings import SOURCE as FINDING_SOURCE
-from governor.policy import Policy, PolicyError
+from governor.policy import Policy, PolicyError, environment_policy
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.asset import ASSET_EXCLUDES
 from infra.constructs.layer import dependency_layer
@@ -49,8 +48,7 @@ def policy_subset(policy: Policy, sections: Sequence[str], function: str = "gove
     defaults (the function's code, deployed with it, holds the same defaults and fills them in: the shipped policy
     takes a few bytes, so a fleet's own price table and clusters have the room); too large a policy stops the synth,
     not the deploy."""
-    data = policy.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-    text = json.dumps({name: data.get(name, {}) for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
+    text = environment_policy(policy, sections)
     if len(text.encode()) > POLICY_ENV_BUDGET:
         raise PolicyError(
             f"policy sections {', '.join(sections)} take {len(text.encode())} bytes for the {function} function; "

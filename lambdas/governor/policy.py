@@ -7,9 +7,10 @@ the runtime accepts. Every section is report-only (``enforce: false``) unless th
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -430,6 +431,15 @@ def parse_policy(data: Any, source: str = "governor.yaml") -> Policy:
         raise PolicyError(_format_error(source, error)) from None
     except RecursionError:
         raise PolicyError(f"{source}: nested too deeply to be a policy") from None
+
+
+def environment_policy(policy: Policy, sections: Iterable[str]) -> str:
+    """A function's ``GOVERNOR_POLICY``: ``fleet``, ``ledger`` and the sections it reads (its registry entry's
+    ``environment_sections``), each holding only what differs from the model's defaults; the function's
+    :func:`parse_policy` fills in the rest. The stack writes it (``infra/constructs/function.py``) and so does the
+    demo, so a section a function reads but its entry does not list is missed in both, never only when deployed."""
+    data = policy.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    return json.dumps({name: data.get(name, {}) for name in ("fleet", "ledger", *sections)}, separators=(",", ":"))
 
 
 def _strict_loader() -> Any:

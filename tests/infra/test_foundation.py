@@ -144,3 +144,18 @@ def test_a_function_s_environment_parses_back_to_its_sections_of_the_policy() ->
             for name in ("fleet", "ledger", *sections):
                 assert getattr(carried, name) == getattr(policy, name), (capability.name, name)
     assert len(policy_subset(shipped, REGISTRY["idle"].environment_sections)) < 100  # the defaults take no room
+
+
+def test_the_demo_gives_each_function_the_policy_the_stack_gives_it() -> None:
+    """The demo and the reliability deployment write ``GOVERNOR_POLICY`` as the synth does, so a section a function
+    reads but its registry entry does not list fails in the demo too (it once hid idle's missing price table)."""
+    from governor.registry import REGISTRY
+    from governor_cli.demo.bootstrap import LocalStack
+    from infra.constructs.function import policy_subset
+    from tests.infra.test_nist import EVERYTHING_ON
+
+    stack = LocalStack(dlq_urls={name: f"https://sqs/{name}" for name in REGISTRY})
+    for policy in (parse_policy({}), parse_policy(EVERYTHING_ON)):
+        for capability in REGISTRY.values():
+            written = stack.environment(capability.name, policy)["GOVERNOR_POLICY"]
+            assert written == policy_subset(policy, capability.environment_sections, capability.name)

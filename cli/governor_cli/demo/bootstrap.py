@@ -5,12 +5,11 @@ Returns the environment each function would get from the Lambda factory, so hand
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from governor.adapters.aws import client
-from governor.policy import Policy
+from governor.policy import Policy, environment_policy
 from governor.registry import REGISTRY
 
 FUNCTIONS = tuple(REGISTRY)
@@ -29,10 +28,10 @@ class LocalStack:
     home_account: str = "123456789012"
 
     def environment(self, function: str, policy: Policy) -> dict[str, str]:
-        """What ``infra/constructs/function.py`` puts in a function's environment (the whole policy here)."""
+        """What ``infra/constructs/function.py`` puts in a function's environment: the same policy sections."""
         return {
             "GOVERNOR_FUNCTION": function,
-            "GOVERNOR_POLICY": json.dumps(policy.model_dump(mode="json", by_alias=True)),
+            "GOVERNOR_POLICY": environment_policy(policy, REGISTRY[function].environment_sections),
             "LEDGER_TABLE": self.ledger_table,
             "IDEMPOTENCY_TABLE": self.idempotency_table,
             "BUS_NAME": self.bus_name,

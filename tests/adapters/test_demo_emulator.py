@@ -1,14 +1,20 @@
-"""The demo emulator's indexed GetMetricData answers exactly as moto's own implementation does."""
+"""The demo emulator: its indexed GetMetricData answers exactly as moto's own implementation does, and a call moto does
+not implement is an error for the caller, never a server traceback on the user's terminal (the README's ``make demo``
+printed five of them for GetSavingsPlansCoverage)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 from moto import mock_aws
 from moto.cloudwatch.models import CloudWatchBackend, cloudwatch_backends
 
-from governor_cli.demo.emulator import _indexed_get_metric_data
+from governor_cli.demo.emulator import _indexed_get_metric_data, running_emulator
 
 
 @mock_aws
@@ -57,3 +63,18 @@ def test_indexed_metric_queries_match_moto() -> None:
     indexed = _indexed_get_metric_data(original)(backend, queries, *window)
     assert indexed == expected
     assert expected[0]["values"] and expected[2]["values"] == []
+
+
+def test_a_call_the_emulator_lacks_fails_for_the_caller_and_prints_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """werkzeug (moto's server) logs "Error on request" with the traceback at ERROR; the demo's terminal shows what
+    reaches a handler, and nothing does."""
+    with running_emulator() as emulator:
+        ce = boto3.client(
+            "ce", endpoint_url=emulator.endpoint, region_name="us-east-1", config=Config(retries={"max_attempts": 1})
+        )
+        with pytest.raises((ClientError, BotoCoreError)):  # moto drops the connection: no answer, as a timeout
+            ce.get_savings_plans_coverage(TimePeriod={"Start": "2026-11-01", "End": "2026-12-01"})
+    server_errors = [r for r in caplog.records if r.name == "werkzeug" and r.levelno >= logging.ERROR]
+    assert server_errors == []

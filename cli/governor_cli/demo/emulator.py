@@ -160,7 +160,10 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
         raise EmulatorError(f"the local emulator needs moto[server] ({error})") from None
     if port:
         _check_port(host, port)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    # moto's server prints a whole traceback ("Error on request") for every call it does not implement (Cost
+    # Explorer's GetSavingsPlansCoverage, EC2's DescribeCapacityReservations before the demo teaches it): the caller
+    # gets the error as AWS would send one, and the governor handles and logs it, so the terminal gets nothing.
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
     from moto.moto_api._internal.models import moto_api_backend
 
     moto_api_backend.reset()  # moto's accounts live in the process: a second run in it starts from an empty account

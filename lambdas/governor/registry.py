@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from governor.adapters import bus, dlq, ledger, organization
 from governor.adapters.bus import DETAIL_TYPE, SOURCE
@@ -75,6 +75,8 @@ ORGANIZATION = frozenset({"sts:AssumeRole"})
 #: Organisation mode, sweeping functions only (``fans_out``): list the OUs' accounts, enqueue one sweep target per
 #: account and region on the function's own queue, and consume it (``governor.fanout``, ``adapters.organization``).
 FANOUT = organization.IAM_ACTIONS
+
+T = TypeVar("T")
 
 TriggerKind = Literal["rule", "schedule", "bus", "url"]
 
@@ -295,6 +297,13 @@ class Capability:
         return [t.line(policy) for t in self.triggers if t.when is None or t.when(policy)]
 
 
+def _only(found: list[T], what: str) -> T:
+    """The one registered capability's answer: a registry where none or several ``what`` is a declaration error."""
+    if len(found) != 1:
+        raise LookupError(f"exactly one registered capability must {what}, not {len(found)}")
+    return found[0]
+
+
 class Registry(Mapping[str, Capability]):
     """Capabilities by function name, in the order the stack builds them."""
 
@@ -335,25 +344,17 @@ class Registry(Mapping[str, Capability]):
         """The capability that carries out ``action`` itself: it can return it and does not delegate it (Stop now's
         click is answered by one function and carried out by the one that owns stopping)."""
         kind = action.model_fields["type"].default
-        found = [c for c in self.values() if action in c.actions and kind not in c.delegated]
-        if len(found) != 1:
-            raise LookupError(f"{len(found)} capabilities carry out '{kind}' themselves; exactly one must")
-        return found[0]
+        doers = [c for c in self.values() if action in c.actions and kind not in c.delegated]
+        return _only(doers, f"carry out '{kind}' itself")
 
     def session_keeper(self) -> Capability:
         """The one capability that keeps the usage sessions (``ownership_problems``)."""
-        keepers = [c for c in self.values() if c.ownership_problems]
-        if len(keepers) != 1:
-            raise LookupError(f"one registered capability must keep the usage sessions, not {len(keepers)}")
-        return keepers[0]
+        return _only([c for c in self.values() if c.ownership_problems], "keep the usage sessions")
 
     def idle_time(self) -> IdleTime:
         """How to read the fleet's idle GPU time from the ledger: the ``idle_time`` of the one capability that
         declares it (imported now, so the registry still loads no capability module at import)."""
-        declared = [c.idle_time for c in self.values() if c.idle_time]
-        if len(declared) != 1:
-            raise LookupError(f"one registered capability must declare idle_time, not {len(declared)}")
-        found: IdleTime = _attribute(declared[0])
+        found: IdleTime = _attribute(_only([c.idle_time for c in self.values() if c.idle_time], "declare idle_time"))
         return found
 
 

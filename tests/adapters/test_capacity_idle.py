@@ -85,6 +85,16 @@ def _runtime(local: Any, **idle: Any) -> Runtime:
     )
 
 
+def _idle_in_block() -> tuple[Any, str, Runtime]:
+    """Inside ``mock_aws``: one idle p5 in the Capacity Block, and a runtime on the emulated ledger."""
+    local = create_shared("us-east-1")
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    (block_id,) = _launch(ec2, "p5.48xlarge")
+    _in_block(block_id)
+    _metrics(block_id, 0.2)
+    return ec2, block_id, _runtime(local)
+
+
 def test_the_ec2_adapter_reads_every_purchase_model_as_ec2_reports_it() -> None:
     raw = {"InstanceId": "i-0abc12345678", "InstanceType": "p5.48xlarge", "State": {"Name": "running"}}
     assert to_instance(raw).lifecycle == "on-demand"
@@ -164,12 +174,7 @@ def test_a_sweep_reads_the_reservations_once_and_an_instances_block_comes_from_t
     answers the instances' reservation ids: one DescribeCapacityReservations a sweep; only an id that read did not
     hold (a block no longer active) is asked for by id."""
     with mock_aws():
-        local = create_shared("us-east-1")
-        ec2 = boto3.client("ec2", region_name="us-east-1")
-        (block_id,) = _launch(ec2, "p5.48xlarge")
-        _in_block(block_id)
-        _metrics(block_id, 0.2)
-        runtime = _runtime(local)
+        _, block_id, runtime = _idle_in_block()
         blocks = Blocks()
         active = [{"Name": "state", "Values": ["active"]}]
         blocks.stub.add_response(
@@ -197,12 +202,7 @@ def test_a_sweep_reads_the_reservations_once_and_an_instances_block_comes_from_t
 
 def test_without_the_reservation_read_the_lifecycle_alone_holds_the_block() -> None:
     with mock_aws():
-        local = create_shared("us-east-1")
-        ec2 = boto3.client("ec2", region_name="us-east-1")
-        (block_id,) = _launch(ec2, "p5.48xlarge")
-        _in_block(block_id)
-        _metrics(block_id, 0.2)
-        runtime = _runtime(local)
+        ec2, block_id, runtime = _idle_in_block()
         aws = _aws(Ec2Reader("us-east-1", wildcard_type_filter=False))
         aws.reservations = CapacityReservations("us-east-1")  # moto: DescribeCapacityReservations not implemented
         for step in range(3):

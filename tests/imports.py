@@ -1,94 +1,48 @@
-"""The project's import graph, read from the source: every module of ``governor`` (lambdas/), ``governor_cli`` (cli/)
-and ``infra`` and the project modules each one imports, inside functions too, but not under ``if TYPE_CHECKING``
-(annotations only, never run). ``from package import name`` counts as importing ``package.name`` when that is a
-module, else ``package``; importing ``a.b.c`` also runs ``a`` and ``a.b`` (:func:`loaded_by`)."""
+"""The project's import graph, read from the source (``infra.imports``, which the layer build reads too): every module
+of ``governor`` (lambdas/), ``governor_cli`` (cli/) and ``infra`` and the project modules each one imports, inside
+functions too, but not under ``if TYPE_CHECKING`` (annotations only, never run)."""
 
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Iterable
-from functools import cache
 from pathlib import Path
 
-from tests.conftest import ROOT
+from infra.imports import PROJECT, ImportGraph
 
 #: Where each top-level package's folder sits.
-PACKAGES = {"governor": ROOT / "lambdas", "governor_cli": ROOT / "cli", "infra": ROOT}
+PACKAGES = PROJECT
+_GRAPH = ImportGraph(PACKAGES)
 
 
-@cache
 def modules() -> dict[str, Path]:
     """Module name -> its file, for every module of the three packages."""
-    found: dict[str, Path] = {}
-    for top, base in PACKAGES.items():
-        for path in sorted((base / top).rglob("*.py")):
-            parts = list(path.relative_to(base).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
-
-
-def _typing_only(tree: ast.Module) -> set[int]:
-    """The ids of the nodes under ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
-    skipped: set[int] = set()
-    for block in ast.walk(tree):
-        if not isinstance(block, ast.If):
-            continue
-        test = block.test
-        name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
-        if name == "TYPE_CHECKING":
-            skipped |= {id(node) for statement in block.body for node in ast.walk(statement)}
-    return skipped
+    return _GRAPH.modules
 
 
 def import_statements(name: str) -> list[ast.Import | ast.ImportFrom]:
     """Every import statement of module ``name`` that runs (inside functions too, not under ``if TYPE_CHECKING``)."""
-    tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
-    skipped = _typing_only(tree)
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skipped]
+    return _GRAPH.import_statements(name)
 
 
 def third_party_imports(name: str) -> set[str]:
     """The top-level names ``name`` imports from outside the project and the standard library."""
-    found: set[str] = set()
-    for node in import_statements(name):
-        if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif not node.level and node.module:
-            found.add(node.module.split(".")[0])
-    return found - set(sys.stdlib_module_names) - {"__future__", *PACKAGES}
+    return _GRAPH.third_party_imports(name)
 
 
 def imports_of(name: str) -> list[tuple[int, str]]:
     """(line, module) of each project module ``name`` imports at run time, in source order."""
-    known = modules()
-    path = known[name]
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: list[tuple[int, str]] = []
-    for node in import_statements(name):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names if alias.name in known]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                source = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                source = node.module or ""
-            for alias in node.names:
-                target = f"{source}.{alias.name}"
-                if target in known:
-                    found.append((node.lineno, target))
-                elif source in known:
-                    found.append((node.lineno, source))
-    return sorted(set(found))
+    return _GRAPH.imports_of(name)
 
 
-@cache
 def graph() -> dict[str, frozenset[str]]:
     """Module -> the project modules it imports (itself left out)."""
-    return {name: frozenset(m for _, m in imports_of(name)) - {name} for name in modules()}
+    return _GRAPH.graph
+
+
+def loaded_by(roots: Iterable[str]) -> set[str]:
+    """Every project module importing ``roots`` can run: their imports, transitively, and each one's packages."""
+    return _GRAPH.loaded_by(roots)
 
 
 def cycles() -> list[list[str]]:
@@ -137,19 +91,3 @@ def cycles() -> list[list[str]]:
                 if len(group) > 1:
                     found.append(sorted(group))
     return sorted(found)
-
-
-def loaded_by(roots: Iterable[str]) -> set[str]:
-    """Every project module importing ``roots`` can run: their imports, transitively, and each one's packages."""
-    edges = graph()
-    seen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        parts = name.split(".")
-        todo += [".".join(parts[:k]) for k in range(1, len(parts))]
-        todo += edges.get(name, ())
-    return seen

@@ -46,9 +46,12 @@ typecheck: $(VENV)/.installed-dev
 synth: $(VENV)/.installed
 	$(PY) app.py
 
-## layer: the Lambda dependency layer for CPython 3.14 arm64, without Docker (cdk.json's build hook runs it)
+## layer: the Lambda dependency layers (one per dependency set the handlers import) for CPython 3.14 arm64, without
+##        Docker (cdk.json's build hook runs it)
+## It reads the handlers' imports (infra/dependencies.py), so it runs in the project's venv: .venv if there is one,
+## else the python3 on PATH (an activated venv).
 layer:
-	python3 -m infra.build_layer  # CPython 3.14 arm64 wheels, verified; kept while current (see infra/build_layer.py)
+	$(if $(wildcard $(PY)),$(PY),python3) -m infra.build_layer  # CPython 3.14 arm64 wheels, verified; kept while current
 
 layer-clean:
 	rm -rf build/layer build/layer.partial build/layer-manifest.json
@@ -58,7 +61,7 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-## layer-import-check: every module of the code asset imported on CPython 3.14 against the built layer
+## layer-import-check: each function's modules imported on CPython 3.14 against exactly its built layers
 layer-import-check: $(VENV)/.installed-demo node_modules/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(MAKE) layer
 	$(PY) -m governor_cli.testing.layer_import

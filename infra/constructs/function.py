@@ -1,8 +1,8 @@
 """The one Lambda factory: every governor function is built here, the same way.
 
 arm64, Python 3.14, JSON logs into a KMS-encrypted log group with retention, X-Ray, the shared ``lambdas/`` asset,
-one dependency layer, the policy sections it needs, an encrypted TLS-only DLQ that also receives failed async
-invocations, and alarms on errors and on DLQ depth.
+the dependency layers of what its handler imports (``infra.constructs.layer``), the policy sections it needs, an
+encrypted TLS-only DLQ that also receives failed async invocations, and alarms on errors and on DLQ depth.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from governor.events.findings import SOURCE as FINDING_SOURCE
 from governor.policy import Policy, PolicyError, environment_policy
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.asset import ASSET_EXCLUDES
-from infra.constructs.layer import dependency_layer
+from infra.constructs.layer import function_layers
 from infra.constructs.shared import SharedResources, dead_letter_queue
 from infra.nag import acknowledge, nag_name
 from infra.settings import LAMBDAS_DIR, Settings
@@ -82,6 +82,7 @@ class GovernorFunction(Construct):
         memory_mb: int = 512,
         reserved_concurrency: int | None = None,
         environment: dict[str, str] | None = None,
+        unzipped_budget: tuple[int, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         name = capability.name
@@ -131,7 +132,7 @@ class GovernorFunction(Construct):
             architecture=lambda_.Architecture.ARM_64,
             handler=capability.handler,
             code=lambda_.Code.from_asset(str(LAMBDAS_DIR), exclude=ASSET_EXCLUDES),
-            layers=[dependency_layer(Stack.of(self), settings)],
+            layers=function_layers(Stack.of(self), settings, name, unzipped_budget),
             role=self.role,
             timeout=timeout,
             memory_size=memory_mb,
@@ -410,6 +411,9 @@ class CapabilityConstruct(Construct):
     FUNCTION_ID: ClassVar[str] = "Function"
     TIMEOUT: ClassVar[Duration] = Duration.minutes(5)
     MEMORY_MB: ClassVar[int] = 512
+    #: (bytes, why): the function's code asset plus its layers, unzipped, stay within this; the synth refuses more
+    #: (``infra.constructs.layer.function_layers``, on the sizes ``make layer`` measured). None: Lambda's 250 MB.
+    UNZIPPED_BUDGET: ClassVar[tuple[int, str] | None] = None
 
     def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id)
@@ -429,6 +433,7 @@ class CapabilityConstruct(Construct):
             settings=self.settings,
             timeout=self.TIMEOUT,
             memory_mb=self.MEMORY_MB,
+            unzipped_budget=self.UNZIPPED_BUDGET,
             **self.function_options(args["functions"]),
         )
         args["functions"][self.capability.name] = self.function

@@ -28,6 +28,7 @@ from governor.spot.domain import (
 )
 from infra.constructs.function import CapabilityArgs, CapabilityConstruct, FunctionOptions, GovernorFunction
 from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket, send_command_grant
+from infra.layer_manifest import MB
 from infra.nag import acknowledge, acknowledge_wildcard
 
 CHECKPOINT_PREFIX = "checkpoints"
@@ -62,6 +63,11 @@ class Spot(CapabilityConstruct):
 
     CAPABILITY = REGISTRY["spot"]
     TIMEOUT = Duration.minutes(3)  # checkpoint first; recording and recovery may outlast the warning
+    UNZIPPED_BUDGET = (
+        40 * MB,
+        "its cold start is spent inside the two-minute interruption warning, so it ships no chart or Kubernetes "
+        "library (issue 47)",
+    )
 
     def __init__(self, scope: Construct, construct_id: str, **args: Unpack[CapabilityArgs]) -> None:
         super().__init__(scope, construct_id, **args)

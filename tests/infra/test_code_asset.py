@@ -10,12 +10,20 @@ from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 from governor.registry import REGISTRY
 from infra.asset import NOT_RUNTIME, asset_files, excluded
+from infra.dependencies import (
+    RUNTIME_PROVIDED,
+    installed_closure,
+    normalized,
+    requirement_lines,
+    runtime_reachable,
+    shipped_plan,
+    third_party,
+)
 from infra.settings import LAMBDAS_DIR
-from tests.imports import loaded_by, modules, third_party_imports
+from tests.imports import modules
 from tests.infra.conftest import Synth
 
 # Folder or file names that belong to the tooling, the tests or the benchmarks; none may appear at any depth.
@@ -69,24 +77,6 @@ def _module(relative: str) -> str:
     """``governor/keys/handler.py`` -> ``governor.keys.handler``; a package's ``__init__.py`` is the package."""
     parts = relative.removesuffix(".py").split("/")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-#: The report and the Security Hub export load each capability's ``governor.<package>.findings`` by name
-#: (governor/domain/problems.py), so the
-#: walker, which follows import statements, is told of that one convention.
-BY_NAME = "governor.domain.problems"
-
-
-def runtime_reachable() -> set[str]:
-    """Every module a registered handler can import, including the findings modules the report loads by name and the
-    policy sections the registry names."""
-    reachable = loaded_by(capability.module for capability in REGISTRY.values())
-    # the policy sections capabilities declare in their own packages, which Policy imports by name from the registry
-    reachable |= loaded_by(c.policy_section.partition(":")[0] for c in REGISTRY.values() if c.policy_section)
-    if BY_NAME in reachable:
-        named = [m for m in modules() if m.startswith("governor.") and m.count(".") == 2 and m.endswith(".findings")]
-        reachable |= loaded_by(named)
-    return reachable
 
 
 def test_the_asset_is_exactly_what_infra_asset_declares(synth: Synth) -> None:
@@ -165,45 +155,22 @@ def _runtime_modules_bound(tree: ast.Module) -> dict[str, str]:
     return bound
 
 
-#: What the Lambda runtime itself provides beside the standard library (lambdas/requirements.txt says the same).
-RUNTIME_PROVIDED = {"boto3", "botocore", "s3transfer"}
-
-
-def _layer_distributions() -> set[str]:
-    """Every distribution the layer holds: lambdas/requirements.txt and what each requires, extras included as asked."""
-    wanted = [
-        Requirement(line.split("#")[0].strip())
-        for line in (LAMBDAS_DIR / "requirements.txt").read_text(encoding="utf-8").splitlines()
-        if line.split("#")[0].strip()
-    ]
-    found: set[str] = set()
-    while wanted:
-        requirement = wanted.pop()
-        name = canonicalize_name(requirement.name)
-        if name in found:
-            continue
-        found.add(name)
-        for text in metadata.requires(requirement.name) or []:
-            needed = Requirement(text)
-            extras = requirement.extras or {""}
-            if needed.marker is None or any(needed.marker.evaluate({"extra": extra}) for extra in extras):
-                wanted.append(needed)
-    return found
-
-
-def test_what_a_handler_can_import_is_in_the_layer_or_the_lambda_runtime() -> None:
+def test_what_a_handler_can_import_is_in_its_own_layers_or_the_lambda_runtime() -> None:
     """A handler never reaches a local engine or other tooling whose library the function does not have (DuckDB,
-    sqlglot, moto): every third-party import of every module a handler can load comes from the layer's requirements
-    (with their own requirements) or the Lambda runtime's boto3."""
-    layer = _layer_distributions() | RUNTIME_PROVIDED
+    sqlglot, moto): every third-party import of every module a handler can load comes from the requirements of that
+    function's own layers (with their own requirements) or the Lambda runtime's boto3; and the chart libraries ship
+    to the report alone."""
+    plan = shipped_plan()
+    lines = requirement_lines()
     providers = metadata.packages_distributions()
-    reachable = runtime_reachable()
-    missing = sorted(
-        f"{name} imports {top}"
-        for name in reachable
-        if name.startswith("governor")
-        for top in third_party_imports(name)
-        if not {canonicalize_name(d) for d in providers.get(top, [top])} & layer
-    )
+    missing = []
+    for capability in REGISTRY.values():
+        own = installed_closure([lines[name] for name in plan.requirements_of(capability.name)])
+        own |= installed_closure(Requirement(name) for name in RUNTIME_PROVIDED)
+        for top, importers in third_party(capability).items():
+            if not {normalized(d) for d in providers.get(top, [top])} & own:
+                missing.append(f"{capability.name}: {sorted(importers)[0]} imports {top}")
     assert missing == []
-    assert {"pydantic", "aws-lambda-powertools", "aws-xray-sdk", "slack-sdk", "matplotlib"} <= layer
+    users = {name: {f for f in plan.functions if name in plan.requirements_of(f)} for name in lines}
+    assert users["matplotlib"] == {"report"} and users["lightkube"] == {"idle"}
+    assert {"aws-lambda-powertools", "pydantic", "pyyaml"} <= set(plan.requirements_of("spot"))

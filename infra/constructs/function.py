@@ -28,7 +28,7 @@ from constructs import Construct
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.events.findings import DETAIL_TYPE as FINDING_DETAIL_TYPE
 from governor.events.findings import SOURCE as FINDING_SOURCE
-from governor.policy import Policy, PolicyError, environment_policy
+from governor.policy import Policy, environment_policy
 from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.asset import ASSET_EXCLUDES
 from infra.constructs.layer import function_layers
@@ -39,23 +39,12 @@ from infra.settings import LAMBDAS_DIR, Settings
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
-#: Bytes of Lambda's 4 KB of environment variables the policy may take; the rest holds resource names and URLs.
-POLICY_ENV_BUDGET = 3072
-
-
 def policy_subset(policy: Policy, sections: Sequence[str], function: str = "governor") -> str:
     """Only the sections a function uses go into its environment, and of those only what differs from the model's
     defaults (the function's code, deployed with it, holds the same defaults and fills them in: the shipped policy
-    takes a few bytes, so a fleet's own price table and clusters have the room); too large a policy stops the synth,
-    not the deploy."""
-    text = environment_policy(policy, sections)
-    if len(text.encode()) > POLICY_ENV_BUDGET:
-        raise PolicyError(
-            f"policy sections {', '.join(sections)} take {len(text.encode())} bytes for the {function} function; "
-            f"Lambda allows 4 KB of environment variables (policy budget {POLICY_ENV_BUDGET} bytes): shorten "
-            "pricing.prices or notifications.teams"
-        )
-    return text
+    takes a few bytes, so a fleet's own price table and clusters have the room). Too large an environment stops the
+    synth, not the deploy: the stack counts every function's as Lambda does (``infra.environment``)."""
+    return environment_policy(policy, sections)
 
 
 class UndeclaredPermission(ValueError):

@@ -24,7 +24,7 @@ from constructs import Construct
 
 from governor.adapters.organization import ACCOUNT_ACTIONS, QUEUE_ACTIONS
 from governor.policy import Policy
-from infra.constructs.function import GovernorFunction, policy_subset
+from infra.constructs.function import GovernorFunction
 from infra.constructs.hub_regions import hub_region_groups
 from infra.constructs.member_accounts import ForwardedPattern, MemberGrant, member_account_grants
 from infra.constructs.reserved_tags import reserved_tag_document
@@ -34,28 +34,6 @@ from infra.settings import OrganizationSettings, SettingsError
 
 #: CloudFormation's limit for a TemplateBody passed inline (a larger template must go through S3).
 TEMPLATE_BODY_LIMIT = 51_200
-#: Lambda's limit for a function's environment variables, all together (keys and values, before encryption).
-ENVIRONMENT_LIMIT = 4096
-#: What a function's environment holds besides its policy and the fan-out settings (resource names, queue and table
-#: URLs resolved at deploy time, Powertools settings, the spoke role), generously rounded up.
-ENVIRONMENT_OTHERS = 1024
-
-
-def fanout_environment_bytes(policy: Policy, organization: OrganizationSettings, function: str, sections: Any) -> int:
-    """About how large a fanned-out function's environment gets: its policy section, the fan-out settings (with the
-    longest queue URL and account id they can hold) and the rest. Lambda refuses a deploy past 4 KB."""
-    settings = {
-        "queue_url": "https://sqs.ap-southeast-1.amazonaws.com/123456789012/" + "q" * 80,
-        "regions": list(organization.regions),
-        "home_account": "123456789012",
-        "accounts": list(organization.sweep_accounts),
-        "ou_ids": list(organization.ou_ids),
-        "attempts": organization.sweep_attempts,
-        "breaker_targets": organization.breaker_targets,
-    }
-    return len(policy_subset(policy, sections, function)) + len(json.dumps(settings)) + ENVIRONMENT_OTHERS
-
-
 #: Synthesizes the spoke's template from the hub's triggers and grants (``infra.stacks.spoke.synthesize_spoke``,
 #: handed over by the stack: a construct does not import a stack).
 SpokeSynthesizer = Callable[
@@ -99,14 +77,7 @@ class OrganizationHub(Construct):
         for name in acting:
             self._assume_spoke_role(functions[name], organization)
         # After the spoke's grants were taken from the hub roles: listing accounts and the queues stay hub-only.
-        for name, function in sorted(functions.items()):
-            size = fanout_environment_bytes(policy, organization, name, function.capability.environment_sections)
-            if function.capability.fans_out and size > ENVIRONMENT_LIMIT:
-                raise SettingsError(
-                    f"context organization.sweep_accounts: the {name} function's environment would take about {size} "
-                    f"bytes, more than Lambda's {ENVIRONMENT_LIMIT}; list fewer accounts (ou_ids lists them at run "
-                    "time instead)"
-                )
+        # (The stack counts each function's environment, GOVERNOR_FANOUT included, as Lambda does: infra.environment.)
         self.target_queues = {
             name: self._fan_out(function, organization, key)
             for name, function in sorted(functions.items())

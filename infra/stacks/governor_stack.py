@@ -13,6 +13,7 @@ from infra.constructs.function import GovernorFunction, construct_class
 from infra.constructs.operators import OperatorRoles
 from infra.constructs.organization import OrganizationHub
 from infra.constructs.shared import SharedResources
+from infra.environment import check_environments
 from infra.settings import Settings
 from infra.stacks.spoke import synthesize_spoke
 
@@ -66,6 +67,11 @@ class GovernorStack(Stack):
             )
             if settings.organization is not None
             else None
+        )
+        # Last: every function's environment is complete now (constructs and the hub add variables after creating it).
+        check_environments(
+            (name, function.function, function.capability.environment_sections)
+            for name, function in sorted(self.functions.items())
         )
         self._outputs()
 

@@ -127,6 +127,27 @@ def test_a_policy_too_large_for_lambda_environment_stops_the_synth() -> None:
         build_app(policy=policy)
 
 
+def _namespace_teams(entries: int) -> dict[str, object]:
+    teams = {f"n{index:03d}": f"t{index % 10}" for index in range(entries)}
+    cluster = {"name": "gpu-prod", "metric_source": "container_insights", "namespace_teams": teams}
+    return {"idle": {"clusters": [cluster]}}
+
+
+def test_the_environment_is_counted_as_lambda_counts_it_escapes_included() -> None:
+    """Lambda counts the variables as JSON: GOVERNOR_POLICY is JSON inside a JSON string, so each of its quotes costs an
+    escape byte. 240 namespace_teams entries take 3,016 raw bytes (the old 3,072-byte policy budget let them through)
+    but 4,400 as Lambda counts the idle function's environment: Lambda would refuse the deploy."""
+    policy = parse_policy(_namespace_teams(240))
+    with pytest.raises(PolicyError, match=r"bytes for the idle function; Lambda allows 4 KB") as raised:
+        build_app(policy=policy)
+    assert "as Lambda counts them (its variables as JSON, escapes included)" in str(raised.value)
+    from infra.environment import ENVIRONMENT_LIMIT, environment_sizes
+
+    _, stack = build_app(policy=parse_policy(_namespace_teams(200)))  # 3,767 bytes as JSON: it fits
+    total, shares = environment_sizes(stack.functions["idle"].function)
+    assert total <= ENVIRONMENT_LIMIT and shares["GOVERNOR_POLICY"] > 3000
+
+
 def test_a_function_s_environment_parses_back_to_its_sections_of_the_policy() -> None:
     """Only what differs from the defaults is written (``policy_subset``): the function's own parse of it gives the
     very sections the synth had, for the shipped policy and for one that sets every section's options."""

@@ -344,10 +344,11 @@ def test_the_spoke_forwarding_rules_park_undelivered_events(org: OrgSynth) -> No
 
 
 def test_an_account_list_too_long_for_lambdas_environment_stops_the_synth() -> None:
-    from governor.policy import Policy
-    from infra.constructs.organization import ENVIRONMENT_LIMIT, fanout_environment_bytes
+    """The account list travels in GOVERNOR_FANOUT, counted with the rest of the environment as Lambda counts it."""
+    from infra.environment import ENVIRONMENT_LIMIT, environment_sizes
 
-    few = OrganizationSettings.model_validate({**ORG, "sweep_accounts": [f"{n:012d}" for n in range(1, 41)]})
-    many = OrganizationSettings.model_validate({**ORG, "sweep_accounts": [f"{n:012d}" for n in range(1, 301)]})
-    assert fanout_environment_bytes(Policy(), few, "idle", ("idle",)) < ENVIRONMENT_LIMIT
-    assert fanout_environment_bytes(Policy(), many, "idle", ("idle",)) > ENVIRONMENT_LIMIT
+    _, stack = build_app(context={"organization": {**ORG, "sweep_accounts": [f"{n:012d}" for n in range(1, 41)]}})
+    assert environment_sizes(stack.functions["idle"].function)[0] < ENVIRONMENT_LIMIT
+    many = {**ORG, "sweep_accounts": [f"{n:012d}" for n in range(1, 301)]}
+    with pytest.raises(SettingsError, match=r"^context organization\.sweep_accounts: the \w+ function's environment"):
+        build_app(context={"organization": many})

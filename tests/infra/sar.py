@@ -133,8 +133,29 @@ def _ref(resources: dict[str, Any], target: str) -> str:
     return target.lower()  # names: buckets, tables, functions, keys (key id)
 
 
+def _substitute(argument: Any, resources: dict[str, Any]) -> str:
+    """``Fn::Sub``, as a string or ``[string, {name: value}]``: ``${Name}`` is a variable, a pseudo parameter or a
+    resource's Ref, ``${Name.Attribute}`` its GetAtt, ``${!Literal}`` the text ``${Literal}``. A region-specific synth
+    writes its ARNs this way (``arn:aws:ec2:${AWS::Region}:${AWS::AccountId}:instance/*`` in the spoke)."""
+    text, variables = (argument, {}) if isinstance(argument, str) else argument
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name.startswith("!"):
+            return "${" + name[1:] + "}"
+        if name in variables:
+            return str(resolve(variables[name], resources))
+        if "." in name and name.split(".", 1)[0] in resources:
+            logical_id, attribute = name.split(".", 1)
+            return _attribute_arn(resources[logical_id], logical_id, attribute)
+        return _ref(resources, name)
+
+    return re.sub(r"\$\{([^}]+)\}", value, text)
+
+
 def resolve(value: Any, resources: dict[str, Any]) -> Any:
-    """Replace Ref / Fn::GetAtt / Fn::Join with the strings they deploy as, in a fixed account and region."""
+    """Replace Ref / Fn::GetAtt / Fn::Join / Fn::Sub with the strings they deploy as, in a fixed account and
+    region."""
     if isinstance(value, dict) and len(value) == 1:
         ((name, argument),) = value.items()
         if name == "Ref":
@@ -145,6 +166,8 @@ def resolve(value: Any, resources: dict[str, Any]) -> Any:
         if name == "Fn::Join":
             separator, parts = argument
             return separator.join(str(resolve(part, resources)) for part in parts)
+        if name == "Fn::Sub":
+            return _substitute(argument, resources)
     if isinstance(value, list):
         return [resolve(item, resources) for item in value]
     if isinstance(value, dict):

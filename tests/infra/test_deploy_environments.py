@@ -53,6 +53,52 @@ def test_every_documented_environment_passes_cdk_nag(templates: dict[str, dict[s
     assert f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/*" in concrete
 
 
+def _spoke(template: dict[str, Any]) -> dict[str, Any] | None:
+    """The spoke template an organisation hub's StackSet deploys into every member account and region."""
+    stack_sets = [v for v in template["Resources"].values() if v["Type"] == "AWS::CloudFormation::StackSet"]
+    return json.loads(stack_sets[0]["Properties"]["TemplateBody"]) if stack_sets else None
+
+
+def _every_template(templates: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each documented synth's template, and the spoke of each organisation hub."""
+    found = dict(templates)
+    found |= {f"{name}, spoke": spoke for name, t in templates.items() if (spoke := _spoke(t)) is not None}
+    assert len(found) == len(templates) + 2
+    return found
+
+
+def test_every_documented_synth_passes_cfn_lint(templates: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    """Not only the default synth: the region-specific, audit, second-region and organisation templates and the spokes
+    they deploy. The environment-agnostic organisation hub's E3032 is acknowledged with its reason in infra/nag.py."""
+    from infra.nag import CFN_LINT_ACKNOWLEDGED
+    from tests.infra.cfn_lint import acknowledged, lint, open_errors
+
+    files = []
+    for name, template in _every_template(templates).items():
+        files.append(tmp_path / f"{name.replace(' ', '-').replace(',', '')}.template.json")
+        files[-1].write_text(json.dumps(template, indent=1))
+    findings = lint(files)
+    assert open_errors(findings) == []
+    assert {f["Rule"]["Id"] for f in findings if f["Level"] == "Error" and acknowledged(f)} == set(
+        CFN_LINT_ACKNOWLEDGED
+    ), "an acknowledgement no synth needs any more: remove it from infra/nag.py"
+
+
+def test_every_documented_synth_is_valid_per_the_sar(templates: dict[str, dict[str, Any]]) -> None:
+    """The Service Authorization Reference check reads every synth, the spokes included: a region-specific spoke writes
+    its ARNs with Fn::Sub (``arn:aws:ec2:${AWS::Region}:...``), which the checker must resolve, not report."""
+    from tests.infra.sar import statements, validate
+    from tests.infra.test_organization import HUB_ROLES, _parameters, _with_parameters
+    from tests.infra.test_sar import _known
+
+    problems = {}
+    for name, template in _every_template(templates).items():
+        checked = _with_parameters(template, _parameters(HUB_ROLES)) if name.endswith("spoke") else template
+        assert sum(1 for _ in statements(checked)) > 20, name
+        problems[name] = [str(p) for p in validate(checked) if not _known(p)]
+    assert {name: found for name, found in problems.items() if found} == {}
+
+
 def test_the_second_region_reports_bucket_logs_are_acknowledged(templates: dict[str, dict[str, Any]]) -> None:
     buckets = [k for k, v in templates["second region"]["Resources"].items() if v["Type"] == "AWS::S3::Bucket"]
     assert any(k.startswith("NotificationsReportsAccessLogs") for k in buckets)

@@ -10,6 +10,7 @@ so each function's layers hold its whole closure and no file ships twice. Files 
 
 from __future__ import annotations
 
+import csv
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,8 +61,9 @@ def installed(site: Path) -> dict[str, Installed]:
             else None
         )
         requires = [Requirement(text) for text in (meta.get_all("Requires-Dist") or [])] if meta else []
-        record = info / "RECORD"
-        files = [_site_path(line.split(",")[0]) for line in record.read_text(encoding="utf-8").splitlines() if line]
+        record = info / "RECORD"  # without one, its files are owned by nobody: the split stops on them
+        lines = record.read_text(encoding="utf-8").splitlines() if record.is_file() else []
+        files = [_site_path(row[0]) for row in csv.reader(lines) if row]  # RECORD is CSV: a path may be quoted
         found[normalized(name)] = Installed(normalized(name), version, info, requires, [f for f in files if f])
     return found
 

@@ -197,3 +197,56 @@ def test_the_demo_shows_each_function_s_size_as_the_build_measured_it(tmp_path: 
     shown = sizes_text(out, manifest)
     assert shown.startswith("code + layers unzipped: idle ") and ", spot " in shown and shown.endswith(" MB")
     assert shown.count(" MB") == len(shipped_plan().functions)
+
+
+def _wheel(site: Path, name: str, requires: tuple[str, ...] = ()) -> None:
+    """A distribution installed as pip --target leaves it: its package and dist-info listed in RECORD."""
+    package = name.replace("-", "_")
+    (site / package).mkdir(parents=True)
+    (site / package / "__init__.py").write_text("")
+    info = site / f"{package}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Name: {name}\nVersion: 1.0\n" + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    (info / "RECORD").write_text(f"{package}/__init__.py,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
+
+
+def test_the_install_is_split_by_who_needs_each_distribution_on_the_runtime(tmp_path: Path) -> None:
+    """A dependency every function needs goes to base, one only the report needs to the report's layer; markers are
+    the runtime's (Linux aarch64, CPython 3.14), the runtime's own botocore ends the walk, and what no function needs
+    is not shipped."""
+    from packaging.requirements import Requirement
+
+    from infra.dependencies import Layer, LayerPlan
+    from infra.layer_split import SplitError, split
+
+    site = tmp_path / "site"
+    _wheel(site, "pydantic", ("typing-extensions>=4", "colorama; sys_platform == 'win32'"))
+    _wheel(site, "matplotlib", ("numpy", "typing-extensions", "pyobjc; platform_system == 'Darwin'"))
+    _wheel(site, "aws-xray-sdk", ("botocore>=1.11",))
+    _wheel(site, "numpy")
+    _wheel(site, "typing-extensions")
+    _wheel(site, "urllib3")  # botocore's: the runtime brings it
+    plan = LayerPlan(
+        layers=(
+            Layer("base", ("aws-xray-sdk", "pydantic"), ("report", "spot")),
+            Layer("matplotlib", ("matplotlib",), ("report",)),
+        ),
+        functions={"report": ("base", "matplotlib"), "spot": ("base",)},
+    )
+    lines = {name: Requirement(name) for name in ("aws-xray-sdk", "pydantic", "matplotlib")}
+    held = split(site, tmp_path / "out", plan, lines)
+    assert held == {
+        "base": ["aws-xray-sdk", "pydantic", "typing-extensions"],
+        "matplotlib": ["matplotlib", "numpy"],
+        "": ["urllib3"],
+    }
+    assert (tmp_path / "out" / "matplotlib" / "python" / "numpy" / "__init__.py").is_file()
+    assert not site.exists() and not list((tmp_path / "out").rglob("urllib3*"))
+
+    site.mkdir()
+    _wheel(site, "pydantic")
+    _wheel(site, "aws-xray-sdk")
+    _wheel(site, "matplotlib")
+    (site / "stray.py").write_text("import os\n")  # owned by no distribution's RECORD
+    with pytest.raises(SplitError, match=r"stray\.py .* belongs to no installed distribution's RECORD"):
+        split(site, tmp_path / "again", plan, lines)

@@ -49,11 +49,19 @@ class _Lengths:
 
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
-        self.resources: dict[str, CfnResource] = {
-            stack.resolve(stack.get_logical_id(node)): node
-            for node in stack.node.find_all()
-            if isinstance(node, CfnResource)
-        }
+        self._resources: dict[str, CfnResource] | None = None
+
+    @property
+    def resources(self) -> dict[str, CfnResource]:
+        """Logical id -> resource, read once, at the first ``Ref`` to a resource."""
+        if self._resources is None:
+            stack = self.stack
+            self._resources = {
+                stack.resolve(stack.get_logical_id(node)): node
+                for node in stack.node.find_all()
+                if isinstance(node, CfnResource)
+            }
+        return self._resources
 
     def text(self, value: Any) -> str:
         """``value`` as a string of the length it deploys as (each unknown part written as that many ``x``)."""
@@ -102,9 +110,9 @@ def json_bytes(values: Mapping[str, str]) -> int:
     return len(json.dumps(dict(values), separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def environment_sizes(function: lambda_.Function) -> tuple[int, dict[str, int]]:
+def environment_sizes(function: lambda_.Function, lengths: _Lengths | None = None) -> tuple[int, dict[str, int]]:
     """The function's environment as Lambda counts it, and each variable's share (name and value as JSON)."""
-    lengths = _Lengths(Stack.of(function))
+    lengths = lengths or _Lengths(Stack.of(function))
     deployed = {name: lengths.text(value) for name, value in variables(function).items()}
     shares = {name: json_bytes({name: value}) - 2 for name, value in deployed.items()}
     return json_bytes(deployed), shares
@@ -113,8 +121,12 @@ def environment_sizes(function: lambda_.Function) -> tuple[int, dict[str, int]]:
 def check_environments(functions: Iterable[tuple[str, lambda_.Function, Iterable[str]]]) -> None:
     """Stop the synth, naming the setting to change, when a function's environment passes Lambda's 4 KB: ``functions``
     holds (name, function, the policy sections its environment carries)."""
+    lengths: dict[str, _Lengths] = {}  # one per stack: its resources' logical ids are read once
     for name, function, sections in functions:
-        total, shares = environment_sizes(function)
+        stack = Stack.of(function)
+        if stack.node.path not in lengths:
+            lengths[stack.node.path] = _Lengths(stack)
+        total, shares = environment_sizes(function, lengths[stack.node.path])
         if total <= ENVIRONMENT_LIMIT:
             continue
         largest = max(shares, key=shares.__getitem__)

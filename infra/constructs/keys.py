@@ -147,4 +147,5 @@ class _GovernorFunctionArns:
         from infra.constructs.function import GovernorFunction
 
         functions = [n for n in self._stack.node.find_all() if isinstance(n, GovernorFunction)]
-        return sorted({f.function.function_arn for f in functions}, key=str)
+        # by construct path: an ARN token's text depends on the process's history, a path does not
+        return [f.function.function_arn for f in sorted(functions, key=lambda f: f.node.path)]

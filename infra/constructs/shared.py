@@ -202,9 +202,12 @@ class SharedResources(Construct):
         self._publishers.append(role)
 
     def publisher_role_arns(self) -> list[str]:
-        """The execution role ARNs of every governor function in this stack (the only allowed publishers)."""
+        """The execution role ARNs of every governor function in this stack (the only allowed publishers), in the
+        order of the roles' construct paths: an ARN is a token until synth, and a token's text depends on how many
+        tokens the process made before, so sorting by it gave a template that differed with the process's history."""
         stack = Stack.of(self)
-        return sorted({role.role_arn for role in self._publishers if Stack.of(role) is stack}, key=str)
+        roles = {role.node.path: role for role in self._publishers if Stack.of(role) is stack}
+        return [roles[path].role_arn for path in sorted(roles)]
 
 
 @jsii.implements(IStableListProducer)

@@ -21,13 +21,15 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from governor.domain.actions import Acting, Outcome
+from governor.domain import rereads
+from governor.domain.actions import FIXING_ACTIONS, Acting, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.ports import Ledger, watching_parks
+from governor.domain.verification import Verification, combined
 from governor.observability import logger
 from governor.outbox import Outbox
 from governor.policy import Policy
@@ -71,8 +73,34 @@ class Settled:
             return [self.held.why]
         return [outcome.done for _, outcome in self.results if outcome.done]
 
+    @property
+    def verified(self) -> Verification | None:
+        """What the re-reads after the fixing actions saw, together: fixed only if every one of them saw its fix."""
+        return verification_of(self.results)
+
     def summary(self) -> dict[str, Any]:
         return {"resource": self.decision.resource, "verdict": self.decision.verdict, "done": self.done}
+
+
+def verification_of(results: Sequence[tuple[Action, Outcome]]) -> Verification | None:
+    """The decision's verification from its fixing actions' outcomes (None when no fixing action was taken)."""
+    return combined(
+        (action.type, outcome.ok, outcome.verified, f"{outcome.error_code or ''}: {outcome.message}".strip(": "))
+        for action, outcome in results
+        if action.type in FIXING_ACTIONS
+    )
+
+
+def verified_findings(found: list[Finding], decision: Decision, verified: Verification | None) -> list[Finding]:
+    """The findings about ``decision``'s own problem (its resource and rule), carrying what the re-read after acting
+    saw; other findings of the decision (a refused action's own finding) are left as they are."""
+    if verified is None:
+        return found
+    rule = decision.rule or decision.policy
+    return [
+        f.model_copy(update={"verified": verified}) if f.resource == decision.resource and f.rule == rule else f
+        for f in found
+    ]
 
 
 @dataclass
@@ -180,8 +208,9 @@ class Run:
                         settled.results.append((action, outcome))
                         _record_outcome(ledger, decision, action, outcome, event_id, self.later)
                         if findings and outbox:
-                            settled.findings = _restage(outbox, staged, findings(decision, settled.results))
+                            settled.findings = _restage(outbox, staged, self._found(findings, settled))
                         raise
+                outcome = _reread_after(action, outcome, self.aws, acting)
             settled.results.append((action, outcome))
             _record_outcome(ledger, decision, action, outcome, event_id, self.later)
             if after:
@@ -193,8 +222,19 @@ class Run:
             else:
                 ledger.record(done, event_id=event_id, at=at)
         if findings and outbox:
-            settled.findings = _restage(outbox, staged, findings(decision, settled.results))
+            settled.findings = _restage(outbox, staged, self._found(findings, settled))
         return settled
+
+    @staticmethod
+    def _found(findings: FindingsOf, settled: Settled) -> list[Finding]:
+        """The decision's findings after acting, its own carrying what the re-read after acting saw."""
+        return verified_findings(findings(settled.decision, settled.results), settled.decision, settled.verified)
+
+
+def _reread_after(action: Action, outcome: Outcome, aws: Any, acting: Acting) -> Outcome:
+    """Accepted is not fixed: an action AWS accepted is followed by a re-read of the resource, and its outcome says
+    what is there now (``governor.domain.rereads``); a refused one is left as it is."""
+    return replace(outcome, verified=rereads.after(action, aws, acting)) if outcome.ok else outcome
 
 
 def _action_key(decision: Decision, event_id: str, action: Action) -> str:
@@ -213,6 +253,7 @@ def _record_outcome(
         "message": outcome.message,
         "done": outcome.done,
         "event_id": event_id,
+        **({"verified": outcome.verified.model_dump()} if outcome.verified is not None else {}),
     }
     if later is not None:
         later.items.append((ACTION_KIND, _action_key(decision, event_id, action), item))
@@ -229,8 +270,10 @@ def _restage(outbox: Outbox, staged: list[Finding], final: list[Finding]) -> lis
     kept: list[Finding] = []
     for before_, after_ in zip(staged, final, strict=False):
         updated = after_.model_copy(update={"id": before_.id})
-        if updated.detail != before_.detail or updated.title != before_.title:
+        if updated.model_copy(update={"at": before_.at}) != before_:  # what the bus sends is what the outbox holds
             outbox.stage(updated)
+        else:
+            updated = before_
         kept.append(updated)
     return kept + _stage(outbox, final[len(staged) :])
 

@@ -25,6 +25,7 @@ from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_ser
 from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
 from governor.domain.once import send_command_once
+from governor.domain.verification import Verification
 
 if TYPE_CHECKING:
     from governor.domain.fleet import Instance
@@ -40,7 +41,8 @@ class Outcome:
     """The result of one change: AWS refusing (a limit, a state) is an outcome to report, not a crash.
 
     ``done`` is the sentence a finding reports as done; ``data`` carries what a capability keeps from the call (a
-    checkpoint's command id, the target groups left, a replacement's id).
+    checkpoint's command id, the target groups left, a replacement's id); ``verified`` is what the runner's re-read
+    after a fixing action saw (:mod:`governor.domain.rereads`), None when nothing was re-read.
     """
 
     ok: bool
@@ -48,6 +50,7 @@ class Outcome:
     message: str = ""
     done: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
+    verified: Verification | None = None
 
 
 @dataclass(frozen=True)

@@ -404,8 +404,8 @@ def settle(
             status = "Pending" if result.data.get("delivered") else "Undeliverable"
             kept["mark"] = replace(mark, checkpoint_command_id=result.data.get("command_id"), checkpoint_status=status)
         if action.type in ("stop", "terminate") and box is not None and outcome.finding:
-            if result.ok:
-                box.add([reclaim_finding("; ".join(done))])
+            if result.ok:  # carrying what the runner's re-read after acting saw (resolved only if stopped)
+                box.add([reclaim_finding("; ".join(done)).model_copy(update={"verified": result.verified})])
             else:
                 box.withdraw(reclaim_finding_id(outcome.instance.id, spell, event.id))
 

@@ -26,6 +26,7 @@ from governor.domain.messages import Email
 from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.observability import logger, metrics
+from governor.outbox import Outbox as FindingsOutbox
 from governor.report.build import TREND_PERIODS, build_report, price_book, team_view, with_history
 from governor.report.charts import utilisation_widget
 from governor.report.domain import period_for, previous_period
@@ -380,7 +381,9 @@ def produce(
     )
     runtime.ledger.record(decision, event_id=parsed.id)
     if errors:
-        runtime.sink.publish(
+        publish_findings(
+            runtime,
+            parsed.id,
             [
                 Finding(
                     policy="reports",
@@ -392,7 +395,7 @@ def produce(
                     event_id=parsed.id,
                 )
                 for name, reason in errors.items()
-            ]
+            ],
         )
     alerts = raise_budget_alerts(report, runtime, parsed.id) if kind == "daily" else []
     html = render_html(report)
@@ -451,6 +454,14 @@ def chart_png(report: Report, fallback: ChartSource | None, region: str, thresho
         return None
 
 
+def publish_findings(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
+    """Through the findings outbox, as every function publishes: staged under their ids, then sent (subscribers such
+    as the Security Hub export take only findings the outbox holds, ``governor.securityhub.provenance``)."""
+    box = FindingsOutbox(runtime.ledger, runtime.sink, event_id=event_id)
+    box.add(findings)
+    box.flush()
+
+
 def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list[str]:
     """One finding per team (or account), month and threshold crossed: the ledger remembers which were raised already.
 
@@ -489,7 +500,7 @@ def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list
         )
         raised.append(key)
     if findings:
-        runtime.sink.publish(findings)  # first: a failure here retries the invocation, and nothing is marked sent
+        publish_findings(runtime, event_id, findings)  # first: a failure retries the invocation, nothing marked sent
     for key, finding in zip(raised, findings, strict=True):
         runtime.ledger.put_item(
             BUDGET_ALERT_KIND, key, {"team": finding.team or f"account:{finding.account}", "title": finding.title}

@@ -262,3 +262,16 @@ def test_explain_reads_a_delivered_json_gz_trail_file_one_result_per_record(
     broken.write_bytes(gzip.compress(b'{"Records": []}')[:12])
     code, _, err = run(["explain", str(broken), "--policy", POLICY], capsys)
     assert str(broken) in one_line_exit_2(code, err)
+
+
+def test_explain_stops_at_its_size_bound_when_decompressing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A small file that decompresses to more than the bound (256 MiB; 1 KiB here) is refused, never read whole."""
+    from governor_cli.commands import explain
+
+    monkeypatch.setattr(explain, "MAX_EVENT_BYTES", 1024)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * 10_000))
+    code, _, err = run(["explain", str(bomb), "--policy", POLICY], capsys)
+    assert "once decompressed" in one_line_exit_2(code, err)

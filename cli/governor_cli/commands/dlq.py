@@ -55,7 +55,7 @@ def _admin(args: argparse.Namespace) -> tuple[Any, str, str]:
         raise UsageError("--limit must be at least 1")
     admin = DlqAdmin(resolve_region(args.region))
     try:
-        if args.queue_url and args.run is run_list:
+        if args.queue_url and (args.run is run_list or getattr(args, "dry_run", False)):  # nothing is invoked
             return admin, args.function, args.queue_url
         function = admin.function_name(args.function)
         return admin, function, args.queue_url or admin.queue_url(function)

@@ -1,5 +1,5 @@
 """What the ``governor`` command says about AWS access, in one wording for every command: missing credentials, no
-region, and an AWS error, each one line (exit 2 through :class:`governor_cli.main.UsageError`), never a traceback.
+region, and an AWS error, each one line (exit 2 through :class:`governor_cli.errors.UsageError`), never a traceback.
 
 Before this module ``status`` said "no AWS credentials: set AWS_PROFILE or the AWS_* variables", ``idle`` and
 ``ledger`` "ledger table T: Unable to locate credentials", ``dlq`` "cannot reach AWS: Unable to locate credentials"
@@ -28,7 +28,7 @@ REFUSED_CREDENTIALS = frozenset(
 
 
 def _usage(message: str) -> Exception:
-    from governor_cli.main import UsageError
+    from governor_cli.errors import UsageError
 
     return UsageError(message)
 

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from governor import __version__
+from governor_cli.errors import UsageError
 
 EXIT_OK = 0
 EXIT_FAILED_CHECK = 1
@@ -40,10 +41,6 @@ COMMANDS: dict[str, str] = {
     "status": "the GPU fleet, one line per instance (--table), or a deployed governor's health (--stack)",
     "validate": "check a policy file",
 }
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
 
 
 def _explained(message: str) -> str:

@@ -15,10 +15,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from governor.audit.queries import console_form, list_queries
+from governor.audit.queries import QUERIES_VARIABLE, console_form, deployed_variable, list_queries
 from governor.audit.schema import PARTITION_KEYS, REGIONS, TABLE_NAME, hive_columns
 from governor.policy import Policy
-from governor.report.athena import QUERIES_VARIABLE, deployed_variable
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket
 from infra.nag import acknowledge

@@ -220,7 +220,7 @@ def test_each_deployed_query_is_read_by_its_id_and_refused_when_gone_moved_or_re
 
 
 def test_the_stack_s_list_of_queries_refuses_a_name_or_an_id_given_twice() -> None:
-    from governor.report.athena import deployed_variable, parse_deployed
+    from governor.audit.queries import deployed_variable, parse_deployed
 
     text = deployed_variable({"a_query": ID_A, "b_query": ID_B}) + f",a_query={ID_C},c_query={ID_B},bad name=x"
     deployed, refused = parse_deployed(text)

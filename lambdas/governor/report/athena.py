@@ -5,8 +5,9 @@ back as an :class:`AthenaResult` with ``ok`` false and a reason, which the repor
 answer longer than :data:`MAX_ROWS`: a partial answer is never used as if it were whole.
 
 Only the named queries the stack deployed run, each read by its id (``ATHENA_QUERIES``: ``name=id`` pairs the stack
-writes): anyone with ``athena:CreateNamedQuery`` can add a query to the workgroup, or one with a deployed query's
-name, and listing the workgroup would run it with the report's role and put its rows in the report.
+writes, ``audit.queries.deployed_variable``): anyone with ``athena:CreateNamedQuery`` can add a query to the
+workgroup, or one with a deployed query's name, and listing the workgroup would run it with the report's role and
+put its rows in the report.
 """
 
 from __future__ import annotations
@@ -53,35 +54,6 @@ _FLOAT = frozenset({"double", "float", "real", "decimal"})
 #: The most rows the report reads of one answer (GetQueryResults pages of 1,000, followed with NextToken to the end):
 #: a longer answer is refused whole, with a note, rather than used in part.
 MAX_ROWS = 50_000
-#: The report function's environment variable holding the deployed named queries: ``name=id`` pairs, comma-separated.
-QUERIES_VARIABLE = "ATHENA_QUERIES"
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_QUERY_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-def deployed_variable(ids: Mapping[str, str]) -> str:
-    """The ``ATHENA_QUERIES`` value for ``{name: named query id}`` (the stack passes CloudFormation references)."""
-    return ",".join(f"{name}={ids[name]}" for name in sorted(ids))
-
-
-def parse_deployed(text: str | None) -> tuple[dict[str, str], dict[str, str]]:
-    """``({name: id}, {name: why refused})`` from ``ATHENA_QUERIES``; a name or an id given twice is refused, each
-    time it appears, since which one the stack meant cannot be told."""
-    pairs = [part.partition("=") for part in (text or "").split(",") if part.strip()]
-    names = [name.strip() for name, _, _ in pairs]
-    ids = [query_id.strip().lower() for _, _, query_id in pairs]
-    deployed: dict[str, str] = {}
-    refused: dict[str, str] = {}
-    for name, query_id in zip(names, ids, strict=True):
-        if not _NAME.match(name) or not _QUERY_ID.match(query_id):
-            refused[name or "?"] = (
-                f"query {name or '?'} refused: '{name}={query_id}' is not a deployed query's name and id"
-            )
-        elif names.count(name) > 1 or ids.count(query_id) > 1:
-            refused[name] = f"query {name} refused: the stack's list names it or its id {query_id} more than once"
-        else:
-            deployed[name] = query_id
-    return deployed, refused
 
 
 @dataclass

@@ -145,8 +145,9 @@ def _environment() -> ReportEnvironment:
 
 @per_session
 def _aws(region: str | None, sender: str | None) -> Adapters:
+    from governor.audit.queries import parse_deployed
     from governor.report.archive import S3Archive
-    from governor.report.athena import AthenaQueries, parse_deployed
+    from governor.report.athena import AthenaQueries
     from governor.report.chart_image import CloudWatchChart
 
     env = _environment()

@@ -7,6 +7,7 @@ invocations, and alarms on errors and on DLQ depth.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from importlib import import_module
 from typing import Any, ClassVar, NamedTuple, NotRequired, TypedDict, Unpack
@@ -41,6 +42,11 @@ RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 #: Bytes of Lambda's 4 KB of environment variables the policy may take; the rest holds resource names and URLs.
 POLICY_ENV_BUDGET = 3072
+#: Lambda's limit for a function's environment variables, all together (keys and values, measured as JSON).
+ENVIRONMENT_LIMIT = 4096
+#: What a function's environment holds besides its policy and sized additions (resource names, queue and table URLs
+#: resolved at deploy time, Powertools settings), generously rounded up.
+ENVIRONMENT_OTHERS = 1024
 
 
 def policy_subset(policy: Policy, sections: Sequence[str], function: str = "governor") -> str:
@@ -85,6 +91,9 @@ class GovernorFunction(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         name = capability.name
+        self._policy_text = policy_subset(policy, capability.environment_sections, name)
+        #: Bytes (as JSON) of the variables added with :meth:`add_sized_environment`.
+        self._sized_bytes = 0
         self.capability = capability
         self.name = name
         self.description = capability.description
@@ -145,7 +154,7 @@ class GovernorFunction(Construct):
             on_failure=destinations.SqsDestination(self.dlq),
             environment={
                 "GOVERNOR_FUNCTION": name,
-                "GOVERNOR_POLICY": policy_subset(policy, capability.environment_sections, name),
+                "GOVERNOR_POLICY": self._policy_text,
                 "LEDGER_TABLE": shared.ledger.table_name,
                 "IDEMPOTENCY_TABLE": shared.idempotency.table_name,
                 "BUS_NAME": shared.bus.event_bus_name,
@@ -208,6 +217,22 @@ class GovernorFunction(Construct):
                 f"runbook: docs/reliability.md, 'Runbook' ({self.name} parked)",
                 shared,
             )
+
+    def add_sized_environment(self, key: str, value: str, deployed_length: int) -> None:
+        """Add ``key`` whose value, once CloudFormation resolved its references, is ``deployed_length`` characters with
+        nothing JSON escapes; the synth stops when the environment, measured as JSON as Lambda measures it, would no
+        longer fit in 4 KB beside the policy and the resource names (a deploy would fail at the function)."""
+        self._sized_bytes += len(json.dumps({key: "x" * deployed_length})) - 2
+        policy_bytes = len(json.dumps(self._policy_text))
+        total = policy_bytes + self._sized_bytes + ENVIRONMENT_OTHERS
+        if total > ENVIRONMENT_LIMIT:
+            raise PolicyError(
+                f"the {self.name} function's environment would take about {total} bytes measured as JSON (its policy "
+                f"sections {policy_bytes}, {key} and the like {self._sized_bytes}, resource names up to "
+                f"{ENVIRONMENT_OTHERS}); Lambda allows {ENVIRONMENT_LIMIT}: shorten pricing.prices or "
+                "notifications.teams"
+            )
+        self.function.add_environment(key, value)
 
     def declared(self, actions: Iterable[str]) -> list[str]:
         """The actions, sorted, once each; an action the registry does not list for this function stops the synth."""

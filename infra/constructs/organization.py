@@ -24,7 +24,7 @@ from constructs import Construct
 
 from governor.adapters.organization import ACCOUNT_ACTIONS, QUEUE_ACTIONS
 from governor.policy import Policy
-from infra.constructs.function import GovernorFunction, policy_subset
+from infra.constructs.function import ENVIRONMENT_LIMIT, ENVIRONMENT_OTHERS, GovernorFunction, policy_subset
 from infra.constructs.hub_regions import hub_region_groups
 from infra.constructs.member_accounts import ForwardedPattern, MemberGrant, member_account_grants
 from infra.constructs.reserved_tags import reserved_tag_document
@@ -34,11 +34,6 @@ from infra.settings import OrganizationSettings, SettingsError
 
 #: CloudFormation's limit for a TemplateBody passed inline (a larger template must go through S3).
 TEMPLATE_BODY_LIMIT = 51_200
-#: Lambda's limit for a function's environment variables, all together (keys and values, before encryption).
-ENVIRONMENT_LIMIT = 4096
-#: What a function's environment holds besides its policy and the fan-out settings (resource names, queue and table
-#: URLs resolved at deploy time, Powertools settings, the spoke role), generously rounded up.
-ENVIRONMENT_OTHERS = 1024
 
 
 def fanout_environment_bytes(policy: Policy, organization: OrganizationSettings, function: str, sections: Any) -> int:

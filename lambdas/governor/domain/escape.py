@@ -1,5 +1,5 @@
-"""One escaping function per sink the governor writes text into: Slack mrkdwn, email headers, HTML, CSV and security
-records (ASFF for Security Hub, OCSF for a lake or a log line).
+"""One escaping function per sink the governor writes text into: Slack mrkdwn, email headers, HTML, CSV, security
+records (ASFF for Security Hub, OCSF for a lake or a log line) and the terminal (the ``governor`` command's output).
 
 Tag values, CloudTrail strings and resource names are chosen by whoever can tag or make an API call, and they reach
 people through these sinks. Every writer of a sink calls its function here and nothing else
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Any
 
 # --- Slack mrkdwn ----------------------------------------------------------------------------------------------------
@@ -86,8 +87,10 @@ def csv_cell(value: Any) -> Any:
 
 # --- security records (ASFF, OCSF) -----------------------------------------------------------------------------------
 
-#: Unicode's bidirectional controls: text shown in an order other than the one it is stored in ("Trojan Source").
-_BIDI = re.compile(r"[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: Unicode's bidirectional controls: text shown in an order other than the one it is stored in ("Trojan Source"); a
+#: terminal shows U+202E as reversing the rest of the line.
+_BIDI_CHARS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_BIDI = re.compile(f"[{_BIDI_CHARS}]")
 
 
 def record_text(value: Any, limit: int) -> str:
@@ -100,3 +103,21 @@ def record_text(value: Any, limit: int) -> str:
     """
     text = _BIDI.sub("", _CONTROLS.sub(" ", _LINE_BREAKS.sub(" ", str(value)))).replace("\t", " ")
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+# --- terminal -------------------------------------------------------------------------------------------------------
+
+
+def terminal_text(value: Any) -> str:
+    """Text for one line on a terminal (``governor status``, ``explain``, ``idle``, ``dlq``, ``audit`` and errors):
+    every control character (ESC included: no colour, cursor move, screen clear or title change), every character a
+    terminal or ``str.splitlines`` breaks a line at, and every bidirectional override written as a visible escape
+    (``\\x0a``, ``\\x1b``, ``\\u202e``), so a tag holding a newline cannot forge a row and U+202E cannot reverse what
+    an operator reads. JSON and CSV output keep values exact (``json`` escapes them; CSV cells go through
+    :func:`csv_cell`)."""
+    return "".join(
+        (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+        if char in _BIDI_CHARS or unicodedata.category(char) in {"Cc", "Zl", "Zp"}
+        else char
+        for char in str(value)
+    )

@@ -73,6 +73,16 @@ def test_the_keys_role_invokes_rotation_functions_but_none_of_the_governors(synt
         assert not role.allows("lambda:InvokeFunction", arn_of(synth.json, logical_id)), name
 
 
+def test_the_keys_role_invokes_no_version_or_alias_of_the_governors_functions(synth: Synth) -> None:
+    """Issue 45.9: the Deny named each function's ARN only, and Invoke on ``<arn>:1`` or ``<arn>:live`` is matched
+    against the qualified ARN, which the allow's ``function:*`` covers."""
+    role = _role_of(synth, "keys")
+    assert role.allows("lambda:InvokeFunction", "arn:aws:lambda:us-east-1:123456789012:function:Rotation:live")
+    for name, logical_id in _functions(synth).items():
+        for qualifier in ("1", "live", "$LATEST"):
+            assert not role.allows("lambda:InvokeFunction", f"{arn_of(synth.json, logical_id)}:{qualifier}"), name
+
+
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:{}-AbCdEf"
 
 

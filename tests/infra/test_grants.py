@@ -177,6 +177,30 @@ def test_the_single_account_policy_reserves_the_fleet_and_governor_keys_to_the_g
     assert "ReservedTagKeysPolicyArn" in synth.json["Outputs"]
 
 
+def test_the_reservation_also_covers_groups_templates_creations_and_deleting_every_tag(synth: Synth) -> None:
+    """Issue 45.7: an Auto Scaling group (or a new user, key, secret) carried reserved keys past the Deny, and
+    ``DeleteTags`` with no keys deleted every tag; the Service Authorization Reference has ``aws:TagKeys`` for each."""
+    statements = _reserved(synth.json, "AWS::IAM::ManagedPolicy", "PolicyDocument")
+    for action in (
+        "autoscaling:CreateAutoScalingGroup",
+        "ec2:CreateLaunchTemplate",
+        "iam:CreateUser",
+        "iam:CreateRole",
+        "kms:CreateKey",
+        "secretsmanager:CreateSecret",
+        "elasticloadbalancing:CreateTargetGroup",
+    ):
+        assert not _may_tag(statements, PERSON, ["Name", "governor:exempt"], action), action
+        assert _may_tag(statements, PERSON, ["Name"], action), action
+    every_tag = Request("ec2:DeleteTags", "*", {"aws:PrincipalArn": PERSON})  # no Tags: EC2 deletes them all
+    assert any(s["Effect"] == "Deny" and statement_matches(s, every_tag) for s in statements)
+    assert _may_tag(statements, PERSON, ["Name"], "ec2:DeleteTags")
+    (admin,) = [k for k, v in synth.resources("AWS::IAM::Role").items() if k.startswith("OperatorsGpuAdmin")]
+    as_admin = Request("ec2:DeleteTags", "*", {"aws:PrincipalArn": f"arn:aws:iam::123456789012:role/{admin}"})
+    assert not any(s["Effect"] == "Deny" and statement_matches(s, as_admin) for s in statements)  # admins keep it
+    assert not [str(p) for p in validate(synth.json) if "ReservedTagKeys" in str(p)]  # valid per the SAR
+
+
 def test_organisation_mode_can_reserve_the_keys_by_service_control_policy() -> None:
     org = {
         "id": "o-abcdefghij",

@@ -441,6 +441,8 @@ def parse_policy(data: Any, source: str = "governor.yaml") -> Policy:
         raise PolicyError(_format_error(source, error)) from None
     except RecursionError:
         raise PolicyError(f"{source}: nested too deeply to be a policy") from None
+    except UnicodeError:  # a validator's message quoting a lone UTF-16 surrogate, which pydantic cannot encode
+        raise PolicyError(f"{source}: holds text that is not valid Unicode (a lone surrogate, \\ud800)") from None
 
 
 def environment_policy(policy: Policy, sections: Iterable[str]) -> str:
@@ -471,7 +473,7 @@ def _strict_loader() -> Any:
                     try:
                         key = self.construct_object(key_node, deep=True)
                         hash(key)
-                    except (TypeError, yaml.YAMLError):
+                    except TypeError:
                         continue  # the base constructor reports unhashable keys with their position
                     line = key_node.start_mark.line + 1
                     if key in first:
@@ -483,6 +485,16 @@ def _strict_loader() -> Any:
                         )
                     first[key] = line
             return super().construct_mapping(node, deep=deep)
+
+        def construct_scalar(self, node: Any) -> Any:
+            value = super().construct_scalar(node)
+            if isinstance(value, str) and any("\ud800" <= char <= "\udfff" for char in value):
+                # "\ud800\udc00" in a double-quoted string: YAML, unlike JSON, pairs no surrogates, and the validator
+                # would fail on the lone ones with a UnicodeEncodeError (found by tests/reliability/test_fuzz.py)
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a \\u escape names a lone UTF-16 surrogate, which is no character", node.start_mark
+                )
+            return value
 
         def construct_yaml_int(self, node: Any) -> Any:
             try:

@@ -147,4 +147,7 @@ class _GovernorFunctionArns:
         from infra.constructs.function import GovernorFunction
 
         functions = [n for n in self._stack.node.find_all() if isinstance(n, GovernorFunction)]
-        return sorted({f.function.function_arn for f in functions}, key=str)
+        arns = sorted({f.function.function_arn for f in functions}, key=str)
+        # ``<arn>:*`` too: Invoke on a version or alias ARN (``function:Name:1``, ``function:Name:live``) is matched
+        # against the qualified ARN, which the allow's ``function:*`` covers and the bare ARN does not.
+        return [arn for function_arn in arns for arn in (function_arn, f"{function_arn}:*")]

@@ -242,8 +242,8 @@ def _refresh_checkpoints(marks: dict[str, Mark], aws: Adapters) -> None:
 
 
 def bounded(instance: Instance, runtime: Runtime, now: dt.datetime) -> Instance:
-    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever, whoever set it."""
-    return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now)
+    """Exemptions as ``governor.domain.tagging.bounded`` reads them: each ends, and each needs a proven author."""
+    return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now, runtime.policy.idle.exemptions)
 
 
 def _still_safe(instance: Instance, live: Instance | None, runtime: Runtime, now: dt.datetime) -> str | None:
@@ -255,7 +255,9 @@ def _still_safe(instance: Instance, live: Instance | None, runtime: Runtime, now
         return f"{instance.id} is {live.state} now"
     if live.launch_time != instance.launch_time:
         return f"{instance.id} was restarted at {live.launch_time.isoformat()}"
-    why = exemption(live.id, live.tags, runtime.policy.fleet, runtime.policy.idle.exemptions, now)
+    why = exemption(
+        live.id, live.tags, runtime.policy.fleet, runtime.policy.idle.exemptions, now, refused=live.refused_keys
+    )
     if why:
         return f"{instance.id} became exempt: {why}"
     snooze = snoozed_until(live.tags, runtime.policy.fleet, now)
@@ -628,7 +630,7 @@ def ignored_tags(
     fleet = runtime.policy.fleet
     decisions = []
     for instance in instances:
-        problems = [str(p) for p in tag_problems(instance.tags, fleet, now)]
+        problems = [str(p) for p in (*tag_problems(instance.tags, fleet, now), *instance.refused_tags)]
         problems += [str(p) for p in mark_tag_problems(instance, stored.get(instance.id), now)]
         claim = unproven_claim(instance.tags)
         if claim is not None:

@@ -79,6 +79,7 @@ from governor.idle.domain import (
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
 from governor.idle.policy import KubernetesCluster
+from governor.idle.provenance import annotated, vouch
 from governor.idle.sources import attribution, metric_source
 from governor.idle.stop_now import STOP_REQUEST_MAX_AGE as STOP_REQUEST_MAX_AGE
 from governor.idle.stop_now import StopFacts, VerifiedStop, decide_stop_now, too_old
@@ -681,12 +682,13 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     if unread:
         logger.warning("idle sweep without HyperPod node lists", extra={"reason": unread})
     start = lookback_start(policy.idle, now, interval)
+    vouch(aws.metrics, instances, aws.nodes, (c.name for c in policy.idle.clusters if c.reclaim == "drain"))
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
     runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
-    plan = _plan_with_breaker(instances, signals, marks, runtime, now, interval)
+    plan = annotated(_plan_with_breaker(instances, signals, marks, runtime, now, interval), aws.metrics)
     runtime.ledger.record_many([outcome.decision for outcome in plan.outcomes], event_id=event.id)
     findings: list[Finding] = []
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
@@ -901,6 +903,7 @@ def _stop_facts(instance_id: str, runtime: Runtime, aws: Adapters, now: dt.datet
     if checkpoint_command(live, policy):
         _refresh_checkpoints(marks, aws)
     start = lookback_start(policy.idle, now, sweep_interval(policy.idle))
+    vouch(aws.metrics, [live], aws.nodes, (c.name for c in policy.idle.clusters if c.reclaim == "drain"))
     signals = aws.metrics.fetch([instance_id], fetched_signals(policy.idle), start, now)
     breaker = load_breaker(runtime).open
     return StopFacts(live, breaker, marks.get(instance_id), signals.get(instance_id, {})), stored

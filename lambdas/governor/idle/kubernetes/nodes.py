@@ -9,6 +9,7 @@ from typing import Any
 
 from governor.idle.kubernetes.api import IAM_ACTIONS as API_ACTIONS
 from governor.idle.kubernetes.api import KubernetesApi, eks_api
+from governor.idle.kubernetes.promql import instance_of_provider
 from governor.idle.kubernetes.reclaim import NodeReclaim, reclaim_node
 
 IAM_ACTIONS = API_ACTIONS
@@ -28,8 +29,23 @@ class KubernetesNodes:
         self._api = api or (lambda cluster: eks_api(cluster, region))
         self._clients: dict[str, KubernetesApi] = {}
 
+    def node_instances(self, cluster: str) -> dict[str, str]:
+        """node name -> instance id, from each node's ``spec.providerID`` as the cluster's API returns it: what proves
+        a metric series' node is the instance it names (``governor.idle.provenance``)."""
+        found: dict[str, str] = {}
+        for node in self.api(cluster).nodes():
+            instance = instance_of_provider(str(node.get("spec", {}).get("providerID", "")))
+            name = str(node.get("metadata", {}).get("name", ""))
+            if instance and name:
+                found[name] = instance
+        return found
+
+    def api(self, cluster: str) -> KubernetesApi:
+        """The cluster's API client, built once per invocation."""
+        return self._clients.get(cluster) or self._clients.setdefault(cluster, self._api(cluster))
+
     def reclaim(self, instance_id: str, cluster: str, *, enforce: bool = True) -> NodeReclaim:
-        api = self._clients.get(cluster) or self._clients.setdefault(cluster, self._api(cluster))
+        api = self.api(cluster)
         nodes = api.nodes()
         name = next(
             (

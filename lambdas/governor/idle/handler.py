@@ -76,6 +76,13 @@ from governor.idle.domain import (
     sweep_interval,
     unused_reservation_decision,
 )
+from governor.idle.kubernetes.drain_sweep import (
+    drain_finding,
+    follow_up,
+    not_reclaimed,
+    through_cluster,
+    unfinished_drain,
+)
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
 from governor.idle.policy import KubernetesCluster
@@ -378,6 +385,7 @@ def settle(
         return runner.Hold(f"skipped: {why}", skipped)
 
     done: list[str] = []
+    done_actions: list[tuple[Action, Outcome]] = []
     spell = outcome.prior or outcome.mark
 
     def reclaim_finding(detail: str) -> Finding:
@@ -390,6 +398,10 @@ def settle(
         )
 
     def before(action: Action) -> Outcome | None:
+        if through_cluster(action):
+            return None  # a drain's findings are its transitions' (drain_sweep), never a staged "terminated"
+        if action.type == "tag" and unfinished_drain(done_actions):
+            return not_reclaimed()  # the idle-action tag waits until the node is reclaimed
         # Staged before the act, pending: an invocation killed between StopInstances' answer and anything it writes
         # after still leaves the finding, which the retry or the next sweep publishes once the instance's state
         # confirms the act (`resolve_pending`), or withdraws when it does not.
@@ -399,8 +411,13 @@ def settle(
 
     def after(action: Action, result: Outcome) -> None:
         mark = kept["mark"]
+        done_actions.append((action, result))
         if result.done:
             done.append(_idle_sentence(action, result))
+        if through_cluster(action):
+            if result.data.get("drain_active"):  # resumed next sweep: the spell's mark stays, no fresh warning
+                kept["mark"] = outcome.prior
+            return
         if action.type == "checkpoint" and mark is not None:
             status = "Pending" if result.data.get("delivered") else "Undeliverable"
             kept["mark"] = replace(mark, checkpoint_command_id=result.data.get("command_id"), checkpoint_status=status)
@@ -771,7 +788,14 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
                 finding = finding.model_copy(
                     update={"id": reclaim_finding_id(instance_id, outcome.prior or outcome.mark, event.id)}
                 )
-            findings.append(finding)
+            told = drain_finding(finding, outcome, runtime.ledger, event.id)  # a drain says only what happened
+            if told is not None:
+                findings.append(told)
+    drained, said = follow_up(
+        plan.outcomes, runtime.ledger, aws, event.id, now, lambda d, t, i: _finding(d, t, i, event, runtime)
+    )
+    runtime.ledger.record_many(drained, event_id=event.id)
+    findings.extend(said)
     # One message per owner per sweep: an owner's warnings also travel in one digest, the dearest first.
     later.items.extend(marks_due)
     later.write(runtime.ledger)

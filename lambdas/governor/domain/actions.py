@@ -250,10 +250,9 @@ class Terminate(_Reclaim):
             if nodes is None:  # a member account's sweep: the hub reaches no cluster there (docs/kubernetes.md)
                 why = f"no access to cluster {self.group}"
                 return Outcome(ok=False, error_code="NoKubernetesAccess", message=why, done=f"not drained: {why}")
-            # One pass of the drain's state machine, resumed from the ledger (governor.idle.kubernetes.drain).
-            from governor.idle.kubernetes.drain import reclaim_through_cluster
-
-            return reclaim_through_cluster(aws, at, str(self.group))
+            # One pass of the node's drain, resumed from where the ledger says it stopped; ok only once it is gone.
+            outcome: Outcome = nodes.reclaim_outcome(aws, at, str(self.group))
+            return outcome
         if self.via == "autoscaling":
             if aws.groups is None:
                 raise RuntimeError("no Auto Scaling client configured")

@@ -8,9 +8,10 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from governor.domain.actions import Outcome
 from governor.idle.kubernetes.api import IAM_ACTIONS as API_ACTIONS
 from governor.idle.kubernetes.api import KubernetesApi, eks_api
-from governor.idle.kubernetes.drain import InstanceState, drain_pass, load, store
+from governor.idle.kubernetes.drain import InstanceState, drain_pass, load, reclaim_through_cluster, store
 from governor.idle.kubernetes.drain_state import Drain
 from governor.idle.kubernetes.promql import instance_of_provider
 from governor.idle.kubernetes.reclaim import NodeReclaim, reclaim_node
@@ -73,6 +74,10 @@ class KubernetesNodes:
         if ledger is not None:
             store(ledger, drain)
         return drain, steps
+
+    def reclaim_outcome(self, aws: Any, at: Any, cluster: str) -> Outcome:
+        """``Terminate(via="kubernetes")``'s outcome: one pass of the drain (``drain.reclaim_through_cluster``)."""
+        return reclaim_through_cluster(aws, at, cluster)
 
     def reclaim(self, instance_id: str, cluster: str, *, enforce: bool = True) -> NodeReclaim:
         api = self.api(cluster)

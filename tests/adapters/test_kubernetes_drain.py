@@ -35,8 +35,12 @@ class Cluster:
         self.url = api.start()
         cluster = {"name": "gpu-prod", "metric_source": "prometheus", "prometheus_url": url, "node_label": "hostname"}
         self.runtime = _runtime(clusters=[{**cluster, "reclaim": "drain"}])
-        self.aws = _aws(metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=self.runtime.policy.idle.clusters))  # type: ignore[arg-type]
-        self.aws.nodes = KubernetesNodes("us-east-1", self.aws.groups, api=lambda c: KubernetesApi(self.url, lambda: "t"))
+        self.aws = _aws(
+            metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=self.runtime.policy.idle.clusters)
+        )  # type: ignore[arg-type]
+        self.aws.nodes = KubernetesNodes(
+            "us-east-1", self.aws.groups, api=lambda c: KubernetesApi(self.url, lambda: "t")
+        )
         self.sweeps = 0
 
     def sweep(self) -> dict[str, Any]:
@@ -104,6 +108,22 @@ def test_an_eviction_answered_with_http_500_is_not_reported_as_terminated_and_re
     everything = cluster.titles()
     assert len(_terminated(everything)) == 1, everything
     assert IDLE_ACTION_TAG in _tags(ec2, cluster.instance)
+
+
+def test_a_cordon_that_times_out_changes_nothing_and_says_so(karpenter: Cluster) -> None:
+    """The API server's gateway gives up on the cordon (504, what a cordon hanging past the client's timeout comes
+    to): nothing was changed, the owner hears that the drain did not start, and the next sweep tries again."""
+    cluster = karpenter
+    cluster.api.failures = {("PATCH", f"/api/v1/nodes/{cluster.api.node_name}"): 504}
+    cluster.sweep()
+    seen = len(cluster.runtime.sink.findings)  # type: ignore[attr-defined]
+    cluster.sweep()
+    titles = cluster.titles(seen)
+    assert not _terminated(titles) and any("drain not started" in t and "HTTP 504" in t for t in titles), titles
+    assert not cluster.api.node["spec"].get("unschedulable") and len(cluster.api.pods) == 3
+    cluster.api.failures = {}
+    cluster.sweep()
+    assert cluster.drain()["state"] == "gone" and len(_terminated(cluster.titles())) == 1
 
 
 def test_a_drain_a_pod_disruption_budget_blocks_says_so_every_sweep_then_gives_up_and_uncordons(

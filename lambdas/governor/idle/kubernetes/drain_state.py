@@ -164,7 +164,7 @@ def finding_of(drain: Drain, instance_type: str) -> tuple[str, str] | None:
     pass (each pass its own key); every other state once per drain."""
     name = f"Idle GPU node {drain.instance_id} ({instance_type}) of cluster {drain.cluster}"
     start = drain.started_at.isoformat()
-    repeats = drain.state == "no-path" or (drain.problem is not None and drain.state in CORDONED)
+    repeats = drain.state == "no-path" or (drain.problem is not None and drain.state in (*CORDONED, "started"))
     if not repeats and drain.prior_state == drain.state and drain.prior_problem == drain.problem:
         return None
     key = f"idle-drain#{start}#{drain.state}" + (f"#{drain.passes}" if repeats else "")
@@ -179,6 +179,8 @@ def finding_of(drain: Drain, instance_type: str) -> tuple[str, str] | None:
         return f"{name}: drain given up and {undone} ({drain.problem or 'no reason recorded'})", key
     if drain.blocked_by_budget:
         return f"{name} drain blocked by a PodDisruptionBudget: node stays cordoned, retried next sweep", key
+    if drain.problem and drain.state == "started":
+        return f"{name} drain not started, node not cordoned: {drain.problem}; retried next sweep", key
     if drain.problem:
         return f"{name} drain stopped at {drain.state}: {drain.problem}; resumed next sweep", key
     return None

@@ -253,15 +253,9 @@ class Terminate(_Reclaim):
             if nodes is None:  # a member account's sweep: the hub reaches no cluster there (docs/kubernetes.md)
                 why = f"no access to cluster {self.group}"
                 return Outcome(ok=False, error_code="NoKubernetesAccess", message=why, done=f"not drained: {why}")
-            try:
-                node = nodes.reclaim(at.resource, str(self.group))
-            except Exception as error:  # the cluster's API unreachable or refusing: recorded, retried next sweep
-                why = f"cluster {self.group}: {error}"
-                return Outcome(ok=False, error_code=type(error).__name__, message=why, done=f"not drained: {why}")
-            if node.blocked:
-                why = str(node.blocked)
-                return Outcome(ok=False, error_code="NodeNotDrained", message=why, done=f"not drained: {why}")
-            return Outcome(ok=True, done="; ".join(node.steps))
+            # One pass of the node's drain, resumed from where the ledger says it stopped; ok only once it is gone.
+            outcome: Outcome = nodes.reclaim_outcome(aws, at, str(self.group))
+            return outcome
         if self.via == "autoscaling":
             if aws.groups is None:
                 raise RuntimeError("no Auto Scaling client configured")

@@ -76,9 +76,17 @@ from governor.idle.domain import (
     sweep_interval,
     unused_reservation_decision,
 )
+from governor.idle.kubernetes.drain_sweep import (
+    drain_finding,
+    follow_up,
+    not_reclaimed,
+    through_cluster,
+    unfinished_drain,
+)
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
 from governor.idle.policy import KubernetesCluster
+from governor.idle.provenance import annotated, vouch
 from governor.idle.sources import attribution, metric_source
 from governor.idle.stop_now import STOP_REQUEST_MAX_AGE as STOP_REQUEST_MAX_AGE
 from governor.idle.stop_now import StopFacts, VerifiedStop, decide_stop_now, too_old
@@ -379,6 +387,7 @@ def settle(
         return runner.Hold(f"skipped: {why}", skipped)
 
     done: list[str] = []
+    done_actions: list[tuple[Action, Outcome]] = []
     spell = outcome.prior or outcome.mark
 
     def reclaim_finding(detail: str) -> Finding:
@@ -391,6 +400,10 @@ def settle(
         )
 
     def before(action: Action) -> Outcome | None:
+        if through_cluster(action):
+            return None  # a drain's findings are its transitions' (drain_sweep), never a staged "terminated"
+        if action.type == "tag" and unfinished_drain(done_actions):
+            return not_reclaimed()  # the idle-action tag waits until the node is reclaimed
         # Staged before the act, pending: an invocation killed between StopInstances' answer and anything it writes
         # after still leaves the finding, which the retry or the next sweep publishes once the instance's state
         # confirms the act (`resolve_pending`), or withdraws when it does not.
@@ -400,8 +413,13 @@ def settle(
 
     def after(action: Action, result: Outcome) -> None:
         mark = kept["mark"]
+        done_actions.append((action, result))
         if result.done:
             done.append(_idle_sentence(action, result))
+        if through_cluster(action):
+            if result.data.get("drain_active"):  # resumed next sweep: the spell's mark stays, no fresh warning
+                kept["mark"] = outcome.prior
+            return
         if action.type == "checkpoint" and mark is not None:
             status = "Pending" if result.data.get("delivered") else "Undeliverable"
             kept["mark"] = replace(mark, checkpoint_command_id=result.data.get("command_id"), checkpoint_status=status)
@@ -683,12 +701,13 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     if unread:
         logger.warning("idle sweep without HyperPod node lists", extra={"reason": unread})
     start = lookback_start(policy.idle, now, interval)
+    vouch(aws.metrics, instances, aws.nodes, (c.name for c in policy.idle.clusters if c.reclaim == "drain"))
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
     runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
-    plan = _plan_with_breaker(instances, signals, marks, runtime, now, interval)
+    plan = annotated(_plan_with_breaker(instances, signals, marks, runtime, now, interval), aws.metrics)
     runtime.ledger.record_many([outcome.decision for outcome in plan.outcomes], event_id=event.id)
     findings: list[Finding] = []
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
@@ -771,7 +790,14 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
                 finding = finding.model_copy(
                     update={"id": reclaim_finding_id(instance_id, outcome.prior or outcome.mark, event.id)}
                 )
-            findings.append(finding)
+            told = drain_finding(finding, outcome, runtime.ledger, event.id)  # a drain says only what happened
+            if told is not None:
+                findings.append(told)
+    drained, said = follow_up(
+        plan.outcomes, runtime.ledger, aws, event.id, now, lambda d, t, i: _finding(d, t, i, event, runtime)
+    )
+    runtime.ledger.record_many(drained, event_id=event.id)
+    findings.extend(said)
     # One message per owner per sweep: an owner's warnings also travel in one digest, the dearest first.
     later.items.extend(marks_due)
     later.write(runtime.ledger)
@@ -903,6 +929,7 @@ def _stop_facts(instance_id: str, runtime: Runtime, aws: Adapters, now: dt.datet
     if checkpoint_command(live, policy):
         _refresh_checkpoints(marks, aws)
     start = lookback_start(policy.idle, now, sweep_interval(policy.idle))
+    vouch(aws.metrics, [live], aws.nodes, (c.name for c in policy.idle.clusters if c.reclaim == "drain"))
     signals = aws.metrics.fetch([instance_id], fetched_signals(policy.idle), start, now)
     breaker = load_breaker(runtime).open
     return StopFacts(live, breaker, marks.get(instance_id), signals.get(instance_id, {})), stored

@@ -15,11 +15,11 @@ from functools import cache, partial
 from typing import Any
 
 from governor import runner
-from governor.domain.actions import Checkpoint, Outcome
+from governor.domain.actions import Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
 from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
-from governor.domain.once import IN_DOUBT, IN_FLIGHT, held_elsewhere
+from governor.domain.once import IN_FLIGHT, held_elsewhere
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
@@ -27,6 +27,7 @@ from governor.observability import metrics
 from governor.outbox import Outbox
 from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
+from governor.spot import records
 from governor.spot.domain import (
     BLOCK_EXPIRY,
     COMMAND_STATUS,
@@ -157,13 +158,6 @@ def _when(event: SpotEvent) -> dt.datetime:
     return utc(event.time)
 
 
-def _finding(decision: Decision, event: SpotEvent, title: str, detail: str, **extra: Any) -> Finding:
-    finding = Finding.from_decision(
-        decision, title, account=event.account, region=event.region, event_id=event.id, **extra
-    )
-    return finding.model_copy(update={"detail": detail})
-
-
 def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> dict[str, Any]:
     return {
         "status": status,
@@ -285,7 +279,8 @@ def _warning(
 
     def before(action: Action) -> Outcome | None:
         if action.type == "checkpoint" and (record.command_id or record.checkpoint_error):
-            return _sent(record.checkpoint_delivered, record.command_id, record.checkpoint_error)  # an earlier attempt
+            # an earlier attempt sent it (or failed to): its outcome, never a second send
+            return records.sent(record.checkpoint_delivered, record.command_id, record.checkpoint_error)
         if action.type == "checkpoint" and held_elsewhere(
             runtime.ledger, event_id, instance.id, commands=ports.commands, what=CHECKPOINT_LABEL
         ):
@@ -299,7 +294,7 @@ def _warning(
     def after(action: Action, outcome: Outcome) -> None:
         if action.type == "checkpoint" and (outcome.data or {}).get("error") == IN_FLIGHT:
             raise CheckpointInFlight(instance.id)  # claimed between the check above and this attempt's claim
-        _keep(record, action, outcome)
+        records.keep(record, action, outcome)
         if action.type == "checkpoint":
             runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
 
@@ -307,7 +302,7 @@ def _warning(
     run = runner.Run(event_id, runtime.ledger, runtime.policy, ports, box, at=at, label=CHECKPOINT_LABEL)
     run.settle(
         decision,
-        findings=lambda decided, _: _warning_findings(decided, record, event, notice),
+        findings=lambda decided, _: records.warning_findings(decided, record, event, notice),
         before=before,
         after=after,
         contain=lambda action: action.type in RECOVERY,
@@ -335,44 +330,6 @@ def _warning(
     )
 
 
-def _sent(delivered: bool, command_id: str | None, error: str | None) -> Outcome:
-    """A checkpoint an earlier attempt of this event already sent (or failed to): its outcome, not a second send."""
-    data = {"delivered": delivered, "command_id": command_id, "error": error}
-    return Outcome(ok=delivered, error_code=None if delivered else "NotDelivered", message=str(error or ""), data=data)
-
-
-def _keep(record: InterruptionRecord, action: Action, outcome: Outcome) -> None:
-    """What the interruption record keeps of one outcome (the state-change and command-status events read it)."""
-    data = outcome.data
-    if data.get("resumed"):
-        return
-    if action.type == "checkpoint":
-        record.checkpoint_attempted = True
-        record.checkpoint_delivered = bool(data.get("delivered"))
-        record.command_id = data.get("command_id")
-        record.checkpoint_error = data.get("error") if data else outcome.message
-    elif action.type == "replace" and "replacement" in data:
-        replacement = data["replacement"]
-        record.replacement_id = replacement.instance_id
-        record.replacement_reason = replacement.reason
-        record.replacement_attempts = [
-            {"instance_type": a.instance_type, "zone": a.zone, "error": a.error, "instance_id": a.instance_id}
-            for a in replacement.attempts
-        ]
-    elif not outcome.ok:  # a recovery call that raised: reported, not retried
-        record.errors.append(outcome.message)
-        if action.type == "replace":
-            record.replacement_reason = f"relaunch failed: {outcome.message.removeprefix('replace: ')}"
-    elif action.type == "deregister":
-        record.target_groups = list(data.get("target_groups") or [])
-        left = list(data.get("left_alone") or [])
-        if left:
-            names = ", ".join(left)
-            record.errors.append(f"left in target group(s) without fleet.fleet_tags (not the fleet's): {names}")
-    elif action.type == "complete_lifecycle_action":
-        record.lifecycle_action = data.get("note")
-
-
 def _outbox(runtime: Runtime, event_id: str) -> Outbox:
     """This event's outbox, holding what an earlier attempt staged and never got accepted."""
     box = Outbox(runtime.ledger, runtime.sink, event_id=event_id)
@@ -385,67 +342,6 @@ def _send(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
     box = _outbox(runtime, event_id)
     box.add(findings)
     box.flush()
-
-
-def _blocked(decision: Decision) -> str | None:
-    """Why the checkpoint could not be sent at all (the instance lacks the tags the SendCommand grant requires)."""
-    for action in decision.actions:
-        if isinstance(action, Checkpoint) and action.blocked:
-            return action.blocked
-    return None
-
-
-def _warning_findings(
-    decision: Decision, record: InterruptionRecord, event: SpotEvent, notice: Notice | None = None
-) -> list[Finding]:
-    where = f"{record.instance_type} {record.instance_id} ({record.zone or 'unknown zone'})"
-    blocked = _blocked(decision)
-    if not record.checkpoint_attempted and blocked:
-        outcome = f"checkpoint not sent: {blocked}"
-    elif not record.checkpoint_attempted:
-        outcome = "report-only: no checkpoint was sent"
-    elif record.checkpoint_delivered:
-        outcome = f"checkpoint command {record.command_id} sent ({record.checkpoint_source} command)"
-    elif record.checkpoint_error in (IN_DOUBT, IN_FLIGHT):
-        outcome = f"checkpoint delivery {record.checkpoint_error}"
-    else:
-        outcome = f"checkpoint NOT delivered: {record.checkpoint_error}"
-    parts = [*decision.reasons, outcome]
-    if record.target_groups:
-        parts.append(f"deregistered from {len(record.target_groups)} target group(s)")
-    if record.lifecycle_action:
-        parts.append(f"lifecycle action: {record.lifecycle_action}")
-    if record.replacement_id:
-        parts.append(f"replacement {record.replacement_id} launched")
-    parts.extend(record.errors)
-    undelivered = (
-        record.checkpoint_attempted
-        and not record.checkpoint_delivered
-        and record.checkpoint_error not in (IN_DOUBT, IN_FLIGHT)
-    )
-    severity = "critical" if undelivered else decision.severity
-    findings = [
-        _finding(
-            decision.model_copy(update={"severity": severity}),
-            event,
-            f"{notice.label if notice else 'Spot interruption'}: {where}, {outcome.split(':')[0]}",
-            "; ".join(parts),
-            owner=record.owner,
-            team=record.team,
-        )
-    ]
-    if record.replacement_reason and not record.replacement_id:
-        findings.append(
-            _finding(
-                decision.model_copy(update={"severity": "warning", "rule": "spot-replacement"}),
-                event,
-                f"No replacement launched for {where}",
-                record.replacement_reason,
-                owner=record.owner,
-                team=record.team,
-            )
-        )
-    return findings
 
 
 def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict[str, Any]:
@@ -464,7 +360,7 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict
         earlier = runtime.ledger.get_item(REBALANCE_KIND, instance.id)
         if earlier is not None and earlier.get("event_id") == event.id:  # a retry: the command already left
             sent = dict(earlier["checkpoint"])
-            return _sent(bool(sent.get("delivered")), sent.get("command_id"), sent.get("error"))
+            return records.sent(bool(sent.get("delivered")), sent.get("command_id"), sent.get("error"))
         return None
 
     def after(action: Action, outcome: Outcome) -> None:
@@ -475,8 +371,8 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict
 
     def findings(decided: Decision, results: Sequence[tuple[Action, Outcome]] | None) -> list[Finding]:
         outcome = "report-only: nothing was sent" if not runtime.policy.spot.enforce else "recorded"
-        if runtime.policy.spot.enforce and _blocked(decided):
-            outcome = f"checkpoint not sent: {_blocked(decided)}"
+        if runtime.policy.spot.enforce and records.blocked(decided):
+            outcome = f"checkpoint not sent: {records.blocked(decided)}"
         if checkpoint["attempted"]:
             outcome = (
                 f"early checkpoint sent ({checkpoint['command_id']})"
@@ -486,7 +382,7 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict
         title = f"Spot rebalance recommendation: {instance.type} {instance.id}"
         evidence = decided.evidence
         detail = "; ".join([*decided.reasons, outcome])
-        return [_finding(decided, event, title, detail, owner=evidence.get("owner"), team=evidence.get("team"))]
+        return [records.finding(decided, event, title, detail, owner=evidence.get("owner"), team=evidence.get("team"))]
 
     box = _outbox(runtime, event.id)
     run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot rebalance checkpoint")
@@ -516,7 +412,7 @@ def _state_change(event: StateChangeEvent, runtime: Runtime, ports: Adapters) ->
             runtime,
             event.id,
             [
-                _finding(
+                records.finding(
                     decision.model_copy(update={"severity": "warning"}),
                     event,
                     f"Spot instance {instance_id} {record.status}; "
@@ -549,11 +445,11 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: Adapters
         text = (
             f"checkpoint command {detail.command_id} ended {detail.status}; the job may resume from an older checkpoint"
         )
-        return [_finding(decided, event, title, text, owner=record.owner, team=record.team)]
+        return [records.finding(decided, event, title, text, owner=record.owner, team=record.team)]
 
     box = _outbox(runtime, event.id)
     run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at)
-    run.settle(decision, findings=findings, after=partial(_keep, record), contain=lambda action: True)
+    run.settle(decision, findings=findings, after=partial(records.keep, record), contain=lambda action: True)
     runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
     box.flush()
     return _result(

@@ -18,8 +18,8 @@ from governor import runner
 from governor.domain.actions import Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
-from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
-from governor.domain.once import IN_FLIGHT, held_elsewhere
+from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord, interruption_key
+from governor.domain.once import IN_FLIGHT, first_claimant, held_elsewhere
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
@@ -267,13 +267,21 @@ def _warning(
         runtime.ledger.record(decision, event_id=event_id, at=at)
         _outbox(runtime, event_id).flush()  # what an earlier attempt staged before the instance went away
         return _result("ignored", event, decision, reason=decision.reasons[0], instance_id=instance_id)
-    # A retry of this event (after a failed write or publish further down) resumes from what was recorded: the
-    # checkpoint is never sent twice, nor a second replacement launched.
+    # One checkpoint per interruption (the instance's run, as EC2 and the ledger say), not per event: the first event
+    # about it owns it, any other is recorded as its duplicate. A retry of the owner (after a failed write or publish
+    # further down) resumes from what was recorded: the checkpoint is never sent twice, nor a second replacement.
     existing = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, instance.id))
+    scope = existing.next_key(instance.launch_time) if existing else interruption_key(instance.id, instance.launch_time)
+    owner = existing.event_id if existing and existing.same_run(instance.launch_time) else None
+    owner = owner or first_claimant(runtime.ledger, scope, event_id, at)
+    if owner != event_id:
+        same = records.duplicate(decision, owner, scope, existing)
+        runtime.ledger.record(same, event_id=event_id, at=at)
+        return _result("duplicate", event, same, reason=same.reasons[0], instance_id=instance_id, duplicate_of=owner)
     if existing is not None and existing.event_id == event_id:
         record = existing
     else:
-        record = start_record(decision, instance, event_id, at, action)
+        record = start_record(decision, instance, event_id, at, action, scope)
         if existing is not None:  # a stopped instance interrupted again: keep the earlier record under its own key
             runtime.ledger.put_item(RECORD_KIND, f"{existing.instance_id}#{existing.event_id}", existing.to_item())
 
@@ -282,7 +290,7 @@ def _warning(
             # an earlier attempt sent it (or failed to): its outcome, never a second send
             return records.sent(record.checkpoint_delivered, record.command_id, record.checkpoint_error)
         if action.type == "checkpoint" and held_elsewhere(
-            runtime.ledger, event_id, instance.id, commands=ports.commands, what=CHECKPOINT_LABEL
+            runtime.ledger, scope, instance.id, commands=ports.commands, what=CHECKPOINT_LABEL
         ):
             raise CheckpointInFlight(instance.id)
         if action.type in RECOVERY and record.recovered:
@@ -299,7 +307,7 @@ def _warning(
             runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
 
     box = _outbox(runtime, event_id)
-    run = runner.Run(event_id, runtime.ledger, runtime.policy, ports, box, at=at, label=CHECKPOINT_LABEL)
+    run = runner.Run(event_id, runtime.ledger, runtime.policy, ports, box, at=at, label=CHECKPOINT_LABEL, intent=scope)
     run.settle(
         decision,
         findings=lambda decided, _: records.warning_findings(decided, record, event, notice),
@@ -354,6 +362,14 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict
     if decision.verdict != "act" or instance is None:
         runtime.ledger.record(decision, event_id=event.id, at=at)
         return _result("ignored", event, decision, reason=decision.reasons[0])
+    # One early checkpoint per run of the instance: a recommendation delivered again under another id is a duplicate.
+    # A Spot warning after it is another matter (the job has moved on since): it checkpoints again.
+    scope = f"rebalance:{instance.id}:{instance.launch_time.isoformat()}"
+    owner = first_claimant(runtime.ledger, scope, event.id, at)
+    if owner != event.id:
+        same = records.duplicate(decision, owner, scope, None)
+        runtime.ledger.record(same, event_id=event.id, at=at)
+        return _result("duplicate", event, same, reason=same.reasons[0], duplicate_of=owner)
     checkpoint: dict[str, Any] = {"attempted": False}
 
     def before(action: Action) -> Outcome | None:
@@ -385,7 +401,9 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict
         return [records.finding(decided, event, title, detail, owner=evidence.get("owner"), team=evidence.get("team"))]
 
     box = _outbox(runtime, event.id)
-    run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot rebalance checkpoint")
+    run = runner.Run(
+        event.id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot rebalance checkpoint", intent=scope
+    )
     run.settle(decision, findings=findings, before=before, after=after, live=instance)
     box.flush()
     return _result("acted" if runtime.policy.spot.enforce else "reported", event, decision, checkpoint=checkpoint)

@@ -120,3 +120,22 @@ def warning_findings(
             )
         )
     return findings
+
+
+def duplicate(decision: Decision, owner: str, scope: str, record: InterruptionRecord | None) -> Decision:
+    """A notice about an interruption another event already owns (a Spot warning delivered again under a new id, a
+    second expiry of the same block): recorded as ``ignored``, nothing sent, nobody told twice."""
+    earlier = f"command {record.command_id}" if record is not None and record.command_id else "its checkpoint"
+    reason = (
+        f"same interruption of {decision.resource} as event {owner} ({scope}): {earlier} stands; the job is not "
+        "signalled twice"
+    )
+    return decision.model_copy(
+        update={
+            "verdict": "ignored",
+            "actions": [],
+            "reasons": [reason],
+            "evidence": {**decision.evidence, "duplicate_of": owner, "interruption": scope},
+            "severity": "info",
+        }
+    )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import boto3
 
-from governor.domain.once import OWNER_KIND
 from governor_cli.demo.bootstrap import LocalStack
 from tests.adapters.test_spot_moto import Deployed, commands_sent, event
 from tests.adapters.test_spot_moto import aws as aws  # the fixture
@@ -44,7 +43,8 @@ def test_a_racing_second_warning_that_finds_no_record_still_sends_nothing(aws: L
     deployed = Deployed(aws, enforce=True)
     first = deployed.run(event("interruption-warning.json", instance_id, id="warning-1"))
     table = boto3.client("dynamodb", region_name=REGION)
-    for item in [*deployed.runtime.ledger.query_kind(OWNER_KIND), {"pk": f"interruption#{instance_id}"}]:
+    owners = deployed.runtime.ledger.query_kind("once-owner")  # governor.domain.once.OWNER_KIND
+    for item in [*owners, {"pk": f"interruption#{instance_id}"}]:
         table.delete_item(TableName=aws.ledger_table, Key={"pk": {"S": item["pk"]}, "sk": {"S": "item"}})
     second = deployed.run(event("interruption-warning.json", instance_id, id="warning-2"))
     assert len(commands_sent()) == 1

@@ -1,53 +1,58 @@
-"""The ``spot`` function: Spot interruption warnings, rebalance recommendations and their aftermath.
+"""The ``spot`` function: Spot and capacity interruption warnings, rebalance recommendations and their aftermath,
+and the capacity lifecycle (a Capacity Block delivered, a reservation's state, lent capacity reclaimed).
 
 On a warning the critical path is one DescribeInstances, a few DynamoDB writes and one SSM SendCommand: the
 checkpoint goes out within seconds of the event. Deregistration, Auto Scaling and relaunch follow; their failures are
 recorded and reported, and a retried invocation resumes from the interruption record instead of signalling twice.
+A capacity event is first checked against the reservation EC2 reports (``spot/capacity.py``): one that disagrees is
+refused with its reason, and nothing is sent.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, partial
 from typing import Any
 
 from governor import runner
 from governor.domain.actions import Outcome
+from governor.domain.capacity import ReservationReader
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
 from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord, interruption_key
 from governor.domain.once import IN_FLIGHT, first_claimant, held_elsewhere
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
-from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import metrics
 from governor.outbox import Outbox
 from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
-from governor.spot import records
+from governor.spot import capacity_acts, records
+from governor.spot.capacity import (
+    RULE_DELIVERED,
+    RULE_RECLAIMED,
+    RULE_STATE,
+    UNREAD,
+    ReclamationDetail,
+    Refusal,
+    check_block_expiry,
+    check_delivered,
+    check_reclamation,
+    check_reservation_warning,
+    check_state,
+    decide_delivered,
+    decide_reclamation,
+    decide_reservation_state,
+)
 from governor.spot.domain import (
-    BLOCK_EXPIRY,
-    COMMAND_STATUS,
-    REBALANCE,
     REBALANCE_KIND,
-    RESERVATION_WARNING,
-    SOURCE,
-    SSM_SOURCE,
-    STATE_CHANGE,
-    WARNING,
-    BlockExpiryDetail,
     CheckpointSender,
-    CommandStatusDetail,
     InstanceReader,
     Notice,
-    RebalanceDetail,
-    ReservationWarningDetail,
     SpotRecovery,
-    StateChangeDetail,
-    WarningDetail,
     block_notice,
     decide_command_status,
     decide_rebalance,
@@ -58,54 +63,20 @@ from governor.spot.domain import (
     spot_notice,
     start_record,
 )
-
-
-class WarningEvent(EventBridgeEnvelope):
-    detail: WarningDetail
-
-
-class RebalanceEvent(EventBridgeEnvelope):
-    detail: RebalanceDetail
-
-
-class ReservationWarningEvent(EventBridgeEnvelope):
-    detail: ReservationWarningDetail
-
-
-class BlockExpiryEvent(EventBridgeEnvelope):
-    detail: BlockExpiryDetail
-
-
-class StateChangeEvent(EventBridgeEnvelope):
-    detail: StateChangeDetail
-
-
-class CommandStatusEvent(EventBridgeEnvelope):
-    detail: CommandStatusDetail
-
-
-SpotEvent = (
-    WarningEvent | RebalanceEvent | StateChangeEvent | CommandStatusEvent | ReservationWarningEvent | BlockExpiryEvent
+from governor.spot.events import (
+    BlockExpiryEvent,
+    CapacityEvent,
+    CommandStatusEvent,
+    DeliveredEvent,
+    RebalanceEvent,
+    ReclamationEvent,
+    ReservationStateEvent,
+    ReservationWarningEvent,
+    SpotEvent,
+    StateChangeEvent,
+    WarningEvent,
+    parse,
 )
-MODELS: dict[tuple[str, str], type[SpotEvent]] = {
-    (SOURCE, WARNING): WarningEvent,
-    (SOURCE, RESERVATION_WARNING): ReservationWarningEvent,
-    **{(SOURCE, name): BlockExpiryEvent for name in BLOCK_EXPIRY},
-    (SOURCE, REBALANCE): RebalanceEvent,
-    (SOURCE, STATE_CHANGE): StateChangeEvent,
-    (SSM_SOURCE, COMMAND_STATUS): CommandStatusEvent,
-}
-
-
-def parse(raw: Any) -> SpotEvent:
-    """The envelope first (for the event id in any error), then the typed detail of the one kind it claims to be."""
-    envelope = parse_model(GovernorEvent, raw)
-    model = MODELS.get((envelope.source, envelope.detail_type))
-    if model is None:
-        raise InvalidEventError(
-            f"the spot function does not handle {envelope.source} '{envelope.detail_type}' events", envelope.id
-        )
-    return parse_model(model, raw)
 
 
 @dataclass
@@ -118,11 +89,14 @@ class Adapters:
     #: Where the adapters read and act (None: the function's own account, from its context; its own region).
     account: str | None = None
     region: str | None = None
+    #: DescribeCapacityReservations, read before any capacity event is acted on (None: every one is refused).
+    reservations: ReservationReader | None = None
 
 
 def _member_ports(
     region: str | None, endpoint: str | None, account: str | None = None, event_id: str | None = None
 ) -> Adapters:
+    from governor.adapters.capacity import CapacityReservations
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.spot.recovery import SpotRecoveryActions
@@ -134,6 +108,7 @@ def _member_ports(
         SpotRecoveryActions(region, **where),
         account=account,
         region=region,
+        reservations=CapacityReservations(region, **where),
     )
 
 
@@ -178,7 +153,7 @@ def _bounded(instance: Instance | None, runtime: Runtime, at: dt.datetime) -> In
 
 
 def _misplaced(
-    event: WarningEvent | RebalanceEvent | ReservationWarningEvent | BlockExpiryEvent,
+    event: WarningEvent | RebalanceEvent | ReservationWarningEvent | BlockExpiryEvent | CapacityEvent,
     runtime: Runtime,
     ports: Adapters,
     rule: str,
@@ -201,22 +176,28 @@ def _misplaced(
     return _result("ignored", event, decision, reason=decision.reasons[0])
 
 
-def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters) -> dict[str, Any]:
-    """A Capacity Block about to end: every running instance in it takes the warning's checkpoint path, each under
-    an event id derived from this event's (a retry resumes each instance's record, never signals twice)."""
+def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters, now: dt.datetime) -> dict[str, Any]:
+    """A Capacity Block about to end, as EC2 reports it (its state, type and end; the event only names it): every
+    running instance EC2 lists in it takes the warning's checkpoint path, each under an event id derived from this
+    event's (a retry resumes each instance's record, never signals twice). An event EC2 contradicts is refused."""
     detail = event.detail
-    notice = block_notice(detail.capacity_reservation_id, utc(detail.end_date))
-    misplaced = _misplaced(event, runtime, ports, notice.rule, detail.capacity_reservation_id)
+    rid = detail.capacity_reservation_id
+    misplaced = _misplaced(event, runtime, ports, "capacity-block-expiry", rid)
     if misplaced is not None:
         return misplaced
-    members = sorted(i.id for i in ports.reader.in_reservation(detail.capacity_reservation_id))
+    block = capacity_acts.reservation(ports, rid)
+    refusal = check_block_expiry(rid, utc(detail.end_date), block, now)
+    if refusal is not None or block is None or block.end_date is None:
+        return capacity_acts.refuse(event, runtime, rid, refusal or UNREAD, "capacity-block-expiry")
+    notice = block_notice(rid, block.end_date)
+    members = sorted(i.id for i in ports.reader.in_reservation(rid))
     results = [_warning(event, runtime, ports, notice, (i, f"{event.id}#{i}")) for i in members]
     if not members:
         decision = Decision(
             policy="spot",
             verdict="ok",
-            resource=detail.capacity_reservation_id,
-            reasons=[f"Capacity Block {detail.capacity_reservation_id} ends with no running instance in it"],
+            resource=rid,
+            reasons=[f"Capacity Block {rid} ends with no running instance in it"],
             evidence=notice.evidence(_when(event)),
             rule=notice.rule,
         )
@@ -224,10 +205,41 @@ def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters) ->
     return {
         "status": "acted" if runtime.policy.spot.enforce and results else "reported",
         "event_id": event.id,
-        "reservation_id": detail.capacity_reservation_id,
+        "reservation_id": rid,
         "notice": notice.evidence(_when(event)),
         "instances": {r["instance_id"]: r for r in results},
     }
+
+
+def _capacity(event: CapacityEvent, runtime: Runtime, ports: Adapters, now: dt.datetime) -> dict[str, Any]:
+    """The capacity lifecycle: the reservation the event names is read, and only if EC2 agrees is the decision
+    recorded and its owners told (a delivered block's end also on each instance EC2 lists in it)."""
+    detail = event.detail
+    rid = detail.source_reservation_id if isinstance(detail, ReclamationDetail) else detail.capacity_reservation_id
+    rule = {DeliveredEvent: RULE_DELIVERED, ReservationStateEvent: RULE_STATE}.get(type(event), RULE_RECLAIMED)
+    misplaced = _misplaced(event, runtime, ports, rule, rid)
+    if misplaced is not None:
+        return misplaced
+    found = capacity_acts.reservation(ports, rid)
+    if isinstance(event, DeliveredEvent):
+        refusal = check_delivered(rid, utc(event.detail.end_date), found, now)
+    elif isinstance(event, ReservationStateEvent):
+        refusal = check_state(rid, event.detail.state, found)
+    else:
+        refusal = check_reclamation(event.detail, found, event.account)
+    if refusal is not None or found is None:
+        return capacity_acts.refuse(event, runtime, rid, refusal or UNREAD, rule)
+    at = _when(event)
+    if isinstance(event, DeliveredEvent):
+        decision = decide_delivered(found, ports.reader.in_reservation(rid), runtime.policy, at)
+        items = capacity_acts.block_items(decision, event.id, at)
+        title = f"Capacity Block {rid} delivered, ends {found.end_date or at:%Y-%m-%d %H:%M} UTC"
+        return capacity_acts.tell(event, runtime, ports, decision, title, items)
+    if isinstance(event, ReservationStateEvent):
+        decision = decide_reservation_state(found, event.detail.state, runtime.policy)
+        return capacity_acts.tell(event, runtime, ports, decision, f"Capacity reservation {rid} {event.detail.state}")
+    decision = decide_reclamation(event.detail, found, runtime.policy)
+    return capacity_acts.tell(event, runtime, ports, decision, f"Lent capacity is back in {rid}")
 
 
 #: How the warning's checkpoint command names itself (its at-most-once Comment starts with it).
@@ -251,9 +263,11 @@ def _warning(
     ports: Adapters,
     notice: Notice | None = None,
     target: tuple[str, str] | None = None,
+    check: Callable[[Instance], Refusal | None] | None = None,
 ) -> dict[str, Any]:
     """One instance's warning: Spot's, an interruptible reservation's, or (``target``: the instance and the event id
-    derived for it) one instance of a Capacity Block about to end. Every notice takes the same checkpoint path."""
+    derived for it) one instance of a Capacity Block about to end. Every notice takes the same checkpoint path;
+    ``check`` holds the event against EC2's record of the instance's reservation before anything is sent."""
     at = _when(event)
     instance_id, event_id = target or (event.detail.instance_id, event.id)  # type: ignore[union-attr]
     action = getattr(event.detail, "instance_action", "terminate")
@@ -267,6 +281,9 @@ def _warning(
         runtime.ledger.record(decision, event_id=event_id, at=at)
         _outbox(runtime, event_id).flush()  # what an earlier attempt staged before the instance went away
         return _result("ignored", event, decision, reason=decision.reasons[0], instance_id=instance_id)
+    refusal = check(instance) if check is not None else None
+    if refusal is not None:
+        return capacity_acts.refuse(event, runtime, instance.id, refusal, notice.rule, event_id)
     # One checkpoint per interruption (the instance's run, as EC2 and the ledger say), not per event: the first event
     # about it owns it, any other is recorded as its duplicate. A retry of the owner (after a failed write or publish
     # further down) resumes from what was recorded: the checkpoint is never sent twice, nor a second replacement.
@@ -483,15 +500,24 @@ def process(event: SpotEvent, runtime: Runtime, ports: Adapters, call: Invocatio
     still saying nothing was sent, and publishing that would leave the holder's final finding (same id) unsent."""
     if ports.account is None and call is not None and call.account is not None:
         ports = replace(ports, account=call.account)  # the function's own account, from its ARN
+    now = call.now if call is not None else dt.datetime.now(dt.UTC)  # the function's clock, never the event's
     if not isinstance(event, WarningEvent | ReservationWarningEvent):
         _outbox(runtime, event.id).flush()
     if isinstance(event, WarningEvent):
         return _warning(event, runtime, ports)
     if isinstance(event, ReservationWarningEvent):
-        notice = reservation_notice(_when(event), event.detail.instance_termination_time)
-        return _warning(event, runtime, ports, notice)
+        detail = event.detail
+        notice = reservation_notice(_when(event), detail.instance_termination_time)
+
+        def check(instance: Instance) -> Refusal | None:
+            found = capacity_acts.reservation(ports, instance.capacity_reservation_id)
+            return check_reservation_warning(instance, found, notice.deadline, detail.az_id, now)
+
+        return _warning(event, runtime, ports, notice, check=check)
     if isinstance(event, BlockExpiryEvent):
-        return _block_expiry(event, runtime, ports)
+        return _block_expiry(event, runtime, ports, now)
+    if isinstance(event, DeliveredEvent | ReservationStateEvent | ReclamationEvent):
+        return _capacity(event, runtime, ports, now)
     if isinstance(event, RebalanceEvent):
         return _rebalance(event, runtime, ports)
     if isinstance(event, StateChangeEvent):
@@ -499,10 +525,12 @@ def process(event: SpotEvent, runtime: Runtime, ports: Adapters, call: Invocatio
     return _command_status(event, runtime, ports)
 
 
-def handle(event: Any, runtime: Runtime, ports: Adapters, context: Any = None) -> dict[str, Any]:
+def handle(
+    event: Any, runtime: Runtime, ports: Adapters, context: Any = None, now: dt.datetime | None = None
+) -> dict[str, Any]:
     """Parse at the edge (invalid events go to the DLQ with their reason), then process the event once per event id
-    (a duplicate delivery returns the first result)."""
-    return HANDLER.handle(event, runtime, ports, context=context)
+    (a duplicate delivery returns the first result); ``now``: a test's clock (else the function's)."""
+    return HANDLER.handle(event, runtime, ports, context=context, now=now)
 
 
 def _count(result: dict[str, Any]) -> None:

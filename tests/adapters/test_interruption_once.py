@@ -21,6 +21,7 @@ def test_two_spot_warnings_with_different_ids_send_one_checkpoint(aws: LocalStac
     deployed = Deployed(aws, enforce=True)
     first = deployed.run(event("interruption-warning.json", instance_id, id="warning-1"))
     second = deployed.run(event("interruption-warning.json", instance_id, id="warning-2", time="2026-12-01T10:15:20Z"))
+    assert len(commands_sent()) == 1, "the second warning signalled the job again"
     (sent,) = commands_sent()
     assert first["checkpoint"]["command_id"] == sent["CommandId"]
     assert second["status"] == "duplicate" and second["duplicate_of"] == "warning-1"

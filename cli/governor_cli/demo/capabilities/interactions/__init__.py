@@ -8,6 +8,7 @@ import hmac
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -115,6 +116,23 @@ def interactions_forged_request(scenarios: Scenarios, index: int) -> Case:
     event = _request(_click_body(_button(instance), STOP_NOW), "not-the-signing-secret")
     event["id"] = str(uuid.uuid4())
     return Case(f"forged click request #{index}", "interactions", event, instance, forbidden=True, sync=True)
+
+
+def recorded_stop_click(ledger: Any, instance_id: str, at: Any, **options: Any) -> dict[str, Any]:
+    """Role: a verified Stop now click on ``instance_id`` as this function leaves it for the function that stops
+    (:func:`governor_cli.demo.capabilities.interactions.stop_clicks.recorded_click`)."""
+    from governor_cli.demo.capabilities.interactions.stop_clicks import recorded_click
+
+    return recorded_click(ledger, instance_id, at, **options)
+
+
+def stop_now_click(ledger: Any, instance_id: str) -> Callable[[Any], dict[str, Any]]:
+    """Role: the warning about ``instance_id`` posted with its buttons (their record in ``ledger``), and a person who
+    clicks its Stop now: called with a time, Slack's signed POST of that click to this function's Function URL."""
+    from governor_cli.demo.capabilities.interactions.stop_clicks import button, signed_request
+
+    token = button(ledger, instance_id)
+    return lambda at: signed_request(token, at, SLACK_SIGNING_SECRET)
 
 
 CASES = (

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from governor import runner
+from governor import acts, runner
 from governor.adapters.aws import per_session
 from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
@@ -52,6 +52,7 @@ from governor.domain.ports import utcnow
 from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
+from governor.idle.act_records import confirm_reclaims
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.digest import digest_warnings, warning_accepted
 from governor.idle.domain import (
@@ -424,8 +425,9 @@ def settle(
     )
     try:
         settled = run.settle(decision, reread=reread, before=before, after=after, recorded=True)
-    except Exception as error:
-        error.governor_done = list(done)  # type: ignore[attr-defined]  # read by the sweep's failure record
+    except Exception as error:  # what was done travels with it (``acts.DONE_ATTR``), read by the sweep's record
+        if not getattr(error, acts.DONE_ATTR, None):
+            setattr(error, acts.DONE_ATTR, list(done))
         raise
     if settled.held is None:
         return [_idle_sentence(action, result) for action, result in settled.results if result.done], kept["mark"]
@@ -694,6 +696,8 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     # and what any function left unsent: the idle sweep is the one schedule every deployment runs (every 15 minutes),
     # so a Spot finding whose event was parked and whose instance is gone is still delivered without a replay
     box.flush_stale()
+    # and writes the outcome of any act whose invocation ended before recording it (``governor.acts``)
+    acts.repair(runtime.ledger, now=now, event_id=event.id, confirm=confirm_reclaims(aws.instances))
     findings.extend(_unused_reservations(event, runtime, active, now))
     warnings: dict[str, tuple[str, Mark]] = {}  # instance -> (warning finding id, mark waiting for its publication)
     by_id = {i.id: i for i in instances}

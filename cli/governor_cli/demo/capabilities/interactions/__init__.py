@@ -3,12 +3,12 @@ worker; in the demo, the owners who click them (``click``) and the demo's Slack 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
 import time
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -68,7 +68,8 @@ def _click_body(token: str, action_id: str) -> str:
 
 def _worker_event(scenarios: Scenarios, action_id: str, index: int, name: str) -> Case:
     instance = scenarios.instance("g5.xlarge")
-    click = parse_click(_click_body(_button(instance), action_id))
+    signed = dt.datetime.now(dt.UTC).replace(microsecond=0)  # Slack's timestamp, as the endpoint verified it
+    click = parse_click(_click_body(_button(instance), action_id)).model_copy(update={"signed_at": signed})
     event = envelope(CLICKED, SOURCE, click.model_dump(mode="json"))
     event["id"] = click.key
     return Case(f"{name} #{index}", "interactions", event, instance)
@@ -126,13 +127,13 @@ def recorded_stop_click(ledger: Any, instance_id: str, at: Any, **options: Any) 
     return recorded_click(ledger, instance_id, at, **options)
 
 
-def stop_now_click(ledger: Any, instance_id: str) -> Callable[[Any], dict[str, Any]]:
-    """Role: the warning about ``instance_id`` posted with its buttons (their record in ``ledger``), and a person who
-    clicks its Stop now: called with a time, Slack's signed POST of that click to this function's Function URL."""
-    from governor_cli.demo.capabilities.interactions.stop_clicks import button, signed_request
+def stop_now_click(ledger: Any, instance_id: str) -> Any:
+    """Role: the warning about ``instance_id`` posted with its buttons (their record in ``ledger``, as the notifier
+    writes it) and a person who answers it with Stop now: a
+    :class:`governor_cli.demo.capabilities.interactions.stop_clicks.StopNowClicker`."""
+    from governor_cli.demo.capabilities.interactions.stop_clicks import StopNowClicker, button
 
-    token = button(ledger, instance_id)
-    return lambda at: signed_request(token, at, SLACK_SIGNING_SECRET)
+    return StopNowClicker(button(ledger, instance_id))
 
 
 CASES = (

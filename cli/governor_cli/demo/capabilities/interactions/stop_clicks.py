@@ -15,7 +15,8 @@ import hashlib
 import hmac
 import json
 import uuid
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from governor.domain.ports import Ledger
@@ -23,8 +24,13 @@ from governor.events import stop_request
 from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
 from governor.interactions.domain import BUTTON_KIND, STOP_NOW, button_record
 from governor_cli.demo.hooks import provided
+from governor_cli.testing.deployment import SLACK_SIGNING_SECRET
 from governor_cli.testing.events import ACCOUNT, envelope
 from governor_cli.testing.scenarios import CLICKER, RESPONSE_URL
+
+if TYPE_CHECKING:
+    from governor_cli.testing.deployment import Delivery, Deployment
+    from governor_cli.testing.faults import FaultInjector
 
 OWNER = "alice@example.com"  # the warning's owner (``warning_finding``)
 
@@ -111,3 +117,55 @@ def signed_request(
         "body": body,
         "isBase64Encoded": False,
     }
+
+
+@dataclass
+class Handed:
+    """What a labelled delivery invoked asynchronously, one event per execution that reached Lambda (a lost answer
+    resent is two): hand-overs to this function's worker, and Stop now handed on to the function that stops."""
+
+    worker: list[dict[str, Any]] = field(default_factory=list)
+    onward: list[dict[str, Any]] = field(default_factory=list)
+
+
+def handed(injector: FaultInjector, label: str) -> Handed:
+    """The asynchronous Invokes made by the delivery labelled ``label`` (all its attempts)."""
+    found = Handed()
+    for call in list(injector.calls):
+        if not (call.label or "").startswith(f"{label}#") or call.operation != "Invoke" or not call.executed:
+            continue
+        event = json.loads(call.params.get("Payload") or b"{}")
+        name = str(call.params.get("FunctionName") or "").rsplit(":", 1)[-1]
+        (found.worker if name.endswith(FUNCTION) else found.onward).extend([event] * call.executed)
+    return found
+
+
+#: This function, as the reliability harness deploys it.
+FUNCTION = "interactions"
+
+
+@dataclass
+class StopNowClicker:
+    """A person answering the warning about one instance with Stop now, for the reliability runs: each click is
+    Slack's signed POST to this function's Function URL (answered once, never retried), then its worker's
+    asynchronous run; what either invokes is returned for the caller to deliver (Lambda's part)."""
+
+    token: str
+    function: str = FUNCTION
+
+    def post(
+        self, deployment: Deployment, injector: FaultInjector, at: dt.datetime, label: str
+    ) -> tuple[Delivery, Handed]:
+        request = signed_request(self.token, at, SLACK_SIGNING_SECRET)
+        delivery = deployment.request(self.function, request, injector=injector, label=label)
+        return delivery, handed(injector, label)
+
+    def work(
+        self, deployment: Deployment, injector: FaultInjector, event: dict[str, Any], label: str
+    ) -> tuple[Delivery, Handed]:
+        delivery = deployment.deliver(self.function, event, injector=injector, label=label)
+        return delivery, handed(injector, label)
+
+    def handed(self, injector: FaultInjector, label: str) -> Handed:
+        """What the delivery labelled ``label`` of this function invoked (a replayed worker hands Stop now on)."""
+        return handed(injector, label)

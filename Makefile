@@ -7,7 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20,22
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test lint typecheck synth layer layer-clean layer-import-check deploy-check deploy-local bench soak clean \
+.PHONY: demo test explore lint typecheck synth layer layer-clean layer-import-check deploy-check deploy-local bench soak clean \
 	screenshots
 
 $(VENV)/.installed: requirements.txt lambdas/requirements.txt pyproject.toml
@@ -35,6 +35,12 @@ demo: $(VENV)/.installed-demo
 ## test: ruff, mypy, then pytest (unit, adapters on moto, infra with cdk-nag, e2e on the local emulator)
 test: $(VENV)/.installed-dev .venv-checkov/.installed lint typecheck
 	$(PY) -m pytest -n 2 --dist loadfile
+
+## explore: the property-based tests with random seeds and a kept example database (.hypothesis/), outside CI; pin
+##          what it finds with @example (make test and CI run them derandomized: tests/conftest.py)
+explore: $(VENV)/.installed-dev
+	GOVERNOR_HYPOTHESIS_PROFILE=exploration $(PY) -m pytest tests/reliability/test_fuzz.py \
+		tests/reliability/test_fuzz_commands.py $(EXPLORE_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

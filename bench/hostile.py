@@ -260,6 +260,10 @@ def write_inputs(folder: Path) -> None:
     }
     for name, text in raw.items():
         (folder / "events" / name).write_bytes(text.encode("utf-8", errors="surrogateescape"))
+    delivered = gzip.compress(json.dumps({"Records": [_record(), _record("RunInstances")]}).encode())
+    (folder / "events" / "delivered.json.gz").write_bytes(delivered)
+    (folder / "events" / "delivered-truncated.json.gz").write_bytes(delivered[: len(delivered) // 2])
+    (folder / "events" / "delivered-binary.json.gz").write_bytes(gzip.compress(b"\xff\xfe\x00 not json"))
     trails = folder / "trails"
     good = trails / "good" / "AWSLogs" / "123456789012" / "CloudTrail" / "us-east-1" / "2026" / "11" / "02"
     good.mkdir(parents=True)
@@ -340,6 +344,9 @@ def cases(folder: Path, env: dict[str, str]) -> list[Case]:
     # validate: every policy file; the good one passes, every other one is bad input
     for name in POLICIES:
         add(_case(f"validate {name}", ["validate", f"{p}/{name}"], OK if name in ("good.yaml", "empty.yaml") else BAD))
+    for name in POLICIES:
+        expect = OK if name in ("good.yaml", "empty.yaml") else BAD
+        add(_case(f"validate --json {name}", ["validate", f"{p}/{name}", "--json"], expect))
     add(_case("validate missing file", ["validate", f"{p}/missing.yaml"], BAD))
     add(_case("validate a folder", ["validate", p], BAD))
     add(_case("validate /dev/null", ["validate", "/dev/null"], OK))
@@ -367,6 +374,9 @@ def cases(folder: Path, env: dict[str, str]) -> list[Case]:
             stdin=json.dumps({"Records": [_record(), _record("RunInstances")]}),
         )
     )
+    add(_case("explain .json.gz", ["explain", f"{e}/delivered.json.gz", "--policy", good_policy, "--json"], OK))
+    for name in ("delivered-truncated.json.gz", "delivered-binary.json.gz"):
+        add(_case(f"explain {name}", ["explain", f"{e}/{name}", "--policy", good_policy], BAD))
     add(_case("explain missing file", ["explain", f"{e}/missing.json", "--policy", good_policy], BAD))
     add(_case("explain a folder", ["explain", e, "--policy", good_policy], BAD))
     for name in ("date-13-45.yaml", "date-02-30.yaml", "dup-enforce.yaml", "huge-retention.yaml"):
@@ -573,6 +583,11 @@ def cases(folder: Path, env: dict[str, str]) -> list[Case]:
             BAD,
         )
     )
+    ix = ["--table", table, "--region", "us-east-1"]
+    add(_case("idle status --json", ["idle", "status", *ix, "--json"], OK))
+    add(_case("idle rearm --dry-run", ["idle", "rearm", *ix, "--dry-run"], OK))
+    add(_case("idle status missing table", ["idle", "status", "--table", "nope", "--region", "us-east-1"], BAD))
+    add(_case("idle status bad region", ["idle", "status", "--table", table, "--region", "moon-1"], BAD))
     add(_case("ledger no action", ["ledger"], BAD))
     add(_case("ledger exprt", ["ledger", "exprt"], BAD))
 
@@ -581,6 +596,8 @@ def cases(folder: Path, env: dict[str, str]) -> list[Case]:
     dl = ["dlq", "list", "spot", "--region", "us-east-1", "--queue-url", queue]
     add(_case("dlq list 25 messages", dl, OK, stdout_has="25 event(s)"))
     add(_case("dlq list --json | head -1", [*dl, "--json"], OK, head=True))
+    dry = ["dlq", "replay", "spot", "--region", "us-east-1", "--queue-url", queue, "--dry-run"]
+    add(_case("dlq replay --dry-run 25 messages", dry, OK, stdout_has="dry run: would re-drive 25 event(s)"))
     add(_case("dlq list --limit 0", [*dl, "--limit", "0"], BAD))
     add(_case("dlq list --limit -1", [*dl, "--limit", "-1"], BAD))
     add(_case("dlq list --limit x", [*dl, "--limit", "x"], BAD))

@@ -175,6 +175,8 @@ def render(
     scenarios = scenarios or []
     lost = sum(r["verdict"].lost for r in results) + sum(s.lost for s in scenarios)
     findings_lost = sum(r["verdict"].findings_lost for r in results) + sum(s.findings_lost for s in scenarios)
+    clicks_lost = sum(r["verdict"].stop_now_lost for r in results)
+    clicks = sum(r["verdict"].stop_now_clicks for r in results)
     resent = sum(r["verdict"].resent_non_idempotent for r in results) + sum(s.resent_non_idempotent for s in scenarios)
     total_events += sum(s.events for s in scenarios)
     lines = [
@@ -191,7 +193,7 @@ def render(
         "requests at the Function URL, answered once, never retried), and malformed events. Slack itself is answered "
         "in process and faulted like an AWS call (429, 503, 403 invalid_token, connect timeout, and a read timeout "
         "after Slack took the message). Each row also runs an idle episode on its own emulator: a fleet of idle and "
-        "busy GPU instances swept every 15 simulated minutes for 90 minutes plus a Stop now request, checked against "
+        "busy GPU instances swept every 15 simulated minutes for 90 minutes plus a Stop now click, checked against "
         "the rules (a stop only after the warning was accepted by the bus at least the warning period earlier; one "
         "checkpoint command per instance; a decision recorded for every sweep handled). A share of the events is "
         "delivered "
@@ -221,11 +223,19 @@ def render(
         "idle function drop a repeated event id, a person may see a Slack message or an email twice. A delivery "
         "repeated with nothing lost counts as acted twice.",
         "",
+        "Stop now is a fault mode of its own: in each idle episode the owner of an idle instance answers its warning "
+        "with Stop now as Slack sends it (a signed POST to the interactions Function URL, clicked again while Slack "
+        "shows an error), then the endpoint's worker and the idle function run what each was handed (every Invoke "
+        "that reached Lambda, a resent one twice), under the row's faults. The last column counts the clicks (those "
+        "the endpoint accepted): the instances a click stopped, the accepted clicks answered with a recorded refusal "
+        "(the idle function's re-checks, an expired or used record, a second click on the same message held back; "
+        "each reason is listed below), and those never answered (lost).",
+        "",
         "| failure mode | events (+ duplicates) | fault rate | faults injected | handled | rejected (invalid) "
         "| parked, then replayed | action not done | acted twice | outside policy | ledger differs | lost "
         "| findings published (unsent, in outbox) | findings lost | calls resent: non-idempotent (idempotent) "
-        "| deliveries resent after a lost answer (same id) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| deliveries resent after a lost answer (same id) | Stop now clicks (accepted): stopped, refused, lost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         v = result["verdict"]
@@ -237,7 +247,8 @@ def render(
             f"| {v.ledger_mismatches} "
             f"| **{v.lost}** | {v.findings_published} of {v.findings_expected} ({v.findings_unsent}) "
             f"| **{v.findings_lost}** | **{v.resent_non_idempotent}** ({v.resent - v.resent_non_idempotent}) "
-            f"| {v.resent_by_id} |"
+            f"| {v.resent_by_id} | {v.stop_now_clicks} ({v.stop_now_accepted}): {v.stop_now_stopped}, "
+            f"{v.stop_now_refused}, **{v.stop_now_lost}** |"
         )
     if scenarios:
         lines += [
@@ -262,7 +273,7 @@ def render(
     lines += [
         "",
         f"**Lost: {lost} of {total_events} events; findings lost: {findings_lost}; non-idempotent calls resent: "
-        f"{resent}.** Functions exercised: {', '.join(sorted({f for r in results for f in r['functions']}))}. "
+        f"{resent}; Stop now clicks never answered: {clicks_lost} of {clicks}.** Functions exercised: {', '.join(sorted({f for r in results for f in r['functions']}))}. "
         f"Findings published twice (same id; the notifier delivers an id once): "
         f"{sum(r['verdict'].findings_twice for r in results)}.",
         "",
@@ -346,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"rejected {v.rejected:3} dlq {v.dlq:3} twice {v.double_actions:2} outside {v.outside_policy} "
                 f"ledger {v.ledger_mismatches:2} lost {v.lost} findings {v.findings_published}/{v.findings_expected} "
                 f"unsent {v.findings_unsent} lost {v.findings_lost} resent {v.resent_non_idempotent} "
+                f"stop-now {v.stop_now_clicks}/{v.stop_now_stopped}/{v.stop_now_refused}/{v.stop_now_lost} "
                 f"({result['seconds']:.0f} s)",
                 flush=True,
             )
@@ -361,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     text = render(results, timeouts, time.perf_counter() - started, scenarios)
     Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {args.out}")
-    bad = sum(r["verdict"].lost + r["verdict"].findings_lost + r["verdict"].resent_non_idempotent for r in results)
+    bad = sum(
+        r["verdict"].lost + r["verdict"].findings_lost + r["verdict"].resent_non_idempotent + r["verdict"].stop_now_lost
+        for r in results
+    )
     bad += sum(s.lost + s.findings_lost + s.resent_non_idempotent for s in scenarios)
     return 0 if bad == 0 else 1
 

@@ -35,6 +35,8 @@ _NAMED = {
     "AWS::S3::Bucket": ("bucketName", 63),
     "AWS::Lambda::Function": ("functionName", 64),
 }
+#: (resource type, attribute) -> the attribute's length, for a ``Fn::GetAtt`` (a NamedQueryId is a UUID).
+_ATTRIBUTES = {("AWS::Athena::NamedQuery", "NamedQueryId"): 36}
 #: Variables a deploy setting fills, not the policy: variable -> (the setting, what to change).
 _SETTINGS = {
     "GOVERNOR_FANOUT": (
@@ -73,6 +75,8 @@ class _Lengths:
             ((name, argument),) = value.items()
             if name == "Ref":
                 return "x" * self._ref(argument)
+            if name == "Fn::GetAtt":
+                return "x" * self._attribute(*argument)
             if name == "Fn::Join":
                 separator, parts = argument
                 return separator.join(self.text(part) for part in parts)
@@ -91,6 +95,16 @@ class _Lengths:
             return self._name(resource, target, *_NAMED[kind])
         raise SettingsError(f"no length model for a Ref to {target} ({kind}) in a function's environment: add one to "
                             "infra/environment.py")  # fmt: skip
+
+    def _attribute(self, logical_id: str, attribute: str) -> int:
+        resource = self.resources.get(logical_id)
+        kind = resource.cfn_resource_type if resource is not None else "?"
+        if (kind, attribute) not in _ATTRIBUTES:
+            raise SettingsError(
+                f"no length model for Fn::GetAtt {logical_id}.{attribute} ({kind}) in a function's environment: add "
+                "one to infra/environment.py"
+            )
+        return _ATTRIBUTES[(kind, attribute)]
 
     def _name(self, resource: CfnResource, logical_id: str, prop: str, longest: int) -> int:
         given = self.stack.resolve(resource._cfn_properties.get(prop))  # the L1 properties, as CloudFormation gets them

@@ -85,6 +85,7 @@ def history_file(
     """Read the fleet's history into a Parquet file (``--save``, else a temporary one) and yield it with the EC2
     inventory and what the read cost (calls, datapoints, samples); the caller replays it."""
     from governor.adapters.aws import client
+    from governor_cli.aws_access import failure, is_aws_error, resolve_region
     from governor_cli.sim import parquet
 
     if not 0 < args.days <= RETENTION_DAYS:
@@ -94,13 +95,16 @@ def history_file(
     tags = _tags(args.tag)
     end = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
     start = end - dt.timedelta(days=args.days)
+    region = resolve_region(args.region)
     try:
-        instances = fleet_instances(client("ec2", args.region), policy, tags, list(args.instance_ids))
-    except Exception as error:  # botocore's errors: no credentials, no region, access denied
+        instances = fleet_instances(client("ec2", region), policy, tags, list(args.instance_ids))
+    except Exception as error:  # botocore's errors: no credentials, access denied
+        if is_aws_error(error):
+            raise failure(error, "listing the GPU instances") from None
         raise _usage(f"cannot list the instances ({error.__class__.__name__}: {str(error)[:200]})") from None
     if not instances:
         what = ", ".join([*(f"{k}={v}" for k, v in tags.items()), *args.instance_ids]) or "any filter"
-        raise _usage(f"no GPU instance matches {what} in {args.region or 'the configured region'}")
+        raise _usage(f"no GPU instance matches {what} in {region}")
     signals = [s for s in fetched_signals(policy.idle) if s in parquet_signals()]
     missing = [s for s in required_signals(policy.idle) if s not in signals]
     if missing:
@@ -117,7 +121,7 @@ def history_file(
             print(f"GetMetricData {done}/{total}", file=sys.stderr)
 
     unit = policy.idle.gpu_memory_unit
-    history = CloudWatchHistory(client("cloudwatch", args.region), memory_unit=unit, progress=progress)
+    history = CloudWatchHistory(client("cloudwatch", region), memory_unit=unit, progress=progress)
     inventory = {i.id: i for i in instances}
     with tempfile.TemporaryDirectory(prefix="governor-history-") as scratch:
         path = Path(args.save) if args.save else Path(scratch) / "history.parquet"
@@ -126,6 +130,8 @@ def history_file(
         except OSError as error:
             raise _usage(f"{path}: cannot write ({error.__class__.__name__})") from None
         except Exception as error:  # botocore's errors
+            if is_aws_error(error):
+                raise failure(error, "reading the metrics") from None
             raise _usage(f"cannot read the metrics ({error.__class__.__name__}: {str(error)[:200]})") from None
         print(f"{rows} samples in {history.calls} calls", file=sys.stderr)
         if not rows:
@@ -134,8 +140,12 @@ def history_file(
 
 
 def render_teams(teams: dict[str, dict[str, Any]]) -> str:
+    """One line per team; team names are tag values, so they go through the terminal's one escape."""
+    from governor.domain.escape import terminal_text
+
     lines = ["", "per team (GPU-hours and dollars the stops would have saved, at on-demand prices):"]
-    for team, row in teams.items():
+    for name, row in teams.items():
+        team = terminal_text(name)
         lines.append(
             f"  {team:20} {row['instances']:5} instances  {row['warned']:4} warned  {row['stopped']:4} stopped  "
             f"{row['gpu_hours_saved']:10.2f} GPU-h  ${row['usd_saved']:,.2f}"

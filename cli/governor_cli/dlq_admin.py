@@ -187,12 +187,19 @@ class DlqAdmin:
         return [parse_message(m) for m in messages]
 
     def replay(
-        self, queue_url: str, function_name: str, ids: set[str] | None = None, limit: int | None = None
+        self,
+        queue_url: str,
+        function_name: str,
+        ids: set[str] | None = None,
+        limit: int | None = None,
+        *,
+        dry_run: bool = False,
     ) -> list[tuple[DeadLetter, str | None]]:
         """Re-drive the selected messages (by message id or event id; all when ``ids`` is empty).
 
         Returns each selected letter with ``None`` when re-driven and deleted, or the error that kept it queued.
-        Messages not selected are made visible again once the whole queue has been read.
+        Messages not selected are made visible again once the whole queue has been read. ``dry_run`` selects the same
+        letters and returns them with ``None``, invoking and deleting nothing (every message is made visible again).
         """
         results: list[tuple[DeadLetter, str | None]] = []
         others: list[str] = []
@@ -205,6 +212,10 @@ class DlqAdmin:
                         continue
                     if limit is not None and len(results) >= limit:
                         others.append(letter.receipt_handle)
+                        continue
+                    if dry_run:
+                        others.append(letter.receipt_handle)
+                        results.append((letter, None))
                         continue
                     error = self._invoke(function_name, letter)
                     if error is None:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker
+from governor.domain.escape import terminal_text
 from governor.domain.fleet import UNKNOWN, Instance, ownership, snoozed_until
 from governor.domain.times import parse_time
 from governor.idle.domain import MARK_KIND, Mark, reclaim_action, report_only_reason, sweep_interval
@@ -168,19 +169,23 @@ def load_marks(ledger: Ledger) -> dict[str, Mark]:
 
 
 def render(rows: Sequence[FleetRow], sweep: LastSweep | None, breaker: Breaker, now: dt.datetime) -> list[str]:
-    """The table an operator reads, then one summary line."""
+    """The table an operator reads, then one summary line. Every cell goes through the terminal's one escape: owner
+    and team are tags, so a newline in one must not forge a row, nor ESC or U+202E rewrite the screen."""
     head = ("INSTANCE", "OWNER", "TEAM", "TYPE", "STATE", "IDLE", "WARNED", "DUE", "WHY NOT IDLE")
     cells = [
-        (
-            r.instance,
-            r.owner,
-            r.team,
-            r.type,
-            r.state,
-            f"{r.idle_minutes} min" if r.idle_minutes is not None else "-",
-            r.warned_at or "-",
-            r.due or "-",
-            r.why_not_idle or "-",
+        tuple(
+            terminal_text(value)
+            for value in (
+                r.instance,
+                r.owner,
+                r.team,
+                r.type,
+                r.state,
+                f"{r.idle_minutes} min" if r.idle_minutes is not None else "-",
+                r.warned_at or "-",
+                r.due or "-",
+                r.why_not_idle or "-",
+            )
         )
         for r in rows
     ]
@@ -192,7 +197,9 @@ def render(rows: Sequence[FleetRow], sweep: LastSweep | None, breaker: Breaker, 
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
-    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    tally = ", ".join(
+        f"{n} {terminal_text(status)}" for status, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
     when = (
         f"last sweep {_short(sweep.judged_at)} UTC ({_minutes(sweep.judged_at, now)} min ago)"
         if sweep

@@ -14,13 +14,13 @@ import importlib
 import os
 import re
 import sys
-import unicodedata
 import warnings
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
 from governor import __version__
+from governor_cli.errors import UsageError
 
 EXIT_OK = 0
 EXIT_FAILED_CHECK = 1
@@ -43,17 +43,11 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
-
-
-NO_REGION = "You must specify a region."  # botocore's NoRegionError, which names neither a flag nor a variable
-REGION_HINT = "no AWS region: pass --region NAME or set AWS_REGION or AWS_DEFAULT_REGION"
-
-
 def _explained(message: str) -> str:
     """A UsageError's line, with botocore's bare "You must specify a region." replaced by what to set."""
-    return message.replace(NO_REGION, REGION_HINT) if NO_REGION in message else message
+    from governor_cli.aws_access import BOTOCORE_NO_REGION, NO_REGION
+
+    return message.replace(BOTOCORE_NO_REGION, NO_REGION) if BOTOCORE_NO_REGION in message else message
 
 
 @contextmanager
@@ -79,16 +73,12 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 
 
 def one_line(message: object) -> str:
-    """``message`` on one line whatever it quotes: control characters and every character ``str.splitlines`` breaks
-    at (``\\x1c``-``\\x1e``, ``\\x85``, ``\\u2028``, ...) are written as escapes, so a hostile value a user passed
-    cannot split the error line or move the cursor."""
-    text = str(message)
-    return "".join(
-        (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
-        if unicodedata.category(char) in {"Cc", "Zl", "Zp"}
-        else char
-        for char in text
-    )
+    """``message`` on one line whatever it quotes: the terminal's one escape (``governor.domain.escape.terminal_text``:
+    control characters, every character ``str.splitlines`` breaks at and bidirectional overrides as visible escapes),
+    so a hostile value a user passed cannot split the error line, move the cursor or reverse the text."""
+    from governor.domain.escape import terminal_text
+
+    return terminal_text(message)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -193,6 +183,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.run(args))
     except UsageError as error:
         print(f"governor: {one_line(_explained(str(error)))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as error:
+        from governor_cli.aws_access import failure, is_aws_error
+
+        if not is_aws_error(error):
+            raise
+        # An AWS error no command turned into its own words (credentials, region, a refused call): still one line.
+        print(f"governor: {one_line(failure(error, str(named)))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from governor.audit.queries import console_form, list_queries
+from governor.audit.queries import QUERIES_VARIABLE, console_form, deployed_variable, list_queries
 from governor.audit.schema import PARTITION_KEYS, REGIONS, TABLE_NAME, hive_columns
 from governor.policy import Policy
 from infra.constructs.function import GovernorFunction
@@ -30,7 +30,8 @@ RESULTS_EXPIRY_DAYS = 30
 class AuditLake(Construct):
     """Answers "who launched, opened, touched what" for any day in seconds, serverless, from the same SQL as local.
 
-    ``grant_query(function, ...)`` lets a governor function (the report) run the named queries in the workgroup.
+    ``grant_query(function, ...)`` lets a governor function (the report) run the named queries in the workgroup, and
+    gives it their ids: the ones it may run.
     """
 
     def __init__(
@@ -293,6 +294,10 @@ class AuditLake(Construct):
         function.function.add_environment("ATHENA_WORKGROUP", self.workgroup_name)
         function.function.add_environment("ATHENA_DATABASE", self.database_name)
         function.function.add_environment("ATHENA_BYTES_CUTOFF", str(self.bytes_cutoff))
+        # The report runs these ids and nothing else the workgroup holds (report/athena.py: anyone with
+        # athena:CreateNamedQuery could add one); a NamedQueryId is a 36-character UUID.
+        ids = {name: named.attr_named_query_id for name, named in self.named_queries.items()}
+        function.function.add_environment(QUERIES_VARIABLE, deployed_variable(ids))  # counted: infra.environment
 
 
 def _nag_arn(stack: Stack, bucket: s3.IBucket) -> str:

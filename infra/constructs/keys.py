@@ -147,5 +147,8 @@ class _GovernorFunctionArns:
         from infra.constructs.function import GovernorFunction
 
         functions = [n for n in self._stack.node.find_all() if isinstance(n, GovernorFunction)]
-        # by construct path: an ARN token's text depends on the process's history, a path does not
-        return [f.function.function_arn for f in sorted(functions, key=lambda f: f.node.path)]
+        # By construct path: an ARN token's text depends on the process's history, a path does not. ``<arn>:*`` too:
+        # Invoke on a version or alias ARN (``function:Name:1``, ``function:Name:live``) is matched against the
+        # qualified ARN, which the allow's ``function:*`` covers and the bare ARN does not.
+        arns = [f.function.function_arn for f in sorted(functions, key=lambda f: f.node.path)]
+        return [arn for function_arn in arns for arn in (function_arn, f"{function_arn}:*")]

@@ -17,7 +17,7 @@ from constructs import Construct, IConstruct
 from governor.policy import Policy
 from infra.constructs.audit import AuditLake
 from infra.constructs.function import CapabilityConstruct
-from infra.constructs.reserved_tags import reserved_keys, reserved_tag_statement
+from infra.constructs.reserved_tags import reserved_keys, reserved_tag_document
 from infra.constructs.shared import SharedResources
 from infra.nag import acknowledge, acknowledge_wildcard
 
@@ -113,8 +113,7 @@ class OperatorRoles(Construct):
         does nothing until attached to the roles and groups people use; the governor's roles and gpu-admin keep the
         keys."""
         allowed = [*self._shared.publisher_role_arns(), self.gpu_admin.role_arn]
-        statement = reserved_tag_statement(policy, allowed)
-        document = iam.PolicyDocument.from_json({"Version": "2012-10-17", "Statement": [statement]})
+        document = iam.PolicyDocument.from_json(reserved_tag_document(policy, allowed))
         managed = iam.ManagedPolicy(
             self,
             "ReservedTagKeys",

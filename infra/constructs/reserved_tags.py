@@ -40,6 +40,22 @@ TAGGING_ACTIONS = (
     "secretsmanager:TagResource",
     "secretsmanager:UntagResource",
 )
+#: Calls that create a resource with its tags, or a thing that tags later on the caller's behalf: an Auto Scaling
+#: group's tags reach its instances through the service-linked role (which no identity policy or SCP binds), and the
+#: user and key creations carry their tags in the same call. Each supports ``aws:TagKeys`` for the tags in the
+#: request (Service Authorization Reference; ``tests/infra/test_sar.py`` checks it). ``ec2:CreateLaunchTemplate``'s
+#: ``aws:TagKeys`` names the *template's own* tags only: the instance tags in its ``LaunchTemplateData``, and every
+#: ``CreateLaunchTemplateVersion`` / ``UpdateAutoScalingGroup``, have no condition key at all, so the governor
+#: distrusts what a service writes on a launch instead (``governor.domain.tag_exemptions``, docs/security.md).
+CREATING_ACTIONS = (
+    "autoscaling:CreateAutoScalingGroup",
+    "ec2:CreateLaunchTemplate",
+    "elasticloadbalancing:CreateTargetGroup",
+    "iam:CreateRole",
+    "iam:CreateUser",
+    "kms:CreateKey",
+    "secretsmanager:CreateSecret",
+)
 
 
 def reserved_keys(policy: Policy) -> list[str]:
@@ -47,23 +63,32 @@ def reserved_keys(policy: Policy) -> list[str]:
     return sorted({*policy.fleet.fleet_tags, "governor:*"})
 
 
-def reserved_tag_statement(policy: Policy, allowed_principals: Sequence[Any]) -> dict[str, Any]:
-    """One Deny: the tagging calls, when they name a reserved key, by anyone but ``allowed_principals`` (ARN patterns).
+def reserved_tag_statements(policy: Policy, allowed_principals: Sequence[Any]) -> list[dict[str, Any]]:
+    """Two Denies for anyone but ``allowed_principals`` (ARN patterns): the tagging and creating calls when they name
+    a reserved key, and ``ec2:DeleteTags`` naming no key at all (EC2 then deletes *every* tag, reserved ones included,
+    and the request carries no ``aws:TagKeys`` for the first Deny to match).
 
     ``aws:TagKeys`` is listed for every one of these actions (Service Authorization Reference); ``aws:PrincipalArn``
     is global, and for an assumed role it is the role's ARN, so a pattern names a role whatever its session.
     """
-    return {
-        "Sid": "ReserveGovernorTagKeys",
-        "Effect": "Deny",
-        "Action": list(TAGGING_ACTIONS),
-        "Resource": "*",
-        "Condition": {
-            "ForAnyValue:StringLike": {"aws:TagKeys": reserved_keys(policy)},
-            "ArnNotLike": {"aws:PrincipalArn": list(allowed_principals)},
+    others = {"ArnNotLike": {"aws:PrincipalArn": list(allowed_principals)}}
+    return [
+        {
+            "Sid": "ReserveGovernorTagKeys",
+            "Effect": "Deny",
+            "Action": [*TAGGING_ACTIONS, *CREATING_ACTIONS],
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringLike": {"aws:TagKeys": reserved_keys(policy)}, **others},
         },
-    }
+        {
+            "Sid": "NoDeletingEveryTag",
+            "Effect": "Deny",
+            "Action": ["ec2:DeleteTags"],
+            "Resource": "*",
+            "Condition": {"Null": {"aws:TagKeys": "true"}, **others},
+        },
+    ]
 
 
 def reserved_tag_document(policy: Policy, allowed_principals: Sequence[Any]) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [reserved_tag_statement(policy, allowed_principals)]}
+    return {"Version": "2012-10-17", "Statement": reserved_tag_statements(policy, allowed_principals)}

@@ -83,7 +83,7 @@ class SharedResources(Construct):
             sort_key=_string("at"),
         )
         self.idempotency = self._table("Idempotency", "id", ttl="expiration", removal_policy=RemovalPolicy.DESTROY)
-        self.bus = events.EventBus(self, "Bus", event_bus_name=bus_name, kms_key=self.key)
+        self.bus = self._encrypted_bus(bus_name)
         self.archive = self.bus.archive(
             "Archive",
             description="Every governor finding, replayable",
@@ -151,15 +151,46 @@ class SharedResources(Construct):
             )
         )
 
+    def _encrypted_bus(self, bus_name: str) -> events.EventBus:
+        """The governor bus, encrypted with the project key, EventBridge allowed to use the key for it alone.
+
+        ``EventBus(kms_key=...)`` would add CDK's own statement, which also lists ``kms:DescribeKey`` under the
+        ``kms:EncryptionContext:aws:events:event-bus:arn`` condition; DescribeKey requests carry no encryption context
+        (Service Authorization Reference), so that part never applies and only reads as a grant. The key is set on the
+        bus here, and the statement below allows only the calls that carry the bus's encryption context;
+        DescribeKey has its own statement (:meth:`_events_may_describe_the_bus_key`).
+        """
+        bus = events.EventBus(self, "Bus", event_bus_name=bus_name)
+        resource = bus.node.default_child
+        assert isinstance(resource, events.CfnEventBus)
+        resource.kms_key_identifier = self.key.key_arn
+        stack = Stack.of(self)
+        bus_arn = stack.format_arn(service="events", resource="event-bus", resource_name=bus_name)
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeEncryptsTheBus",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {
+                        "aws:SourceAccount": stack.account,
+                        "aws:SourceArn": bus_arn,
+                        "kms:EncryptionContext:aws:events:event-bus:arn": bus_arn,
+                    }
+                },
+            )
+        )
+        return bus
+
     def _events_may_describe_the_bus_key(self) -> None:
         """EventBridge calls DescribeKey to verify the bus key when the bus is created or updated.
 
-        CDK's own statement for the bus allows DescribeKey only under
-        ``kms:EncryptionContext:aws:events:event-bus:arn``, and DescribeKey requests carry no encryption context
-        (Service Authorization Reference), so that allow never applies. This one is held to EventBridge acting for
-        this account (``aws:SourceAccount``) on its resources in this region (``aws:SourceArn``: the bus and its
-        archive, which uses the same key), the global keys EventBridge's key-policy guidance names; DescribeKey
-        reveals only the key's metadata.
+        DescribeKey requests carry no encryption context (Service Authorization Reference), so the bus's own
+        statement (:meth:`_encrypted_bus`) cannot cover it under its encryption-context condition. This one is held
+        to EventBridge acting for this account (``aws:SourceAccount``) on its resources in this region
+        (``aws:SourceArn``: the bus and its archive, which uses the same key), the global keys EventBridge's
+        key-policy guidance names; DescribeKey reveals only the key's metadata.
         """
         stack = Stack.of(self)
         self.key.add_to_resource_policy(

@@ -14,6 +14,7 @@ from governor.adapters.ssm import DOCUMENT
 from governor.domain.actions import CompleteLifecycleAction, Deregister, Replace
 from governor.policy import Policy
 from governor.registry import REGISTRY
+from governor.spot.capacity import DELIVERED, RECLAMATION, STATE_EVENTS
 from governor.spot.domain import (
     BLOCK_EXPIRY,
     COMMAND_STATUS,
@@ -55,7 +56,8 @@ def _writes(actions: frozenset[str]) -> list[str]:
 
 
 class Spot(CapabilityConstruct):
-    """One function with reserved concurrency on three rules (warning + rebalance, stop/terminate, SSM status).
+    """One function with reserved concurrency on three rules (warnings, rebalance and the capacity lifecycle;
+    stop/terminate; SSM status).
 
     Its role holds only what the policy switches on: load-balancer deregistration, Auto Scaling lifecycle
     completion and, with ``replacement`` set, RunInstances for GPU types from launch templates.
@@ -73,9 +75,14 @@ class Spot(CapabilityConstruct):
         super().__init__(scope, construct_id, **args)
         policy = self.policy
         spot = policy.spot
+        # The capacity lifecycle by name, not by AWS's own prefix on "EC2 Capacity Reservation": that prefix would also
+        # route event kinds AWS adds later, which the function does not handle and would park in its DLQ.
+        capacity = [*DELIVERED, *STATE_EVENTS, RECLAMATION]
         self.on_rule(
             "Interruption",
-            events.EventPattern(source=[SOURCE], detail_type=[WARNING, REBALANCE, RESERVATION_WARNING, *BLOCK_EXPIRY]),
+            events.EventPattern(
+                source=[SOURCE], detail_type=[WARNING, REBALANCE, RESERVATION_WARNING, *BLOCK_EXPIRY, *capacity]
+            ),
         )
         self.on_rule(
             "StateChange",

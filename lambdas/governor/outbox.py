@@ -231,6 +231,9 @@ class Outbox:
                     self.withdraw(finding_id_)
                     continue
                 finding = resolved.model_copy(update={"id": finding_id_})
+                # Recorded as resolved before it is published: what the bus delivers is what the outbox holds (the
+                # Security Hub export checks a finding against it, ``governor.securityhub.provenance``).
+                self.stage(finding)
             unsent.append(finding)
         return unsent
 

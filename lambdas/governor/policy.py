@@ -401,13 +401,23 @@ def policy_field(path: str) -> str:
     return path
 
 
+def _one_line(text: str) -> str:
+    """``text`` with every line break or other unprintable character written as its escape (``\\n``).
+
+    A policy key or value is the author's text and reaches the message (``fleet.a\\nb: unknown field``); the message
+    is one line everywhere it is shown (``governor validate``, the synth's error), so a key holding a line break must
+    not split it (found by ``tests/reliability/test_fuzz.py``).
+    """
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 def _format_error(source: str, error: ValidationError) -> str:
     import difflib
 
     problems = []
     for item in error.errors(include_input=False):
-        path = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        reason = item["msg"].removeprefix("Value error, ")
+        path = ".".join(_one_line(str(part)) for part in item["loc"]) or "(top level)"
+        reason = _one_line(item["msg"].removeprefix("Value error, "))
         moved_to = moved_keys().get((str(item["loc"][0]), str(item["loc"][-1]))) if len(item["loc"]) == 2 else None
         if item["type"] == "extra_forbidden" and moved_to is not None:
             reason = f"moved to {moved_to}.{item['loc'][-1]}, which is set too: delete this one"
@@ -431,6 +441,8 @@ def parse_policy(data: Any, source: str = "governor.yaml") -> Policy:
         raise PolicyError(_format_error(source, error)) from None
     except RecursionError:
         raise PolicyError(f"{source}: nested too deeply to be a policy") from None
+    except UnicodeError:  # a validator's message quoting a lone UTF-16 surrogate, which pydantic cannot encode
+        raise PolicyError(f"{source}: holds text that is not valid Unicode (a lone surrogate, \\ud800)") from None
 
 
 def environment_policy(policy: Policy, sections: Iterable[str]) -> str:
@@ -461,7 +473,7 @@ def _strict_loader() -> Any:
                     try:
                         key = self.construct_object(key_node, deep=True)
                         hash(key)
-                    except (TypeError, yaml.YAMLError):
+                    except TypeError:
                         continue  # the base constructor reports unhashable keys with their position
                     line = key_node.start_mark.line + 1
                     if key in first:
@@ -474,6 +486,24 @@ def _strict_loader() -> Any:
                     first[key] = line
             return super().construct_mapping(node, deep=deep)
 
+        def construct_scalar(self, node: Any) -> Any:
+            value = super().construct_scalar(node)
+            if isinstance(value, str) and any("\ud800" <= char <= "\udfff" for char in value):
+                # "\ud800\udc00" in a double-quoted string: YAML, unlike JSON, pairs no surrogates, and the validator
+                # would fail on the lone ones with a UnicodeEncodeError (found by tests/reliability/test_fuzz.py)
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a \\u escape names a lone UTF-16 surrogate, which is no character", node.start_mark
+                )
+            return value
+
+        def construct_yaml_int(self, node: Any) -> Any:
+            try:
+                return super().construct_yaml_int(node)
+            except ValueError as error:  # Python refuses int() of more than 4,300 digits (sys.int_info)
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"number too long ({len(str(node.value))} characters)", node.start_mark
+                ) from error
+
         def construct_yaml_timestamp(self, node: Any) -> Any:
             try:
                 return super().construct_yaml_timestamp(node)
@@ -483,6 +513,7 @@ def _strict_loader() -> Any:
                 ) from None
 
     StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", StrictLoader.construct_yaml_timestamp)
+    StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
     return StrictLoader
 
 
@@ -495,7 +526,7 @@ def parse_policy_text(text: str, source: str = "governor.yaml") -> Policy:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(error, "problem", None) or "not valid YAML"
-        raise PolicyError(f"{source}: {where}{problem}") from None
+        raise PolicyError(f"{source}: {where}{_one_line(str(problem))}") from None
     except RecursionError:
         raise PolicyError(f"{source}: nested too deeply to be a policy") from None
     return parse_policy(data, source)

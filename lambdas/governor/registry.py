@@ -470,7 +470,7 @@ REGISTRY = Registry(
                 "Interruption",
                 "rule",
                 "EC2 Spot and capacity-reservation interruption warnings, Capacity Block expiry warnings, rebalance "
-                "recommendations",
+                "recommendations; Capacity Block delivered, capacity reservation states, lent capacity reclaimed",
             ),
             Trigger("StateChange", "rule", "EC2 instance stopped / terminated (completes interruption records)"),
             Trigger(
@@ -479,7 +479,8 @@ REGISTRY = Registry(
                 "SSM Run Command finished (checkpoint status; releases held Auto Scaling lifecycle actions)",
             ),
         ),
-        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.spot.recovery", ())),
+        # The reservation a capacity event names is read before anything is done about it (issue 45.4).
+        uses=(_DESCRIBE, _CHECKPOINT_STATUS, Uses("governor.adapters.capacity"), Uses("governor.spot.recovery", ())),
         actions=(Checkpoint, Deregister, CompleteLifecycleAction, Replace, Record, Notify),
         # The in-progress idempotency record lapses after 40 s, not at the function's 180 s timeout: when the record's
         # write answer is lost, Lambda's first retry (about a minute later) runs within the two-minute warning.

@@ -21,19 +21,22 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from governor.domain.actions import Acting, Outcome
+from governor import acts
+from governor.domain import rereads
+from governor.domain.actions import FIXING_ACTIONS, Acting, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.ports import Ledger, watching_parks
+from governor.domain.verification import Verification, combined
 from governor.observability import logger
 from governor.outbox import Outbox
 from governor.policy import Policy
 
 #: Ledger kind of an action's outcome: one item per executed action, the same shape for every capability.
-ACTION_KIND = "action"
+ACTION_KIND = acts.ACTION_KIND
 #: How long a handled event is remembered (a duplicate within it returns the first result).
 IDEMPOTENCY_SECONDS = 24 * 3600
 
@@ -71,8 +74,34 @@ class Settled:
             return [self.held.why]
         return [outcome.done for _, outcome in self.results if outcome.done]
 
+    @property
+    def verified(self) -> Verification | None:
+        """What the re-reads after the fixing actions saw, together: fixed only if every one of them saw its fix."""
+        return verification_of(self.results)
+
     def summary(self) -> dict[str, Any]:
         return {"resource": self.decision.resource, "verdict": self.decision.verdict, "done": self.done}
+
+
+def verification_of(results: Sequence[tuple[Action, Outcome]]) -> Verification | None:
+    """The decision's verification from its fixing actions' outcomes (None when no fixing action was taken)."""
+    return combined(
+        (action.type, outcome.ok, outcome.verified, f"{outcome.error_code or ''}: {outcome.message}".strip(": "))
+        for action, outcome in results
+        if action.type in FIXING_ACTIONS
+    )
+
+
+def verified_findings(found: list[Finding], decision: Decision, verified: Verification | None) -> list[Finding]:
+    """The findings about ``decision``'s own problem (its resource and rule), carrying what the re-read after acting
+    saw; other findings of the decision (a refused action's own finding) are left as they are."""
+    if verified is None:
+        return found
+    rule = decision.rule or decision.policy
+    return [
+        f.model_copy(update={"verified": verified}) if f.resource == decision.resource and f.rule == rule else f
+        for f in found
+    ]
 
 
 @dataclass
@@ -146,14 +175,7 @@ class Run:
         enforced = [action for action in decision.enforced_actions() if not action.BY_RUNTIME]
         gate: Gate = reread(decision) if reread and enforced else Go(live)
         if isinstance(gate, Hold):
-            settled.held = gate
-            if gate.record is not None:
-                # The "act" entry recorded above claims an action the re-read held back: the hold replaces it, unless
-                # an earlier attempt of this event already acted (its outcome is recorded) and this is its retry.
-                acted = any(ledger.get_item(ACTION_KIND, _action_key(decision, event_id, a)) for a in enforced)
-                ledger.record(gate.record, event_id=event_id, at=at, held=not acted)
-            settled.findings = staged
-            return settled
+            return self._hold(settled, gate, enforced, staged)
         acting = Acting(
             event_id,
             decision.resource,
@@ -163,57 +185,116 @@ class Run:
             label=self.label,
             intent=self.intent,
         )
-        for action in enforced:
-            outcome = before(action) if before else None
-            if outcome is None:
-                try:
-                    outcome = action.execute(self.aws, acting)
-                except Exception as error:
-                    outcome = Outcome(
-                        ok=False,
-                        error_code=error.__class__.__name__,
-                        message=f"{action.type}: {error}",
-                        done=f"{action.type} failed: {error}",
-                    )
-                    if not (contain and contain(action)):  # recorded and reported, then re-raised so Lambda retries
-                        logger.exception("action failed", extra={"event_id": event_id, "resource": decision.resource})
-                        settled.results.append((action, outcome))
-                        _record_outcome(ledger, decision, action, outcome, event_id, self.later)
-                        if findings and outbox:
-                            settled.findings = _restage(outbox, staged, findings(decision, settled.results))
-                        raise
-            settled.results.append((action, outcome))
-            _record_outcome(ledger, decision, action, outcome, event_id, self.later)
-            if after:
-                after(action, outcome)
+        # Acts whose records a sweep batches (``later``) write no intent: a lost record costs only a repeat.
+        intents = acts.Intents(ledger, decision, event_id, at) if self.later is None else None
+        try:
+            for action in enforced:
+                outcome = before(action) if before else None
+                if outcome is None:
+                    outcome = self._execute(action, acting, intents, decision, settled, findings, staged, contain)
+                self._recorded(settled, action, outcome, after)
+            self._record_done(settled, intents)
+        except Exception as error:
+            _carry_done(error, settled)
+            raise
+        if findings and outbox:
+            settled.findings = _restage(outbox, staged, self._found(findings, settled))
+        return settled
+
+    @staticmethod
+    def _found(findings: FindingsOf, settled: Settled) -> list[Finding]:
+        """The decision's findings after acting, its own carrying what the re-read after acting saw."""
+        return verified_findings(findings(settled.decision, settled.results), settled.decision, settled.verified)
+
+    def _recorded(
+        self, settled: Settled, action: Action, outcome: Outcome, after: Callable[[Action, Outcome], None] | None
+    ) -> None:
+        settled.results.append((action, outcome))
+        _record_outcome(self.ledger, settled.decision, action, outcome, self.event_id, self.later)
+        if after:
+            after(action, outcome)
+
+    def _hold(self, settled: Settled, gate: Hold, enforced: list[Action], staged: list[Finding]) -> Settled:
+        """The re-read held the action back: record why instead (see :class:`Hold`)."""
+        decision, event_id = settled.decision, self.event_id
+        settled.held = gate
+        if gate.record is not None:
+            # The "act" entry recorded before claims an action the re-read held back: the hold replaces it, unless
+            # an earlier attempt of this event already acted (its outcome is recorded) and this is its retry.
+            acted = any(self.ledger.get_item(ACTION_KIND, _action_key(decision, event_id, a)) for a in enforced)
+            self.ledger.record(gate.record, event_id=event_id, at=self.at, held=not acted)
+        settled.findings = staged
+        return settled
+
+    def _record_done(self, settled: Settled, intents: acts.Intents | None) -> None:
+        """The decision again with what was done (``evidence.done``), then its intents completed."""
+        decision = settled.decision
         if settled.done:
             done = decision.model_copy(update={"evidence": {**decision.evidence, "done": settled.done}})
             if self.later is not None:
-                self.later.decisions.setdefault(event_id, []).append(done)
+                self.later.decisions.setdefault(self.event_id, []).append(done)
             else:
-                ledger.record(done, event_id=event_id, at=at)
-        if findings and outbox:
-            settled.findings = _restage(outbox, staged, findings(decision, settled.results))
-        return settled
+                self.ledger.record(done, event_id=self.event_id, at=self.at)
+        if intents is not None:
+            intents.complete()
+
+    def _execute(
+        self,
+        action: Action,
+        acting: Acting,
+        intents: acts.Intents | None,
+        decision: Decision,
+        settled: Settled,
+        findings: FindingsOf | None,
+        staged: list[Finding],
+        contain: Callable[[Action], bool] | None,
+    ) -> Outcome:
+        """The call, its intent written first. A failed call is recorded and reported, then re-raised so Lambda
+        retries; for an action ``contain`` accepts it is a failed outcome instead."""
+        if intents is not None:
+            intents.intend(action)
+        try:
+            outcome = action.execute(self.aws, acting)
+        except Exception as error:
+            outcome = Outcome(
+                ok=False,
+                error_code=error.__class__.__name__,
+                message=f"{action.type}: {error}",
+                done=f"{action.type} failed: {error}",
+            )
+            if contain and contain(action):
+                return outcome
+            logger.exception("action failed", extra={"event_id": self.event_id, "resource": decision.resource})
+            settled.results.append((action, outcome))
+            _record_outcome(self.ledger, decision, action, outcome, self.event_id, self.later)
+            if findings and self.outbox:
+                settled.findings = _restage(self.outbox, staged, self._found(findings, settled))
+            raise
+        return _reread_after(action, outcome, self.aws, acting)
+
+
+def _carry_done(error: Exception, settled: Settled) -> None:
+    """What was done before ``error`` travels with it (``acts.DONE_ATTR``): the caller's failure record says
+    "stopped; failed: ..." instead of "failed" when the act happened and a later write failed."""
+    made = [outcome.done for _, outcome in settled.results if outcome.ok and outcome.done]
+    if made and not getattr(error, acts.DONE_ATTR, None):
+        setattr(error, acts.DONE_ATTR, made)
+
+
+def _reread_after(action: Action, outcome: Outcome, aws: Any, acting: Acting) -> Outcome:
+    """Accepted is not fixed: an action AWS accepted is followed by a re-read of the resource, and its outcome says
+    what is there now (``governor.domain.rereads``); a refused one is left as it is."""
+    return replace(outcome, verified=rereads.after(action, aws, acting)) if outcome.ok else outcome
 
 
 def _action_key(decision: Decision, event_id: str, action: Action) -> str:
-    return f"{decision.resource}#{event_id}#{action.type}"
+    return acts.action_key(decision, event_id, action)
 
 
 def _record_outcome(
     ledger: Ledger, decision: Decision, action: Action, outcome: Outcome, event_id: str, later: Later | None = None
 ) -> None:
-    item = {
-        "policy": decision.policy,
-        "resource": decision.resource,
-        "action": action.model_dump(),
-        "ok": outcome.ok,
-        "error_code": outcome.error_code,
-        "message": outcome.message,
-        "done": outcome.done,
-        "event_id": event_id,
-    }
+    item = acts.outcome_item(decision, action, outcome, event_id)
     if later is not None:
         later.items.append((ACTION_KIND, _action_key(decision, event_id, action), item))
     else:
@@ -229,8 +310,10 @@ def _restage(outbox: Outbox, staged: list[Finding], final: list[Finding]) -> lis
     kept: list[Finding] = []
     for before_, after_ in zip(staged, final, strict=False):
         updated = after_.model_copy(update={"id": before_.id})
-        if updated.detail != before_.detail or updated.title != before_.title:
+        if updated.model_copy(update={"at": before_.at}) != before_:  # what the bus sends is what the outbox holds
             outbox.stage(updated)
+        else:
+            updated = before_
         kept.append(updated)
     return kept + _stage(outbox, final[len(staged) :])
 

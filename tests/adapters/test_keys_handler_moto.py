@@ -142,7 +142,7 @@ def test_lambda_handler_wires_the_ledger_bus_and_dlq_from_its_environment(
     assert result["status"] == "ok" and result["actions"] == 1
     assert kms.get_key_rotation_status(KeyId=key_id)["KeyRotationEnabled"] is True
     items = boto3.resource("dynamodb", region_name=REGION).Table("ledger").scan()["Items"]
-    assert {i["kind"] for i in items} == {"decision", "action", "outbox", "outbox-event"}
+    assert {i["kind"] for i in items} == {"decision", "action", "action-intent", "outbox", "outbox-event"}
     assert all(i.get("sent_at") for i in items if i["kind"] == "outbox")  # the finding was accepted by the bus
     assert rejected["status"] == "rejected"
     [message] = boto3.client("sqs", region_name=REGION).receive_message(QueueUrl=queue, MessageAttributeNames=["All"])[

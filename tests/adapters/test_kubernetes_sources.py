@@ -12,6 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from governor.domain.fleet import Instance
 from governor.idle.domain import (
     GPU_ENGINE_ACTIVE,
     GPU_MEMORY_USED,
@@ -24,6 +25,7 @@ from governor.idle.domain import (
 from governor.idle.kubernetes.container_insights import ContainerInsightsMetrics
 from governor.idle.kubernetes.prometheus import PrometheusError, PrometheusMetrics
 from governor.idle.kubernetes.promql import attribute, gpu_query
+from governor.idle.provenance import vouch
 from governor.idle.sources import CombinedMetrics, metric_source
 from governor.policy import parse_policy
 from governor_cli.testing.dcgm import (
@@ -46,6 +48,13 @@ MIB = 1024 * 1024
 @pytest.fixture(scope="module")
 def capture() -> Capture:
     return load_capture()
+
+
+def node_record(instance: str, tags: dict[str, str] | None = None) -> Instance:
+    """An instance as DescribeInstances returns it; by default a node its Auto Scaling group launched in gpu-prod."""
+    if tags is None:
+        tags = {"eks:cluster-name": "gpu-prod", "aws:autoscaling:groupName": "eks-gpu-nodes"}
+    return Instance(instance, "p5.48xlarge", "running", NOW - dt.timedelta(days=1), tags)
 
 
 def idle_values(capture: Capture, busy: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
@@ -226,10 +235,13 @@ def test_one_sweep_combines_the_agent_and_the_cluster(
     agent = Agent()
     combined = CombinedMetrics(agent, {"gpu-prod": PrometheusMetrics(url, node_label="hostname")})  # type: ignore[arg-type]
     other = "i-0aaaaaaaaaaaaaaa0"
+    combined.know([node_record(INSTANCE), node_record(other, {})])  # the sweep's own EC2 read
     found = combined.fetch([INSTANCE, other], [GPU_UTILIZATION, NETWORK_BYTES], NOW - dt.timedelta(hours=2), NOW)
     assert combined.judged_by == {INSTANCE: "gpu-prod"}
     assert f"{GPU_UTILIZATION}@0/mig11" in found[INSTANCE] and GPU_UTILIZATION in found[other]
-    assert agent.asked[0] == [other] and agent.asked[1] == [INSTANCE]  # the node's network still from EC2
+    assert agent.asked == [[INSTANCE, other]]  # one read of every instance: the node's network still from EC2
+    # The agent on the node speaks too, under its own device: busy from either wins.
+    assert f"{GPU_UTILIZATION}@cloudwatch_agent" in found[INSTANCE]
 
 
 def test_a_cluster_endpoint_that_is_down_leaves_its_nodes_unjudged(prometheus: tuple[PrometheusServer, str]) -> None:
@@ -385,6 +397,7 @@ def test_container_insights_attributes_gpu_hours_to_namespaces() -> None:
         }
     )
     source = metric_source("cloudwatch_agent", "us-east-1", cloudwatch, clusters=policy.idle.clusters)
+    vouch(source, [node_record(INSTANCE)])  # the sweep's own EC2 read: the instance is a node of gpu-prod
     start, end = NOW - dt.timedelta(minutes=30), NOW
     assert f"{GPU_UTILIZATION}@nvidia1" in source.fetch([INSTANCE], [GPU_UTILIZATION], start, end)[INSTANCE]
     (record,) = attribution(source, policy.idle, start, end)

@@ -411,8 +411,8 @@ def test_daily_sweep_finds_drift_in_every_group_and_gpu_instance(ec2: Any) -> No
     verdicts = {d.resource: d.verdict for _, d in rt.ledger.decisions}  # type: ignore[attr-defined]
     assert verdicts[clean_group] == "ok" and verdicts[open_group] == "act"
     # one listing of rules and one of groups (one page each), the open group re-read before revoking (group and
-    # rules), two revocations
-    assert adapters.groups.calls == 6
+    # rules), two revocations, each followed by the re-read that verifies it (group and rules)
+    assert adapters.groups.calls == 10
 
 
 def test_launch_the_event_shows_is_not_gpu_needs_no_read(ec2: Any) -> None:

@@ -8,7 +8,6 @@ condition or an AWS behaviour matters; in-memory fakes where the path is pure).
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,17 +23,15 @@ from governor.domain.breaker import BREAKER_KIND
 from governor.domain.decision import Decision, Finding
 from governor.domain.once import send_command_once
 from governor.domain.ports import PublishError
-from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
 from governor.idle.domain import MARK_KIND
 from governor.idle.handler import handle as idle_handle
 from governor.outbox import STALE_AFTER, Outbox
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_ledger_table, create_shared
+from governor_cli.demo.capabilities.interactions.stop_clicks import recorded_click
 from governor_cli.testing.deployment import LambdaContext
-from governor_cli.testing.events import envelope
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor_cli.testing.scenarios import RESPONSE_URL
 from tests.adapters.test_idle_sweep import T0, _aws, _event, _launch, _metrics, _runtime, _state
 from tests.unit.sinks import RefusesFirstBatch
 from tests.unit.test_spot_handler import INSTANCE_ID, World, fixture, gpu
@@ -268,27 +265,8 @@ def test_a_stop_followed_by_a_failure_is_still_reported_and_recorded_as_a_stop(i
 
 
 def _click(runtime: Runtime, instance_id: str, click: str, at: dt.datetime) -> dict[str, Any]:
-    token = uuid.uuid5(uuid.NAMESPACE_URL, click).hex
-    runtime.ledger.put_item(
-        STOP_REQUEST_KIND,
-        click,
-        {
-            "instance_id": instance_id,
-            "requested_by": "ana@example.com",
-            "slack_user": "UANA",
-            "response_url": RESPONSE_URL,
-            "token": token,
-        },
-    )
-    detail = {
-        "instance_id": instance_id,
-        "requested_by": "ana@example.com",
-        "slack_user": "UANA",
-        "response_url": RESPONSE_URL,
-        "token": token,
-        "message_blocks": [],
-    }
-    return envelope(STOP_REQUESTED, INTERACTIONS_SOURCE, detail, event_id=click, time=at)
+    """A verified Stop now click made at ``at``, as the notifier and the interactions function leave it."""
+    return recorded_click(runtime.ledger, instance_id, at, seed=click)
 
 
 def test_two_stop_now_clicks_that_both_pass_the_reread_post_one_stopped_message(idle_fleet: Any) -> None:

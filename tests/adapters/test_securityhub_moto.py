@@ -16,6 +16,8 @@ from py_ocsf_models.events.findings.detection_finding import DetectionFinding
 
 from governor.adapters.aws import client
 from governor.domain.decision import Finding
+from governor.domain.verification import Verification
+from governor.outbox import Outbox
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor.securityhub import domain
@@ -62,21 +64,32 @@ def body(**changes: Any) -> dict[str, Any]:
     }
 
 
+def published(rt: Runtime, body_: dict[str, Any], event_id: str) -> dict[str, Any]:
+    """As a governor function publishes a finding: staged in the outbox (the shared ledger), then put on the bus."""
+    box = Outbox(rt.ledger, MemorySink(), event_id=event_id)
+    [staged] = box.add([Finding.model_validate(body_)])
+    box.flush()
+    return finding(staged.model_dump(mode="json"), event_id=event_id)
+
+
 def findings(hub: Any) -> list[dict[str, Any]]:
     return list(hub.get_findings()["Findings"])
 
 
 def test_a_finding_lands_in_security_hub_and_its_fix_archives_the_same_record(aws: Any) -> None:
     rt = runtime(ocsf_bucket=BUCKET)
-    assert handle(finding(body(), event_id="e-1"), rt, now=NOW, account=ACCOUNT)["status"] == "exported"
+    assert handle(published(rt, body(), "e-1"), rt, now=NOW, account=ACCOUNT)["status"] == "exported"
     [stored] = findings(aws)
     assert stored["ProductArn"] == f"arn:aws:securityhub:{REGION}:{ACCOUNT}:product/{ACCOUNT}/default"
     assert stored["RecordState"] == "ACTIVE" and stored["Severity"]["Label"] == "CRITICAL"
-    fixed = body(actions=[{"type": "revoke_ingress", "enforced": True}], enforced=True, id="f-2")
-    handle(finding(fixed, event_id="e-2"), rt, now=NOW + dt.timedelta(minutes=1), account=ACCOUNT)
+    # the revoke was re-read and seen done (the runner's verification): the same record is archived, at the fix's time
+    seen = Verification(fixed=True, seen="rule(s) gone from sg-0123").model_dump()
+    fixed = body(actions=[{"type": "revoke_ingress", "enforced": True}], enforced=True, id="f-2", verified=seen)
+    fixed["at"] = (NOW - dt.timedelta(minutes=1)).isoformat()
+    handle(published(rt, fixed, "e-2"), rt, now=NOW + dt.timedelta(minutes=1), account=ACCOUNT)
     [updated] = findings(aws)
     assert updated["Id"] == stored["Id"] and updated["RecordState"] == "ARCHIVED"
-    assert updated["UpdatedAt"] == "2026-11-20T09:01:00.000Z"
+    assert updated["UpdatedAt"] == "2026-11-20T08:59:00.000Z"
     keys = [o["Key"] for o in boto3.client("s3", region_name=REGION).list_objects_v2(Bucket=BUCKET)["Contents"]]
     assert [k.rsplit("/", 1)[-1] for k in sorted(keys)] == ["f-1-1.json", "f-2-3.json"]  # Create, then Close
     obj = boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key=sorted(keys)[1])
@@ -90,7 +103,7 @@ def test_250_findings_go_in_three_calls_of_at_most_100(aws: Any) -> None:
         "provide-client-params.securityhub.BatchImportFindings",
         lambda params, **_: calls.append(len(params["Findings"])),
     )
-    shape: dict[str, Any] = {"account": ACCOUNT, "region": REGION, "partition": "aws", "remediation": None, "now": NOW}
+    shape: dict[str, Any] = {"account": ACCOUNT, "region": REGION, "partition": "aws", "remediation": None}
     records = [
         domain.security_finding(Finding.model_validate(body(resource=f"i-{n:04d}")), **shape) for n in range(250)
     ]
@@ -108,7 +121,6 @@ def test_a_refused_finding_raises_so_the_event_is_retried(aws: Any) -> None:
         region=REGION,
         partition="aws",
         remediation=None,
-        now=NOW,
     )
     with pytest.raises(ImportFailed, match="refused 1 finding"):
         hub.import_findings([{**record, "Resources": []}])  # Security Hub requires at least one resource

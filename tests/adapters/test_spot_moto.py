@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from moto import mock_aws
 
 from governor.adapters.aws import client
 from governor.adapters.bus import EventBusSink
+from governor.adapters.capacity import CapacityReservations
 from governor.adapters.dlq import SqsDeadLetters
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.ledger import DynamoLedger
@@ -23,6 +25,7 @@ from governor.runtime import Runtime, default_runtime
 from governor.spot.handler import Adapters, handle, lambda_handler
 from governor.spot.recovery import SpotRecoveryActions
 from governor_cli.demo.bootstrap import LocalStack, create_shared
+from governor_cli.testing.capacity import forget_reservations
 from tests.adapters.test_spot_recovery import REGION, Fleet
 from tests.conftest import ROOT
 
@@ -59,10 +62,16 @@ class Deployed:
             dead_letters=SqsDeadLetters(local.dlq_urls["spot"], REGION),
             region=REGION,
         )
-        self.ports = Adapters(Ec2Reader(REGION), SsmCommands(REGION), SpotRecoveryActions(REGION))
+        self.ports = Adapters(
+            Ec2Reader(REGION),
+            SsmCommands(REGION),
+            SpotRecoveryActions(REGION),
+            reservations=CapacityReservations(REGION),
+        )
 
-    def run(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return handle(copy.deepcopy(raw), self.runtime, self.ports, LambdaContext())
+    def run(self, raw: dict[str, Any], now: dt.datetime | None = None) -> dict[str, Any]:
+        """The handler on ``raw``, at ``now`` on the function's clock (default: the real one)."""
+        return handle(copy.deepcopy(raw), self.runtime, self.ports, LambdaContext(), now=now)
 
 
 @pytest.fixture
@@ -73,6 +82,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
         monkeypatch.setenv("IDEMPOTENCY_TABLE", local.idempotency_table)
         yield local
     client.cache_clear()
+    forget_reservations()
 
 
 def commands_sent() -> list[dict[str, Any]]:
@@ -90,8 +100,9 @@ def test_duplicate_delivery_sends_the_checkpoint_once(aws: LocalStack) -> None:
     (sent,) = commands_sent()
     assert sent["InstanceIds"] == [instance_id] and sent["Parameters"]["commands"] == ["pkill -USR1 -f train.py"]
     assert sent["Parameters"]["executionTimeout"] == ["90"]
-    deployed.run(warning | {"id": "another-delivery-of-another-warning"})
-    assert len(commands_sent()) == 2
+    # issue 46.2: the same interruption warned about again under another id is its duplicate, not a second signal
+    assert deployed.run(warning | {"id": "another-delivery-of-another-warning"})["status"] == "duplicate"
+    assert len(commands_sent()) == 1
 
 
 def test_warning_then_termination_completes_the_record_in_dynamodb(aws: LocalStack) -> None:

@@ -162,6 +162,42 @@ def test_every_query_file_is_a_named_query_with_its_sql(synth: Synth) -> None:
         assert named[spec.name]["Database"] == "gpufleetgovernor_audit"
 
 
+def test_the_report_function_is_given_each_deployed_query_s_id_and_may_not_list_the_workgroup(synth: Synth) -> None:
+    """The report runs the named queries the stack created, by id (``ATHENA_QUERIES``), never whatever the workgroup
+    lists: anyone with athena:CreateNamedQuery could add one (issue 45.6)."""
+    (report,) = [
+        v["Properties"]
+        for v in synth.resources("AWS::Lambda::Function").values()
+        if "ATHENA_WORKGROUP" in v["Properties"]["Environment"]["Variables"]
+    ]
+    variables = report["Environment"]["Variables"]
+    assert "ATHENA_QUERIES" in variables
+    parts = variables["ATHENA_QUERIES"]["Fn::Join"][1]
+    names = [part.strip(",=") for part in parts if isinstance(part, str)]
+    ids = [part["Fn::GetAtt"] for part in parts if isinstance(part, dict)]
+    logical = {v["Properties"]["Name"]: k for k, v in synth.resources("AWS::Athena::NamedQuery").items()}
+    assert dict(zip(names, ids, strict=True)) == {name: [logical[name], "NamedQueryId"] for name in sorted(logical)}
+    granted = {
+        action
+        for policy in synth.resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        for action in (statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]])
+        if policy["Properties"]["Roles"][0]["Ref"] == report["Role"]["Fn::GetAtt"][0]
+    }
+    assert "athena:GetNamedQuery" in granted and "athena:ListNamedQueries" not in granted
+
+
+def test_a_policy_that_leaves_no_room_for_the_query_ids_stops_the_synth() -> None:
+    """Lambda measures the 4 KB as JSON: 45 price types fit the policy's own budget, but not beside the report's
+    twenty query ids; the synth says so instead of the deploy failing at the function."""
+    from governor.policy import PolicyError, parse_policy
+    from infra.app_builder import build_app
+
+    prices = {f"g5.{n}xlarge": {"on_demand": 1.0 + n, "spot": 0.5, "gpus": 1} for n in range(45)}
+    with pytest.raises(PolicyError, match=r"for the report function; Lambda allows 4 KB .* bytes as Lambda counts them"):
+        build_app(policy=parse_policy({"pricing": {"prices": prices}}))
+
+
 @pytest.mark.parametrize("name", ["AWS::Glue::Database", "AWS::Athena::WorkGroup", "AWS::CloudTrail::Trail"])
 def test_one_of_each(synth: Synth, name: str) -> None:
     assert len(synth.resources(name)) == 1

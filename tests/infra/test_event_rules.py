@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from moto.events.models import EventPattern
 
-from governor_cli.testing.capacity import delivered
+from governor_cli.testing.capacity import delivered, reservation_state
 from tests.conftest import ROOT
 from tests.infra.conftest import Synth
 
@@ -115,7 +115,17 @@ _BLOCK = {"[Capacity Reservation Id]": "cr-0a1b2c3d4e5f60718", "[ODCR ID]": "cr-
 RESERVATION_WARNING = delivered("capacity-reservation-interruption-warning.json", {"[instance-id]": "i-0abc12345678"})
 BLOCK_EXPIRY = delivered("capacity-block-expiration-warning.json", _BLOCK)
 BLOCK_RESERVATION_EXPIRY = delivered("capacity-block-reservation-expiration-warning.json", _BLOCK)
-BLOCK_DELIVERED = BLOCK_EXPIRY | {"detail-type": "Capacity Block Delivered"}  # derived: the block's other event
+BLOCK_DELIVERED = delivered("capacity-block-delivered.json", _BLOCK)
+BLOCK_RESERVATION_DELIVERED = delivered("capacity-block-reservation-delivered.json", _BLOCK)
+RESERVATION_STATES = {
+    state: reservation_state(state, "cr-0a1b2c3d4e5f60718", "2026-12-01T10:15:00Z")
+    for state in ("scheduled", "active", "delayed", "unsupported", "failed", "expired")
+}
+RECLAIMED = delivered(
+    "interruptible-reclamation-completed.json",
+    {"[source Capacity Reservation Owner Account ID]": "123456789012"},
+    {"sourceCapacityReservationId": "cr-0a1b2c3d4e5f60718", "TotalInstanceCount": "2", "ReclaimedInstanceCount": "1"},
+)
 
 CASES: list[Any] = [
     # genuine samples
@@ -129,7 +139,11 @@ CASES: list[Any] = [
     ("docs: capacity reservation interruption warning", RESERVATION_WARNING, {"SpotFunctionInterruption"}),
     ("docs: Capacity Block Expiration Warning", BLOCK_EXPIRY, {"SpotFunctionInterruption"}),
     ("docs: Capacity Block Reservation Expiration Warning", BLOCK_RESERVATION_EXPIRY, {"SpotFunctionInterruption"}),
-    ("docs: Capacity Block Delivered (not a warning)", BLOCK_DELIVERED, set()),
+    ("docs: Capacity Block Delivered", BLOCK_DELIVERED, {"SpotFunctionInterruption"}),
+    ("docs: Capacity Block Reservation Delivered", BLOCK_RESERVATION_DELIVERED, {"SpotFunctionInterruption"}),
+    *[(f"docs: EC2 Capacity Reservation {s.capitalize()}", e, {"SpotFunctionInterruption"})
+      for s, e in RESERVATION_STATES.items()],
+    ("docs: interruptible capacity reclamation completed", RECLAIMED, {"SpotFunctionInterruption"}),
     ("docs: KMS CreateKey", via_cloudtrail(load("keys/create_key.json")), {"KeysCloudTrailCalls"}),
     ("docs: IAM CreateAccessKey", via_cloudtrail(load("keys/create_access_key.json")), {"KeysCloudTrailCalls"}),
     ("docs: Secrets Manager RotateSecret", via_cloudtrail(load("keys/rotate_secret.json")), {"KeysCloudTrailCalls"}),
@@ -185,3 +199,20 @@ def test_governor_findings_reach_the_notifier(patterns: dict[str, EventPattern])
     finding = {"source": "gpu-fleet-governor", "detail-type": "Governor Finding", "detail": {}}
     assert fired(patterns, finding) == {"NotificationsFindings", "SecurityHubFindings"}
     assert fired(patterns, {**finding, "source": "custom.app"}) == set()  # only the stack's own source
+
+
+#: AWS's own pattern for the reservation events ("Monitor state changes for future-dated Capacity Reservations").
+AWS_RESERVATION_PATTERN = {"source": ["aws.ec2"], "detail-type": [{"prefix": "EC2 Capacity Reservation"}]}
+
+
+def test_the_spot_rule_takes_every_reservation_event_awss_own_pattern_takes(patterns: dict[str, EventPattern]) -> None:
+    """Every documented sample AWS's prefix pattern matches reaches the Spot function; a made-up kind under the same
+    prefix does not (the rule names the kinds the function handles, so a new one is not parked in its DLQ)."""
+    aws = EventPattern.load(json.dumps(AWS_RESERVATION_PATTERN))
+    samples = [*RESERVATION_STATES.values(), RESERVATION_WARNING, RECLAIMED, BLOCK_DELIVERED, BLOCK_EXPIRY]
+    for event in samples:
+        if aws.matches_event(event):
+            assert fired(patterns, event) == {"SpotFunctionInterruption"}, event["detail-type"]
+    assert sum(aws.matches_event(e) for e in samples) == 7  # the six states and the instance interruption warning
+    invented = RESERVATION_STATES["active"] | {"detail-type": "EC2 Capacity Reservation Resized"}
+    assert aws.matches_event(invented) and fired(patterns, invented) == set()

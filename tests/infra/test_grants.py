@@ -73,6 +73,16 @@ def test_the_keys_role_invokes_rotation_functions_but_none_of_the_governors(synt
         assert not role.allows("lambda:InvokeFunction", arn_of(synth.json, logical_id)), name
 
 
+def test_the_keys_role_invokes_no_version_or_alias_of_the_governors_functions(synth: Synth) -> None:
+    """Issue 45.9: the Deny named each function's ARN only, and Invoke on ``<arn>:1`` or ``<arn>:live`` is matched
+    against the qualified ARN, which the allow's ``function:*`` covers."""
+    role = _role_of(synth, "keys")
+    assert role.allows("lambda:InvokeFunction", "arn:aws:lambda:us-east-1:123456789012:function:Rotation:live")
+    for name, logical_id in _functions(synth).items():
+        for qualifier in ("1", "live", "$LATEST"):
+            assert not role.allows("lambda:InvokeFunction", f"{arn_of(synth.json, logical_id)}:{qualifier}"), name
+
+
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:{}-AbCdEf"
 
 
@@ -165,6 +175,30 @@ def test_the_single_account_policy_reserves_the_fleet_and_governor_keys_to_the_g
     idle = "arn:aws:iam::123456789012:role/IdleRole94DC025C"
     assert _may_tag(statements, idle, ["governor:idle-since"])  # the governor's own roles keep the keys
     assert "ReservedTagKeysPolicyArn" in synth.json["Outputs"]
+
+
+def test_the_reservation_also_covers_groups_templates_creations_and_deleting_every_tag(synth: Synth) -> None:
+    """Issue 45.7: an Auto Scaling group (or a new user, key, secret) carried reserved keys past the Deny, and
+    ``DeleteTags`` with no keys deleted every tag; the Service Authorization Reference has ``aws:TagKeys`` for each."""
+    statements = _reserved(synth.json, "AWS::IAM::ManagedPolicy", "PolicyDocument")
+    for action in (
+        "autoscaling:CreateAutoScalingGroup",
+        "ec2:CreateLaunchTemplate",
+        "iam:CreateUser",
+        "iam:CreateRole",
+        "kms:CreateKey",
+        "secretsmanager:CreateSecret",
+        "elasticloadbalancing:CreateTargetGroup",
+    ):
+        assert not _may_tag(statements, PERSON, ["Name", "governor:exempt"], action), action
+        assert _may_tag(statements, PERSON, ["Name"], action), action
+    every_tag = Request("ec2:DeleteTags", "*", {"aws:PrincipalArn": PERSON})  # no Tags: EC2 deletes them all
+    assert any(s["Effect"] == "Deny" and statement_matches(s, every_tag) for s in statements)
+    assert _may_tag(statements, PERSON, ["Name"], "ec2:DeleteTags")
+    (admin,) = [k for k, v in synth.resources("AWS::IAM::Role").items() if k.startswith("OperatorsGpuAdmin")]
+    as_admin = Request("ec2:DeleteTags", "*", {"aws:PrincipalArn": f"arn:aws:iam::123456789012:role/{admin}"})
+    assert not any(s["Effect"] == "Deny" and statement_matches(s, as_admin) for s in statements)  # admins keep it
+    assert not [str(p) for p in validate(synth.json) if "ReservedTagKeys" in str(p)]  # valid per the SAR
 
 
 def test_organisation_mode_can_reserve_the_keys_by_service_control_policy() -> None:

@@ -16,13 +16,7 @@ from tests.infra.sar import Problem, check_statement, statements, validate
 
 #: Findings in statements this issue does not own, each with its reason. The test fails if one disappears (remove
 #: it here) or a new one appears.
-KNOWN: dict[str, str] = {
-    "kms:DescribeKey: condition key kms:EncryptionContext:aws:events:event-bus:arn": (
-        "Written by CDK's EventBus(kms_key=...) into the project key's policy; DescribeKey carries no encryption "
-        "context, so that part of the statement never matches. The key policy belongs to issue 18 (trust "
-        "boundaries); statement 'events.amazonaws.com' Decrypt/Encrypt/GenerateDataKey does not depend on it."
-    ),
-}
+KNOWN: dict[str, str] = {}
 
 
 def _known(problem: Problem) -> bool:

@@ -90,3 +90,22 @@ def test_only_this_stacks_trail_may_write_to_the_trail_bucket(synth: Synth) -> N
     assert set(deny["Action"]) == {"s3:GetBucketAcl", "s3:PutObject"}
     arn = json.dumps(deny["Condition"]["StringNotEquals"]["aws:SourceArn"])
     assert "trail/" in arn and "-trail" in arn
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_the_bus_key_lists_describe_key_only_where_aws_can_match_it(synth: Synth) -> None:
+    """Issue 45.9: CDK's bus statement listed DescribeKey under an encryption-context condition DescribeKey never
+    carries; the grant read as real and was not. EventBridge still encrypts the bus and verifies its key."""
+    (bus,) = synth.resources("AWS::Events::EventBus").values()
+    assert "SharedKey" in json.dumps(bus["Properties"]["KmsKeyIdentifier"])
+    key = next(iter(synth.resources("AWS::KMS::Key").values()))
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    contextual = [s for s in statements if "kms:EncryptionContext" in json.dumps(s.get("Condition", {}))]
+    assert contextual and not [s for s in contextual if "kms:DescribeKey" in _as_list(s["Action"])]
+    events = [s for s in statements if s.get("Principal", {}).get("Service") == "events.amazonaws.com"]
+    bus_use = [s for s in events if "kms:EncryptionContext:aws:events:event-bus:arn" in json.dumps(s["Condition"])]
+    assert bus_use and {"kms:Decrypt", "kms:GenerateDataKey"} <= set(_as_list(bus_use[0]["Action"]))
+    assert [s for s in events if _as_list(s["Action"]) == ["kms:DescribeKey"]]  # verified by its own statement

@@ -233,7 +233,9 @@ def aws() -> Iterator[None]:
         yield
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     kinds=st.lists(
         st.sampled_from(KINDS) | st.sampled_from(["bogus", "decison", "Session"]) | st.text(max_size=8), max_size=3
@@ -250,7 +252,9 @@ def test_ledger_export_honours_the_contract(aws: None, kinds: list[str], since: 
     _contract(code, err, (2,))  # no such table: every case is bad input, and says which part
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     action=st.sampled_from(["list", "replay", "lst"]),
     function=st.sampled_from(["spot", "spto", ""]) | st.text(max_size=10),

@@ -91,7 +91,7 @@ def test_a_command_s_own_help_names_its_arguments(capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit) as exited:
         main(["validate", "--help"])
     assert exited.value.code == 0
-    assert "usage: governor validate [-h] [--ranges] [file]" in capsys.readouterr().out
+    assert "usage: governor validate [-h] [--ranges] [--json] [file]" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("hostile", ["a\x1eb", "a\nb", "a\rb", "a\x85b", "a\u2028b", "a\x1b[2Jb"])

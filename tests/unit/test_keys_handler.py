@@ -250,7 +250,8 @@ def test_access_keys_read_one_report_and_only_flagged_users() -> None:
         ]
     }
     w.run(schedule(kinds=["access_keys"]))
-    assert w.iam.reports_read == 1 and w.iam.users_read == ["alice"]
+    # alice re-read before deciding, and once more after the deactivation to see it took (the finding's verification)
+    assert w.iam.reports_read == 1 and w.iam.users_read == ["alice", "alice"]
     assert "UpdateAccessKey alice AKIAALICEOLD Inactive" in w.journal.entries
     assert w.journal.entries.index("record AKIAALICEOLD act") < w.journal.entries.index(
         "UpdateAccessKey alice AKIAALICEOLD Inactive"
@@ -282,7 +283,8 @@ def test_disable_key_rotation_event_rereads_the_key_and_turns_rotation_back_on()
         key_id: kms_key(key_id, arn=f"arn:aws:kms:us-west-2:111122223333:key/{key_id}", rotation_enabled=False)
     }
     result = w.run(cloudtrail("disable_key_rotation.json"))
-    assert w.kms.reads == 1 and result["trigger"] == "DisableKeyRotation"
+    # read once before deciding, once after enabling rotation to see it on (the finding's verification)
+    assert w.kms.reads == 2 and result["trigger"] == "DisableKeyRotation"
     assert f"EnableKeyRotation {key_id} 90" in w.journal.entries
     assert w.ledger.decisions[0][0] == "evt-disable_key_rotation.json"
 
@@ -309,7 +311,8 @@ def test_update_access_key_event_rechecks_that_user() -> None:
         ]
     }
     w.run(cloudtrail("update_access_key.json"))
-    assert w.iam.users_read == ["Bob"] and w.iam.reports_read == 0
+    # Bob re-read before deciding, and once more after the deactivation to see it took
+    assert w.iam.users_read == ["Bob", "Bob"] and w.iam.reports_read == 0
     assert "UpdateAccessKey Bob AKIAIOSFODNN7EXAMPLE Inactive" in w.journal.entries
 
 

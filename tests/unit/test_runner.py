@@ -214,7 +214,8 @@ def test_record_stage_act_record_outcome_restage_in_that_order() -> None:
     run, ledger, sink = _run(Recorder())
     revoke = RevokeIngress(enforced=True, group_id="sg-1", rule_ids=["sgr-1"], protocol="tcp", ports="22")
     settled = run.settle(_decision(revoke, Notify(enforced=True)), findings=_findings)
-    assert run.aws.calls == ["groups.revoke"]  # notify is the runtime's: nothing executed for it
+    # notify is the runtime's: nothing executed for it; the revoke is followed by the re-read that verifies it
+    assert run.aws.calls == ["groups.revoke", "groups.group"]
     [(kind, _)] = [key for key in ledger.items if key[0] == runner.ACTION_KIND]
     item = ledger.items[(kind, f"sg-1#e-1#{revoke.type}")]
     assert item["ok"] is True and item["done"].startswith("revoked sgr-1") and item["policy"] == "network"
@@ -266,3 +267,71 @@ def test_without_an_idempotency_table_the_work_runs_unwrapped(monkeypatch: pytes
     for _ in range(2):
         runner.once_per_event(event={"id": "e-1"}, name="t", work=lambda: runs.append(1) or {"ok": True})
     assert len(runs) == 2
+
+
+# --- the re-read after acting: what a finding may call resolved -----------------------------------------------------
+
+
+class _Group:
+    def __init__(self, *rule_ids: str) -> None:
+        self.rules = [type("Rule", (), {"rule_id": rule_id})() for rule_id in rule_ids]
+
+
+class _Groups:
+    """A security group whose revoke AWS accepts; ``comes_back`` puts the rule back (another actor re-adds it)."""
+
+    def __init__(self, comes_back: bool = False) -> None:
+        self.comes_back = comes_back
+
+    def revoke(self, group_id: str, rule_id: str) -> bool:
+        return True
+
+    def group(self, group_id: str) -> _Group:
+        return _Group("sgr-1") if self.comes_back else _Group("sgr-9")
+
+
+class _Aws:
+    def __init__(self, groups: _Groups) -> None:
+        self.groups = groups
+
+
+def _own_finding(decision: Decision, results: Any) -> list[Finding]:
+    return [Finding.from_decision(decision, "world-open rule")]
+
+
+def test_a_fix_the_reread_sees_makes_the_decisions_own_finding_verified_fixed() -> None:
+    ledger, sink = MemoryLedger(), MemorySink()
+    run = runner.Run("e-1", ledger, EVERYTHING_ON, _Aws(_Groups()), Outbox(ledger, sink, event_id="e-1"))
+    revoke = RevokeIngress(enforced=True, group_id="sg-1", rule_ids=["sgr-1"])
+    settled = run.settle(_decision(revoke).model_copy(update={"rule": "network.world-open"}), findings=_own_finding)
+    [finding] = settled.findings
+    assert finding.verified is not None and finding.verified.fixed and "gone from sg-1" in finding.verified.seen
+    run.outbox.flush()  # type: ignore[union-attr]
+    assert sink.findings[0].verified == finding.verified  # what the bus carries is what the outbox staged
+    assert ledger.items[(runner.ACTION_KIND, "sg-1#e-1#revoke_ingress")]["verified"]["fixed"] is True
+
+
+def test_an_accepted_fix_the_reread_does_not_see_is_not_verified() -> None:
+    ledger, sink = MemoryLedger(), MemorySink()
+    run = runner.Run("e-1", ledger, EVERYTHING_ON, _Aws(_Groups(comes_back=True)), Outbox(ledger, sink, event_id="e-1"))
+    revoke = RevokeIngress(enforced=True, group_id="sg-1", rule_ids=["sgr-1"])
+    settled = run.settle(_decision(revoke).model_copy(update={"rule": "network.world-open"}), findings=_own_finding)
+    [finding] = settled.findings
+    assert finding.verified is not None and not finding.verified.fixed
+    assert finding.verified.seen == "rule(s) sgr-1 still in sg-1"
+
+
+def test_a_refused_fix_is_not_verified_and_says_the_refusal() -> None:
+    refused = Outcome(ok=False, error_code="UnsupportedOperationException", message="Imported key material.")
+    run, _, _ = _run(Recorder())
+    decision = Decision(
+        policy="keys",
+        verdict="act",
+        resource="k-1",
+        rule="keys.kms.rotation_off",
+        actions=[EnableKeyRotation(enforced=True, key_id="k-1")],
+    )
+    settled = run.settle(decision, findings=_own_finding, before=lambda _: refused)
+    [finding] = settled.findings
+    assert finding.verified is not None and not finding.verified.fixed
+    assert finding.verified.seen == "enable_key_rotation failed: UnsupportedOperationException: Imported key material."

@@ -51,3 +51,14 @@ def test_every_boundary_names_at_least_one_test() -> None:
     sections = re.split(r"^### ", DOC.read_text(encoding="utf-8"), flags=re.MULTILINE)[1:]
     assert len(sections) >= 12
     assert [s.splitlines()[0] for s in sections if "tests/" not in s] == []
+
+
+def test_the_metric_provenance_boundary_names_its_attacks_and_their_tests() -> None:
+    """Issue 45.1: whoever can publish metrics is in the threat model, and the boundary that holds them names the
+    forged-series tests through the real sweep."""
+    text = DOC.read_text(encoding="utf-8")
+    sections = [s for s in re.split(r"^### ", text, flags=re.MULTILINE) if s.startswith("15. A metric source")]
+    assert len(sections) == 1 and "PutMetricData" in text.split("## Boundaries")[0]  # the boundary, the threat row
+    section = sections[0]
+    named = {name for path, name in named_tests() if path == "tests/adapters/test_metric_provenance.py"}
+    assert len(named) >= 5 and all(name in section for name in named)

@@ -14,6 +14,7 @@ import pytest
 from py_ocsf_models.events.findings.detection_finding import DetectionFinding
 
 from governor.domain.decision import Finding
+from governor.outbox import Outbox
 from governor.policy import Policy, PolicyError, parse_policy
 from governor.registry import REGISTRY
 from governor.runtime import Runtime
@@ -22,14 +23,15 @@ from governor.securityhub.handler import handle, ocsf_key
 from governor.securityhub.policy import SecurityHubPolicy
 from governor_cli.testing.events import ACCOUNT, REGION, finding
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+from tests.unit import ocsf_1_6
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
+MINUTES_5 = dt.timedelta(minutes=5)
 SHAPE: dict[str, Any] = {
     "account": ACCOUNT,
     "region": "eu-west-1",
     "partition": "aws",
     "remediation": "Remove the rule.",
-    "now": NOW,
 }
 
 
@@ -51,6 +53,8 @@ def a_finding(**changes: Any) -> Finding:
 
 
 FIXED = [{"type": "revoke_ingress", "enforced": True}]
+#: What the runner's re-read after a revoke reports (``Finding.verified``).
+SEEN_FIXED = {"fixed": True, "seen": "rule(s) gone from sg-0123"}
 
 
 def test_an_open_finding_is_an_ocsf_detection_finding_prowlers_models_accept() -> None:
@@ -67,11 +71,12 @@ def test_an_open_finding_is_an_ocsf_detection_finding_prowlers_models_accept() -
         "labels": ["owner:ana@example.com", "team:vision"],
     }
     assert event["cloud"]["account"]["uid"] == ACCOUNT and event["remediation"] == {"desc": "Remove the rule."}
-    assert event["metadata"]["version"] == "1.5.0" and event["time"] == int(NOW.timestamp() * 1000)
+    # OCSF 1.6.0, and timed by the finding itself (five minutes before the export ran), not by the export
+    assert event["metadata"]["version"] == "1.6.0" and event["time"] == int((NOW - MINUTES_5).timestamp() * 1000)
 
 
 def test_the_governors_fix_closes_the_ocsf_finding_and_archives_the_asff_record() -> None:
-    fixed = a_finding(actions=FIXED, enforced=True)
+    fixed = a_finding(actions=FIXED, enforced=True, verified=SEEN_FIXED)
     event = domain.detection_finding(fixed, **SHAPE)
     DetectionFinding.model_validate(event)
     assert (event["activity_id"], event["type_uid"], event["status_id"]) == (3, 200403, 4)
@@ -109,7 +114,8 @@ def test_the_asff_finding_has_every_required_field_in_the_default_product() -> N
     assert record["Resources"] == [
         {"Type": "AwsEc2SecurityGroup", "Id": "sg-0123", "Partition": "aws", "Region": "eu-west-1"}
     ]
-    assert record["CreatedAt"] == "2026-11-20T08:55:00.000Z" and record["UpdatedAt"] == "2026-11-20T09:00:00.000Z"
+    # UpdatedAt is the finding's own time: Security Hub then keeps the newer of two imports in any arrival order
+    assert record["CreatedAt"] == "2026-11-20T08:55:00.000Z" and record["UpdatedAt"] == "2026-11-20T08:55:00.000Z"
 
 
 def test_long_texts_are_cut_to_the_asff_limits_and_the_finding_fits_240_kb() -> None:
@@ -189,13 +195,17 @@ def runtime(**section: Any) -> Runtime:
     )
 
 
-def bus_event(event_id: str = "e-1", **changes: Any) -> dict[str, Any]:
-    return finding(a_finding(**changes).model_dump(mode="json"), event_id=event_id, time=NOW.isoformat())
+def bus_event(rt: Runtime, event_id: str = "e-1", **changes: Any) -> dict[str, Any]:
+    """A finding as a governor function publishes it: staged in the outbox (the ledger) first, then on the bus."""
+    box = Outbox(rt.ledger, MemorySink(), event_id=event_id)
+    [staged] = box.add([a_finding(**changes)])
+    box.flush()
+    return finding(staged.model_dump(mode="json"), event_id=event_id, time=NOW.isoformat())
 
 
 def test_report_only_builds_both_records_and_writes_nothing() -> None:
     rt, hub, archive = runtime(asff=True), FakeHub(), FakeArchive()
-    result = handle(bus_event(), rt, hub, archive, NOW, account=ACCOUNT)
+    result = handle(bus_event(rt), rt, hub, archive, NOW, account=ACCOUNT)
     assert result["status"] == "report-only" and result["asff"]["RecordState"] == "ACTIVE"
     assert hub.imported == [] and archive.objects == {}
     decision = rt.ledger.decisions[-1][1]  # type: ignore[attr-defined]
@@ -204,7 +214,7 @@ def test_report_only_builds_both_records_and_writes_nothing() -> None:
 
 def test_enforcing_writes_the_ocsf_object_and_imports_the_asff_finding() -> None:
     rt, hub, archive = runtime(enforce=True, asff=True, ocsf_bucket="lake"), FakeHub(), FakeArchive()
-    result = handle(bus_event(), rt, hub, archive, NOW, account=ACCOUNT)
+    result = handle(bus_event(rt), rt, hub, archive, NOW, account=ACCOUNT)
     assert result["status"] == "exported" and len(hub.imported) == 1
     [(key, body)] = archive.objects.items()
     assert key == f"ocsf/class_uid=2004/region={REGION}/account={ACCOUNT}/day=20261120/f-1-1.json"
@@ -214,7 +224,7 @@ def test_enforcing_writes_the_ocsf_object_and_imports_the_asff_finding() -> None
 
 def test_without_asff_nothing_goes_to_security_hub() -> None:
     rt, hub = runtime(enforce=True), FakeHub()
-    assert handle(bus_event(), rt, hub, None, NOW, account=ACCOUNT)["written"] == ["log"]
+    assert handle(bus_event(rt), rt, hub, None, NOW, account=ACCOUNT)["written"] == ["log"]
     assert hub.imported == []
 
 
@@ -234,7 +244,47 @@ def test_the_ocsf_key_is_partitioned_by_region_account_and_day() -> None:
 
 def test_a_member_accounts_finding_is_imported_into_the_callers_own_product() -> None:
     rt, hub = runtime(enforce=True, asff=True), FakeHub()
-    handle(bus_event(account="210987654321", region="eu-west-1"), rt, hub, None, NOW, account=ACCOUNT)
+    handle(bus_event(rt, account="210987654321", region="eu-west-1"), rt, hub, None, NOW, account=ACCOUNT)
     [record] = hub.imported
     assert record["AwsAccountId"] == ACCOUNT and f":{ACCOUNT}:product/{ACCOUNT}/default" in record["ProductArn"]
     assert record["ProductFields"]["gpu-fleet-governor/account"] == "210987654321"
+
+
+# --- OCSF 1.6.0, resolution by re-read --------------------------------------------------------------------------------
+
+FAILED = {"fixed": False, "seen": "enable_key_rotation failed: UnsupportedOperationException: Imported key."}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"actions": FIXED, "enforced": True, "verified": SEEN_FIXED},
+        {"actions": FIXED, "enforced": True, "verified": FAILED},
+        {"owner": None, "team": None, "detail": ""},
+    ],
+    ids=["open", "fixed", "failed", "bare"],
+)
+def test_every_ocsf_event_the_export_builds_is_an_ocsf_1_6_detection_finding(changes: dict[str, Any]) -> None:
+    """Security Hub's current version stores OCSF 1.6.0; the events say so and hold only what 1.6.0 defines."""
+    rt = runtime(asff=True)
+    event = handle(bus_event(rt, **changes), rt, FakeHub(), None, NOW, account=ACCOUNT)["ocsf"]
+    assert ocsf_1_6.problems(event) == []
+    DetectionFinding.model_validate(event)  # and Prowler's 1.5.0 models still read it
+
+
+def test_an_enforced_fix_the_governor_did_not_see_stays_open_and_says_why() -> None:
+    """An enforced revoke, rotation or stop is not a fix until the re-read saw it: a refused one leaves the problem
+    open, and both records say what happened instead."""
+    rt, hub = runtime(enforce=True, asff=True), FakeHub()
+    handle(bus_event(rt, actions=FIXED, enforced=True, verified=FAILED), rt, hub, None, NOW, account=ACCOUNT)
+    never = handle(
+        bus_event(rt, "e-2", id="f-2", at=NOW, actions=FIXED, enforced=True), rt, FakeHub(), None, NOW, account=ACCOUNT
+    )
+    [record] = hub.imported
+    assert record["RecordState"] == "ACTIVE" and record["Workflow"] == {"Status": "NEW"}
+    assert record["Description"].startswith("not fixed: enable_key_rotation failed: UnsupportedOperationException")
+    assert record["ProductFields"]["gpu-fleet-governor/resolution"].startswith("not fixed: enable_key_rotation failed")
+    assert never["record_state"] == "ACTIVE"
+    decision = rt.ledger.decisions[-1][1]  # type: ignore[attr-defined]
+    assert decision.evidence["status"] == "new" and "did not re-read" in decision.reasons[-1]

@@ -94,13 +94,17 @@ def _text_order(row: dict[str, Any]) -> list[str]:
 
 
 def render_text(run: Any, specs: dict[str, Any]) -> str:
+    """Each query's count and first rows. Row values are CloudTrail strings anyone who makes a call chooses (user
+    agents, error messages, names): they go through the terminal's one escape before the line is cut to width."""
+    from governor.domain.escape import terminal_text
+
     lines = []
     for name, result in run.results.items():
         spec = specs[name]
         cis = f" [CIS {spec.cis}]" if spec.cis else ""
         lines.append(f"{name}{cis}: {result['count']} row{'s' if result['count'] != 1 else ''} ({spec.purpose})")
         for row in result["rows"][:TEXT_ROWS]:
-            text = ", ".join(f"{k}={_cell(row[k])}" for k in _text_order(row) if row[k] is not None)
+            text = terminal_text(", ".join(f"{k}={_cell(row[k])}" for k in _text_order(row) if row[k] is not None))
             lines.append("  " + (text if len(text) <= TEXT_WIDTH else text[: TEXT_WIDTH - 3] + "..."))
         if result["count"] > TEXT_ROWS:
             lines.append(f"  ... {result['count'] - TEXT_ROWS} more (use --json or --csv for every row)")
@@ -145,8 +149,10 @@ def run(args: argparse.Namespace) -> int:
             shown.close()
     except QueryError as error:
         raise UsageError(str(error)) from None
+    from governor.domain.escape import terminal_text
+
     for file, reason in result.skipped:
-        print(f"governor: skipped {file}: {reason}", file=sys.stderr)
+        print(f"governor: skipped {terminal_text(file)}: {terminal_text(reason)}", file=sys.stderr)
     if args.fail_on_rows and not result.records:
         # a check over nothing must not pass: an empty folder, a wrong path or unreadable files all end up here
         skipped = f" ({len(result.skipped)} file(s) skipped)" if result.skipped else ""

@@ -31,6 +31,9 @@ def register(subparsers: Any) -> None:
     replay.add_argument(
         "--id", action="append", default=[], dest="ids", help="message id or event id to re-drive (repeatable)"
     )
+    replay.add_argument(
+        "--dry-run", action="store_true", help="show which events would be re-driven; invoke and delete nothing"
+    )
     replay.set_defaults(run=run_replay)
 
 
@@ -44,14 +47,15 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def _admin(args: argparse.Namespace) -> tuple[Any, str, str]:
     """The adapter, the Lambda function name and the queue URL; lookup failures are usage errors (exit 2)."""
+    from governor_cli.aws_access import resolve_region
     from governor_cli.dlq_admin import DlqAdmin, DlqLookupError
     from governor_cli.main import UsageError
 
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    admin = DlqAdmin(args.region)
+    admin = DlqAdmin(resolve_region(args.region))
     try:
-        if args.queue_url and args.run is run_list:
+        if args.queue_url and (args.run is run_list or getattr(args, "dry_run", False)):  # nothing is invoked
             return admin, args.function, args.queue_url
         function = admin.function_name(args.function)
         return admin, function, args.queue_url or admin.queue_url(function)
@@ -65,47 +69,59 @@ def _aws_errors(func: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from governor_cli.main import UsageError
+        from governor_cli.aws_access import failure
 
         try:
             return int(func(args))
-        except ClientError as error:
-            info = error.response.get("Error", {})
-            message = " ".join(str(info.get("Message")).split())
-            raise UsageError(f"AWS refused {error.operation_name}: {info.get('Code')}: {message}") from None
-        except BotoCoreError as error:
-            raise UsageError(f"cannot reach AWS: {' '.join(str(error).split())}") from None
+        except (ClientError, BotoCoreError) as error:
+            raise failure(error, f"the DLQ of {args.function}") from None
 
     return run
 
 
 @_aws_errors
 def run_list(args: argparse.Namespace) -> int:
+    from governor.domain.escape import terminal_text as shown
+
     admin, function, queue = _admin(args)
     letters = admin.peek(queue, args.limit)
     if args.json:
         for letter in letters:
             print(json.dumps({**letter.summary(), "event": letter.event}, default=str))
         return EXIT_OK
-    print(f"{len(letters)} event(s) in the DLQ of {function} ({queue})")
+    print(f"{len(letters)} event(s) in the DLQ of {shown(function)} ({shown(queue)})")
     for letter in letters:
-        print(f"  {letter.message_id}  event {letter.event_id or '-'}  {letter.kind}  [{letter.origin}]")
-        print(f"    why: {letter.reason}")
+        print(
+            f"  {shown(letter.message_id)}  event {shown(letter.event_id or '-')}  {shown(letter.kind)}  "
+            f"[{shown(letter.origin)}]"
+        )
+        print(f"    why: {shown(letter.reason)}")
     return EXIT_OK
 
 
 @_aws_errors
 def run_replay(args: argparse.Namespace) -> int:
+    """Re-drive the selected events; with ``--dry-run``, read the same selection and change nothing (every message
+    is made visible again, none is invoked or deleted)."""
+    from governor.domain.escape import terminal_text as shown
+
     admin, function, queue = _admin(args)
     wanted = set(args.ids)
-    results = admin.replay(queue, function, wanted or None, args.limit)
+    results = admin.replay(queue, function, wanted or None, args.limit, dry_run=args.dry_run)
     done = [letter for letter, error in results if error is None]
     for letter, error in results:
-        outcome = "re-driven, deleted from the DLQ" if error is None else f"kept in the DLQ: {error}"
-        print(f"  {letter.message_id}  event {letter.event_id or '-'}  {letter.kind}: {outcome}")
+        if args.dry_run:
+            outcome = "would be re-driven and deleted from the DLQ"
+        else:
+            outcome = "re-driven, deleted from the DLQ" if error is None else f"kept in the DLQ: {error}"
+        head = f"  {shown(letter.message_id)}  event {shown(letter.event_id or '-')}  {shown(letter.kind)}"
+        print(f"{head}: {shown(outcome)}")
     found = {letter.message_id for letter, _ in results} | {letter.event_id for letter, _ in results}
     missing = sorted(wanted - found)
     for name in missing:
-        print(f"  {name}: not in the DLQ")
-    print(f"re-drove {len(done)} of {len(results)} event(s) to {function}")
+        print(f"  {shown(name)}: not in the DLQ")
+    if args.dry_run:
+        print(f"dry run: would re-drive {len(results)} event(s) to {shown(function)}; nothing invoked or deleted")
+        return EXIT_OK if not missing else EXIT_FAILED_CHECK
+    print(f"re-drove {len(done)} of {len(results)} event(s) to {shown(function)}")
     return EXIT_OK if len(done) == len(results) and not missing else EXIT_FAILED_CHECK

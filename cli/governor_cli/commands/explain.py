@@ -17,8 +17,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "event",
         nargs="?",
-        help='an EventBridge event, a CloudTrail record or a whole CloudTrail file ({"Records": [...]}, one result '
-        "per record), as JSON; - reads standard input",
+        help='an EventBridge event, a CloudTrail record or a whole CloudTrail file ({"Records": [...]}, as delivered '
+        "(.json.gz) or not: one result per record; --json prints them as one JSON array, in the file's order), as "
+        "JSON; - reads standard input",
     )
     parser.add_argument(
         "--instances",
@@ -56,11 +57,40 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+#: The most a file may hold once decompressed: a delivered CloudTrail file is a few MiB (the audit engine's bound).
+MAX_EVENT_BYTES = 256 * 1024**2
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _read_text(path: str) -> str:
+    """The file's text: a CloudTrail file as delivered (``.json.gz``, recognised by its gzip header) is decompressed,
+    up to :data:`MAX_EVENT_BYTES`; anything else is read as UTF-8 JSON."""
+    import gzip
+    import zlib
+
+    from governor_cli.main import UsageError
+
+    if path == "-":
+        return sys.stdin.read()
+    with Path(path).open("rb") as handle:
+        compressed = handle.read(2) == GZIP_MAGIC
+    if not compressed:
+        return Path(path).read_text(encoding="utf-8")
+    try:
+        with gzip.open(path, "rb") as handle:
+            data = handle.read(MAX_EVENT_BYTES + 1)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise UsageError(f"{path}: not a readable gzip file ({error.__class__.__name__})") from None
+    if len(data) > MAX_EVENT_BYTES:
+        raise UsageError(f"{path}: more than {MAX_EVENT_BYTES // 1024**2} MiB once decompressed; not a CloudTrail file")
+    return data.decode("utf-8")
+
+
 def _read_event(path: str) -> Any:
     from governor_cli.main import UsageError
 
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        text = _read_text(path)
     except (OSError, UnicodeDecodeError) as error:
         detail = getattr(error, "strerror", None) or error.__class__.__name__
         raise UsageError(f"{_name(path)}: cannot read the event ({detail})") from None
@@ -120,6 +150,11 @@ def summary(results: list[dict[str, Any]]) -> str:
 
 
 def render_text(result: dict[str, Any]) -> str:
+    """The decision as an operator reads it. Event ids, resources, reasons and action details carry values from the
+    event (tags, names, CloudTrail strings): each line goes through the terminal's one escape, so a value holding a
+    newline, ESC or U+202E stays inside its own line and shows as written."""
+    from governor.domain.escape import terminal_text
+
     lines = [f"event {result['event']['id']} ({result['event']['kind']}): {headline(result)}"]
     if not result["decisions"]:
         lines.append("  no policy handles this event")
@@ -135,7 +170,7 @@ def render_text(result: dict[str, Any]) -> str:
             # the live state explain stood in for ("assumed: ..."), then what the decision itself could not check
             label, text = ("assumed", assumption[9:]) if assumption.startswith("assumed: ") else ("assumes", assumption)
             lines.append(f"    {label}: {text}")
-    return "\n".join(lines)
+    return "\n".join(terminal_text(line) for line in lines)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -42,6 +42,12 @@ def register(subparsers: Any) -> None:
         add_table(action, required=True)
         add_region(action)
         add_target(action)
+        if name == "status":
+            action.add_argument("--json", action="store_true", help="print the breaker as one JSON object")
+        else:
+            action.add_argument(
+                "--dry-run", action="store_true", help="show what a re-arm would release, and change nothing"
+            )
         action.set_defaults(run=run, idle_action=name)
     parser.set_defaults(run=_usage)
 
@@ -91,29 +97,59 @@ def breaker_key(target: str | None) -> str:
     return target_key(*target_scope(target))
 
 
+def as_json(breaker: Breaker, target: str | None) -> dict[str, Any]:
+    """``governor idle status --json``: the breaker's state as data (times in ISO 8601, instance lists sorted)."""
+
+    def when(moment: Any) -> str | None:
+        return moment.isoformat() if moment is not None else None
+
+    return {
+        "target": target,
+        "open": breaker.open,
+        "tripped_at": when(breaker.tripped_at),
+        "anomaly_start": when(breaker.anomaly_start),
+        "hold_until": when(breaker.hold_until),
+        "signature": breaker.signature or None,
+        "held": sorted(breaker.held),
+        "released": sorted(breaker.released),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
+    import json
+
     from botocore.exceptions import BotoCoreError, ClientError
 
     from governor.adapters.ledger import DynamoLedger
-    from governor_cli.commands.ledger import check_region, table_region
+    from governor.domain.escape import terminal_text
+    from governor_cli.aws_access import failure
+    from governor_cli.commands.ledger import table_region
     from governor_cli.fleet_status import scoped
     from governor_cli.main import UsageError
 
     key = breaker_key(args.target)
-    check_region(args.region)
+    region = table_region(args.table, args.region)
     try:
-        ledger = DynamoLedger(args.table, region=table_region(args.table, args.region))
+        ledger = DynamoLedger(args.table, region=region)
         scoped(ledger, args.target)  # an organisation target the ledger never saw swept is an error
         if args.idle_action == "status":
-            print(describe(Breaker.from_item(ledger.get_item(BREAKER_KIND, key))))
+            breaker = Breaker.from_item(ledger.get_item(BREAKER_KIND, key))
+            shown = as_json(breaker, args.target)
+            print(json.dumps(shown, indent=1) if args.json else terminal_text(describe(breaker)))
             return 0
-        before, _ = rearm(ledger, key)
+        if args.dry_run:
+            before = Breaker.from_item(ledger.get_item(BREAKER_KIND, key))
+        else:
+            before, _ = rearm(ledger, key)
     except (ClientError, BotoCoreError) as error:
-        raise UsageError(f"ledger table {args.table}: {error}") from None
+        raise failure(error, f"ledger table {args.table}") from None
     except RuntimeError as error:  # the breaker kept changing under the re-arm
         raise UsageError(f"ledger table {args.table}: {error}") from None
-    if before.open:
-        print(f"circuit breaker re-armed: released {len(before.held)} instances ({', '.join(sorted(before.held))})")
+    held = terminal_text(", ".join(sorted(before.held)))
+    if before.open and args.dry_run:
+        print(f"dry run: a re-arm would release {len(before.held)} instances ({held}); nothing changed")
+    elif before.open:
+        print(f"circuit breaker re-armed: released {len(before.held)} instances ({held})")
     else:
         print("circuit breaker was not open; nothing to re-arm")
     return 0

@@ -27,6 +27,7 @@ from governor.idle.domain import MARK_KIND
 from governor.lifecycle.domain import LAUNCH, OPEN_SESSION, SESSION
 from governor.notifier.domain import MERGE_KIND
 from governor.spot.domain import REBALANCE_KIND
+from governor_cli.aws_access import REGION_NAME
 from governor_cli.flags import add_region, add_table
 
 DEFAULT_KINDS = ("decision", SESSION)
@@ -78,8 +79,6 @@ def _usage(parser: argparse.ArgumentParser) -> Any:
 
 
 ACCOUNT_ID = re.compile(r"^\d{12}$")
-#: A region name's shape: us-east-1, eu-central-2, ap-southeast-4, us-gov-west-1, cn-north-1, us-isob-east-1.
-REGION_NAME = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
 
 
 def add_origin_filters(parser: argparse.ArgumentParser) -> None:
@@ -135,21 +134,12 @@ def filter_origins(
     return kept, unplaced
 
 
-def check_region(region: str | None) -> None:
-    """``--region`` is a region name, or a UsageError naming the flag."""
-    from governor_cli.main import UsageError
+def table_region(table: str, given: str | None) -> str:
+    """Where the table lives: ``--region``, else the region in a table ARN, else the environment's or the profile's;
+    none is a one-line error naming what to set (``governor_cli.aws_access.resolve_region``)."""
+    from governor_cli.aws_access import resolve_region
 
-    if region and not REGION_NAME.match(region):
-        raise UsageError(f"--region {region!r}: not a region name such as us-east-1")
-
-
-def table_region(table: str, given: str | None) -> str | None:
-    """Where the table lives: ``--region``, else the region in a table ARN, else the environment's."""
-    if given:
-        return given
-    if table.startswith("arn:"):
-        return table.split(":")[3]
-    return None
+    return resolve_region(given, table.split(":")[3] if table.startswith("arn:") and table.count(":") >= 5 else None)
 
 
 def parse_since(value: str | None) -> dt.datetime | None:
@@ -202,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from governor.adapters.ledger import DynamoLedger
+    from governor_cli.aws_access import failure
     from governor_cli.main import UsageError
 
     if not _TABLE.match(args.table):
@@ -214,7 +205,6 @@ def run(args: argparse.Namespace) -> int:
     if out.is_dir():
         raise UsageError(f"{out}: is a folder; --out takes the file to write")
     accounts, regions = parse_origins(args.accounts, args.regions)
-    check_region(args.region)
     filtering = bool(accounts or regions)
     try:
         ledger = DynamoLedger(args.table, region=table_region(args.table, args.region))
@@ -222,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         # Sessions are placed by their instance's decisions, which may be older than --since: all of them.
         placing = list(export_items(ledger, ["decision"], None)) if filtering else []
     except (ClientError, BotoCoreError) as error:
-        raise UsageError(f"ledger table {args.table}: {' '.join(str(error).split())}") from None
+        raise failure(error, f"ledger table {args.table}") from None
     items, unknown = filter_origins(read, accounts, regions, placing)
     unplaced = len(unknown)
     try:
@@ -237,5 +227,7 @@ def run(args: argparse.Namespace) -> int:
         chosen += [f"region {', '.join(sorted(regions))}"] if regions else []
         left_out = f"; {unplaced} in no known account left out" if unplaced else ""
         where = f" from {' and '.join(chosen)}{left_out}"
-    print(f"{out}: {count} items ({summary}){where}")
+    from governor.domain.escape import terminal_text
+
+    print(terminal_text(f"{out}: {count} items ({summary}){where}"))
     return 0

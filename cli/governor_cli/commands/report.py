@@ -378,6 +378,8 @@ def run(args: argparse.Namespace) -> int:
             (out / name).write_text(content, encoding="utf-8")
     except OSError as error:
         raise UsageError(f"{out}: cannot write the report ({error.__class__.__name__}: {error.strerror})") from None
+    from governor.domain.escape import terminal_text as shown  # ledger values (teams, accounts) reach the terminal
+
     cost = report.cost
     opened = report.open_findings
     print(f"{report.kind} report {current.start} .. {current.end}: {current.records:,} CloudTrail records")
@@ -398,13 +400,13 @@ def run(args: argparse.Namespace) -> int:
     if cost.by_account is not None:
         for row in cost.by_account.rows:
             print(
-                f"  account {row['account']} {row['region']}: GPU-hours {row['gpu_hours']:,.1f}  "
+                f"  account {shown(row['account'])} {shown(row['region'])}: GPU-hours {row['gpu_hours']:,.1f}  "
                 f"spend ${row['cost_usd']:,.2f}  idle ${row['idle_usd']:,.2f}  "
                 f"would reclaim {row['would_reclaim_gpu_hours']:,.1f} GPU-h"
             )
     for budget in report.budgets:
         print(
-            f"  budget {budget.label}: ${budget.spent_usd:,.2f} of ${budget.budget_usd:,.2f}, "
+            f"  budget {shown(budget.label)}: ${budget.spent_usd:,.2f} of ${budget.budget_usd:,.2f}, "
             f"forecast ${budget.forecast_usd:,.2f}"
         )
     for query in report.security:
@@ -416,7 +418,7 @@ def run(args: argparse.Namespace) -> int:
     if not cost.idle_enforced and cost.idle_would_act:
         print(f"  report-only: {would_reclaim_text(cost)} if enforced")
     for note in report.notes:
-        print(f"  note: {note}")
+        print(f"  note: {shown(note)}")
     trend = f", trend over {len(report.trends) + 1} reports" if report.trends else ""
     print(
         f"wrote {out}/report.html, email.html, email.txt, report.json, slack.json "

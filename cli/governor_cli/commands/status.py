@@ -7,7 +7,8 @@ CloudWatch agent installed and publishing); the Slack webhook secret present; th
 the account is still in the SES sandbox; the idle circuit breaker; the last report's time.
 
 Exit 0 when healthy, 1 when degraded (each degraded line says why), 2 on bad input (an unknown stack, no
-credentials).
+credentials, no region). Each resource is read on its own: one still being created (CloudFormation lists it without a
+physical id), failed, deleted by a rollback or gone is its own line saying so, and hides nothing else.
 
 ``governor status --table NAME`` (without ``--stack``) is the fleet view instead: one line per GPU instance from the
 ledger and the idle sweep's last run (:mod:`governor_cli.fleet_status`). ``--stack`` answers "is the governor
@@ -38,8 +39,11 @@ class Check:
     reason: str
 
     def line(self) -> str:
+        """The terminal line: names and messages come from AWS, so they go through the terminal's one escape."""
+        from governor.domain.escape import terminal_text
+
         mark = {OK: "ok      ", DEGRADED: "DEGRADED", INFO: "info    "}[self.state]
-        return f"{mark} {self.area:<10} {self.subject}: {self.reason}"
+        return f"{mark} {self.area:<10} {terminal_text(self.subject)}: {terminal_text(self.reason)}"
 
 
 def register(subparsers: Any) -> None:
@@ -76,17 +80,64 @@ class Aws:
         return self._clients[service]
 
 
+#: Error codes that mean the resource the stack names is not there (deleted, rolled back, never created).
+MISSING = frozenset(
+    {
+        "ResourceNotFoundException",
+        "ResourceNotFound",
+        "NotFoundException",
+        "NoSuchBucket",
+        "QueueDoesNotExist",
+        "AWS.SimpleQueueService.NonExistentQueue",
+    }
+)
+
+
 def _guard(area: str, subject: str, probe: Callable[[], list[Check]]) -> list[Check]:
-    """Run ``probe``; an AWS error becomes a degraded line naming the call, never a traceback."""
+    """Run ``probe``; an AWS error becomes a degraded line naming the resource and why, never a traceback."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         return probe()
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "error")
-        return [Check(area, subject, DEGRADED, f"cannot read ({code}: {error.response['Error'].get('Message', '')})")]
+        message = error.response.get("Error", {}).get("Message", "")
+        if code in MISSING:
+            return [Check(area, subject, DEGRADED, f"missing ({code}: {message})")]
+        return [Check(area, subject, DEGRADED, f"cannot read ({code}: {message})")]
     except BotoCoreError as error:
         return [Check(area, subject, DEGRADED, f"cannot read ({error})")]
+
+
+def absent(resource: dict[str, Any]) -> str | None:
+    """Why a stack resource has nothing to read (still being created, failed, deleted by a rollback), or None.
+
+    CloudFormation lists a resource before it exists: without a ``PhysicalResourceId`` while it is being created."""
+    status = str(resource.get("ResourceStatus") or "")
+    reason = resource.get("ResourceStatusReason")
+    because = f": {reason}" if reason else ""
+    if not resource.get("PhysicalResourceId"):
+        return f"not created ({status or 'no physical id yet'}{because})"
+    if status == "CREATE_FAILED" or status.startswith("DELETE_"):
+        return f"missing ({status}{because})"
+    return None
+
+
+def each(area: str, resources: Iterable[dict[str, Any]], read: Callable[[dict[str, Any]], Check]) -> list[Check]:
+    """One line per resource, each read on its own: one that is missing or unreadable never hides the others."""
+    checks: list[Check] = []
+    for resource in resources:
+        why = absent(resource)
+        if why is not None:
+            checks.append(Check(area, str(resource.get("LogicalResourceId", "?")), DEGRADED, why))
+            continue
+        checks += _guard(area, _subject(area, resource), lambda r=resource: [read(r)])  # type: ignore[misc]
+    return checks
+
+
+def _subject(area: str, resource: dict[str, Any]) -> str:
+    physical = str(resource["PhysicalResourceId"])
+    return physical.rsplit("/", 1)[-1] if area == "dlq" else physical
 
 
 def _resources(aws: Aws, stack: str) -> list[dict[str, Any]]:
@@ -95,7 +146,7 @@ def _resources(aws: Aws, stack: str) -> list[dict[str, Any]]:
 
 
 def _of(resources: Iterable[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return sorted((r for r in resources if r["ResourceType"] == kind), key=lambda r: r["LogicalResourceId"])
+    return sorted((r for r in resources if r.get("ResourceType") == kind), key=lambda r: r["LogicalResourceId"])
 
 
 def stack_state(aws: Aws, stack: str) -> tuple[list[Check], dict[str, str]]:
@@ -107,72 +158,75 @@ def stack_state(aws: Aws, stack: str) -> tuple[list[Check], dict[str, str]]:
 
 
 def functions(aws: Aws, resources: list[dict[str, Any]], now: datetime) -> list[Check]:
-    checks: list[Check] = []
     found = _of(resources, "AWS::Lambda::Function")
     if not found:
         return [Check("function", "-", DEGRADED, "the stack has no function")]
-    queries, names = [], {}
-    for index, resource in enumerate(found):
-        name = resource["PhysicalResourceId"]
-        names[f"i{index}"] = names[f"e{index}"] = name
-        for prefix, metric in (("i", "Invocations"), ("e", "Errors")):
-            queries.append(
-                {
-                    "Id": f"{prefix}{index}",
-                    "MetricStat": {
-                        "Metric": {
-                            "Namespace": "AWS/Lambda",
-                            "MetricName": metric,
-                            "Dimensions": [{"Name": "FunctionName", "Value": name}],
-                        },
-                        "Period": 3600,
-                        "Stat": "Sum",
-                    },
-                }
-            )
+    names = [str(r["PhysicalResourceId"]) for r in found if absent(r) is None]
     series: dict[str, tuple[list[datetime], list[float]]] = {}
+    unread: list[Check] = _guard("function", "metrics", lambda: _metrics(aws, names, now, series))
+
+    def read(resource: dict[str, Any]) -> Check:
+        name = str(resource["PhysicalResourceId"])
+        state = aws("lambda").get_function(FunctionName=name)["Configuration"].get("State", "Active")
+        stamps, invocations = series.get(f"i{names.index(name)}", ([], []))
+        _, errors = series.get(f"e{names.index(name)}", ([], []))
+        ran = [t for t, v in zip(stamps, invocations, strict=False) if v > 0]
+        last = f"last invoked {max(ran):%Y-%m-%d %H:%M} UTC" if ran else "not invoked in 24 h"
+        error_count = int(sum(errors))
+        if state != "Active":
+            return Check("function", name, DEGRADED, f"state {state}")
+        if unread:
+            return Check("function", name, OK, f"{state}; invocations and errors unread (see the metrics line)")
+        if error_count:
+            return Check("function", name, DEGRADED, f"{error_count} errors in 24 h; {last}")
+        return Check("function", name, OK, f"{int(sum(invocations))} invocations, no errors in 24 h; {last}")
+
+    return each("function", found, read) + unread
+
+
+def _metrics(
+    aws: Aws, names: list[str], now: datetime, series: dict[str, tuple[list[datetime], list[float]]]
+) -> list[Check]:
+    """Invocations and errors of every function over 24 hours, in as few GetMetricData calls as fit (500 queries)."""
+    queries = [
+        {
+            "Id": f"{prefix}{index}",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": "AWS/Lambda",
+                    "MetricName": metric,
+                    "Dimensions": [{"Name": "FunctionName", "Value": name}],
+                },
+                "Period": 3600,
+                "Stat": "Sum",
+            },
+        }
+        for index, name in enumerate(names)
+        for prefix, metric in (("i", "Invocations"), ("e", "Errors"))
+    ]
     for start in range(0, len(queries), 500):
         result = aws("cloudwatch").get_metric_data(
             MetricDataQueries=queries[start : start + 500], StartTime=now - timedelta(hours=24), EndTime=now
         )
         for item in result["MetricDataResults"]:
             series[item["Id"]] = (item.get("Timestamps", []), item.get("Values", []))
-    for index, resource in enumerate(found):
-        name = resource["PhysicalResourceId"]
-        state = aws("lambda").get_function(FunctionName=name)["Configuration"].get("State", "Active")
-        stamps, invocations = series.get(f"i{index}", ([], []))
-        _, errors = series.get(f"e{index}", ([], []))
-        ran = [t for t, v in zip(stamps, invocations, strict=False) if v > 0]
-        last = f"last invoked {max(ran):%Y-%m-%d %H:%M} UTC" if ran else "not invoked in 24 h"
-        error_count = int(sum(errors))
-        if state != "Active":
-            checks.append(Check("function", name, DEGRADED, f"state {state}"))
-        elif error_count:
-            checks.append(Check("function", name, DEGRADED, f"{error_count} errors in 24 h; {last}"))
-        else:
-            checks.append(
-                Check("function", name, OK, f"{int(sum(invocations))} invocations, no errors in 24 h; {last}")
-            )
-    return checks
+    return []
 
 
 def schedules(aws: Aws, resources: list[dict[str, Any]]) -> list[Check]:
-    checks: list[Check] = []
-    for resource in _of(resources, "AWS::Scheduler::Schedule"):
-        name = resource["PhysicalResourceId"]
+    def read(resource: dict[str, Any]) -> Check:
+        name = str(resource["PhysicalResourceId"])
         schedule = aws("scheduler").get_schedule(Name=name)
         state = schedule.get("State", "ENABLED")
         where = schedule.get("ScheduleExpression", "")
-        checks.append(Check("schedule", name, OK if state == "ENABLED" else DEGRADED, f"{state} {where}".strip()))
-    return checks
+        return Check("schedule", name, OK if state == "ENABLED" else DEGRADED, f"{state} {where}".strip())
+
+    return each("schedule", _of(resources, "AWS::Scheduler::Schedule"), read)
 
 
 def queues(aws: Aws, resources: list[dict[str, Any]]) -> list[Check]:
-    checks: list[Check] = []
-    for resource in _of(resources, "AWS::SQS::Queue"):
-        if "Dlq" not in resource["LogicalResourceId"] and "Dead" not in resource["LogicalResourceId"]:
-            continue
-        url = resource["PhysicalResourceId"]
+    def read(resource: dict[str, Any]) -> Check:
+        url = str(resource["PhysicalResourceId"])
         attributes = aws("sqs").get_queue_attributes(
             QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
         )["Attributes"]
@@ -182,26 +236,40 @@ def queues(aws: Aws, resources: list[dict[str, Any]]) -> list[Check]:
         name = url.rsplit("/", 1)[-1]
         if depth:
             reason = f"{depth} message{'' if depth == 1 else 's'} waiting: governor dlq list --queue-url {url}"
-            checks.append(Check("dlq", name, DEGRADED, reason))
-        else:
-            checks.append(Check("dlq", name, OK, "empty"))
-    return checks
+            return Check("dlq", name, DEGRADED, reason)
+        return Check("dlq", name, OK, "empty")
+
+    dead = [
+        r
+        for r in _of(resources, "AWS::SQS::Queue")
+        if "Dlq" in r["LogicalResourceId"] or "Dead" in r["LogicalResourceId"]
+    ]
+    return each("dlq", dead, read)
 
 
 def alarms(aws: Aws, resources: list[dict[str, Any]]) -> list[Check]:
-    wanted = [r["PhysicalResourceId"] for r in _of(resources, "AWS::CloudWatch::Alarm")]
+    found = _of(resources, "AWS::CloudWatch::Alarm")
+    wanted = [str(r["PhysicalResourceId"]) for r in found if absent(r) is None]
     states: dict[str, str] = {}
-    for start in range(0, len(wanted), 100):
-        for alarm in aws("cloudwatch").describe_alarms(AlarmNames=wanted[start : start + 100])["MetricAlarms"]:
-            states[alarm["AlarmName"]] = alarm["StateValue"]
-    checks: list[Check] = []
-    for name in wanted:
+
+    def describe() -> list[Check]:
+        for start in range(0, len(wanted), 100):
+            for alarm in aws("cloudwatch").describe_alarms(AlarmNames=wanted[start : start + 100])["MetricAlarms"]:
+                states[alarm["AlarmName"]] = alarm["StateValue"]
+        return []
+
+    unread = _guard("alarm", "*", describe)
+
+    def read(resource: dict[str, Any]) -> Check:
+        name = str(resource["PhysicalResourceId"])
         state = states.get(name)
+        if unread:
+            return Check("alarm", name, DEGRADED, "state unread (see the line below)")
         if state is None:
-            checks.append(Check("alarm", name, DEGRADED, "not found"))
-        else:
-            checks.append(Check("alarm", name, DEGRADED if state == "ALARM" else OK, state))
-    return checks
+            return Check("alarm", name, DEGRADED, "missing (no such alarm)")
+        return Check("alarm", name, DEGRADED if state == "ALARM" else OK, state)
+
+    return each("alarm", found, read) + unread
 
 
 def gpu_agents(aws: Aws, policy: Any) -> list[Check]:
@@ -300,7 +368,9 @@ def breaker(aws: Aws, table: str | None) -> list[Check]:
 
 def last_report(aws: Aws, resources: list[dict[str, Any]], now: datetime) -> list[Check]:
     buckets = [
-        r["PhysicalResourceId"] for r in _of(resources, "AWS::S3::Bucket") if "Reports" in r["LogicalResourceId"]
+        str(r["PhysicalResourceId"])
+        for r in _of(resources, "AWS::S3::Bucket")
+        if "Reports" in r["LogicalResourceId"] and absent(r) is None
     ]
     buckets = [b for b in buckets if "accesslogs" not in b.lower()]
     if not buckets:
@@ -320,17 +390,19 @@ def stack_checks(aws: Aws, stack: str, policy: Any, now: datetime) -> list[Check
     """Every check of one deployed stack, in the order an operator reads them."""
     checks, outputs = stack_state(aws, stack)
     resources = _resources(aws, stack)
-    checks += _guard("function", "*", lambda: functions(aws, resources, now))
-    checks += _guard("schedule", "*", lambda: schedules(aws, resources))
-    checks += _guard("dlq", "*", lambda: queues(aws, resources))
-    checks += _guard("alarm", "*", lambda: alarms(aws, resources))
+    # Each area reads each of its resources on its own (``each``): a half-created or rolled-back stack shows every
+    # resource that is there and says which are not, and why.
+    checks += functions(aws, resources, now)
+    checks += schedules(aws, resources)
+    checks += queues(aws, resources)
+    checks += alarms(aws, resources)
     checks += _guard("gpu", "instances", lambda: gpu_agents(aws, policy))
     checks += notifications(aws, policy)
     ledger = outputs.get("LedgerTableName") or next(
         (
-            r["PhysicalResourceId"]
+            str(r["PhysicalResourceId"])
             for r in _of(resources, "AWS::DynamoDB::Table")
-            if r["LogicalResourceId"].startswith("SharedLedger")
+            if r["LogicalResourceId"].startswith("SharedLedger") and absent(r) is None
         ),
         None,
     )
@@ -340,9 +412,11 @@ def stack_checks(aws: Aws, stack: str, policy: Any, now: datetime) -> list[Check
 
 
 def run(args: argparse.Namespace) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from botocore.exceptions import BotoCoreError, ClientError
 
+    from governor.domain.escape import terminal_text
     from governor.policy import PolicyError, resolve_policy
+    from governor_cli.aws_access import failure, resolve_region
     from governor_cli.main import UsageError
 
     if not args.stack and not args.table:
@@ -360,38 +434,34 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     if args.table:
         return fleet(args, policy)
-    aws = Aws(args.region)
+    region = resolve_region(args.region)
+    aws = Aws(region)
     try:
         checks = stack_checks(aws, args.stack, policy, datetime.now(UTC))
-    except NoCredentialsError:
-        raise UsageError("no AWS credentials: set AWS_PROFILE or the AWS_* variables") from None
-    except ClientError as error:
-        message = error.response.get("Error", {}).get("Message", str(error))
-        raise UsageError(f"stack {args.stack} in {aws.region}: {message}") from None
-    except BotoCoreError as error:
-        raise UsageError(f"stack {args.stack} in {aws.region}: {error}") from None
+    except (ClientError, BotoCoreError) as error:
+        raise failure(error, f"stack {args.stack} in {region}") from None
     degraded = [c for c in checks if c.state == DEGRADED]
     if args.json:
-        print(json.dumps({"stack": args.stack, "region": aws.region, "healthy": not degraded,
+        print(json.dumps({"stack": args.stack, "region": region, "healthy": not degraded,
                           "checks": [asdict(c) for c in checks]}, indent=1))  # fmt: skip
     else:
         for check in checks:
             print(check.line())
         verdict = f"degraded: {len(degraded)} of {len(checks)} checks" if degraded else f"healthy: {len(checks)} checks"
-        print(f"{args.stack} in {aws.region}: {verdict}")
+        print(f"{terminal_text(args.stack)} in {region}: {verdict}")
     return 1 if degraded else 0
 
 
 def fleet(args: argparse.Namespace, policy: Any) -> int:
     """The fleet view: ledger (marks, last sweep, breaker) plus, in one account, the live GPU instances."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.ledger import DynamoLedger
     from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
     from governor_cli import fleet_status as view
+    from governor_cli.aws_access import failure
     from governor_cli.commands.ledger import table_region
-    from governor_cli.main import UsageError
 
     now = view.clock()
     region = table_region(args.table, args.region)
@@ -410,10 +480,8 @@ def fleet(args: argparse.Namespace, policy: Any) -> int:
                 policy.fleet, states=("pending", "running", "stopping", "stopped")
             )
         )
-    except NoCredentialsError:
-        raise UsageError("no AWS credentials: set AWS_PROFILE or the AWS_* variables") from None
     except (ClientError, BotoCoreError) as error:
-        raise UsageError(f"ledger table {args.table}: {error}") from None
+        raise failure(error, f"ledger table {args.table}") from None
     rows = view.fleet_rows(live, decisions, marks, breaker, policy, now)
     if args.json:
         print(json.dumps(view.as_json(rows, sweep, breaker, args.target), indent=1))

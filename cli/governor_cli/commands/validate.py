@@ -17,6 +17,11 @@ def register(subparsers: Any) -> None:
         "file", nargs="?", help="policy file (default: ./governor.yaml, else the shipped default policy)"
     )
     parser.add_argument("--ranges", action="store_true", help="list every number and date with its allowed range")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object: {"file", "valid", "enforcing", "delivering", "warnings"} (or "error", exit 2)',
+    )
     parser.set_defaults(run=run)
 
 
@@ -66,29 +71,53 @@ def ranges(model: Any = None, prefix: str = "") -> list[tuple[str, str, str]]:
     return found
 
 
-def run(args: argparse.Namespace) -> int:
-    from governor_cli.main import UsageError
+def print_ranges(as_json: bool) -> None:
+    """``--ranges``: every number and date with its allowed range and default, as lines or one JSON list."""
+    import json
 
-    if args.ranges:
-        for key, allowed, default in ranges():
-            print(f"{key:48} {allowed:28} default {default}")
-        return 0
-    try:
-        with policy_warnings() as warned:
-            policy, source = resolve_policy(args.file)
-    except PolicyError as error:
-        raise UsageError(str(error)) from None
-    for warning in warned:
-        print(f"{source}: warning: {warning}", file=sys.stderr)
+    found = ranges()
+    if as_json:
+        print(json.dumps([{"field": k, "allowed": allowed, "default": d} for k, allowed, d in found], indent=1))
+        return
+    for key, allowed, default in found:
+        print(f"{key:48} {allowed:28} default {default}")
+
+
+def modes(policy: Any) -> tuple[list[str], list[str]]:
+    """The sections that enforce and change resources, and those that deliver (tell people, change nothing)."""
     from governor.domain.actions import Notify, Record
     from governor.registry import REGISTRY
 
     enforcing = [name for name in REGISTRY.sections() if getattr(policy, name).enforce]
     # Sections whose functions only tell people (notifications, reports) deliver; they change no resource.
     delivering = {c.section for c in REGISTRY.values() if all(a in (Notify, Record) for a in c.actions)}
-    acting = [name for name in enforcing if name not in delivering]
+    return [n for n in enforcing if n not in delivering], [n for n in enforcing if n in delivering]
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from governor_cli.main import UsageError
+
+    if args.ranges:
+        print_ranges(args.json)
+        return 0
+    try:
+        with policy_warnings() as warned:
+            policy, source = resolve_policy(args.file)
+    except PolicyError as error:
+        if args.json:  # the answer a script reads on stdout; the one line on stderr as for every error
+            print(json.dumps({"file": args.file, "valid": False, "error": str(error)}, indent=1))
+        raise UsageError(str(error)) from None
+    acting, told = modes(policy)
+    if args.json:
+        warnings = [str(warning) for warning in warned]
+        answer = {"file": source, "valid": True, "enforcing": acting, "delivering": told, "warnings": warnings}
+        print(json.dumps(answer, indent=1))
+        return 0
+    for warning in warned:
+        print(f"{source}: warning: {warning}", file=sys.stderr)
     mode = f"enforcing: {', '.join(acting)}" if acting else "report-only everywhere"
-    told = [name for name in enforcing if name in delivering]
     if told:
         mode += f"; delivering: {', '.join(told)}"
     print(f"{source}: valid ({mode})")

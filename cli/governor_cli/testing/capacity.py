@@ -97,3 +97,24 @@ def delivered(
     event.setdefault("region", region)  # the Capacity Block samples leave out the region every event carries
     event["detail"] = {**event["detail"], **copy.deepcopy(detail or {})}
     return event
+
+
+def reservation_state(
+    state: str, reservation_id: str, time: str, *, account: str = "123456789012", region: str = "us-east-1"
+) -> dict[str, Any]:
+    """AWS's documented reservation-state sample (``Scheduled``) as EventBridge delivers the event for ``state`` (one
+    of the six detail-types the page lists: the same event with the state in its detail-type and ``detail.state``),
+    about ``reservation_id`` (the sample's own id is not a valid one) at ``time``."""
+    name = state.capitalize()
+    return delivered(
+        "capacity-reservation-scheduled.json",
+        {
+            "EC2 Capacity Reservation Scheduled": f"EC2 Capacity Reservation {name}",
+            "cr-1234567890abcdefg": reservation_id,
+            "yyyy-mm-ddThh:mm:ssZ": time,
+            "123456789012": account,
+            "us-east-1": region,
+        },
+        {"state": state.lower()},
+        region=region,
+    )

@@ -18,7 +18,6 @@ import contextlib
 import datetime as dt
 import io
 import json
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -135,30 +134,13 @@ def sweep_event(at: dt.datetime, *, stamped: dt.datetime | None = None) -> dict[
 def verified_click(deployment: Deployment, instance_id: str, at: dt.datetime) -> dict[str, Any]:
     """A Stop now click as the interactions function hands it over: its record in the ledger, then the event."""
     from governor.adapters.ledger import DynamoLedger
-    from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
-    from governor_cli.testing.events import envelope
+    from governor_cli.demo.hooks import provided
     from governor_cli.testing.faults import unlabelled
-    from governor_cli.testing.scenarios import ACCOUNT, RESPONSE_URL
 
-    click = f"slack:stop_now:{uuid.uuid4().hex}:UANA:{at.timestamp():.6f}"
-    detail = {
-        "instance_id": instance_id,
-        "requested_by": "alice@example.com",
-        "slack_user": "UANA",
-        "response_url": RESPONSE_URL,
-        "token": uuid.uuid4().hex,
-    }
     with unlabelled():
-        DynamoLedger(deployment.local.ledger_table, region=deployment.region).put_item(STOP_REQUEST_KIND, click, detail)
-    return envelope(
-        STOP_REQUESTED,
-        INTERACTIONS_SOURCE,
-        {**detail, "message_blocks": []},
-        event_id=click,
-        account=ACCOUNT,
-        region="us-east-1",
-        time=at,
-    )
+        ledger = DynamoLedger(deployment.local.ledger_table, region=deployment.region)
+        event: dict[str, Any] = provided("recorded_stop_click")(ledger, instance_id, at)
+        return event
 
 
 @contextlib.contextmanager

@@ -9,7 +9,11 @@ own emulator with a simulated clock and is checked against the rules themselves:
 * a checkpoint command (SSM ``SendCommand``, no client token) reaches each instance at most once;
 * every sweep and request ends handled, with a decision in the ledger for each instance it judged, or parked in
   the function's DLQ; never neither;
-* no busy instance is stopped; every idle instance's warning is published or held unsent in the outbox.
+* no busy instance is stopped; every idle instance's warning is published or held unsent in the outbox;
+* every Stop now click Slack's endpoint accepted is answered: the instance stopped, or the refusal recorded with its
+  reason. The clicks are the real thing: Slack's signed POST to the interactions Function URL (the person clicks
+  again while Slack shows an error), its worker's run, then the idle function's, each hand-over taken from the
+  Invoke calls that reached Lambda (a lost answer resent is delivered twice), on the simulated clock.
 """
 
 from __future__ import annotations
@@ -17,18 +21,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from governor.policy import Policy, parse_policy
 from governor_cli.testing.deployment import REGION, Deployment, image_id
-from governor_cli.testing.events import envelope, scheduled
+from governor_cli.testing.events import scheduled
 from governor_cli.testing.faults import ApiCall, FaultInjector
 from governor_cli.testing.idle_clock import clocked_idle
 from governor_cli.testing.invariants import Verdict
-from governor_cli.testing.scenarios import ACCOUNT, RESPONSE_URL, soak_policy_document
+from governor_cli.testing.scenarios import ACCOUNT, soak_policy_document
 
 CHECKPOINT_TAG = "governor:checkpoint-command"
 STOPPING = {"StopInstances", "TerminateInstances"}
@@ -74,6 +77,19 @@ class IdleEpisode:
     replayed: int = 0
     slowest_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    stop_clicks: int = 0  # Slack's signed POSTs of Stop now (a person clicks again while Slack shows an error)
+    stop_accepted: int = 0  # clicks the endpoint answered 200 (the person was told it is being handled)
+    stop_stopped: int = 0  # instances a Stop now stopped
+    stop_refused: int = 0  # accepted clicks answered with a recorded refusal (idle's re-checks, a second click held)
+    stop_lost: int = 0  # accepted clicks nobody answered (no decision for them after the runbook)
+    stop_labels: set[str] = field(default_factory=set)  # the idle function's Stop now deliveries
+    stop_clicked: list[str] = field(default_factory=list)  # ids of the clicks the endpoint handed to its worker
+    stop_function: str | None = None  # the function Slack's clicks reach (its DLQ is replayed by the runbook)
+    notes: list[str] = field(default_factory=list)
+
+    def clicked(self, event: dict[str, Any]) -> None:
+        if str(event.get("id")) not in self.stop_clicked:
+            self.stop_clicked.append(str(event.get("id")))
 
 
 class _Clock:
@@ -122,27 +138,6 @@ def _sweep(at: dt.datetime) -> dict[str, Any]:
     return scheduled(account=ACCOUNT, region=REGION, time=at)
 
 
-def _stop_request(instance_id: str, at: dt.datetime) -> dict[str, Any]:
-    from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
-
-    return envelope(
-        STOP_REQUESTED,
-        INTERACTIONS_SOURCE,
-        {
-            "instance_id": instance_id,
-            "requested_by": "alice@example.com",
-            "slack_user": "UANA",
-            "response_url": RESPONSE_URL,
-            "token": uuid.uuid4().hex,
-            "message_blocks": [],
-        },
-        event_id=f"slack:stop_now:{uuid.uuid4().hex}:UANA:{at.timestamp():.6f}",
-        account=ACCOUNT,
-        region=REGION,
-        time=at,
-    )
-
-
 def _accepted_warnings(call: ApiCall, rules: tuple[str, ...] = ("idle.warned",)) -> list[str]:
     """Instances whose idle warning (or another of ``rules``) this PutEvents call got accepted by the bus."""
     if call.operation != "PutEvents" or call.executed == 0 or not call.ok or "failed_entries" in call.faults:
@@ -161,6 +156,99 @@ def _accepted_warnings(call: ApiCall, rules: tuple[str, ...] = ("idle.warned",))
 def _targets(call: ApiCall) -> list[str]:
     ids = call.params.get("InstanceIds") or []
     return [str(i) for i in ids] if isinstance(ids, list) else []
+
+
+#: How often a person clicks Stop now while Slack shows them an error (the endpoint answered 5xx), 20 s apart.
+CLICKS = 3
+
+
+def _warning_buttons(deployment: Deployment, instances: list[str]) -> dict[str, Any]:
+    """Instance -> the person who will click Stop now on its warning (the warning's buttons recorded in the ledger as
+    the notifier records them when it posts; the interactions scenario's role ``stop_now_click``)."""
+    if not instances:
+        return {}
+    from governor.adapters.ledger import DynamoLedger
+    from governor_cli.demo.hooks import provided
+    from governor_cli.testing.faults import unlabelled
+
+    with unlabelled():
+        ledger = DynamoLedger(deployment.local.ledger_table, region=deployment.region)
+        return {instance: provided("stop_now_click")(ledger, instance) for instance in instances}
+
+
+def _labelled(times: dict[str, dt.datetime], at: dt.datetime, kind: str) -> str:
+    """A label of its own for one delivery of the click chain, at its simulated time."""
+    label = f"idle/{kind}-{len(times)}"
+    times[label] = at
+    return label
+
+
+def _stop_now(
+    deployment: Deployment,
+    injector: FaultInjector,
+    clickers: dict[str, Any],
+    at: dt.datetime,
+    clock: _Clock,
+    sent: list[tuple[str, dict[str, Any], int]],
+    times: dict[str, dt.datetime],
+    episode: IdleEpisode,
+) -> None:
+    """Each owner clicks Stop now at ``at`` (again, 20 s later, while Slack shows an error); then what the endpoint
+    handed over runs (its worker), then what the worker handed on (the idle function), all on the simulated clock."""
+    import time_machine
+
+    workers: list[tuple[Any, dict[str, Any], dt.datetime]] = []
+    for clicker in clickers.values():
+        episode.stop_function = clicker.function
+        for attempt in range(CLICKS):
+            when = at + dt.timedelta(seconds=20 * attempt)
+            label = _labelled(times, when, "click")
+            with time_machine.travel(when, tick=False):
+                answer, handed = clicker.post(deployment, injector, when, label)
+            episode.stop_clicks += 1
+            episode.events += 1  # each click is Slack's own request, answered once
+            episode.deliveries += 1
+            episode.slowest_seconds = max([episode.slowest_seconds, *answer.seconds])
+            workers += [(clicker, event, when) for event in handed.worker]
+            if answer.status == "handled":
+                episode.stop_accepted += 1
+                break
+    onward: list[tuple[dict[str, Any], dt.datetime]] = []
+    for clicker, event, when in workers:
+        later = when + dt.timedelta(seconds=2)
+        label = _labelled(times, later, "worker")
+        clock.now = later
+        with time_machine.travel(later, tick=False):
+            delivery, handed = clicker.work(deployment, injector, event, label)
+        sent.append((label, event, 0 if delivery.status == "dlq" else 1))
+        episode.deliveries += 1
+        episode.clicked(event)
+        onward += [(stop, later) for stop in handed.onward]
+    _hand_on(deployment, injector, onward, clock, sent, times, episode)
+
+
+def _hand_on(
+    deployment: Deployment,
+    injector: FaultInjector,
+    onward: list[tuple[dict[str, Any], dt.datetime]],
+    clock: _Clock,
+    sent: list[tuple[str, dict[str, Any], int]],
+    times: dict[str, dt.datetime],
+    episode: IdleEpisode,
+) -> None:
+    """Stop now as the worker handed it to the idle function: one asynchronous delivery per Invoke that reached it."""
+    import time_machine
+
+    for event, when in onward:
+        later = when + dt.timedelta(seconds=3)
+        label = _labelled(times, later, "stop")
+        clock.now = later
+        with time_machine.travel(later, tick=False):
+            delivery = deployment.deliver("idle", event, injector=injector, label=label)
+        sent.append((label, event, 0 if delivery.status == "dlq" else 1))
+        episode.deliveries += 1
+        episode.stop_labels.add(label)
+        episode.slowest_seconds = max([episode.slowest_seconds, *delivery.seconds])
 
 
 def run_idle(
@@ -190,7 +278,7 @@ def run_idle(
     checkpoint = {CHECKPOINT_TAG: next(iter(policy.fleet.checkpoint_commands))}
     idle_ids = _launch(idle, checkpoint)
     busy_ids = _launch(busy, checkpoint)
-    asked_ids = _launch(requests, checkpoint) if requests else []
+    asked_ids = _launch(requests, {}) if requests else []  # no checkpoint command: one click stops
     for instance in idle_ids + asked_ids:
         _metrics(instance, 0.3, now, 45, horizon)
     for instance in busy_ids:
@@ -200,12 +288,13 @@ def run_idle(
     shuffler = random.Random(seed)
     times: dict[str, dt.datetime] = {}  # delivery label prefix -> simulated time
     sent: list[tuple[str, dict[str, Any], int]] = []
+    clickers = _warning_buttons(deployment, asked_ids)
     with clocked_idle(clock):
         for number in range(sweeps):
             at = first + interval * number
+            if number == 1:  # the first sweep's warnings are in Slack: their owners click Stop now
+                _stop_now(deployment, injector, clickers, at - dt.timedelta(minutes=1), clock, sent, times, episode)
             events = [_sweep(at)]
-            if number == 0:
-                events += [_stop_request(instance, at) for instance in asked_ids]
             for event in events:
                 deliveries = 2 if shuffler.random() < duplicate_share else 1
                 episode.events += 1
@@ -231,10 +320,16 @@ def run_idle(
                 return label
 
             def delivered(event: Any, delivery: Any) -> None:
-                sent.append((f"idle/{len(sent)}", event, 0 if delivery.status == "dlq" else 1))
+                label = f"idle/{len(sent)}"
+                sent.append((label, event, 0 if delivery.status == "dlq" else 1))
                 episode.replayed += 1
+                clicker = next(iter(clickers.values()), None)
+                if clicker is not None and delivery.function == clicker.function:  # a click's worker, replayed
+                    onward = clicker.handed(injector, label).onward
+                    _hand_on(deployment, injector, [(e, clock.now) for e in onward], clock, sent, times, episode)
 
-            replay_all(deployment, ["idle"], injector, label_of=label_of, delivered=delivered)
+            functions = ["idle", *({c.function for c in clickers.values()})]
+            replay_all(deployment, functions, injector, label_of=label_of, delivered=delivered)
             clock.now = first + interval * sweeps + STALE_AFTER + dt.timedelta(minutes=1)
             label = f"idle/{len(sent)}"
             times[label] = clock.now
@@ -294,8 +389,10 @@ def _judge(
             episode.checkpoints_resent += count - 1
             episode.problems.append(f"idle: checkpoint command sent {count} times to {instance}")
     episode.not_stopped = sum(1 for i in idle_ids + asked_ids if i not in stopped)
-    decisions: Counter[str] = Counter(str(d.get("event_id")) for d in deployment.ledger_decisions())
-    parked = {m.get("event_id") for m in deployment.dlq_messages("idle")}
+    recorded = deployment.ledger_decisions()
+    decisions: Counter[str] = Counter(str(d.get("event_id")) for d in recorded)
+    functions = ["idle", *([episode.stop_function] if episode.stop_function else [])]
+    parked = {m.get("event_id") for f in functions for m in deployment.dlq_messages(f)}
     settled: dict[str, bool] = {}
     was_parked: set[str] = set()
     for _, event, ok in sent:
@@ -318,6 +415,7 @@ def _judge(
         else:
             episode.lost += 1
             episode.problems.append(f"idle: event {event_id} neither handled nor in the DLQ")
+    _judge_stop_now(episode, recorded, calls)
     for instance in sorted(stopped):
         episode.warnings_expected += 1  # a stop's finding ("stopped ..."): the owner must hear of it
         if instance in reported:
@@ -337,6 +435,44 @@ def _judge(
             episode.warnings_lost += 1
             still = "still staged unsent after the runbook" if runbook else "neither published nor held in the outbox"
             episode.problems.append(f"idle: the warning for {instance} was {still}")
+
+
+#: The recorded answers to a Stop now click that refuse it, each with its reason: the idle function's re-checks, a
+#: record it would not act on, the worker holding back a second click on the same message.
+STOP_REFUSALS = ("idle.stop-now-refused", "idle.stop-now-unverified", "interactions.refused")
+
+
+def _judge_stop_now(episode: IdleEpisode, recorded: list[dict[str, Any]], calls: list[ApiCall]) -> None:
+    """Every click the endpoint accepted is answered: its instance stopped by the idle function's Stop now, or a
+    refusal recorded with its reason (noted); a click with neither is lost."""
+    by_click: dict[str, list[dict[str, Any]]] = {}
+    for decision in recorded:
+        by_click.setdefault(str(decision.get("event_id")), []).append(decision)
+    clicked_stops = {
+        instance
+        for call in calls
+        if call.operation in STOPPING and call.executed and str(call.label).split("#", 1)[0] in episode.stop_labels
+        for instance in _targets(call)
+    }
+    episode.stop_stopped = len(clicked_stops)
+    for click in episode.stop_clicked:
+        found = by_click.get(click, [])
+        done = [
+            str(x)
+            for d in found
+            if d.get("rule") == "idle.stop-now"
+            for x in (d.get("evidence") or {}).get("done") or []
+        ]
+        if any(x.startswith(("stopped", "terminated")) for x in done):
+            continue
+        refusals = [d for d in found if d.get("rule") in STOP_REFUSALS or (d.get("rule") == "idle.stop-now" and done)]
+        if refusals:
+            episode.stop_refused += 1
+            reasons = refusals[-1].get("reasons") or ["?"]
+            episode.notes.append(f"idle: a Stop now click was answered with a refusal: {reasons[-1]}")
+        else:
+            episode.stop_lost += 1
+            episode.problems.append(f"idle: Stop now click {click} accepted by Slack's endpoint, never answered")
 
 
 def _in_outbox(deployment: Deployment, instance: str, rules: tuple[str, ...] = ("idle.warned",)) -> bool:
@@ -372,6 +508,12 @@ def fold(verdict: Verdict, episode: IdleEpisode, injector: FaultInjector, limit:
         verdict.problems.append(
             f"idle: an attempt needed {episode.slowest_seconds:.0f}s, over the {limit:.0f}s timeout"
         )
+    verdict.stop_now_clicks += episode.stop_clicks
+    verdict.stop_now_accepted += episode.stop_accepted
+    verdict.stop_now_stopped += episode.stop_stopped
+    verdict.stop_now_refused += episode.stop_refused
+    verdict.stop_now_lost += episode.stop_lost
     verdict.problems.extend(episode.problems)
+    verdict.notes.extend(episode.notes)
     if episode.not_stopped:
         verdict.notes.append(f"idle: {episode.not_stopped} idle instance(s) not stopped yet when the episode ended")

@@ -266,6 +266,13 @@ class Verdict:
     findings_twice: int = 0
     slowest_seconds: float = 0.0
     over_timeout: int = 0
+    #: Stop now in the idle episode: Slack's signed clicks, those the endpoint accepted (200), the instances a click
+    #: stopped, the accepted clicks answered with a recorded refusal, and those never answered.
+    stop_now_clicks: int = 0
+    stop_now_accepted: int = 0
+    stop_now_stopped: int = 0
+    stop_now_refused: int = 0
+    stop_now_lost: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -280,6 +287,7 @@ class Verdict:
             or self.over_timeout
             or self.findings_lost
             or self.resent_non_idempotent
+            or self.stop_now_lost
         )
 
 

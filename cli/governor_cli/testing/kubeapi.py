@@ -43,6 +43,13 @@ class FakeApiServer:
     tokens: list[str] = field(default_factory=list)
     #: NodeClaims deleted (Karpenter's termination finalizer then terminates their instances).
     deleted_claims: list[dict[str, Any]] = field(default_factory=list)
+    #: Karpenter's termination finalizer, done at once: deleting the node's NodeClaim removes the node. False: the
+    #: node stays until a test removes it (``node_gone``), as while Karpenter is still draining it.
+    karpenter: bool = True
+    #: The node is gone from the cluster (GET answers 404, the list is empty).
+    node_gone: bool = False
+    #: ``(method, path suffix) -> HTTP status`` the server answers instead (an eviction's 500, a cordon's 504).
+    failures: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def check(self, data: Any, kind: str) -> None:
         """Called on each request body and list answer with its model name; the tests read it into that model."""
@@ -54,6 +61,13 @@ class FakeApiServer:
     def answer(self, method: str, path: str, query: dict[str, list[str]], body: Any, headers: Any) -> tuple[int, Any]:
         """The status and JSON answer to one call (what the real API server answers, for these endpoints)."""
         node_path = f"/api/v1/nodes/{self.node_name}"
+        failed = next((code for (m, end), code in self.failures.items() if m == method and path.endswith(end)), None)
+        if failed is not None:
+            return failed, _status(failed, "InternalError", f"{method} {path} failed")
+        if self.node_gone and path.startswith("/api/v1/nodes"):
+            if path == "/api/v1/nodes" and method == "GET":
+                return 200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": []}
+            return 404, _status(404, "NotFound", f"nodes {self.node_name} not found")
         if path == "/api/v1/nodes" and method == "GET":
             listed = {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [self.node]}
             self.check(listed, "V1NodeList")
@@ -98,6 +112,8 @@ class FakeApiServer:
             gone = [c for c in self.claims if c["metadata"]["name"] == name]
             self.claims = [c for c in self.claims if c["metadata"]["name"] != name]
             self.deleted_claims += gone
+            if gone and self.karpenter and any(c.get("status", {}).get("nodeName") == self.node_name for c in gone):
+                self.node_gone = True
             return (200, _status(200)) if gone else (404, _status(404, "NotFound", name))
         return 404, _status(404, "NotFound", f"{method} {path}")
 

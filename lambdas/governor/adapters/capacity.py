@@ -1,7 +1,9 @@
 """Capacity reservations (On-Demand Capacity Reservations and Capacity Blocks for ML): one paginated read.
 
-moto does not implement DescribeCapacityReservations; callers treat a failed read as "end time unknown", never as
-"not reserved" (the instance's own ``InstanceLifecycle`` and ``CapacityReservationId`` already hold it).
+moto does not implement DescribeCapacityReservations (``governor_cli.testing.capacity.reserve`` teaches the emulator);
+the idle sweep treats a failed read as "end time unknown", never as "not reserved" (the instance's own
+``InstanceLifecycle`` and ``CapacityReservationId`` already hold it). The Spot function reads the reservation a capacity
+event names before acting on it, and refuses the event when EC2 has no such reservation.
 """
 
 from __future__ import annotations
@@ -9,11 +11,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from governor.adapters.aws import client
 from governor.domain.capacity import Reservation
 from governor.domain.times import utc
 
 IAM_ACTIONS = frozenset({"ec2:DescribeCapacityReservations"})
+#: EC2's answers for a reservation id it does not have or cannot parse (botocore's ec2 error codes).
+UNKNOWN_IDS = frozenset({"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed"})
 
 
 def to_reservation(raw: dict[str, Any]) -> Reservation:
@@ -33,6 +39,8 @@ def to_reservation(raw: dict[str, Any]) -> Reservation:
         interruptible=bool(raw.get("Interruptible")),
         owner_id=raw.get("OwnerId"),
         tags={t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])},
+        zone_id=raw.get("AvailabilityZoneId"),
+        source_id=(raw.get("InterruptionInfo") or {}).get("SourceCapacityReservationId"),
     )
 
 
@@ -53,11 +61,19 @@ class CapacityReservations:
         return found
 
     def reservations(self, ids: list[str]) -> dict[str, Reservation]:
-        """The named reservations (up to 1000 ids a call), by id."""
+        """The named reservations (up to 1000 ids a call), by id. An id EC2 does not know (``...NotFound``) or
+        cannot read (``...Malformed``) is left out when it is the only one asked for: the capacity events name one
+        reservation, and "EC2 has no such reservation" is their answer, not an error to retry."""
         found: dict[str, Reservation] = {}
         for start in range(0, len(ids), 1000):
-            for reservation in self._pages(CapacityReservationIds=ids[start : start + 1000]):
-                found[reservation.id] = reservation
+            batch = ids[start : start + 1000]
+            try:
+                pages = self._pages(CapacityReservationIds=batch)
+            except ClientError as error:
+                if len(batch) > 1 or error.response["Error"]["Code"] not in UNKNOWN_IDS:
+                    raise
+                pages = []
+            found.update((reservation.id, reservation) for reservation in pages)
         return found
 
     def active(self) -> list[Reservation]:

@@ -25,6 +25,7 @@ from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_ser
 from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
 from governor.domain.once import send_command_once
+from governor.domain.verification import Verification
 
 if TYPE_CHECKING:
     from governor.domain.fleet import Instance
@@ -40,7 +41,8 @@ class Outcome:
     """The result of one change: AWS refusing (a limit, a state) is an outcome to report, not a crash.
 
     ``done`` is the sentence a finding reports as done; ``data`` carries what a capability keeps from the call (a
-    checkpoint's command id, the target groups left, a replacement's id).
+    checkpoint's command id, the target groups left, a replacement's id); ``verified`` is what the runner's re-read
+    after a fixing action saw (:mod:`governor.domain.rereads`), None when nothing was re-read.
     """
 
     ok: bool
@@ -48,6 +50,7 @@ class Outcome:
     message: str = ""
     done: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)
+    verified: Verification | None = None
 
 
 @dataclass(frozen=True)
@@ -250,15 +253,9 @@ class Terminate(_Reclaim):
             if nodes is None:  # a member account's sweep: the hub reaches no cluster there (docs/kubernetes.md)
                 why = f"no access to cluster {self.group}"
                 return Outcome(ok=False, error_code="NoKubernetesAccess", message=why, done=f"not drained: {why}")
-            try:
-                node = nodes.reclaim(at.resource, str(self.group))
-            except Exception as error:  # the cluster's API unreachable or refusing: recorded, retried next sweep
-                why = f"cluster {self.group}: {error}"
-                return Outcome(ok=False, error_code=type(error).__name__, message=why, done=f"not drained: {why}")
-            if node.blocked:
-                why = str(node.blocked)
-                return Outcome(ok=False, error_code="NodeNotDrained", message=why, done=f"not drained: {why}")
-            return Outcome(ok=True, done="; ".join(node.steps))
+            # One pass of the node's drain, resumed from where the ledger says it stopped; ok only once it is gone.
+            outcome: Outcome = nodes.reclaim_outcome(aws, at, str(self.group))
+            return outcome
         if self.via == "autoscaling":
             if aws.groups is None:
                 raise RuntimeError("no Auto Scaling client configured")

@@ -49,6 +49,10 @@ class Reservation:
     interruptible: bool = False
     owner_id: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    #: The zone's id (``use1-az1``), which capacity events name (``azId``, ``availabilityZoneId``).
+    zone_id: str | None = None
+    #: An interruptible reservation's source (``InterruptionInfo.SourceCapacityReservationId``).
+    source_id: str | None = None
 
     @property
     def capacity_block(self) -> bool:

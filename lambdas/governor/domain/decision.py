@@ -14,6 +14,7 @@ from pydantic import Field
 
 from governor.domain.actions import Action, AnyAction
 from governor.domain.model import Model
+from governor.domain.verification import Verification
 
 Verdict = Literal["act", "ok", "ignored"]
 Severity = Literal["info", "warning", "critical"]
@@ -78,6 +79,9 @@ class Finding(Model):
     #: Set on a warning that is posted inside its owner's digest (the digest's id): the notifier records it and
     #: posts nothing of its own.
     digested_in: str | None = None
+    #: What the enforcer saw when it re-read the resource after acting (set by the runner, ``governor.domain.rereads``):
+    #: the problem is resolved only when this says ``fixed``. None: nothing was acted on, or nothing re-read.
+    verified: Verification | None = None
 
     @classmethod
     def from_decision(cls, decision: Decision, title: str, **extra: Any) -> Finding:

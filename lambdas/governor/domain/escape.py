@@ -1,7 +1,8 @@
-"""One escaping function per sink the governor writes text into: Slack mrkdwn, email headers, HTML and CSV.
+"""One escaping function per sink the governor writes text into: Slack mrkdwn, email headers, HTML, CSV, security
+records (ASFF for Security Hub, OCSF for a lake or a log line) and the terminal (the ``governor`` command's output).
 
 Tag values, CloudTrail strings and resource names are chosen by whoever can tag or make an API call, and they reach
-people through these four sinks. Every writer of a sink calls its function here and nothing else
+people through these sinks. Every writer of a sink calls its function here and nothing else
 (``tests/unit/test_escape.py`` walks the runtime for stray ``html.escape`` calls and hand-made escapes), so a sink is
 fixed in one place when a new trick turns up.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Any
 
 # --- Slack mrkdwn ----------------------------------------------------------------------------------------------------
@@ -81,3 +83,41 @@ def csv_cell(value: Any) -> Any:
     if value[0] in "\t\r\n" or (rest and rest[0] in _FORMULA_SIGNS):
         return "'" + value
     return value
+
+
+# --- security records (ASFF, OCSF) -----------------------------------------------------------------------------------
+
+#: Unicode's bidirectional controls: text shown in an order other than the one it is stored in ("Trojan Source"); a
+#: terminal shows U+202E as reversing the rest of the line.
+_BIDI_CHARS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_BIDI = re.compile(f"[{_BIDI_CHARS}]")
+
+
+def record_text(value: Any, limit: int) -> str:
+    """Text for a field of a security record (an ASFF finding in Security Hub, an OCSF event in a lake or a log line):
+    one line, no control or bidirectional characters, within the field's limit.
+
+    JSON escapes quotes by itself; what it keeps is a CR or LF in an owner tag that, in a label list or a log line read
+    line by line, becomes a second, forged entry (``owner:mallory``), and a 300 KB detail in a field meant for a
+    sentence. The limit is the field's own (ASFF: Title 256, Description 1,024, product field values 2,048).
+    """
+    text = _BIDI.sub("", _CONTROLS.sub(" ", _LINE_BREAKS.sub(" ", str(value)))).replace("\t", " ")
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+# --- terminal -------------------------------------------------------------------------------------------------------
+
+
+def terminal_text(value: Any) -> str:
+    """Text for one line on a terminal (``governor status``, ``explain``, ``idle``, ``dlq``, ``audit`` and errors):
+    every control character (ESC included: no colour, cursor move, screen clear or title change), every character a
+    terminal or ``str.splitlines`` breaks a line at, and every bidirectional override written as a visible escape
+    (``\\x0a``, ``\\x1b``, ``\\u202e``), so a tag holding a newline cannot forge a row and U+202E cannot reverse what
+    an operator reads. JSON and CSV output keep values exact (``json`` escapes them; CSV cells go through
+    :func:`csv_cell`)."""
+    return "".join(
+        (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+        if char in _BIDI_CHARS or unicodedata.category(char) in {"Cc", "Zl", "Zp"}
+        else char
+        for char in str(value)
+    )

@@ -7,6 +7,7 @@ policy, else the creator the governor recorded at launch, else ``unknown``.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -65,6 +66,13 @@ class Instance:
     reservation: Reservation | None = None
     #: The SageMaker HyperPod cluster whose node list names this instance (``governor.domain.capacity.with_hyperpod``).
     hyperpod_cluster: str | None = None
+    #: Tags that would hold the governor back but are not honoured, with why (``governor.domain.tagging.bounded``):
+    #: no person is recorded setting them, or their policy exemption ended. Reported; never exempt anything.
+    refused_tags: tuple[TagProblem, ...] = ()
+
+    @property
+    def refused_keys(self) -> frozenset[str]:
+        return frozenset(problem.key for problem in self.refused_tags)
 
 
 @dataclass(frozen=True)
@@ -158,15 +166,22 @@ def tag_problems(tags: dict[str, str], fleet: FleetPolicy, now: dt.datetime) -> 
 
 
 def exemption(
-    instance_id: str, tags: dict[str, str], fleet: FleetPolicy, exemptions: Exemptions, now: dt.datetime
+    instance_id: str,
+    tags: dict[str, str],
+    fleet: FleetPolicy,
+    exemptions: Exemptions,
+    now: dt.datetime,
+    *,
+    refused: Collection[str] = (),
 ) -> str | None:
     """Why the instance is exempt right now, or None.
 
-    The policy's own exemptions always hold. The exempt tag is honoured only as ``true`` or as an ISO date no more than
-    ``fleet.max_exemption_days`` ahead: any account user can tag, so ``nope``, ``off`` or ``9999-01-01`` exempt nothing
-    (:func:`tag_problems` reports them).
+    The policy's own exemptions hold, a tag of ``exemptions.tags`` only when its key is not ``refused`` (no person
+    recorded setting it, or its bound passed: ``governor.domain.tag_exemptions``). The exempt tag is honoured only as
+    ``true`` or as an ISO date no more than ``fleet.max_exemption_days`` ahead: any account user can tag, so ``nope``,
+    ``off`` or ``9999-01-01`` exempt nothing (:func:`tag_problems` reports them).
     """
-    if exemptions.matches(instance_id, tags):
+    if exemptions.matches(instance_id, {k: v for k, v in tags.items() if k not in refused}):
         return "exempt by policy (id or tag in the section's exemptions)"
     value = tags.get(fleet.exempt_tag)
     if value is None or exempt_tag_problem(value, fleet, now) is not None:

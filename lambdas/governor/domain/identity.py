@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from governor.events.envelopes import UserIdentity
 
@@ -82,3 +83,73 @@ def _session_name(ident: UserIdentity) -> str | None:
     if ident.principal_id and ":" in ident.principal_id:
         return ident.principal_id.split(":", 1)[1] or None
     return None
+
+
+# --- who set a tag, as far as CloudTrail proves it -------------------------------------------------------------------
+
+#: The ``userIdentity`` field an :class:`Author` names the person by.
+AuthorField = Literal["sourceIdentity", "principalId", "arn", "service", "none"]
+_SERVICE_LINKED = ":role/aws-service-role/"
+
+
+@dataclass(frozen=True)
+class Author:
+    """Who made a tagging call, named only by what the caller could not choose.
+
+    An assumed-role session's name (``RoleSessionName``) is the caller's choice: ``aws sts assume-role
+    --role-session-name alice`` makes anyone who may assume the role look like alice in the ARN. So a session is
+    named by its ``sourceIdentity`` when the session carries one (set by the identity provider or the first
+    ``AssumeRole``; a session cannot change it, and it survives role chaining), else by its role and ``principalId``
+    (the role's unique id, which IAM assigns, then the session name, shown as what it is). IAM users and root are
+    named by their ARN (IAM's, not the caller's), with the ``principalId`` kept beside it. A call an AWS service made
+    through its service-linked role (Auto Scaling launching from a group's template) names no person at all:
+    ``proven`` is False, and the governor honours nothing such a call set that would hold it back.
+    """
+
+    who: str
+    via: AuthorField
+    principal_id: str | None = None
+    source_identity: str | None = None
+    proven: bool = True
+
+    def fields(self) -> dict[str, Any]:
+        """What the ledger keeps beside ``who``: the field used and the raw ids."""
+        return {
+            "via": self.via,
+            "principal_id": self.principal_id,
+            "source_identity": self.source_identity,
+            "proven": self.proven,
+        }
+
+
+def author(identity: UserIdentity | Mapping[str, Any]) -> Author:
+    """The :class:`Author` of a CloudTrail call (see the class for the rule)."""
+    ident = identity if isinstance(identity, UserIdentity) else UserIdentity.model_validate(dict(identity))
+    context = ident.session_context or {}
+    issuer_arn = _text((context.get("sessionIssuer") or {}).get("arn"))
+    principal = _text(ident.principal_id)
+    source = _text(context.get("sourceIdentity"))
+    if ident.type == "AWSService" or (issuer_arn and _SERVICE_LINKED in issuer_arn):
+        return _service(ident, issuer_arn, principal, source)
+    if source:
+        through = issuer_arn or ident.arn
+        return Author(f"{source} (source identity, through {through})", "sourceIdentity", principal, source)
+    if issuer_arn and principal:
+        return Author(f"{issuer_arn} (principalId {principal})", "principalId", principal)
+    if ident.arn:
+        return Author(ident.arn, "arn", principal)
+    if principal:
+        return Author(principal, "principalId", principal)
+    return Author(UNKNOWN, "none", proven=False)
+
+
+def _service(ident: UserIdentity, issuer_arn: str | None, principal: str | None, source: str | None) -> Author:
+    """A call an AWS service made itself or through its service-linked role: it names no person."""
+    service = _text((ident.model_extra or {}).get("invokedBy"))
+    named = issuer_arn or ident.arn or service or "an AWS service"
+    by = f" ({service})" if service and service != named else ""
+    return Author(f"{named}{by}", "service", principal, source, proven=False)
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value else None

@@ -20,6 +20,21 @@ from governor.domain.model import Model
 RECORD_KIND = "interruption"
 #: SSM command statuses after which a checkpoint command changes no more.
 FINAL_COMMAND_STATUSES = ("Success", "Failed", "TimedOut", "Cancelled")
+#: Record statuses after which the interruption is over: a warning that comes later announces another one.
+ENDED = ("stopped", "terminated")
+
+
+def interruption_key(instance_id: str, launched_at: dt.datetime, after: str | None = None) -> str:
+    """What one interruption's checkpoint is sent at most once per (``Acting.intent``): the instance and its run.
+
+    EC2 ends an instance's run at most once, so every notice announcing that end is about one interruption: a Spot
+    warning however often and under whatever id it is delivered, an interruptible reservation's warning, a Capacity
+    Block's expiry. EC2's ``LaunchTime``, which a stop and start or a hibernation and resume move, tells runs apart;
+    ``after`` (the event id of the previous interruption, when its record says it is over) keeps two runs apart even
+    where the launch time did not move. Both come from EC2 and the ledger, never from the event, so two deliveries
+    racing each other compute the same key and only one of them claims the command.
+    """
+    return f"interruption:{instance_id}:{launched_at.isoformat()}" + (f":after:{after}" if after else "")
 
 
 class InterruptionRecord(Model):
@@ -56,6 +71,19 @@ class InterruptionRecord(Model):
     status: str = "interrupted"
     final_at: dt.datetime | None = None
     errors: list[str] = Field(default_factory=list)
+    #: The interruption this record is about (:func:`interruption_key`); None on records written before it existed.
+    interruption: str | None = None
+
+    def same_run(self, launched_at: dt.datetime) -> bool:
+        """Whether a notice about the instance, as EC2 reports it now, is about this record's interruption: the same
+        run (launch time), and the interruption not over yet."""
+        return self.launched_at == launched_at and self.status not in ENDED
+
+    def next_key(self, launched_at: dt.datetime) -> str:
+        """The key of this record's interruption when :meth:`same_run`, else of the one a new notice announces."""
+        if self.same_run(launched_at):
+            return self.interruption or interruption_key(self.instance_id, launched_at)
+        return interruption_key(self.instance_id, launched_at, after=self.event_id if self.status in ENDED else None)
 
     def to_item(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -8,6 +8,10 @@ command up by its Comment; when SSM has none, the claim may still belong to an i
 :data:`TAKEOVER_AFTER` (longer than any single-attempt send can take), and only by a conditional write on the
 holder's token: of two late-comers one wins, and the holder's own send is never doubled.
 
+What a command is at most once *per* is the caller's: an event (the default), an idle spell, or one interruption of
+an instance (``governor.domain.interruptions.interruption_key``), passed as ``event_id``. :func:`first_claimant`
+names the one event that owns such a wider scope, so the events after it are recorded as its duplicates.
+
 A protocol over two ports (the ledger and the commands adapter, both passed in), so the typed ``Checkpoint`` action
 runs it without importing the runtime; the commands adapter logs and counts a command it finds instead of resending.
 """
@@ -26,6 +30,8 @@ if TYPE_CHECKING:  # the port is a type here; the typed actions, which ports' si
     from governor.domain.ports import Ledger
 
 INTENT_KIND = "intent"
+#: The ledger kind of a scope's owner (:func:`first_claimant`).
+OWNER_KIND = "once-owner"
 IN_DOUBT = (
     "in doubt: an earlier attempt failed between sending the command and recording its id; not sent again, so the "
     "job is not signalled twice"
@@ -126,6 +132,16 @@ def send_command_once(
         {**base, "token": token, "command_id": sent.command_id, "delivered": sent.delivered, "error": sent.error},
     )
     return OnceResult(sent.delivered, sent.command_id, sent.error)
+
+
+def first_claimant(ledger: Ledger, scope: str, event_id: str, at: dt.datetime) -> str:
+    """The event that owns ``scope`` (one interruption of one instance): this one when its conditional write lands
+    first, or landed on an earlier attempt of this event; else the event that wrote it. Its later events are duplicates
+    of that one, whatever their ids: two deliveries racing each other find the same owner."""
+    if ledger.claim(OWNER_KIND, scope, {"event_id": event_id, "claimed_at": at.isoformat()}):
+        return event_id
+    found = ledger.get_item(OWNER_KIND, scope)
+    return str(found.get("event_id") or event_id) if found else event_id
 
 
 def held_elsewhere(

@@ -21,10 +21,12 @@ from typing import Any, Literal
 
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Severity
-from governor.domain.fleet import EXEMPT_TRUE, Instance, exempt_tag_problem, snooze_tag_problem
+from governor.domain.fleet import EXEMPT_TRUE, Instance, TagProblem, exempt_tag_problem, snooze_tag_problem
+from governor.domain.identity import Author
 from governor.domain.ports import Ledger
+from governor.domain.tag_exemptions import holding_back_refusals, launched_by_service, policy_tag_refusals
 from governor.domain.times import parse_time
-from governor.policy import FleetPolicy, Policy
+from governor.policy import Exemptions, FleetPolicy, Policy
 
 TAG_SET = "governor-tag"
 FIRST_SEEN = "unknown: present when the governor first saw it"
@@ -32,7 +34,18 @@ FIRST_SEEN = "unknown: present when the governor first saw it"
 KUBERNETES_TAGS = ("eks:cluster-name", "eks:nodegroup-name", "karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
 KUBERNETES_TAG_PREFIX = "kubernetes.io/cluster/"
 
-Source = Literal["CreateTags", "RunInstances", "TagUser", "TagRole", "TagResource", "first-seen"]
+Source = Literal[
+    "CreateTags",
+    "RunInstances",
+    "TagUser",
+    "TagRole",
+    "TagResource",
+    "CreateUser",
+    "CreateRole",
+    "CreateKey",
+    "CreateSecret",
+    "first-seen",
+]
 ResourceKind = Literal["instance", "security-group", "iam-user", "iam-role", "kms-key", "secret", "other"]
 #: The resources whose tags exempt a credential from rotation (issue 33: a user exempted their own access key).
 CREDENTIALS: frozenset[str] = frozenset({"iam-user", "kms-key", "secret"})
@@ -51,6 +64,12 @@ class TagSetting:
     problem: str | None = None
     source: Source = "CreateTags"
     kind: ResourceKind = "instance"
+    #: How ``who`` was established (``governor.domain.identity.Author``): the field used, the raw ids, and whether a
+    #: person is proven at all (a service-linked role's call proves nobody).
+    via: str = "arn"
+    principal_id: str | None = None
+    source_identity: str | None = None
+    proven: bool = True
 
     @property
     def credential(self) -> bool:
@@ -68,6 +87,10 @@ class TagSetting:
             "event_id": self.event_id,
             "problem": self.problem,
             "source": self.source,
+            "via": self.via,
+            "principal_id": self.principal_id,
+            "source_identity": self.source_identity,
+            "proven": self.proven,
         }
 
 
@@ -90,9 +113,21 @@ def watched_tag_keys(policy: Policy) -> tuple[str, ...]:
                 fleet.team_tag,
                 *fleet.fleet_tags,
                 *KUBERNETES_TAGS,
+                *policy.idle.exemptions.tags,
             )
         )
     )
+
+
+def policy_exempting(key: str, value: str, policy: Policy) -> bool:
+    """Whether ``key=value`` exempts an instance from the idle policy through ``idle.exemptions.tags``."""
+    wanted = policy.idle.exemptions.tags.get(key)
+    return wanted is not None and (wanted == "*" or wanted == value)
+
+
+def holds_back(key: str, value: str, policy: Policy) -> bool:
+    """A tag that asks the governor to look away: the exemption, the snooze, or a policy tag exemption."""
+    return key in (policy.fleet.exempt_tag, policy.fleet.keep_until_tag) or policy_exempting(key, value, policy)
 
 
 def is_watched(key: str, policy: Policy) -> bool:
@@ -118,19 +153,39 @@ def settings_from(
     resources: Sequence[tuple[str, ResourceKind]],
     policy: Policy,
     *,
-    who: str,
+    author: Author,
     at: dt.datetime,
     event_id: str,
     source: Source,
+    origin: str | None = None,
 ) -> list[TagSetting]:
-    """One :class:`TagSetting` per watched tag and resource of one tagging call."""
+    """One :class:`TagSetting` per watched tag and resource of one tagging call.
+
+    A call that proves no person (an AWS service-linked role's, ``author.proven`` False) records its tags all the
+    same, but a tag in it that would hold the governor back is not honoured: where it came from (``origin``, e.g. the
+    launch template a group launched from) has no provable author.
+    """
     found: list[TagSetting] = []
+    ids = author.fields()
     for key, value in pairs:
         if not is_watched(key, policy):
             continue
         problem = tag_problem(key, value, policy, at)
-        found.extend(TagSetting(r, key, value, who, at, event_id, problem, source, kind) for r, kind in resources)
+        if problem is None and not author.proven and holds_back(key, value, policy):
+            problem = unproven_reason(author, origin)
+        found.extend(
+            TagSetting(r, key, value, author.who, at, event_id, problem, source, kind, **ids) for r, kind in resources
+        )
     return found
+
+
+def unproven_reason(author: Author, origin: str | None) -> str:
+    """Why a tag an AWS service wrote on someone's behalf holds nothing back."""
+    where = f" from {origin}" if origin else ""
+    return (
+        f"written by {author.who}{where}: a service writes on someone's behalf, beyond any reserved-tag policy, and "
+        "who put the tag in the template or group cannot be proven; set it with CreateTags (recorded) instead"
+    )
 
 
 def tag_pairs(items: Any) -> list[tuple[str, str]]:
@@ -157,12 +212,14 @@ def decide_setting(setting: TagSetting, policy: Policy, *, policy_name: str, rul
         f"{setting.who} set {setting.key}={setting.value!r} on {setting.resource_id} at {setting.at.isoformat()} "
         f"({setting.source})"
     ]
-    exemption = setting.key == fleet.exempt_tag and setting.value.strip().lower() != "false"
+    by_policy = policy_exempting(setting.key, setting.value, policy)
+    exemption = by_policy or (setting.key == fleet.exempt_tag and setting.value.strip().lower() != "false")
     if setting.problem:
         reasons.append(f"ignored by the governor: {setting.problem}")
-    elif exemption and setting.value.strip().lower() == EXEMPT_TRUE:
+    elif by_policy or (exemption and setting.value.strip().lower() == EXEMPT_TRUE):
         end = exemption_end(setting.at, fleet)
-        reasons.append(f"honoured until {end.isoformat()} (fleet.max_exemption_days {fleet.max_exemption_days})")
+        what = f"exempts it from idle by policy (idle.exemptions.tags {setting.key}); " if by_policy else ""
+        reasons.append(f"{what}honoured until {end.isoformat()} (fleet.max_exemption_days {fleet.max_exemption_days})")
     notify = bool(setting.problem) or exemption
     severity: Severity = "warning" if setting.problem or (exemption and setting.credential) else "info"
     return Decision(
@@ -218,6 +275,70 @@ def recorded_setting(
     return None
 
 
+@dataclass(frozen=True)
+class Bounded:
+    """A resource's tags as every decision reads them, what was not honoured, and a first sighting just recorded."""
+
+    tags: dict[str, str]
+    refused: tuple[TagProblem, ...] = ()
+    first_seen: TagSetting | None = None
+
+
+def bounded(
+    resource_ids: Sequence[str],
+    tags: Mapping[str, str],
+    fleet: FleetPolicy,
+    ledger: Ledger,
+    now: dt.datetime,
+    *,
+    kind: ResourceKind = "instance",
+    exemptions: Exemptions | None = None,
+) -> Bounded:
+    """``tags`` as the decisions read them: an exemption or snooze whose recorded author is no person (or that an
+    AWS service put on an instance it launched, unrecorded) removed and refused; ``exempt=true`` replaced by its end
+    (the recorded setting plus ``fleet.max_exemption_days``); a policy tag exemption (``exemptions.tags``) refused
+    unless a person is recorded setting it within ``fleet.max_exemption_days`` (``governor.domain.tag_exemptions``).
+
+    A ``true`` with no recorded setting is recorded now as first seen, so its clock starts today and a later sweep
+    finds the same start. The decision then honours the exemption only until that end and says so in its reason.
+    """
+
+    def recorded(key: str, value: str) -> Mapping[str, Any] | None:
+        found = recorded_setting(ledger, resource_ids, key, value)
+        return found[1] if found else None
+
+    service = launched_by_service(tags) if kind == "instance" else None
+    refused = holding_back_refusals(tags, fleet, recorded, launched_by=service)
+    if exemptions is not None:
+        refused += policy_tag_refusals(tags, exemptions, fleet, recorded, now)
+    dropped = {p.key for p in refused if p.key in (fleet.exempt_tag, fleet.keep_until_tag)}
+    kept = {k: v for k, v in tags.items() if k not in dropped}
+    value = kept.get(fleet.exempt_tag)
+    if value is None or value.strip().lower() != EXEMPT_TRUE or not resource_ids:
+        return Bounded(kept, tuple(refused))
+    found = recorded(fleet.exempt_tag, value)
+    first: TagSetting | None = None
+    if found is None:
+        first = TagSetting(
+            resource_ids[0],
+            fleet.exempt_tag,
+            value,
+            FIRST_SEEN,
+            now,
+            "first-seen",
+            source="first-seen",
+            kind=kind,
+            via="none",
+            proven=False,
+        )
+        ledger.put_item(TAG_SET, setting_key(first.resource_id, first.key), first.item())
+        set_at = now
+    else:
+        set_at = _when(found.get("at")) or now
+    end = exemption_end(set_at, fleet)
+    return Bounded({**kept, fleet.exempt_tag: end.isoformat()}, tuple(refused), first)
+
+
 def bounded_tags(
     resource_ids: Sequence[str],
     tags: Mapping[str, str],
@@ -227,32 +348,20 @@ def bounded_tags(
     *,
     kind: ResourceKind = "instance",
 ) -> dict[str, str]:
-    """``tags`` with ``exempt=true`` replaced by its end (the recorded setting plus ``fleet.max_exemption_days``).
-
-    A ``true`` with no recorded setting is recorded now as first seen, so its clock starts today and a later sweep
-    finds the same start. The decision then honours the exemption only until that end and says so in its reason.
-    """
-    value = tags.get(fleet.exempt_tag)
-    if value is None or value.strip().lower() != EXEMPT_TRUE or not resource_ids:
-        return dict(tags)
-    found = recorded_setting(ledger, resource_ids, fleet.exempt_tag, value)
-    if found is None:
-        first = TagSetting(
-            resource_ids[0], fleet.exempt_tag, value, FIRST_SEEN, now, "first-seen", source="first-seen", kind=kind
-        )
-        ledger.put_item(TAG_SET, setting_key(first.resource_id, first.key), first.item())
-        set_at = now
-    else:
-        set_at = _when(found[1].get("at")) or now
-    end = exemption_end(set_at, fleet)
-    return {**tags, fleet.exempt_tag: end.isoformat()}
+    """The tags of :func:`bounded`, for callers that report nothing of their own."""
+    return bounded(resource_ids, tags, fleet, ledger, now, kind=kind).tags
 
 
 def _when(value: Any) -> dt.datetime | None:
     return parse_time(value) if value else None
 
 
-def bounded_instance(instance: Instance, fleet: FleetPolicy, ledger: Ledger, now: dt.datetime) -> Instance:
-    """The instance with its ``exempt=true`` read as its end (:func:`bounded_tags`), for every decision about it."""
-    tags = bounded_tags([instance.id], instance.tags, fleet, ledger, now)
-    return instance if tags == instance.tags else replace(instance, tags=tags)
+def bounded_instance(
+    instance: Instance, fleet: FleetPolicy, ledger: Ledger, now: dt.datetime, exemptions: Exemptions | None = None
+) -> Instance:
+    """The instance as :func:`bounded` reads it, with what was refused (``Instance.refused_tags``) for every decision
+    about it and for the finding that says so."""
+    found = bounded([instance.id], instance.tags, fleet, ledger, now, exemptions=exemptions)
+    if found.tags == instance.tags and not found.refused:
+        return instance
+    return replace(instance, tags=found.tags, refused_tags=found.refused)

@@ -11,3 +11,8 @@ STOP_REQUESTED = "Stop Requested"
 #: The ledger item a verified, authorised Stop now click leaves for the idle function, keyed by the click's id: the
 #: idle function takes the instance, who asked and where to answer from it, never from the invocation.
 STOP_REQUEST_KIND = "stop-request"
+#: The ledger item the notifier leaves for the buttons of one message, keyed by their opaque token: what a click on
+#: them may act on (the interactions function resolves every click through it; the idle function checks Stop now's).
+BUTTON_KIND = "slack-button"
+#: The Stop now button's Slack ``action_id``.
+STOP_NOW_ACTION = "governor_stop_now"

@@ -633,7 +633,7 @@ def assess(instance: Instance, signals: Signals, policy: Policy, now: dt.datetim
     if now < grace_end:
         reason = f"launched {instance.launch_time.isoformat()}; in launch grace until {grace_end.isoformat()}"
         return Assessment(instance.id, "grace", [reason], {})
-    exempt = exemption(instance.id, instance.tags, policy.fleet, idle.exemptions, now)
+    exempt = exemption(instance.id, instance.tags, policy.fleet, idle.exemptions, now, refused=instance.refused_keys)
     if exempt:
         return Assessment(instance.id, "exempt", [exempt], {})
     snooze = snoozed_until(instance.tags, policy.fleet, now)

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from governor import runner
+from governor import acts, runner
 from governor.adapters.aws import per_session
 from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
@@ -51,7 +51,8 @@ from governor.domain.model import Model
 from governor.domain.ports import utcnow
 from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
-from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUEST_KIND, STOP_REQUESTED
+from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
+from governor.idle.act_records import confirm_reclaims
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.digest import digest_warnings, warning_accepted
 from governor.idle.domain import (
@@ -76,12 +77,20 @@ from governor.idle.domain import (
     sweep_interval,
     unused_reservation_decision,
 )
+from governor.idle.kubernetes.drain_sweep import (
+    drain_finding,
+    follow_up,
+    not_reclaimed,
+    through_cluster,
+    unfinished_drain,
+)
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
 from governor.idle.policy import KubernetesCluster
+from governor.idle.provenance import annotated, vouch
 from governor.idle.sources import attribution, metric_source
 from governor.idle.stop_now import STOP_REQUEST_MAX_AGE as STOP_REQUEST_MAX_AGE
-from governor.idle.stop_now import StopFacts, VerifiedStop, decide_stop_now, too_old
+from governor.idle.stop_now import StopFacts, decide_stop_now, too_old
 from governor.observability import logger, metrics
 from governor.outbox import Outbox, finding_id
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
@@ -242,8 +251,8 @@ def _refresh_checkpoints(marks: dict[str, Mark], aws: Adapters) -> None:
 
 
 def bounded(instance: Instance, runtime: Runtime, now: dt.datetime) -> Instance:
-    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever, whoever set it."""
-    return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now)
+    """Exemptions as ``governor.domain.tagging.bounded`` reads them: each ends, and each needs a proven author."""
+    return bounded_instance(instance, runtime.policy.fleet, runtime.ledger, now, runtime.policy.idle.exemptions)
 
 
 def _still_safe(instance: Instance, live: Instance | None, runtime: Runtime, now: dt.datetime) -> str | None:
@@ -255,7 +264,9 @@ def _still_safe(instance: Instance, live: Instance | None, runtime: Runtime, now
         return f"{instance.id} is {live.state} now"
     if live.launch_time != instance.launch_time:
         return f"{instance.id} was restarted at {live.launch_time.isoformat()}"
-    why = exemption(live.id, live.tags, runtime.policy.fleet, runtime.policy.idle.exemptions, now)
+    why = exemption(
+        live.id, live.tags, runtime.policy.fleet, runtime.policy.idle.exemptions, now, refused=live.refused_keys
+    )
     if why:
         return f"{instance.id} became exempt: {why}"
     snooze = snoozed_until(live.tags, runtime.policy.fleet, now)
@@ -377,6 +388,7 @@ def settle(
         return runner.Hold(f"skipped: {why}", skipped)
 
     done: list[str] = []
+    done_actions: list[tuple[Action, Outcome]] = []
     spell = outcome.prior or outcome.mark
 
     def reclaim_finding(detail: str) -> Finding:
@@ -389,6 +401,10 @@ def settle(
         )
 
     def before(action: Action) -> Outcome | None:
+        if through_cluster(action):
+            return None  # a drain's findings are its transitions' (drain_sweep), never a staged "terminated"
+        if action.type == "tag" and unfinished_drain(done_actions):
+            return not_reclaimed()  # the idle-action tag waits until the node is reclaimed
         # Staged before the act, pending: an invocation killed between StopInstances' answer and anything it writes
         # after still leaves the finding, which the retry or the next sweep publishes once the instance's state
         # confirms the act (`resolve_pending`), or withdraws when it does not.
@@ -398,14 +414,19 @@ def settle(
 
     def after(action: Action, result: Outcome) -> None:
         mark = kept["mark"]
+        done_actions.append((action, result))
         if result.done:
             done.append(_idle_sentence(action, result))
+        if through_cluster(action):
+            if result.data.get("drain_active"):  # resumed next sweep: the spell's mark stays, no fresh warning
+                kept["mark"] = outcome.prior
+            return
         if action.type == "checkpoint" and mark is not None:
             status = "Pending" if result.data.get("delivered") else "Undeliverable"
             kept["mark"] = replace(mark, checkpoint_command_id=result.data.get("command_id"), checkpoint_status=status)
         if action.type in ("stop", "terminate") and box is not None and outcome.finding:
-            if result.ok:
-                box.add([reclaim_finding("; ".join(done))])
+            if result.ok:  # carrying what the runner's re-read after acting saw (resolved only if stopped)
+                box.add([reclaim_finding("; ".join(done)).model_copy(update={"verified": result.verified})])
             else:
                 box.withdraw(reclaim_finding_id(outcome.instance.id, spell, event.id))
 
@@ -424,8 +445,9 @@ def settle(
     )
     try:
         settled = run.settle(decision, reread=reread, before=before, after=after, recorded=True)
-    except Exception as error:
-        error.governor_done = list(done)  # type: ignore[attr-defined]  # read by the sweep's failure record
+    except Exception as error:  # what was done travels with it (``acts.DONE_ATTR``), read by the sweep's record
+        if not getattr(error, acts.DONE_ATTR, None):
+            setattr(error, acts.DONE_ATTR, list(done))
         raise
     if settled.held is None:
         return [_idle_sentence(action, result) for action, result in settled.results if result.done], kept["mark"]
@@ -628,7 +650,7 @@ def ignored_tags(
     fleet = runtime.policy.fleet
     decisions = []
     for instance in instances:
-        problems = [str(p) for p in tag_problems(instance.tags, fleet, now)]
+        problems = [str(p) for p in (*tag_problems(instance.tags, fleet, now), *instance.refused_tags)]
         problems += [str(p) for p in mark_tag_problems(instance, stored.get(instance.id), now)]
         claim = unproven_claim(instance.tags)
         if claim is not None:
@@ -681,12 +703,13 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     if unread:
         logger.warning("idle sweep without HyperPod node lists", extra={"reason": unread})
     start = lookback_start(policy.idle, now, interval)
+    vouch(aws.metrics, instances, aws.nodes, (c.name for c in policy.idle.clusters if c.reclaim == "drain"))
     signals = aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
     runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
     stored = load_marks(runtime)
     marks = dict(stored)
     _refresh_checkpoints(marks, aws)
-    plan = _plan_with_breaker(instances, signals, marks, runtime, now, interval)
+    plan = annotated(_plan_with_breaker(instances, signals, marks, runtime, now, interval), aws.metrics)
     runtime.ledger.record_many([outcome.decision for outcome in plan.outcomes], event_id=event.id)
     findings: list[Finding] = []
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
@@ -694,6 +717,8 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     # and what any function left unsent: the idle sweep is the one schedule every deployment runs (every 15 minutes),
     # so a Spot finding whose event was parked and whose instance is gone is still delivered without a replay
     box.flush_stale()
+    # and writes the outcome of any act whose invocation ended before recording it (``governor.acts``)
+    acts.repair(runtime.ledger, now=now, event_id=event.id, confirm=confirm_reclaims(aws.instances))
     findings.extend(_unused_reservations(event, runtime, active, now))
     warnings: dict[str, tuple[str, Mark]] = {}  # instance -> (warning finding id, mark waiting for its publication)
     by_id = {i.id: i for i in instances}
@@ -769,7 +794,14 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
                 finding = finding.model_copy(
                     update={"id": reclaim_finding_id(instance_id, outcome.prior or outcome.mark, event.id)}
                 )
-            findings.append(finding)
+            told = drain_finding(finding, outcome, runtime.ledger, event.id)  # a drain says only what happened
+            if told is not None:
+                findings.append(told)
+    drained, said = follow_up(
+        plan.outcomes, runtime.ledger, aws, event.id, now, lambda d, t, i: _finding(d, t, i, event, runtime)
+    )
+    runtime.ledger.record_many(drained, event_id=event.id)
+    findings.extend(said)
     # One message per owner per sweep: an owner's warnings also travel in one digest, the dearest first.
     later.items.extend(marks_due)
     later.write(runtime.ledger)
@@ -814,30 +846,34 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     }
 
 
-def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
+def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters, account: str | None = None) -> dict[str, Any]:
     """Stop now from Slack: the sweep's act path for one instance, without waiting for the warning to run out.
 
     Read (the instance, its breaker, its mark, fresh metrics), decide (:func:`governor.idle.stop_now.decide_stop_now`,
     pure), record the decision naming who asked, then ``settle`` re-reads once more and acts exactly as a sweep would.
-    Enforced only when ``idle.enforce`` is.
+    Enforced only when ``idle.enforce`` is. The click's record (:mod:`governor.idle.stop_record`) is checked first at
+    this function's clock and in its ``account``, and marked used when the click is answered.
     """
     from governor.domain.messages import updated_message
+    from governor.idle import stop_record
 
-    request, unverified = verified_stop_request(event, runtime)
-    if request is None:
-        return _unverified_stop(event, runtime, str(unverified))
+    now = aws.clock()  # a click stamped ahead of the clock is judged now, as a sweep is
+    request = stop_record.verified(runtime.ledger, event.id, event.detail.model_dump(), now=now, account=account)
+    if isinstance(request, str):
+        return _unverified_stop(event, runtime, request)
     instance_id = request.instance_id
     idle = runtime.policy.idle
-    now = aws.clock()  # a click stamped ahead of the clock is judged now, as a sweep is
     who = request.who
     blocks = event.detail.message_blocks
+    clicked_at = request.clicked_at or event.time
 
     def finish(status: str, note: str) -> dict[str, Any]:
+        stop_record.mark_used(runtime.ledger, event.id, request, now, status)
         aws.respond(request.response_url, updated_message(blocks, request.token, note))
         return {"status": status, "event_id": event.id, "instance": instance_id, "note": note}
 
     facts, stored = None, None
-    if not too_old(event.time, now):
+    if not too_old(clicked_at, now):
         earlier = _reclaimed_by(runtime, instance_id, event.id)
         if earlier is not None:  # a retry after this request's own stop: report it, do not refuse "it is stopped now"
             box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
@@ -847,7 +883,7 @@ def stop_now(event: StopRequestEvent, runtime: Runtime, aws: Adapters) -> dict[s
                 _store_mark(runtime, instance_id, None, now)
             return finish(earlier, f"{instance_id} {earlier} for {who}")
         facts, stored = _stop_facts(instance_id, runtime, aws, now)
-    plan = decide_stop_now(request, event.time, facts, runtime.policy, now)
+    plan = decide_stop_now(request, clicked_at, facts, runtime.policy, now)
     runtime.ledger.record(plan.decision, event_id=event.id)
     if plan.outcome is None:
         metrics.add_metric(name="IdleStopNowRefused", unit="Count", value=1)
@@ -901,6 +937,7 @@ def _stop_facts(instance_id: str, runtime: Runtime, aws: Adapters, now: dt.datet
     if checkpoint_command(live, policy):
         _refresh_checkpoints(marks, aws)
     start = lookback_start(policy.idle, now, sweep_interval(policy.idle))
+    vouch(aws.metrics, [live], aws.nodes, (c.name for c in policy.idle.clusters if c.reclaim == "drain"))
     signals = aws.metrics.fetch([instance_id], fetched_signals(policy.idle), start, now)
     breaker = load_breaker(runtime).open
     return StopFacts(live, breaker, marks.get(instance_id), signals.get(instance_id, {})), stored
@@ -913,39 +950,6 @@ def _reclaimed_by(runtime: Runtime, instance_id: str, event_id: str) -> str | No
         if item and item.get("ok"):
             return verb
     return None
-
-
-def verified_stop_request(event: StopRequestEvent, runtime: Runtime) -> tuple[VerifiedStop | None, str | None]:
-    """The request as recorded under the click's id by the interactions function, or why there is none.
-
-    Everything Stop now acts on or writes (the instance, who asked, where to answer) comes from that record; the
-    invocation only names it. A direct Invoke with made-up fields finds no record, or one that does not match.
-    """
-    from governor.domain.messages import NotSlackAddressError, check_response_url
-
-    item = runtime.ledger.get_item(STOP_REQUEST_KIND, event.id)
-    if not item:
-        return None, "no verified Slack click is recorded under this request's id"
-    detail = event.detail
-    fields = ("instance_id", "slack_user", "response_url", "token")
-    differ = [name for name in fields if str(item.get(name) or "") != str(getattr(detail, name))]
-    if differ:
-        return None, f"the request's {', '.join(differ)} differ from the verified click's"
-    try:
-        url = check_response_url(str(item.get("response_url") or ""))
-    except NotSlackAddressError as error:
-        return None, str(error)
-    requested_by = item.get("requested_by")
-    return (
-        VerifiedStop(
-            str(item["instance_id"]),
-            str(requested_by) if requested_by else None,
-            str(item["slack_user"]),
-            url,
-            str(item["token"]),
-        ),
-        None,
-    )
 
 
 def _unverified_stop(event: StopRequestEvent, runtime: Runtime, why: str) -> dict[str, Any]:
@@ -969,7 +973,7 @@ def _unverified_stop(event: StopRequestEvent, runtime: Runtime, why: str) -> dic
 
 def process(parsed: GovernorEvent, runtime: Runtime, aws: Adapters, call: Invocation | None = None) -> dict[str, Any]:
     if isinstance(parsed, StopRequestEvent):
-        return stop_now(parsed, runtime, aws)
+        return stop_now(parsed, runtime, aws, call.account if call is not None else None)
     return run_sweep(parsed, runtime, aws)
 
 

@@ -8,21 +8,33 @@ so a new source is one module and one entry here; nothing in the idle rule chang
 only when chosen.
 
 One sweep may combine sources (:class:`CombinedMetrics`): each cluster's source is asked for every instance and
-answers for the nodes it has series of (the DCGM exporter's node label, or Container Insights' InstanceId); every
-other instance is read from ``idle.metric_source``. Which source judges a node is decided by where its metrics are,
-never by its tags. A cluster source that cannot be read leaves its nodes to the instance source, where a node without
-the CloudWatch agent has no data: unmonitored, never idle.
+speaks only for the instances EC2's own record proves are its nodes (``governor.idle.provenance``: the cluster tags as
+DescribeInstances returns them, AWS's launch tags, and the node's providerID where the Kubernetes API is read); its
+series for any other instance are refused, counted and named in that instance's decision. ``idle.metric_source`` is
+read for every instance, and where both have data both are judged: busy from either wins. A cluster source that
+cannot be read leaves its nodes to the instance source, where a node without the CloudWatch agent has no data:
+unmonitored, never idle.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from governor.domain.decision import Decision
-from governor.idle.domain import DEVICE_SEP, HOST_SIGNALS, MetricSource, Series
+from governor.domain.fleet import Instance
+from governor.idle.domain import MetricSource, Series
 from governor.idle.policy import IdlePolicy, KubernetesCluster
+from governor.idle.provenance import (
+    INSTANCE_SOURCE_DEVICE,
+    Provenance,
+    api_refusal,
+    cluster_refusal,
+    combined,
+    has_gpu_data,
+)
+from governor.observability import logger, metrics
 
 
 def _cloudwatch_agent(region: str | None, cloudwatch: Any, memory_unit: str) -> MetricSource:
@@ -68,7 +80,8 @@ CLUSTER_SOURCES: dict[str, Callable[[KubernetesCluster, str | None, Any, Callabl
 
 
 class CombinedMetrics:
-    """Implements ``MetricSource``: the clusters' sources for their nodes, the instance source for the rest."""
+    """Implements ``MetricSource``: each cluster's source for the instances EC2's record proves are its nodes
+    (``governor.idle.provenance``), the instance source for every instance; busy from either wins."""
 
     def __init__(self, instances: MetricSource, clusters: dict[str, MetricSource]) -> None:
         self.instances = instances
@@ -76,34 +89,81 @@ class CombinedMetrics:
         #: instance id -> the cluster whose source judged it (last fetch); cluster -> why it could not be read.
         self.judged_by: dict[str, str] = {}
         self.failures: dict[str, str] = {}
+        self.provenance = Provenance()
+        #: The sweep's own EC2 records (``provenance.vouch``): a cluster's source speaks for none of the others.
+        self._records: dict[str, Instance] = {}
+        self._nodes: Any = None
+        self._read_api: frozenset[str] = frozenset()
+        self._api: dict[str, dict[str, str] | str] = {}
+
+    def know(self, instances: Iterable[Instance], nodes: Any = None, read_api: frozenset[str] = frozenset()) -> None:
+        """The instances as the sweep's DescribeInstances returned them; ``nodes`` reads the API of the clusters in
+        ``read_api`` (their nodes' providerIDs), once per sweep."""
+        self._records = {i.id: i for i in instances}
+        self._nodes, self._read_api, self._api = nodes, read_api, {}
 
     def fetch(
         self, instance_ids: Sequence[str], signals: Sequence[str], start: dt.datetime, end: dt.datetime
     ) -> dict[str, dict[str, Series]]:
-        found: dict[str, dict[str, Series]] = {}
-        self.judged_by, self.failures = {}, {}
+        asked = list(instance_ids)
+        spoken: dict[str, tuple[str, dict[str, Series]]] = {}
+        self.judged_by, self.failures, self.provenance = {}, {}, Provenance()
         for name, source in self.clusters.items():
-            remaining = [i for i in instance_ids if i not in found]
-            if not remaining:
-                break
             try:
-                answer = source.fetch(remaining, signals, start, end)
+                answer = source.fetch(asked, signals, start, end)
             except Exception as error:  # one cluster's endpoint down must not blind the whole sweep
                 self.failures[name] = f"{type(error).__name__}: {error}"
                 continue
+            for instance, why in (getattr(source, "refused", None) or {}).items():
+                self.provenance.refuse(instance, name, why)
             for instance, series in answer.items():
-                if any(s.times for key, s in series.items() if key.partition(DEVICE_SEP)[0] not in HOST_SIGNALS):
-                    found[instance] = dict(series)
-                    self.judged_by[instance] = name
-        rest = [i for i in instance_ids if i not in found]
-        answer = self.instances.fetch(rest, signals, start, end) if rest else {}
-        found.update(answer)
-        host = [s for s in signals if s in HOST_SIGNALS]
-        judged = list(self.judged_by)
-        if host and judged:  # CPU and network of a node still come from EC2 (the instance source)
-            for instance, series in self.instances.fetch(judged, host, start, end).items():
-                found[instance].update({k: v for k, v in series.items() if k in HOST_SIGNALS})
+                if not has_gpu_data(series):
+                    continue
+                why = self._refusal(name, source, instance)
+                if why is None and instance in spoken:
+                    why = f"cluster {spoken[instance][0]} already speaks for it"
+                if why is not None:
+                    self.provenance.refuse(instance, name, why)
+                    continue
+                spoken[instance] = (name, dict(series))
+            keep = getattr(source, "keep_only", None)
+            if callable(keep):
+                keep({i for i, (cluster, _) in spoken.items() if cluster == name})
+        # The instance source for every instance: an agent on a node speaks for it too, and its host signals are EC2's.
+        found = self.instances.fetch(asked, signals, start, end) if asked else {}
+        for instance in asked:
+            if has_gpu_data(found.get(instance, {})):
+                self.provenance.speak(instance, INSTANCE_SOURCE_DEVICE)
+        for instance, (name, series) in spoken.items():
+            found[instance] = combined(series, found.get(instance, {}))
+            self.judged_by[instance] = name
+            self.provenance.speak(instance, f"cluster {name}")
+        if self.provenance.refused:
+            logger.warning(
+                "metric series refused: no proof the source speaks for the instance",
+                extra={"refused": self.provenance.refused},
+            )
+            metrics.add_metric(name="MetricSeriesRefused", unit="Count", value=len(self.provenance.refused))
         return found
+
+    def _refusal(self, cluster: str, source: Any, instance: str) -> str | None:
+        why = cluster_refusal(cluster, self._records.get(instance))
+        if why is not None or cluster not in self._read_api or self._nodes is None:
+            return why
+        api = self._api_nodes(cluster)
+        if isinstance(api, str):
+            return api
+        nodes_of = getattr(source, "nodes_of", None)
+        return api_refusal(instance, nodes_of(instance) if callable(nodes_of) else (), api)
+
+    def _api_nodes(self, cluster: str) -> dict[str, str] | str:
+        """node -> instance from the cluster's API (its providerIDs), read once a sweep; why not, when it cannot be."""
+        if cluster not in self._api:
+            try:
+                self._api[cluster] = dict(self._nodes.node_instances(cluster))
+            except Exception as error:  # unreadable: the series are unproven, the nodes unmonitored (never idle)
+                self._api[cluster] = f"the cluster's API could not be read to prove its nodes ({error})"
+        return self._api[cluster]
 
 
 def attribution(source: MetricSource, policy: IdlePolicy, start: dt.datetime, end: dt.datetime) -> list[Decision]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from governor.domain.actions import Checkpoint, Tag, reclaim
 from governor.domain.decision import Decision
 from governor.domain.fleet import Instance
+from governor.events.stop_request import LIFETIME, Checked
 from governor.idle.domain import (
     CHECKPOINT_DONE,
     IDLE_ACTION_TAG,
@@ -33,8 +34,8 @@ from governor.idle.domain import (
 )
 from governor.policy import Policy
 
-#: A Stop now request older than this when it arrives (an async retry, a DLQ replay) stops nothing.
-STOP_REQUEST_MAX_AGE = dt.timedelta(minutes=15)
+#: A Stop now click older than this (an async retry held back, a DLQ replay) stops nothing: its record's lifetime.
+STOP_REQUEST_MAX_AGE = LIFETIME
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class VerifiedStop:
     slack_user: str
     response_url: str
     token: str
+    #: When the click was made (Slack's signed timestamp, from its record): its age is judged from this, never from
+    #: the invocation's ``time``.
+    clicked_at: dt.datetime | None = None
+    record: Checked | None = None  # the record as checked (marked used once the click is answered)
 
     @property
     def who(self) -> str:

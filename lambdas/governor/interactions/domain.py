@@ -24,7 +24,8 @@ from governor.domain.escape import slack_text
 from governor.domain.messages import Buttons
 from governor.domain.messages import updated_message as updated_message
 from governor.domain.model import Model
-from governor.events.names import INTERACTIONS_SOURCE
+from governor.events.names import BUTTON_KIND as BUTTON_KIND
+from governor.events.names import INTERACTIONS_SOURCE, STOP_NOW_ACTION
 from governor.events.names import STOP_REQUEST_KIND as STOP_REQUEST_KIND
 from governor.events.names import STOP_REQUESTED as STOP_REQUESTED
 from governor.policy import Policy
@@ -32,13 +33,12 @@ from governor.registry import REGISTRY
 
 KEEP_HOURS = "governor_keep_hours"
 KEEP_MORNING = "governor_keep_morning"
-STOP_NOW = "governor_stop_now"
+STOP_NOW = STOP_NOW_ACTION
 ACKNOWLEDGE = "governor_acknowledge"
 IDLE_BUTTONS = (KEEP_HOURS, KEEP_MORNING, STOP_NOW)
 ActionId = Literal["governor_keep_hours", "governor_keep_morning", "governor_stop_now", "governor_acknowledge"]
 #: Findings whose messages carry "Acknowledge": their capabilities' registry entries say so (``acknowledgeable``).
 ACKNOWLEDGED_POLICIES = REGISTRY.policies_where(lambda capability: capability.acknowledgeable)
-BUTTON_KIND = "slack-button"
 SOURCE = INTERACTIONS_SOURCE
 CLICKED = "Slack Button Clicked"
 TOKEN = re.compile(r"^[0-9a-f]{32}$")
@@ -145,6 +145,9 @@ class Click(Model):
     workspace: str | None = Field(None, max_length=40)
     response_url: str = Field(max_length=2000)
     message_blocks: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_MESSAGE_BLOCKS)
+    #: When Slack sent the click: its request timestamp, as the endpoint verified it (signed, within five minutes).
+    #: The worker judges a click's age by it, and Stop now's record carries it (``governor.events.stop_request``).
+    signed_at: dt.datetime | None = None
 
     @property
     def key(self) -> str:

@@ -26,7 +26,9 @@ from governor.domain.actions import AnyAction, Record, Stop, Tag
 from governor.domain.decision import Decision
 from governor.domain.fleet import KEEP_KIND, ownership
 from governor.domain.ports import utcnow
+from governor.events import stop_request as stop_requests
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
+from governor.interactions import stop_claim
 from governor.interactions.domain import (
     ACKNOWLEDGED_POLICIES,
     BUTTON_KIND,
@@ -134,6 +136,12 @@ def verified_body(event: dict[str, Any], secret: str, clock: Callable[[], dt.dat
     return body if verifier.is_valid(body=body, timestamp=timestamp, signature=signature) else None
 
 
+def signed_at(event: dict[str, Any]) -> dt.datetime:
+    """Slack's request timestamp, once :func:`verified_body` has checked it (digits, signed, within five minutes)."""
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    return dt.datetime.fromtimestamp(int(headers["x-slack-request-timestamp"]), dt.UTC)
+
+
 def receive(event: dict[str, Any], runtime: Runtime, aws: Adapters, context: Any = None) -> dict[str, Any]:
     """Verify, parse, hand over, answer: nothing is read or changed on Slack's say-so before the signature holds.
 
@@ -154,7 +162,7 @@ def receive(event: dict[str, Any], runtime: Runtime, aws: Adapters, context: Any
         metrics.add_metric(name="InteractionsForged", unit="Count", value=1)
         return _http(401, "invalid or stale signature")
     try:
-        click = parse_click(body)
+        click = parse_click(body).model_copy(update={"signed_at": signed_at(event)})
     except ClickError as error:
         logger.warning("interaction refused", extra={"reason": str(error)})
         metrics.add_metric(name="InteractionsRefused", unit="Count", value=1)
@@ -269,7 +277,7 @@ def act(event: ClickEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     click = event.detail
     policy = runtime.policy
     now = max(aws.clock(), event.time)
-    if now - event.time > MAX_CLICK_AGE:
+    if now - (click.signed_at or event.time) > MAX_CLICK_AGE:
         return _refuse(event, runtime, aws, "gpu-fleet", f"the click is older than {MAX_CLICK_AGE}", None)
     record = runtime.ledger.get_item(BUTTON_KIND, click.token)
     if not record or click.action_id not in (record.get("buttons") or []):
@@ -319,23 +327,7 @@ def act(event: ClickEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
         metrics.add_metric(name="InteractionsKeep", unit="Count", value=1)
         return {"status": "kept" if enforce else "report-only", "instance": resource, "until": value}
     if click.action_id == STOP_NOW:
-        if not aws.idle_function:
-            raise RuntimeError("IDLE_FUNCTION is not set: Stop now has nowhere to go")
-        reasons = [f"Stop now clicked by {person.label}; {why}", "handed to the idle function to re-check and stop"]
-        actions = [Stop(enforced=enforce, via="idle function")]
-        _record(runtime, event, resource, "act", "interactions.stop-now", reasons, person, actions)
-        if enforce:
-            request = stop_request(event, resource, person, now)
-            # The idle function acts only on what this verified, authorised click recorded under its id: a Stop now
-            # invoked by anyone else (a direct Invoke) finds no record and stops nothing.
-            runtime.ledger.put_item(STOP_REQUEST_KIND, event.id, stop_record(event, resource, person, team))
-            aws.invoker.invoke(aws.idle_function, request)
-            note = f"Stop now requested by {person.label}: re-checking that {resource} is still idle"
-        else:
-            note = f"Stop now clicked by {person.label}{suffix}"
-        aws.respond(click.response_url, updated_message(click.message_blocks, click.token, note))
-        metrics.add_metric(name="InteractionsStopNow", unit="Count", value=1)
-        return {"status": "stop-requested" if enforce else "report-only", "instance": resource}
+        return stop_now(event, runtime, aws, now, resource, person, why, record)
     reasons = [f"acknowledged by {person.label}; {why}"]
     _record(runtime, event, resource, "act", "interactions.acknowledge", reasons, person, [Record()])
     aws.respond(
@@ -343,6 +335,53 @@ def act(event: ClickEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     )
     metrics.add_metric(name="InteractionsAcknowledged", unit="Count", value=1)
     return {"status": "acknowledged", "resource": resource}
+
+
+def stop_now(
+    event: ClickEvent,
+    runtime: Runtime,
+    aws: Adapters,
+    now: dt.datetime,
+    resource: str,
+    person: Person,
+    why: str,
+    button: dict[str, Any],
+) -> dict[str, Any]:
+    """Stop now, authorised: claim the message's Stop now (one hand-over per message at a time, whatever the number
+    of clicks: :mod:`governor.interactions.stop_claim`), record, leave the click's record for the idle function (its
+    time and expiry: :mod:`governor.events.stop_request`) and invoke it."""
+    click = event.detail
+    if not aws.idle_function:
+        raise RuntimeError("IDLE_FUNCTION is not set: Stop now has nowhere to go")
+    enforce = runtime.policy.interactions.enforce
+    held: stop_claim.Claimed | None = None
+    if enforce:
+        if click.signed_at is None:
+            why_not = "the click carries no signed time: Stop now acts only on a click verified at the endpoint"
+            return _refuse(event, runtime, aws, resource, why_not, person)
+        claimed = stop_claim.claim(
+            runtime.ledger, token=click.token, click=event.id, clicked_at=click.signed_at, who=person.label
+        )
+        if isinstance(claimed, str):
+            return _refuse(event, runtime, aws, resource, claimed, person)
+        held = claimed
+    reasons = [f"Stop now clicked by {person.label}; {why}", "handed to the idle function to re-check and stop"]
+    actions: list[AnyAction] = [Stop(enforced=enforce, via="idle function")]
+    _record(runtime, event, resource, "act", "interactions.stop-now", reasons, person, actions)
+    if held is not None:
+        if not held.handed_over:
+            # The idle function acts only on what this verified, authorised click recorded under its id: a Stop now
+            # invoked by anyone else (a direct Invoke) finds no record, and a replay finds it expired or used.
+            team, account = button.get("team"), button.get("account")
+            runtime.ledger.put_item(STOP_REQUEST_KIND, event.id, stop_record(event, resource, person, team, account))
+            aws.invoker.invoke(aws.idle_function, stop_request(event, resource, person, now))
+            stop_claim.handed_over(runtime.ledger, held, now)
+        note = f"Stop now requested by {person.label}: re-checking that {resource} is still idle"
+    else:
+        note = f"Stop now clicked by {person.label} (report-only: nothing changed)"
+    aws.respond(click.response_url, updated_message(click.message_blocks, click.token, note))
+    metrics.add_metric(name="InteractionsStopNow", unit="Count", value=1)
+    return {"status": "stop-requested" if enforce else "report-only", "instance": resource}
 
 
 def stop_request(event: ClickEvent, instance_id: str, person: Person, now: dt.datetime) -> dict[str, Any]:
@@ -368,18 +407,22 @@ def stop_request(event: ClickEvent, instance_id: str, person: Person, now: dt.da
     }
 
 
-def stop_record(event: ClickEvent, instance_id: str, person: Person, team: str | None) -> dict[str, Any]:
+def stop_record(
+    event: ClickEvent, instance_id: str, person: Person, team: str | None, account: str | None = None
+) -> dict[str, Any]:
     """What the idle function takes Stop now from: who asked (verified and authorised here), for which instance, where
-    to answer, and the team the warning was sent to."""
+    to answer, the team the warning was sent to, the account it was about, and the click's signed time and expiry."""
     click = event.detail
-    return {
-        "instance_id": instance_id,
-        "requested_by": person.email,
-        "slack_user": person.slack_user,
-        "response_url": click.response_url,
-        "token": click.token,
-        "team": team,
-    }
+    return stop_requests.record(
+        instance_id=instance_id,
+        requested_by=person.email,
+        slack_user=person.slack_user,
+        response_url=click.response_url,
+        token=click.token,
+        team=team,
+        account=account,
+        clicked_at=click.signed_at or event.time,
+    )
 
 
 def process(parsed: ClickEvent, runtime: Runtime, aws: Adapters, call: Invocation) -> dict[str, Any]:

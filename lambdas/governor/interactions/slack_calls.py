@@ -16,7 +16,10 @@ from governor.adapters.aws import client
 #: cached per container, and the asynchronous hand-over) each get one attempt with these timeouts, so even a cold
 #: container whose calls both hang answers in 2 x (1 + 1.2) = 4.4 s at worst and a warm one in 2.2 s; the shared
 #: clients (5 attempts, 3 s + 15 s each) could take 105 s per call. A hand-over whose answer was lost is answered
-#: 502 and the user clicks again: the worker's idempotency on the click's key holds a second click back.
+#: 502 and the user may click again. The worker's idempotency holds back only the same click delivered twice (a
+#: second click is a new Slack action, a new key); what holds back a second Stop now on the message is the worker's
+#: conditional write on the message's Stop now (``interactions/stop_claim.py``): one hand-over to idle per message
+#: until the idle function has answered it. A second Keep writes the same tag again.
 ENDPOINT_CONNECT_SECONDS = 1.0
 ENDPOINT_READ_SECONDS = 1.2
 

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol
 
 from governor.domain.actions import (
     AnyAction,
@@ -26,10 +26,7 @@ from governor.domain.actions import (
 )
 from governor.domain.decision import Action, Decision, Finding, Severity
 from governor.domain.fleet import exemption
-from governor.domain.identity import creator
-from governor.domain.ports import Ledger
-from governor.domain.tagging import ResourceKind, TagSetting, bounded_tags, decide_setting, settings_from, tag_pairs
-from governor.domain.times import parse_time, utc
+from governor.domain.times import parse_time
 from governor.events.envelopes import CloudTrailRecord, InvalidEventError
 from governor.policy import Policy
 
@@ -49,9 +46,12 @@ EVENT_SOURCES: dict[str, tuple[str, ...]] = {
 #: rotation and nothing recorded who). IAM's reach EventBridge only in us-east-1, like every IAM call.
 TAG_CALLS: dict[str, tuple[str, ...]] = {
     "aws.kms": ("TagResource",),
-    "aws.iam": ("TagUser", "TagRole"),
+    "aws.iam": ("TagUser", "TagRole", "CreateUser", "CreateRole"),
     "aws.secretsmanager": ("TagResource",),
 }
+#: Calls that create a credential with its tags (IAM's above; KMS CreateKey and Secrets Manager CreateSecret are also
+#: checks): an exemption set at creation has its author too, instead of a sweep first seeing it set by nobody.
+CREATED_WITH_TAGS = frozenset({"CreateUser", "CreateRole", "CreateKey", "CreateSecret"})
 #: Everything the keys rule routes to the function: the checks' calls and the tagging calls.
 RULE_EVENTS: dict[str, tuple[str, ...]] = {
     source: EVENT_SOURCES[source] + TAG_CALLS[source] for source in EVENT_SOURCES
@@ -850,56 +850,3 @@ def decide_failed_call(record: CloudTrailRecord) -> Decision | None:
 def with_tags(key: KmsKey, tags: dict[str, str]) -> KmsKey:
     """The same key with its tags (read only for keys whose decision is ``act``: exemptions and owners)."""
     return replace(key, tags=dict(tags))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Who tagged a credential
-
-
-def is_tag_call(source: str, record: CloudTrailRecord) -> bool:
-    return record.event_name in TAG_CALLS.get(source, ())
-
-
-def tag_settings(record: CloudTrailRecord, source: str, policy: Policy, event_id: str) -> list[TagSetting]:
-    """The watched tags (exemptions, snoozes, owner, team...) a successful tagging call set on a user, role, KMS key or
-    secret, each with the caller and the time; the resource id is the one the keys decisions look it up by (the user
-    name, ``role/<name>``, the key id, the secret as named in the call)."""
-    if record.failed or not is_tag_call(source, record):
-        return []
-    params = request_params(record)
-    resource: tuple[str, ResourceKind] | None = None
-    if record.event_name == "TagUser" and params.get("userName"):
-        resource = (str(params["userName"]), "iam-user")
-    elif record.event_name == "TagRole" and params.get("roleName"):
-        resource = (f"role/{params['roleName']}", "iam-role")
-    elif source == "aws.kms" and params.get("keyId"):
-        resource = (str(params["keyId"]).rsplit("/", 1)[-1], "kms-key")
-    elif source == "aws.secretsmanager" and params.get("secretId"):
-        resource = (str(params["secretId"]), "secret")
-    if resource is None:
-        return []
-    who = creator(record.user_identity) or "unknown"
-    at = utc(record.event_time)
-    kind = _SOURCE_OF_CALL.get(record.event_name, "TagResource")
-    pairs = tag_pairs(params.get("tags"))
-    return settings_from(pairs, [resource], policy, who=who, at=at, event_id=event_id, source=kind)
-
-
-_SOURCE_OF_CALL: dict[str, Literal["TagUser", "TagRole", "TagResource"]] = {"TagUser": "TagUser", "TagRole": "TagRole"}
-
-
-def decide_tag_setting(setting: TagSetting, policy: Policy) -> Decision:
-    """Recorded with its author; an exemption on a credential is a warning finding at once (it stops rotation), with
-    the end ``fleet.max_exemption_days`` gives it (:func:`governor.domain.tagging.decide_setting`)."""
-    return decide_setting(setting, policy, policy_name=POLICY, rule=TAG_RULE)
-
-
-_Tagged = TypeVar("_Tagged", KmsKey, AccessKey, Secret)
-
-
-def bounded(
-    resource: _Tagged, ids: tuple[str, ...], kind: ResourceKind, ledger: Ledger, policy: Policy, now: dt.datetime
-) -> _Tagged:
-    """The credential with ``exempt=true`` read as its end (``governor.domain.tagging.bounded_tags``)."""
-    tags = bounded_tags([i for i in ids if i], resource.tags, policy.fleet, ledger, now, kind=kind)
-    return resource if tags == resource.tags else replace(resource, tags=tags)

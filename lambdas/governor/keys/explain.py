@@ -16,6 +16,7 @@ from governor.domain.explain import Assumed, cloudtrail_call, explainer
 from governor.domain.times import utc
 from governor.events.envelopes import CloudTrailRecord, InboundEvent, InvalidEventError
 from governor.keys import domain
+from governor.keys import tags as credential_tags
 from governor.keys.domain import (
     EVENT_SOURCES,
     POLICY,
@@ -206,10 +207,10 @@ def explain_keys_event(event: InboundEvent, policy: Policy) -> list[Decision]:
 @explainer(
     POLICY,
     lambda event: any(cloudtrail_call(source, *names)(event) for source, names in domain.TAG_CALLS.items()),
-    decides=(domain.tag_settings, domain.decide_tag_setting),
+    decides=(credential_tags.tag_settings, credential_tags.decide_tag_setting),
 )
 def explain_tag_call(event: InboundEvent, policy: Policy) -> list[Decision]:
     """Who tagged a user, role, KMS key or secret: read from the call alone, as the handler reads it."""
     assert event.cloudtrail is not None
-    settings = domain.tag_settings(event.cloudtrail, event.source, policy, event.id)
-    return [domain.decide_tag_setting(setting, policy) for setting in settings]
+    settings = credential_tags.tag_settings(event.cloudtrail, event.source, policy, event.id)
+    return [credential_tags.decide_tag_setting(setting, policy) for setting in settings]

@@ -20,7 +20,7 @@ from governor.adapters.aws import per_session
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.model import Model
 from governor.domain.ports import Clock, ReadRefused, utcnow
-from governor.domain.tagging import ResourceKind, record_settings
+from governor.domain.tagging import ResourceKind, TagSetting, record_settings
 from governor.events.envelopes import (
     CLOUDTRAIL_DETAIL_TYPE,
     CloudTrailEvent,
@@ -30,6 +30,7 @@ from governor.events.envelopes import (
     parse_model,
 )
 from governor.keys.domain import (
+    CREATED_WITH_TAGS,
     ROOT_USER,
     RULE_EVENTS,
     AccessKeysPort,
@@ -38,22 +39,19 @@ from governor.keys.domain import (
     Outcome,
     SecretsPort,
     Target,
-    bounded,
     decide_access_key,
     decide_failed_call,
     decide_kms_key,
     decide_root_key_event,
     decide_secret,
-    decide_tag_setting,
     decide_unreadable,
     event_target,
     failure_finding,
     finding_for,
-    is_tag_call,
     parse_credential_report,
-    tag_settings,
     with_tags,
 )
+from governor.keys.tags import bounded, decide_tag_setting, is_tag_call, tag_settings
 from governor.observability import logger, metrics
 from governor.outbox import Outbox
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
@@ -89,6 +87,7 @@ class Check:
     target: Target | None
     account: str | None = None
     region: str | None = None
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,7 @@ def parse_trigger(raw: Any) -> Trigger:
             raise InvalidEventError(
                 f"{record.event_name} record names no key, user or secret (requestParameters missing)", envelope.id
             )
-        return Check(envelope.id, record, target, envelope.account, envelope.region)
+        return Check(envelope.id, record, target, envelope.account, envelope.region, event.source)
     if envelope.detail_type == SCHEDULED_DETAIL_TYPE and envelope.source in ("aws.scheduler", "aws.events"):
         detail = parse_model(SweepDetail, envelope.detail)
         return Sweep(envelope.id, tuple(detail.kinds), envelope.account, envelope.region)
@@ -330,24 +329,37 @@ class KeysRun:
     def tagged(self, call: TagCall) -> dict[str, Any]:
         """Who tagged which credential, and when: each watched setting recorded (the report lists them by person); an
         exemption on a credential, or a value the governor will not honour, is a finding at once."""
-        settings = tag_settings(call.record, call.source, self.policy, call.event_id)
+        settings = self.record_tags(call.record, call.source, call.region)
+        return self.finish(trigger=call.record.event_name, tags=[s.item() for s in settings])
+
+    def record_tags(self, record: CloudTrailRecord, source: str, region: str | None) -> list[TagSetting]:
+        """Record the watched tags a tagging or creating call set, with its author; stage the findings they raise."""
+        settings = tag_settings(record, source, self.policy, self.event_id)
+        self._publish_settings(settings, region)
+        return settings
+
+    def _publish_settings(self, settings: Sequence[TagSetting], region: str | None = None) -> None:
         published = record_settings(
             settings,
             self.runtime.ledger,
             lambda setting: decide_tag_setting(setting, self.policy),
-            event_id=call.event_id,
+            event_id=self.event_id,
         )
         for decision, title in published:
             finding = Finding.from_decision(
-                decision, title, event_id=call.event_id, account=self.account, region=call.region or self.runtime.region
+                decision, title, event_id=self.event_id, account=self.account, region=region or self.runtime.region
             )
             self._stage(finding)
         self.decisions += len(settings)
-        return self.finish(trigger=call.record.event_name, tags=[s.item() for s in settings])
 
     def bounded(self, resource: T, ids: tuple[str, ...], kind: ResourceKind) -> T:
-        """``exempt=true`` on a credential read as its end (``governor.domain.tagging.bounded_tags``)."""
-        return bounded(resource, ids, kind, self.runtime.ledger, self.policy, self.now)  # type: ignore[type-var]
+        """``exempt=true`` on a credential read as its end (``governor.domain.tagging.bounded``). An exemption nobody
+        was recorded setting (set before the governor, or by a call it never saw) is recorded as first seen and
+        reported at once, like one set in front of it: a credential is never exempted in silence."""
+        found, first_seen = bounded(resource, ids, kind, self.runtime.ledger, self.policy, self.now)  # type: ignore[type-var]
+        if first_seen is not None:
+            self._publish_settings([first_seen])
+        return found
 
     def finish(self, **extra: Any) -> dict[str, Any]:
         self.outbox.flush()
@@ -379,6 +391,8 @@ def _process(trigger: Trigger, runtime: Runtime, adapters: Adapters, call: Invoc
         run.settle(failed)
         return run.finish(trigger=trigger.record.event_name)
     assert trigger.target is not None
+    if trigger.record.event_name in CREATED_WITH_TAGS:  # a key or secret created with its tags: who set them, first
+        run.record_tags(trigger.record, trigger.source, trigger.region)
     run.check(trigger.target, trigger.record)
     return run.finish(trigger=trigger.record.event_name, resource=trigger.target.resource_id)
 

@@ -27,6 +27,7 @@ from governor.domain.actions import AnyAction, Notify, Record, Tag
 from governor.domain.costs import PriceBook
 from governor.domain.decision import Decision, Verdict
 from governor.domain.fleet import LAUNCH_KIND, Instance, Ownership, ownership
+from governor.domain.identity import author
 from governor.domain.identity import creator as creator
 from governor.domain.tagging import TAG_SET as TAG_SET
 from governor.domain.tagging import ResourceKind, TagSetting, decide_setting, settings_from, tag_pairs
@@ -547,7 +548,7 @@ def tag_settings(record: CloudTrailRecord, policy: Policy, event_id: str) -> lis
     """
     if record.failed or record.event_name not in (TAGGING_CALL, "RunInstances"):
         return []
-    who = creator(record.user_identity) or "unknown"
+    who = author(record.user_identity)
     at = utc(record.event_time)
     if record.event_name == "RunInstances":
         found: list[TagSetting] = []
@@ -556,10 +557,11 @@ def tag_settings(record: CloudTrailRecord, policy: Policy, event_id: str) -> lis
                 launch.tags.items(),
                 [(launch.instance_id, "instance")],
                 policy,
-                who=who,
+                author=who,
                 at=at,
                 event_id=event_id,
                 source="RunInstances",
+                origin=launch_origin(record, launch.tags),
             )
         return found
     params = record.request_parameters or {}
@@ -570,7 +572,20 @@ def tag_settings(record: CloudTrailRecord, policy: Policy, event_id: str) -> lis
         if kind is not None:
             resources.append((resource, kind))
     pairs = tag_pairs(params.get("tagSet"))
-    return settings_from(pairs, resources, policy, who=who, at=at, event_id=event_id, source="CreateTags")
+    return settings_from(pairs, resources, policy, author=who, at=at, event_id=event_id, source="CreateTags")
+
+
+def launch_origin(record: CloudTrailRecord, tags: Mapping[str, str]) -> str | None:
+    """Where a launch's tags came from when no person wrote them in the call: the Auto Scaling group (AWS's own
+    ``aws:autoscaling:groupName`` tag) and the launch template the service launched from, for the finding."""
+    template = (record.request_parameters or {}).get("launchTemplate")
+    parts = []
+    if tags.get("aws:autoscaling:groupName"):
+        parts.append(f"Auto Scaling group {tags['aws:autoscaling:groupName']}")
+    if isinstance(template, Mapping) and (template.get("launchTemplateId") or template.get("launchTemplateName")):
+        name = template.get("launchTemplateId") or template.get("launchTemplateName")
+        parts.append(f"launch template {name} version {template.get('version', '$Default')}")
+    return ", ".join(parts) or None
 
 
 def decide_tag_setting(setting: TagSetting, policy: Policy) -> Decision:

@@ -1,14 +1,20 @@
 """Athena: run a library query with its time range, wait with backoff, page through the rows.
 
 Failures never raise: a failed, cancelled (the workgroup's bytes-scanned cutoff included) or timed-out query comes
-back as an :class:`AthenaResult` with ``ok`` false and a reason, which the report turns into a finding.
+back as an :class:`AthenaResult` with ``ok`` false and a reason, which the report turns into a finding. So does an
+answer longer than :data:`MAX_ROWS`: a partial answer is never used as if it were whole.
+
+Only the named queries the stack deployed run, each read by its id (``ATHENA_QUERIES``: ``name=id`` pairs the stack
+writes, ``audit.queries.deployed_variable``): anyone with ``athena:CreateNamedQuery`` can add a query to the
+workgroup, or one with a deployed query's name, and listing the workgroup would run it with the report's role and
+put its rows in the report.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +29,6 @@ IAM_ACTIONS = frozenset(
         "athena:GetQueryExecution",
         "athena:GetQueryResults",
         "athena:StopQueryExecution",
-        "athena:ListNamedQueries",
         "athena:GetNamedQuery",
     }
 )
@@ -46,6 +51,9 @@ TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 _CUTOFF = re.compile(r"bytes.scanned|data.?scanned|scan(ned)? limit|data usage limit|exceeded.*limit", re.IGNORECASE)
 _INTEGER = frozenset({"tinyint", "smallint", "integer", "int", "bigint"})
 _FLOAT = frozenset({"double", "float", "real", "decimal"})
+#: The most rows the report reads of one answer (GetQueryResults pages of 1,000, followed with NextToken to the end):
+#: a longer answer is refused whole, with a note, rather than used in part.
+MAX_ROWS = 50_000
 
 
 @dataclass
@@ -60,10 +68,13 @@ class AthenaResult:
     bytes_scanned: int | None = None
     bytes_cutoff: bool = False
     truncated: bool = False
+    #: The most rows read (``truncated``: the answer had more, so none of it is used).
+    row_limit: int = MAX_ROWS
 
     @property
     def ok(self) -> bool:
-        return self.state == "SUCCEEDED"
+        """Succeeded and read whole: a truncated answer is not ok (its counts and rates would be wrong)."""
+        return self.state == "SUCCEEDED" and not self.truncated
 
     def as_result(self) -> dict[str, Any]:
         """The same ``{"count", "rows"}`` shape the local engine returns."""
@@ -73,6 +84,11 @@ class AthenaResult:
         """A one-line description of a failure for a finding, ``None`` when the query succeeded."""
         if self.ok:
             return None
+        if self.truncated:
+            return (
+                f"query {self.name} returned more than {self.row_limit:,} rows, the most the report reads: its answer "
+                "is not used (a part of it would give wrong counts and prices); narrow the period or the query"
+            )
         if self.bytes_cutoff:
             return (
                 f"query {self.name} stopped at the workgroup's bytes-scanned limit "
@@ -114,7 +130,8 @@ class AthenaQueries:
         timeout_seconds: float = 240.0,
         first_delay: float = 0.5,
         max_delay: float = 5.0,
-        max_rows: int = 50_000,
+        max_rows: int = MAX_ROWS,
+        deployed: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -129,25 +146,42 @@ class AthenaQueries:
         self._sleep = sleep
         self._clock = clock
         self.api_calls = 0
+        self._deployed = dict(deployed or {})
+        self._sql: dict[str, str] | None = None
+        #: Deployed queries that will not run, and why in the report's words (filled by :meth:`named_queries`).
+        self.refused: dict[str, str] = {}
 
     def named_queries(self) -> dict[str, str]:
-        """The workgroup's named queries (the deployed ``queries/*.sql``): name -> SQL."""
-        ids: list[str] = []
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"WorkGroup": self.workgroup, "MaxResults": 50}
-            if token:
-                kwargs["NextToken"] = token
-            page = self._call("list_named_queries", **kwargs)
-            ids.extend(page.get("NamedQueryIds", []))
-            token = page.get("NextToken")
-            if not token:
-                break
-        found: dict[str, str] = {}
-        for query_id in ids:
-            query = self._call("get_named_query", NamedQueryId=query_id)["NamedQuery"]
-            found[query["Name"]] = query["QueryString"]
-        return found
+        """The deployed ``queries/*.sql``, name -> SQL: each read by the id the stack gave it, never by listing the
+        workgroup, and run only if it still has its name and lives in this workgroup (read once per invocation)."""
+        if self._sql is None:
+            self._sql = {}
+            for name, query_id in sorted(self._deployed.items()):
+                try:
+                    query = self._call("get_named_query", NamedQueryId=query_id)["NamedQuery"]
+                except (ClientError, BotoCoreError) as error:
+                    code = error.response.get("Error", {}).get("Code") if isinstance(error, ClientError) else None
+                    self.refused[name] = (
+                        f"query {name} refused: its deployed named query {query_id} cannot be read "
+                        f"({code or error.__class__.__name__}); deploy the stack again"
+                    )
+                    continue
+                problem = self._changed(name, query_id, query)
+                if problem:
+                    self.refused[name] = f"query {name} refused: {problem}; deploy the stack again"
+                else:
+                    self._sql[name] = str(query["QueryString"])
+        return dict(self._sql)
+
+    def _changed(self, name: str, query_id: str, query: Mapping[str, Any]) -> str | None:
+        """How the named query ``query_id`` no longer is the one the stack deployed as ``name``, if it is not."""
+        if query.get("WorkGroup") != self.workgroup:
+            return f"named query {query_id} is in workgroup {query.get('WorkGroup')!r}, not {self.workgroup!r}"
+        if query.get("Name") != name:
+            return f"named query {query_id} is now called {query.get('Name')!r}"
+        if not isinstance(query.get("QueryString"), str):
+            return f"named query {query_id} holds no SQL"
+        return None
 
     def run(self, name: str, sql: str, parameters: dict[str, Any]) -> AthenaResult:
         """Start ``sql`` with its ``:name`` parameters as execution parameters, wait for it, read every row."""
@@ -190,7 +224,13 @@ class AthenaQueries:
         except (ClientError, BotoCoreError) as error:
             return AthenaResult(name, "FAILED", execution_id=execution_id, reason=f"reading results: {error}")
         return AthenaResult(
-            name, state, rows=rows, execution_id=execution_id, bytes_scanned=scanned, truncated=truncated
+            name,
+            state,
+            rows=[] if truncated else rows,
+            execution_id=execution_id,
+            bytes_scanned=scanned,
+            truncated=truncated,
+            row_limit=self.max_rows,
         )
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
@@ -220,7 +260,8 @@ class AthenaQueries:
             return
 
     def _rows(self, execution_id: str) -> tuple[list[dict[str, Any]], bool]:
-        """Every result row (GetQueryResults pages via NextToken); the header row of the first page is dropped."""
+        """Every result row (GetQueryResults pages via NextToken, to the last page); the header row of the first page
+        is dropped. ``True`` when the answer holds more than ``max_rows`` rows: reading stops there."""
         rows: list[dict[str, Any]] = []
         token: str | None = None
         columns: list[tuple[str, str]] = []
@@ -246,9 +287,9 @@ class AthenaQueries:
             first = False
             for row in data:
                 cells = [cell.get("VarCharValue") for cell in row.get("Data", [])]
-                rows.append({name: _convert(value, kind) for (name, kind), value in zip(columns, cells, strict=False)})
-                if len(rows) >= self.max_rows:
+                if len(rows) == self.max_rows:
                     return rows, True
+                rows.append({name: _convert(value, kind) for (name, kind), value in zip(columns, cells, strict=False)})
             token = page.get("NextToken")
             if not token:
                 return rows, False

@@ -26,6 +26,7 @@ from governor.domain.messages import Email
 from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.observability import logger, metrics
+from governor.outbox import Outbox as FindingsOutbox
 from governor.report.build import TREND_PERIODS, build_report, price_book, team_view, with_history
 from governor.report.charts import utilisation_widget
 from governor.report.domain import period_for, previous_period
@@ -123,6 +124,8 @@ class ReportEnvironment(Model):
     # Absent in a regional stack: the audit lake lives in the audit region (docs/deploy.md), so no queries run here.
     workgroup: str | None = Field(None, alias="ATHENA_WORKGROUP")
     database: str | None = Field(None, alias="ATHENA_DATABASE")
+    #: ``name=id`` of each named query the stack deployed (``report/athena.py``): the only ones the report runs.
+    queries: str | None = Field(None, alias="ATHENA_QUERIES")
     dashboard_url: str | None = Field(None, alias="DASHBOARD_URL")
 
 
@@ -143,15 +146,20 @@ def _environment() -> ReportEnvironment:
 
 @per_session
 def _aws(region: str | None, sender: str | None) -> Adapters:
+    from governor.audit.queries import parse_deployed
     from governor.report.archive import S3Archive
     from governor.report.athena import AthenaQueries
     from governor.report.chart_image import CloudWatchChart
 
     env = _environment()
+    queries: QueryRunner = NoQueries()
+    if env.workgroup and env.database:
+        deployed, refused = parse_deployed(env.queries)
+        athena = AthenaQueries(env.workgroup, env.database, region=region, deployed=deployed)
+        athena.refused.update(refused)
+        queries = athena
     return Adapters(
-        queries=AthenaQueries(env.workgroup, env.database, region=region)
-        if env.workgroup and env.database
-        else NoQueries(),
+        queries=queries,
         chart=CloudWatchChart(region),
         archive=S3Archive(env.bucket, region),
         outbox=AwsOutbox(region, sender),
@@ -172,16 +180,19 @@ def parse(raw: Any) -> ScheduledReport:
 def run_queries(
     queries: QueryRunner, start: dt.datetime, end: dt.datetime, deadline: Deadline | None = None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """Every deployed query for [start, end): results in the local engine's shape, and each failure's reason.
+    """Every deployed query for [start, end): results in the local engine's shape, and each failure's reason (a
+    refused query's too: one the stack deployed that no longer is what it deployed).
 
     Within ``deadline``: no query starts without ``MIN_QUERY_SECONDS`` left, and none may wait past the budget.
     """
     results: dict[str, dict[str, Any]] = {}
-    errors: dict[str, str] = {}
     parameters = {"start": start.isoformat(), "end": end.isoformat()}
     own_timeout = getattr(queries, "timeout_seconds", None)
+    deployed = queries.named_queries()
+    # Deployed queries that were changed, are gone or are listed twice: named in the report, never run.
+    errors: dict[str, str] = dict(getattr(queries, "refused", {}))
     try:
-        for name, sql in sorted(queries.named_queries().items()):
+        for name, sql in sorted(deployed.items()):
             left = deadline.left() if deadline is not None else None
             if left is not None and left < MIN_QUERY_SECONDS:
                 errors[name] = (
@@ -339,6 +350,7 @@ def produce(
     before_start, before_end = previous_period(start, end)
     current, errors = run_queries(aws.queries, start, end, deadline)
     previous, _ = run_queries(aws.queries, before_start, before_end, deadline)
+    refused = set(getattr(aws.queries, "refused", {}))
     items = ledger_items(runtime, before_start)
     policy = runtime.policy
     notes = [f"Athena: {reason}" for reason in errors.values()]
@@ -380,19 +392,21 @@ def produce(
     )
     runtime.ledger.record(decision, event_id=parsed.id)
     if errors:
-        runtime.sink.publish(
+        publish_findings(
+            runtime,
+            parsed.id,
             [
                 Finding(
                     policy="reports",
                     rule="reports.query-failed",
                     severity="warning",
                     resource=f"athena:{name}",
-                    title=f"Audit query {name} failed for the {kind} report",
+                    title=f"Audit query {name} {'was refused' if name in refused else 'failed'} for the {kind} report",
                     detail=reason,
                     event_id=parsed.id,
                 )
                 for name, reason in errors.items()
-            ]
+            ],
         )
     alerts = raise_budget_alerts(report, runtime, parsed.id) if kind == "daily" else []
     html = render_html(report)
@@ -451,6 +465,14 @@ def chart_png(report: Report, fallback: ChartSource | None, region: str, thresho
         return None
 
 
+def publish_findings(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
+    """Through the findings outbox, as every function publishes: staged under their ids, then sent (subscribers such
+    as the Security Hub export take only findings the outbox holds, ``governor.securityhub.provenance``)."""
+    box = FindingsOutbox(runtime.ledger, runtime.sink, event_id=event_id)
+    box.add(findings)
+    box.flush()
+
+
 def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list[str]:
     """One finding per team (or account), month and threshold crossed: the ledger remembers which were raised already.
 
@@ -489,7 +511,7 @@ def raise_budget_alerts(report: Report, runtime: Runtime, event_id: str) -> list
         )
         raised.append(key)
     if findings:
-        runtime.sink.publish(findings)  # first: a failure here retries the invocation, and nothing is marked sent
+        publish_findings(runtime, event_id, findings)  # first: a failure retries the invocation, nothing marked sent
     for key, finding in zip(raised, findings, strict=True):
         runtime.ledger.put_item(
             BUDGET_ALERT_KIND, key, {"team": finding.team or f"account:{finding.account}", "title": finding.title}

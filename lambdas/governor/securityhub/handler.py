@@ -2,11 +2,14 @@
 ``securityhub.asff``) imported into Security Hub.
 
 It subscribes to the bus as the notifier does (source ``gpu-fleet-governor``, detail-type ``Governor Finding``, this
-account only). Report-only (``securityhub.enforce: false``, the default) builds both records and records the decision
-in the ledger, writing nothing. Enforcing, it logs the OCSF event (one JSON line), writes it to ``ocsf_bucket`` when
-one is named and, with ``asff``, imports the ASFF finding into this account's default product; a finding the governor
-fixed archives the same Security Hub record. A write that still fails after its retries raises, so Lambda retries
-the event and finally parks it in the DLQ.
+account only), and trusts no more than that: a finding is exported only if the governor's outbox holds it exactly as
+delivered (``provenance``), so a direct invoke with a forged 'fixed' finding is refused, recorded and parked in the
+DLQ with its reason. Report-only (``securityhub.enforce: false``, the default) builds both records and records the
+decision in the ledger, writing nothing. Enforcing, it writes a finding only if it is the newest its record has seen
+(``ordering``: a retried or replayed older finding never turns a resolved record back), then logs the OCSF event
+(one JSON line), writes it to ``ocsf_bucket`` when one is named and, with ``asff``, imports the ASFF finding into this
+account's default product; a finding the governor saw fixed archives the same Security Hub record. A write that
+still fails after its retries raises, so Lambda retries the event and finally parks it in the DLQ.
 """
 
 from __future__ import annotations
@@ -14,17 +17,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from governor.adapters.aws import partition_of, per_session
-from governor.domain.decision import Finding
+from governor.domain.decision import Decision, Finding
 from governor.domain.problems import problems_of
+from governor.events.envelopes import InvalidEventError
 from governor.events.findings import FindingEvent, parse_finding_event
 from governor.observability import logger, metrics
 from governor.runtime import Handler, Invocation, Runtime
 from governor.securityhub.domain import detection_finding, export_decision, finding_uid, security_finding
 from governor.securityhub.hub import OcsfArchive, SecurityHub
+from governor.securityhub.ordering import claim_newest
 from governor.securityhub.policy import SecurityHubPolicy
+from governor.securityhub.provenance import refusal
 
 
 class Hub(Protocol):
@@ -82,7 +88,7 @@ def ocsf_key(prefix: str, event: dict[str, Any], account: str, region: str, even
 
 
 def export(
-    parsed: FindingEvent, runtime: Runtime, hub: Hub | None, archive: Archive | None, account: str, now: dt.datetime
+    parsed: FindingEvent, runtime: Runtime, hub: Hub | None, archive: Archive | None, account: str
 ) -> dict[str, Any]:
     """Build both records, record the decision, then (enforcing) write the OCSF event and import the ASFF finding."""
     section = SecurityHubPolicy.of(runtime.policy)
@@ -94,17 +100,25 @@ def export(
         "region": region,
         "partition": partition_of(region),
         "remediation": remediation(finding, runtime),
-        "now": now,
     }
+    uid = finding_uid(finding, account, region)
+    refused = refusal(finding, runtime.ledger)
+    if refused is not None:
+        _refuse(finding, uid, refused, parsed.id, runtime)
     ocsf = detection_finding(finding, account=finding.account or account, **shape)
     asff = security_finding(finding, account=account, **shape) if section.asff else None
-    uid = finding_uid(finding, account, region)
     if not section.enforce:
         runtime.ledger.record(export_decision(finding, uid=uid, enforce=False, asff=section.asff), event_id=parsed.id)
         logger.info("report-only: not exported", extra={"finding": uid, "asff": section.asff})
         return {"status": "report-only", "finding": uid, "ocsf": ocsf, "asff": asff}
     if asff is not None and hub is None:
         raise RuntimeError("securityhub.asff is on but the function has no Security Hub client")
+    if not claim_newest(runtime.ledger, uid, finding):
+        stale = export_decision(finding, uid=uid, enforce=True, asff=section.asff, stale=True)
+        runtime.ledger.record(stale, event_id=parsed.id)
+        metrics.add_metric(name="SecurityHubStaleFindings", unit="Count", value=1)
+        logger.info("stale finding: a newer one was exported", extra={"finding": uid})
+        return {"status": "stale", "finding": uid}
     logger.info("ocsf detection finding", extra={"ocsf": ocsf})
     written = ["log"]
     if archive is not None:
@@ -121,9 +135,27 @@ def export(
     return {"status": "exported", "finding": uid, "written": written, "record_state": (asff or {}).get("RecordState")}
 
 
+def _refuse(finding: Finding, uid: str, why: str, event_id: str, runtime: Runtime) -> NoReturn:
+    """Record the refusal in the ledger, then raise it: the edge parks the event in the DLQ with the reason."""
+    runtime.ledger.record(
+        Decision(
+            policy="securityhub",
+            verdict="ignored",
+            resource=finding.resource,
+            rule="securityhub.refused",
+            severity="warning",
+            reasons=[f"not exported: {why}"],
+            evidence={"finding": uid, "source_policy": finding.policy, "finding_id": finding.id},
+        ),
+        event_id=event_id,
+    )
+    metrics.add_metric(name="SecurityHubFindingsRefused", unit="Count", value=1)
+    raise InvalidEventError(f"finding refused: {why}", event_id)
+
+
 def process(parsed: FindingEvent, runtime: Runtime, adapters: Adapters, call: Invocation) -> dict[str, Any]:
     """Once per event id (Powertools Idempotency when the stack provides the table)."""
-    return export(parsed, runtime, adapters.hub, adapters.archive, call.account or parsed.account, call.now)
+    return export(parsed, runtime, adapters.hub, adapters.archive, call.account or parsed.account)
 
 
 def adapters_for(event: Any, runtime: Runtime) -> Adapters:

@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from governor.adapters.aws import client
 from governor.securityhub.domain import batches, fits
 
 IAM_ACTIONS = frozenset({"securityhub:BatchImportFindings"})
 #: The OCSF objects, written under ``securityhub.ocsf_prefix`` of ``securityhub.ocsf_bucket``.
 ARCHIVE_ACTIONS = frozenset({"s3:PutObject"})
+#: What S3 answers a conditional put whose object exists (412), or a concurrent one in flight (409).
+_ALREADY_WRITTEN = ("PreconditionFailed", "ConditionalRequestConflict")
 
 
 class ImportFailed(RuntimeError):
@@ -44,13 +48,20 @@ class SecurityHub:
 
 
 class OcsfArchive:
-    """Writes each OCSF event as one JSON object:
-    ``<prefix>/class_uid=2004/region=…/account=…/day=YYYYMMDD/<id>-<activity>.json``."""
+    """Writes each OCSF event as one JSON object, once:
+    ``<prefix>/class_uid=2004/region=…/account=…/day=YYYYMMDD/<id>-<activity>.json``.
+
+    An event log is never rewritten: the put is conditional (``If-None-Match: *``), so a replayed finding finds its
+    object already there and leaves it as it was (S3 answers 412 PreconditionFailed, taken here as written)."""
 
     def __init__(self, bucket: str, region: str | None = None) -> None:
         self.bucket = bucket
         self._s3 = client("s3", region)
 
     def put(self, key: str, body: bytes) -> str:
-        self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/json")
+        try:
+            self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/json", IfNoneMatch="*")
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in _ALREADY_WRITTEN:
+                raise
         return f"s3://{self.bucket}/{key}"

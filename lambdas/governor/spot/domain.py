@@ -603,7 +603,12 @@ def decide_command_status(
 
 
 def start_record(
-    decision: Decision, instance: Instance, event_id: str, at: dt.datetime, instance_action: str
+    decision: Decision,
+    instance: Instance,
+    event_id: str,
+    at: dt.datetime,
+    instance_action: str,
+    interruption: str | None = None,
 ) -> InterruptionRecord:
     """The interruption record for an acted-on warning, before any outcome is known."""
     checkpoint = next(a for a in decision.actions if isinstance(a, Checkpoint))
@@ -624,4 +629,5 @@ def start_record(
         checkpoint_command=str(checkpoint.command),
         checkpoint_source=str(checkpoint.source),
         auto_scaling_group=instance.tags.get(ASG_TAG),
+        interruption=interruption,
     )

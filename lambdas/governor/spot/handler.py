@@ -1,52 +1,58 @@
-"""The ``spot`` function: Spot interruption warnings, rebalance recommendations and their aftermath.
+"""The ``spot`` function: Spot and capacity interruption warnings, rebalance recommendations and their aftermath,
+and the capacity lifecycle (a Capacity Block delivered, a reservation's state, lent capacity reclaimed).
 
 On a warning the critical path is one DescribeInstances, a few DynamoDB writes and one SSM SendCommand: the
 checkpoint goes out within seconds of the event. Deregistration, Auto Scaling and relaunch follow; their failures are
 recorded and reported, and a retried invocation resumes from the interruption record instead of signalling twice.
+A capacity event is first checked against the reservation EC2 reports (``spot/capacity.py``): one that disagrees is
+refused with its reason, and nothing is sent.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, partial
 from typing import Any
 
 from governor import runner
-from governor.domain.actions import Checkpoint, Outcome
+from governor.domain.actions import Outcome
+from governor.domain.capacity import ReservationReader
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance
-from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
-from governor.domain.once import IN_DOUBT, IN_FLIGHT, held_elsewhere
+from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord, interruption_key
+from governor.domain.once import IN_FLIGHT, first_claimant, held_elsewhere
 from governor.domain.tagging import bounded_instance
 from governor.domain.times import utc
-from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.observability import metrics
 from governor.outbox import Outbox
 from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
+from governor.spot import capacity_acts, records
+from governor.spot.capacity import (
+    RULE_DELIVERED,
+    RULE_RECLAIMED,
+    RULE_STATE,
+    UNREAD,
+    ReclamationDetail,
+    Refusal,
+    check_block_expiry,
+    check_delivered,
+    check_reclamation,
+    check_reservation_warning,
+    check_state,
+    decide_delivered,
+    decide_reclamation,
+    decide_reservation_state,
+)
 from governor.spot.domain import (
-    BLOCK_EXPIRY,
-    COMMAND_STATUS,
-    REBALANCE,
     REBALANCE_KIND,
-    RESERVATION_WARNING,
-    SOURCE,
-    SSM_SOURCE,
-    STATE_CHANGE,
-    WARNING,
-    BlockExpiryDetail,
     CheckpointSender,
-    CommandStatusDetail,
     InstanceReader,
     Notice,
-    RebalanceDetail,
-    ReservationWarningDetail,
     SpotRecovery,
-    StateChangeDetail,
-    WarningDetail,
     block_notice,
     decide_command_status,
     decide_rebalance,
@@ -57,54 +63,20 @@ from governor.spot.domain import (
     spot_notice,
     start_record,
 )
-
-
-class WarningEvent(EventBridgeEnvelope):
-    detail: WarningDetail
-
-
-class RebalanceEvent(EventBridgeEnvelope):
-    detail: RebalanceDetail
-
-
-class ReservationWarningEvent(EventBridgeEnvelope):
-    detail: ReservationWarningDetail
-
-
-class BlockExpiryEvent(EventBridgeEnvelope):
-    detail: BlockExpiryDetail
-
-
-class StateChangeEvent(EventBridgeEnvelope):
-    detail: StateChangeDetail
-
-
-class CommandStatusEvent(EventBridgeEnvelope):
-    detail: CommandStatusDetail
-
-
-SpotEvent = (
-    WarningEvent | RebalanceEvent | StateChangeEvent | CommandStatusEvent | ReservationWarningEvent | BlockExpiryEvent
+from governor.spot.events import (
+    BlockExpiryEvent,
+    CapacityEvent,
+    CommandStatusEvent,
+    DeliveredEvent,
+    RebalanceEvent,
+    ReclamationEvent,
+    ReservationStateEvent,
+    ReservationWarningEvent,
+    SpotEvent,
+    StateChangeEvent,
+    WarningEvent,
+    parse,
 )
-MODELS: dict[tuple[str, str], type[SpotEvent]] = {
-    (SOURCE, WARNING): WarningEvent,
-    (SOURCE, RESERVATION_WARNING): ReservationWarningEvent,
-    **{(SOURCE, name): BlockExpiryEvent for name in BLOCK_EXPIRY},
-    (SOURCE, REBALANCE): RebalanceEvent,
-    (SOURCE, STATE_CHANGE): StateChangeEvent,
-    (SSM_SOURCE, COMMAND_STATUS): CommandStatusEvent,
-}
-
-
-def parse(raw: Any) -> SpotEvent:
-    """The envelope first (for the event id in any error), then the typed detail of the one kind it claims to be."""
-    envelope = parse_model(GovernorEvent, raw)
-    model = MODELS.get((envelope.source, envelope.detail_type))
-    if model is None:
-        raise InvalidEventError(
-            f"the spot function does not handle {envelope.source} '{envelope.detail_type}' events", envelope.id
-        )
-    return parse_model(model, raw)
 
 
 @dataclass
@@ -117,11 +89,14 @@ class Adapters:
     #: Where the adapters read and act (None: the function's own account, from its context; its own region).
     account: str | None = None
     region: str | None = None
+    #: DescribeCapacityReservations, read before any capacity event is acted on (None: every one is refused).
+    reservations: ReservationReader | None = None
 
 
 def _member_ports(
     region: str | None, endpoint: str | None, account: str | None = None, event_id: str | None = None
 ) -> Adapters:
+    from governor.adapters.capacity import CapacityReservations
     from governor.adapters.ec2 import Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.spot.recovery import SpotRecoveryActions
@@ -133,6 +108,7 @@ def _member_ports(
         SpotRecoveryActions(region, **where),
         account=account,
         region=region,
+        reservations=CapacityReservations(region, **where),
     )
 
 
@@ -157,13 +133,6 @@ def _when(event: SpotEvent) -> dt.datetime:
     return utc(event.time)
 
 
-def _finding(decision: Decision, event: SpotEvent, title: str, detail: str, **extra: Any) -> Finding:
-    finding = Finding.from_decision(
-        decision, title, account=event.account, region=event.region, event_id=event.id, **extra
-    )
-    return finding.model_copy(update={"detail": detail})
-
-
 def _result(status: str, event: SpotEvent, decision: Decision, **extra: Any) -> dict[str, Any]:
     return {
         "status": status,
@@ -184,7 +153,7 @@ def _bounded(instance: Instance | None, runtime: Runtime, at: dt.datetime) -> In
 
 
 def _misplaced(
-    event: WarningEvent | RebalanceEvent | ReservationWarningEvent | BlockExpiryEvent,
+    event: WarningEvent | RebalanceEvent | ReservationWarningEvent | BlockExpiryEvent | CapacityEvent,
     runtime: Runtime,
     ports: Adapters,
     rule: str,
@@ -207,22 +176,28 @@ def _misplaced(
     return _result("ignored", event, decision, reason=decision.reasons[0])
 
 
-def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters) -> dict[str, Any]:
-    """A Capacity Block about to end: every running instance in it takes the warning's checkpoint path, each under
-    an event id derived from this event's (a retry resumes each instance's record, never signals twice)."""
+def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters, now: dt.datetime) -> dict[str, Any]:
+    """A Capacity Block about to end, as EC2 reports it (its state, type and end; the event only names it): every
+    running instance EC2 lists in it takes the warning's checkpoint path, each under an event id derived from this
+    event's (a retry resumes each instance's record, never signals twice). An event EC2 contradicts is refused."""
     detail = event.detail
-    notice = block_notice(detail.capacity_reservation_id, utc(detail.end_date))
-    misplaced = _misplaced(event, runtime, ports, notice.rule, detail.capacity_reservation_id)
+    rid = detail.capacity_reservation_id
+    misplaced = _misplaced(event, runtime, ports, "capacity-block-expiry", rid)
     if misplaced is not None:
         return misplaced
-    members = sorted(i.id for i in ports.reader.in_reservation(detail.capacity_reservation_id))
+    block = capacity_acts.reservation(ports, rid)
+    refusal = check_block_expiry(rid, utc(detail.end_date), block, now)
+    if refusal is not None or block is None or block.end_date is None:
+        return capacity_acts.refuse(event, runtime, rid, refusal or UNREAD, "capacity-block-expiry")
+    notice = block_notice(rid, block.end_date)
+    members = sorted(i.id for i in ports.reader.in_reservation(rid))
     results = [_warning(event, runtime, ports, notice, (i, f"{event.id}#{i}")) for i in members]
     if not members:
         decision = Decision(
             policy="spot",
             verdict="ok",
-            resource=detail.capacity_reservation_id,
-            reasons=[f"Capacity Block {detail.capacity_reservation_id} ends with no running instance in it"],
+            resource=rid,
+            reasons=[f"Capacity Block {rid} ends with no running instance in it"],
             evidence=notice.evidence(_when(event)),
             rule=notice.rule,
         )
@@ -230,10 +205,41 @@ def _block_expiry(event: BlockExpiryEvent, runtime: Runtime, ports: Adapters) ->
     return {
         "status": "acted" if runtime.policy.spot.enforce and results else "reported",
         "event_id": event.id,
-        "reservation_id": detail.capacity_reservation_id,
+        "reservation_id": rid,
         "notice": notice.evidence(_when(event)),
         "instances": {r["instance_id"]: r for r in results},
     }
+
+
+def _capacity(event: CapacityEvent, runtime: Runtime, ports: Adapters, now: dt.datetime) -> dict[str, Any]:
+    """The capacity lifecycle: the reservation the event names is read, and only if EC2 agrees is the decision
+    recorded and its owners told (a delivered block's end also on each instance EC2 lists in it)."""
+    detail = event.detail
+    rid = detail.source_reservation_id if isinstance(detail, ReclamationDetail) else detail.capacity_reservation_id
+    rule = {DeliveredEvent: RULE_DELIVERED, ReservationStateEvent: RULE_STATE}.get(type(event), RULE_RECLAIMED)
+    misplaced = _misplaced(event, runtime, ports, rule, rid)
+    if misplaced is not None:
+        return misplaced
+    found = capacity_acts.reservation(ports, rid)
+    if isinstance(event, DeliveredEvent):
+        refusal = check_delivered(rid, utc(event.detail.end_date), found, now)
+    elif isinstance(event, ReservationStateEvent):
+        refusal = check_state(rid, event.detail.state, found)
+    else:
+        refusal = check_reclamation(event.detail, found, event.account)
+    if refusal is not None or found is None:
+        return capacity_acts.refuse(event, runtime, rid, refusal or UNREAD, rule)
+    at = _when(event)
+    if isinstance(event, DeliveredEvent):
+        decision = decide_delivered(found, ports.reader.in_reservation(rid), runtime.policy, at)
+        items = capacity_acts.block_items(decision, event.id, at)
+        title = f"Capacity Block {rid} delivered, ends {found.end_date or at:%Y-%m-%d %H:%M} UTC"
+        return capacity_acts.tell(event, runtime, ports, decision, title, items)
+    if isinstance(event, ReservationStateEvent):
+        decision = decide_reservation_state(found, event.detail.state, runtime.policy)
+        return capacity_acts.tell(event, runtime, ports, decision, f"Capacity reservation {rid} {event.detail.state}")
+    decision = decide_reclamation(event.detail, found, runtime.policy)
+    return capacity_acts.tell(event, runtime, ports, decision, f"Lent capacity is back in {rid}")
 
 
 #: How the warning's checkpoint command names itself (its at-most-once Comment starts with it).
@@ -257,9 +263,11 @@ def _warning(
     ports: Adapters,
     notice: Notice | None = None,
     target: tuple[str, str] | None = None,
+    check: Callable[[Instance], Refusal | None] | None = None,
 ) -> dict[str, Any]:
     """One instance's warning: Spot's, an interruptible reservation's, or (``target``: the instance and the event id
-    derived for it) one instance of a Capacity Block about to end. Every notice takes the same checkpoint path."""
+    derived for it) one instance of a Capacity Block about to end. Every notice takes the same checkpoint path;
+    ``check`` holds the event against EC2's record of the instance's reservation before anything is sent."""
     at = _when(event)
     instance_id, event_id = target or (event.detail.instance_id, event.id)  # type: ignore[union-attr]
     action = getattr(event.detail, "instance_action", "terminate")
@@ -273,21 +281,33 @@ def _warning(
         runtime.ledger.record(decision, event_id=event_id, at=at)
         _outbox(runtime, event_id).flush()  # what an earlier attempt staged before the instance went away
         return _result("ignored", event, decision, reason=decision.reasons[0], instance_id=instance_id)
-    # A retry of this event (after a failed write or publish further down) resumes from what was recorded: the
-    # checkpoint is never sent twice, nor a second replacement launched.
+    refusal = check(instance) if check is not None else None
+    if refusal is not None:
+        return capacity_acts.refuse(event, runtime, instance.id, refusal, notice.rule, event_id)
+    # One checkpoint per interruption (the instance's run, as EC2 and the ledger say), not per event: the first event
+    # about it owns it, any other is recorded as its duplicate. A retry of the owner (after a failed write or publish
+    # further down) resumes from what was recorded: the checkpoint is never sent twice, nor a second replacement.
     existing = InterruptionRecord.from_item(runtime.ledger.get_item(RECORD_KIND, instance.id))
+    scope = existing.next_key(instance.launch_time) if existing else interruption_key(instance.id, instance.launch_time)
+    owner = existing.event_id if existing and existing.same_run(instance.launch_time) else None
+    owner = owner or first_claimant(runtime.ledger, scope, event_id, at)
+    if owner != event_id:
+        same = records.duplicate(decision, owner, scope, existing)
+        runtime.ledger.record(same, event_id=event_id, at=at)
+        return _result("duplicate", event, same, reason=same.reasons[0], instance_id=instance_id, duplicate_of=owner)
     if existing is not None and existing.event_id == event_id:
         record = existing
     else:
-        record = start_record(decision, instance, event_id, at, action)
+        record = start_record(decision, instance, event_id, at, action, scope)
         if existing is not None:  # a stopped instance interrupted again: keep the earlier record under its own key
             runtime.ledger.put_item(RECORD_KIND, f"{existing.instance_id}#{existing.event_id}", existing.to_item())
 
     def before(action: Action) -> Outcome | None:
         if action.type == "checkpoint" and (record.command_id or record.checkpoint_error):
-            return _sent(record.checkpoint_delivered, record.command_id, record.checkpoint_error)  # an earlier attempt
+            # an earlier attempt sent it (or failed to): its outcome, never a second send
+            return records.sent(record.checkpoint_delivered, record.command_id, record.checkpoint_error)
         if action.type == "checkpoint" and held_elsewhere(
-            runtime.ledger, event_id, instance.id, commands=ports.commands, what=CHECKPOINT_LABEL
+            runtime.ledger, scope, instance.id, commands=ports.commands, what=CHECKPOINT_LABEL
         ):
             raise CheckpointInFlight(instance.id)
         if action.type in RECOVERY and record.recovered:
@@ -299,15 +319,15 @@ def _warning(
     def after(action: Action, outcome: Outcome) -> None:
         if action.type == "checkpoint" and (outcome.data or {}).get("error") == IN_FLIGHT:
             raise CheckpointInFlight(instance.id)  # claimed between the check above and this attempt's claim
-        _keep(record, action, outcome)
+        records.keep(record, action, outcome)
         if action.type == "checkpoint":
             runtime.ledger.put_item(RECORD_KIND, instance.id, record.to_item())
 
     box = _outbox(runtime, event_id)
-    run = runner.Run(event_id, runtime.ledger, runtime.policy, ports, box, at=at, label=CHECKPOINT_LABEL)
+    run = runner.Run(event_id, runtime.ledger, runtime.policy, ports, box, at=at, label=CHECKPOINT_LABEL, intent=scope)
     run.settle(
         decision,
-        findings=lambda decided, _: _warning_findings(decided, record, event, notice),
+        findings=lambda decided, _: records.warning_findings(decided, record, event, notice),
         before=before,
         after=after,
         contain=lambda action: action.type in RECOVERY,
@@ -335,44 +355,6 @@ def _warning(
     )
 
 
-def _sent(delivered: bool, command_id: str | None, error: str | None) -> Outcome:
-    """A checkpoint an earlier attempt of this event already sent (or failed to): its outcome, not a second send."""
-    data = {"delivered": delivered, "command_id": command_id, "error": error}
-    return Outcome(ok=delivered, error_code=None if delivered else "NotDelivered", message=str(error or ""), data=data)
-
-
-def _keep(record: InterruptionRecord, action: Action, outcome: Outcome) -> None:
-    """What the interruption record keeps of one outcome (the state-change and command-status events read it)."""
-    data = outcome.data
-    if data.get("resumed"):
-        return
-    if action.type == "checkpoint":
-        record.checkpoint_attempted = True
-        record.checkpoint_delivered = bool(data.get("delivered"))
-        record.command_id = data.get("command_id")
-        record.checkpoint_error = data.get("error") if data else outcome.message
-    elif action.type == "replace" and "replacement" in data:
-        replacement = data["replacement"]
-        record.replacement_id = replacement.instance_id
-        record.replacement_reason = replacement.reason
-        record.replacement_attempts = [
-            {"instance_type": a.instance_type, "zone": a.zone, "error": a.error, "instance_id": a.instance_id}
-            for a in replacement.attempts
-        ]
-    elif not outcome.ok:  # a recovery call that raised: reported, not retried
-        record.errors.append(outcome.message)
-        if action.type == "replace":
-            record.replacement_reason = f"relaunch failed: {outcome.message.removeprefix('replace: ')}"
-    elif action.type == "deregister":
-        record.target_groups = list(data.get("target_groups") or [])
-        left = list(data.get("left_alone") or [])
-        if left:
-            names = ", ".join(left)
-            record.errors.append(f"left in target group(s) without fleet.fleet_tags (not the fleet's): {names}")
-    elif action.type == "complete_lifecycle_action":
-        record.lifecycle_action = data.get("note")
-
-
 def _outbox(runtime: Runtime, event_id: str) -> Outbox:
     """This event's outbox, holding what an earlier attempt staged and never got accepted."""
     box = Outbox(runtime.ledger, runtime.sink, event_id=event_id)
@@ -387,67 +369,6 @@ def _send(runtime: Runtime, event_id: str, findings: list[Finding]) -> None:
     box.flush()
 
 
-def _blocked(decision: Decision) -> str | None:
-    """Why the checkpoint could not be sent at all (the instance lacks the tags the SendCommand grant requires)."""
-    for action in decision.actions:
-        if isinstance(action, Checkpoint) and action.blocked:
-            return action.blocked
-    return None
-
-
-def _warning_findings(
-    decision: Decision, record: InterruptionRecord, event: SpotEvent, notice: Notice | None = None
-) -> list[Finding]:
-    where = f"{record.instance_type} {record.instance_id} ({record.zone or 'unknown zone'})"
-    blocked = _blocked(decision)
-    if not record.checkpoint_attempted and blocked:
-        outcome = f"checkpoint not sent: {blocked}"
-    elif not record.checkpoint_attempted:
-        outcome = "report-only: no checkpoint was sent"
-    elif record.checkpoint_delivered:
-        outcome = f"checkpoint command {record.command_id} sent ({record.checkpoint_source} command)"
-    elif record.checkpoint_error in (IN_DOUBT, IN_FLIGHT):
-        outcome = f"checkpoint delivery {record.checkpoint_error}"
-    else:
-        outcome = f"checkpoint NOT delivered: {record.checkpoint_error}"
-    parts = [*decision.reasons, outcome]
-    if record.target_groups:
-        parts.append(f"deregistered from {len(record.target_groups)} target group(s)")
-    if record.lifecycle_action:
-        parts.append(f"lifecycle action: {record.lifecycle_action}")
-    if record.replacement_id:
-        parts.append(f"replacement {record.replacement_id} launched")
-    parts.extend(record.errors)
-    undelivered = (
-        record.checkpoint_attempted
-        and not record.checkpoint_delivered
-        and record.checkpoint_error not in (IN_DOUBT, IN_FLIGHT)
-    )
-    severity = "critical" if undelivered else decision.severity
-    findings = [
-        _finding(
-            decision.model_copy(update={"severity": severity}),
-            event,
-            f"{notice.label if notice else 'Spot interruption'}: {where}, {outcome.split(':')[0]}",
-            "; ".join(parts),
-            owner=record.owner,
-            team=record.team,
-        )
-    ]
-    if record.replacement_reason and not record.replacement_id:
-        findings.append(
-            _finding(
-                decision.model_copy(update={"severity": "warning", "rule": "spot-replacement"}),
-                event,
-                f"No replacement launched for {where}",
-                record.replacement_reason,
-                owner=record.owner,
-                team=record.team,
-            )
-        )
-    return findings
-
-
 def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict[str, Any]:
     at = _when(event)
     misplaced = _misplaced(event, runtime, ports, "spot-rebalance")
@@ -458,13 +379,21 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict
     if decision.verdict != "act" or instance is None:
         runtime.ledger.record(decision, event_id=event.id, at=at)
         return _result("ignored", event, decision, reason=decision.reasons[0])
+    # One early checkpoint per run of the instance: a recommendation delivered again under another id is a duplicate.
+    # A Spot warning after it is another matter (the job has moved on since): it checkpoints again.
+    scope = f"rebalance:{instance.id}:{instance.launch_time.isoformat()}"
+    owner = first_claimant(runtime.ledger, scope, event.id, at)
+    if owner != event.id:
+        same = records.duplicate(decision, owner, scope, None)
+        runtime.ledger.record(same, event_id=event.id, at=at)
+        return _result("duplicate", event, same, reason=same.reasons[0], duplicate_of=owner)
     checkpoint: dict[str, Any] = {"attempted": False}
 
     def before(action: Action) -> Outcome | None:
         earlier = runtime.ledger.get_item(REBALANCE_KIND, instance.id)
         if earlier is not None and earlier.get("event_id") == event.id:  # a retry: the command already left
             sent = dict(earlier["checkpoint"])
-            return _sent(bool(sent.get("delivered")), sent.get("command_id"), sent.get("error"))
+            return records.sent(bool(sent.get("delivered")), sent.get("command_id"), sent.get("error"))
         return None
 
     def after(action: Action, outcome: Outcome) -> None:
@@ -475,8 +404,8 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict
 
     def findings(decided: Decision, results: Sequence[tuple[Action, Outcome]] | None) -> list[Finding]:
         outcome = "report-only: nothing was sent" if not runtime.policy.spot.enforce else "recorded"
-        if runtime.policy.spot.enforce and _blocked(decided):
-            outcome = f"checkpoint not sent: {_blocked(decided)}"
+        if runtime.policy.spot.enforce and records.blocked(decided):
+            outcome = f"checkpoint not sent: {records.blocked(decided)}"
         if checkpoint["attempted"]:
             outcome = (
                 f"early checkpoint sent ({checkpoint['command_id']})"
@@ -486,10 +415,12 @@ def _rebalance(event: RebalanceEvent, runtime: Runtime, ports: Adapters) -> dict
         title = f"Spot rebalance recommendation: {instance.type} {instance.id}"
         evidence = decided.evidence
         detail = "; ".join([*decided.reasons, outcome])
-        return [_finding(decided, event, title, detail, owner=evidence.get("owner"), team=evidence.get("team"))]
+        return [records.finding(decided, event, title, detail, owner=evidence.get("owner"), team=evidence.get("team"))]
 
     box = _outbox(runtime, event.id)
-    run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot rebalance checkpoint")
+    run = runner.Run(
+        event.id, runtime.ledger, runtime.policy, ports, box, at=at, label="spot rebalance checkpoint", intent=scope
+    )
     run.settle(decision, findings=findings, before=before, after=after, live=instance)
     box.flush()
     return _result("acted" if runtime.policy.spot.enforce else "reported", event, decision, checkpoint=checkpoint)
@@ -516,7 +447,7 @@ def _state_change(event: StateChangeEvent, runtime: Runtime, ports: Adapters) ->
             runtime,
             event.id,
             [
-                _finding(
+                records.finding(
                     decision.model_copy(update={"severity": "warning"}),
                     event,
                     f"Spot instance {instance_id} {record.status}; "
@@ -549,11 +480,11 @@ def _command_status(event: CommandStatusEvent, runtime: Runtime, ports: Adapters
         text = (
             f"checkpoint command {detail.command_id} ended {detail.status}; the job may resume from an older checkpoint"
         )
-        return [_finding(decided, event, title, text, owner=record.owner, team=record.team)]
+        return [records.finding(decided, event, title, text, owner=record.owner, team=record.team)]
 
     box = _outbox(runtime, event.id)
     run = runner.Run(event.id, runtime.ledger, runtime.policy, ports, box, at=at)
-    run.settle(decision, findings=findings, after=partial(_keep, record), contain=lambda action: True)
+    run.settle(decision, findings=findings, after=partial(records.keep, record), contain=lambda action: True)
     runtime.ledger.put_item(RECORD_KIND, detail.instance_id, record.to_item())
     box.flush()
     return _result(
@@ -569,15 +500,24 @@ def process(event: SpotEvent, runtime: Runtime, ports: Adapters, call: Invocatio
     still saying nothing was sent, and publishing that would leave the holder's final finding (same id) unsent."""
     if ports.account is None and call is not None and call.account is not None:
         ports = replace(ports, account=call.account)  # the function's own account, from its ARN
+    now = call.now if call is not None else dt.datetime.now(dt.UTC)  # the function's clock, never the event's
     if not isinstance(event, WarningEvent | ReservationWarningEvent):
         _outbox(runtime, event.id).flush()
     if isinstance(event, WarningEvent):
         return _warning(event, runtime, ports)
     if isinstance(event, ReservationWarningEvent):
-        notice = reservation_notice(_when(event), event.detail.instance_termination_time)
-        return _warning(event, runtime, ports, notice)
+        detail = event.detail
+        notice = reservation_notice(_when(event), detail.instance_termination_time)
+
+        def check(instance: Instance) -> Refusal | None:
+            found = capacity_acts.reservation(ports, instance.capacity_reservation_id)
+            return check_reservation_warning(instance, found, notice.deadline, detail.az_id, now)
+
+        return _warning(event, runtime, ports, notice, check=check)
     if isinstance(event, BlockExpiryEvent):
-        return _block_expiry(event, runtime, ports)
+        return _block_expiry(event, runtime, ports, now)
+    if isinstance(event, DeliveredEvent | ReservationStateEvent | ReclamationEvent):
+        return _capacity(event, runtime, ports, now)
     if isinstance(event, RebalanceEvent):
         return _rebalance(event, runtime, ports)
     if isinstance(event, StateChangeEvent):
@@ -585,10 +525,12 @@ def process(event: SpotEvent, runtime: Runtime, ports: Adapters, call: Invocatio
     return _command_status(event, runtime, ports)
 
 
-def handle(event: Any, runtime: Runtime, ports: Adapters, context: Any = None) -> dict[str, Any]:
+def handle(
+    event: Any, runtime: Runtime, ports: Adapters, context: Any = None, now: dt.datetime | None = None
+) -> dict[str, Any]:
     """Parse at the edge (invalid events go to the DLQ with their reason), then process the event once per event id
-    (a duplicate delivery returns the first result)."""
-    return HANDLER.handle(event, runtime, ports, context=context)
+    (a duplicate delivery returns the first result); ``now``: a test's clock (else the function's)."""
+    return HANDLER.handle(event, runtime, ports, context=context, now=now)
 
 
 def _count(result: dict[str, Any]) -> None:

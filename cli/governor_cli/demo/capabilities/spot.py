@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from governor_cli.testing.capacity import delivered, place
+from governor_cli.testing.capacity import delivered, place, reserve
 from governor_cli.testing.events import envelope
 from governor_cli.testing.scenarios import Case
 
@@ -46,6 +46,8 @@ CASES = ((4, spot_warning), (1, spot_warning_not_gpu))
 
 #: The interruptible capacity reservation another account lends capacity from (reclaimed during the demo's day).
 DEMO_LENT = "cr-01e470000000000a2"
+#: The other account's reservation it was made from.
+DEMO_SOURCE = "cr-01e470000000000a1"
 
 
 def terminated_by_ec2(sim: Simulation, instance: str) -> None:
@@ -95,7 +97,26 @@ def incidents(sim: Simulation) -> dict[int, Callable[[], None]]:
         )
         if lent is None:
             return
-        place(lent, "interruptible-capacity-reservation", DEMO_LENT, account=sim.site.account, region=sim.site.region)
+        where = {"account": sim.site.account, "region": sim.site.region}
+        place(lent, "interruptible-capacity-reservation", DEMO_LENT, **where)
+        # EC2's record of the reservation, which the function reads before it believes the warning (issue 45.4)
+        reserve(
+            {
+                "CapacityReservationId": DEMO_LENT,
+                "OwnerId": "210987654321",
+                "InstanceType": sim.instances[lent].instance_type,
+                "AvailabilityZoneId": "use1-az1",
+                "State": "active",
+                "ReservationType": "default",
+                "InstanceMatchCriteria": "targeted",
+                "TotalInstanceCount": 1,
+                "AvailableInstanceCount": 0,
+                "EndDateType": "unlimited",
+                "Interruptible": True,
+                "InterruptionInfo": {"SourceCapacityReservationId": DEMO_SOURCE, "InterruptionType": "adhoc"},
+            },
+            **where,
+        )
         sim.result.interruptible = lent
         when = sim.now.strftime("%Y-%m-%dT%H:%M:%SZ")
         warning = delivered(

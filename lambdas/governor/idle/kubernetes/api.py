@@ -94,6 +94,14 @@ class KubernetesApi:
         with self._calling(f"cordon node {name}"):
             self._lightkube().patch(Node, name, {"spec": {"unschedulable": True}}, patch_type=PatchType.STRATEGIC)
 
+    def uncordon(self, name: str) -> None:
+        """Undo the governor's own cordon when a drain gives up (``drain.give_up``)."""
+        from lightkube.resources.core_v1 import Node
+        from lightkube.types import PatchType
+
+        with self._calling(f"un-cordon node {name}"):
+            self._lightkube().patch(Node, name, {"spec": {"unschedulable": False}}, patch_type=PatchType.STRATEGIC)
+
     def pods_on(self, node: str) -> list[dict[str, Any]]:
         from lightkube import ALL_NS
         from lightkube.resources.core_v1 import Pod

@@ -50,6 +50,9 @@ class ContainerInsightsMetrics:
         #: The last fetch's per-GPU utilisation of the judged nodes, and per (namespace, pod, GPU) of the pods.
         self.node_gpus: dict[tuple[str, str], Series] = {}
         self.pod_gpus: dict[tuple[str, str, str], Series] = {}
+        #: instance id -> its NodeName (last fetch); instance id -> why its series were refused (two NodeNames).
+        self.node_names: dict[str, set[str]] = {}
+        self.refused: dict[str, str] = {}
 
     def fetch(
         self, instance_ids: Sequence[str], signals: Sequence[str], start: dt.datetime, end: dt.datetime
@@ -58,6 +61,7 @@ class ContainerInsightsMetrics:
         that are nodes of this cluster; the others are left out."""
         ids = set(instance_ids)
         start = start.replace(second=0, microsecond=0)
+        names: dict[str, set[str]] = {}
         plan: dict[str, tuple[str, str, float]] = {}
         queries: list[dict[str, Any]] = []
         for signal in signals:
@@ -70,6 +74,7 @@ class ContainerInsightsMetrics:
                 if instance not in ids or "NodeName" not in dims:
                     continue
                 self.nodes[instance] = dims["NodeName"]
+                names.setdefault(instance, set()).add(dims["NodeName"])
                 device = dims.get("GpuDevice")
                 key = f"{signal}{DEVICE_SEP}{device}" if device else signal
                 query_id = f"q{len(queries)}"
@@ -85,9 +90,18 @@ class ContainerInsightsMetrics:
                         "ReturnData": True,
                     }
                 )
+        # One InstanceId under two NodeNames: one of them is not that instance (anyone may PutMetricData here).
+        self.refused = {
+            i: f"InstanceId {i} is published under nodes {' and '.join(sorted(n))}"
+            for i, n in names.items()
+            if len(n) > 1
+        }
+        self.node_names = {i: n for i, n in names.items() if i not in self.refused}
         found: dict[str, dict[str, Series]] = {}
         for query_id, series in self._read(queries, start, end).items():
             instance, key, factor = plan[query_id]
+            if instance in self.refused:
+                continue
             found.setdefault(instance, {})[key] = Series(series.times, [v * factor for v in series.values])
         self.node_gpus = {
             (instance, key.partition(DEVICE_SEP)[2]): series
@@ -97,6 +111,14 @@ class ContainerInsightsMetrics:
         }
         self.pod_gpus = self._pods(start, end) if found else {}
         return found
+
+    def nodes_of(self, instance_id: str) -> set[str]:
+        """The NodeName the last fetch's series of ``instance_id`` were published under."""
+        return set(self.node_names.get(instance_id, ()))
+
+    def keep_only(self, instance_ids: set[str]) -> None:
+        """Forget the node readings of instances this source may not speak for (they count in no GPU-hours)."""
+        self.node_gpus = {key: s for key, s in self.node_gpus.items() if key[0] in instance_ids}
 
     def _pods(self, start: dt.datetime, end: dt.datetime) -> dict[tuple[str, str, str], Series]:
         """``pod_gpu_utilization`` per (namespace, full pod name, GPU) of this cluster."""

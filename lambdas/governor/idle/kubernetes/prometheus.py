@@ -22,8 +22,8 @@ from governor.idle.kubernetes.promql import (
     NodeReadings,
     attribute,
     gpu_query,
+    node_instances,
     node_query,
-    nodes_to_instances,
     read_matrix,
 )
 
@@ -80,6 +80,8 @@ class PrometheusMetrics:
         self._http = http
         self.readings: dict[str, NodeReadings] = {}
         self.unmatched: list[str] = []
+        #: instance id -> why the last fetch refused its series (its node claimed twice, or it claimed by two nodes).
+        self.refused: dict[str, str] = {}
         self.calls = 0
 
     def fetch(
@@ -91,14 +93,33 @@ class PrometheusMetrics:
         if not wanted:
             return {}
         begin = start.replace(second=0, microsecond=0)
-        known = nodes_to_instances(self._query(node_query(self._selector), begin, end, instant=True))
+        known, doubled = node_instances(self._query(node_query(self._selector), begin, end, instant=True))
         answers = {
             signal: self._query(gpu_query(signal, self._node_label, self._selector), begin, end) for signal in wanted
         }
         readings, self.unmatched = read_matrix(answers, self._node_label, known)
         ids = set(instance_ids)
-        self.readings = {i: r for i, r in readings.items() if i in ids}
+        self.refused = {}
+        for node, claimed in doubled.items():
+            for instance in claimed:
+                self.refused[instance] = f"kube_node_info maps node {node} to {' and '.join(claimed)}"
+        for instance, reading in readings.items():
+            if len(reading.nodes) > 1:
+                self.refused[instance] = f"series of nodes {' and '.join(sorted(reading.nodes))} all claim it"
+            elif reading.nodes & set(doubled):
+                self.refused[instance] = f"its node {reading.node} is mapped to several instances"
+        self.refused = {i: why for i, why in self.refused.items() if i in ids}
+        self.readings = {i: r for i, r in readings.items() if i in ids and i not in self.refused}
         return {i: dict(r.series) for i, r in self.readings.items()}
+
+    def nodes_of(self, instance_id: str) -> set[str]:
+        """The node names the last fetch's series of ``instance_id`` were published under."""
+        reading = self.readings.get(instance_id)
+        return set(reading.nodes) if reading is not None else set()
+
+    def keep_only(self, instance_ids: set[str]) -> None:
+        """Forget the readings of instances this source may not speak for (namespace attribution counts none)."""
+        self.readings = {i: r for i, r in self.readings.items() if i in instance_ids}
 
     def gpu_hours(self, threshold: float, teams: Mapping[str, str], start: float, end: float) -> list[GpuHours]:
         """GPU-hours by namespace of the last fetch's nodes, from the pods DCGM mapped to each GPU (``attribute``)."""

@@ -62,13 +62,21 @@ def instance_of_provider(provider_id: str) -> str | None:
 
 def nodes_to_instances(result: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """node name -> instance id, from ``kube_node_info``'s answer (vector or matrix)."""
-    found: dict[str, str] = {}
+    return node_instances(result)[0]
+
+
+def node_instances(result: Iterable[Mapping[str, Any]]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """node name -> instance id from ``kube_node_info``'s answer, and the nodes it maps to several instances (a
+    relabelled or forged series beside the real one): those are nobody's, never the last one read."""
+    claims: dict[str, set[str]] = {}
     for item in result:
         labels = item.get("metric", {})
         instance = instance_of_provider(str(labels.get("provider_id", "")))
         if instance and labels.get("node"):
-            found[str(labels["node"])] = instance
-    return found
+            claims.setdefault(str(labels["node"]), set()).add(instance)
+    known = {node: next(iter(ids)) for node, ids in claims.items() if len(ids) == 1}
+    doubled = {node: sorted(ids) for node, ids in claims.items() if len(ids) > 1}
+    return known, doubled
 
 
 def instance_of_node(node: str, known: Mapping[str, str]) -> str | None:
@@ -101,6 +109,8 @@ class NodeReadings:
 
     node: str
     series: dict[str, Series] = field(default_factory=dict)
+    #: Every node whose series named this instance (more than one: the instance is claimed twice, nobody's).
+    nodes: set[str] = field(default_factory=set)
     holders: dict[str, dict[float, Holder]] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)
 
@@ -134,6 +144,7 @@ def read_matrix(
                 unmatched.add(node or "(no node label)")
                 continue
             reading = readings.setdefault(instance, NodeReadings(node))
+            reading.nodes.add(node)
             device = device_of(labels)
             if labels.get("modelName"):
                 reading.models[device] = labels["modelName"]

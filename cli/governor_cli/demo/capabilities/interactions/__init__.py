@@ -3,6 +3,7 @@ worker; in the demo, the owners who click them (``click``) and the demo's Slack 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -67,7 +68,8 @@ def _click_body(token: str, action_id: str) -> str:
 
 def _worker_event(scenarios: Scenarios, action_id: str, index: int, name: str) -> Case:
     instance = scenarios.instance("g5.xlarge")
-    click = parse_click(_click_body(_button(instance), action_id))
+    signed = dt.datetime.now(dt.UTC).replace(microsecond=0)  # Slack's timestamp, as the endpoint verified it
+    click = parse_click(_click_body(_button(instance), action_id)).model_copy(update={"signed_at": signed})
     event = envelope(CLICKED, SOURCE, click.model_dump(mode="json"))
     event["id"] = click.key
     return Case(f"{name} #{index}", "interactions", event, instance)
@@ -115,6 +117,23 @@ def interactions_forged_request(scenarios: Scenarios, index: int) -> Case:
     event = _request(_click_body(_button(instance), STOP_NOW), "not-the-signing-secret")
     event["id"] = str(uuid.uuid4())
     return Case(f"forged click request #{index}", "interactions", event, instance, forbidden=True, sync=True)
+
+
+def recorded_stop_click(ledger: Any, instance_id: str, at: Any, **options: Any) -> dict[str, Any]:
+    """Role: a verified Stop now click on ``instance_id`` as this function leaves it for the function that stops
+    (:func:`governor_cli.demo.capabilities.interactions.stop_clicks.recorded_click`)."""
+    from governor_cli.demo.capabilities.interactions.stop_clicks import recorded_click
+
+    return recorded_click(ledger, instance_id, at, **options)
+
+
+def stop_now_click(ledger: Any, instance_id: str) -> Any:
+    """Role: the warning about ``instance_id`` posted with its buttons (their record in ``ledger``, as the notifier
+    writes it) and a person who answers it with Stop now: a
+    :class:`governor_cli.demo.capabilities.interactions.stop_clicks.StopNowClicker`."""
+    from governor_cli.demo.capabilities.interactions.stop_clicks import StopNowClicker, button
+
+    return StopNowClicker(button(ledger, instance_id))
 
 
 CASES = (

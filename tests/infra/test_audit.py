@@ -194,7 +194,9 @@ def test_a_policy_that_leaves_no_room_for_the_query_ids_stops_the_synth() -> Non
     from infra.app_builder import build_app
 
     prices = {f"g5.{n}xlarge": {"on_demand": 1.0 + n, "spot": 0.5, "gpus": 1} for n in range(45)}
-    with pytest.raises(PolicyError, match=r"for the report function; Lambda allows 4 KB .* bytes as Lambda counts them"):
+    with pytest.raises(
+        PolicyError, match=r"for the report function; Lambda allows 4 KB .* bytes as Lambda counts them"
+    ):
         build_app(policy=parse_policy({"pricing": {"prices": prices}}))
 
 

@@ -357,10 +357,14 @@ def built_sizes(out: Path = LAYER_DIR, manifest: Path = MANIFEST) -> dict[str, i
     return function_sizes(read(manifest) or {}, code_asset_bytes())
 
 
+#: The size tables' row for the code asset (beside one row per function and one per layer).
+CODE_ROW = "(code asset, every function)"
+
+
 def size_table(record: dict[str, Any]) -> list[str]:
-    """The build's measured sizes as docs/deploy.md shows them: one row per function (code asset plus its layers,
-    unzipped), then one per layer."""
-    code = int(record["code_bytes"])
+    """The build's measured sizes as docs/deploy.md shows them: one row per function (today's code asset plus its
+    layers, unzipped), then one per layer."""
+    code = code_asset_bytes()
     layers = record["layers"]
     rows = ["| function | layers | code + layers, unzipped |", "|---|---|---|"]
     for name, size_ in function_sizes(record, code).items():
@@ -368,7 +372,7 @@ def size_table(record: dict[str, Any]) -> list[str]:
     rows += ["", "| layer | requirements | unzipped |", "|---|---|---|"]
     for name, layer in layers.items():
         rows.append(f"| {name} | {', '.join(layer['requirements'])} | {megabytes(int(layer['unzipped_bytes']))} |")
-    rows.append(f"| (code asset, every function) | lambdas/governor | {megabytes(code)} |")
+    rows.append(f"| {CODE_ROW} | lambdas/governor | {megabytes(code)} |")
     return rows
 
 

@@ -1,7 +1,8 @@
 """The project's import graph, read from the source: every module of ``governor`` (lambdas/), ``governor_cli`` (cli/)
-and ``infra`` and the project modules each one imports, inside functions too, but not under ``if TYPE_CHECKING``
-(annotations only, never run). ``from package import name`` counts as importing ``package.name`` when that is a
-module, else ``package``; importing ``a.b.c`` also runs ``a`` and ``a.b`` (:func:`loaded_by`)."""
+and ``infra`` and the project modules each one imports, inside functions too, and under ``if TYPE_CHECKING``
+(annotations only, never run) only when asked (``typing=True``). ``from package import name`` counts as importing
+``package.name`` when that is a module, else ``package``; importing ``a.b.c`` also runs ``a`` and ``a.b``
+(:func:`loaded_by`). The registry's capability declarations, which it loads by name, count as its imports."""
 
 from __future__ import annotations
 
@@ -43,10 +44,11 @@ def _typing_only(tree: ast.Module) -> set[int]:
     return skipped
 
 
-def import_statements(name: str) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement of module ``name`` that runs (inside functions too, not under ``if TYPE_CHECKING``)."""
+def import_statements(name: str, *, typing: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of module ``name`` that runs (inside functions too, not under ``if TYPE_CHECKING``),
+    and with ``typing`` those under ``if TYPE_CHECKING`` as well (what a type checker follows)."""
     tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
-    skipped = _typing_only(tree)
+    skipped = set() if typing else _typing_only(tree)
     return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skipped]
 
 
@@ -61,13 +63,14 @@ def third_party_imports(name: str) -> set[str]:
     return found - set(sys.stdlib_module_names) - {"__future__", *PACKAGES}
 
 
-def imports_of(name: str) -> list[tuple[int, str]]:
-    """(line, module) of each project module ``name`` imports at run time, in source order."""
+def imports_of(name: str, *, typing: bool = False) -> list[tuple[int, str]]:
+    """(line, module) of each project module ``name`` imports at run time (with ``typing``, under ``if
+    TYPE_CHECKING`` too), in source order."""
     known = modules()
     path = known[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-    for node in import_statements(name):
+    for node in import_statements(name, typing=typing):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name in known]
         elif isinstance(node, ast.ImportFrom):
@@ -82,18 +85,40 @@ def imports_of(name: str) -> list[tuple[int, str]]:
                     found.append((node.lineno, target))
                 elif source in known:
                     found.append((node.lineno, source))
-    return sorted(set(found))
+    return sorted(set(found) | set(_declarations(name, tree=None)))
+
+
+#: The one module that imports by name: the registry loads ``governor.<name>.capability`` for each name its
+#: ``CAPABILITIES`` lists, and the walk counts those as its imports.
+REGISTRY_MODULE = "governor.registry"
+
+
+def _declarations(name: str, tree: ast.Module | None) -> list[tuple[int, str]]:
+    """(line, module) of each capability declaration :data:`REGISTRY_MODULE` loads by name."""
+    if name != REGISTRY_MODULE:
+        return []
+    tree = tree or ast.parse(modules()[name].read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CAPABILITIES" for t in node.targets):
+            assert isinstance(node.value, ast.Tuple)
+            return [
+                (item.lineno, f"governor.{item.value}.capability")
+                for item in node.value.elts
+                if isinstance(item, ast.Constant) and isinstance(item.value, str)
+            ]
+    raise AssertionError(f"{name} lists no CAPABILITIES")
 
 
 @cache
-def graph() -> dict[str, frozenset[str]]:
-    """Module -> the project modules it imports (itself left out)."""
-    return {name: frozenset(m for _, m in imports_of(name)) - {name} for name in modules()}
+def graph(*, typing: bool = False) -> dict[str, frozenset[str]]:
+    """Module -> the project modules it imports (itself left out; with ``typing``, what a type checker follows too)."""
+    return {name: frozenset(m for _, m in imports_of(name, typing=typing)) - {name} for name in modules()}
 
 
-def cycles() -> list[list[str]]:
-    """Every group of modules that import each other, directly or through others (strongly connected, 2 or more)."""
-    edges = graph()
+def cycles(*, typing: bool = False) -> list[list[str]]:
+    """Every group of modules that import each other, directly or through others (strongly connected, 2 or more);
+    with ``typing``, counting the imports under ``if TYPE_CHECKING`` too (what a type checker must untangle)."""
+    edges = graph(typing=typing)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -139,9 +164,10 @@ def cycles() -> list[list[str]]:
     return sorted(found)
 
 
-def loaded_by(roots: Iterable[str]) -> set[str]:
-    """Every project module importing ``roots`` can run: their imports, transitively, and each one's packages."""
-    edges = graph()
+def loaded_by(roots: Iterable[str], *, typing: bool = False) -> set[str]:
+    """Every project module importing ``roots`` can run: their imports, transitively, and each one's packages (with
+    ``typing``, also what a type checker follows from them)."""
+    edges = graph(typing=typing)
     seen: set[str] = set()
     todo = list(roots)
     while todo:

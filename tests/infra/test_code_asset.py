@@ -71,21 +71,11 @@ def _module(relative: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-#: The report and the Security Hub export load each capability's ``governor.<package>.findings`` by name
-#: (governor/domain/problems.py), so the
-#: walker, which follows import statements, is told of that one convention.
-BY_NAME = "governor.domain.problems"
-
-
 def runtime_reachable() -> set[str]:
-    """Every module a registered handler can import, including the findings modules the report loads by name and the
-    policy sections the registry names."""
+    """Every module a registered handler can import, including the findings modules capabilities declare, which the
+    report and the Security Hub export load through the registry (``Registry.findings``)."""
     reachable = loaded_by(capability.module for capability in REGISTRY.values())
-    # the policy sections capabilities declare in their own packages, which Policy imports by name from the registry
-    reachable |= loaded_by(c.policy_section.partition(":")[0] for c in REGISTRY.values() if c.policy_section)
-    if BY_NAME in reachable:
-        named = [m for m in modules() if m.startswith("governor.") and m.count(".") == 2 and m.endswith(".findings")]
-        reachable |= loaded_by(named)
+    reachable |= loaded_by(c.findings for c in REGISTRY.values() if c.findings)
     return reachable
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.slack_app import SecretUnavailable, SlackDirectory, SlackSecrets, answer
-from governor.domain.actions import AnyAction, Record, Stop, Tag
+from governor.domain.actions import AnyAction, Record, Tag
 from governor.domain.decision import Decision
 from governor.domain.fleet import KEEP_KIND, ownership
 from governor.domain.ports import utcnow
@@ -53,6 +53,7 @@ from governor.interactions.domain import (
 )
 from governor.interactions.slack_calls import AsyncInvoker, SnoozeTagger, endpoint_client
 from governor.observability import logger, metrics
+from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime
 
 POLICY = "interactions"
@@ -322,7 +323,7 @@ def act(event: ClickEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
         if not aws.idle_function:
             raise RuntimeError("IDLE_FUNCTION is not set: Stop now has nowhere to go")
         reasons = [f"Stop now clicked by {person.label}; {why}", "handed to the idle function to re-check and stop"]
-        actions = [Stop(enforced=enforce, via="idle function")]
+        actions = [REGISTRY.parse_action({"type": "stop", "enforced": enforce, "via": "idle function"})]
         _record(runtime, event, resource, "act", "interactions.stop-now", reasons, person, actions)
         if enforce:
             request = stop_request(event, resource, person, now)

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from governor.observability import LazyTracer, tracing_enabled
+from governor.registry import REGISTRY
 from tests.conftest import ROOT
 
-ENFORCERS = ("idle", "spot", "network", "keys", "lifecycle")
+#: The functions that act on the fleet's resources (in member accounts too, in organisation mode), from the registry.
+ENFORCERS = tuple(name for name, capability in REGISTRY.items() if capability.member_accounts)
 NEVER_IN_ENFORCERS = (
     "governor.audit",
     "governor_cli",
@@ -111,7 +113,7 @@ def test_every_runtime_model_defers_its_build() -> None:
     assert eager == []
 
 
-@pytest.mark.parametrize("name", ["idle", "network", "keys", "lifecycle"])
+@pytest.mark.parametrize("name", [name for name, capability in REGISTRY.items() if capability.fans_out])
 def test_a_single_account_sweep_never_imports_the_fan_out(name: str) -> None:
     loaded = _loaded_after_import(f"governor.{name}.handler")
     assert "governor.fanout" not in loaded

@@ -91,9 +91,9 @@ def reconcile_figures(instances: int, vanished: int) -> None:
 
 
 def query_figures(sessions: int) -> None:
-    from governor.domain.actions import Stop
     from governor.domain.costs import PriceBook, gpu_hours_and_cost
     from governor.domain.decision import Decision
+    from governor.idle.actions import Stop
     from governor.idle.costs import idle_hours, savings
     from governor.policy import parse_policy
 

@@ -43,9 +43,9 @@ NOT_IN_LAMBDA: dict[tuple[str, str], str] = {
     "(governor_cli.sim.columnar), which imports NumPy itself; a sweep in the Lambda passes plain numbers, so the "
     "element-wise branch and its import never run there",
 }
-#: The report and the Security Hub export load each capability's ``governor.<package>.findings`` by name
-#: (``governor.domain.problems``), so the walker, which follows import statements, is told of that one convention.
-BY_NAME = "governor.domain.problems"
+#: The registry, which loads each capability's declaration by name (the import walker counts those) and, for the
+#: report and the Security Hub export, each declared findings module (``Registry.findings``, imported when asked).
+BY_NAME = "governor.registry"
 
 
 class DependencyError(ValueError):
@@ -69,14 +69,11 @@ def requirement_lines(requirements: Path = REQUIREMENTS) -> dict[str, Requiremen
 
 
 def reachable(capability: Capability) -> set[str]:
-    """Every runtime module the capability's handler can import: its own graph, the policy section the registry names
-    by path, and, once the findings loader is reached, every capability's findings module it loads by name."""
+    """Every runtime module the capability's handler can import: its own graph (the registry's capability declarations
+    included), and, once the registry is reached, the findings modules capabilities declare, which it loads by name."""
     found = RUNTIME.loaded_by([capability.module])
-    if capability.policy_section:
-        found |= RUNTIME.loaded_by([capability.policy_section.partition(":")[0]])
     if BY_NAME in found:
-        named = [m for m in RUNTIME.modules if m.count(".") == 2 and m.endswith(".findings")]
-        found |= RUNTIME.loaded_by(named)
+        found |= RUNTIME.loaded_by(c.findings for c in REGISTRY.values() if c.findings)
     return found
 
 

@@ -1,5 +1,7 @@
-"""The project's import graph, read from the source: which modules each module imports, inside functions too, but not
-under ``if TYPE_CHECKING`` (annotations only, never run).
+"""The project's import graph, read from the source: which modules each module imports, inside functions too, and
+under ``if TYPE_CHECKING`` (annotations only, never run) only when asked (``typing=True``: what a type checker follows).
+The registry's capability declarations, which it loads by name (``governor.registry.CAPABILITIES``), count as its
+imports.
 
 ``from package import name`` counts as importing ``package.name`` when that is a module, else ``package``; importing
 ``a.b.c`` also runs ``a`` and ``a.b`` (:meth:`ImportGraph.loaded_by`). The layer build derives each function's
@@ -12,7 +14,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterable, Mapping
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 from infra.settings import LAMBDAS_DIR, ROOT
@@ -34,6 +36,25 @@ def _typing_only(tree: ast.Module) -> set[int]:
     return skipped
 
 
+#: The one module that imports by name: the registry loads ``governor.<name>.capability`` for each name its
+#: ``CAPABILITIES`` lists, and the walk counts those as its imports.
+REGISTRY_MODULE = "governor.registry"
+
+
+def _declarations(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, module) of each capability declaration :data:`REGISTRY_MODULE` loads by name."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CAPABILITIES" for t in node.targets):
+            if not isinstance(node.value, ast.Tuple):
+                raise TypeError(f"{REGISTRY_MODULE}.CAPABILITIES must be a tuple of package names")
+            return [
+                (item.lineno, f"governor.{item.value}.capability")
+                for item in node.value.elts
+                if isinstance(item, ast.Constant) and isinstance(item.value, str)
+            ]
+    raise LookupError(f"{REGISTRY_MODULE} lists no CAPABILITIES")
+
+
 class ImportGraph:
     """The modules of ``packages`` (top-level name -> the folder holding it) and what each imports when it runs."""
 
@@ -52,11 +73,14 @@ class ImportGraph:
                 found[".".join(parts)] = path
         return found
 
-    def import_statements(self, name: str) -> list[ast.Import | ast.ImportFrom]:
+    def tree(self, name: str) -> ast.Module:
+        return ast.parse(self.modules[name].read_text(encoding="utf-8"))
+
+    def import_statements(self, name: str, *, typing: bool = False) -> list[ast.Import | ast.ImportFrom]:
         """Every import statement of module ``name`` that runs (inside functions too, not under ``if
-        TYPE_CHECKING``)."""
-        tree = ast.parse(self.modules[name].read_text(encoding="utf-8"))
-        skipped = _typing_only(tree)
+        TYPE_CHECKING``), and with ``typing`` those under ``if TYPE_CHECKING`` as well."""
+        tree = self.tree(name)
+        skipped = set() if typing else _typing_only(tree)
         return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skipped]
 
     def third_party_imports(self, name: str) -> set[str]:
@@ -69,12 +93,15 @@ class ImportGraph:
                 found.add(node.module.split(".")[0])
         return found - set(sys.stdlib_module_names) - {"__future__", *PROJECT}
 
-    def imports_of(self, name: str) -> list[tuple[int, str]]:
-        """(line, module) of each project module ``name`` imports at run time, in source order."""
+    def imports_of(self, name: str, *, typing: bool = False) -> list[tuple[int, str]]:
+        """(line, module) of each project module ``name`` imports at run time (with ``typing``, under ``if
+        TYPE_CHECKING`` too), in source order."""
         known = self.modules
         package = name if known[name].name == "__init__.py" else name.rpartition(".")[0]
         found: list[tuple[int, str]] = []
-        for node in self.import_statements(name):
+        if name == REGISTRY_MODULE:
+            found += [(line, module) for line, module in _declarations(self.tree(name)) if module in known]
+        for node in self.import_statements(name, typing=typing):
             if isinstance(node, ast.Import):
                 found += [(node.lineno, alias.name) for alias in node.names if alias.name in known]
             elif isinstance(node, ast.ImportFrom):
@@ -94,11 +121,17 @@ class ImportGraph:
     @cached_property
     def graph(self) -> dict[str, frozenset[str]]:
         """Module -> the project modules it imports (itself left out)."""
-        return {name: frozenset(m for _, m in self.imports_of(name)) - {name} for name in self.modules}
+        return self.edges(typing=False)
 
-    def loaded_by(self, roots: Iterable[str]) -> set[str]:
-        """Every module importing ``roots`` can run: their imports, transitively, and each one's packages."""
-        edges = self.graph
+    @cache  # noqa: B019 (a graph lives as long as the process: one per package set)
+    def edges(self, *, typing: bool) -> dict[str, frozenset[str]]:
+        """Module -> the project modules it imports (itself left out; with ``typing``, what a type checker follows)."""
+        return {name: frozenset(m for _, m in self.imports_of(name, typing=typing)) - {name} for name in self.modules}
+
+    def loaded_by(self, roots: Iterable[str], *, typing: bool = False) -> set[str]:
+        """Every module importing ``roots`` can run: their imports, transitively, and each one's packages (with
+        ``typing``, also what a type checker follows from them)."""
+        edges = self.edges(typing=typing)
         seen: set[str] = set()
         todo = list(roots)
         while todo:

@@ -1,6 +1,7 @@
 """The project's import graph, read from the source (``infra.imports``, which the layer build reads too): every module
 of ``governor`` (lambdas/), ``governor_cli`` (cli/) and ``infra`` and the project modules each one imports, inside
-functions too, but not under ``if TYPE_CHECKING`` (annotations only, never run)."""
+functions too, and under ``if TYPE_CHECKING`` (annotations only, never run) only when asked (``typing=True``). The
+registry's capability declarations, which it loads by name, count as its imports."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ def modules() -> dict[str, Path]:
     return _GRAPH.modules
 
 
-def import_statements(name: str) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement of module ``name`` that runs (inside functions too, not under ``if TYPE_CHECKING``)."""
-    return _GRAPH.import_statements(name)
+def import_statements(name: str, *, typing: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of module ``name`` that runs (inside functions too, not under ``if TYPE_CHECKING``),
+    and with ``typing`` those under ``if TYPE_CHECKING`` as well (what a type checker follows)."""
+    return _GRAPH.import_statements(name, typing=typing)
 
 
 def third_party_imports(name: str) -> set[str]:
@@ -30,24 +32,27 @@ def third_party_imports(name: str) -> set[str]:
     return _GRAPH.third_party_imports(name)
 
 
-def imports_of(name: str) -> list[tuple[int, str]]:
-    """(line, module) of each project module ``name`` imports at run time, in source order."""
-    return _GRAPH.imports_of(name)
+def imports_of(name: str, *, typing: bool = False) -> list[tuple[int, str]]:
+    """(line, module) of each project module ``name`` imports at run time (with ``typing``, under ``if
+    TYPE_CHECKING`` too), in source order."""
+    return _GRAPH.imports_of(name, typing=typing)
 
 
-def graph() -> dict[str, frozenset[str]]:
-    """Module -> the project modules it imports (itself left out)."""
-    return _GRAPH.graph
+def graph(*, typing: bool = False) -> dict[str, frozenset[str]]:
+    """Module -> the project modules it imports (itself left out; with ``typing``, what a type checker follows too)."""
+    return _GRAPH.edges(typing=typing)
 
 
-def loaded_by(roots: Iterable[str]) -> set[str]:
-    """Every project module importing ``roots`` can run: their imports, transitively, and each one's packages."""
-    return _GRAPH.loaded_by(roots)
+def loaded_by(roots: Iterable[str], *, typing: bool = False) -> set[str]:
+    """Every project module importing ``roots`` can run: their imports, transitively, and each one's packages (with
+    ``typing``, also what a type checker follows from them)."""
+    return _GRAPH.loaded_by(roots, typing=typing)
 
 
-def cycles() -> list[list[str]]:
-    """Every group of modules that import each other, directly or through others (strongly connected, 2 or more)."""
-    edges = graph()
+def cycles(*, typing: bool = False) -> list[list[str]]:
+    """Every group of modules that import each other, directly or through others (strongly connected, 2 or more);
+    with ``typing``, counting the imports under ``if TYPE_CHECKING`` too (what a type checker must untangle)."""
+    edges = graph(typing=typing)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

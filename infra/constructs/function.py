@@ -25,11 +25,11 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as scheduler_targets
 from constructs import Construct
 
+from governor.capability import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from governor.events.envelopes import CLOUDTRAIL_DETAIL_TYPE
 from governor.events.findings import DETAIL_TYPE as FINDING_DETAIL_TYPE
 from governor.events.findings import SOURCE as FINDING_SOURCE
 from governor.policy import Policy, environment_policy
-from governor.registry import BASE_PERMISSIONS, BUS, DLQ, IDEMPOTENCY, KMS, LEDGER, LOGS, Capability
 from infra.asset import ASSET_EXCLUDES
 from infra.constructs.layer import function_layers
 from infra.constructs.shared import SharedResources, dead_letter_queue
@@ -145,7 +145,7 @@ class GovernorFunction(Construct):
                 **(environment or {}),
             },
         )
-        # The shared runtime's grants (governor.registry.BASE_PERMISSIONS), each on this stack's own resource.
+        # The shared runtime's grants (governor.capability.BASE_PERMISSIONS), each on this stack's own resource.
         self.add_statement(LEDGER, [shared.ledger.table_arn, f"{shared.ledger.table_arn}/index/by-kind"])
         self.add_statement(IDEMPOTENCY, [shared.idempotency.table_arn])
         self.add_statement(BUS, [shared.bus.event_bus_arn])

@@ -17,7 +17,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from governor.domain.actions import Stop, Tag, Terminate, Untag
+from governor.domain.actions import Tag, Untag
+from governor.idle.actions import Stop, Terminate
 from governor.idle.kubernetes.api import KUBERNETES_GROUP
 from governor.idle.policy import KubernetesCluster
 from governor.policy import Policy

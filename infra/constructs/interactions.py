@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from governor.domain.actions import Stop, Tag
+from governor.domain.actions import Tag
 from governor.interactions.slack_calls import AsyncInvoker
 from governor.registry import REGISTRY
 from infra.constructs.dashboard import governor_metric
@@ -48,7 +48,7 @@ class SlackInteractions(CapabilityConstruct):
         super().__init__(scope, construct_id, **args)
         stack = Stack.of(self)
         policy = self.policy
-        stopper = args["functions"][REGISTRY.carrying_out(Stop).name]
+        stopper = args["functions"][REGISTRY.carrying_out("stop").name]
         function = self.function
         # The public endpoint exists only while the policy puts buttons on messages: with buttons off there is
         # nothing to click, so nothing is exposed (the function stays, unreachable from outside, so switching
@@ -118,8 +118,8 @@ class SlackInteractions(CapabilityConstruct):
 
     def function_options(self, functions: dict[str, GovernorFunction]) -> FunctionOptions:
         """Opt-in reserved concurrency, and the function that carries out Stop now (registry: the one returning
-        ``Stop`` without delegating it; its construct is built earlier)."""
-        stopper = functions[REGISTRY.carrying_out(Stop).name]
+        ``stop`` without delegating it; its construct is built earlier)."""
+        stopper = functions[REGISTRY.carrying_out("stop").name]
         return {
             "reserved_concurrency": self.policy.interactions.endpoint_concurrency() or None,
             "environment": {"IDLE_FUNCTION": stopper.function.function_name},

@@ -12,6 +12,7 @@ from typing import Unpack
 import jsii
 from aws_cdk import ArnFormat, IStableListProducer, Lazy, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from governor.keys.domain import RULE_EVENTS
@@ -45,6 +46,10 @@ class KeysEnforcer(CapabilityConstruct):
         stack = Stack.of(self)
         function = self.function
         declared = self.capability.permissions(self.policy)
+        # The governor's own key rotates within the period this policy holds every customer key to.
+        own_key = self.shared.key.node.default_child
+        assert isinstance(own_key, kms.CfnKey)
+        own_key.rotation_period_in_days = self.policy.keys.kms_max_rotation_days
         self.on_schedule("Sweep")
         self.on_rule(
             "CloudTrailCalls",

@@ -39,5 +39,6 @@ class Notifications(CapabilityConstruct):
         )
         self.on_findings("Findings", "Every governor finding to the notifier")
         grant_delivery(self.function, policy)
-        if bot_token := policy.interactions.bot_token_names():  # owners' mentions by users.lookupByEmail (slack.md §2)
+        # owners' mentions by users.lookupByEmail (slack.md §2), posts to a channel: the Slack app's bot token
+        if bot_token := REGISTRY.slack_app(policy).bot_token_names():
             grant_secret_reads(self.function, bot_token)

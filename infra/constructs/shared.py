@@ -56,7 +56,8 @@ def _string(name: str) -> dynamodb.Attribute:
 
 
 class SharedResources(Construct):
-    """Encrypted stores with the project's own key; rotation period from the keys policy (at most 90 days)."""
+    """Encrypted stores with the project's own key; rotation period from the keys policy (at most 90 days), which the
+    keys enforcer's construct sets on it."""
 
     def __init__(self, scope: Construct, construct_id: str, *, policy: Policy, bus_name: str) -> None:
         super().__init__(scope, construct_id)
@@ -66,7 +67,7 @@ class SharedResources(Construct):
             "Key",
             description="GPU Fleet Governor: ledger, queues, logs, bus archive and trail",
             enable_key_rotation=True,
-            rotation_period=Duration.days(policy.keys.kms_max_rotation_days),
+            # its rotation period is the keys policy's, which the keys enforcer's construct sets on it
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.ledger = self._table(

@@ -11,9 +11,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from governor.adapters.ssm import DOCUMENT
-from governor.domain.actions import CompleteLifecycleAction, Deregister, Replace
 from governor.policy import Policy
 from governor.registry import REGISTRY
+from governor.spot.actions import CompleteLifecycleAction, Deregister, Replace
 from governor.spot.capacity import DELIVERED, RECLAMATION, STATE_EVENTS
 from governor.spot.domain import (
     BLOCK_EXPIRY,

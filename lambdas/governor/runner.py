@@ -27,7 +27,7 @@ from typing import Any
 
 from governor import acts
 from governor.domain import rereads
-from governor.domain.actions import FIXING_ACTIONS, Acting, Outcome
+from governor.domain.actions import Acting, Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.ports import Ledger, watching_parks
 from governor.domain.verification import Verification, combined
@@ -88,7 +88,7 @@ def verification_of(results: Sequence[tuple[Action, Outcome]]) -> Verification |
     return combined(
         (action.type, outcome.ok, outcome.verified, f"{outcome.error_code or ''}: {outcome.message}".strip(": "))
         for action, outcome in results
-        if action.type in FIXING_ACTIONS
+        if action.FIXES
     )
 
 

@@ -7,8 +7,8 @@ import datetime as dt
 from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
-from governor.domain.actions import RevokeIngress
 from governor.domain.decision import Decision
+from governor.network.actions import RevokeIngress
 from governor_cli.demo.bootstrap import create_ledger_table
 
 

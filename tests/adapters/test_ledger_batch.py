@@ -11,8 +11,8 @@ from moto import mock_aws
 from governor.adapters import ledger as ledger_module
 from governor.adapters.aws import client
 from governor.adapters.ledger import BATCH_ATTEMPTS, DynamoLedger, UnprocessedItemsError
-from governor.domain.actions import Stop
 from governor.domain.decision import Decision
+from governor.idle.actions import Stop
 from governor_cli.demo.bootstrap import create_ledger_table
 
 

@@ -180,7 +180,7 @@ def test_two_overlapping_invocations_send_one_checkpoint() -> None:
 def test_an_action_held_back_by_the_reread_is_recorded_as_not_done_in_dynamodb() -> None:
     create_ledger_table("ledger", REGION)
     ledger = DynamoLedger("ledger", region=REGION)
-    from governor.domain.actions import Stop
+    from governor.idle.actions import Stop
 
     decision = Decision(policy="idle", verdict="act", resource="i-0a", actions=[Stop(enforced=True)], rule="idle")
     skipped = decision.model_copy(update={"verdict": "ok", "evidence": {"status": "idle"}, "reasons": ["busy now"]})

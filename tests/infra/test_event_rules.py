@@ -8,21 +8,44 @@ and stay quiet on look-alikes: failed calls (``errorCode``), non-GPU types, othe
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 from typing import Any
 
 import pytest
 from moto.events.models import EventPattern
 
+from governor.registry import REGISTRY
 from governor_cli.testing.capacity import delivered, reservation_state
 from tests.conftest import ROOT
 from tests.infra.conftest import Synth
 
 FIXTURES = ROOT / "tests" / "fixtures"
-RULES = ("SpotFunctionInterruption", "SpotFunctionStateChange", "SpotFunctionCheckpointStatus",
-         "LifecycleFunctionRunInstances", "LifecycleFunctionGovernorTags", "LifecycleFunctionStateChange",
-         "NetworkCloudTrailCalls",
-         "KeysCloudTrailCalls", "NotificationsFindings", "SecurityHubFindings")  # fmt: skip
+
+
+def _logical_id(*path: str) -> str:
+    """A construct path's logical id prefix as CDK writes it: the ids joined, a repeated one written once."""
+    return "".join(part for i, part in enumerate(path) if i == 0 or part != path[i - 1])
+
+
+def _rules() -> tuple[str, ...]:
+    """Every EventBridge rule the registry's triggers make: a ``rule`` trigger is its function's rule
+    (``CapabilityConstruct.on_rule``), a ``bus`` trigger the construct's rule on the governor bus (``on_findings``)."""
+    found = []
+    for capability in REGISTRY.values():
+        module, _, name = capability.construct.partition(":")
+        function_id = getattr(importlib.import_module(module), name).FUNCTION_ID
+        within = () if capability.within is None else (REGISTRY[capability.within].construct_id,)
+        for trigger in capability.triggers:
+            if trigger.kind == "rule":
+                found.append(_logical_id(*within, capability.construct_id, function_id, trigger.id))
+            elif trigger.kind == "bus":
+                found.append(_logical_id(*within, capability.construct_id, trigger.id))
+    return tuple(found)
+
+
+#: Derived from the registry: a capability's new rule is found here without an edit (and needs samples below).
+RULES = _rules()
 
 
 #: moto's matcher does not descend into arrays of objects (responseElements.instancesSet.items[].instanceType),

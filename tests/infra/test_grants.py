@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from governor.notifier.policy import TeamRoute
+from governor.core_policy import TeamRoute
 from governor.policy import load_policy
 from governor.registry import REGISTRY
 from infra.app_builder import build_app

@@ -9,9 +9,10 @@ from typing import Any
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 
+from governor.capability import BASE_PERMISSIONS
 from governor.idle import handler as idle
 from governor.policy import parse_policy
-from governor.registry import BASE_PERMISSIONS, REGISTRY
+from governor.registry import REGISTRY
 from infra.constructs.function import GovernorFunction
 from infra.constructs.idle import AGENT_CONFIG_FILE, IdleReclamation
 from infra.constructs.shared import SharedResources

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from governor.capability import BASE_PERMISSIONS
 from governor.policy import Policy, load_policy
-from governor.registry import BASE_PERMISSIONS, REGISTRY
+from governor.registry import REGISTRY
 from infra.app_builder import build_app
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import RolePolicy, arn_of, role_policy

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from governor.capability import BASE_PERMISSIONS
 from governor.policy import Policy
-from governor.registry import BASE_PERMISSIONS, REGISTRY
+from governor.registry import REGISTRY
 from governor_cli.testing.secrets import find_secrets
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import ACCOUNT, REGION, RolePolicy, role_policy, wildcard_match

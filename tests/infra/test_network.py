@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from governor.capability import BASE_PERMISSIONS
 from governor.network.events import EVENT_NAMES
-from governor.registry import BASE_PERMISSIONS, REGISTRY
+from governor.registry import REGISTRY
 from tests.infra.conftest import Synth
 from tests.infra.policy_eval import RolePolicy, role_policy
 

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from governor.observability import LazyTracer, tracing_enabled
+from governor.registry import REGISTRY
 from tests.conftest import ROOT
 
-ENFORCERS = ("idle", "spot", "network", "keys", "lifecycle")
+#: The functions that act on the fleet's resources (in member accounts too, in organisation mode), from the registry.
+ENFORCERS = tuple(name for name, capability in REGISTRY.items() if capability.member_accounts)
 NEVER_IN_ENFORCERS = (
     "governor.audit",
     "governor_cli",
@@ -111,7 +113,7 @@ def test_every_runtime_model_defers_its_build() -> None:
     assert eager == []
 
 
-@pytest.mark.parametrize("name", ["idle", "network", "keys", "lifecycle"])
+@pytest.mark.parametrize("name", [name for name, capability in REGISTRY.items() if capability.fans_out])
 def test_a_single_account_sweep_never_imports_the_fan_out(name: str) -> None:
     loaded = _loaded_after_import(f"governor.{name}.handler")
     assert "governor.fanout" not in loaded
@@ -119,8 +121,9 @@ def test_a_single_account_sweep_never_imports_the_fan_out(name: str) -> None:
 
 def test_the_idle_sweep_imports_no_slack_code() -> None:
     loaded = _loaded_after_import("governor.idle.handler")
-    # The interactions section's model is part of every function's Policy (composed from the registry): not Slack code.
-    section = {"governor.interactions", "governor.interactions.policy"}
+    # The interactions section's model is part of every function's Policy (composed from the registry), and its
+    # declaration of the registry itself: neither is Slack code.
+    section = {"governor.interactions", "governor.interactions.policy", "governor.interactions.capability"}
     slack = ("governor.interactions", "governor.adapters.slack", "governor.domain.messages", "slack_sdk")
     assert not any(m.startswith(slack) for m in set(loaded) - section)
 
@@ -132,7 +135,7 @@ def test_the_slack_endpoint_and_the_notifier_load_no_other_capabilitys_slack_cod
     assert "governor.adapters.slack_app" in endpoint
     assert not any(m.startswith("slack_sdk") for m in endpoint)
     notifier = _loaded_after_import("governor.notifier.handler")
-    section = {"governor.interactions", "governor.interactions.policy"}
+    section = {"governor.interactions", "governor.interactions.policy", "governor.interactions.capability"}
     assert [m for m in notifier if m.startswith("governor.interactions") and m not in section] == []
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from governor.domain.actions import Stop
 from governor.domain.costs import PriceBook, gpu_hours_and_cost, session_usage
 from governor.domain.decision import Decision
+from governor.idle.actions import Stop
 from governor.idle.costs import idle_hours, savings
 from governor.policy import parse_policy
 

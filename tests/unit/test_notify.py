@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from governor.core_policy import NotificationsPolicy, TeamRoute
 from governor.domain.decision import Finding
 from governor.domain.messages import MAX_BLOCKS, MAX_SECTION_CHARS, split_text
 from governor.notifier.domain import (
@@ -19,7 +20,6 @@ from governor.notifier.domain import (
     route,
     slack_messages,
 )
-from governor.notifier.policy import NotificationsPolicy, TeamRoute
 from governor_cli.main import main
 from governor_cli.testing import events
 

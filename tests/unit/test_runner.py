@@ -8,31 +8,16 @@ from typing import Any
 import pytest
 
 from governor import runner
-from governor.domain.actions import (
-    ACTIONS,
-    Acting,
-    Action,
-    Checkpoint,
-    CompleteLifecycleAction,
-    DeactivateAccessKey,
-    Deregister,
-    EnableKeyRotation,
-    Notify,
-    Outcome,
-    RemovePublicIp,
-    Replace,
-    RevokeIngress,
-    RotateKey,
-    SetSecretRotation,
-    Stop,
-    Tag,
-    Terminate,
-    Untag,
-)
+from governor.domain.actions import Acting, Action, Checkpoint, Notify, Outcome, Tag, Untag
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import Instance
+from governor.idle.actions import Stop, Terminate
+from governor.keys.actions import DeactivateAccessKey, EnableKeyRotation, RotateKey, SetSecretRotation
+from governor.network.actions import RemovePublicIp, RevokeIngress
 from governor.outbox import Outbox
 from governor.policy import Policy, parse_policy
+from governor.registry import REGISTRY
+from governor.spot.actions import CompleteLifecycleAction, Deregister, Replace
 from governor.spot.domain import Deregistration
 from governor_cli.testing.memory import MemoryLedger, MemorySink
 
@@ -161,7 +146,7 @@ def test_execute_calls_only_what_its_permissions_declare(action: Action) -> None
 def test_every_action_with_permissions_executes_something() -> None:
     """An action that declares IAM actions carries them out itself (nothing is left to a handler's own branch)."""
     executed = {type(action) for action in ENFORCED}
-    assert {cls for cls in ACTIONS.values() if cls.permissions(EVERYTHING_ON)} == executed
+    assert {cls for cls in REGISTRY.actions().values() if cls.permissions(EVERYTHING_ON)} == executed
 
 
 def test_a_checkpoint_is_sent_once_per_event_however_often_it_is_executed() -> None:

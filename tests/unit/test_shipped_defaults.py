@@ -11,8 +11,9 @@ from governor.registry import REGISTRY
 from tests.conftest import ROOT
 
 SHIPPED = load_policy(ROOT / "governor.yaml")
-#: Sections whose enforcement changes resources (stop, terminate, revoke, rotate, tag, deactivate).
-DESTRUCTIVE = ("idle", "spot", "network", "keys", "lifecycle", "interactions")
+#: Sections whose enforcement changes resources (stop, terminate, revoke, rotate, tag, deactivate): those of the
+#: capabilities returning an action that calls AWS itself (one with IAM actions of its own), from the registry.
+DESTRUCTIVE = tuple(c.section for c in REGISTRY.values() if any(action.IAM for action in c.actions))
 
 
 def test_findings_and_reports_are_delivered_by_default() -> None:

@@ -13,7 +13,8 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any
 
-from governor.registry import REGISTRY, Capability
+from governor.capability import Capability
+from governor.registry import REGISTRY
 
 
 @cache

@@ -563,7 +563,7 @@ class Simulation:
                 client("secretsmanager").create_secret(Name=name, SecretString=f"{webhook_url}/{name}")
         if notifications.email_sender:
             client("sesv2").create_email_identity(EmailIdentity=notifications.email_sender)
-        bot = self.policy.interactions.bot_token_secret_name
+        bot = REGISTRY.slack_app(self.policy).bot_token_secret_name
         if bot:  # the Slack app's bot token; the capture endpoint answers its Web API calls (slack_api_to)
             client("secretsmanager").create_secret(Name=bot, SecretString=f"xoxb-demo-{secrets.token_hex(8)}")
 

@@ -132,12 +132,15 @@ class Deployment:
         import zipfile
 
         from governor.adapters.aws import client
+        from governor_cli.demo.hooks import defining
 
         secrets = client("secretsmanager", self.region)
         secrets.create_secret(
             Name=policy.notifications.slack_secret_name, SecretString="https://hooks.slack.com/services/T0/B0/soak"
         )
-        secrets.create_secret(Name=policy.interactions.signing_secret_name, SecretString=SLACK_SIGNING_SECRET)
+        for _, seeded in defining("deployed_secrets"):  # each capability's own (the Slack app's signing secret)
+            for name, value in seeded(policy).items():
+                secrets.create_secret(Name=name, SecretString=value)
         if policy.notifications.email_sender:
             client("ses", self.region).verify_email_identity(EmailAddress=policy.notifications.email_sender)
         client("s3", self.region).create_bucket(Bucket=REPORTS_BUCKET)

@@ -13,9 +13,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
+from governor.core_policy import FleetPolicy
 from governor.domain.fleet import LIFECYCLES, Instance, Lifecycle
 from governor.domain.times import utc
-from governor.policy import FleetPolicy
 
 IAM_ACTIONS = frozenset({"ec2:DescribeInstances"})
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from governor.core_policy import PricingPolicy
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
-from governor.policy import PricingPolicy
 
 GroupBy = Literal["team", "owner", "instance_type"]
 UNKNOWN = "unknown"
@@ -450,7 +450,7 @@ class IdleEnergy:
 @dataclass(frozen=True)
 class IdleTime:
     """GPU time judged idle, read from the decisions of the capability that records it (its registry entry's
-    ``idle_time``, ``governor.registry.Registry.idle_time``): the report's idle figures, the fleet chart's idle band
+    ``idle_time``, ``governor.capability.Registry.idle_time``): the report's idle figures, the fleet chart's idle band
     and heat map, and rightsizing's utilisation samples. Every reader takes plain ledger items, like this module."""
 
     #: The ``policy`` its decisions carry: the fleet chart's samples and utilisation come from these decisions.

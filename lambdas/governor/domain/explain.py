@@ -16,10 +16,10 @@ from typing import Any, Generic, TypeVar
 
 from governor.domain.decision import Decision
 from governor.events.envelopes import InboundEvent
-from governor.policy import Policy
 
 Matcher = Callable[[InboundEvent], bool]
-Explainer = Callable[[InboundEvent, Policy], list[Decision]]
+#: An explainer: the event and the composed policy (``governor.policy.Policy``, which sits above the shared domain).
+Explainer = Callable[[InboundEvent, Any], list[Decision]]
 State = TypeVar("State")
 
 

@@ -11,9 +11,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
+from governor.core_policy import Exemptions, FleetPolicy
 from governor.domain.capacity import Reservation
 from governor.domain.times import parse_time
-from governor.policy import Exemptions, FleetPolicy
 
 UNKNOWN = "unknown"
 #: EC2's ``InstanceLifecycleType`` values (botocore's ec2 model: spot, scheduled, capacity-block,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from governor.domain.ids import deterministic_id
 
 if TYPE_CHECKING:  # the port is a type here; the typed actions, which ports' signatures name, import this module
-    from governor.domain.ports import Ledger
+    from governor.domain.items import Items as Ledger
 
 INTENT_KIND = "intent"
 #: The ledger kind of a scope's owner (:func:`first_claimant`).

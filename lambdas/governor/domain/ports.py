@@ -6,12 +6,13 @@ Adapters implement them against AWS; ``governor_cli.testing.memory`` implements 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
 from governor.domain.decision import Decision, Finding
+from governor.domain.items import Items
 
 #: The account and region of the event being handled (organisation mode, issue 23): the runner sets it for each
 #: event, and the ledger stamps it on every decision it records, so one ledger tells the organisation's accounts apart.
@@ -57,8 +58,9 @@ def watching_parks() -> Iterator[list[str]]:
         _PARKED.reset(token)
 
 
-class Ledger(Protocol):
-    """Every decision, including "no action" and dry runs, with its reason and evidence."""
+class Ledger(Items, Protocol):
+    """Every decision, including "no action" and dry runs, with its reason and evidence; and the items by kind and key
+    the runtime keeps beside them (:class:`governor.domain.items.Items`)."""
 
     def record(self, decision: Decision, *, event_id: str, at: dt.datetime | None = None, held: bool = False) -> str:
         """Record ``decision`` under (resource, policy, event). A later "no action" entry never erases an "act" entry
@@ -68,29 +70,6 @@ class Ledger(Protocol):
 
     def record_many(self, decisions: Sequence[Decision], *, event_id: str, at: dt.datetime | None = None) -> list[str]:
         """A sweep's decisions in as few requests as the store allows, with ``record``'s guarantees."""
-        ...
-
-    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
-
-    def put_many(self, items: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
-        """``put_item`` of each (kind, key, item), unconditional, in as few requests as the store allows; the same key
-        twice keeps the last. Not atomic as a whole: a failure may leave some written, as single puts would."""
-        ...
-
-    def get_item(self, kind: str, key: str) -> dict[str, Any] | None: ...
-
-    def get_many(self, kind: str, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """``get_item`` of many keys of one kind, strongly consistent: key -> item, keys with no item left out."""
-        ...
-
-    def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]: ...
-
-    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool:
-        """Write ``item`` only if no item has this key (a conditional write); False when one already exists.
-
-        With ``replacing=(field, value)`` the write succeeds only if the item exists and its ``field`` still holds
-        ``value`` (compare-and-set: a takeover of a stale claim, a breaker state read at version N); with ``value``
-        None, only if the item exists without ``field``."""
         ...
 
 

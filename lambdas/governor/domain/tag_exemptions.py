@@ -21,9 +21,9 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from governor.core_policy import Exemptions, FleetPolicy
 from governor.domain.fleet import TagProblem
 from governor.domain.times import parse_time
-from governor.policy import Exemptions, FleetPolicy
 
 Recorded = Callable[[str, str], Mapping[str, Any] | None]
 #: Tags only AWS writes (users cannot write ``aws:`` keys) that show a service launched the instance for a group.

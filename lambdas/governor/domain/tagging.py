@@ -17,8 +17,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from governor.core_policy import ExemptingTags, Exemptions, FleetPolicy
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Severity
 from governor.domain.fleet import EXEMPT_TRUE, Instance, TagProblem, exempt_tag_problem, snooze_tag_problem
@@ -26,13 +27,23 @@ from governor.domain.identity import Author
 from governor.domain.ports import Ledger
 from governor.domain.tag_exemptions import holding_back_refusals, launched_by_service, policy_tag_refusals
 from governor.domain.times import parse_time
-from governor.policy import Exemptions, FleetPolicy, Policy
 
 TAG_SET = "governor-tag"
 FIRST_SEEN = "unknown: present when the governor first saw it"
 #: Tags Kubernetes node groups put on their nodes: a claim the idle policy checks (``governor.idle.ownership``).
 KUBERNETES_TAGS = ("eks:cluster-name", "eks:nodegroup-name", "karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
 KUBERNETES_TAG_PREFIX = "kubernetes.io/cluster/"
+
+
+class TaggingPolicy(Protocol):
+    """What deciding on a tag setting reads of the policy: the fleet's tags, and every capability's exempting tags
+    (the composed ``governor.policy.Policy`` gathers them from the registry)."""
+
+    @property
+    def fleet(self) -> FleetPolicy: ...
+
+    def exempting_tags(self) -> tuple[ExemptingTags, ...]: ...
+
 
 Source = Literal[
     "CreateTags",
@@ -99,7 +110,7 @@ def setting_key(resource_id: str, key: str) -> str:
     return f"{resource_id}#{key}"
 
 
-def watched_tag_keys(policy: Policy) -> tuple[str, ...]:
+def watched_tag_keys(policy: TaggingPolicy) -> tuple[str, ...]:
     """The tags that ask the governor to hold back, run something, or claim whose a resource is."""
     fleet = policy.fleet
     return tuple(
@@ -113,28 +124,36 @@ def watched_tag_keys(policy: Policy) -> tuple[str, ...]:
                 fleet.team_tag,
                 *fleet.fleet_tags,
                 *KUBERNETES_TAGS,
-                *policy.idle.exemptions.tags,
+                *(key for exempting in policy.exempting_tags() for key in exempting.tags),
             )
         )
     )
 
 
-def policy_exempting(key: str, value: str, policy: Policy) -> bool:
-    """Whether ``key=value`` exempts an instance from the idle policy through ``idle.exemptions.tags``."""
-    wanted = policy.idle.exemptions.tags.get(key)
-    return wanted is not None and (wanted == "*" or wanted == value)
+def exempting(key: str, value: str, policy: TaggingPolicy) -> ExemptingTags | None:
+    """The capability's exempting tags ``key=value`` is one of (``idle.exemptions.tags``), if any."""
+    for declared in policy.exempting_tags():
+        wanted = declared.tags.get(key)
+        if wanted is not None and (wanted == "*" or wanted == value):
+            return declared
+    return None
 
 
-def holds_back(key: str, value: str, policy: Policy) -> bool:
+def policy_exempting(key: str, value: str, policy: TaggingPolicy) -> bool:
+    """Whether ``key=value`` exempts an instance through a capability's policy (``idle.exemptions.tags``)."""
+    return exempting(key, value, policy) is not None
+
+
+def holds_back(key: str, value: str, policy: TaggingPolicy) -> bool:
     """A tag that asks the governor to look away: the exemption, the snooze, or a policy tag exemption."""
     return key in (policy.fleet.exempt_tag, policy.fleet.keep_until_tag) or policy_exempting(key, value, policy)
 
 
-def is_watched(key: str, policy: Policy) -> bool:
+def is_watched(key: str, policy: TaggingPolicy) -> bool:
     return key in watched_tag_keys(policy) or key.startswith(KUBERNETES_TAG_PREFIX)
 
 
-def tag_problem(key: str, value: str, policy: Policy, at: dt.datetime) -> str | None:
+def tag_problem(key: str, value: str, policy: TaggingPolicy, at: dt.datetime) -> str | None:
     """Why the governor will not honour this tag value as set at ``at``, or None."""
     fleet = policy.fleet
     if key == fleet.exempt_tag:
@@ -151,7 +170,7 @@ def tag_problem(key: str, value: str, policy: Policy, at: dt.datetime) -> str | 
 def settings_from(
     pairs: Iterable[tuple[str, str]],
     resources: Sequence[tuple[str, ResourceKind]],
-    policy: Policy,
+    policy: TaggingPolicy,
     *,
     author: Author,
     at: dt.datetime,
@@ -204,7 +223,7 @@ def tag_pairs(items: Any) -> list[tuple[str, str]]:
     return pairs
 
 
-def decide_setting(setting: TagSetting, policy: Policy, *, policy_name: str, rule: str) -> Decision:
+def decide_setting(setting: TagSetting, policy: TaggingPolicy, *, policy_name: str, rule: str) -> Decision:
     """Every watched setting is recorded. A finding goes out for a value the governor will not honour, and for every
     exemption: on a credential (warning: it stops rotation) and on an instance (info), with its end."""
     fleet = policy.fleet
@@ -212,13 +231,13 @@ def decide_setting(setting: TagSetting, policy: Policy, *, policy_name: str, rul
         f"{setting.who} set {setting.key}={setting.value!r} on {setting.resource_id} at {setting.at.isoformat()} "
         f"({setting.source})"
     ]
-    by_policy = policy_exempting(setting.key, setting.value, policy)
-    exemption = by_policy or (setting.key == fleet.exempt_tag and setting.value.strip().lower() != "false")
+    by_policy = exempting(setting.key, setting.value, policy)
+    exemption = by_policy is not None or (setting.key == fleet.exempt_tag and setting.value.strip().lower() != "false")
     if setting.problem:
         reasons.append(f"ignored by the governor: {setting.problem}")
-    elif by_policy or (exemption and setting.value.strip().lower() == EXEMPT_TRUE):
+    elif by_policy is not None or (exemption and setting.value.strip().lower() == EXEMPT_TRUE):
         end = exemption_end(setting.at, fleet)
-        what = f"exempts it from idle by policy (idle.exemptions.tags {setting.key}); " if by_policy else ""
+        what = f"exempts it from {by_policy.what} by policy ({by_policy.where} {setting.key}); " if by_policy else ""
         reasons.append(f"{what}honoured until {end.isoformat()} (fleet.max_exemption_days {fleet.max_exemption_days})")
     notify = bool(setting.problem) or exemption
     severity: Severity = "warning" if setting.problem or (exemption and setting.credential) else "info"

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal, Protocol
 
-from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn, reclaim
+from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Untag, Warn
 from governor.domain.breaker import Breaker
 from governor.domain.capacity import UNUSED_STATUS, Reservation, idle_hold, purchase_model, reservation_evidence
 from governor.domain.decision import Decision, Severity, Verdict
 from governor.domain.fleet import UNKNOWN, Instance, TagProblem, checkpoint_choice, exemption, ownership, snoozed_until
 from governor.domain.tagging import KUBERNETES_TAG_PREFIX, KUBERNETES_TAGS
 from governor.domain.times import parse_time
+from governor.idle.actions import reclaim
 from governor.idle.ownership import cluster_name, kubernetes_node
 from governor.idle.policy import IdlePolicy
 from governor.policy import Policy

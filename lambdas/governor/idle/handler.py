@@ -22,7 +22,7 @@ from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.hyperpod import HyperPodNodes
 from governor.adapters.ssm import SsmCommands
-from governor.domain.actions import Notify, Outcome, Terminate
+from governor.domain.actions import Notify, Outcome
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker, read_breaker, write_breaker
 from governor.domain.capacity import (
     HyperPodReader,
@@ -53,6 +53,7 @@ from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
 from governor.idle.act_records import confirm_reclaims
+from governor.idle.actions import Terminate
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.digest import digest_warnings, warning_accepted
 from governor.idle.domain import (

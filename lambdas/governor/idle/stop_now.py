@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from governor.domain.actions import Checkpoint, Tag, reclaim
+from governor.domain.actions import Checkpoint, Tag
 from governor.domain.decision import Decision
 from governor.domain.fleet import Instance
 from governor.events.stop_request import LIFETIME, Checked
+from governor.idle.actions import reclaim
 from governor.idle.domain import (
     CHECKPOINT_DONE,
     IDLE_ACTION_TAG,

@@ -22,7 +22,7 @@ from typing import Any
 from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
 from governor.adapters.slack_app import SecretUnavailable, SlackDirectory, SlackSecrets, answer
-from governor.domain.actions import AnyAction, Record, Stop, Tag
+from governor.domain.actions import AnyAction, Record, Tag
 from governor.domain.decision import Decision
 from governor.domain.fleet import KEEP_KIND, ownership
 from governor.domain.ports import utcnow
@@ -55,6 +55,7 @@ from governor.interactions.domain import (
 )
 from governor.interactions.slack_calls import AsyncInvoker, SnoozeTagger, endpoint_client
 from governor.observability import logger, metrics
+from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime
 
 POLICY = "interactions"
@@ -366,7 +367,7 @@ def stop_now(
             return _refuse(event, runtime, aws, resource, claimed, person)
         held = claimed
     reasons = [f"Stop now clicked by {person.label}; {why}", "handed to the idle function to re-check and stop"]
-    actions: list[AnyAction] = [Stop(enforced=enforce, via="idle function")]
+    actions: list[AnyAction] = [REGISTRY.parse_action({"type": "stop", "enforced": enforce, "via": "idle function"})]
     _record(runtime, event, resource, "act", "interactions.stop-now", reasons, person, actions)
     if held is not None:
         if not held.handed_over:

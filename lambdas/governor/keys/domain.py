@@ -15,19 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from governor.domain.actions import (
-    AnyAction,
-    DeactivateAccessKey,
-    EnableKeyRotation,
-    Notify,
-    Outcome,
-    RotateKey,
-    SetSecretRotation,
-)
+from governor.domain.actions import AnyAction, Notify, Outcome
 from governor.domain.decision import Action, Decision, Finding, Severity
 from governor.domain.fleet import exemption
 from governor.domain.times import parse_time
 from governor.events.envelopes import CloudTrailRecord, InvalidEventError
+from governor.keys.actions import DeactivateAccessKey, EnableKeyRotation, RotateKey, SetSecretRotation
 from governor.policy import Policy
 
 POLICY = "keys"

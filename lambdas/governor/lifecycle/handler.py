@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from governor.adapters.aws import per_session
+from governor.core_policy import FleetPolicy
 from governor.domain.costs import OnDemandPrices, PriceBook
 from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import UNKNOWN, Instance
@@ -33,7 +34,6 @@ from governor.events.envelopes import (
 from governor.lifecycle import domain
 from governor.observability import metrics
 from governor.outbox import Outbox
-from governor.policy import FleetPolicy
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
 
 if TYPE_CHECKING:

@@ -9,9 +9,10 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from governor.domain.actions import AnyAction, Notify, RemovePublicIp, RevokeIngress
+from governor.domain.actions import AnyAction, Notify
 from governor.domain.decision import Decision, Severity
 from governor.domain.fleet import exemption
+from governor.network.actions import RemovePublicIp, RevokeIngress
 from governor.network.events import (
     SECURITY_GROUP_EVENTS,
     IngressRule,

@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from governor import runner
 from governor.adapters.aws import per_session
 from governor.adapters.ec2 import Ec2Reader
-from governor.domain.actions import Outcome, RevokeIngress
+from governor.domain.actions import Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.fleet import Instance, ownership
 from governor.domain.tagging import bounded_instance
@@ -27,6 +27,7 @@ from governor.events.envelopes import (
     InvalidEventError,
     parse_model,
 )
+from governor.network.actions import RevokeIngress
 from governor.network.addresses import PublicAddresses
 from governor.network.domain import (
     decide_call,

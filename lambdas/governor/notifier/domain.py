@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from governor.core_policy import NotificationsPolicy
 from governor.domain.actions import AnyAction, Notify
 from governor.domain.decision import Decision, Finding, Severity, Verdict
 from governor.domain.escape import email_header, html_text, slack_text
@@ -27,7 +28,6 @@ from governor.domain.messages import (
     section,
 )
 from governor.domain.times import parse_time
-from governor.notifier.policy import NotificationsPolicy
 from governor.registry import REGISTRY
 
 MERGE_KIND = "notify-merge"

@@ -89,8 +89,8 @@ def people_for(finding: Finding, runtime: Runtime) -> dict[str, str]:
     it does not list is looked up with ``users.lookupByEmail`` when the policy names a bot token
     (``interactions.bot_token_secret_name``). Only an owner address in ``notifications.owner_email_domains`` is looked
     up: a tag any account user can set never chooses whom an unvetted address pings."""
-    people = slack_people(runtime.policy.interactions.slack_users)
-    secret = runtime.policy.interactions.bot_token_secret_name
+    app = REGISTRY.slack_app(runtime.policy)
+    people, secret = slack_people(app.people), app.bot_token_secret_name
     address = owner_address(finding.owner, runtime.policy.notifications)
     if not secret or not address or address.lower() in people:
         return people
@@ -115,7 +115,7 @@ def _bot(region: str | None, secret: str) -> SlackBot:
 
 
 def _bot_for(runtime: Runtime) -> SlackBot:
-    secret = runtime.policy.interactions.bot_token_secret_name
+    secret = REGISTRY.slack_app(runtime.policy).bot_token_secret_name
     if not secret:  # the policy refuses a slack_channel without it; a hand-built runtime gets a clear answer
         raise UndeliverableError("notifications.slack_channel needs interactions.bot_token_secret_name")
     return _bot(runtime.region, secret)

@@ -27,9 +27,9 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from governor.domain.actions import FIXING_ACTIONS
 from governor.domain.decision import Decision, Finding
 from governor.domain.escape import record_text
+from governor.registry import REGISTRY
 
 PRODUCT = "GPU Fleet Governor"
 VENDOR = "gpu-fleet-governor"
@@ -84,7 +84,7 @@ def claimed_fix(finding: Finding) -> bool:
     """The finding is about an enforced action that fixes by itself (a stop, a revoke, a rotation...); a finding that
     reports a refused action (``enforced`` false) only names it."""
     return finding.enforced and any(
-        isinstance(action, Mapping) and action.get("type") in FIXING_ACTIONS and action.get("enforced")
+        isinstance(action, Mapping) and action.get("type") in REGISTRY.fixing_actions() and action.get("enforced")
         for action in finding.actions
     )
 

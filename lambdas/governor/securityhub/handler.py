@@ -21,10 +21,10 @@ from typing import Any, NoReturn, Protocol
 
 from governor.adapters.aws import partition_of, per_session
 from governor.domain.decision import Decision, Finding
-from governor.domain.problems import problems_of
 from governor.events.envelopes import InvalidEventError
 from governor.events.findings import FindingEvent, parse_finding_event
 from governor.observability import logger, metrics
+from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime
 from governor.securityhub.domain import detection_finding, export_decision, finding_uid, security_finding
 from governor.securityhub.hub import OcsfArchive, SecurityHub
@@ -75,7 +75,7 @@ def remediation(finding: Finding, runtime: Runtime) -> str | None:
         "reasons": [finding.detail or finding.title],
         "actions": finding.actions,
     }
-    found = problems_of(decision, runtime.policy)
+    found = REGISTRY.problems_of(decision, runtime.policy)
     return found[0].remediation if found else None
 
 

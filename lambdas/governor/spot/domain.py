@@ -14,12 +14,13 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
-from governor.domain.actions import AnyAction, Checkpoint, CompleteLifecycleAction, Deregister, Notify, Record, Replace
+from governor.domain.actions import AnyAction, Checkpoint, Notify, Record
 from governor.domain.decision import Decision
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership
 from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
 from governor.domain.model import Model
 from governor.policy import Policy
+from governor.spot.actions import CompleteLifecycleAction, Deregister, Replace
 
 POLICY = "spot"
 SOURCE = "aws.ec2"

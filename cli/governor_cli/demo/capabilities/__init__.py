@@ -9,6 +9,7 @@ The reliability runs (``testing.scenarios``, ``testing.deployment``):
 - ``CASES``: ``(weight, builder)`` pairs, each ``builder(scenarios, index) -> Case`` one independent event for its
   function about a resource of its own (``testing.scenarios.Scenarios``).
 - ``DEPLOYED_ENVIRONMENT``: what the stack adds to its function's environment beyond its policy sections.
+- ``deployed_secrets(policy)``: the secrets of its own the deployment seeds, ``{name: value}``.
 
 The demo (``demo.run``; ``sim`` is its ``Simulation``, at the current (account, region) target):
 

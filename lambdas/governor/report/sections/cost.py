@@ -327,7 +327,7 @@ def _idle_enforced(items: Iterable[Mapping[str, Any]], policy: Policy, idle_time
                 stamp = str(item.get("at", ""))
                 if latest is None or stamp >= latest[0]:
                     latest = (stamp, bool(action.get("enforced")))
-    return latest[1] if latest is not None else policy.idle.enforce
+    return latest[1] if latest is not None else REGISTRY.recording_idle_time().enforces(policy)
 
 
 def spot_section(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime) -> SpotStats:

@@ -1,7 +1,7 @@
 """The governor's own findings: its warning and critical decisions, one row per policy, resource and problem, open or
 resolved, each with its own reason, fix and money at stake.
 
-What a problem is and how it is fixed is the capability's own word (``governor.<capability>.findings``, see
+What a problem is and how it is fixed is the capability's own word (the findings module its declaration names, see
 ``governor.domain.problems``); this module only follows each problem's history and puts the rows in the order a
 person acts in.
 """
@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from governor.domain import costs, problems
-from governor.domain.actions import FIXING_ACTIONS
+from governor.domain import costs
 from governor.domain.fleet import UNKNOWN as UNKNOWN_OWNER
 from governor.domain.identity import normalise_owner
 from governor.domain.problems import DEFAULT_FIX, Problem
@@ -41,15 +40,14 @@ def _report_remediation(policy_name: str) -> str:
 
 def problems_of(decision: Mapping[str, Any], policy: Policy) -> list[Problem]:
     """The problems one warning or critical decision raises, in its capability's words."""
-    return problems.problems_of(decision, policy, _report_remediation(str(decision.get("policy"))))
+    return REGISTRY.problems_of(decision, policy, _report_remediation(str(decision.get("policy"))))
 
 
 def _resolves(decision: Mapping[str, Any], key: str) -> bool:
     """A later info-level decision that says the problem is gone (the capability may say which problems it covers)."""
     if decision.get("severity", "info") != "info" or decision.get("verdict") not in ("ok", "ignored"):
         return False
-    own = problems.capability_findings(str(decision.get("policy")))
-    return bool(own.resolves(decision, key)) if own is not None and hasattr(own, "resolves") else True
+    return REGISTRY.resolves(decision, key)
 
 
 def _owner_of(decision: Mapping[str, Any], sessions: list[Mapping[str, Any]]) -> tuple[str, str]:
@@ -70,7 +68,7 @@ def _fixed(decision: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [
         a
         for a in decision.get("actions") or []
-        if isinstance(a, Mapping) and a.get("type") in FIXING_ACTIONS and a.get("enforced")
+        if isinstance(a, Mapping) and a.get("type") in REGISTRY.fixing_actions() and a.get("enforced")
     ]
 
 
@@ -140,7 +138,7 @@ def untagged_finding(
         severity="warning",
         resource=resource,
         summary=sentence(
-            f"no owner: no {fleet.owner_tag} tag, {policy.lifecycle.creator_tag} tag or recorded creator; "
+            f"no owner: no {fleet.owner_tag} tag, {REGISTRY.creator_tag(policy)} tag or recorded creator; "
             f"${spent:,.2f} of GPU "
             "spend in the period is charged to nobody"
         ),

@@ -144,6 +144,11 @@ CASES = (
 )
 
 
+def deployed_secrets(policy: Policy) -> dict[str, str]:
+    """The Slack app's signing secret, holding Slack's documented example value the soak's requests are signed with."""
+    return {policy.interactions.signing_secret_name: SLACK_SIGNING_SECRET}
+
+
 # --- the demo: the owners' clicks (``clicks``, loaded when the demo calls; it imports the demo's simulation) ------
 
 #: The one demo person ``interactions.slack_users`` does not list: the notifier finds their Slack id with

@@ -156,7 +156,7 @@ def repair(ledger: Ledger, *, now: dt.datetime, event_id: str, confirm: Confirm 
 def _repair_one(ledger: Ledger, intents: list[Mapping[str, Any]], now: dt.datetime, confirm: Confirm | None) -> int:
     """One decision's open intents: the outcome of each of its acts (recorded, else read back, else unknown), the
     decision with what was done, the intents completed."""
-    decision = Decision.model_validate(intents[0]["decision"])
+    decision = _decision(intents[0]["decision"])
     event_id = str(intents[0]["event_id"])
     intended = {str(i["action"]["type"]): i for i in intents}
     enforced = [a for a in decision.enforced_actions() if not a.BY_RUNTIME]
@@ -193,6 +193,15 @@ def _repair_one(ledger: Ledger, intents: list[Mapping[str, Any]], now: dt.dateti
     ledger.put_many(closed)
     logger.warning("act record repaired", extra={"event_id": event_id, "resource": decision.resource, "done": done})
     return 1
+
+
+def _decision(data: Mapping[str, Any]) -> Decision:
+    """A decision as the intent stored it, its actions read back into their own classes (each capability's fields):
+    the union is the registry's, composed from the capabilities' packages, so it is loaded only when a repair runs."""
+    from governor.registry import REGISTRY
+
+    actions = [REGISTRY.parse_action(action) for action in data.get("actions") or []]
+    return Decision.model_validate({**data, "actions": []}).model_copy(update={"actions": actions})
 
 
 def _kept(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -124,7 +124,7 @@ def test_after_a_throttle_burst_the_retried_sweep_records_the_stop_it_no_longer_
 def test_an_act_no_capability_can_read_back_is_recorded_as_unknown_once_its_retries_are_over() -> None:
     """A network revoke whose outcome write was lost: no reader confirms it, so after an hour the ledger says so."""
     from governor import acts
-    from governor.domain.actions import RevokeIngress
+    from governor.network.actions import RevokeIngress
 
     ledger = MemoryLedger()
     decision = Decision(
@@ -148,7 +148,8 @@ def test_an_act_no_capability_can_read_back_is_recorded_as_unknown_once_its_retr
 
 def test_an_intent_whose_outcome_was_recorded_only_completes_the_decision() -> None:
     from governor import acts
-    from governor.domain.actions import EnableKeyRotation, Outcome
+    from governor.domain.actions import Outcome
+    from governor.keys.actions import EnableKeyRotation
 
     ledger = MemoryLedger()
     decision = Decision(

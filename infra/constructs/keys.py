@@ -14,7 +14,7 @@ from aws_cdk import ArnFormat, IStableListProducer, Lazy, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from governor.keys.domain import RULE_EVENTS
+from governor.keys.events import RULE_EVENTS
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.delivery import secret_arns

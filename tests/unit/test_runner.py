@@ -33,7 +33,7 @@ from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import Instance
 from governor.outbox import Outbox
 from governor.policy import Policy, parse_policy
-from governor.spot.domain import Deregistration
+from governor.spot.ports import Deregistration
 from governor_cli.testing.memory import MemoryLedger, MemorySink
 
 NOW = dt.datetime(2026, 12, 3, 6, 0, tzinfo=dt.UTC)

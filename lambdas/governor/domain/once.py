@@ -22,12 +22,9 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from governor.domain.ids import deterministic_id
-
-if TYPE_CHECKING:  # the port is a type here; the typed actions, which ports' signatures name, import this module
-    from governor.domain.ports import Ledger
 
 INTENT_KIND = "intent"
 #: The ledger kind of a scope's owner (:func:`first_claimant`).
@@ -45,6 +42,17 @@ TAKEOVER_AFTER = dt.timedelta(seconds=60)
 EPOCH = "1970-01-01T00:00:00+00:00"
 #: Transport errors raised before the request left (botocore's names; the domain imports no botocore).
 NOT_SENT_ERRORS = frozenset({"ConnectTimeoutError", "EndpointConnectionError", "ConnectionClosedError"})
+
+
+class Intents(Protocol):
+    """What the protocol needs of the ledger (``governor.domain.ports.Ledger`` is one), stated here: the typed actions,
+    which the ledger port's signatures name, import this module, so importing the port would close a cycle."""
+
+    def get_item(self, kind: str, key: str) -> dict[str, Any] | None: ...
+
+    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
+
+    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool: ...
 
 
 class Sent(Protocol):
@@ -85,7 +93,7 @@ class _Intent:
     now: dt.datetime
 
 
-def _claim(ledger: Ledger, intent: _Intent) -> tuple[bool, dict[str, Any] | None]:
+def _claim(ledger: Intents, intent: _Intent) -> tuple[bool, dict[str, Any] | None]:
     """Whether this attempt holds the intent, and the intent as found when another attempt wrote it first."""
     found = ledger.get_item(INTENT_KIND, intent.key)
     if found is not None:
@@ -98,7 +106,7 @@ def _claim(ledger: Ledger, intent: _Intent) -> tuple[bool, dict[str, Any] | None
     return found is not None and found.get("token") == intent.token, found
 
 
-def _held(ledger: Ledger, commands: Any, intent: _Intent, found: dict[str, Any]) -> OnceResult | None:
+def _held(ledger: Intents, commands: Any, intent: _Intent, found: dict[str, Any]) -> OnceResult | None:
     """What an intent another attempt claimed settles: its command id or error, a command SSM lists under its
     Comment, or that it may be in flight; None when nothing says it was sent and this attempt took it over."""
     if found.get("command_id"):
@@ -115,7 +123,7 @@ def _held(ledger: Ledger, commands: Any, intent: _Intent, found: dict[str, Any])
     return _take_over(ledger, intent, found)
 
 
-def _take_over(ledger: Ledger, intent: _Intent, found: dict[str, Any]) -> OnceResult | None:
+def _take_over(ledger: Intents, intent: _Intent, found: dict[str, Any]) -> OnceResult | None:
     """Take over a claim older than :data:`TAKEOVER_AFTER` (or released) by a conditional write on its holder's
     token; None when this attempt now holds it, ``IN_FLIGHT`` when its holder may be sending or another late-comer
     took it first."""
@@ -134,7 +142,7 @@ def _take_over(ledger: Ledger, intent: _Intent, found: dict[str, Any]) -> OnceRe
 
 
 def send_command_once(
-    ledger: Ledger,
+    ledger: Intents,
     commands: Any,
     *,
     event_id: str,
@@ -172,7 +180,7 @@ def send_command_once(
     return OnceResult(sent.delivered, sent.command_id, sent.error)
 
 
-def first_claimant(ledger: Ledger, scope: str, event_id: str, at: dt.datetime) -> str:
+def first_claimant(ledger: Intents, scope: str, event_id: str, at: dt.datetime) -> str:
     """The event that owns ``scope`` (one interruption of one instance): this one when its conditional write lands
     first, or landed on an earlier attempt of this event; else the event that wrote it. Its later events are duplicates
     of that one, whatever their ids: two deliveries racing each other find the same owner."""
@@ -183,7 +191,7 @@ def first_claimant(ledger: Ledger, scope: str, event_id: str, at: dt.datetime) -
 
 
 def held_elsewhere(
-    ledger: Ledger,
+    ledger: Intents,
     event_id: str,
     instance_id: str,
     *,

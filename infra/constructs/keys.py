@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from governor.keys.domain import RULE_EVENTS
+from governor.keys.events import RULE_EVENTS
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from infra.constructs.delivery import secret_arns

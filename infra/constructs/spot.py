@@ -11,15 +11,15 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from governor.adapters.ssm import DOCUMENT
+from governor.domain.interruptions import FINAL_COMMAND_STATUSES
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor.spot.actions import CompleteLifecycleAction, Deregister, Replace
 from governor.spot.capacity import DELIVERED, RECLAMATION, STATE_EVENTS
-from governor.spot.domain import (
+from governor.spot.domain import FINAL_STATES
+from governor.spot.events import (
     BLOCK_EXPIRY,
     COMMAND_STATUS,
-    FINAL_COMMAND_STATUSES,
-    FINAL_STATES,
     REBALANCE,
     RESERVATION_WARNING,
     SOURCE,

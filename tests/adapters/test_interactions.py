@@ -37,8 +37,9 @@ from governor.interactions.domain import (
     button_token,
 )
 from governor.interactions.slack_calls import SnoozeTagger
-from governor.notifier.domain import MergedFinding, slack_messages
+from governor.notifier.domain import MergedFinding
 from governor.notifier.handler import with_buttons
+from governor.notifier.render import slack_messages
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_shared

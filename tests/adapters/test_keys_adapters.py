@@ -14,9 +14,10 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from governor.keys.domain import Secret, decide_kms_key, parse_credential_report
+from governor.keys.domain import decide_kms_key
 from governor.keys.iam_keys import CredentialReportTimeout, IamAccessKeys
 from governor.keys.kms import KmsKeys
+from governor.keys.resources import Secret, parse_credential_report
 from governor.keys.secrets import SecretsRotation
 from governor.policy import parse_policy
 

@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from governor.adapters.ec2 import Ec2Reader
 from governor.domain.fleet import Instance
-from governor.spot.domain import Candidate
+from governor.spot.ports import Candidate
 from governor.spot.recovery import REPLACES_TAG, SpotRecoveryActions
 
 REGION = "us-east-1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from governor.keys.domain import RULE_EVENTS
+from governor.keys.events import RULE_EVENTS
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from tests.infra.conftest import Synth

@@ -20,7 +20,8 @@ from governor.adapters.ses import build_mime
 from governor.domain.decision import Finding
 from governor.domain.escape import csv_cell, email_header, html_text, slack_text
 from governor.interactions.domain import ephemeral, updated_message
-from governor.notifier.domain import MergedFinding, email_for, slack_messages
+from governor.notifier.domain import MergedFinding
+from governor.notifier.render import email_for, slack_messages
 
 FORGED = "ml\n:white_check_mark: *Resolved by security* _ok_ ~gone~ `x` <!channel>"
 LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas" / "governor"

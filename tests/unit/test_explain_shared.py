@@ -25,7 +25,7 @@ from governor.events.envelopes import CloudTrailRecord
 from governor.explain import explain, registrations
 from governor.keys import domain as keys_domain
 from governor.keys import explain as keys_explain
-from governor.keys.domain import AccessKey, KmsKey, Secret
+from governor.keys.resources import AccessKey, KmsKey, Secret
 from governor.lifecycle import domain as lifecycle_domain
 from governor.lifecycle import explain as lifecycle_explain
 from governor.lifecycle import handler as lifecycle_handler

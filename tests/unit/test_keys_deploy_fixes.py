@@ -12,9 +12,10 @@ from botocore.stub import Stubber
 
 from governor.domain.ports import ReadRefused
 from governor.events.envelopes import CloudTrailRecord
-from governor.keys.domain import ROOT_USER, KmsKey, Secret, event_target
+from governor.keys.events import ROOT_USER, event_target
 from governor.keys.explain import explain_record
 from governor.keys.kms import KmsKeys
+from governor.keys.resources import KmsKey, Secret
 from governor.policy import parse_policy
 from tests.unit.test_keys_domain import REPORT
 from tests.unit.test_keys_handler import FIXTURES, FakeKms, FakeSecrets, cloudtrail, kms_key, schedule, world

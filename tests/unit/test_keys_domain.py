@@ -9,16 +9,9 @@ from typing import Any
 import pytest
 
 from governor.explain import explain
-from governor.keys.domain import (
-    AccessKey,
-    KmsKey,
-    Secret,
-    decide_access_key,
-    decide_kms_key,
-    decide_secret,
-    parse_credential_report,
-    rotation_interval_days,
-)
+from governor.keys.domain import decide_access_key, decide_kms_key, decide_secret
+from governor.keys.resources import AccessKey, KmsKey, Secret, parse_credential_report
+from governor.keys.schedules import rotation_interval_days
 from governor.policy import Policy, parse_policy
 from governor_cli.main import main
 from governor_cli.testing.events import cloudtrail

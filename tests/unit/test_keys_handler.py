@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from governor.domain.actions import Outcome
 from governor.domain.decision import Decision
 from governor.domain.ports import PublishError
-from governor.keys.domain import AccessKey, KmsKey, Outcome, Secret
 from governor.keys.handler import MAX_ACTIONS_PER_RUN, Adapters, handle
+from governor.keys.resources import AccessKey, KmsKey, Secret
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing import events

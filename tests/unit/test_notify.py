@@ -13,13 +13,12 @@ from governor.domain.decision import Finding
 from governor.domain.messages import MAX_BLOCKS, MAX_SECTION_CHARS, split_text
 from governor.notifier.domain import (
     MergedFinding,
-    email_for,
     merge,
     merge_batch,
     plan_deliveries,
     route,
-    slack_messages,
 )
+from governor.notifier.render import email_for, slack_messages
 from governor_cli.main import main
 from governor_cli.testing import events
 

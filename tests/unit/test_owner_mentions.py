@@ -13,7 +13,8 @@ from moto import mock_aws
 
 from governor.domain.fleet import LAUNCH_KIND, Instance
 from governor.idle.handler import owner
-from governor.notifier.domain import MergedFinding, slack_messages, slack_people
+from governor.notifier.domain import MergedFinding
+from governor.notifier.render import slack_messages, slack_people
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink

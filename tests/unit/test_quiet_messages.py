@@ -12,7 +12,8 @@ import re
 
 from governor.core_policy import NotificationsPolicy
 from governor.domain.decision import Finding
-from governor.notifier.domain import MergedFinding, email_for, posts_now, route, slack_messages
+from governor.notifier.domain import MergedFinding, posts_now, route
+from governor.notifier.render import email_for, slack_messages
 
 NOW = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
 EVENT = "6f1c2b9e-1d2a-4c3b-9e8f-0a1b2c3d4e5f"

@@ -1,10 +1,9 @@
-"""The report package stays split by layer (docs/architecture.md): model <- sections <- build, model <- render; no
-module over 600 lines, no function above radon's grade C unless its docstring says why, and each layer imports only
-the layers under it (read from the source, imports inside functions included)."""
+"""The report package stays split by layer (docs/architecture.md): model <- sections <- build, model <- render, each
+layer importing only the layers under it (read from the source, imports inside functions included). Its module sizes
+and complexity are held with the whole runtime's, in ``tests/unit/test_rooms.py``."""
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -12,15 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from radon.complexity import cc_rank, cc_visit
 
 from tests.conftest import ROOT
 from tests.imports import imports_of
 
 REPORT = ROOT / "lambdas" / "governor" / "report"
-MAX_LINES = 600
-#: A function graded above C keeps its place only with this in its docstring, followed by why.
-REASON = "Complexity:"
 #: What each layer may import of the report package (besides itself and ``words``, the shared wording).
 LAYERS = {
     "domain": set(),
@@ -60,27 +55,6 @@ def test_the_report_is_split_into_its_layers() -> None:
         "budgets",
     }
     assert {p.stem for p in (REPORT / "render").glob("*.py")} >= {"format", "csv_files", "html_page", "slack"}
-
-
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(REPORT)))
-def test_no_report_module_is_over_600_lines(path: Path) -> None:
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines"
-
-
-def test_no_report_function_is_above_grade_c_without_a_reason() -> None:
-    too_complex = []
-    for path in _modules():
-        source = path.read_text(encoding="utf-8")
-        docstrings = {
-            node.name: ast.get_docstring(node) or ""
-            for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        }
-        for block in cc_visit(source):
-            if cc_rank(block.complexity) > "C" and REASON not in docstrings.get(block.name, ""):
-                too_complex.append(f"{path.relative_to(ROOT)}:{block.lineno} {block.name} {block.complexity}")
-    assert too_complex == []
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(REPORT)))

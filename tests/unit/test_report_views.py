@@ -384,8 +384,9 @@ def test_a_huge_fleet_digest_is_still_one_valid_message() -> None:
 
 def test_finding_messages_speak_in_sentences_and_say_how_to_snooze() -> None:
     from governor.domain.decision import Finding
-    from governor.notifier.domain import MergedFinding, action_sentence
-    from governor.notifier.domain import slack_messages as finding_messages
+    from governor.notifier.domain import MergedFinding
+    from governor.notifier.render import action_sentence
+    from governor.notifier.render import slack_messages as finding_messages
 
     warn = {
         "type": "warn",

@@ -18,7 +18,7 @@ from governor.outbox import Outbox
 from governor.policy import Policy, parse_policy
 from governor.registry import REGISTRY
 from governor.spot.actions import CompleteLifecycleAction, Deregister, Replace
-from governor.spot.domain import Deregistration
+from governor.spot.ports import Deregistration
 from governor_cli.testing.memory import MemoryLedger, MemorySink
 
 NOW = dt.datetime(2026, 12, 3, 6, 0, tzinfo=dt.UTC)

@@ -15,9 +15,6 @@ from governor.events.envelopes import InvalidEventError, parse_model
 from governor.explain import explain
 from governor.policy import Policy, parse_policy
 from governor.spot.domain import (
-    Candidate,
-    StateChangeDetail,
-    WarningDetail,
     candidates,
     checkpoint_plan,
     decide_command_status,
@@ -26,6 +23,8 @@ from governor.spot.domain import (
     decide_warning,
     start_record,
 )
+from governor.spot.events import StateChangeDetail, WarningDetail
+from governor.spot.ports import Candidate
 from governor_cli.main import main
 from tests.conftest import ROOT
 

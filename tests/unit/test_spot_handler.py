@@ -16,8 +16,8 @@ from governor.domain.fleet import Instance
 from governor.domain.interruptions import interruption_stats
 from governor.policy import parse_policy
 from governor.runtime import Runtime
-from governor.spot.domain import Candidate, Deregistration, LaunchAttempt, LifecycleOutcome, Replacement
 from governor.spot.handler import Adapters, handle
+from governor.spot.ports import Candidate, Deregistration, LaunchAttempt, LifecycleOutcome, Replacement
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
 from tests.conftest import ROOT
 from tests.unit.sinks import RefusesFirstBatch

@@ -22,12 +22,9 @@ import datetime as dt
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from governor.domain.ids import deterministic_id
-
-if TYPE_CHECKING:  # the port is a type here; the typed actions, which ports' signatures name, import this module
-    from governor.domain.items import Items as Ledger
 
 INTENT_KIND = "intent"
 #: The ledger kind of a scope's owner (:func:`first_claimant`).
@@ -45,6 +42,17 @@ TAKEOVER_AFTER = dt.timedelta(seconds=60)
 EPOCH = "1970-01-01T00:00:00+00:00"
 #: Transport errors raised before the request left (botocore's names; the domain imports no botocore).
 NOT_SENT_ERRORS = frozenset({"ConnectTimeoutError", "EndpointConnectionError", "ConnectionClosedError"})
+
+
+class Intents(Protocol):
+    """What the protocol needs of the ledger (``governor.domain.ports.Ledger`` is one), stated here: the typed actions,
+    which the ledger port's signatures name, import this module, so importing the port would close a cycle."""
+
+    def get_item(self, kind: str, key: str) -> dict[str, Any] | None: ...
+
+    def put_item(self, kind: str, key: str, item: dict[str, Any]) -> None: ...
+
+    def claim(self, kind: str, key: str, item: dict[str, Any], *, replacing: tuple[str, Any] | None = None) -> bool: ...
 
 
 class Sent(Protocol):
@@ -72,8 +80,69 @@ def comment_for(intent: str, what: str = "checkpoint") -> str:
     return f"governor {what} {intent}"[:100]
 
 
+@dataclass(frozen=True)
+class _Intent:
+    """One attempt at a command: its intent id and Comment, the fields every write of it carries, this attempt's
+    token and the time it started."""
+
+    key: str
+    instance_id: str
+    comment: str
+    base: dict[str, Any]
+    token: str
+    now: dt.datetime
+
+
+def _claim(ledger: Intents, intent: _Intent) -> tuple[bool, dict[str, Any] | None]:
+    """Whether this attempt holds the intent, and the intent as found when another attempt wrote it first."""
+    found = ledger.get_item(INTENT_KIND, intent.key)
+    if found is not None:
+        return False, found
+    claim = {**intent.base, "token": intent.token, "claimed_at": intent.now.isoformat()}
+    if ledger.claim(INTENT_KIND, intent.key, claim):
+        return True, None
+    # the claim's answer was lost and botocore resent it, or someone else claimed in between
+    found = ledger.get_item(INTENT_KIND, intent.key)
+    return found is not None and found.get("token") == intent.token, found
+
+
+def _held(ledger: Intents, commands: Any, intent: _Intent, found: dict[str, Any]) -> OnceResult | None:
+    """What an intent another attempt claimed settles: its command id or error, a command SSM lists under its
+    Comment, or that it may be in flight; None when nothing says it was sent and this attempt took it over."""
+    if found.get("command_id"):
+        return OnceResult(True, str(found["command_id"]), reused=True)
+    if found.get("error"):
+        return OnceResult(False, error=str(found["error"]), reused=True)
+    finder = getattr(commands, "find", None)
+    earlier = finder(intent.instance_id, intent.comment) if callable(finder) else None
+    if earlier:
+        ledger.put_item(INTENT_KIND, intent.key, {**intent.base, "command_id": earlier, "delivered": True})
+        return OnceResult(True, earlier, reused=True)
+    if not callable(finder):  # nothing can prove the earlier send never arrived: do not risk a second one
+        return OnceResult(False, error=IN_DOUBT, reused=True)
+    return _take_over(ledger, intent, found)
+
+
+def _take_over(ledger: Intents, intent: _Intent, found: dict[str, Any]) -> OnceResult | None:
+    """Take over a claim older than :data:`TAKEOVER_AFTER` (or released) by a conditional write on its holder's
+    token; None when this attempt now holds it, ``IN_FLIGHT`` when its holder may be sending or another late-comer
+    took it first."""
+    claimed = _claimed_at(found)
+    fresh = claimed is None or intent.now - claimed < TAKEOVER_AFTER
+    if fresh and not found.get("released"):  # its holder may be sending right now
+        return OnceResult(False, error=IN_FLIGHT, reused=True)
+    holder = str(found.get("token") or "")
+    taken = {**intent.base, "token": intent.token, "claimed_at": intent.now.isoformat(), "took_over": holder}
+    if ledger.claim(INTENT_KIND, intent.key, taken, replacing=("token", holder)):
+        return None
+    again = ledger.get_item(INTENT_KIND, intent.key)
+    if again is None or again.get("token") != intent.token:  # another late-comer took it over first
+        return OnceResult(False, error=IN_FLIGHT, reused=True)
+    return None
+
+
 def send_command_once(
-    ledger: Ledger,
+    ledger: Intents,
     commands: Any,
     *,
     event_id: str,
@@ -89,36 +158,13 @@ def send_command_once(
     key = intent_id(event_id, instance_id, document)
     comment = comment_for(key, what)
     token = uuid.uuid4().hex
-    now = (clock or _utcnow)()
     base = {"event_id": event_id, "instance_id": instance_id, "document": document, "comment": comment}
-    found = ledger.get_item(INTENT_KIND, key)
-    mine = False
-    if found is None:
-        mine = ledger.claim(INTENT_KIND, key, {**base, "token": token, "claimed_at": now.isoformat()})
-        if not mine:  # the claim's answer was lost and botocore resent it, or someone else claimed in between
-            found = ledger.get_item(INTENT_KIND, key)
-            mine = found is not None and found.get("token") == token
+    intent = _Intent(key, instance_id, comment, base, token, (clock or _utcnow)())
+    mine, found = _claim(ledger, intent)
     if not mine and found is not None:
-        if found.get("command_id"):
-            return OnceResult(True, str(found["command_id"]), reused=True)
-        if found.get("error"):
-            return OnceResult(False, error=str(found["error"]), reused=True)
-        finder = getattr(commands, "find", None)
-        earlier = finder(instance_id, comment) if callable(finder) else None
-        if earlier:
-            ledger.put_item(INTENT_KIND, key, {**base, "command_id": earlier, "delivered": True})
-            return OnceResult(True, earlier, reused=True)
-        if not callable(finder):  # nothing can prove the earlier send never arrived: do not risk a second one
-            return OnceResult(False, error=IN_DOUBT, reused=True)
-        claimed = _claimed_at(found)
-        fresh = claimed is None or now - claimed < TAKEOVER_AFTER
-        if fresh and not found.get("released"):  # its holder may be sending right now
-            return OnceResult(False, error=IN_FLIGHT, reused=True)
-        taken = {**base, "token": token, "claimed_at": now.isoformat(), "took_over": str(found.get("token") or "")}
-        if not ledger.claim(INTENT_KIND, key, taken, replacing=("token", str(found.get("token") or ""))):
-            again = ledger.get_item(INTENT_KIND, key)
-            if again is None or again.get("token") != token:  # another late-comer took it over first
-                return OnceResult(False, error=IN_FLIGHT, reused=True)
+        settled = _held(ledger, commands, intent, found)
+        if settled is not None:
+            return settled
     try:
         sent: Sent = commands.send(instance_id, command, timeout_seconds, comment=comment)
     except Exception as error:
@@ -134,7 +180,7 @@ def send_command_once(
     return OnceResult(sent.delivered, sent.command_id, sent.error)
 
 
-def first_claimant(ledger: Ledger, scope: str, event_id: str, at: dt.datetime) -> str:
+def first_claimant(ledger: Intents, scope: str, event_id: str, at: dt.datetime) -> str:
     """The event that owns ``scope`` (one interruption of one instance): this one when its conditional write lands
     first, or landed on an earlier attempt of this event; else the event that wrote it. Its later events are duplicates
     of that one, whatever their ids: two deliveries racing each other find the same owner."""
@@ -145,7 +191,7 @@ def first_claimant(ledger: Ledger, scope: str, event_id: str, at: dt.datetime) -
 
 
 def held_elsewhere(
-    ledger: Ledger,
+    ledger: Intents,
     event_id: str,
     instance_id: str,
     *,

@@ -168,9 +168,8 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def parse_click(body: str) -> Click:
-    """``application/x-www-form-urlencoded`` with one ``payload`` field of JSON: a ``block_actions`` click on one of
-    the governor's buttons. Anything else raises :class:`ClickError` with one line saying what is wrong."""
+def _payload(body: str) -> dict[str, Any]:
+    """The form's one ``payload`` field, as JSON, of a ``block_actions`` click."""
     if len(body.encode()) > MAX_BODY_BYTES:
         raise ClickError(f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
@@ -187,26 +186,36 @@ def parse_click(body: str) -> Click:
     if not isinstance(payload, dict) or payload.get("type") != "block_actions":
         kind = payload.get("type") if isinstance(payload, dict) else type(payload).__name__
         raise ClickError(f"payload type {kind!r} is not a block_actions click")
+    return payload
+
+
+def _click(payload: dict[str, Any]) -> Click:
+    """The one action of the click, who clicked it in which workspace, and the message it was on."""
     actions = payload.get("actions")
     if not isinstance(actions, list) or len(actions) != 1 or not isinstance(actions[0], dict):
         raise ClickError("a click carries exactly one action")
     action = actions[0]
     user = _mapping(payload.get("user"))
-    team = _mapping(payload.get("team"))
-    message = _mapping(payload.get("message"))
-    raw_blocks = message.get("blocks")
+    raw_blocks = _mapping(payload.get("message")).get("blocks")
     blocks: list[Any] = raw_blocks if isinstance(raw_blocks, list) else []
+    return Click(
+        token=str(action.get("value") or ""),
+        action_id=action.get("action_id"),
+        action_ts=str(action.get("action_ts") or ""),
+        user_id=str(user.get("id") or ""),
+        user_name=user.get("username") or user.get("name"),
+        workspace=_mapping(payload.get("team")).get("id"),
+        response_url=str(payload.get("response_url") or ""),
+        message_blocks=[b for b in blocks if isinstance(b, dict)][:MAX_MESSAGE_BLOCKS],
+    )
+
+
+def parse_click(body: str) -> Click:
+    """``application/x-www-form-urlencoded`` with one ``payload`` field of JSON: a ``block_actions`` click on one of
+    the governor's buttons. Anything else raises :class:`ClickError` with one line saying what is wrong."""
+    payload = _payload(body)
     try:
-        click = Click(
-            token=str(action.get("value") or ""),
-            action_id=action.get("action_id"),
-            action_ts=str(action.get("action_ts") or ""),
-            user_id=str(user.get("id") or ""),
-            user_name=user.get("username") or user.get("name"),
-            workspace=team.get("id"),
-            response_url=str(payload.get("response_url") or ""),
-            message_blocks=[b for b in blocks if isinstance(b, dict)][:MAX_MESSAGE_BLOCKS],
-        )
+        click = _click(payload)
     except ValidationError as error:
         first = error.errors(include_input=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or "payload"

@@ -55,6 +55,7 @@ from governor.interactions.domain import (
 )
 from governor.interactions.slack_calls import AsyncInvoker, SnoozeTagger, endpoint_client
 from governor.observability import logger, metrics
+from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime
 
@@ -273,6 +274,60 @@ def _refuse(
     return {"status": "refused", "reason": why}
 
 
+def _target_refusal(
+    click: Click, record: dict[str, Any], resource: str, aws: Adapters, policy: Policy
+) -> tuple[str | None, list[str]]:
+    """Why the button's target cannot be acted on now (None when it can), and how its ownership changed since the
+    message: an idle button's instance is re-read (running, a GPU fleet instance); an acknowledgement needs a
+    finding that takes one."""
+    if click.action_id not in IDLE_BUTTONS:
+        if record.get("policy") not in ACKNOWLEDGED_POLICIES:
+            return "this finding takes no acknowledgement", []
+        return None, []
+    instance = aws.instances.instance(resource)
+    if instance is None or instance.state != "running":
+        return f"{resource} is {instance.state if instance else 'gone'} now", []
+    if not (policy.fleet.is_gpu_type(instance.type) and policy.fleet.carries_fleet_tags(instance.tags)):
+        return f"{resource} is not a GPU fleet instance", []
+    return None, ownership_changes(record.get("owner"), record.get("team"), ownership(instance.tags, policy.fleet))
+
+
+def keep(
+    event: ClickEvent,
+    runtime: Runtime,
+    aws: Adapters,
+    now: dt.datetime,
+    resource: str,
+    person: Person,
+    why: str,
+    team: str | None,
+) -> dict[str, Any]:
+    """Keep 4 h / Keep until tomorrow, authorised: the snooze tag when enforcing; report-only remembers the snooze in
+    the ledger, so report-only idle sweeps do not say "would be stopped" during the snooze asked for."""
+    click = event.detail
+    policy = runtime.policy
+    enforce = policy.interactions.enforce
+    until, what = keep_until(click.action_id, now, team, policy)
+    if until is None:
+        return _refuse(event, runtime, aws, resource, what, person)
+    value = until.strftime("%Y-%m-%dT%H:%M:%SZ")
+    tag = policy.fleet.keep_until_tag
+    reasons = [f"Keep {what} clicked by {person.label}; {why}", f"snoozed until {value}"]
+    actions: list[AnyAction] = [Tag(enforced=enforce, tags={tag: value})]
+    _record(runtime, event, resource, "act", "interactions.keep", reasons, person, actions, until=value)
+    if enforce:
+        aws.tagger.snooze(resource, tag, value)
+    else:
+        expires = int((until + dt.timedelta(days=1)).timestamp())
+        kept = {"instance_id": resource, "until": value, "by": person.label, "expires_at": expires}
+        runtime.ledger.put_item(KEEP_KIND, resource, kept)
+    suffix = "" if enforce else " (report-only: nothing changed)"
+    note = f"Kept until {value} ({what}) by {person.label}{suffix}"
+    aws.respond(click.response_url, updated_message(click.message_blocks, click.token, note))
+    metrics.add_metric(name="InteractionsKeep", unit="Count", value=1)
+    return {"status": "kept" if enforce else "report-only", "instance": resource, "until": value}
+
+
 def act(event: ClickEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     """Token → finding → fresh instance → person → authorised? → record → act → update the message."""
     click = event.detail
@@ -288,45 +343,17 @@ def act(event: ClickEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
     if expired:
         return _refuse(event, runtime, aws, resource, expired, None)
     person = resolve(click, runtime, aws)
+    refused, changed = _target_refusal(click, record, resource, aws, policy)
+    if refused is not None:
+        return _refuse(event, runtime, aws, resource, refused, person)
     # Authorised against the owner and team recorded when the message was sent, never the tags at click time.
     owner, team = record.get("owner"), record.get("team")
-    instance = None
-    changed: list[str] = []
-    if click.action_id in IDLE_BUTTONS:
-        instance = aws.instances.instance(resource)
-        if instance is None or instance.state != "running":
-            state = instance.state if instance else "gone"
-            return _refuse(event, runtime, aws, resource, f"{resource} is {state} now", person)
-        if not (policy.fleet.is_gpu_type(instance.type) and policy.fleet.carries_fleet_tags(instance.tags)):
-            return _refuse(event, runtime, aws, resource, f"{resource} is not a GPU fleet instance", person)
-        changed = ownership_changes(owner, team, ownership(instance.tags, policy.fleet))
-    elif record.get("policy") not in ACKNOWLEDGED_POLICIES:
-        return _refuse(event, runtime, aws, resource, "this finding takes no acknowledgement", person)
     allowed, why = authorise(person, owner, team, policy)
     if not allowed:
         return _refuse(event, runtime, aws, resource, f"not yours: {why}", person, changed)
     why = "; ".join([why, *changed])
-    enforce = policy.interactions.enforce
-    suffix = "" if enforce else " (report-only: nothing changed)"
     if click.action_id in (KEEP_HOURS, KEEP_MORNING):
-        until, what = keep_until(click.action_id, now, team, policy)
-        if until is None:
-            return _refuse(event, runtime, aws, resource, what, person)
-        value = until.strftime("%Y-%m-%dT%H:%M:%SZ")
-        tag = policy.fleet.keep_until_tag
-        reasons = [f"Keep {what} clicked by {person.label}; {why}", f"snoozed until {value}"]
-        actions: list[AnyAction] = [Tag(enforced=enforce, tags={tag: value})]
-        _record(runtime, event, resource, "act", "interactions.keep", reasons, person, actions, until=value)
-        if enforce:
-            aws.tagger.snooze(resource, tag, value)
-        else:  # remembered, so report-only idle sweeps do not say "would be stopped" during the snooze asked for
-            expires = int((until + dt.timedelta(days=1)).timestamp())
-            keep = {"instance_id": resource, "until": value, "by": person.label, "expires_at": expires}
-            runtime.ledger.put_item(KEEP_KIND, resource, keep)
-        note = f"Kept until {value} ({what}) by {person.label}{suffix}"
-        aws.respond(click.response_url, updated_message(click.message_blocks, click.token, note))
-        metrics.add_metric(name="InteractionsKeep", unit="Count", value=1)
-        return {"status": "kept" if enforce else "report-only", "instance": resource, "until": value}
+        return keep(event, runtime, aws, now, resource, person, why, team)
     if click.action_id == STOP_NOW:
         return stop_now(event, runtime, aws, now, resource, person, why, record)
     reasons = [f"acknowledged by {person.label}; {why}"]

@@ -17,18 +17,17 @@ from governor.domain.times import utc
 from governor.events.envelopes import CloudTrailRecord, InboundEvent, InvalidEventError
 from governor.keys import domain
 from governor.keys import tags as credential_tags
-from governor.keys.domain import (
+from governor.keys.domain import POLICY
+from governor.keys.events import (
     EVENT_SOURCES,
-    POLICY,
     ROOT_USER,
-    AccessKey,
-    KmsKey,
-    Secret,
+    TAG_CALLS,
     event_target,
     request_params,
     requested_rotation_days,
     response_elements,
 )
+from governor.keys.resources import AccessKey, KmsKey, Secret
 from governor.policy import Policy
 
 _NOT_READ = "explain reads nothing from AWS; the handler re-reads it right before acting"
@@ -206,7 +205,7 @@ def explain_keys_event(event: InboundEvent, policy: Policy) -> list[Decision]:
 
 @explainer(
     POLICY,
-    lambda event: any(cloudtrail_call(source, *names)(event) for source, names in domain.TAG_CALLS.items()),
+    lambda event: any(cloudtrail_call(source, *names)(event) for source, names in TAG_CALLS.items()),
     decides=(credential_tags.tag_settings, credential_tags.decide_tag_setting),
 )
 def explain_tag_call(event: InboundEvent, policy: Policy) -> list[Decision]:

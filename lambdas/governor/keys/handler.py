@@ -17,6 +17,7 @@ from pydantic import ConfigDict
 
 from governor import runner
 from governor.adapters.aws import per_session
+from governor.domain.actions import Outcome
 from governor.domain.decision import Action, Decision, Finding
 from governor.domain.model import Model
 from governor.domain.ports import Clock, ReadRefused, utcnow
@@ -30,24 +31,21 @@ from governor.events.envelopes import (
     parse_model,
 )
 from governor.keys.domain import (
-    CREATED_WITH_TAGS,
-    ROOT_USER,
-    RULE_EVENTS,
-    AccessKeysPort,
-    Kind,
-    KmsPort,
-    Outcome,
-    SecretsPort,
-    Target,
     decide_access_key,
     decide_failed_call,
     decide_kms_key,
     decide_root_key_event,
     decide_secret,
     decide_unreadable,
-    event_target,
     failure_finding,
     finding_for,
+)
+from governor.keys.events import CREATED_WITH_TAGS, ROOT_USER, RULE_EVENTS, Target, event_target
+from governor.keys.resources import (
+    AccessKeysPort,
+    Kind,
+    KmsPort,
+    SecretsPort,
     parse_credential_report,
     with_tags,
 )

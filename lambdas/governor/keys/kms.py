@@ -13,8 +13,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client, refused_reads
+from governor.domain.actions import Outcome
 from governor.domain.times import as_utc
-from governor.keys.domain import KmsKey, Outcome
+from governor.keys.resources import KmsKey
 
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.
 IAM_ACTIONS = frozenset(

@@ -12,8 +12,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client, refused_reads
+from governor.domain.actions import Outcome
 from governor.domain.times import as_utc
-from governor.keys.domain import Outcome, Secret
+from governor.keys.resources import Secret
 
 # RotateSecret also needs lambda:InvokeFunction on the rotation function (AWS checks the caller may invoke it).
 # Reads only: what carrying out an action calls is declared by its class in governor.domain.actions.

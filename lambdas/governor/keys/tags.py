@@ -19,17 +19,9 @@ from governor.domain.tagging import ResourceKind, Source, TagSetting, decide_set
 from governor.domain.tagging import bounded as bounded_tags
 from governor.domain.times import utc
 from governor.events.envelopes import CloudTrailRecord
-from governor.keys.domain import (
-    CREATED_WITH_TAGS,
-    POLICY,
-    TAG_CALLS,
-    TAG_RULE,
-    AccessKey,
-    KmsKey,
-    Secret,
-    request_params,
-    response_elements,
-)
+from governor.keys.domain import POLICY
+from governor.keys.events import CREATED_WITH_TAGS, TAG_CALLS, TAG_RULE, request_params, response_elements
+from governor.keys.resources import AccessKey, KmsKey, Secret
 from governor.policy import Policy
 
 

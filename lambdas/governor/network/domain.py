@@ -32,6 +32,66 @@ def _notify(enforce: bool) -> Notify:
     return Notify(enforced=enforce, target="governor bus")
 
 
+#: One ingress rule and what it breaks (empty when it complies).
+_Judged = tuple[IngressRule, list[str]]
+
+
+def _group_reasons(judged: Sequence[_Judged], notes: Sequence[str]) -> list[str]:
+    """Each offending rule with what it breaks, the caller's notes, then the rules that comply and stay."""
+    reasons = [
+        f"rule {rule.rule_id or rule.describe()} ({rule.describe()}): {'; '.join(why)}" for rule, why in judged if why
+    ]
+    reasons.extend(notes)
+    compliant = [rule for rule, why in judged if not why]
+    if compliant:
+        reasons.append(f"{len(compliant)} rule(s) comply and stay: " + ", ".join(r.describe() for r in compliant))
+    return reasons
+
+
+def _protected(group_id: str, group_name: str | None, tags: Mapping[str, str], policy: Policy) -> bool:
+    """``network.protected_groups`` names the group by id or name, or matches its tags."""
+    protected = policy.network.protected_groups
+    return protected.matches(group_id, dict(tags)) or (
+        group_name is not None and protected.matches(group_name, dict(tags))
+    )
+
+
+def _revocation(
+    group_id: str,
+    offending: Sequence[_Judged],
+    enforce: bool,
+    shared: str | None,
+    reasons: list[str],
+    assumptions: list[str],
+    evidence: dict[str, Any],
+) -> Decision:
+    """Revoke each offending rule (by id) and tell the bus; critical when a rule is open to the world."""
+    actions: list[AnyAction] = [
+        RevokeIngress(enforced=enforce, **rule.details(), reason="; ".join(why)) for rule, why in offending
+    ]
+    actions.append(_notify(enforce))
+    if any(not rule.rule_id for rule, _ in offending):
+        assumptions.append(
+            "rule ids not in the event: the handler finds them by re-reading the group (DescribeSecurityGroupRules)"
+        )
+    if shared is not None:
+        reasons.append(shared)
+    elif not enforce:
+        reasons.append("network.enforce is false: report only, nothing is revoked")
+    severity: Severity = "critical" if any(rule.source.is_world for rule, _ in offending) else "warning"
+    return Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=group_id,
+        actions=actions,
+        reasons=reasons,
+        assumptions=assumptions,
+        evidence=evidence,
+        severity=severity,
+        rule=RULE_GROUP,
+    )
+
+
 def decide_group(
     group_id: str,
     rules: Sequence[IngressRule],
@@ -49,26 +109,14 @@ def decide_group(
     ``shared`` says why nothing proves the group is the fleet's (:func:`~governor.network.rules.not_the_fleets`): its
     violations are reported and nothing is revoked, whatever ``network.enforce`` says.
     """
-    network = policy.network
-    enforce = network.enforce and shared is None
     judged = [(rule, rule_violations(rule, policy, group_name)) for rule in rules]
     offending = [(rule, why) for rule, why in judged if why]
-    compliant = [rule for rule, why in judged if not why]
     evidence: dict[str, Any] = {
         "group_name": group_name,
         "rules": [{**rule.details(), "violations": why} for rule, why in judged],
     }
-    reasons = [
-        f"rule {rule.rule_id or rule.describe()} ({rule.describe()}): {'; '.join(why)}" for rule, why in offending
-    ]
-    reasons.extend(notes)
-    if compliant:
-        reasons.append(f"{len(compliant)} rule(s) comply and stay: " + ", ".join(r.describe() for r in compliant))
-    protected_tags = dict(tags or {})
-    severity: Severity = "critical" if any(rule.source.is_world for rule, _ in offending) else "warning"
-    if network.protected_groups.matches(group_id, protected_tags) or (
-        group_name is not None and network.protected_groups.matches(group_name, protected_tags)
-    ):
+    reasons = _group_reasons(judged, notes)
+    if _protected(group_id, group_name, tags or {}, policy):
         return Decision(
             policy=POLICY,
             verdict="ignored",
@@ -80,43 +128,22 @@ def decide_group(
             rule=RULE_GROUP,
         )
     all_assumptions = list(assumptions)
-    if tags is None and network.protected_groups.tags:
+    if tags is None and policy.network.protected_groups.tags:
         all_assumptions.append(
             f"the tags of {group_id} were not read; a group protected by tag would be reported and left unchanged"
         )
-    if not offending:
-        if not rules and not notes:
-            reasons.append("no ingress rules to judge")
-        return Decision(
-            policy=POLICY,
-            verdict="ok",
-            resource=group_id,
-            reasons=reasons,
-            assumptions=all_assumptions,
-            evidence=evidence,
-            rule=RULE_GROUP,
-        )
-    actions: list[AnyAction] = [
-        RevokeIngress(enforced=enforce, **rule.details(), reason="; ".join(why)) for rule, why in offending
-    ]
-    actions.append(_notify(enforce))
-    if any(not rule.rule_id for rule, _ in offending):
-        all_assumptions.append(
-            "rule ids not in the event: the handler finds them by re-reading the group (DescribeSecurityGroupRules)"
-        )
-    if shared is not None:
-        reasons.append(shared)
-    elif not enforce:
-        reasons.append("network.enforce is false: report only, nothing is revoked")
+    if offending:
+        enforce = policy.network.enforce and shared is None
+        return _revocation(group_id, offending, enforce, shared, reasons, all_assumptions, evidence)
+    if not rules and not notes:
+        reasons.append("no ingress rules to judge")
     return Decision(
         policy=POLICY,
-        verdict="act",
+        verdict="ok",
         resource=group_id,
-        actions=actions,
         reasons=reasons,
         assumptions=all_assumptions,
         evidence=evidence,
-        severity=severity,
         rule=RULE_GROUP,
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -167,27 +167,38 @@ def _instance_decision(instance: Instance, aws: Adapters, runtime: Runtime, now:
     return decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now), instance.tags
 
 
+def _launch(call: NetworkCall, runtime: Runtime, now: dt.datetime) -> tuple[list[str], list[Judged]]:
+    """The instances a launch started that may be GPU (to re-read), and a decision on each the event shows is not:
+    those need no read."""
+    fleet = runtime.policy.fleet
+    ids = [i.id for i in call.instances if i.id and (not i.type or fleet.is_gpu_type(i.type))]
+    decisions = [
+        (decide_public_ip(i.id, i.type, i.tags, None, runtime.policy, now), i.tags)
+        for i in call.instances
+        if i.id and i.type and not fleet.is_gpu_type(i.type)
+    ]
+    return ids, decisions
+
+
+def _gone(resource: str, reason: str) -> Judged:
+    return Decision(policy="network", verdict="ignored", resource=resource, reasons=[reason]), {}
+
+
 def _address_decisions(
     call: NetworkCall, aws: Adapters, runtime: Runtime, now: dt.datetime, launched_out: list[Instance] | None = None
 ) -> list[Judged]:
+    if call.name == "ModifyNetworkInterfaceAttribute" and not call.associate_public_ip:
+        return [(decision, {}) for decision in decide_call(call, runtime.policy, now)]
     decisions: list[Judged] = []
     if call.name == "RunInstances":
-        fleet = runtime.policy.fleet
-        ids = [i.id for i in call.instances if i.id and (not i.type or fleet.is_gpu_type(i.type))]
-        for launched in call.instances:  # a launch the event shows is not GPU needs no read
-            if launched.id and launched.type and not fleet.is_gpu_type(launched.type):
-                decision = decide_public_ip(launched.id, launched.type, launched.tags, None, runtime.policy, now)
-                decisions.append((decision, launched.tags))
-    elif call.name == "ModifyNetworkInterfaceAttribute" and not call.associate_public_ip:
-        return [(decision, {}) for decision in decide_call(call, runtime.policy, now)]
+        ids, decisions = _launch(call, runtime, now)
     else:
         instance_id = call.instance_id
         if instance_id is None and call.network_interface_id:
             instance_id = aws.addresses.instance_of_interface(call.network_interface_id)
         if instance_id is None:
             target = call.network_interface_id or "unknown"
-            reason = f"{target} is not attached to an instance; no GPU instance gained an address"
-            return [(Decision(policy="network", verdict="ignored", resource=target, reasons=[reason]), {})]
+            return [_gone(target, f"{target} is not attached to an instance; no GPU instance gained an address")]
         ids = [instance_id]
     found = {instance.id: instance for instance in aws.instances.instances(ids)} if ids else {}
     if launched_out is not None and call.name == "RunInstances":
@@ -195,10 +206,7 @@ def _address_decisions(
     for instance_id in ids:
         instance = found.get(instance_id)
         if instance is None:
-            reason = f"{instance_id} no longer exists"
-            decisions.append(
-                (Decision(policy="network", verdict="ignored", resource=instance_id, reasons=[reason]), {})
-            )
+            decisions.append(_gone(instance_id, f"{instance_id} no longer exists"))
         else:
             decisions.append(_instance_decision(instance, aws, runtime, now))
     return decisions
@@ -313,25 +321,27 @@ class SweepIncompleteError(RuntimeError):
     """Some actions of a sweep failed; raised after every resource was checked, so Lambda retries the sweep."""
 
 
-def sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
-    """Re-check every security group and every running GPU instance in the region for drift the events missed.
+@dataclass
+class _Groups:
+    """The sweep's judgement of every group: the decisions to settle (within the revocation budget) with each group's
+    tags, how many groups were out of scope and how many revocations were deferred to the next sweep."""
 
-    One failing action does not stop the sweep: every resource is still checked, then the failures are raised.
-    """
-    now = event.time
+    judged: list[Judged] = field(default_factory=list)
+    outside: int = 0
+    deferred: int = 0
+
+
+def _sweep_groups(groups: list[GroupState], instances: list[Instance], aws: Adapters, runtime: Runtime) -> _Groups:
+    """Every group in scope judged, the ones it would change proven the fleet's, within the revocation budget, and
+    re-read right before revoking."""
     policy = runtime.policy
-    judged: list[Judged] = []
-    groups: list[GroupState] = aws.groups.all_groups()
-    instances = aws.instances.gpu_instances(policy.fleet, states=("pending", "running"))
     fleet_groups = fleet_group_ids(instances, policy)
+    found = _Groups()
     group_decisions: list[Decision] = []
-    group_tags: dict[str, dict[str, str]] = {}
-    outside = 0
     for group in sorted(groups, key=lambda g: g.group_id):
-        group_tags[group.group_id] = group.tags
         why = out_of_scope(group.group_id, group.tags, fleet_groups, policy)
         if why:
-            outside += 1
+            found.outside += 1
             group_decisions.append(scoped_out(group.group_id, why))
             continue
         group_decisions.append(
@@ -349,19 +359,29 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str, An
             group_decisions[index] = decide_group(
                 group.group_id, group.rules, policy, tags=group.tags, group_name=group.name, shared=shared
             )
-    limited, deferred = limit_revocations(group_decisions, policy.network.max_revocations_per_sweep)
+    limited, found.deferred = limit_revocations(group_decisions, policy.network.max_revocations_per_sweep)
     for decision in limited:
         if revocations(decision):
             decision = _reread(decision, aws, runtime)
-        judged.append((decision, group_tags.get(decision.resource, {})))
+        found.judged.append((decision, by_id[decision.resource].tags if decision.resource in by_id else {}))
+    return found
+
+
+def _sweep_addresses(instances: list[Instance], aws: Adapters, runtime: Runtime, now: dt.datetime) -> list[Judged]:
+    """Every running GPU instance's public address, its Elastic IPs read in one call."""
     elastic = aws.addresses.elastic([i.public_ip for i in instances if i.public_ip])
+    judged: list[Judged] = []
     for instance in (bounded(i, runtime, now) for i in instances):
         address: PublicAddress | None = public_address(instance, elastic)
-        decision = decide_public_ip(instance.id, instance.type, instance.tags, address, policy, now)
+        decision = decide_public_ip(instance.id, instance.type, instance.tags, address, runtime.policy, now)
         judged.append((decision, instance.tags))
-    if deferred:
-        metrics.add_metric(name="NetworkRevocationsDeferred", unit="Count", value=deferred)
-        logger.warning("network blast radius", extra={"deferred": deferred})
+    return judged
+
+
+def _settle_each(
+    judged: list[Judged], event: GovernorEvent, runtime: Runtime, aws: Adapters
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Settle every decision; one failing action does not stop the others (settle logged and reported it)."""
     results: list[dict[str, Any]] = []
     failed: list[str] = []
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id)
@@ -377,12 +397,29 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str, An
         except Exception as error:  # already logged and reported by settle; the other resources still get checked
             failed.append(f"{decision.resource}: {error}")
     box.flush(raise_on_failure=not failed)
+    return results, failed
+
+
+def sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str, Any]:
+    """Re-check every security group and every running GPU instance in the region for drift the events missed.
+
+    One failing action does not stop the sweep: every resource is still checked, then the failures are raised.
+    """
+    groups: list[GroupState] = aws.groups.all_groups()
+    instances = aws.instances.gpu_instances(runtime.policy.fleet, states=("pending", "running"))
+    swept = _sweep_groups(groups, instances, aws, runtime)
+    judged = swept.judged + _sweep_addresses(instances, aws, runtime, event.time)
+    deferred = swept.deferred
+    if deferred:
+        metrics.add_metric(name="NetworkRevocationsDeferred", unit="Count", value=deferred)
+        logger.warning("network blast radius", extra={"deferred": deferred})
+    results, failed = _settle_each(judged, event, runtime, aws)
     acted = [d for d, _ in judged if d.verdict == "act"]
     logger.info(
         "network sweep",
         extra={
             "groups": len(groups),
-            "out_of_scope": outside,
+            "out_of_scope": swept.outside,
             "gpu_instances": len(instances),
             "violations": len(acted),
             "deferred": deferred,
@@ -397,7 +434,7 @@ def sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str, An
         "groups": len(groups),
         "gpu_instances": len(instances),
         "violations": len(acted),
-        "out_of_scope": outside,
+        "out_of_scope": swept.outside,
         "deferred": deferred,
         "done": [outcome for r in results for outcome in r["done"]],
     }

@@ -11,14 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from governor.adapters.aws import per_session
 from governor.adapters.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.adapters.slack import MessageGone, SlackBot
 from governor.domain.decision import Finding
-from governor.domain.messages import MAX_BLOCKS, Message
+from governor.domain.messages import MAX_BLOCKS, Email, Message
 from governor.domain.times import parse_time
 from governor.events.findings import DETAIL_TYPE as DETAIL_TYPE
 from governor.events.findings import SOURCE as SOURCE
@@ -29,13 +29,11 @@ from governor.notifier.domain import (
     Delivery,
     MergedFinding,
     decide_notification,
-    email_for,
     merge_key,
     owner_address,
     plan_deliveries,
-    slack_messages,
-    slack_people,
 )
+from governor.notifier.render import email_for, slack_messages, slack_people
 from governor.observability import logger, metrics
 from governor.registry import REGISTRY
 from governor.runtime import Handler, Invocation, Runtime
@@ -229,6 +227,71 @@ def _describe(delivery: Delivery) -> dict[str, Any]:
     return {"channel": delivery.channel, "target": list(delivery.target)}
 
 
+def _send(
+    delivery: Delivery,
+    content: list[Message] | Email,
+    finding: Finding,
+    runtime: Runtime,
+    outbox: Outbox,
+    now: dt.datetime,
+) -> None:
+    """One destination: a channel id through the bot (threaded per episode), a webhook, or email through SES."""
+    if isinstance(content, list) and delivery.target[0].startswith(BOT_CHANNEL):
+        post_by_bot(_bot_for(runtime), delivery.target[0].removeprefix(BOT_CHANNEL), content, finding, runtime, now)
+    elif isinstance(content, list):
+        outbox.post_slack(delivery.target[0], content)
+    else:
+        outbox.send_email(delivery.target, content)
+
+
+def _failed(delivery: Delivery, error: Exception) -> tuple[str | None, str | None]:
+    """A destination that failed, logged: ``(why it can never take the message, None)`` or ``(None, retryable)``."""
+    if (reason := undeliverable_reason(error)) is not None:
+        logger.error("channel unusable", extra={**_describe(delivery), "reason": reason})
+        return reason, None
+    logger.error("delivery failed", extra={**_describe(delivery), "reason": str(error)})
+    return None, f"{delivery.channel}: {error}"
+
+
+@dataclass
+class _Delivered:
+    """How one finding's deliveries went: how many were sent, which destinations can never take it, which failed."""
+
+    sent: int = 0
+    undeliverable: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def _deliver(
+    parsed: FindingEvent,
+    rendered: Mapping[Any, list[Message] | Email],
+    deliveries: list[Delivery],
+    runtime: Runtime,
+    outbox: Outbox,
+    now: dt.datetime,
+) -> _Delivered:
+    """Each destination once per finding id (a marker in the ledger after it took the message); every failure is
+    logged and kept, so the others are still tried."""
+    finding: Finding = parsed.detail
+    done = _Delivered()
+    for delivery in deliveries:
+        # A finding re-published by an outbox keeps its id: it is delivered once per channel, whatever event carried it.
+        marker = f"{finding.id or parsed.id}#{delivery.key}"
+        if runtime.ledger.get_item(DELIVERY_KIND, marker):
+            continue
+        try:
+            _send(delivery, rendered[delivery.key], finding, runtime, outbox, now)
+        except Exception as error:  # every failure is logged, then raised by the caller so the event is retried
+            reason, failure = _failed(delivery, error)
+            done.undeliverable += [reason] if reason is not None else []
+            done.failures += [failure] if failure is not None else []
+            continue
+        runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": parsed.id, **_describe(delivery)})
+        metrics.add_metric(name="NotificationsSent", unit="Count", value=1)
+        done.sent += 1
+    return done
+
+
 def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now: dt.datetime) -> dict[str, Any]:
     """Route, merge, record, then deliver; merge state advances only once every channel has the message."""
     policy = runtime.policy.notifications
@@ -257,7 +320,7 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
     item = with_buttons(step.item, runtime, now)
     deliveries = plan_deliveries([item], policy)
     people = people_for(finding, runtime)
-    rendered = {
+    rendered: dict[Any, list[Message] | Email] = {
         d.key: (slack_messages(d.items, people) if d.channel == "slack" else email_for(d.items, d.target))
         for d in deliveries
     }
@@ -268,51 +331,19 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
             logger.info("report-only: not sent", extra={**_describe(delivery), "messages": size})
         runtime.ledger.put_item(MERGE_KIND, key, step.state)
         return {"status": "report-only", "deliveries": [_describe(d) for d in deliveries]}
-    failures: list[str] = []
-    undeliverable: list[str] = []
-    sent = 0
-    for delivery in deliveries:
-        # A finding re-published by an outbox keeps its id: it is delivered once per channel, whatever event carried it.
-        marker = f"{finding.id or parsed.id}#{delivery.key}"
-        if runtime.ledger.get_item(DELIVERY_KIND, marker):
-            continue
-        content = rendered[delivery.key]
-        try:
-            if isinstance(content, list) and delivery.target[0].startswith(BOT_CHANNEL):
-                post_by_bot(
-                    _bot_for(runtime), delivery.target[0].removeprefix(BOT_CHANNEL), content, finding, runtime, now
-                )
-            elif isinstance(content, list):
-                outbox.post_slack(delivery.target[0], content)
-            else:
-                outbox.send_email(delivery.target, content)
-        except UndeliverableError as error:
-            logger.error("channel unusable", extra={**_describe(delivery), "reason": str(error)})
-            undeliverable.append(str(error))
-            continue
-        except Exception as error:  # every failure is logged, then raised below so the event is retried
-            if (reason := undeliverable_reason(error)) is not None:
-                logger.error("channel unusable", extra={**_describe(delivery), "reason": reason})
-                undeliverable.append(reason)
-                continue
-            logger.error("delivery failed", extra={**_describe(delivery), "reason": str(error)})
-            failures.append(f"{delivery.channel}: {error}")
-            continue
-        runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": parsed.id, **_describe(delivery)})
-        metrics.add_metric(name="NotificationsSent", unit="Count", value=1)
-        sent += 1
-    if undeliverable:
-        metrics.add_metric(name="NotificationsUndeliverable", unit="Count", value=len(undeliverable))
-        runtime.dead_letters.send(raw, "undeliverable: " + "; ".join(undeliverable))
-    if failures:
-        metrics.add_metric(name="NotificationFailures", unit="Count", value=len(failures))
-        raise DeliveryFailed("; ".join(failures))
-    if not undeliverable:
+    done = _deliver(parsed, rendered, deliveries, runtime, outbox, now)
+    if done.undeliverable:
+        metrics.add_metric(name="NotificationsUndeliverable", unit="Count", value=len(done.undeliverable))
+        runtime.dead_letters.send(raw, "undeliverable: " + "; ".join(done.undeliverable))
+    if done.failures:
+        metrics.add_metric(name="NotificationFailures", unit="Count", value=len(done.failures))
+        raise DeliveryFailed("; ".join(done.failures))
+    if not done.undeliverable:
         # A channel that could not be used parked the event: its replay (once the configuration is fixed) must find
         # the merge state as it was, or it would take its own finding for a repeat and send nothing.
         runtime.ledger.put_item(MERGE_KIND, key, step.state)
-    status = "sent" if not undeliverable else "partly-undeliverable" if sent else "undeliverable"
-    return {"status": status, "sent": sent, "undeliverable": undeliverable}
+    status = "sent" if not done.undeliverable else "partly-undeliverable" if done.sent else "undeliverable"
+    return {"status": status, "sent": done.sent, "undeliverable": done.undeliverable}
 
 
 # SESv2 errors that say the message or the account cannot send; throttling and 5xx are absent on purpose

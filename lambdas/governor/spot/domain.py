@@ -1,75 +1,34 @@
 """Spot interruptions: turn the two-minute warning into a checkpoint, a record, a message and, optionally, capacity.
 
 Pure decisions over the policy, the re-read instance and the interruption record kept in the ledger. The handler
-(``spot/handler.py``) records each decision, then acts through the ports declared here; ``governor explain`` runs
-the same code on the event alone and lists what it could not read under ``assumptions``.
+(``spot/handler.py``) records each decision, then acts through the ports in ``spot/ports.py``; ``governor explain``
+runs the same code on the event alone and lists what it could not read under ``assumptions``. The events and their
+typed ``detail`` are parsed in ``spot/events.py``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, Protocol
-
-from pydantic import ConfigDict, Field
+from typing import Any, Literal
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Record
 from governor.domain.decision import Decision
 from governor.domain.fleet import Instance, checkpoint_choice, exemption, ownership
 from governor.domain.interruptions import FINAL_COMMAND_STATUSES, RECORD_KIND, InterruptionRecord
-from governor.domain.model import Model
 from governor.policy import Policy
 from governor.spot.actions import CompleteLifecycleAction, Deregister, Replace
+from governor.spot.ports import Candidate
 
 POLICY = "spot"
-SOURCE = "aws.ec2"
-WARNING = "EC2 Spot Instance Interruption Warning"
-REBALANCE = "EC2 Instance Rebalance Recommendation"
-STATE_CHANGE = "EC2 Instance State-change Notification"
-COMMAND_STATUS = "EC2 Command Invocation Status-change Notification"
-#: Two minutes before instances in an interruptible capacity reservation are terminated (EC2 User Guide).
-RESERVATION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
-#: 40 minutes before a Capacity Block ends; AWS's documentation spells it both ways, so the rule matches both.
-BLOCK_EXPIRY = ("Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning")
 #: Instances in a block begin terminating this long before its end (the warning comes 10 minutes before that).
 BLOCK_TERMINATION_LEAD = dt.timedelta(minutes=30)
-SSM_SOURCE = "aws.ssm"
 FINAL_STATES = ("stopped", "terminated")
 REBALANCE_KIND = "rebalance"
 ASG_TAG = "aws:autoscaling:groupName"
 FLEET_TAGS = ("aws:ec2spot:fleet-request-id", "aws:ec2:fleet-id")
 GONE_STATES = ("shutting-down", "terminated", "stopping", "stopped")
-
-InstanceId = Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,32}$")]
-
-
-class _Detail(Model):
-    # AWS's field names only: a detail that says ``instance_id`` is not an EC2 event and is parked, not guessed at
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-
-class WarningDetail(_Detail):
-    """``detail`` of "EC2 Spot Instance Interruption Warning" (about two minutes ahead, best effort)."""
-
-    instance_id: InstanceId = Field(alias="instance-id")
-    instance_action: Literal["terminate", "stop", "hibernate"] = Field(alias="instance-action")
-
-
-class ReservationWarningDetail(_Detail):
-    """``detail`` of "EC2 Capacity Reservation Instance Interruption Warning" (two minutes' notice)."""
-
-    instance_id: InstanceId = Field(alias="instance-id")
-    instance_action: Literal["terminate", "stop", "hibernate"] = Field(alias="instance-action")
-    instance_termination_time: dt.datetime | None = Field(None, alias="instance-termination-time")
-    az_id: str | None = Field(None, alias="azId")
-
-
-class BlockExpiryDetail(_Detail):
-    """``detail`` of the Capacity Block expiration warning: the reservation, not an instance, and when it ends."""
-
-    capacity_reservation_id: str = Field(alias="capacity-reservation-id", pattern=r"^cr-[0-9a-f]{8,32}$")
-    end_date: dt.datetime = Field(alias="end-date")
 
 
 @dataclass(frozen=True)
@@ -127,112 +86,6 @@ def reservation_notice(at: dt.datetime, termination: dt.datetime | None) -> Noti
 def block_notice(reservation_id: str, end: dt.datetime) -> Notice:
     """The Capacity Block's warning: instances begin terminating 30 minutes before the block's ``end-date``."""
     return Notice("capacity-block", end - BLOCK_TERMINATION_LEAD, reservation_id)
-
-
-class RebalanceDetail(_Detail):
-    """``detail`` of "EC2 Instance Rebalance Recommendation": elevated risk, no deadline yet."""
-
-    instance_id: InstanceId = Field(alias="instance-id")
-
-
-class StateChangeDetail(_Detail):
-    """``detail`` of "EC2 Instance State-change Notification"."""
-
-    instance_id: InstanceId = Field(alias="instance-id")
-    state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
-
-
-class CommandStatusDetail(_Detail):
-    """``detail`` of SSM's "EC2 Command Invocation Status-change Notification" for one instance."""
-
-    command_id: str = Field(alias="command-id", min_length=1)
-    instance_id: InstanceId = Field(alias="instance-id")
-    status: str = Field(min_length=1)
-    document_name: str | None = Field(None, alias="document-name")
-
-
-# --- ports -----------------------------------------------------------------------------------------------------
-
-
-class InstanceReader(Protocol):
-    def instance(self, instance_id: str) -> Instance | None: ...
-
-    def in_reservation(self, reservation_id: str) -> list[Instance]: ...
-
-
-class Delivery(Protocol):
-    @property
-    def delivered(self) -> bool: ...
-
-    @property
-    def command_id(self) -> str | None: ...
-
-    @property
-    def error(self) -> str | None: ...
-
-
-class CheckpointSender(Protocol):
-    """SSM Run Command, as the Spot handler needs it."""
-
-    def send(self, instance_id: str, command: str, timeout_seconds: int, comment: str = "") -> Delivery: ...
-
-    def status(self, command_id: str, instance_id: str) -> str: ...
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One place to try a replacement: an instance type and, optionally, a zone (None: wherever the template says)."""
-
-    instance_type: str
-    zone: str | None = None
-
-
-@dataclass(frozen=True)
-class LaunchAttempt:
-    instance_type: str
-    zone: str | None
-    error: str | None = None
-    instance_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """The replacement's id, or why none was launched; every attempt is kept for the record."""
-
-    instance_id: str | None
-    attempts: tuple[LaunchAttempt, ...] = ()
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Deregistration:
-    """The target groups the instance left, and those listing it that it stayed in because they do not carry
-    ``fleet.fleet_tags`` (a web service's group is not the fleet's to drain, whatever event claims otherwise)."""
-
-    groups: list[str]
-    left_alone: list[str]
-
-
-@dataclass(frozen=True)
-class LifecycleOutcome:
-    """What happened to the instance's Auto Scaling lifecycle action (``completed`` lists the hooks continued)."""
-
-    auto_scaling_group: str | None
-    state: str | None
-    completed: tuple[str, ...] = ()
-    note: str = ""
-
-
-class SpotRecovery(Protocol):
-    """Load-balancer, Auto Scaling and relaunch operations; implemented by ``spot/recovery.py``."""
-
-    def deregister(self, instance: Instance, fleet_tags: Mapping[str, str]) -> Deregistration: ...
-
-    def complete_lifecycle_action(self, instance_id: str) -> LifecycleOutcome: ...
-
-    def replace(
-        self, instance: Instance, candidates: Sequence[Candidate], market: Literal["spot", "on-demand"]
-    ) -> Replacement: ...
 
 
 # --- decisions -------------------------------------------------------------------------------------------------

@@ -3,26 +3,77 @@ typed ``detail``, and the one parse at the edge that picks the model by source a
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from typing import Annotated, Any, Literal
 
+from pydantic import ConfigDict, Field
+
+from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, GovernorEvent, InvalidEventError, parse_model
 from governor.spot.capacity import DELIVERED, RECLAMATION, STATE_EVENTS, ReclamationDetail, ReservationStateDetail
-from governor.spot.domain import (
-    BLOCK_EXPIRY,
-    COMMAND_STATUS,
-    REBALANCE,
-    RESERVATION_WARNING,
-    SOURCE,
-    SSM_SOURCE,
-    STATE_CHANGE,
-    WARNING,
-    BlockExpiryDetail,
-    CommandStatusDetail,
-    RebalanceDetail,
-    ReservationWarningDetail,
-    StateChangeDetail,
-    WarningDetail,
-)
+
+SOURCE = "aws.ec2"
+WARNING = "EC2 Spot Instance Interruption Warning"
+REBALANCE = "EC2 Instance Rebalance Recommendation"
+STATE_CHANGE = "EC2 Instance State-change Notification"
+COMMAND_STATUS = "EC2 Command Invocation Status-change Notification"
+#: Two minutes before instances in an interruptible capacity reservation are terminated (EC2 User Guide).
+RESERVATION_WARNING = "EC2 Capacity Reservation Instance Interruption Warning"
+#: 40 minutes before a Capacity Block ends; AWS's documentation spells it both ways, so the rule matches both.
+BLOCK_EXPIRY = ("Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning")
+SSM_SOURCE = "aws.ssm"
+
+InstanceId = Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,32}$")]
+
+
+class _Detail(Model):
+    # AWS's field names only: a detail that says ``instance_id`` is not an EC2 event and is parked, not guessed at
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class WarningDetail(_Detail):
+    """``detail`` of "EC2 Spot Instance Interruption Warning" (about two minutes ahead, best effort)."""
+
+    instance_id: InstanceId = Field(alias="instance-id")
+    instance_action: Literal["terminate", "stop", "hibernate"] = Field(alias="instance-action")
+
+
+class ReservationWarningDetail(_Detail):
+    """``detail`` of "EC2 Capacity Reservation Instance Interruption Warning" (two minutes' notice)."""
+
+    instance_id: InstanceId = Field(alias="instance-id")
+    instance_action: Literal["terminate", "stop", "hibernate"] = Field(alias="instance-action")
+    instance_termination_time: dt.datetime | None = Field(None, alias="instance-termination-time")
+    az_id: str | None = Field(None, alias="azId")
+
+
+class BlockExpiryDetail(_Detail):
+    """``detail`` of the Capacity Block expiration warning: the reservation, not an instance, and when it ends."""
+
+    capacity_reservation_id: str = Field(alias="capacity-reservation-id", pattern=r"^cr-[0-9a-f]{8,32}$")
+    end_date: dt.datetime = Field(alias="end-date")
+
+
+class RebalanceDetail(_Detail):
+    """``detail`` of "EC2 Instance Rebalance Recommendation": elevated risk, no deadline yet."""
+
+    instance_id: InstanceId = Field(alias="instance-id")
+
+
+class StateChangeDetail(_Detail):
+    """``detail`` of "EC2 Instance State-change Notification"."""
+
+    instance_id: InstanceId = Field(alias="instance-id")
+    state: Literal["pending", "running", "stopping", "stopped", "shutting-down", "terminated"]
+
+
+class CommandStatusDetail(_Detail):
+    """``detail`` of SSM's "EC2 Command Invocation Status-change Notification" for one instance."""
+
+    command_id: str = Field(alias="command-id", min_length=1)
+    instance_id: InstanceId = Field(alias="instance-id")
+    status: str = Field(min_length=1)
+    document_name: str | None = Field(None, alias="document-name")
 
 
 class WarningEvent(EventBridgeEnvelope):

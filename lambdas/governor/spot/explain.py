@@ -21,11 +21,10 @@ from governor.events.envelopes import InboundEvent, parse_model
 from governor.policy import Policy
 from governor.spot import capacity, domain
 from governor.spot.capacity import DELIVERED, RECLAMATION, STATE_EVENTS, ReclamationDetail, ReservationStateDetail
-from governor.spot.domain import (
+from governor.spot.domain import FINAL_STATES, POLICY
+from governor.spot.events import (
     BLOCK_EXPIRY,
     COMMAND_STATUS,
-    FINAL_STATES,
-    POLICY,
     REBALANCE,
     RESERVATION_WARNING,
     SOURCE,

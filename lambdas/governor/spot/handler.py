@@ -49,10 +49,7 @@ from governor.spot.capacity import (
 )
 from governor.spot.domain import (
     REBALANCE_KIND,
-    CheckpointSender,
-    InstanceReader,
     Notice,
-    SpotRecovery,
     block_notice,
     decide_command_status,
     decide_rebalance,
@@ -77,6 +74,7 @@ from governor.spot.events import (
     WarningEvent,
     parse,
 )
+from governor.spot.ports import CheckpointSender, InstanceReader, SpotRecovery
 
 
 @dataclass

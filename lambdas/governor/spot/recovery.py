@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from governor.adapters.aws import client
 from governor.domain.fleet import Instance
-from governor.spot.domain import Candidate, Deregistration, LaunchAttempt, LifecycleOutcome, Replacement
+from governor.spot.ports import Candidate, Deregistration, LaunchAttempt, LifecycleOutcome, Replacement
 
 CAPACITY_ERRORS = frozenset(
     {

@@ -88,7 +88,7 @@ def test_a_slower_sweep_halves_what_the_sweep_requests(tmp_path: Path, capsys: p
 def test_the_cheapest_agent_configuration_feeds_exactly_the_signals_the_policy_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _run(["cost", "--instances", "10", "--agent-config"]) == 0
+    assert _run(["cost", "--agent-config"]) == 0
     shipped = json.loads(capsys.readouterr().out)
     section = shipped["metrics"]["metrics_collected"]["nvidia_gpu"]
     assert section["measurement"] == ["utilization_gpu", "memory_used", "power_draw"]

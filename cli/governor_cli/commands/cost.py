@@ -24,7 +24,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("cost", help=HELP, description=HELP)
     from governor_cli.flags import add_policy
 
-    parser.add_argument("--instances", type=_positive_int, required=True, metavar="N", help="GPU instances governed")
+    parser.add_argument(
+        "--instances", type=_positive_int, metavar="N", help="GPU instances governed (required unless --agent-config)"
+    )
     parser.add_argument("--accounts", type=_positive_int, default=1, metavar="M", help="AWS accounts (default 1)")
     parser.add_argument(
         "--regions", type=_positive_int, default=1, metavar="R", help="regions with a governor stack (default 1)"
@@ -38,7 +40,9 @@ def register(subparsers: Any) -> None:
         "--agent", metavar="FILE", help="the CloudWatch agent configuration the fleet runs (default: the shipped one)"
     )
     assumed = parser.add_argument_group("assumptions (each printed with the estimate)")
-    assumed.add_argument("--gpus-per-instance", type=_number, default=4.0, metavar="G")
+    assumed.add_argument(
+        "--gpus-per-instance", type=_number, default=4.0, metavar="G", help="only per-GPU agent series depend on it"
+    )
     assumed.add_argument("--idle-share", type=_share, default=0.10, metavar="S", help="share idle at a sweep, 0-1")
     assumed.add_argument("--idle-episodes", type=_number, default=1.0, metavar="E", help="per instance a month")
     assumed.add_argument("--launches", type=_number, default=1.0, metavar="L", help="per instance a month")
@@ -121,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if args.agent_config:
         print(json.dumps(cheapest_config(policy), indent=2))
         return 0
+    if args.instances is None:
+        raise UsageError("cost: --instances N is required (the GPU instances governed)")
     fleet = Fleet(
         instances=args.instances,
         accounts=args.accounts,

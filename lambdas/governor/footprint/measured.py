@@ -38,39 +38,39 @@ MODEL: dict[str, Any] = json.loads(
  "findings_per_episode": 2.5,
  "functions": {
   "idle": {
-   "init_cpu_seconds": 0.246,
+   "init_cpu_seconds": 0.249,
    "memory_mb": 1024
   },
   "interactions": {
-   "init_cpu_seconds": 0.235,
+   "init_cpu_seconds": 0.213,
    "memory_mb": 512
   },
   "keys": {
-   "init_cpu_seconds": 0.211,
+   "init_cpu_seconds": 0.19,
    "memory_mb": 512
   },
   "lifecycle": {
-   "init_cpu_seconds": 0.255,
+   "init_cpu_seconds": 0.197,
    "memory_mb": 512
   },
   "network": {
-   "init_cpu_seconds": 0.264,
+   "init_cpu_seconds": 0.206,
    "memory_mb": 512
   },
   "notifier": {
-   "init_cpu_seconds": 0.412,
+   "init_cpu_seconds": 0.259,
    "memory_mb": 512
   },
   "report": {
-   "init_cpu_seconds": 0.315,
+   "init_cpu_seconds": 0.224,
    "memory_mb": 1024
   },
   "securityhub": {
-   "init_cpu_seconds": 0.237,
+   "init_cpu_seconds": 0.182,
    "memory_mb": 512
   },
   "spot": {
-   "init_cpu_seconds": 0.289,
+   "init_cpu_seconds": 0.196,
    "memory_mb": 512
   }
  },
@@ -78,12 +78,12 @@ MODEL: dict[str, Any] = json.loads(
   "idle.Sweep": {
    "fixed": {
     "aws_calls": 13.0,
-    "cpu_seconds": 0.003816,
+    "cpu_seconds": 0.003346,
     "dynamodb_query_rru.by-kind": 2.0,
     "dynamodb_rru": 4.0,
     "dynamodb_wru": 5.0,
     "emf_records": 1.0,
-    "idempotency_new_bytes": 264.0,
+    "idempotency_new_bytes": 262.5,
     "invocations": 1.0,
     "log_bytes": 829.0,
     "log_lines": 2.0,
@@ -91,13 +91,12 @@ MODEL: dict[str, Any] = json.loads(
    },
    "per_episode": {
     "aws_calls": 11.0,
-    "cpu_seconds": 0.010147,
+    "cpu_seconds": 0.005793,
     "dynamodb_query_rru.by-kind": -0.25,
     "dynamodb_rru": 1.25,
     "dynamodb_wru": 38.0,
     "events_bytes": 3149.0,
     "events_put": 2.5,
-    "idempotency_new_bytes": -0.5,
     "ledger_bytes.decision": 587.0,
     "ledger_bytes.idle-mark": 246.0,
     "ledger_bytes.idle-sweep": 102.0,
@@ -112,19 +111,21 @@ MODEL: dict[str, Any] = json.loads(
     "log_bytes": 13.0
    },
    "per_idle_instance": {
-    "cpu_seconds": 0.001177,
+    "cpu_seconds": 0.000505,
     "dynamodb_query_rru.by-kind": 0.25,
     "dynamodb_rru": 0.25,
+    "idempotency_new_bytes": 0.5,
     "ledger_bytes.decision": 82.0,
     "ledger_index_new_bytes": 82.0,
     "ledger_new_bytes": 82.0,
     "log_bytes": 4.5
    },
    "per_instance": {
-    "cpu_seconds": 0.000868,
+    "cpu_seconds": 0.000861,
     "dynamodb_rru": 1.0,
     "dynamodb_wru": 4.0,
     "getmetricdata_metrics": 3.0,
+    "idempotency_new_bytes": 0.0625,
     "ledger_bytes.decision": 1040.0,
     "ledger_index_new_bytes": 1140.0,
     "ledger_items.decision": 1.0,
@@ -135,14 +136,14 @@ MODEL: dict[str, Any] = json.loads(
   "keys.Sweep": {
    "fixed": {
     "aws_calls": 20.0,
-    "cpu_seconds": 0.023014,
+    "cpu_seconds": 0.021879,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 5.5,
     "dynamodb_wru": 21.0,
     "emf_records": 1.0,
     "events_bytes": 1482.0,
     "events_put": 2.0,
-    "idempotency_new_bytes": 263.5,
+    "idempotency_new_bytes": 265.0,
     "invocations": 1.0,
     "kms_requests": 1.0,
     "ledger_bytes.decision": 1716.0,
@@ -158,14 +159,12 @@ MODEL: dict[str, Any] = json.loads(
     "management_events": 4.0,
     "secrets_requests": 1.0
    },
-   "per_instance": {
-    "idempotency_new_bytes": 0.0625
-   }
+   "per_instance": {}
   },
   "lifecycle.Reconcile": {
    "fixed": {
     "aws_calls": 5.0,
-    "cpu_seconds": 0.002755,
+    "cpu_seconds": 0.002401,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 1.5,
     "dynamodb_wru": 2.0,
@@ -181,7 +180,7 @@ MODEL: dict[str, Any] = json.loads(
   "lifecycle.RunInstances": {
    "fixed": {
     "aws_calls": 7.0,
-    "cpu_seconds": 0.004816,
+    "cpu_seconds": 0.004438,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 6.0,
     "emf_records": 1.0,
@@ -201,10 +200,10 @@ MODEL: dict[str, Any] = json.loads(
   "lifecycle.StateChange": {
    "fixed": {
     "aws_calls": 7.333333,
-    "cpu_seconds": 0.002595,
+    "cpu_seconds": 0.001965,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 7.333333,
-    "idempotency_new_bytes": 269.0,
+    "idempotency_new_bytes": 268.666667,
     "invocations": 1.0,
     "ledger_bytes.decision": 513.333333,
     "ledger_bytes.open-session": 181.0,
@@ -220,22 +219,22 @@ MODEL: dict[str, Any] = json.loads(
   "network.CloudTrailCalls": {
    "fixed": {
     "aws_calls": 12.0,
-    "cpu_seconds": 0.005385,
+    "cpu_seconds": 0.004103,
     "dynamodb_rru": 3.0,
     "dynamodb_wru": 16.0,
     "emf_records": 1.0,
-    "events_bytes": 975.0,
+    "events_bytes": 969.0,
     "events_put": 1.0,
     "idempotency_new_bytes": 267.0,
     "invocations": 1.0,
-    "ledger_bytes.decision": 830.0,
-    "ledger_bytes.outbox": 1196.0,
+    "ledger_bytes.decision": 821.0,
+    "ledger_bytes.outbox": 1190.0,
     "ledger_bytes.outbox-event": 210.0,
-    "ledger_index_new_bytes": 2536.0,
+    "ledger_index_new_bytes": 2521.0,
     "ledger_items.decision": 1.0,
     "ledger_items.outbox": 1.0,
     "ledger_items.outbox-event": 1.0,
-    "ledger_new_bytes": 2536.0,
+    "ledger_new_bytes": 2521.0,
     "log_bytes": 232.0,
     "log_lines": 1.0,
     "management_events": 2.0
@@ -244,7 +243,7 @@ MODEL: dict[str, Any] = json.loads(
   "network.DriftSweep": {
    "fixed": {
     "aws_calls": 8.0,
-    "cpu_seconds": 0.003292,
+    "cpu_seconds": 0.003144,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 1.5,
     "dynamodb_wru": 4.0,
@@ -263,11 +262,11 @@ MODEL: dict[str, Any] = json.loads(
   "notifier.Findings": {
    "fixed": {
     "aws_calls": 4.0,
-    "cpu_seconds": 0.002003,
+    "cpu_seconds": 0.001918,
     "dynamodb_rru": 0.4,
     "dynamodb_wru": 4.8,
     "emf_records": 0.6,
-    "idempotency_new_bytes": 268.0,
+    "idempotency_new_bytes": 267.8,
     "invocations": 1.0,
     "ledger_bytes.decision": 647.4,
     "ledger_bytes.notify-delivery": 49.2,
@@ -285,59 +284,59 @@ MODEL: dict[str, Any] = json.loads(
   },
   "report.Daily": {
    "fixed": {
-    "aws_calls": 32,
-    "cpu_seconds": 1.159752,
+    "aws_calls": 32.0,
+    "cpu_seconds": 1.063281,
     "dynamodb_query_rru.by-kind": 8.5,
     "dynamodb_rru": 9.5,
-    "dynamodb_wru": 6,
-    "emf_records": 1,
-    "idempotency_new_bytes": 266,
-    "invocations": 1,
-    "ledger_bytes.decision": 578,
-    "ledger_bytes.notify-delivery": 198,
-    "ledger_index_new_bytes": 976,
-    "ledger_items.decision": 1,
-    "ledger_items.notify-delivery": 1,
-    "ledger_new_bytes": 976,
-    "log_bytes": 665,
-    "log_lines": 2,
-    "management_events": 1,
-    "s3_get": 8,
-    "s3_new_bytes": 494,
-    "s3_put": 13,
-    "secrets_requests": 1
+    "dynamodb_wru": 6.0,
+    "emf_records": 1.0,
+    "idempotency_new_bytes": 266.0,
+    "invocations": 1.0,
+    "ledger_bytes.decision": 578.0,
+    "ledger_bytes.notify-delivery": 198.0,
+    "ledger_index_new_bytes": 976.0,
+    "ledger_items.decision": 1.0,
+    "ledger_items.notify-delivery": 1.0,
+    "ledger_new_bytes": 976.0,
+    "log_bytes": 665.0,
+    "log_lines": 2.0,
+    "management_events": 1.0,
+    "s3_get": 8.0,
+    "s3_new_bytes": 494.0,
+    "s3_put": 13.0,
+    "secrets_requests": 1.0
    }
   },
   "report.Weekly": {
    "fixed": {
-    "aws_calls": 31,
-    "cpu_seconds": 0.130251,
+    "aws_calls": 31.0,
+    "cpu_seconds": 0.116252,
     "dynamodb_query_rru.by-kind": 8.5,
     "dynamodb_rru": 9.5,
-    "dynamodb_wru": 6,
-    "emf_records": 1,
-    "idempotency_new_bytes": 266,
-    "invocations": 1,
-    "ledger_bytes.decision": 581,
-    "ledger_bytes.notify-delivery": 198,
-    "ledger_index_new_bytes": 979,
-    "ledger_items.decision": 1,
-    "ledger_items.notify-delivery": 1,
-    "ledger_new_bytes": 979,
-    "log_bytes": 666,
-    "log_lines": 2,
-    "s3_get": 8,
-    "s3_new_bytes": 494,
-    "s3_put": 13
+    "dynamodb_wru": 6.0,
+    "emf_records": 1.0,
+    "idempotency_new_bytes": 266.0,
+    "invocations": 1.0,
+    "ledger_bytes.decision": 581.0,
+    "ledger_bytes.notify-delivery": 198.0,
+    "ledger_index_new_bytes": 979.0,
+    "ledger_items.decision": 1.0,
+    "ledger_items.notify-delivery": 1.0,
+    "ledger_new_bytes": 979.0,
+    "log_bytes": 666.0,
+    "log_lines": 2.0,
+    "s3_get": 8.0,
+    "s3_new_bytes": 494.0,
+    "s3_put": 13.0
    }
   },
   "securityhub.Findings": {
    "fixed": {
     "aws_calls": 4.0,
-    "cpu_seconds": 0.003664,
+    "cpu_seconds": 0.004167,
     "dynamodb_rru": 1.0,
     "dynamodb_wru": 4.0,
-    "idempotency_new_bytes": 270.6,
+    "idempotency_new_bytes": 270.8,
     "invocations": 1.0,
     "ledger_bytes.decision": 604.6,
     "ledger_index_new_bytes": 704.6,
@@ -350,7 +349,7 @@ MODEL: dict[str, Any] = json.loads(
   "spot.Interruption": {
    "fixed": {
     "aws_calls": 14.0,
-    "cpu_seconds": 0.007347,
+    "cpu_seconds": 0.006305,
     "dynamodb_rru": 4.0,
     "dynamodb_wru": 22.0,
     "emf_records": 1.0,
@@ -378,11 +377,11 @@ MODEL: dict[str, Any] = json.loads(
   "spot.StateChange": {
    "fixed": {
     "aws_calls": 5.0,
-    "cpu_seconds": 0.005316,
+    "cpu_seconds": 0.005466,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 4.0,
     "emf_records": 1.0,
-    "idempotency_new_bytes": 264.0,
+    "idempotency_new_bytes": 263.0,
     "invocations": 1.0,
     "ledger_bytes.decision": 431.0,
     "ledger_index_new_bytes": 531.0,
@@ -395,7 +394,7 @@ MODEL: dict[str, Any] = json.loads(
  },
  "measured": {
   "command": "python -m governor_cli.cost.measure --write",
-  "commit": "9f0c18b",
+  "commit": "d216a4a",
   "date": "2026-12-06",
   "emulator": "moto 5.2.5",
   "episode_sweeps": 5,

@@ -46,8 +46,8 @@ class Price:
     @property
     def text(self) -> str:
         per = "" if self.per == 1 else f"{_count(self.per)} "
-        usd = f"{self.usd:.10f}".rstrip("0").rstrip(".")
-        return f"${usd} per {per}{self.unit}"
+        whole, _, cents = f"{self.usd:.10f}".rstrip("0").partition(".")
+        return f"${whole}.{cents.ljust(2, '0')} per {per}{self.unit}"
 
 
 def _count(value: float) -> str:

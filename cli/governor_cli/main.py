@@ -32,6 +32,7 @@ EXIT_BAD_INPUT = 2
 COMMANDS: dict[str, str] = {
     "audit": "run queries/*.sql on DuckDB over CloudTrail files",
     "backtest": "replay the idle policy over exported GPU metrics",
+    "cost": "what running the governor costs a month for a fleet, line by line, with sources",
     "demo": "synthesize the stack and run a simulated GPU fleet locally",
     "dlq": "list or re-drive the events parked in a function's dead-letter queue",
     "explain": "show what the governor would decide for one event",

@@ -4,6 +4,8 @@ as the agent publishes them, read back through the real metric reader on moto an
 from __future__ import annotations
 
 import datetime as dt
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import boto3
@@ -105,3 +107,41 @@ def test_a_model_without_a_measured_idle_draw_is_not_judged_on_power() -> None:
     assert limit.ceiling is None and "NVIDIA H100" in limit.note and "idle.gpu_power" in limit.note
     own = parse_policy({"idle": {"gpu_power": {"NVIDIA H100 80GB HBM3": {"idle_watts": 70, "limit_watts": 700}}}})
     assert power_limit("p5.48xlarge", own.idle).ceiling == 70 + 0.2 * 630
+
+
+SHIPPED_AGENT = json.loads((Path(__file__).parents[2] / "infra" / "cloudwatch-agent-gpu.json").read_text())
+
+
+@mock_aws
+@pytest.mark.parametrize(("file", "instance_type", "status"), [("a10g.xml", "g5.xlarge", "idle")])
+def test_the_shipped_agent_publishes_only_what_is_read_and_the_sweep_judges_as_before(
+    file: str, instance_type: str, status: str
+) -> None:
+    """Issue 50.2: the shipped configuration publishes each field once per instance (InstanceId, the series the sweep
+    and the dashboard read), never once per GPU, and the sweep's decision is unchanged."""
+    from governor.idle.metrics import METRICS
+    from infra.constructs.dashboard import GPU_METRICS
+
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    readings = parse(SAMPLES / file)
+    eight = [replace(readings[0], index=n) for n in range(8)]  # an 8-GPU instance of the same model
+    data = [
+        d
+        for m in range(150)
+        for d in metric_data(eight, "i-0lean", NOW - dt.timedelta(minutes=m), config=SHIPPED_AGENT)
+    ]
+    for start in range(0, len(data), 500):
+        cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 500])
+    metrics = cloudwatch.list_metrics(Namespace="CWAgent")["Metrics"]
+    assert {tuple(d["Name"] for d in m["Dimensions"]) for m in metrics} == {("InstanceId",)}
+    published = {m["MetricName"] for m in metrics}
+    read = {name for specs in METRICS.values() for namespace, name, _ in specs if namespace == "CWAgent"}
+    assert published == read | {metric for metric, _, _ in GPU_METRICS}
+    from governor.footprint.agent import metrics_per_instance
+
+    assert len(metrics) == metrics_per_instance(SHIPPED_AGENT, 8) == 4  # not 5 fields x (8 GPUs + 1) = 45
+    signals = CloudWatchMetrics("us-east-1").fetch(
+        ["i-0lean"], fetched_signals(POLICY.idle), NOW - dt.timedelta(minutes=135), NOW + dt.timedelta(minutes=1)
+    )["i-0lean"]
+    instance = Instance(id="i-0lean", type=instance_type, state="running", launch_time=NOW - dt.timedelta(days=1))
+    assert assess(instance, signals, POLICY, NOW + dt.timedelta(minutes=1)).status == status

@@ -11,8 +11,10 @@ from aws_cdk.assertions import Template
 
 from governor.capability import BASE_PERMISSIONS
 from governor.idle import handler as idle
+from governor.idle.metrics import METRICS
 from governor.policy import parse_policy
 from governor.registry import REGISTRY
+from infra.constructs.dashboard import GPU_METRICS
 from infra.constructs.function import GovernorFunction
 from infra.constructs.idle import AGENT_CONFIG_FILE, IdleReclamation
 from infra.constructs.shared import SharedResources
@@ -174,13 +176,13 @@ def test_agent_configuration_is_stored_as_an_ssm_parameter(synth: Synth) -> None
     metrics = config["metrics"]
     assert metrics["namespace"] == "CWAgent" and metrics["aggregation_dimensions"] == [["InstanceId"]]
     assert metrics["append_dimensions"] == {"InstanceId": "${aws:InstanceId}"}
-    assert set(metrics["metrics_collected"]["nvidia_gpu"]["measurement"]) == {
-        "utilization_gpu",
-        "memory_used",
-        "memory_total",
-        "temperature_gpu",
-        "power_draw",
-    }
+    # Issue 50.2: only what the sweep and the dashboard read, once per instance (CloudWatch bills every published
+    # series a month: the per-GPU originals were 5 fields x (GPUs + 1) metrics per instance, none of them read).
+    gpu = metrics["metrics_collected"]["nvidia_gpu"]
+    read = {name for specs in METRICS.values() for namespace, name, _ in specs if namespace == "CWAgent"}
+    shown = {metric for metric, _, _ in GPU_METRICS}
+    assert {f"nvidia_smi_{field}" for field in gpu["measurement"]} == read | shown
+    assert set(gpu.get("drop_original_metrics", [])) == set(gpu["measurement"])
     assert not synth.resources("AWS::SSM::Association")  # opt-in, off by default
 
 

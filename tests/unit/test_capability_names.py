@@ -105,6 +105,15 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.commands.status": (frozenset({"idle", "report"}), _CLI),
     "governor_cli.fleet_status": (frozenset({"idle"}), _CLI + " (governor status --table: the idle marks)"),
     "governor_cli.main": (frozenset({"idle", "report"}), _CLI),
+    "governor_cli.cost.measure": (
+        frozenset({"idle", "keys", "lifecycle", "network", "notifier", "report", "securityhub", "spot"}),
+        "the footprint measurement behind governor cost (issue 50): each function's typical invocation on the "
+        "emulator, a scenario per function by nature (CLI tooling, never shipped)",
+    ),
+    "governor_cli.cost.meter": (
+        frozenset({"securityhub"}),
+        "AWS's word: botocore's service name of the Security Hub API (BatchImportFindings), not the capability",
+    ),
     "governor_cli.demo.run": (
         frozenset({"idle", "spot"}),
         _AWS_SPOT + " (the fleet's Spot launches: RunInstances' InstanceMarketOptions); " + _WORKLOAD_KIND,

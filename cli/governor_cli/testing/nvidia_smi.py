@@ -7,7 +7,8 @@ MIG slices go to a separate ``nvidia_smi_mig`` measurement holding memory only, 
 (the measurements it lists) does not publish. The ``nvidia_gpu`` section publishes the listed fields as
 ``nvidia_smi_<field>`` in the ``CWAgent`` namespace with the tags as dimensions (``uuid`` and ``pstate`` dropped:
 the agent publishes ``index``, ``name``, ``arch`` and ``host``), plus ``append_dimensions`` (InstanceId), and with
-``aggregation_dimensions [["InstanceId"]]`` every sample once more under InstanceId alone.
+``aggregation_dimensions [["InstanceId"]]`` every sample once more under InstanceId alone; a field the section's
+``drop_original_metrics`` names is published under InstanceId only (``translator/translate/metrics/drop_origin``).
 """
 
 from __future__ import annotations
@@ -89,9 +90,16 @@ def metric_data(
     *,
     host: str = "ip-10-0-0-1.ec2.internal",
     measurements: tuple[str, ...] = ("utilization_gpu", "memory_used", "memory_total", "temperature_gpu", "power_draw"),
+    config: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``PutMetricData`` entries of one collection at ``at``: per GPU with its dimensions, and each once more
-    under InstanceId alone (the shipped agent configuration's aggregation)."""
+    under InstanceId alone (the InstanceId aggregation). With an agent ``config``, its ``nvidia_gpu`` section decides
+    the fields and which are published under InstanceId alone (``drop_original_metrics``)."""
+    dropped: set[str] = set()
+    if config is not None:
+        section = config["metrics"]["metrics_collected"]["nvidia_gpu"]
+        measurements = tuple(m if isinstance(m, str) else m["name"] for m in section["measurement"])
+        dropped = set(section.get("drop_original_metrics", []))
     data: list[dict[str, Any]] = []
     for reading in readings:
         dimensions = [
@@ -105,7 +113,8 @@ def metric_data(
         for measurement in measurements:
             if measurement not in reading.fields:
                 continue  # N/A: the agent publishes nothing for it
-            for dims in (dimensions, dimensions[:1]):
+            original = "*" not in dropped and measurement not in dropped
+            for dims in (dimensions, dimensions[:1]) if original else (dimensions[:1],):
                 data.append(
                     {
                         "MetricName": f"nvidia_smi_{measurement}",

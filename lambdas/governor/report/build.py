@@ -23,6 +23,7 @@ from governor.report.model import CostSection, Report, ReportKind, TrendPoint
 from governor.report.sections.budgets import budget_section
 from governor.report.sections.cost import cost_section, utilisation_series
 from governor.report.sections.findings import findings_section
+from governor.report.sections.governor_cost import governor_cost
 from governor.report.sections.security import governor_tags_table, security_section
 
 TREND_PERIODS = 8
@@ -89,6 +90,9 @@ def build_report(
     hours_rows = audit.get("gpu_instance_hours", {}).get("rows", [])
     book = prices or costs.PriceBook(policy.pricing)
     cost = cost_section(ledger_items, policy, start, end, hours_rows, book)
+    priced = governor_cost(ledger_items, policy, start, end)
+    if priced is not None:
+        cost.governor_cost_usd, cost.governor_cost_basis = priced
     report = Report(
         kind=kind,
         start=start,
@@ -167,6 +171,7 @@ def _team_cost(cost: CostSection, team: str) -> CostSection:
             "would_reclaim_gpu_hours": cost.would_reclaim_gpu_hours_by_team.get(team, 0.0),
             "would_reclaim_gpu_hours_by_team": {},
             "by_account": None,  # a team digest shows its own spend, not the organisation's
+            "governor_cost_usd": None,  # what the governor cost is the fleet's, not one team's
             "coverage_source": None,  # commitments cover the account's fleet, not one team's share of it
             "idle_would_act": sum(1 for r in offenders if float(r.get("would_reclaim_usd") or 0.0) > 0),
             **_team_energy(cost, {str(r.get("instance_id")) for r in offenders}),

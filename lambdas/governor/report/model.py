@@ -242,6 +242,10 @@ class CostSection(Model):
     )
     #: EKS GPU-hours and idle GPU-hours by cluster and namespace (DCGM pod labels); None without such records.
     by_namespace: Table | None = None
+    #: What the governor itself cost in the period (``governor.footprint``, as ``governor cost`` prices it) and what
+    #: that covers; None when no sweep was recorded (or in a team's digest: it is the fleet's).
+    governor_cost_usd: float | None = None
+    governor_cost_basis: str = ""
 
 
 GOVERNOR_TAGS_TITLE = "Exemptions, snoozes, ownership tags and checkpoint names, by who set them"

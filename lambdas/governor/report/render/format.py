@@ -154,6 +154,22 @@ def would_reclaim_text(cost: CostSection) -> str:
     )
 
 
+def governor_cost_text(cost: CostSection) -> str | None:
+    """ "The governor cost $X this period; it found $Y": its own bill beside the idle spend it found, the same words in
+    HTML, Slack and email (docs/reports.md, "What the governor costs"); None when no sweep was recorded."""
+    if cost.governor_cost_usd is None:
+        return None
+    outcome = (
+        f"{money(cost.savings_usd)} reclaimed"
+        if cost.idle_enforced or cost.savings_usd
+        else f"{money(cost.would_save_usd)} to reclaim with idle.enforce on"
+    )
+    return (
+        f"The governor cost {money(cost.governor_cost_usd)} this period; it found {money(cost.idle_cost_usd)} of idle "
+        f"GPU spend ({outcome}). The cost is {cost.governor_cost_basis}."
+    )
+
+
 def energy_text(cost: CostSection) -> str:
     """The idle GPU time's energy in one phrase, the same in HTML, Slack and email (docs/reports.md, "GPU energy")."""
     text = f"idle GPUs drew {cost.idle_energy_kwh:,.1f} kWh ({cost.idle_co2e_kg:,.1f} kg CO2e)"

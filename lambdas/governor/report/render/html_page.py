@@ -16,6 +16,7 @@ from governor.report.render.format import (
     delta,
     energy_text,
     format_value,
+    governor_cost_text,
     human_header,
     money,
     numeric_column,
@@ -389,6 +390,9 @@ def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]
         table = report.budgets_table()
         parts.append(_html_table(table.columns, table.rows))
     parts.append(_idle_line(cost))
+    priced = governor_cost_text(cost)
+    if priced:
+        parts.append(f"<p class='note'>{html_text(priced)}</p>")
     offenders = cost.offenders
     parts.append("<h3>Top idle offenders</h3>")
     parts.append(_html_table(offenders.columns, offenders.rows[:10], "No idle GPU instances in this period."))

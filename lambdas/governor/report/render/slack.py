@@ -13,7 +13,15 @@ from governor.domain.messages import (
     split_text,
 )
 from governor.report.model import Report, Table
-from governor.report.render.format import delta, energy_text, money, title, todo_items, would_reclaim_text
+from governor.report.render.format import (
+    delta,
+    energy_text,
+    governor_cost_text,
+    money,
+    title,
+    todo_items,
+    would_reclaim_text,
+)
 from governor.report.words import coverage_text, plural, sentence
 
 
@@ -66,6 +74,9 @@ def _money_lines(report: Report, teams: int) -> list[str]:
         f"{money(cost.idle_cost_usd)} of it idle; {reclaim}."
     ]
     lines.append(sentence(energy_text(cost)) + ".")
+    priced = governor_cost_text(cost)
+    if priced:
+        lines.append(priced)
     covered = coverage_text(cost.savings_plans_coverage_pct, cost.reserved_coverage_pct, cost.coverage_source)
     if covered:
         lines.append(sentence(covered) + ".")
@@ -140,6 +151,9 @@ def render_text(report: Report) -> str:
         ),
         f"  {energy_text(cost)}",
     ]
+    priced = governor_cost_text(cost)
+    if priced:
+        lines.append(f"  {priced}")
     if cost.paid_unused.rows:
         lines.append(
             f"  paid for, unused (Capacity Blocks, reservations): {cost.paid_unused_gpu_hours:,.1f} GPU-hours, "

@@ -44,7 +44,7 @@ NOT_IN_LAMBDA: dict[tuple[str, str], str] = {
     "element-wise branch and its import never run there",
 }
 #: The registry, which loads each capability's declaration by name (the import walker counts those) and, for the
-#: report and the Security Hub export, each declared findings module (``Registry.findings``, imported when asked).
+#: report, the notifier and the Security Hub export, the modules capabilities declare (``Capability.loaded_by_name``).
 BY_NAME = "governor.registry"
 
 
@@ -70,10 +70,10 @@ def requirement_lines(requirements: Path = REQUIREMENTS) -> dict[str, Requiremen
 
 def reachable(capability: Capability) -> set[str]:
     """Every runtime module the capability's handler can import: its own graph (the registry's capability declarations
-    included), and, once the registry is reached, the findings modules capabilities declare, which it loads by name."""
+    included), and, once the registry is reached, the modules capabilities declare that it loads by name."""
     found = RUNTIME.loaded_by([capability.module])
     if BY_NAME in found:
-        found |= RUNTIME.loaded_by(c.findings for c in REGISTRY.values() if c.findings)
+        found |= RUNTIME.loaded_by(module for c in REGISTRY.values() for module in c.loaded_by_name)
     return found
 
 

@@ -30,7 +30,7 @@ from governor.domain.problems import DEFAULT_FIX, Problem, default_problems
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-    from governor.domain.costs import IdleTime
+    from governor.domain.costs import FleetSignals, IdleTime
 
 # --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
 
@@ -220,6 +220,10 @@ class Capability:
     #: ``governor.domain.costs.IdleTime`` (how to read them into hours, dollars, energy and chart windows). The report
     #: asks :meth:`Registry.idle_time` for it.
     idle_time: str = ""
+    #: What its decisions need the fleet to publish, as ``module:function`` in its own package: ``(policy) ->
+    #: governor.domain.costs.FleetSignals`` (the CloudWatch agent's fields, how fresh, EC2's one-minute host
+    #: metrics). ``governor cost`` and the report's cost line price it through :meth:`Registry.fleet_signals`.
+    fleet_signals: str = ""
     #: It keeps the GPU usage sessions (ledger ``kind="session"``) the report counts spend from and says who owns each
     #: instance: spend in a session nobody owns is raised as its finding (``<policy>.untagged``) unless one of these
     #: problems of its own (``governor.<name>.findings``) already says so. Empty: it keeps no sessions.
@@ -280,6 +284,13 @@ class Capability:
     @property
     def adapters(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(use.adapter for use in self.uses))
+
+    @property
+    def loaded_by_name(self) -> tuple[str, ...]:
+        """The modules of its package the registry imports by path when asked (findings, buttons, idle time, fleet
+        signals): a function reaching the registry can load them, so its code and layers must hold them."""
+        named = (self.findings, self.buttons, self.idle_time, self.fleet_signals)
+        return tuple(dict.fromkeys(path.partition(":")[0] for path in named if path))
 
     @property
     def policies(self) -> tuple[str, ...]:
@@ -475,6 +486,13 @@ class Registry(Mapping[str, Capability]):
         """How to read the fleet's idle GPU time from the ledger: the ``idle_time`` of the one capability that
         declares it (imported now: no function but the report loads it)."""
         found: IdleTime = _attribute(self.recording_idle_time().idle_time)
+        return found
+
+    def fleet_signals(self, policy: CorePolicy) -> FleetSignals:
+        """What the fleet must publish for the decisions under ``policy``: the one capability's ``fleet_signals``,
+        imported now (only ``governor cost`` and the report's cost line ask)."""
+        declared = _only([c.fleet_signals for c in self.values() if c.fleet_signals], "declare fleet_signals")
+        found: FleetSignals = _attribute(declared)(policy)
         return found
 
 

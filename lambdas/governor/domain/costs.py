@@ -448,6 +448,18 @@ class IdleEnergy:
 
 
 @dataclass(frozen=True)
+class FleetSignals:
+    """What the decisions under a policy need the fleet to publish (declared by the capability that reads them)."""
+
+    #: The agent's ``nvidia_gpu`` fields read.
+    agent_fields: tuple[str, ...]
+    #: The oldest a sample may be when a sweep reads it.
+    max_sample_age_minutes: float
+    #: EC2's one-minute CPU or network metrics are read (detailed monitoring on every GPU instance).
+    host_metrics: bool
+
+
+@dataclass(frozen=True)
 class IdleTime:
     """GPU time judged idle, read from the decisions of the capability that records it (its registry entry's
     ``idle_time``, ``governor.capability.Registry.idle_time``): the report's idle figures, the fleet chart's idle band

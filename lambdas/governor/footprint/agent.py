@@ -15,6 +15,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from governor.domain.costs import FleetSignals
+
 #: The agent's one-minute collection: the sweep judges one-minute samples.
 COLLECTION_SECONDS = 60
 DEFAULT_FLUSH_SECONDS = 60
@@ -46,26 +48,27 @@ def requests_per_instance(config: Mapping[str, Any], hours: float = 730.0) -> fl
     return hours * 3600 / max(flush, 1.0)
 
 
+def signals(policy: Any) -> FleetSignals:
+    """What ``policy``'s decisions read, as the capability reading them declares it."""
+    from governor.registry import REGISTRY
+
+    return REGISTRY.fleet_signals(policy)
+
+
 def needed_fields(policy: Any) -> list[str]:
-    """The fields the idle decision reads under ``policy``: utilisation always; memory unless
-    ``idle.memory_change_tolerance_mib`` is null; power unless ``idle.idle_power_margin_percent`` is null."""
-    idle = policy.idle
-    wanted = ["utilization_gpu"]
-    if idle.memory_change_tolerance_mib is not None:
-        wanted.append("memory_used")
-    if idle.idle_power_margin_percent is not None:
-        wanted.append("power_draw")
-    return wanted
+    """The agent fields the decisions under ``policy`` read."""
+    return list(signals(policy).agent_fields)
 
 
-#: Minutes kept free under ``idle.max_sample_age_minutes`` for CloudWatch's own ingestion delay.
+#: Minutes kept free under the oldest sample the decisions accept, for CloudWatch's own ingestion delay.
 FRESHNESS_MARGIN_MINUTES = 2
 
 
 def cheapest_flush_seconds(policy: Any) -> int:
     """The longest flush that keeps the newest sample fresh enough for the sweep: a sample waits at most a collection
-    interval plus a flush, and ``idle.max_sample_age_minutes`` less a margin for ingestion is the most it may be."""
-    allowed = (policy.idle.max_sample_age_minutes - FRESHNESS_MARGIN_MINUTES) * 60 - COLLECTION_SECONDS
+    interval plus a flush, and the oldest sample the decisions accept less a margin for ingestion is the most it may
+    be."""
+    allowed = (signals(policy).max_sample_age_minutes - FRESHNESS_MARGIN_MINUTES) * 60 - COLLECTION_SECONDS
     return int(max(DEFAULT_FLUSH_SECONDS, math.floor(allowed / 60) * 60))
 
 

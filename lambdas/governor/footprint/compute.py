@@ -158,10 +158,7 @@ def cloudwatch_lines(
             custom_metrics_cost(own) * share,
         )
     )
-    needed = sum(
-        1 for t in (policy.idle.cpu_utilization_threshold, policy.idle.network_bytes_threshold) if t is not None
-    )
-    if needed:
+    if agents.signals(policy).host_metrics:
         metrics = fleet.instances * 7
         lines.append(
             Line(

@@ -53,6 +53,7 @@ CAPABILITY = Capability(
     checks=(capacity_offered_to_a_team,),
     exempting_tags=lambda policy: ExemptingTags("idle", "idle.exemptions.tags", _idle(policy).exemptions.tags),
     idle_time="governor.idle.costs:IDLE_TIME",
+    fleet_signals="governor.idle.published:fleet_signals",
     description="Warns about, then stops or terminates, GPU instances idle by every signal (idle policy)",
     triggers=(
         Trigger(

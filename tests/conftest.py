@@ -24,6 +24,9 @@ settings.register_profile(
 #: example database kept in .hypothesis/examples, so a failure found once is replayed first on the next run.
 settings.register_profile(
     "exploration",
+    # Said explicitly: with CI set in the environment Hypothesis's own default is derandomized, and a profile
+    # inherits the default.
+    derandomize=False,
     deadline=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],

@@ -240,7 +240,7 @@ arrays (`governor_cli.sim.columnar.write_chunk`: one `.npy` per 4-hour partition
 precision, no text in between) and `Store` hands them to the same replay. The replay walks the sweeps in time order
 holding, per metric, one dense instance-by-minute array of the lookback plus one partition: memory follows the fleet
 and the window, not the history. Each sweep computes every instance's window statistics with NumPy and applies the
-idle rule's own checks (`idle/domain.py: idle_checks`); instances that are not idle, unmarked and not exempt are only
+idle rule's own checks (`idle/checks.py: idle_checks`); instances that are not idle, unmarked and not exempt are only
 counted. The rate limit's queue is vectorised too: instances marked, idle for the whole window and past their warning
 would each be acted on, so only the first `limit` of them (longest idle first, then by id) go through `sweep()` with
 the instances whose mark or state can change; the rest are counted as deferred, marks kept, which is what `sweep()`

@@ -19,7 +19,9 @@ from governor.domain.capacity import Reservation, with_hyperpod, with_reservatio
 from governor.domain.decision import Decision
 from governor.domain.explain import Assumed
 from governor.domain.fleet import Instance
-from governor.idle.domain import Mark, Series, assess_for_sweep, decide, required_signals
+from governor.idle.assessment import assess_for_sweep
+from governor.idle.decide import decide
+from governor.idle.domain import Mark, Series, required_signals
 from governor.policy import Policy
 
 SAMPLE_SECONDS = 60

@@ -53,29 +53,23 @@ from governor.domain.tagging import bounded_instance
 from governor.events.envelopes import GovernorEvent, InvalidEventError, parse_model
 from governor.events.names import INTERACTIONS_SOURCE, STOP_REQUESTED
 from governor.idle.act_records import confirm_reclaims
+from governor.idle.assessment import assess_signals, power_limit
 from governor.idle.autoscaling import AutoScalingGroups
+from governor.idle.capacity import OFFERED_STATUS, capacity_offer, unused_reservation_decision
 from governor.idle.digest import digest_warnings, warning_accepted
 from governor.idle.domain import (
     CHECKPOINT_DONE,
     MARK_KIND,
-    OFFERED_STATUS,
     POLICY,
     RESUMED,
     Assessment,
     InstanceOutcome,
     Mark,
     MetricSource,
-    SweepPlan,
-    assess_signals,
-    capacity_offer,
-    checkpoint_command,
     fetched_signals,
     lookback_start,
     mark_tag_problems,
-    power_limit,
-    sweep,
     sweep_interval,
-    unused_reservation_decision,
 )
 from governor.idle.kubernetes.drain_sweep import (
     drain_finding,
@@ -88,9 +82,11 @@ from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.ownership import unproven_claim
 from governor.idle.policy import KubernetesCluster
 from governor.idle.provenance import annotated, vouch
+from governor.idle.purchase import checkpoint_command
 from governor.idle.sources import attribution, metric_source
 from governor.idle.stop_now import STOP_REQUEST_MAX_AGE as STOP_REQUEST_MAX_AGE
 from governor.idle.stop_now import StopFacts, decide_stop_now, too_old
+from governor.idle.sweep import SweepPlan, sweep
 from governor.observability import logger, metrics
 from governor.outbox import Outbox, finding_id
 from governor.runtime import Handler, Invocation, Runtime, default_runtime

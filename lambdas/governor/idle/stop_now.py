@@ -16,6 +16,7 @@ from governor.domain.actions import Checkpoint, Tag, reclaim
 from governor.domain.decision import Decision
 from governor.domain.fleet import Instance
 from governor.events.stop_request import LIFETIME, Checked
+from governor.idle.assessment import assess_for_sweep
 from governor.idle.domain import (
     CHECKPOINT_DONE,
     IDLE_ACTION_TAG,
@@ -24,10 +25,11 @@ from governor.idle.domain import (
     Assessment,
     InstanceOutcome,
     Mark,
-    assess_for_sweep,
+    current_mark,
+)
+from governor.idle.purchase import (
     auto_scaling_group,
     checkpoint_command,
-    current_mark,
     draining_cluster,
     reclaim_action,
     report_only_reason,

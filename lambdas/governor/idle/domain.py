@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from governor.domain.decision import Decision
 from governor.domain.fleet import Instance, TagProblem
 from governor.domain.times import parse_time
 from governor.idle.policy import IdlePolicy
@@ -163,18 +162,6 @@ class Assessment:
     status: Status
     reasons: list[str]
     evidence: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class InstanceOutcome:
-    """The decision about one instance in one sweep, and the mark to keep for the next sweep (None: no mark)."""
-
-    instance: Instance
-    outcome: Outcome
-    decision: Decision
-    mark: Mark | None
-    finding: str | None = None
-    prior: Mark | None = None
 
 
 #: The rule of a warning withdrawn because the instance is no longer judged idle (registry ``episode_withdrawals``).

@@ -56,6 +56,7 @@ from governor.idle.act_records import confirm_reclaims
 from governor.idle.assessment import assess_signals, power_limit
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.capacity import OFFERED_STATUS, capacity_offer, unused_reservation_decision
+from governor.idle.decide import InstanceOutcome
 from governor.idle.digest import digest_warnings, warning_accepted
 from governor.idle.domain import (
     CHECKPOINT_DONE,
@@ -63,7 +64,6 @@ from governor.idle.domain import (
     POLICY,
     RESUMED,
     Assessment,
-    InstanceOutcome,
     Mark,
     MetricSource,
     fetched_signals,

@@ -17,13 +17,13 @@ from governor.domain.decision import Decision
 from governor.domain.fleet import Instance
 from governor.events.stop_request import LIFETIME, Checked
 from governor.idle.assessment import assess_for_sweep
+from governor.idle.decide import InstanceOutcome
 from governor.idle.domain import (
     CHECKPOINT_DONE,
     IDLE_ACTION_TAG,
     IDLE_SINCE_TAG,
     POLICY,
     Assessment,
-    InstanceOutcome,
     Mark,
     current_mark,
 )

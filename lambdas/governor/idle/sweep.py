@@ -8,20 +8,19 @@ import datetime as dt
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from governor.domain.breaker import Breaker
 from governor.domain.decision import Decision
 from governor.domain.fleet import UNKNOWN, Instance, ownership
 from governor.idle.assessment import assess_for_sweep
 from governor.idle.breaker import breaker_alarm, breaker_step, failure_signs, held_evidence
-from governor.idle.decide import decide
+from governor.idle.decide import InstanceOutcome, decide
 from governor.idle.domain import (
     DEFAULT_INTERVAL,
     IDLE_BREAKER_TAG,
     IDLE_OUTCOMES,
     POLICY,
-    InstanceOutcome,
     Mark,
     Signals,
     current_mark,
@@ -30,6 +29,7 @@ from governor.idle.domain import (
 from governor.idle.onset import breaker_quiet_minutes, idle_onset
 from governor.idle.policy import IdlePolicy
 from governor.idle.purchase import report_only_reason
+from governor.idle.table import DEFERRED, HELD, Row
 from governor.policy import Policy
 
 
@@ -66,10 +66,7 @@ class SweepPlan:
 
 
 def _withhold(
-    outcome: InstanceOutcome,
-    status: Literal["held", "deferred"],
-    why: str,
-    evidence: Mapping[str, Any] | None = None,
+    outcome: InstanceOutcome, row: Row, why: str, evidence: Mapping[str, Any] | None = None
 ) -> InstanceOutcome:
     """The same decision with nothing enforced, and the mark as it was before this sweep (its place in line)."""
     decision = outcome.decision
@@ -77,11 +74,11 @@ def _withhold(
         update={
             "actions": [a.model_copy(update={"enforced": False}) for a in decision.actions],
             "reasons": [*decision.reasons, why],
-            "evidence": {**decision.evidence, **(evidence or {}), "status": status},
-            "rule": f"idle.{status}",
+            "evidence": {**decision.evidence, **(evidence or {}), "status": row.outcome},
+            "rule": f"idle.{row.outcome}",
         }
     )
-    return InstanceOutcome(outcome.instance, status, kept, outcome.prior, prior=outcome.prior)
+    return InstanceOutcome(outcome.instance, row.outcome, kept, outcome.prior, prior=outcome.prior, row=row)
 
 
 def action_limit(fleet_size: int, policy: IdlePolicy) -> int:
@@ -162,7 +159,7 @@ def sweep(
         "while it still shows a measurement failure's sign"
     )
     outcomes = [
-        _withhold(o, "held", note, held_evidence(state, o.instance.id, found_signs))
+        _withhold(o, HELD, note, held_evidence(state, o.instance.id, found_signs))
         if o.instance.id in held_ids and o.outcome in IDLE_OUTCOMES
         else o
         for o in outcomes
@@ -188,7 +185,7 @@ def sweep(
             f"{idle.max_actions_per_sweep}, max_fleet_percent {idle.max_fleet_percent:g}% of {fleet}); "
             "longest idle first (then the dearest), next sweep"
         )
-        outcomes = [_withhold(o, "deferred", why) if o.instance.id in deferred_ids else o for o in outcomes]
+        outcomes = [_withhold(o, DEFERRED, why) if o.instance.id in deferred_ids else o for o in outcomes]
     alarm = breaker_alarm(state, monitored, policy, now) if step.tripped else None
     rearmed = None
     if step.rearmed is not None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from governor.domain.breaker import Breaker
 from governor.domain.fleet import Instance
 from governor.idle.domain import Mark, Signals
-from governor.idle.sweep import sweep
+from governor.idle.sweep import SweepPlan, sweep
 from governor.policy import Policy
 
 
@@ -48,6 +48,60 @@ class Replay:
         return sum(r.gpu_hours_reclaimed for r in self.instances.values())
 
 
+def _fleet(
+    signals: Mapping[str, Signals],
+    start: dt.datetime,
+    launch_times: Mapping[str, dt.datetime] | None,
+    inventory: Mapping[str, Instance] | None,
+) -> list[Instance]:
+    """Each instance of the metrics, running, launched at its first sample unless told (``launch_times``)."""
+    firsts = {
+        instance_id: min((s.times[0] for s in series.values() if s.times), default=start.timestamp())
+        for instance_id, series in signals.items()
+    }
+    known = inventory or {}
+    return [
+        replace(
+            known.get(instance_id) or Instance(id=instance_id, type="unknown", state="running", launch_time=start),
+            state="running",
+            launch_time=(launch_times or {}).get(instance_id) or dt.datetime.fromtimestamp(first, dt.UTC),
+        )
+        for instance_id, first in sorted(firsts.items())
+    ]
+
+
+def _count(
+    result: Replay, plan: SweepPlan, marks: dict[str, Mark], now: dt.datetime, gpus: Mapping[str, int] | None
+) -> None:
+    """One sweep's plan into the replay's counts, and the marks the next sweep reads."""
+    result.sweeps += 1
+    if plan.held_back:
+        result.held_back_sweeps.append(now)
+    if plan.alarm is not None:
+        result.breaker_trips.append(now)
+    if plan.deferred:
+        result.deferred_sweeps += 1
+    for outcome in plan.outcomes:
+        instance_id = outcome.instance.id
+        result.verdicts[outcome.outcome] = result.verdicts.get(outcome.outcome, 0) + 1
+        record = result.instances[instance_id]
+        mark = outcome.mark
+        if outcome.outcome == "warned":
+            record.actions.append((now, "warn"))
+        elif outcome.outcome == "checkpoint" and mark is not None:
+            mark = replace(mark, checkpoint_status="Success")
+        elif outcome.outcome == "acted":
+            kind = next(a.type for a in outcome.decision.actions if a.type in ("stop", "terminate"))
+            record.actions.append((now, kind))
+            record.stopped_at = now
+            hours = (result.end - now).total_seconds() / 3600
+            record.gpu_hours_reclaimed = round(hours * (gpus or {}).get(instance_id, 1), 4)
+        if mark is None:
+            marks.pop(instance_id, None)
+        else:
+            marks[instance_id] = mark
+
+
 def replay(
     signals: Mapping[str, Signals],
     policy: Policy,
@@ -69,19 +123,7 @@ def replay(
     instance has no known type, so its power is not judged.
     """
     enforcing = policy.model_copy(update={"idle": policy.idle.model_copy(update={"enforce": True})})
-    firsts = {
-        instance_id: min((s.times[0] for s in series.values() if s.times), default=start.timestamp())
-        for instance_id, series in signals.items()
-    }
-    known = inventory or {}
-    fleet = [
-        replace(
-            known.get(instance_id) or Instance(id=instance_id, type="unknown", state="running", launch_time=start),
-            state="running",
-            launch_time=(launch_times or {}).get(instance_id) or dt.datetime.fromtimestamp(first, dt.UTC),
-        )
-        for instance_id, first in sorted(firsts.items())
-    ]
+    fleet = _fleet(signals, start, launch_times, inventory)
     result = Replay(start=start, end=end, interval=interval)
     result.instances = {i.id: ReplayedInstance() for i in fleet}
     marks: dict[str, Mark] = {}
@@ -91,31 +133,6 @@ def replay(
         running = [i for i in fleet if result.instances[i.id].stopped_at is None]
         plan = sweep(running, signals, marks, enforcing, now, interval=interval, breaker=breaker)
         breaker = plan.breaker
-        result.sweeps += 1
-        if plan.held_back:
-            result.held_back_sweeps.append(now)
-        if plan.alarm is not None:
-            result.breaker_trips.append(now)
-        if plan.deferred:
-            result.deferred_sweeps += 1
-        for outcome in plan.outcomes:
-            instance_id = outcome.instance.id
-            result.verdicts[outcome.outcome] = result.verdicts.get(outcome.outcome, 0) + 1
-            record = result.instances[instance_id]
-            mark = outcome.mark
-            if outcome.outcome == "warned":
-                record.actions.append((now, "warn"))
-            elif outcome.outcome == "checkpoint" and mark is not None:
-                mark = replace(mark, checkpoint_status="Success")
-            elif outcome.outcome == "acted":
-                kind = next(a.type for a in outcome.decision.actions if a.type in ("stop", "terminate"))
-                record.actions.append((now, kind))
-                record.stopped_at = now
-                hours = (end - now).total_seconds() / 3600
-                record.gpu_hours_reclaimed = round(hours * (gpus or {}).get(instance_id, 1), 4)
-            if mark is None:
-                marks.pop(instance_id, None)
-            else:
-                marks[instance_id] = mark
+        _count(result, plan, marks, now, gpus)
         now += interval
     return result

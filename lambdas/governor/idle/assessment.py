@@ -143,6 +143,90 @@ def assess_signals(
     return Assessment(instance_id, "idle", reasons, evidence)
 
 
+@dataclass
+class _Device:
+    """One device's checks and window statistics, as :func:`_describe` words them into its evidence."""
+
+    checks: Mapping[str, Any]
+    stats: Mapping[str, tuple[int, float, float]]
+    policy: IdlePolicy
+    evidence: dict[str, Any]
+    label: str
+
+    @property
+    def activity_signal(self) -> str:
+        return GPU_ENGINE_ACTIVE if self.stats[GPU_ENGINE_ACTIVE][0] else GPU_UTILIZATION
+
+    def gaps(self, age: float) -> list[str]:
+        """Missing and stale data, in words; each required signal's sample count goes into the evidence."""
+        policy, label, gaps = self.policy, self.label, []
+        for signal in required_signals(policy):
+            name = self.activity_signal if signal == GPU_UTILIZATION else signal
+            count = self.stats[name][0]
+            expected = expected_samples(signal, policy.window_minutes)
+            self.evidence.setdefault("samples", {})[name] = count
+            self.evidence.setdefault("expected_samples", {})[name] = expected
+            if self.checks[f"gap:{signal}"]:
+                gaps.append(
+                    f"{label}{name}: {count} of {expected} expected samples in the window (missing data is never idle)"
+                )
+        if self.checks.get(f"gap:{GPU_POWER}"):
+            count, expected = self.stats[GPU_POWER][0], expected_samples(GPU_POWER, policy.window_minutes)
+            gaps.append(f"{label}{GPU_POWER}: {count} of {expected} expected samples (power stopped reporting)")
+        if not math.isnan(age):
+            self.evidence["newest_sample_age_minutes"] = round(max(age, 0.0), 1)
+            if self.checks["stale"]:
+                gaps.append(
+                    f"{label}{self.activity_signal}: newest sample is {age:.1f} min old (max_sample_age_minutes "
+                    f"{policy.max_sample_age_minutes}); stale data is never idle"
+                )
+        return gaps
+
+    def busy_gpu(self) -> list[str]:
+        """The GPU's activity (engine activity where published, else utilisation) and memory, in words."""
+        policy, label, evidence, busy = self.policy, self.label, self.evidence, []
+        signal = self.activity_signal
+        count, peak, _ = self.stats[signal]
+        if count:
+            evidence["max_gpu_utilization"] = round(peak, 2)
+            if signal == GPU_ENGINE_ACTIVE:
+                evidence["activity_signal"] = GPU_ENGINE_ACTIVE
+            if self.checks[f"busy:{GPU_UTILIZATION}"]:
+                what = "graphics engine activity" if signal == GPU_ENGINE_ACTIVE else "GPU utilisation"
+                busy.append(f"{label}{what} reached {peak:.1f}% (threshold {policy.gpu_utilization_threshold:g}%)")
+        tolerance = policy.memory_change_tolerance_mib
+        count, high, low = self.stats[GPU_MEMORY_USED]
+        if tolerance is not None and count:
+            change = high - low
+            evidence["max_gpu_memory_used_mib"] = round(high, 1)
+            evidence["gpu_memory_change_mib"] = round(change, 1)
+            if self.checks[f"busy:{GPU_MEMORY_USED}"]:
+                busy.append(f"{label}GPU memory in use changed by {change:.0f} MiB (tolerance {tolerance:g} MiB)")
+        return busy
+
+    def busy_power_and_host(self, ceiling: float | None) -> list[str]:
+        """Power above the idle draw's ceiling, and the host's CPU and network, in words."""
+        policy, evidence, busy = self.policy, self.evidence, []
+        count, peak, _ = self.stats[GPU_POWER]
+        if policy.idle_power_margin_percent is not None and count:
+            evidence["max_gpu_power_w"] = round(peak, 2)
+            if self.checks[f"busy:{GPU_POWER}"] and ceiling is not None:
+                busy.append(
+                    f"{self.label}GPU power reached {peak:.0f} W, above the idle draw's ceiling of {ceiling:g} W"
+                )
+        count, peak, _ = self.stats[CPU_UTILIZATION]
+        if policy.cpu_utilization_threshold is not None and count:
+            evidence["max_cpu_utilization"] = round(peak, 2)
+            if self.checks[f"busy:{CPU_UTILIZATION}"]:
+                busy.append(f"CPU utilisation reached {peak:.1f}% (threshold {policy.cpu_utilization_threshold:g}%)")
+        count, peak, _ = self.stats[NETWORK_BYTES]
+        if policy.network_bytes_threshold is not None and count:
+            evidence["max_network_bytes"] = round(peak, 1)
+            if self.checks[f"busy:{NETWORK_BYTES}"]:
+                busy.append(f"network traffic reached {peak:.0f} bytes (threshold {policy.network_bytes_threshold:g})")
+        return busy
+
+
 def _describe(
     checks: Mapping[str, Any],
     stats: Mapping[str, tuple[int, float, float]],
@@ -153,62 +237,9 @@ def _describe(
     ceiling: float | None,
 ) -> tuple[list[str], list[str]]:
     """The evidence of one device's checks, and its busy and missing-data reasons in words."""
-    gaps: list[str] = []
-    activity_signal = GPU_ENGINE_ACTIVE if stats[GPU_ENGINE_ACTIVE][0] else GPU_UTILIZATION
-    activity = stats[activity_signal]
-    for signal in required_signals(policy):
-        name = activity_signal if signal == GPU_UTILIZATION else signal
-        count = stats[name][0]
-        expected = expected_samples(signal, policy.window_minutes)
-        evidence.setdefault("samples", {})[name] = count
-        evidence.setdefault("expected_samples", {})[name] = expected
-        if checks[f"gap:{signal}"]:
-            gaps.append(
-                f"{label}{name}: {count} of {expected} expected samples in the window (missing data is never idle)"
-            )
-    if checks.get(f"gap:{GPU_POWER}"):
-        count, expected = stats[GPU_POWER][0], expected_samples(GPU_POWER, policy.window_minutes)
-        gaps.append(f"{label}{GPU_POWER}: {count} of {expected} expected samples (power stopped reporting)")
-    if not math.isnan(age):
-        evidence["newest_sample_age_minutes"] = round(max(age, 0.0), 1)
-        if checks["stale"]:
-            gaps.append(
-                f"{label}{activity_signal}: newest sample is {age:.1f} min old (max_sample_age_minutes "
-                f"{policy.max_sample_age_minutes}); stale data is never idle"
-            )
-    busy: list[str] = []
-    count, peak, _ = activity
-    if count:
-        evidence["max_gpu_utilization"] = round(peak, 2)
-        if activity_signal == GPU_ENGINE_ACTIVE:
-            evidence["activity_signal"] = GPU_ENGINE_ACTIVE
-        if checks[f"busy:{GPU_UTILIZATION}"]:
-            what = "graphics engine activity" if activity_signal == GPU_ENGINE_ACTIVE else "GPU utilisation"
-            busy.append(f"{label}{what} reached {peak:.1f}% (threshold {policy.gpu_utilization_threshold:g}%)")
-    tolerance = policy.memory_change_tolerance_mib
-    count, high, low = stats[GPU_MEMORY_USED]
-    if tolerance is not None and count:
-        change = high - low
-        evidence["max_gpu_memory_used_mib"] = round(high, 1)
-        evidence["gpu_memory_change_mib"] = round(change, 1)
-        if checks[f"busy:{GPU_MEMORY_USED}"]:
-            busy.append(f"{label}GPU memory in use changed by {change:.0f} MiB (tolerance {tolerance:g} MiB)")
-    count, peak, _ = stats[GPU_POWER]
-    if policy.idle_power_margin_percent is not None and count:
-        evidence["max_gpu_power_w"] = round(peak, 2)
-        if checks[f"busy:{GPU_POWER}"] and ceiling is not None:
-            busy.append(f"{label}GPU power reached {peak:.0f} W, above the idle draw's ceiling of {ceiling:g} W")
-    count, peak, _ = stats[CPU_UTILIZATION]
-    if policy.cpu_utilization_threshold is not None and count:
-        evidence["max_cpu_utilization"] = round(peak, 2)
-        if checks[f"busy:{CPU_UTILIZATION}"]:
-            busy.append(f"CPU utilisation reached {peak:.1f}% (threshold {policy.cpu_utilization_threshold:g}%)")
-    count, peak, _ = stats[NETWORK_BYTES]
-    if policy.network_bytes_threshold is not None and count:
-        evidence["max_network_bytes"] = round(peak, 1)
-        if checks[f"busy:{NETWORK_BYTES}"]:
-            busy.append(f"network traffic reached {peak:.0f} bytes (threshold {policy.network_bytes_threshold:g})")
-    return busy, gaps
+    device = _Device(checks, stats, policy, evidence, label)
+    gaps = device.gaps(age)
+    return device.busy_gpu() + device.busy_power_and_host(ceiling), gaps
 
 
 def _summarise_devices(evidence: dict[str, Any], per_device: Mapping[str, Mapping[str, Any]]) -> None:

@@ -1,13 +1,16 @@
 """The circuit breaker for correlated idling: it trips on the signature of a measurement failure (many instances
-turning quiet in the same minutes, with signs such as power reading 0 or frozen, memory emptied, samples missing),
-never on a count alone, holds those instances briefly, and re-arms by itself.
+turning quiet in the same minutes, with the signs of :mod:`governor.idle.signs`), never on a count alone, holds
+those instances briefly, renews the hold only while its evidence lasts, and re-arms by itself.
+
+Pure: :func:`breaker_step` is the breaker after one sweep; the decisions the ledger keeps of a trip, a renewal and a
+re-arm are built here too, so the sweep only asks and applies.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -15,17 +18,47 @@ from governor.domain.actions import Notify
 from governor.domain.breaker import Breaker
 from governor.domain.decision import Decision
 from governor.domain.fleet import UNKNOWN
-from governor.idle.domain import (
-    GPU_ENGINE_ACTIVE,
-    GPU_MEMORY_USED,
-    GPU_POWER,
-    GPU_UTILIZATION,
-    POLICY,
-    Signals,
-    devices,
-)
+from governor.idle.domain import POLICY
 from governor.idle.policy import IdlePolicy
 from governor.policy import Policy
+
+
+@dataclass(frozen=True)
+class BreakerStep:
+    """The breaker after one sweep: tripped now, released now (why), or its hold renewed for what still shows a sign."""
+
+    state: Breaker
+    tripped: bool = False
+    rearmed: str | None = None
+    renewed: bool = False
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What the breaker reads of one sweep: the instances judged idle now, when quiet stretches began (those quiet
+    for ``breaker_quiet_minutes``), each one's failure signs and team (asked only of the few it looks at), the
+    monitored fleet, the policy and the clock."""
+
+    idle_now: set[str]
+    onsets: Mapping[str, float]
+    signs_of: Callable[[str], list[str]]
+    team_of: Callable[[str], str]
+    monitored: int
+    policy: IdlePolicy
+    now: dt.datetime
+
+    @property
+    def share(self) -> int:
+        """The most instances turning idle together that stay within ``breaker_fleet_percent`` of the fleet."""
+        return math.floor(self.policy.breaker_fleet_percent * self.monitored / 100)
+
+    @property
+    def hold(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.policy.breaker_hold_minutes)
+
+    @property
+    def window(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.policy.window_minutes)
 
 
 def _densest(onsets: Mapping[str, float], span: float) -> list[str]:
@@ -41,101 +74,8 @@ def _densest(onsets: Mapping[str, float], span: float) -> list[str]:
     return [instance_id for instance_id, _ in ordered[best[0] : best[1]]]
 
 
-_AROUND_ONSET = 180.0  # seconds either side of an onset in which missing samples mean the agent or driver restarted
-_RUN = 10  # samples of one repeated reading that make a sign (a live power sensor never repeats itself this long)
-
-
-def _trailing_run(values: Sequence[float]) -> tuple[float, int]:
-    """The last value and how many samples at the end repeat it exactly."""
-    if not values:
-        return math.nan, 0
-    last = values[-1]
-    length = 0
-    for value in reversed(values):
-        if value != last:
-            break
-        length += 1
-    return last, length
-
-
-def failure_signs(
-    signals: Signals, onset: float | None, now: dt.datetime, since: float, floor: float | None = None
-) -> tuple[list[str], float | None]:
-    """What in one instance's data says a measurement failed, not the workload, since its quiet stretch began
-    (``onset``; None for an instance already held, whose onset has left the lookback that starts at ``since``).
-
-    Each sign is read from the latest samples, whenever the failure began. A working GPU never draws 0 W; a driver
-    that lost its GPU reports 0 MiB where a model was loaded; a live power sensor never repeats one reading for ten
-    minutes; a GPU whose utilisation fell to 0 while its power stayed at
-    the working level is still working (``floor``: the lowest power it drew before, kept while it is held); samples
-    missing around the minute activity stopped mean the agent or driver restarted. An evening lull shows none of
-    these: the model stays loaded, power settles at the idle draw and wanders, and the data keeps coming. Returns
-    the signs and the power floor to keep.
-    """
-    signs: list[str] = []
-    end = now.timestamp()
-    kept: float | None = floor
-    for device, found in sorted(devices(signals).items()):
-        label = f"GPU {device}: " if device else ""
-        memory = found.get(GPU_MEMORY_USED)
-        if memory is not None:
-            values = memory.window(since, end + 1)
-            run, length = _trailing_run(values)
-            loaded = any(v > 0 for v in values[: len(values) - length]) or onset is None
-            if values and run == 0 and length >= _RUN and loaded:
-                signs.append(f"{label}GPU memory in use reads exactly 0 MiB for {length} samples (it held a model)")
-        power = found.get(GPU_POWER)
-        if power is not None:
-            values = power.window(since, end + 1)
-            before = power.window(since, onset) if onset is not None else ()
-            if before:
-                kept = min(before) if kept is None else min(kept, min(before))
-            run, length = _trailing_run(values)
-            recent = power.window(end - 1800, end + 1)
-            if values and run == 0 and length >= _RUN:
-                signs.append(f"{label}power reads exactly 0 W for {length} samples")
-            elif length >= _RUN:
-                signs.append(f"{label}power frozen at {run:g} W for {length} samples")
-            elif recent and kept is not None and kept > 0:
-                middle = sorted(recent)[len(recent) // 2]
-                level = sorted(before)[len(before) // 2] if before else middle
-                if middle >= 2 * kept and middle >= 0.7 * level:
-                    signs.append(
-                        f"{label}utilisation fell to idle while power stayed at {middle:.0f} W (it idles at "
-                        f"{kept:.0f} W): the GPU is still working"
-                    )
-        activity = found.get(GPU_ENGINE_ACTIVE) or found.get(GPU_UTILIZATION)
-        if activity is not None and onset is not None:
-            low, high = max(onset - _AROUND_ONSET, since), min(onset + _AROUND_ONSET, end)
-            near = activity.window(low, high)
-            expected = (high - low) / 60
-            if expected >= 4 and len(near) <= expected - 2:
-                signs.append(f"{label}{int(expected - len(near))} samples missing around the onset (agent restart)")
-    return signs, kept
-
-
-@dataclass(frozen=True)
-class BreakerStep:
-    """The breaker after one sweep: tripped now, released now (why), or its hold renewed for what still shows a sign."""
-
-    state: Breaker
-    tripped: bool = False
-    rearmed: str | None = None
-    renewed: bool = False
-
-
-def breaker_step(
-    state: Breaker,
-    idle_now: set[str],
-    onsets: Mapping[str, float],
-    signs_of: Any,
-    team_of: Any,
-    monitored: int,
-    policy: IdlePolicy,
-    now: dt.datetime,
-) -> BreakerStep:
-    """The breaker after this sweep. ``onsets`` are when quiet stretches began (those quiet for
-    ``breaker_quiet_minutes``); ``signs_of(id)`` an instance's :func:`failure_signs`; ``team_of(id)`` its team.
+def breaker_step(state: Breaker, sweep: Sweep) -> BreakerStep:
+    """The breaker after this sweep.
 
     It trips on the signature of a measurement failure, never on a count alone: at least ``breaker_min_instances``
     whose quiet stretches began within ``breaker_onset_minutes`` of each other (a failure hits every node in the same
@@ -146,72 +86,96 @@ def breaker_step(
     them while they still make up more than the share of the fleet that tripped it; the rest are released and judged
     like any other instance, warned first. Held instances that are busy again leave; with none left it re-arms.
     """
-    quiet = idle_now | set(onsets)
+    quiet = sweep.idle_now | set(sweep.onsets)
     released = frozenset(i for i in state.released if i in quiet)
-    hold = dt.timedelta(minutes=policy.breaker_hold_minutes)
-    window = dt.timedelta(minutes=policy.window_minutes)
     if state.open:
-        start = (state.anomaly_start or now) - window
-        by_share = bool(state.evidence.get("by_share"))
-        joined = {
-            i
-            for i, t in onsets.items()
-            if t >= start.timestamp() and i not in state.held and i not in released and (by_share or signs_of(i))
-        }
-        held = (frozenset(i for i in state.held if i in quiet) | joined) - released
-        if not held:
-            return BreakerStep(Breaker(released=released), rearmed="every held instance is busy again or gone")
-        if state.hold_until is not None and now < state.hold_until:
-            return BreakerStep(replace(state, held=held, released=released))
-        signs = {i: signs_of(i) for i in sorted(held)}
-        persisting = frozenset(i for i, found in signs.items() if found)
-        share = math.floor(policy.breaker_fleet_percent * monitored / 100)
-        if state.evidence.get("by_share") and len(held) > share:
-            # Still more than the share of the fleet, all quiet since the same minutes: the signature persists.
-            persisting = held
-        let_go = held - persisting
-        if not persisting:
-            why = (
-                f"the {policy.breaker_hold_minutes}-minute hold ended and none of the {len(held)} held instances shows "
-                "a measurement failure's sign: they are judged like any other instance from now on (warned first)"
-            )
-            return BreakerStep(Breaker(released=released | let_go), rearmed=why)
-        evidence = {
-            **state.evidence,
-            "renewed_at": now.isoformat(),
-            "still_showing_signs": {i: signs[i] for i in sorted(persisting)[:20]},
-            "released_without_signs": sorted(let_go),
-        }
-        kept = replace(state, held=persisting, hold_until=now + hold, released=released | let_go, evidence=evidence)
-        return BreakerStep(kept, renewed=True)
-    fresh = {i: t for i, t in onsets.items() if i not in released}
-    cohort = _densest(fresh, policy.breaker_onset_minutes * 60)
-    if len(cohort) < policy.breaker_min_instances:
-        return BreakerStep(Breaker(released=released))
-    signs = {i: signs_of(i) for i in cohort}
-    signed = [i for i in cohort if signs[i]]
-    teams = sorted({team_of(i) for i in cohort} - {UNKNOWN})
-    share = math.floor(policy.breaker_fleet_percent * monitored / 100)
+        return _while_open(state, sweep, quiet, released)
+    return _trip(sweep, released)
+
+
+def _while_open(state: Breaker, sweep: Sweep, quiet: set[str], released: frozenset[str]) -> BreakerStep:
+    """An open breaker: who it holds now (joined by those quiet since shortly before its anomaly), and when its hold
+    ends, renewed for what still shows the signature or released."""
+    start = (state.anomaly_start or sweep.now) - sweep.window
+    by_share = bool(state.evidence.get("by_share"))
+    joined = {
+        i
+        for i, t in sweep.onsets.items()
+        if t >= start.timestamp() and i not in state.held and i not in released and (by_share or sweep.signs_of(i))
+    }
+    held = (frozenset(i for i in state.held if i in quiet) | joined) - released
+    if not held:
+        return BreakerStep(Breaker(released=released), rearmed="every held instance is busy again or gone")
+    if state.hold_until is not None and sweep.now < state.hold_until:
+        return BreakerStep(replace(state, held=held, released=released))
+    return _hold_ended(state, sweep, held, released)
+
+
+def _hold_ended(state: Breaker, sweep: Sweep, held: frozenset[str], released: frozenset[str]) -> BreakerStep:
+    """The hold is over: renewed for the instances still showing a sign (all of them while they still make up more
+    than the share of the fleet), the others released; with none left it re-arms."""
+    signs = {i: sweep.signs_of(i) for i in sorted(held)}
+    persisting = frozenset(i for i, found in signs.items() if found)
+    if state.evidence.get("by_share") and len(held) > sweep.share:
+        # Still more than the share of the fleet, all quiet since the same minutes: the signature persists.
+        persisting = held
+    let_go = held - persisting
+    if not persisting:
+        why = (
+            f"the {sweep.policy.breaker_hold_minutes}-minute hold ended and none of the {len(held)} held instances "
+            "shows a measurement failure's sign: they are judged like any other instance from now on (warned first)"
+        )
+        return BreakerStep(Breaker(released=released | let_go), rearmed=why)
+    evidence = {
+        **state.evidence,
+        "renewed_at": sweep.now.isoformat(),
+        "still_showing_signs": {i: signs[i] for i in sorted(persisting)[:20]},
+        "released_without_signs": sorted(let_go),
+    }
+    until = sweep.now + sweep.hold
+    kept = replace(state, held=persisting, hold_until=until, released=released | let_go, evidence=evidence)
+    return BreakerStep(kept, renewed=True)
+
+
+def _signature(
+    cohort: list[str], fresh: Mapping[str, float], signed: list[str], teams: list[str], sweep: Sweep
+) -> list[str]:
+    """What about the instances that turned idle together says a measurement failed (nothing: it does not trip)."""
     first, last = min(fresh[i] for i in cohort), max(fresh[i] for i in cohort)
     together = f"{len(cohort)} instances turned idle within {int((last - first) // 60) + 1} min"
     found: list[str] = []
-    if len(cohort) > share:
-        found.append(f"{together}: more than {policy.breaker_fleet_percent:g}% of the {monitored} monitored")
+    if len(cohort) > sweep.share:
+        found.append(
+            f"{together}: more than {sweep.policy.breaker_fleet_percent:g}% of the {sweep.monitored} monitored"
+        )
     if 2 * len(signed) >= len(cohort):
         found.append(f"{together}, {len(signed)} of them with a measurement failure's sign")
-    if len(teams) >= policy.breaker_min_teams:
+    if len(teams) >= sweep.policy.breaker_min_teams:
         found.append(f"{together} across {len(teams)} unrelated teams")
+    return found
+
+
+def _trip(sweep: Sweep, released: frozenset[str]) -> BreakerStep:
+    """A closed breaker: trips when the densest group of onsets shows a measurement failure's signature."""
+    fresh = {i: t for i, t in sweep.onsets.items() if i not in released}
+    cohort = _densest(fresh, sweep.policy.breaker_onset_minutes * 60)
+    if len(cohort) < sweep.policy.breaker_min_instances:
+        return BreakerStep(Breaker(released=released))
+    signs = {i: sweep.signs_of(i) for i in cohort}
+    signed = [i for i in cohort if signs[i]]
+    teams = sorted({sweep.team_of(i) for i in cohort} - {UNKNOWN})
+    found = _signature(cohort, fresh, signed, teams, sweep)
     if not found:
         return BreakerStep(Breaker(released=released))
-    anomaly_start = dt.datetime.fromtimestamp(first, dt.UTC)
-    window_start = first - window.total_seconds()
+    first, last = min(fresh[i] for i in cohort), max(fresh[i] for i in cohort)
+    window_start = first - sweep.window.total_seconds()
     # With the fleet share (a failure's scale), every instance that turned quiet up to one window before joins: its
     # whole window overlaps the anomaly. Otherwise only those showing a sign themselves.
-    by_share = len(cohort) > share
-    joined = {i for i, t in fresh.items() if i not in cohort and t >= window_start and (by_share or signs_of(i))}
+    by_share = len(cohort) > sweep.share
+    joined = {i for i, t in fresh.items() if i not in cohort and t >= window_start and (by_share or sweep.signs_of(i))}
     trip_evidence: dict[str, Any] = {
         "cohort": len(cohort),
-        "monitored": monitored,
+        "monitored": sweep.monitored,
         "onsets": [
             dt.datetime.fromtimestamp(first, dt.UTC).isoformat(),
             dt.datetime.fromtimestamp(last, dt.UTC).isoformat(),
@@ -223,15 +187,25 @@ def breaker_step(
         "by_share": by_share,
     }
     tripped = Breaker(
-        tripped_at=now,
-        anomaly_start=anomaly_start,
+        tripped_at=sweep.now,
+        anomaly_start=dt.datetime.fromtimestamp(first, dt.UTC),
         held=frozenset(cohort) | frozenset(joined),
-        hold_until=now + hold,
+        hold_until=sweep.now + sweep.hold,
         released=released,
         signature="; ".join(found),
         evidence=trip_evidence,
     )
     return BreakerStep(tripped, tripped=True)
+
+
+def hold_note(state: Breaker, now: dt.datetime) -> str:
+    """The reason a held instance's decision gains: with how many, since when, and until when."""
+    return (
+        f"circuit breaker: held with {len(state.held)} instances that turned idle together from "
+        f"{state.anomaly_start.isoformat() if state.anomaly_start else now.isoformat()} ({state.signature}); "
+        f"nothing done until {state.hold_until.isoformat() if state.hold_until else 'the hold ends'}, longer only "
+        "while it still shows a measurement failure's sign"
+    )
 
 
 def held_evidence(state: Breaker, instance_id: str, signs: Mapping[str, list[str]]) -> dict[str, Any]:
@@ -247,6 +221,7 @@ def held_evidence(state: Breaker, instance_id: str, signs: Mapping[str, list[str
 
 
 def breaker_alarm(state: Breaker, monitored: int, policy: Policy, now: dt.datetime) -> Decision:
+    """The one critical decision of a trip: what tripped it, who is held, until when, and how to let them go."""
     idle = policy.idle
     since = state.anomaly_start.isoformat() if state.anomaly_start else now.isoformat()
     until = state.hold_until.isoformat() if state.hold_until else now.isoformat()
@@ -275,4 +250,37 @@ def breaker_alarm(state: Breaker, monitored: int, policy: Policy, now: dt.dateti
         },
         severity="critical",
         rule="idle.circuit-breaker",
+    )
+
+
+def rearmed_decision(step: BreakerStep) -> Decision | None:
+    """The record of a re-arm (why the breaker let go), or None."""
+    if step.rearmed is None:
+        return None
+    return Decision(
+        policy=POLICY,
+        verdict="ok",
+        resource="gpu-fleet",
+        reasons=[f"circuit breaker re-armed: {step.rearmed}"],
+        evidence={"status": "rearmed"},
+        rule="idle.breaker-rearmed",
+    )
+
+
+def renewed_decision(step: BreakerStep) -> Decision | None:
+    """The record of a renewed hold (for what still shows a sign, and who was released), or None."""
+    if not step.renewed:
+        return None
+    state = step.state
+    return Decision(
+        policy=POLICY,
+        verdict="ok",
+        resource="gpu-fleet",
+        reasons=[
+            f"circuit breaker hold renewed until {state.hold_until.isoformat() if state.hold_until else '?'} for "
+            f"{len(state.held)} instances still showing a measurement failure's sign; "
+            f"{len(state.evidence.get('released_without_signs', []))} released"
+        ],
+        evidence={"status": "renewed", **state.evidence},
+        rule="idle.breaker-renewed",
     )

@@ -1,5 +1,6 @@
-"""The sweep's plan, pure: decide once for every instance of the fleet, then the circuit breaker holds correlated ones
-and the rate limit defers the surplus (longest idle first).
+"""The sweep's plan, pure: decide once for every instance of the fleet (:mod:`governor.idle.decide`), then the circuit
+breaker (:mod:`governor.idle.breaker`) holds correlated ones and the rate limit defers the surplus, longest idle
+first. The handler gathers what this reads, and carries out and records what it returns; nothing here calls back.
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ from governor.domain.breaker import Breaker
 from governor.domain.decision import Decision
 from governor.domain.fleet import UNKNOWN, Instance, ownership
 from governor.idle.assessment import assess_for_sweep
-from governor.idle.breaker import breaker_alarm, breaker_step, failure_signs, held_evidence
+from governor.idle.breaker import (
+    BreakerStep,
+    Sweep,
+    breaker_alarm,
+    breaker_step,
+    held_evidence,
+    hold_note,
+    rearmed_decision,
+    renewed_decision,
+)
 from governor.idle.decide import InstanceOutcome, decide
 from governor.idle.domain import (
     DEFAULT_INTERVAL,
     IDLE_BREAKER_TAG,
     IDLE_OUTCOMES,
-    POLICY,
     Mark,
     Signals,
     current_mark,
@@ -29,6 +38,7 @@ from governor.idle.domain import (
 from governor.idle.onset import breaker_quiet_minutes, idle_onset
 from governor.idle.policy import IdlePolicy
 from governor.idle.purchase import report_only_reason
+from governor.idle.signs import FailureSigns
 from governor.idle.table import DEFERRED, HELD, Row
 from governor.policy import Policy
 
@@ -89,81 +99,73 @@ def action_limit(fleet_size: int, policy: IdlePolicy) -> int:
     return min(policy.max_actions_per_sweep, share)
 
 
-def sweep(
+@dataclass
+class _Decided:
+    """Every instance decided once, and what the breaker reads of them: quiet-stretch onsets, the monitored count."""
+
+    outcomes: list[InstanceOutcome]
+    onsets: dict[str, float]
+    monitored: int
+
+
+def _decide_each(
     instances: Sequence[Instance],
     signals: Mapping[str, Signals],
     marks: Mapping[str, Mark],
     policy: Policy,
     now: dt.datetime,
-    *,
-    interval: dt.timedelta = DEFAULT_INTERVAL,
-    breaker: Breaker | None = None,
-    settled: Settled | None = None,
-) -> SweepPlan:
-    """Decide every running GPU instance; the breaker holds correlated ones, the rate limit defers the surplus.
-
-    The rate limit lets at most ``action_limit`` checkpoints and reclaims through per sweep, longest idle first; the
-    rest are ``deferred`` with their marks kept, so a backlog drains over the next sweeps. The breaker (see
-    ``_breaker``) holds instances that turned idle together and raises one critical alarm per trip. ``settled``
-    summarises instances decided outside this call (see :class:`Settled`); the sweep Lambda passes none.
-    """
+    interval: dt.timedelta,
+    bulk: Settled,
+) -> _Decided:
+    """Each instance assessed and decided once, and, for those with data, when its quiet stretch began."""
     idle = policy.idle
-    state = breaker or Breaker()
-    bulk = settled or Settled()
     since = lookback_start(idle, now, interval)
     quiet_seconds = breaker_quiet_minutes(idle, interval) * 60
-    outcomes: list[InstanceOutcome] = []
-    onsets: dict[str, float] = dict(bulk.onsets)
-    monitored = bulk.monitored
-    fleet_size = len(instances) + bulk.count
+    decided = _Decided([], dict(bulk.onsets), bulk.monitored)
     for instance in instances:
         instance_signals = signals.get(instance.id, {})
         assessment, may_act = assess_for_sweep(instance, instance_signals, policy, now)
         mark = current_mark(instance, marks.get(instance.id))
-        outcome = decide(instance, assessment, mark, policy, now, may_act=may_act, interval=interval)
-        outcomes.append(outcome)
+        decided.outcomes.append(decide(instance, assessment, mark, policy, now, may_act=may_act, interval=interval))
         if assessment.status not in ("busy", "idle", "stalled"):
             continue
-        monitored += 1
+        decided.monitored += 1
         onset = idle_onset(instance_signals, idle, now, since)
         if onset is not None and now.timestamp() - onset >= quiet_seconds:
-            onsets[instance.id] = onset
+            decided.onsets[instance.id] = onset
+    return decided
+
+
+def _breaker(
+    decided: _Decided,
+    state: Breaker,
+    signs: FailureSigns,
+    instances: Sequence[Instance],
+    policy: Policy,
+    now: dt.datetime,
+) -> BreakerStep:
+    """The breaker after this sweep (its power floors kept for the instances it holds)."""
+    outcomes = decided.outcomes
     # An operator (or the owner) releases one held instance with the tag; it is then judged like any other.
     by_tag = {o.instance.id for o in outcomes if o.instance.tags.get(IDLE_BREAKER_TAG, "").strip() == "release"}
     idle_now = {o.instance.id for o in outcomes if o.outcome in IDLE_OUTCOMES}
     state = replace(state, released=state.released | (by_tag & idle_now))
     teams = {i.id: ownership(i.tags, policy.fleet).team for i in instances}
-    found_signs: dict[str, list[str]] = {}
 
-    floors: dict[str, float] = dict(state.power_floor)
+    def team_of(instance_id: str) -> str:
+        return teams.get(instance_id, UNKNOWN)
 
-    def signs_of(instance_id: str) -> list[str]:
-        if instance_id not in found_signs:
-            data = signals.get(instance_id)
-            if data is None and bulk.signals is not None:
-                data = bulk.signals([instance_id]).get(instance_id)
-            onset = onsets.get(instance_id)
-            found, floor = failure_signs(data or {}, onset, now, since.timestamp(), floors.get(instance_id))
-            found_signs[instance_id] = found
-            if floor is not None:
-                floors[instance_id] = floor
-        return found_signs[instance_id]
+    step = breaker_step(state, Sweep(idle_now, decided.onsets, signs, team_of, decided.monitored, policy.idle, now))
+    floors = signs.floors
+    held = replace(step.state, power_floor={i: floors[i] for i in sorted(step.state.held) if i in floors})
+    return replace(step, state=held)
 
-    step = breaker_step(state, idle_now, onsets, signs_of, lambda i: teams.get(i, UNKNOWN), monitored, idle, now)
-    state = replace(step.state, power_floor={i: floors[i] for i in sorted(step.state.held) if i in floors})
-    held_ids = state.held
-    note = (
-        f"circuit breaker: held with {len(held_ids)} instances that turned idle together from "
-        f"{state.anomaly_start.isoformat() if state.anomaly_start else now.isoformat()} ({state.signature}); "
-        f"nothing done until {state.hold_until.isoformat() if state.hold_until else 'the hold ends'}, longer only "
-        "while it still shows a measurement failure's sign"
-    )
-    outcomes = [
-        _withhold(o, HELD, note, held_evidence(state, o.instance.id, found_signs))
-        if o.instance.id in held_ids and o.outcome in IDLE_OUTCOMES
-        else o
-        for o in outcomes
-    ]
+
+def _rate_limit(
+    outcomes: list[InstanceOutcome], fleet_size: int, policy: Policy, now: dt.datetime
+) -> tuple[list[InstanceOutcome], int]:
+    """At most ``action_limit`` checkpoints and reclaims this sweep; the rest deferred, their marks kept."""
+    idle = policy.idle
     prices = policy.pricing.prices
 
     def hourly(instance: Instance) -> float:
@@ -179,40 +181,55 @@ def sweep(
     fleet = fleet_size - len(_reported_for_action(outcomes, idle))
     limit = action_limit(fleet, idle)
     deferred_ids = {o.instance.id for o in acting[limit:]}
-    if deferred_ids:
-        why = (
-            f"deferred: {len(acting)} actions due, at most {limit} per sweep (max_actions_per_sweep "
-            f"{idle.max_actions_per_sweep}, max_fleet_percent {idle.max_fleet_percent:g}% of {fleet}); "
-            "longest idle first (then the dearest), next sweep"
-        )
-        outcomes = [_withhold(o, DEFERRED, why) if o.instance.id in deferred_ids else o for o in outcomes]
-    alarm = breaker_alarm(state, monitored, policy, now) if step.tripped else None
-    rearmed = None
-    if step.rearmed is not None:
-        rearmed = Decision(
-            policy=POLICY,
-            verdict="ok",
-            resource="gpu-fleet",
-            reasons=[f"circuit breaker re-armed: {step.rearmed}"],
-            evidence={"status": "rearmed"},
-            rule="idle.breaker-rearmed",
-        )
-    renewed = None
-    if step.renewed:
-        renewed = Decision(
-            policy=POLICY,
-            verdict="ok",
-            resource="gpu-fleet",
-            reasons=[
-                f"circuit breaker hold renewed until {state.hold_until.isoformat() if state.hold_until else '?'} for "
-                f"{len(state.held)} instances still showing a measurement failure's sign; "
-                f"{len(state.evidence.get('released_without_signs', []))} released"
-            ],
-            evidence={"status": "renewed", **state.evidence},
-            rule="idle.breaker-renewed",
-        )
+    if not deferred_ids:
+        return outcomes, 0
+    why = (
+        f"deferred: {len(acting)} actions due, at most {limit} per sweep (max_actions_per_sweep "
+        f"{idle.max_actions_per_sweep}, max_fleet_percent {idle.max_fleet_percent:g}% of {fleet}); "
+        "longest idle first (then the dearest), next sweep"
+    )
+    return [_withhold(o, DEFERRED, why) if o.instance.id in deferred_ids else o for o in outcomes], len(deferred_ids)
+
+
+def sweep(
+    instances: Sequence[Instance],
+    signals: Mapping[str, Signals],
+    marks: Mapping[str, Mark],
+    policy: Policy,
+    now: dt.datetime,
+    *,
+    interval: dt.timedelta = DEFAULT_INTERVAL,
+    breaker: Breaker | None = None,
+    settled: Settled | None = None,
+) -> SweepPlan:
+    """Decide every running GPU instance; the breaker holds correlated ones, the rate limit defers the surplus.
+
+    The rate limit lets at most ``action_limit`` checkpoints and reclaims through per sweep, longest idle first; the
+    rest are ``deferred`` with their marks kept, so a backlog drains over the next sweeps. The breaker (see
+    :func:`governor.idle.breaker.breaker_step`) holds instances that turned idle together and raises one critical
+    alarm per trip. ``settled`` summarises instances decided outside this call (see :class:`Settled`); the sweep
+    Lambda passes none.
+    """
+    state = breaker or Breaker()
+    bulk = settled or Settled()
+    decided = _decide_each(instances, signals, marks, policy, now, interval, bulk)
+    since = lookback_start(policy.idle, now, interval).timestamp()
+    signs = FailureSigns(signals, decided.onsets, now, since, dict(state.power_floor), bulk.signals)
+    step = _breaker(decided, state, signs, instances, policy, now)
+    state = step.state
+    note = hold_note(state, now)
+    outcomes = [
+        _withhold(o, HELD, note, held_evidence(state, o.instance.id, signs.found))
+        if o.instance.id in state.held and o.outcome in IDLE_OUTCOMES
+        else o
+        for o in decided.outcomes
+    ]
+    fleet_size = len(instances) + bulk.count
+    outcomes, deferred = _rate_limit(outcomes, fleet_size, policy, now)
+    alarm = breaker_alarm(state, decided.monitored, policy, now) if step.tripped else None
     held_now = sum(1 for o in outcomes if o.outcome == "held")
-    return SweepPlan(outcomes, fleet_size, alarm, held_now, state, len(deferred_ids), rearmed, renewed)
+    rearmed, renewed = rearmed_decision(step), renewed_decision(step)
+    return SweepPlan(outcomes, fleet_size, alarm, held_now, state, deferred, rearmed, renewed)
 
 
 def _reported_for_action(outcomes: Sequence[InstanceOutcome], policy: IdlePolicy) -> set[str]:

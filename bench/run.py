@@ -297,7 +297,7 @@ def render(rows: list[Figure], meta: dict[str, str]) -> str:
         "comparison hands moto's own lookup only the queried metric's datapoints (same answers) for both tools alike,",
         "and the 10,000-instance fleet is created without datapoints (call counts do not depend on them and are exact;",
         "wall times there cover listing and request round trips only). The governor's figures in section 1 are one",
-        "report-only sweep through `governor.idle.handler.run_sweep` with the real adapters; Custodian's are",
+        "report-only sweep through `governor.idle.sweep_run.run_sweep` with the real adapters; Custodian's are",
         "`custodian run` of a `metrics` filter policy (`bench/c7n_runner.py`, c7n 0.9.53) in its own virtual",
         "environment; API calls are counted by wrapping botocore's `_make_api_call` in each process. moto's",
         "GetMetricData (the governor's call) walks each query's datapoints once per 60 s period of the two-hour window,",

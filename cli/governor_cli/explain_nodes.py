@@ -94,9 +94,12 @@ def explain_node(
         at,
         interval=interval,
     )
-    decision = plan.outcomes[0].decision
+    outcome = plan.outcomes[0]
+    decision = outcome.decision
     public = decision.public()
     public["assumptions"] = [*assumptions, *public.get("assumptions", [])]
+    if outcome.row is not None:  # the row of the decision table that decided (governor.idle.table)
+        public["rule"] = outcome.row.public()
     named = f" ({node_name})" if node_name else ""
     return {
         "verdict": decision.verdict,

@@ -74,6 +74,7 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.sim.metrics_file": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.parquet": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.replay": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.loaded": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.workload": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_soak": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_clock": (frozenset({"idle"}), _IDLE_TOOLING),

@@ -37,10 +37,8 @@ from governor.domain.fleet import Instance, exemption
 from governor.idle.assessment import power_limit
 from governor.idle.checks import checks_status, idle_checks, stall_check
 from governor.idle.domain import (
-    CPU_UTILIZATION,
     GPU_ENGINE_ACTIVE,
     GPU_MEMORY_USED,
-    GPU_POWER,
     GPU_UTILIZATION,
     MEMORY_UNITS,
     NETWORK_BYTES,
@@ -52,11 +50,10 @@ from governor.idle.domain import (
 from governor.idle.onset import breaker_quiet_minutes, onset_limits
 from governor.idle.sweep import Settled, SweepPlan, action_limit, sweep
 from governor.policy import Policy
+from governor_cli.sim.loaded import LOADED, Unsure
 from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, parse_timestamp
 from governor_cli.sim.replay import Replay, ReplayedInstance
 
-# The metrics a metrics file may hold, by code; each reader keeps the ones its file holds, in this order (``metrics``).
-LOADED = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION, GPU_POWER, GPU_ENGINE_ACTIVE)
 # Values the row-by-row reader's float() reads the same way as DuckDB's cast; anything else goes to that reader.
 _PLAIN_NUMBER = r"\s*\+?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
 LARGE_FILE = 1 << 30  # bytes of CSV from which the DuckDB pass uses every core
@@ -71,10 +68,6 @@ if TYPE_CHECKING:
 
     #: Where the replay reads samples: a CSV's partitions, its dense array, a generator store, or a Parquet file.
     Source: TypeAlias = "Samples | Store | Dense | ParquetSamples"
-
-
-class Unsure(Exception):
-    """The fast reader cannot vouch for the file; the row-by-row reader decides (and names the line)."""
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import get_args
 
 import pytest
 
-from governor.idle import decide
+from governor.idle import case
 from governor.idle.domain import Status
 from governor.idle.table import CONDITIONS, DEFERRED, HELD, ROWS, TABLE, row_for
 from governor_cli.main import main
@@ -49,7 +49,7 @@ def test_every_state_has_a_row_and_every_condition_one_test() -> None:
         assert row_for(status, lambda condition: False).statuses == {status}
     named = {c for row in TABLE for c in row.when}
     assert named == set(CONDITIONS)
-    assert {c for row in ROWS for c in row.when} == set(decide._CONDITIONS)  # HELD and DEFERRED are the sweep's
+    assert {c for row in ROWS for c in row.when} == set(case.CONDITION_TESTS)  # HELD and DEFERRED are the sweep's
     assert [row.name for row in TABLE] == list(dict.fromkeys(row.name for row in TABLE))  # names are unique
     assert TABLE[-2:] == (HELD, DEFERRED)
 

@@ -3,7 +3,7 @@ mapped to an outcome, a verdict, the actions and the reason, in the spirit of In
 
 It is data you can print: ``governor explain`` shows the row that decided, and docs/idle.md lists the table. Rows
 are tried in order; the first whose status matches and whose ``when`` conditions all hold decides
-(:func:`row_for`). What each condition means in code is :mod:`governor.idle.decide`'s
+(:func:`row_for`). What each condition means in code is :mod:`governor.idle.case`'s
 (one predicate per name in :data:`CONDITIONS`); what the sweep does after deciding, for the whole fleet, is the
 last two rows (:data:`HELD`, :data:`DEFERRED`), which :mod:`governor.idle.sweep` applies.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from governor.domain.decision import Severity, Verdict
 from governor.idle.domain import RESUMED, Outcome, Status
 
-#: Every condition a row can name, in words (what ``explain`` prints); :mod:`governor.idle.decide` holds each test.
+#: Every condition a row can name, in words (what ``explain`` prints); :mod:`governor.idle.case` holds each test.
 CONDITIONS: dict[str, str] = {
     "first stall": "the first sweep that sees a whole window of the stall",
     "warned": "its owner was warned of this idle spell",

@@ -94,8 +94,7 @@ def query_figures(sessions: int) -> None:
     from governor.domain.actions import Stop
     from governor.domain.costs import PriceBook, gpu_hours_and_cost
     from governor.domain.decision import Decision
-    from governor.idle.costs import savings
-    from governor.idle.hours import idle_hours
+    from governor.idle.costs import idle_hours, savings
     from governor.policy import parse_policy
 
     rng = random.Random(7)

@@ -10,8 +10,7 @@ import pytest
 from governor.domain.actions import Stop
 from governor.domain.costs import PriceBook, gpu_hours_and_cost, session_usage
 from governor.domain.decision import Decision
-from governor.idle.costs import savings
-from governor.idle.hours import idle_hours
+from governor.idle.costs import idle_hours, savings
 from governor.policy import parse_policy
 
 POLICY = parse_policy({})

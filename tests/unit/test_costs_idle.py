@@ -10,10 +10,9 @@ from typing import Any
 
 from governor.domain.fleet import Instance
 from governor.idle.assessment import assess
-from governor.idle.costs import savings
+from governor.idle.costs import idle_hours, savings
 from governor.idle.decide import decide
 from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, Series
-from governor.idle.hours import idle_hours
 from governor.policy import parse_policy
 
 DAY = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)

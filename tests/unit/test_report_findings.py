@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from governor.idle import findings as idle_findings
-from governor.idle.hours import IDLE_STATUSES
+from governor.idle.costs import IDLE_STATUSES
 from governor.network.domain import decide_group
 from governor.network.events import IngressRule, Source
 from governor.policy import Policy, policy_field

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from governor.domain.problems import Problem, first_reason, severity_of
-from governor.idle.hours import IDLE_STATUSES
+from governor.idle.costs import IDLE_STATUSES
 from governor.policy import Policy, policy_field
 
 #: The problem each idle outcome is a stage of.

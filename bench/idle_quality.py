@@ -26,9 +26,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from governor.domain.fleet import Instance
-from governor.idle.domain import GPU_UTILIZATION, Series, replay
+from governor.idle.domain import GPU_UTILIZATION, Series
 from governor.policy import Policy, parse_policy
 from governor_cli.sim import outages
+from governor_cli.sim.replay import replay
 from governor_cli.sim.workload import SyntheticInstance, Workload, diurnal, generate
 
 SHIPPED: dict[str, object] = {}

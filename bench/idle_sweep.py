@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m bench.idle_sweep [--sizes 100 1000 10000] [--moto]``
 
-The real handler (``governor.idle.handler.run_sweep``) and the real adapters run in-process against in-memory
+The real handler (``governor.idle.sweep_run.run_sweep``) and the real adapters run in-process against in-memory
 EC2 and CloudWatch clients that enforce the AWS limits the adapters must respect: DescribeInstances pages of at most
 1,000 instances, GetMetricData at most 500 queries and 100,800 datapoints per call with ``NextToken`` beyond that.
 Metrics come from the synthetic workload generator. Two sweeps run, enforcing, 30 minutes apart: the first warns
@@ -26,8 +26,9 @@ from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
 from governor.events.envelopes import GovernorEvent
 from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, required_signals
-from governor.idle.handler import Adapters, run_sweep
 from governor.idle.metrics import MAX_DATAPOINTS, MAX_QUERIES, CloudWatchMetrics
+from governor.idle.ports import Adapters
+from governor.idle.sweep_run import run_sweep
 from governor.observability import logger
 from governor.policy import Policy, parse_policy
 from governor.runtime import Runtime

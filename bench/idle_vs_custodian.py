@@ -5,7 +5,7 @@ For each fleet size a fresh local emulator (``moto.server.ThreadedMotoServer(por
 ``nvidia_smi_utilization_gpu`` and ``nvidia_smi_memory_used`` (CWAgent, dimension InstanceId) from the workload
 generator. Then, against the same emulator, alternately:
 
-* the governor: ``governor.idle.handler.run_sweep`` (report-only default policy, launch grace 0) with the real
+* the governor: ``governor.idle.sweep_run.run_sweep`` (report-only default policy, launch grace 0) with the real
   adapters (``Ec2Reader(wildcard_type_filter=False)``, ``CloudWatchMetrics``) on clients with the governor's retry
   settings but a 600 s read timeout (moto's GetMetricData walks the stored datapoints once per query and per
   period, which can pass the production 15 s), API calls counted by wrapping botocore's ``_make_api_call``; ledger and findings in memory (they are not EC2 or CloudWatch calls);
@@ -271,8 +271,9 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[s
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.events.envelopes import GovernorEvent
-    from governor.idle.handler import Adapters, run_sweep
     from governor.idle.metrics import CloudWatchMetrics
+    from governor.idle.ports import Adapters
+    from governor.idle.sweep_run import run_sweep
     from governor.policy import parse_policy
     from governor.runtime import Runtime
     from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink

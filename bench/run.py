@@ -240,7 +240,7 @@ arrays (`governor_cli.sim.columnar.write_chunk`: one `.npy` per 4-hour partition
 precision, no text in between) and `Store` hands them to the same replay. The replay walks the sweeps in time order
 holding, per metric, one dense instance-by-minute array of the lookback plus one partition: memory follows the fleet
 and the window, not the history. Each sweep computes every instance's window statistics with NumPy and applies the
-idle rule's own checks (`idle/domain.py: idle_checks`); instances that are not idle, unmarked and not exempt are only
+idle rule's own checks (`idle/checks.py: idle_checks`); instances that are not idle, unmarked and not exempt are only
 counted. The rate limit's queue is vectorised too: instances marked, idle for the whole window and past their warning
 would each be acted on, so only the first `limit` of them (longest idle first, then by id) go through `sweep()` with
 the instances whose mark or state can change; the rest are counted as deferred, marks kept, which is what `sweep()`
@@ -297,7 +297,7 @@ def render(rows: list[Figure], meta: dict[str, str]) -> str:
         "comparison hands moto's own lookup only the queried metric's datapoints (same answers) for both tools alike,",
         "and the 10,000-instance fleet is created without datapoints (call counts do not depend on them and are exact;",
         "wall times there cover listing and request round trips only). The governor's figures in section 1 are one",
-        "report-only sweep through `governor.idle.handler.run_sweep` with the real adapters; Custodian's are",
+        "report-only sweep through `governor.idle.sweep_run.run_sweep` with the real adapters; Custodian's are",
         "`custodian run` of a `metrics` filter policy (`bench/c7n_runner.py`, c7n 0.9.53) in its own virtual",
         "environment; API calls are counted by wrapping botocore's `_make_api_call` in each process. moto's",
         "GetMetricData (the governor's call) walks each query's datapoints once per 60 s period of the two-hour window,",

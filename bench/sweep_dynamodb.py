@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m bench.sweep_dynamodb [--size 10000] [--warn-share 0.1]``
 
-The real handler (``governor.idle.handler.run_sweep``) with the real ledger (``DynamoLedger``: decisions, marks,
+The real handler (``governor.idle.sweep_run.run_sweep``) with the real ledger (``DynamoLedger``: decisions, marks,
 outbox, breaker, intents) on moto's DynamoDB (the ledger table as the stack defines it), enforcing; EC2 and
 CloudWatch are ``bench.idle_sweep``'s in-memory clients (moto's GetMetricData is impractical at 10,000 instances).
 The fleet is ``--size`` instances of which ``--warn-share`` are idle for the whole window, the rest busy: the first
@@ -29,8 +29,9 @@ def measure(size: int, warn_share: float) -> dict[str, Any]:
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ledger import DynamoLedger
     from governor.adapters.ssm import SsmCommands
-    from governor.idle.handler import Adapters, run_sweep
     from governor.idle.metrics import CloudWatchMetrics
+    from governor.idle.ports import Adapters
+    from governor.idle.sweep_run import run_sweep
     from governor.policy import parse_policy
     from governor.runtime import Runtime
     from governor_cli.demo.bootstrap import create_ledger_table

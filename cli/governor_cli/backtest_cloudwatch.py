@@ -155,6 +155,6 @@ def render_teams(teams: dict[str, dict[str, Any]]) -> str:
 
 
 def parquet_signals() -> tuple[str, ...]:
-    from governor_cli.sim.columnar import LOADED
+    from governor_cli.sim.loaded import LOADED
 
     return LOADED

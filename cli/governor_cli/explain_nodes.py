@@ -4,7 +4,7 @@ metrics export, acting on nothing.
 The export is read by the backtest's readers (a Prometheus range-query JSON answer or text exposition of the DCGM
 exporter's series, ``governor_cli.sim.prometheus_export``; Container Insights performance log events,
 ``governor_cli.sim.container_insights_export``), so each node has one series per GPU and MIG slice, as the sweep's
-cluster sources give it. Then the sweep's own ``governor.idle.domain.sweep`` runs on the node alone at ``at`` (the
+cluster sources give it. Then the sweep's own ``governor.idle.sweep.sweep`` runs on the node alone at ``at`` (the
 end of the export by default) with the metrics a sweep then reads (its lookback), so the verdict, the reasons, the
 per-GPU evidence and the planned action are the sweep's: one busy GPU or slice keeps the node, missing or stale data
 is never idle. What explain cannot know is said as ``assumed:`` lines: no idle mark yet (the first sweep that sees
@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from governor.domain.fleet import Instance
-from governor.idle.domain import Series, lookback_start, sweep, sweep_interval
+from governor.idle.domain import Series, lookback_start, sweep_interval
+from governor.idle.sweep import sweep
 from governor.policy import Policy
 from governor_cli.sim import container_insights_export, prometheus_export
 from governor_cli.sim.metrics_file import MetricsFileError
@@ -93,9 +94,12 @@ def explain_node(
         at,
         interval=interval,
     )
-    decision = plan.outcomes[0].decision
+    outcome = plan.outcomes[0]
+    decision = outcome.decision
     public = decision.public()
     public["assumptions"] = [*assumptions, *public.get("assumptions", [])]
+    if outcome.row is not None:  # the row of the decision table that decided (governor.idle.table)
+        public["rule"] = outcome.row.public()
     named = f" ({node_name})" if node_name else ""
     return {
         "verdict": decision.verdict,

@@ -20,7 +20,8 @@ from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, 
 from governor.domain.escape import terminal_text
 from governor.domain.fleet import UNKNOWN, Instance, ownership, snoozed_until
 from governor.domain.times import parse_time
-from governor.idle.domain import MARK_KIND, Mark, reclaim_action, report_only_reason, sweep_interval
+from governor.idle.domain import MARK_KIND, Mark, sweep_interval
+from governor.idle.purchase import reclaim_action, report_only_reason
 from governor.policy import Policy
 
 #: Statuses of the sweep's per-instance decisions that mean "not idle now" (the reason is the decision's first).

@@ -13,7 +13,8 @@ import pytest
 from moto import mock_aws
 
 from governor.domain.fleet import Instance
-from governor.idle.domain import GPU_MEMORY_USED, GPU_POWER, GPU_UTILIZATION, assess, fetched_signals, power_limit
+from governor.idle.assessment import assess, power_limit
+from governor.idle.domain import GPU_MEMORY_USED, GPU_POWER, GPU_UTILIZATION, fetched_signals
 from governor.idle.metrics import CloudWatchMetrics
 from governor.idle.power import MEASURED
 from governor.policy import parse_policy

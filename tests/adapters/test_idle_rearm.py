@@ -10,7 +10,7 @@ from moto import mock_aws
 
 from governor.adapters.ledger import DynamoLedger
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
-from governor.idle.handler import load_breaker
+from governor.idle.gather import load_breaker
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.demo.bootstrap import create_ledger_table

@@ -15,8 +15,9 @@ from governor.domain.fleet import Instance
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.digest import DIGEST_RULE
 from governor.idle.domain import IDLE_ACTION_TAG, IDLE_SINCE_TAG, MARK_KIND, RESUMED
-from governor.idle.handler import Adapters, handle
+from governor.idle.handler import handle
 from governor.idle.metrics import CloudWatchMetrics
+from governor.idle.ports import Adapters
 from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.events import scheduled

@@ -13,13 +13,13 @@ import pytest
 from moto import mock_aws
 
 from governor.domain.fleet import Instance
+from governor.idle.assessment import assess_signals
 from governor.idle.domain import (
     GPU_ENGINE_ACTIVE,
     GPU_MEMORY_USED,
     GPU_POWER,
     GPU_UTILIZATION,
     NETWORK_BYTES,
-    assess_signals,
     fetched_signals,
 )
 from governor.idle.kubernetes.container_insights import ContainerInsightsMetrics

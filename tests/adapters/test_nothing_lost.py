@@ -357,7 +357,7 @@ def test_a_stop_whose_invocation_dies_right_after_the_answer_is_reported_by_the_
 
 
 def test_a_finding_staged_before_a_stop_that_failed_is_withdrawn_not_published(idle_fleet: Any) -> None:
-    from governor.idle.handler import resolve_pending as idle_resolve
+    from governor.idle.carry_out import resolve_pending as idle_resolve
 
     ec2, idle = idle_fleet
     runtime = _runtime()

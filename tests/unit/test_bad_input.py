@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from governor.idle.domain import replay
 from governor.policy import PolicyError, parse_policy_text
 from governor_cli.commands.backtest import parse_interval, parse_metrics, replay_stretches
 from governor_cli.main import main
+from governor_cli.sim.replay import replay
 from tests.conftest import ROOT
 
 POLICY = str(ROOT / "governor.yaml")

@@ -56,7 +56,8 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"spot"}),
         _AWS_SPOT + " (an interrupted instance's InstanceLifecycle in the shared interruption record)",
     ),
-    "governor.idle.domain": (frozenset({"report", "spot"}), _AWS_SPOT + "; a 'report' verdict word"),
+    "governor.idle.purchase": (frozenset({"report", "spot"}), _AWS_SPOT + "; a 'report' option value (asg_action)"),
+    "governor.idle.decide": (frozenset({"report"}), "a warning's 'planned: report' word"),
     "governor.idle.policy": (
         frozenset({"report"}),
         "a 'report' option value (asg_action, reserved_capacity, a cluster's reclaim), not the capability",
@@ -89,6 +90,8 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.sim.prometheus_export": (frozenset({"idle"}), _IDLE_TOOLING + " (the backtest's Prometheus input)"),
     "governor_cli.sim.metrics_file": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.parquet": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.replay": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.loaded": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.workload": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_soak": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_clock": (frozenset({"idle"}), _IDLE_TOOLING),

@@ -9,8 +9,10 @@ import datetime as dt
 from typing import Any
 
 from governor.domain.fleet import Instance
-from governor.idle import domain as idle
+from governor.idle.assessment import assess
 from governor.idle.costs import idle_hours, savings
+from governor.idle.decide import decide
+from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, Series
 from governor.policy import parse_policy
 
 DAY = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
@@ -27,8 +29,8 @@ def test_idle_policy_decisions_give_detected_and_reclaimed_gpu_hours_and_savings
     )
     minutes = [DAY.timestamp() + 60 * m for m in range(6 * 60)]
     signals = {
-        idle.GPU_UTILIZATION: idle.Series(minutes, [0.5] * len(minutes)),
-        idle.GPU_MEMORY_USED: idle.Series(minutes, [2.0e9] * len(minutes)),
+        GPU_UTILIZATION: Series(minutes, [0.5] * len(minutes)),
+        GPU_MEMORY_USED: Series(minutes, [2.0e9] * len(minutes)),
     }
     items: list[dict[str, Any]] = [
         {
@@ -56,7 +58,7 @@ def test_idle_policy_decisions_give_detected_and_reclaimed_gpu_hours_and_savings
     outcomes = []
     for sweep in range(3):  # 02:00 warned, 02:15 still idle, 02:30 stopped
         now = DAY + dt.timedelta(hours=2, minutes=15 * sweep)
-        outcome = idle.decide(instance, idle.assess(instance, signals, POLICY, now), mark, POLICY, now)
+        outcome = decide(instance, assess(instance, signals, POLICY, now), mark, POLICY, now)
         outcomes.append(outcome.outcome)
         items.append(
             {

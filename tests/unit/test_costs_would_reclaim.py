@@ -7,8 +7,10 @@ import datetime as dt
 from typing import Any
 
 from governor.domain.fleet import Instance
-from governor.idle import domain as idle
+from governor.idle.assessment import assess
 from governor.idle.costs import idle_hours, savings
+from governor.idle.decide import decide
+from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, Series
 from governor.policy import parse_policy
 from governor.report.render.format import would_reclaim_text
 from governor.report.sections.cost import cost_section
@@ -45,15 +47,15 @@ def _day(enforce: bool, busy_from: dt.datetime | None = None) -> list[dict[str, 
     minutes = [DAY.timestamp() + 60 * m for m in range(8 * 60)]
     busy_at = busy_from.timestamp() if busy_from else float("inf")
     signals = {
-        idle.GPU_UTILIZATION: idle.Series(minutes, [90.0 if t >= busy_at else 0.5 for t in minutes]),
-        idle.GPU_MEMORY_USED: idle.Series(minutes, [2.0e9] * len(minutes)),
+        GPU_UTILIZATION: Series(minutes, [90.0 if t >= busy_at else 0.5 for t in minutes]),
+        GPU_MEMORY_USED: Series(minutes, [2.0e9] * len(minutes)),
     }
     items: list[dict[str, Any]] = []
     mark = None
     stopped: dt.datetime | None = None
     now = DAY + dt.timedelta(hours=2)
     while now <= END and stopped is None:
-        outcome = idle.decide(INSTANCE, idle.assess(INSTANCE, signals, policy, now), mark, policy, now)
+        outcome = decide(INSTANCE, assess(INSTANCE, signals, policy, now), mark, policy, now)
         items.append({"kind": "decision", "at": now.isoformat(), **outcome.decision.model_dump(mode="json")})
         if enforce and outcome.outcome == "acted":
             stopped = now

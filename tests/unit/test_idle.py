@@ -8,19 +8,11 @@ from typing import Any
 import pytest
 
 from governor.domain.fleet import Instance
-from governor.idle.domain import (
-    GPU_MEMORY_USED,
-    GPU_UTILIZATION,
-    IDLE_SINCE_TAG,
-    Mark,
-    Series,
-    action_limit,
-    assess,
-    checkpoint_command,
-    decide,
-    reclaim_action,
-    sweep,
-)
+from governor.idle.assessment import assess
+from governor.idle.decide import decide
+from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, IDLE_SINCE_TAG, Mark, Series
+from governor.idle.purchase import checkpoint_command, reclaim_action
+from governor.idle.sweep import action_limit, sweep
 from governor.policy import Policy, parse_policy
 
 NOW = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)

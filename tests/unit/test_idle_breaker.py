@@ -7,16 +7,8 @@ from typing import Any, Literal
 
 from governor.domain.breaker import Breaker
 from governor.domain.fleet import Instance
-from governor.idle.domain import (
-    GPU_MEMORY_USED,
-    GPU_POWER,
-    GPU_UTILIZATION,
-    IDLE_BREAKER_TAG,
-    Mark,
-    Series,
-    SweepPlan,
-    sweep,
-)
+from governor.idle.domain import GPU_MEMORY_USED, GPU_POWER, GPU_UTILIZATION, IDLE_BREAKER_TAG, Mark, Series
+from governor.idle.sweep import SweepPlan, sweep
 from governor.policy import Policy, parse_policy
 
 START = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)

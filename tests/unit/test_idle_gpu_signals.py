@@ -7,16 +7,9 @@ import datetime as dt
 from typing import Any
 
 from governor.domain.fleet import Instance
-from governor.idle.domain import (
-    DEVICE_SEP,
-    GPU_ENGINE_ACTIVE,
-    GPU_MEMORY_USED,
-    GPU_POWER,
-    GPU_UTILIZATION,
-    Series,
-    assess,
-    sweep,
-)
+from governor.idle.assessment import assess
+from governor.idle.domain import DEVICE_SEP, GPU_ENGINE_ACTIVE, GPU_MEMORY_USED, GPU_POWER, GPU_UTILIZATION, Series
+from governor.idle.sweep import sweep
 from governor.policy import Policy, parse_policy
 
 NOW = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)

@@ -6,7 +6,8 @@ import datetime as dt
 
 from bench.idle_quality import naive_stop
 from governor.domain.fleet import Instance
-from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, Series, assess
+from governor.idle.assessment import assess
+from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, Series
 from governor.policy import parse_policy
 
 NOW = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)

@@ -8,17 +8,10 @@ from typing import Any
 import pytest
 
 from governor.domain.fleet import Instance
-from governor.idle.domain import (
-    GPU_MEMORY_USED,
-    GPU_UTILIZATION,
-    Mark,
-    Series,
-    assess,
-    decide,
-    reclaim_action,
-    required_signals,
-    sweep_interval,
-)
+from governor.idle.assessment import assess
+from governor.idle.decide import decide
+from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, Mark, Series, required_signals, sweep_interval
+from governor.idle.purchase import reclaim_action
 from governor.policy import Policy, PolicyError, parse_policy
 
 NOW = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)

@@ -12,7 +12,7 @@ import pytest
 from moto import mock_aws
 
 from governor.domain.fleet import LAUNCH_KIND, Instance
-from governor.idle.handler import owner
+from governor.idle.tell import owner
 from governor.notifier.domain import MergedFinding
 from governor.notifier.render import slack_messages, slack_people
 from governor.policy import parse_policy

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from governor.domain.fleet import Instance
-from governor.idle.domain import MEMORY_UNITS, Replay, ReplayedInstance, Series, replay
+from governor.idle.domain import MEMORY_UNITS, Series
 from governor.idle.kubernetes.promql import attribute
 from governor.policy import Policy, PolicyError, resolve_policy
 from governor_cli.sim import container_insights_export, prometheus_export
 from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, MetricsFileError, parse_metrics, parse_timestamp
+from governor_cli.sim.replay import Replay, ReplayedInstance, replay
 
 __all__ = ["HEADER", "KNOWN_METRICS", "MetricsFileError", "parse_metrics", "parse_timestamp"]
 

@@ -149,6 +149,16 @@ def summary(results: list[dict[str, Any]]) -> str:
     return f"{len(results)} records: {', '.join(parts)}"
 
 
+def rule_line(rule: dict[str, Any]) -> str:
+    """The decision-table row that decided (``governor.idle.table``), in one line: which row, for which state and
+    when, and what it gives."""
+    when = f"when {' and '.join(rule['when'])}" if rule["when"] else "no earlier row matched"
+    return (
+        f"{rule['table']} table row {rule['row']} ({rule['name']}): status {', '.join(rule['status'])}, {when} -> "
+        f"{rule['rule']}, {rule['verdict']}"
+    )
+
+
 def render_text(result: dict[str, Any]) -> str:
     """The decision as an operator reads it. Event ids, resources, reasons and action details carry values from the
     event (tags, names, CloudTrail strings): each line goes through the terminal's one escape, so a value holding a
@@ -160,6 +170,8 @@ def render_text(result: dict[str, Any]) -> str:
         lines.append("  no policy handles this event")
     for decision in result["decisions"]:
         lines.append(f"  [{decision['policy']}] {_decision_verdict(decision)} {decision['resource']}")
+        if isinstance(decision.get("rule"), dict):
+            lines.append(f"    rule: {rule_line(decision['rule'])}")
         for reason in decision["reasons"]:
             lines.append(f"    why: {reason}")
         for action in decision["actions"]:
@@ -255,7 +267,7 @@ def _instances(args: argparse.Namespace, policy: Any) -> int:
     import datetime as dt
 
     from governor.adapters.capacity import to_reservation
-    from governor.idle.explain import explain_instances, explained
+    from governor.idle.explain import explained, preview_instances
     from governor_cli.commands.backtest import read_instances
     from governor_cli.main import UsageError
 
@@ -284,7 +296,7 @@ def _instances(args: argparse.Namespace, policy: Any) -> int:
                 f"{error.__class__.__name__}: {error}"
             ) from None
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    decisions = explain_instances(list(instances.values()), policy, now, reservations=reservations, hyperpod=hyperpod)
-    result = explained(decisions, now)
+    found = preview_instances(list(instances.values()), policy, now, reservations=reservations, hyperpod=hyperpod)
+    result = explained([d for d, _ in found], now, [row for _, row in found])
     print(json.dumps(result, indent=2, default=str) if args.json else render_text(result))
     return 0

@@ -7,10 +7,10 @@ then walks the sweeps in time order holding only the minutes a window can reach 
 one dense instance-by-minute array per metric, so memory grows with the fleet and the window, not the history.
 
 Each sweep computes every instance's window statistics at once (count, maximum, minimum, newest sample, when its
-quiet stretch began) and applies the idle rule's own checks (:func:`governor.idle.domain.idle_checks`) to them. An
+quiet stretch began) and applies the idle rule's own checks (:func:`governor.idle.checks.idle_checks`) to them. An
 instance that is not idle in either window, carries no mark and no policy exemption cannot be warned or acted on this
-sweep, so it is only counted (:class:`governor.idle.domain.Settled`); every other instance goes through
-:func:`governor.idle.domain.sweep` itself, with its samples of the lookback, as in the row-by-row replay. Any row the
+sweep, so it is only counted (:class:`governor.idle.sweep.Settled`); every other instance goes through
+:func:`governor.idle.sweep.sweep` itself, with its samples of the lookback, as in the row-by-row replay. Any row the
 fast reader is unsure of sends the whole file to the row-by-row reader, which names the line and what is wrong.
 
 A plain file whose samples fit :data:`DENSE_BYTES` as one dense array (a day of 1,500 instances is 52 MB) skips the
@@ -34,36 +34,26 @@ from typing import TYPE_CHECKING, Any
 
 from governor.domain.breaker import Breaker
 from governor.domain.fleet import Instance, exemption
+from governor.idle.assessment import power_limit
+from governor.idle.checks import checks_status, idle_checks, stall_check
 from governor.idle.domain import (
-    CPU_UTILIZATION,
     GPU_ENGINE_ACTIVE,
     GPU_MEMORY_USED,
-    GPU_POWER,
     GPU_UTILIZATION,
     MEMORY_UNITS,
     NETWORK_BYTES,
     SAMPLE_SECONDS,
     Mark,
-    Replay,
-    ReplayedInstance,
     Series,
-    Settled,
-    SweepPlan,
-    action_limit,
-    breaker_quiet_minutes,
-    checks_status,
-    idle_checks,
-    onset_limits,
-    power_limit,
-    stall_check,
-    sweep,
     warning_window_minutes,
 )
+from governor.idle.onset import breaker_quiet_minutes, onset_limits
+from governor.idle.sweep import Settled, SweepPlan, action_limit, sweep
 from governor.policy import Policy
+from governor_cli.sim.loaded import LOADED, Unsure
 from governor_cli.sim.metrics_file import HEADER, KNOWN_METRICS, parse_timestamp
+from governor_cli.sim.replay import Replay, ReplayedInstance
 
-# The metrics a metrics file may hold, by code; each reader keeps the ones its file holds, in this order (``metrics``).
-LOADED = (GPU_UTILIZATION, GPU_MEMORY_USED, CPU_UTILIZATION, GPU_POWER, GPU_ENGINE_ACTIVE)
 # Values the row-by-row reader's float() reads the same way as DuckDB's cast; anything else goes to that reader.
 _PLAIN_NUMBER = r"\s*\+?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
 LARGE_FILE = 1 << 30  # bytes of CSV from which the DuckDB pass uses every core
@@ -78,10 +68,6 @@ if TYPE_CHECKING:
 
     #: Where the replay reads samples: a CSV's partitions, its dense array, a generator store, or a Parquet file.
     Source: TypeAlias = "Samples | Store | Dense | ParquetSamples"
-
-
-class Unsure(Exception):
-    """The fast reader cannot vouch for the file; the row-by-row reader decides (and names the line)."""
 
 
 @dataclass
@@ -422,7 +408,7 @@ def _merge(a: tuple[Any, Any, Any], b: tuple[Any, Any, Any]) -> tuple[Any, Any, 
 
 
 def _by_signal(stats: tuple[Any, Any, Any], metrics: tuple[str, ...]) -> dict[str, tuple[Any, Any, Any]]:
-    """The shape :func:`governor.idle.domain.idle_checks` reads; a signal the metrics file lacks has no samples."""
+    """The shape :func:`governor.idle.checks.idle_checks` reads; a signal the metrics file lacks has no samples."""
     import numpy as np
 
     count, high, low = stats

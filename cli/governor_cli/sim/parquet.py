@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, MEMORY_UNITS
+from governor_cli.sim.loaded import LOADED, Unsure
 from governor_cli.sim.metrics_file import MetricsFileError
 
 MAGIC = b"PAR1"
@@ -112,8 +113,6 @@ class ParquetSamples:
         import numpy as np
         import pyarrow.parquet as pq
 
-        from governor_cli.sim.columnar import LOADED, Unsure
-
         try:
             names = pq.ParquetFile(str(self.path)).schema_arrow.names
             if [n for n in COLUMNS if n not in names]:
@@ -168,8 +167,6 @@ class ParquetSamples:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from governor_cli.sim.columnar import LOADED
-
         table = self._file.read_row_group(number, columns=["timestamp", "instance_id", "metric"])
         stamp = table.column("timestamp")
         if pa.types.is_timestamp(stamp.type):
@@ -177,8 +174,6 @@ class ParquetSamples:
         elif pa.types.is_integer(stamp.type) or pa.types.is_floating(stamp.type):
             seconds = pc.floor(pc.cast(stamp, pa.float64())).cast(pa.int64())
         else:
-            from governor_cli.sim.columnar import Unsure
-
             raise Unsure("timestamps that are neither Parquet timestamps nor epoch seconds")
         if seconds.null_count:
             raise MetricsFileError(f"{self.path}: row group {number}: empty timestamp")
@@ -223,8 +218,6 @@ class ParquetSamples:
         """(instance, stretch, first minute, reports GPU) per instance and stretch holding samples."""
         import numpy as np
 
-        from governor_cli.sim.columnar import LOADED
-
         n = len(self.ids)
         out: list[tuple[Any, Any, Any, Any]] = []
         for sid, (lo, hi) in enumerate(spans):
@@ -256,8 +249,6 @@ class ParquetSamples:
         """Write minutes ``start`` .. ``stop`` - 1 into ``data`` (whose minute 0 is ``lo``), from the row groups that
         hold them; two samples in one minute keep the larger, as the row-by-row reader does."""
         import numpy as np
-
-        from governor_cli.sim.columnar import LOADED
 
         n, width = len(self.ids), data.shape[2]
         scale = MEMORY_UNITS[self.memory_unit]
@@ -324,7 +315,6 @@ def sorted_copy(path: Path, folder: Path) -> Path:
 
 def open_samples(path: Path, memory_unit: str, folder: Path) -> ParquetSamples:
     """The file replayed straight from its row groups when they are in time order; else its sorted copy."""
-    from governor_cli.sim.columnar import Unsure
 
     try:
         return ParquetSamples(path, memory_unit).open()

@@ -135,6 +135,72 @@ def _session_gpus(sessions: list[Mapping[str, Any]]) -> int | None:
     return next((int(s["gpus"]) for s in sessions if s.get("gpus")), None)
 
 
+def _clipped_hours(windows: list[tuple[dt.datetime, dt.datetime]], start: dt.datetime, end: dt.datetime) -> float:
+    """Hours of the merged ``windows`` inside [start, end)."""
+    hours = 0.0
+    for begin, finish in _merge(windows):
+        clipped = _clip(begin, finish, start, end)
+        hours += _hours(*clipped) if clipped else 0.0
+    return hours
+
+
+def _reclaim_windows(
+    decisions: list[Mapping[str, Any]], sessions: list[Mapping[str, Any]], end: dt.datetime
+) -> list[tuple[dt.datetime, dt.datetime]]:
+    """From each enforced stop/terminate until the instance's next usage session starts (or ``end``)."""
+    starts = sorted(t for t in (parse_time(s.get("start")) for s in sessions) if t)
+    windows = []
+    for decision in decisions:
+        stopped_at = _reclaim_time(decision)
+        if stopped_at is None:
+            continue
+        restart = next((t for t in starts if t > stopped_at), None)
+        windows.append((stopped_at, restart or end))
+    return windows
+
+
+def _would_windows(
+    decisions: list[Mapping[str, Any]], busy: list[dt.datetime], sessions: list[Mapping[str, Any]], end: dt.datetime
+) -> list[tuple[dt.datetime, dt.datetime]]:
+    """From each report-only stop/terminate decision until the instance is next judged not idle, its session ends,
+    or ``end``."""
+    windows = []
+    for decision in decisions:
+        decided_at = _would_reclaim_time(decision)
+        if decided_at is None:
+            continue
+        stops = [t for t in busy if t > decided_at]
+        stops += [t for t in (parse_time(s.get("end")) for s in sessions) if t and t > decided_at]
+        windows.append((decided_at, min(stops, default=end)))
+    return windows
+
+
+def _idle_row(
+    instance_id: str,
+    decisions: list[Mapping[str, Any]],
+    sessions: list[Mapping[str, Any]],
+    busy: list[dt.datetime],
+    start: dt.datetime,
+    end: dt.datetime,
+) -> IdleRow:
+    """One instance's idle, reclaimed and would-reclaim hours in [start, end), and in GPU-hours."""
+    instance_type, gpus = _instance_facts(decisions, sessions)
+    idle = _clipped_hours([w for w in map(_idle_interval, decisions) if w], start, end)
+    reclaimed = _clipped_hours(_reclaim_windows(decisions, sessions, end), start, end)
+    would = _clipped_hours(_would_windows(decisions, busy, sessions, end), start, end)
+    return IdleRow(
+        instance_id=instance_id,
+        instance_type=instance_type,
+        gpus=gpus,
+        idle_hours=round(idle, 4),
+        idle_gpu_hours=round(idle * gpus, 4),
+        reclaimed_hours=round(reclaimed, 4),
+        reclaimed_gpu_hours=round(reclaimed * gpus, 4),
+        would_reclaim_hours=round(would, 4),
+        would_reclaim_gpu_hours=round(would * gpus, 4),
+    )
+
+
 def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime) -> IdleSummary:
     """Idle GPU-hours detected and reclaimed in [start, end), from idle decisions and usage sessions.
 
@@ -149,51 +215,10 @@ def idle_hours(items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.d
     by_instance: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for decision in _idle_decisions(items):
         by_instance[str(decision.get("resource"))].append(decision)
-    rows: list[IdleRow] = []
-    for instance_id, decisions in sorted(by_instance.items()):
-        own_sessions = sessions.get(instance_id, [])
-        instance_type, gpus = _instance_facts(decisions, own_sessions)
-        idle = 0.0
-        for begin, finish in _merge([w for w in map(_idle_interval, decisions) if w]):
-            clipped = _clip(begin, finish, start, end)
-            idle += _hours(*clipped) if clipped else 0.0
-        reclaimed = 0.0
-        starts = sorted(t for t in (parse_time(s.get("start")) for s in own_sessions) if t)
-        reclaim_windows = []
-        for decision in decisions:
-            stopped_at = _reclaim_time(decision)
-            if stopped_at is None:
-                continue
-            restart = next((t for t in starts if t > stopped_at), None)
-            reclaim_windows.append((stopped_at, restart or end))
-        for begin, finish in _merge(reclaim_windows):
-            clipped = _clip(begin, finish, start, end)
-            reclaimed += _hours(*clipped) if clipped else 0.0
-        would = 0.0
-        would_windows = []
-        for decision in decisions:
-            decided_at = _would_reclaim_time(decision)
-            if decided_at is None:
-                continue
-            stops = [t for t in busy.get(instance_id, []) if t > decided_at]
-            stops += [t for t in (parse_time(s.get("end")) for s in own_sessions) if t and t > decided_at]
-            would_windows.append((decided_at, min(stops, default=end)))
-        for begin, finish in _merge(would_windows):
-            clipped = _clip(begin, finish, start, end)
-            would += _hours(*clipped) if clipped else 0.0
-        rows.append(
-            IdleRow(
-                instance_id=instance_id,
-                instance_type=instance_type,
-                gpus=gpus,
-                idle_hours=round(idle, 4),
-                idle_gpu_hours=round(idle * gpus, 4),
-                reclaimed_hours=round(reclaimed, 4),
-                reclaimed_gpu_hours=round(reclaimed * gpus, 4),
-                would_reclaim_hours=round(would, 4),
-                would_reclaim_gpu_hours=round(would * gpus, 4),
-            )
-        )
+    rows = [
+        _idle_row(instance_id, decisions, sessions.get(instance_id, []), busy.get(instance_id, []), start, end)
+        for instance_id, decisions in sorted(by_instance.items())
+    ]
     return IdleSummary(
         detected_hours=round(sum(r.idle_hours for r in rows), 4),
         detected_gpu_hours=round(sum(r.idle_gpu_hours for r in rows), 4),
@@ -328,14 +353,11 @@ def paid_unused(
     return sorted(rows, key=lambda r: (-r.idle_gpu_hours, r.instance_id))
 
 
-def unused_reservations(
-    items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime, prices: PriceBook | None = None
-) -> list[PaidUnusedRow]:
-    """Capacity reservations with capacity no instance ran in, from the idle sweep's decisions about them
-    (``evidence.status`` ``unused-capacity``): each sweep in the period counts its unused instances for one sweep
-    interval. Dollars at the rate the account pays for the type (an On-Demand Capacity Reservation is billed at the
-    On-Demand rate, less any Savings Plan or RI that covers it); a Capacity Block's fee is prepaid and not reported by
-    EC2, so its hours are counted and its dollars are not."""
+def _unused_sweeps(
+    items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime
+) -> tuple[dict[str, float], dict[str, Mapping[str, Any]]]:
+    """Per reservation, its unused instance-hours in [start, end) (each sweep counts its unused instances for one
+    interval) and its latest decision."""
     from governor.domain.capacity import UNUSED_STATUS
 
     hours: dict[str, float] = defaultdict(float)
@@ -351,31 +373,44 @@ def unused_reservations(
         hours[rid] += int(evidence.get("unused_instances") or 0) * float(evidence.get("interval_minutes") or 15) / 60
         if rid not in latest or at >= (parse_time((latest[rid].get("evidence") or {}).get("judged_at")) or at):
             latest[rid] = item
-    rows = []
-    for rid, item in latest.items():
-        evidence = item.get("evidence") or {}
-        purchase = evidence.get("purchase") or {}
-        instance_type = str(evidence.get("instance_type") or UNKNOWN)
-        per_hour = evidence.get("price_per_hour")
-        if purchase.get("kind") != "capacity-block" and prices is not None and instance_type != UNKNOWN:
-            per_hour = prices.paid(instance_type)[0]
-        gpus = prices.price(instance_type).gpus if prices is not None else 1
-        unused = int(evidence.get("unused_instances") or 0)
-        rows.append(
-            PaidUnusedRow(
-                instance_id=f"(none: {unused} of {evidence.get('total_instances', '?')} unused)",
-                instance_type=instance_type,
-                purchase=str(purchase.get("kind") or "capacity-reservation"),
-                reservation_id=rid,
-                ends_at=str(purchase.get("ends_at") or UNKNOWN),
-                idle_hours=round(hours[rid], 2),
-                idle_gpu_hours=round(hours[rid] * gpus, 2),
-                idle_usd=round(hours[rid] * float(per_hour), 2) if per_hour is not None else 0.0,
-                priced=per_hour is not None,
-                owner=str(evidence.get("owner") or UNKNOWN),
-                usd_per_day=round(float(per_hour) * 24 * unused, 2) if per_hour is not None else None,
-            )
-        )
+    return hours, latest
+
+
+def _reservation_row(rid: str, item: Mapping[str, Any], hours: float, prices: PriceBook | None) -> PaidUnusedRow:
+    """One reservation's unused hours, GPU-hours and dollars (a Capacity Block's fee is prepaid: not priced)."""
+    evidence = item.get("evidence") or {}
+    purchase = evidence.get("purchase") or {}
+    instance_type = str(evidence.get("instance_type") or UNKNOWN)
+    per_hour = evidence.get("price_per_hour")
+    if purchase.get("kind") != "capacity-block" and prices is not None and instance_type != UNKNOWN:
+        per_hour = prices.paid(instance_type)[0]
+    gpus = prices.price(instance_type).gpus if prices is not None else 1
+    unused = int(evidence.get("unused_instances") or 0)
+    return PaidUnusedRow(
+        instance_id=f"(none: {unused} of {evidence.get('total_instances', '?')} unused)",
+        instance_type=instance_type,
+        purchase=str(purchase.get("kind") or "capacity-reservation"),
+        reservation_id=rid,
+        ends_at=str(purchase.get("ends_at") or UNKNOWN),
+        idle_hours=round(hours, 2),
+        idle_gpu_hours=round(hours * gpus, 2),
+        idle_usd=round(hours * float(per_hour), 2) if per_hour is not None else 0.0,
+        priced=per_hour is not None,
+        owner=str(evidence.get("owner") or UNKNOWN),
+        usd_per_day=round(float(per_hour) * 24 * unused, 2) if per_hour is not None else None,
+    )
+
+
+def unused_reservations(
+    items: Iterable[Mapping[str, Any]], start: dt.datetime, end: dt.datetime, prices: PriceBook | None = None
+) -> list[PaidUnusedRow]:
+    """Capacity reservations with capacity no instance ran in, from the idle sweep's decisions about them
+    (``evidence.status`` ``unused-capacity``): each sweep in the period counts its unused instances for one sweep
+    interval. Dollars at the rate the account pays for the type (an On-Demand Capacity Reservation is billed at the
+    On-Demand rate, less any Savings Plan or RI that covers it); a Capacity Block's fee is prepaid and not reported by
+    EC2, so its hours are counted and its dollars are not."""
+    hours, latest = _unused_sweeps(items, start, end)
+    rows = [_reservation_row(rid, item, hours[rid], prices) for rid, item in latest.items()]
     return sorted(rows, key=lambda r: (-r.idle_gpu_hours, r.reservation_id))
 
 

@@ -6,7 +6,8 @@ capacity reservation, tags), their reservations as ``aws ec2 describe-capacity-r
 criteria, a block's end), and HyperPod clusters' node lists. The live state the sweep reads (GPU metrics, the idle
 mark) is assumed, each assumption stated: every signal idle for the whole window, the owner warned a warning period
 ago. The decision is then made by the sweep's own functions (``assess_for_sweep``, ``decide``), so a Capacity Block,
-a capacity reservation, a HyperPod node or a scarce type shows the hold, restart risk and reasons the sweep records.
+a capacity reservation, a HyperPod node or a scarce type shows the hold, restart risk and reasons the sweep records,
+and the row of the decision table (:mod:`governor.idle.table`) that decided.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from governor.domain.capacity import Reservation, with_hyperpod, with_reservatio
 from governor.domain.decision import Decision
 from governor.domain.explain import Assumed
 from governor.domain.fleet import Instance
-from governor.idle.domain import Mark, Series, assess_for_sweep, decide, required_signals
+from governor.idle.assessment import assess_for_sweep
+from governor.idle.decide import decide
+from governor.idle.domain import Mark, Series, required_signals
+from governor.idle.table import Row
 from governor.policy import Policy
 
 SAMPLE_SECONDS = 60
@@ -51,15 +55,16 @@ def idle_signals(policy: Policy, now: dt.datetime) -> dict[str, Series]:
     return {name: Series(times, [0.0] * len(times)) for name in required_signals(policy.idle)}
 
 
-def explain_instances(
+def preview_instances(
     instances: Sequence[Instance],
     policy: Policy,
     now: dt.datetime,
     *,
     reservations: Mapping[str, Reservation] | None = None,
     hyperpod: Mapping[str, str] | None = None,
-) -> list[Decision]:
-    """One idle decision per instance, as the sweep would record it once the window has passed idle."""
+) -> list[tuple[Decision, Row | None]]:
+    """One idle decision per instance, as the sweep would record it once the window has passed idle, with the row of
+    the decision table that decided it."""
     listed, _ = with_reservations(list(instances), _Reservations(reservations or {}))
     listed, _ = with_hyperpod(listed, _Nodes(hyperpod) if hyperpod is not None else None)
     warned = now - dt.timedelta(minutes=policy.idle.warning_minutes)
@@ -80,16 +85,35 @@ def explain_instances(
         )
         assessment, may_act = assess_for_sweep(instance, idle_signals(policy, now), policy, now)
         outcome = decide(instance, assessment, assumed.state, policy, now, may_act=may_act)
-        found.append(assumed.on(outcome.decision))
+        found.append((assumed.on(outcome.decision), outcome.row))
     return found
 
 
-def explained(decisions: Sequence[Decision], now: dt.datetime) -> dict[str, Any]:
-    """The ``explain`` result shape (verdict, what was explained, the decisions), for the CLI's renderers."""
+def explain_instances(
+    instances: Sequence[Instance],
+    policy: Policy,
+    now: dt.datetime,
+    *,
+    reservations: Mapping[str, Reservation] | None = None,
+    hyperpod: Mapping[str, str] | None = None,
+) -> list[Decision]:
+    """One idle decision per instance, as the sweep would record it once the window has passed idle."""
+    return [d for d, _ in preview_instances(instances, policy, now, reservations=reservations, hyperpod=hyperpod)]
+
+
+def explained(
+    decisions: Sequence[Decision], now: dt.datetime, rows: Sequence[Row | None] | None = None
+) -> dict[str, Any]:
+    """The ``explain`` result shape (verdict, what was explained, the decisions), for the CLI's renderers; with
+    ``rows``, each decision also names the row of the decision table that decided it (``rule``)."""
     from governor.domain.decision import strongest
 
+    public = [d.public() for d in decisions]
+    for shown, row in zip(public, rows or (), strict=False):
+        if row is not None:
+            shown["rule"] = row.public()
     return {
         "verdict": strongest(d.verdict for d in decisions),
         "event": {"id": f"idle sweep at {now.isoformat()}", "kind": "idle-sweep"},
-        "decisions": [d.public() for d in decisions],
+        "decisions": public,
     }

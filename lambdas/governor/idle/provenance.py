@@ -36,7 +36,7 @@ from governor.idle.ownership import kubernetes_node
 
 if TYPE_CHECKING:
     from governor.domain.fleet import Instance
-    from governor.idle.domain import SweepPlan
+    from governor.idle.sweep import SweepPlan
 
 #: Tags naming the EKS cluster an instance is a node of; the first is AWS's own (no one else may write ``aws:`` keys).
 AWS_CLUSTER_TAG = "aws:eks:cluster-name"

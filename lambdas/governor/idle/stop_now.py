@@ -17,18 +17,20 @@ from governor.domain.decision import Decision
 from governor.domain.fleet import Instance
 from governor.events.stop_request import LIFETIME, Checked
 from governor.idle.actions import reclaim
+from governor.idle.assessment import assess_for_sweep
+from governor.idle.decide import InstanceOutcome
 from governor.idle.domain import (
     CHECKPOINT_DONE,
     IDLE_ACTION_TAG,
     IDLE_SINCE_TAG,
     POLICY,
     Assessment,
-    InstanceOutcome,
     Mark,
-    assess_for_sweep,
+    current_mark,
+)
+from governor.idle.purchase import (
     auto_scaling_group,
     checkpoint_command,
-    current_mark,
     draining_cluster,
     reclaim_action,
     report_only_reason,
@@ -107,6 +109,19 @@ def refused(request: VerifiedStop, why: str) -> StopNow:
     return StopNow("refused", decision, refusal=why)
 
 
+def _not_now(request: VerifiedStop, facts: StopFacts | None, policy: Policy) -> str | None:
+    """Why the re-read instance cannot be stopped now, whatever its metrics: gone or stopped (or not read), outside the
+    GPU fleet, held by the circuit breaker, or its capacity reported only (a block, a reservation, a cluster's node)."""
+    live = facts.live if facts is not None else None
+    if facts is None or live is None or live.state != "running":
+        return f"{request.instance_id} is {live.state if live else 'gone'} now"
+    if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
+        return f"{request.instance_id} is not a GPU fleet instance"
+    if facts.breaker_open:
+        return "the idle circuit breaker is open (many instances turned idle together); nothing is reclaimed"
+    return report_only_reason(live, policy.idle)
+
+
 def decide_stop_now(
     request: VerifiedStop, clicked_at: dt.datetime, facts: StopFacts | None, policy: Policy, now: dt.datetime
 ) -> StopNow:
@@ -117,23 +132,13 @@ def decide_stop_now(
 
     ``facts`` is ``None`` when the handler read nothing (a click too old to act on).
     """
-    instance_id = request.instance_id
-    idle = policy.idle
-    who = request.who
     if too_old(clicked_at, now):
         return refused(request, f"the request arrived more than {STOP_REQUEST_MAX_AGE} after the click")
-    live = facts.live if facts is not None else None
-    if facts is None or live is None or live.state != "running":
-        return refused(request, f"{instance_id} is {live.state if live else 'gone'} now")
-    if not (policy.fleet.is_gpu_type(live.type) and policy.fleet.carries_fleet_tags(live.tags)):
-        return refused(request, f"{instance_id} is not a GPU fleet instance")
-    if facts.breaker_open:
-        return refused(
-            request, "the idle circuit breaker is open (many instances turned idle together); nothing is reclaimed"
-        )
-    held = report_only_reason(live, idle)
-    if held:
-        return refused(request, held)
+    why = _not_now(request, facts, policy)
+    if why:
+        return refused(request, why)
+    assert facts is not None and facts.live is not None  # running, as checked
+    live = facts.live
     mark = current_mark(live, facts.mark)
     # The sweep's own precondition: an action follows a warning of the current idle spell that people received. A
     # button from an older warning (the instance was busy since, or restarted) stops nothing.
@@ -145,23 +150,44 @@ def decide_stop_now(
     if assessment.status != "idle":
         return refused(request, f"it is {assessment.status} now: {'; '.join(assessment.reasons)}")
     command = checkpoint_command(live, policy)
-    if command:
-        if mark.checkpoint_sent_at is not None and mark.checkpoint_status not in CHECKPOINT_DONE:
-            return refused(
-                request, f"its checkpoint is {mark.checkpoint_status or 'Pending'}; click Stop now again once done"
-            )
-        if mark.checkpoint_sent_at is None:
-            decision = Decision(
-                policy=POLICY,
-                verdict="act",
-                resource=instance_id,
-                actions=[Checkpoint(enforced=idle.enforce, command=command, timeout=idle.checkpoint_timeout_seconds)],
-                reasons=[*assessment.reasons, f"Stop now from {who}: checkpoint first, stop once it has finished"],
-                evidence={**assessment.evidence, "status": "checkpoint", **request.asked},
-                rule="idle.stop-now-checkpoint",
-            )
-            outcome = InstanceOutcome(live, "checkpoint", decision, replace(mark, checkpoint_sent_at=now), prior=mark)
-            return StopNow("checkpoint", decision, outcome, assessment, mark=mark)
+    if command and mark.checkpoint_sent_at is not None and mark.checkpoint_status not in CHECKPOINT_DONE:
+        return refused(
+            request, f"its checkpoint is {mark.checkpoint_status or 'Pending'}; click Stop now again once done"
+        )
+    if command and mark.checkpoint_sent_at is None:
+        return _checkpoint_first(request, live, mark, assessment, command, policy, now)
+    return _reclaim_now(request, live, mark, assessment, policy, now)
+
+
+def _checkpoint_first(
+    request: VerifiedStop,
+    live: Instance,
+    mark: Mark,
+    assessment: Assessment,
+    command: str,
+    policy: Policy,
+    now: dt.datetime,
+) -> StopNow:
+    """The policy checkpoints first: send it, and stop on a later click once it has finished."""
+    idle = policy.idle
+    decision = Decision(
+        policy=POLICY,
+        verdict="act",
+        resource=request.instance_id,
+        actions=[Checkpoint(enforced=idle.enforce, command=command, timeout=idle.checkpoint_timeout_seconds)],
+        reasons=[*assessment.reasons, f"Stop now from {request.who}: checkpoint first, stop once it has finished"],
+        evidence={**assessment.evidence, "status": "checkpoint", **request.asked},
+        rule="idle.stop-now-checkpoint",
+    )
+    outcome = InstanceOutcome(live, "checkpoint", decision, replace(mark, checkpoint_sent_at=now), prior=mark)
+    return StopNow("checkpoint", decision, outcome, assessment, mark=mark)
+
+
+def _reclaim_now(
+    request: VerifiedStop, live: Instance, mark: Mark, assessment: Assessment, policy: Policy, now: dt.datetime
+) -> StopNow:
+    """Reclaim it now, as the sweep would (through its Auto Scaling group or its cluster, never around its owner)."""
+    idle = policy.idle
     action = reclaim_action(live, idle)
     group = auto_scaling_group(live)
     cluster = draining_cluster(live, idle)
@@ -172,7 +198,7 @@ def decide_stop_now(
     decision = Decision(
         policy=POLICY,
         verdict="act",
-        resource=instance_id,
+        resource=request.instance_id,
         actions=[
             reclaim(
                 action,
@@ -184,12 +210,16 @@ def decide_stop_now(
             ),
             Tag(enforced=idle.enforce, tags={IDLE_ACTION_TAG: f"{action}@{now.isoformat()}"}, remove=remove),
         ],
-        reasons=[*assessment.reasons, f"Stop now clicked by {who}: acted at once instead of waiting for the sweep"],
+        reasons=[
+            *assessment.reasons,
+            f"Stop now clicked by {request.who}: acted at once instead of waiting for the sweep",
+        ],
         evidence={**assessment.evidence, "status": "acted", **request.asked},
         severity="warning",
         rule="idle.stop-now",
     )
     verb = {"stop": "stopped", "terminate": "terminated"}[action]
-    title = f"Idle GPU instance {instance_id} ({live.type}) {verb} on request of {request.requested_by or who}"
+    who = request.requested_by or request.who
+    title = f"Idle GPU instance {request.instance_id} ({live.type}) {verb} on request of {who}"
     outcome = InstanceOutcome(live, "acted", decision, None, title, prior=mark)
     return StopNow("acted", decision, outcome, assessment, mark=mark, verb=verb)

@@ -16,14 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from governor.domain.decision import Decision
-from governor.idle.domain import (
-    DEVICE_SEP,
-    GPU_ENGINE_ACTIVE,
-    GPU_MEMORY_USED,
-    GPU_POWER,
-    GPU_UTILIZATION,
-    Series,
-)
+from governor.idle.domain import DEVICE_SEP, GPU_ENGINE_ACTIVE, GPU_MEMORY_USED, GPU_POWER, GPU_UTILIZATION, Series
 
 #: signal -> (DCGM field, factor to the domain's unit). GR_ENGINE_ACTIVE is a ratio, the domain reads percent;
 #: FB_USED is MiB, the domain's unit; POWER_USAGE is W.

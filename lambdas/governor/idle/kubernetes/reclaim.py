@@ -55,37 +55,22 @@ def _skip_reason(pod: dict[str, Any]) -> str | None:
     return None
 
 
-def reclaim_node(
-    api: KubernetesApi,
-    node_name: str,
-    instance_id: str,
-    *,
-    enforce: bool,
-    terminate_in_group: Callable[[str], Any] | None = None,
-) -> NodeReclaim:
-    """Cordon, drain and remove one node through its owner (``terminate_in_group`` for a managed node group)."""
-    done = NodeReclaim(node_name, instance_id)
-    node = api.node(node_name)
-    if _node_instance(node) != instance_id:
-        done.blocked = (
-            f"node {node_name} is instance {_node_instance(node) or '(none)'}, not {instance_id}: not touched"
-        )
-        return done
+def _owner(node: dict[str, Any], done: NodeReclaim) -> bool:
+    """Who removes the node: Karpenter (its node pool) or a managed node group; False (and why) when neither does."""
     labels = node.get("metadata", {}).get("labels") or {}
     if labels.get(NODEPOOL_LABEL):
         done.owner, done.pool = "karpenter", labels[NODEPOOL_LABEL]
     elif labels.get(NODEGROUP_LABEL):
         done.owner, done.pool = "managed_node_group", labels[NODEGROUP_LABEL]
     else:
-        done.blocked = f"node {node_name} has neither {NODEPOOL_LABEL} nor {NODEGROUP_LABEL}: no owner to remove it"
-        return done
-    verb = "" if enforce else "would "
-    if not node.get("spec", {}).get("unschedulable"):
-        if enforce:
-            api.cordon(node_name)
-        done.steps.append(f"{verb}cordon {node_name}")
-    pods = api.pods_on(node_name)
-    for pod in pods:
+        done.blocked = f"node {done.node} has neither {NODEPOOL_LABEL} nor {NODEGROUP_LABEL}: no owner to remove it"
+        return False
+    return True
+
+
+def _evict(api: KubernetesApi, done: NodeReclaim, *, enforce: bool) -> bool:
+    """Evict every pod ``kubectl drain`` would, through the Eviction API; False when a PodDisruptionBudget refuses."""
+    for pod in api.pods_on(done.node):
         meta = pod.get("metadata", {})
         name, namespace = str(meta.get("name")), str(meta.get("namespace", "default"))
         why = _skip_reason(pod)
@@ -102,26 +87,63 @@ def reclaim_node(
                     done.blocked = (
                         f"eviction of {namespace}/{name} refused by a PodDisruptionBudget; node stays cordoned"
                     )
-                    return done
+                    return False
                 raise
         done.evicted.append(f"{namespace}/{name}")
-    done.steps.append(f"{verb}evict {len(done.evicted)} pods")
+    return True
+
+
+def _remove(
+    api: KubernetesApi, done: NodeReclaim, *, enforce: bool, terminate_in_group: Callable[[str], Any] | None
+) -> bool:
+    """Let the owner remove the drained node: delete its NodeClaim, or terminate it in its node group."""
+    verb = "" if enforce else "would "
     if done.owner == "karpenter":
         claims = api.nodeclaims()
-        claim = next((c for c in claims if c.get("status", {}).get("nodeName") == node_name), None)
+        claim = next((c for c in claims if c.get("status", {}).get("nodeName") == done.node), None)
         if claim is None:
-            done.blocked = f"no Karpenter NodeClaim names node {node_name}"
-            return done
+            done.blocked = f"no Karpenter NodeClaim names node {done.node}"
+            return False
         name = str(claim["metadata"]["name"])
         if enforce:
             api.delete_nodeclaim(name)
         done.steps.append(f"{verb}delete NodeClaim {name} (node pool {done.pool})")
-    else:
-        if terminate_in_group is None:
-            done.blocked = "no Auto Scaling adapter to terminate the instance in its node group"
-            return done
+        return True
+    if terminate_in_group is None:
+        done.blocked = "no Auto Scaling adapter to terminate the instance in its node group"
+        return False
+    if enforce:
+        terminate_in_group(done.instance_id)
+    done.steps.append(f"{verb}terminate {done.instance_id} in node group {done.pool}, desired capacity lowered")
+    return True
+
+
+def reclaim_node(
+    api: KubernetesApi,
+    node_name: str,
+    instance_id: str,
+    *,
+    enforce: bool,
+    terminate_in_group: Callable[[str], Any] | None = None,
+) -> NodeReclaim:
+    """Cordon, drain and remove one node through its owner (``terminate_in_group`` for a managed node group)."""
+    done = NodeReclaim(node_name, instance_id)
+    node = api.node(node_name)
+    if _node_instance(node) != instance_id:
+        done.blocked = (
+            f"node {node_name} is instance {_node_instance(node) or '(none)'}, not {instance_id}: not touched"
+        )
+        return done
+    if not _owner(node, done):
+        return done
+    verb = "" if enforce else "would "
+    if not node.get("spec", {}).get("unschedulable"):
         if enforce:
-            terminate_in_group(instance_id)
-        done.steps.append(f"{verb}terminate {instance_id} in node group {done.pool}, desired capacity lowered")
-    done.removed = enforce
+            api.cordon(node_name)
+        done.steps.append(f"{verb}cordon {node_name}")
+    if not _evict(api, done, enforce=enforce):
+        return done
+    done.steps.append(f"{verb}evict {len(done.evicted)} pods")
+    if _remove(api, done, enforce=enforce, terminate_in_group=terminate_in_group):
+        done.removed = enforce
     return done

@@ -39,7 +39,7 @@ BASE = "base"
 MAX_LAYERS = 5
 #: Imports the walker sees that never run inside a function, and why: (module, top-level name) -> reason.
 NOT_IN_LAMBDA: dict[tuple[str, str], str] = {
-    ("governor.idle.domain", "numpy"): "the idle rules take NumPy arrays only from the CLI's columnar backtest "
+    ("governor.idle.checks", "numpy"): "the idle checks take NumPy arrays only from the CLI's columnar backtest "
     "(governor_cli.sim.columnar), which imports NumPy itself; a sweep in the Lambda passes plain numbers, so the "
     "element-wise branch and its import never run there",
 }

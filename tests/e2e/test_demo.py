@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import re
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,15 +23,14 @@ from governor_cli.demo.run import (
 )
 from governor_cli.main import main
 from tests.conftest import ROOT
+from tests.e2e import samples
 
 pytestmark = pytest.mark.e2e
 
 
 def _run(out: Path, enforce: bool, clicks: bool = True) -> DemoResult:
-    options = DemoOptions(
-        policy=load_policy(ROOT / "governor.yaml"), out=out, enforce=enforce, instances=12, hours=4.5, clicks=clicks
-    )
-    return run_demo(options)
+    """The README's sample day (tests/e2e/samples.py), enforcing or not, with or without the owners' clicks."""
+    return run_demo(replace(samples.options(out), enforce=enforce, clicks=clicks))
 
 
 @pytest.fixture(scope="module")
@@ -333,3 +333,10 @@ def test_an_owner_slack_users_leaves_out_is_found_with_users_lookup_by_email(rep
     assert theirs and all(f"<@{slack_user(LOOKED_UP)}>" in m for m in theirs)
     line = next(line for line in summary_lines(report_only) if line.startswith("Slack Web API (bot token) "))
     assert "users.lookupByEmail" in line and address in line
+
+
+@pytest.mark.parametrize("page", samples.PAGES, ids=lambda page: page.name)
+def test_the_sample_the_docs_show_is_what_the_demo_prints(report_only: DemoResult, page: Path) -> None:
+    """Issue 48: the README's sample output comes from a run. Every figure of the page's block is the report-only
+    day's own (only dates, clock times and instance ids may differ); `python -m tests.e2e.samples` rewrites it."""
+    assert samples.comparable(samples.shown(page)) == samples.comparable(samples.text(report_only))

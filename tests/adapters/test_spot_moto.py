@@ -177,3 +177,22 @@ def test_entry_point_with_the_stack_environment_checkpoints_once(
         )
     finally:
         default_runtime.cache_clear()
+
+
+def test_a_spot_policy_tag_exemption_nobody_is_recorded_setting_spares_no_checkpoint(aws: LocalStack) -> None:
+    """Any account user can tag another team's Spot instance ``env=prod``: with ``spot.exemptions.tags: {env:
+    prod}`` that alone spared it its checkpoint (its training progress lost at the interruption). A policy tag
+    exemption holds only while a person is recorded setting the tag; the decision says why this one held nothing."""
+    fleet = Fleet()
+    (instance_id,) = fleet.launch(tags={"governor:checkpoint-command": "train", "env": "prod"})
+    deployed = Deployed(aws, enforce=True, exemptions={"tags": {"env": "prod"}})
+    result = deployed.run(event("interruption-warning.json", instance_id))
+    assert result["checkpoint"]["delivered"], result
+    (sent,) = commands_sent()
+    assert sent["InstanceIds"] == [instance_id]
+    decision = next(
+        item
+        for item in deployed.runtime.ledger.query_kind("decision")
+        if item.get("resource") == instance_id and item.get("policy") == "spot"
+    )
+    assert any("env='prod' ignored" in reason for reason in decision["reasons"]), decision

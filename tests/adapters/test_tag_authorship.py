@@ -265,3 +265,40 @@ def test_the_tag_call_fixture_still_names_its_author(cloud: None) -> None:
     keys_handle(_tag_call("tag_user.json", userName="erin"), runtime, _keys())
     item = runtime.ledger.get_item(TAG_SET, setting_key("erin", "governor:exempt"))
     assert item is not None and item.get("via") == "arn" and item.get("principal_id") == "AIDACKCEVSQ6C2EXAMPLE"
+
+
+# --- keys.exemptions.tags: the same rule as idle's (a person recorded, an end) ----------------------------------
+
+
+def _sweep_kms(runtime: Any, key_id: str) -> dict[str, Any]:
+    """The daily sweep's first decision on the key (its ARN is the resource)."""
+    sweep = events.scheduled(event_id=f"sweep-{uuid.uuid4()}", time="2026-12-01T00:00:00Z", region=REGION)
+    keys_handle(sweep, runtime, _keys())
+    return next(d.model_dump() for _, d in runtime.ledger.decisions if d.resource.endswith(f"key/{key_id}"))
+
+
+def test_a_keys_policy_tag_exemption_nobody_is_recorded_setting_exempts_nothing(cloud: None) -> None:
+    """Any account user can tag a key ``env=prod``: with ``keys.exemptions.tags: {env: prod}`` that alone spared the
+    key's rotation forever, in silence. Now it holds only while a person is recorded setting it, and the decision
+    says why it did not hold."""
+    key = boto3.client("kms", region_name=REGION).create_key(Tags=[{"TagKey": "env", "TagValue": "prod"}])
+    key_id = key["KeyMetadata"]["KeyId"]
+    policy = {"keys": {"enforce": True, "exemptions": {"tags": {"env": "prod"}}}}
+    decision = _sweep_kms(_runtime(policy), key_id)
+    assert decision["verdict"] == "act", decision
+    assert any("env='prod' ignored" in r and "nobody is recorded" in r for r in decision["reasons"]), decision
+    assert boto3.client("kms", region_name=REGION).get_key_rotation_status(KeyId=key_id)["KeyRotationEnabled"]
+
+
+def test_a_keys_policy_tag_exemption_a_person_set_holds_until_its_end(cloud: None) -> None:
+    key = boto3.client("kms", region_name=REGION).create_key(Tags=[{"TagKey": "env", "TagValue": "prod"}])
+    key_id = key["KeyMetadata"]["KeyId"]
+    policy = {"keys": {"enforce": True, "exemptions": {"tags": {"env": "prod"}}}}
+    fresh = _runtime(policy)
+    _recorded(fresh, key_id, "env", "prod", dt.datetime.now(dt.UTC) - dt.timedelta(days=1))
+    held = _sweep_kms(fresh, key_id)
+    assert held["verdict"] == "ignored" and any("exempt by policy" in r for r in held["reasons"]), held
+    stale = _runtime(policy)
+    _recorded(stale, key_id, "env", "prod", dt.datetime.now(dt.UTC) - dt.timedelta(days=91))
+    ended = _sweep_kms(stale, key_id)
+    assert ended["verdict"] == "act" and any("ended at" in r for r in ended["reasons"]), ended

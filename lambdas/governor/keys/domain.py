@@ -12,7 +12,7 @@ from typing import Any
 
 from governor.domain.actions import AnyAction, Notify, Outcome
 from governor.domain.decision import Action, Decision, Finding, Severity
-from governor.domain.fleet import exemption
+from governor.domain.fleet import TagProblem, exemption
 from governor.events.envelopes import CloudTrailRecord
 from governor.keys.actions import DeactivateAccessKey, EnableKeyRotation, RotateKey, SetSecretRotation
 from governor.keys.events import ROOT_USER, event_target, request_params, response_elements
@@ -36,12 +36,25 @@ def _date(value: dt.datetime | None) -> str:
     return value.date().isoformat() if value else "unknown"
 
 
-def _exempt(ids: tuple[str, ...], tags: dict[str, str], policy: Policy, now: dt.datetime) -> str | None:
+def _exempt(
+    ids: tuple[str, ...], tags: dict[str, str], policy: Policy, now: dt.datetime, refused: tuple[TagProblem, ...] = ()
+) -> str | None:
+    """Why the credential is exempt now, or None. A tag in ``refused`` (a policy tag exemption no person is recorded
+    setting, or set longer than ``fleet.max_exemption_days`` ago: any account user can tag) exempts nothing."""
+    keys = frozenset(problem.key for problem in refused)
     for resource_id in ids:
-        reason = exemption(resource_id, tags, policy.fleet, policy.keys.exemptions, now)
+        reason = exemption(resource_id, tags, policy.fleet, policy.keys.exemptions, now, refused=keys)
         if reason:
             return reason
     return None
+
+
+def _said(decision: Decision, refused: tuple[TagProblem, ...]) -> Decision:
+    """The decision with each refused exemption among its reasons: a tag that held nothing back is said in the
+    ledger and the finding, never skipped in silence."""
+    if not refused:
+        return decision
+    return decision.model_copy(update={"reasons": [*decision.reasons, *(str(problem) for problem in refused)]})
 
 
 def _owner(tags: dict[str, str], policy: Policy, default: str) -> tuple[str, str | None]:
@@ -94,11 +107,12 @@ def decide_kms_key(key: KmsKey, policy: Policy, now: dt.datetime) -> Decision:
         )
     owner, team = _owner(key.tags, policy, "unknown")
     base = base.model_copy(update={"evidence": {**base.evidence, "owner": owner, "team": team}})
-    reason = _exempt((key.key_id, key.arn), key.tags, policy, now)
+    reason = _exempt((key.key_id, key.arn), key.tags, policy, now, key.refused_tags)
     if key.rotates_automatically:
         decision = _decide_auto_rotation(key, base, limit, enforce)
     else:
         decision = _decide_manual_rotation(key, base, policy, now)
+    decision = _said(decision, key.refused_tags)
     if reason and decision.verdict == "act":
         return decision.model_copy(
             update={
@@ -334,10 +348,12 @@ def decide_access_key(key: AccessKey, policy: Policy, now: dt.datetime) -> Decis
             "evidence": {**evidence, "title": title},
         }
     )
-    reason = _exempt(tuple(x for x in (key.user, key.user_arn, key.key_id) if x), key.tags, policy, now)
+    ids = tuple(x for x in (key.user, key.user_arn, key.key_id) if x)
+    reason = _exempt(ids, key.tags, policy, now, key.refused_tags)
+    decision = _said(decision, key.refused_tags)
     if reason:
         return decision.model_copy(
-            update={"verdict": "ignored", "actions": [], "reasons": [*reasons, f"not acted on: {reason}"]}
+            update={"verdict": "ignored", "actions": [], "reasons": [*decision.reasons, f"not acted on: {reason}"]}
         )
     return decision
 
@@ -427,7 +443,8 @@ def decide_secret(secret: Secret, policy: Policy, now: dt.datetime) -> Decision:
         )
     else:
         return base.model_copy(update={"reasons": [f"rotates every {interval} days (policy: {limit})"]})
-    reason = _exempt((secret.arn, secret.name), secret.tags, policy, now)
+    reason = _exempt((secret.arn, secret.name), secret.tags, policy, now, secret.refused_tags)
+    decision = _said(decision, secret.refused_tags)
     if reason:
         return decision.model_copy(
             update={"verdict": "ignored", "actions": [], "reasons": [*decision.reasons, f"not acted on: {reason}"]}

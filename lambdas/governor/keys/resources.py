@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from governor.domain.actions import Outcome
+from governor.domain.fleet import TagProblem
 from governor.domain.times import parse_time
 
 Kind = Literal["kms", "access_keys", "secrets"]
@@ -40,6 +41,8 @@ class KmsKey:
     last_rotation: dt.datetime | None = None
     on_demand_rotations: int = 0
     tags: dict[str, str] = field(default_factory=dict)
+    #: The tags read but not honoured as exemptions, each with why (``governor.domain.tag_exemptions``).
+    refused_tags: tuple[TagProblem, ...] = ()
 
     @property
     def rotates_automatically(self) -> bool:
@@ -69,6 +72,7 @@ class AccessKey:
     key_id: str | None = None
     slot: int | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    refused_tags: tuple[TagProblem, ...] = ()
 
     @property
     def resource(self) -> str:
@@ -91,6 +95,7 @@ class Secret:
     owning_service: str | None = None
     deleted: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    refused_tags: tuple[TagProblem, ...] = ()
 
 
 def with_tags(key: KmsKey, tags: dict[str, str]) -> KmsKey:

@@ -87,8 +87,13 @@ _Tagged = TypeVar("_Tagged", KmsKey, AccessKey, Secret)
 def bounded(
     resource: _Tagged, ids: tuple[str, ...], kind: ResourceKind, ledger: Ledger, policy: Policy, now: dt.datetime
 ) -> tuple[_Tagged, TagSetting | None]:
-    """The credential with ``exempt=true`` read as its end and an exemption nobody can be proven to have set removed
-    (``governor.domain.tagging.bounded``), and the first sighting it just recorded, if any (reported at once)."""
-    found = bounded_tags([i for i in ids if i], resource.tags, policy.fleet, ledger, now, kind=kind)
-    tagged = resource if found.tags == resource.tags else replace(resource, tags=found.tags)
-    return tagged, found.first_seen
+    """The credential with ``exempt=true`` read as its end, an exemption nobody can be proven to have set removed, and
+    a ``keys.exemptions.tags`` match honoured only while a person is recorded setting it within
+    ``fleet.max_exemption_days`` (``governor.domain.tagging.bounded``; the refusals ride on ``refused_tags`` into the
+    decision, which says them); and the first sighting it just recorded, if any (reported at once)."""
+    found = bounded_tags(
+        [i for i in ids if i], resource.tags, policy.fleet, ledger, now, kind=kind, exemptions=policy.keys.exemptions
+    )
+    if found.tags == resource.tags and not found.refused:
+        return resource, found.first_seen
+    return replace(resource, tags=found.tags, refused_tags=found.refused), found.first_seen

@@ -183,7 +183,9 @@ def _not_actionable(
         )
     if not policy.fleet.is_gpu_type(instance.type):
         return f"{instance.type} is not in the GPU fleet (families {', '.join(policy.fleet.gpu_families)})"
-    why = exemption(instance.id, instance.tags, policy.fleet, policy.spot.exemptions, now)
+    why = exemption(
+        instance.id, instance.tags, policy.fleet, policy.spot.exemptions, now, refused=instance.refused_keys
+    )
     if why:
         return f"exempt: {why}"
     return None
@@ -341,6 +343,7 @@ def decide_warning(
         )
     reasons = [first]
     reasons += plan.notes()
+    reasons += [str(problem) for problem in instance.refused_tags]  # an exemption that held nothing back, said
     if policy.spot.replacement != "none" and blocker:
         reasons.append(f"no replacement: {blocker}")
     if not policy.spot.enforce:

@@ -146,8 +146,13 @@ RECOVERY = ("deregister", "complete_lifecycle_action", "replace")
 
 
 def _bounded(instance: Instance | None, runtime: Runtime, at: dt.datetime) -> Instance | None:
-    """``exempt=true`` read as its end (``governor.domain.tagging``): no exemption lasts for ever."""
-    return None if instance is None else bounded_instance(instance, runtime.policy.fleet, runtime.ledger, at)
+    """``exempt=true`` read as its end, and a ``spot.exemptions.tags`` match honoured only while a person is recorded
+    setting it (``governor.domain.tagging``): no exemption lasts for ever, and a tag anyone can set on another team's
+    instance cannot spare it its checkpoint."""
+    if instance is None:
+        return None
+    policy = runtime.policy
+    return bounded_instance(instance, policy.fleet, runtime.ledger, at, exemptions=policy.spot.exemptions)
 
 
 def _misplaced(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.idle.domain import GPU_MEMORY_USED, GPU_UTILIZATION, MEMORY_UNITS
-from governor_cli.sim.metrics_file import MetricsFileError
+from governor_cli.sim.metrics_file import MetricsFileError, Unsure
 
 MAGIC = b"PAR1"
 COLUMNS = ("timestamp", "instance_id", "metric", "value")
@@ -112,7 +112,7 @@ class ParquetSamples:
         import numpy as np
         import pyarrow.parquet as pq
 
-        from governor_cli.sim.columnar import LOADED, Unsure
+        from governor_cli.sim.columnar import LOADED
 
         try:
             names = pq.ParquetFile(str(self.path)).schema_arrow.names
@@ -177,8 +177,6 @@ class ParquetSamples:
         elif pa.types.is_integer(stamp.type) or pa.types.is_floating(stamp.type):
             seconds = pc.floor(pc.cast(stamp, pa.float64())).cast(pa.int64())
         else:
-            from governor_cli.sim.columnar import Unsure
-
             raise Unsure("timestamps that are neither Parquet timestamps nor epoch seconds")
         if seconds.null_count:
             raise MetricsFileError(f"{self.path}: row group {number}: empty timestamp")
@@ -324,8 +322,6 @@ def sorted_copy(path: Path, folder: Path) -> Path:
 
 def open_samples(path: Path, memory_unit: str, folder: Path) -> ParquetSamples:
     """The file replayed straight from its row groups when they are in time order; else its sorted copy."""
-    from governor_cli.sim.columnar import Unsure
-
     try:
         return ParquetSamples(path, memory_unit).open()
     except Unsure:

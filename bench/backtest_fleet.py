@@ -241,9 +241,10 @@ def report(label: str, path: Path, rows: int, result: dict[str, Any], written: f
     cpu = result["user"] + result["sys"]
     size = path.stat().st_size / 2**30
     feeder = f"; the zstd feeder used {result['feeder_cpu']:.1f} CPU-s apart" if "feeder_cpu" in result else ""
+    piped = f"PIPE (zstd -dc {path.name} > PIPE)" if "feeder_cpu" in result else path.name
     print(
         f"{label}: {rows:,} samples, {size:.2f} GiB on disk ({written:.0f} s to write, not counted)\n"
-        f"  governor backtest --metrics {path.name} --json: wall {result['wall']:.1f} s, CPU {cpu:.1f} s "
+        f"  governor backtest --metrics {piped} --json: wall {result['wall']:.1f} s, CPU {cpu:.1f} s "
         f"(user {result['user']:.1f} + sys {result['sys']:.1f}), peak RSS {result['rss_mib']:.0f} MiB, "
         f"{1e6 * cpu / rows:.3f} us CPU per sample{feeder}\n"
         f"  decisions: {result['summary']}, breaker trips {result['breaker_trips']}\n"

@@ -31,3 +31,13 @@ def test_network_latency_bench_revokes_every_rule_it_opens() -> None:
 def test_spot_latency_bench_sends_one_checkpoint_per_warning() -> None:
     out = _bench("bench.spot_latency", "--events", "3", "--instances", "3")
     assert "SSM commands sent: 3 (one per event id)" in out
+
+
+def test_backtest_fleet_bench_reads_a_csv_through_a_pipe_with_the_files_decisions(tmp_path: Path) -> None:
+    """The 10,000 x 30-day CSV is measured through a named pipe fed by zstd: at a small size the pipe and the file
+    give the same decisions."""
+    common = ("--instances", "30", "--days", "0.25", "--dir", str(tmp_path), "--csv-only")
+    piped = _bench("bench.backtest_fleet", *common, "--pipe")
+    plain = _bench("bench.backtest_fleet", *common)
+    decisions = [line for line in (piped + plain).splitlines() if line.strip().startswith("decisions:")]
+    assert len(decisions) == 2 and decisions[0] == decisions[1] and "'instances': 30" in decisions[0]

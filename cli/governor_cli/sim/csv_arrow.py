@@ -108,6 +108,7 @@ class Decoder:
                 yield self.decode(batch)
 
     def decode(self, batch: Any) -> tuple[Any, Any, Any, Any]:
+        """One batch's loaded rows, each checked as ``parse_metrics`` checks it; :class:`Unsure` on a doubt."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc

@@ -15,14 +15,17 @@ from typing import Any
 DELAY_SECONDS = 2.0
 
 
-def bar(total: int | None, what: str, unit: str, quiet: bool = False) -> Any:
-    """A tqdm bar on stderr; a no-op object when stderr is not a terminal or with ``--quiet``."""
+def bar(total: int | None, what: str, unit: str, quiet: bool = False, scale: bool = False) -> Any:
+    """A tqdm bar on stderr; a no-op object when stderr is not a terminal or with ``--quiet``. ``scale``: counts
+    shown with k, M, G (bytes read)."""
     from tqdm import tqdm
 
     return tqdm(
         total=total, desc=what, unit=unit, file=sys.stderr, delay=DELAY_SECONDS, disable=True if quiet else None,
         leave=False,
         dynamic_ncols=True,
+        unit_scale=scale,
+        unit_divisor=1024 if scale else 1000,
     )  # fmt: skip
 
 

@@ -31,3 +31,31 @@ def test_network_latency_bench_revokes_every_rule_it_opens() -> None:
 def test_spot_latency_bench_sends_one_checkpoint_per_warning() -> None:
     out = _bench("bench.spot_latency", "--events", "3", "--instances", "3")
     assert "SSM commands sent: 3 (one per event id)" in out
+
+
+def test_org_round_bench_sweeps_every_account_region_through_the_queue_and_assumed_roles() -> None:
+    """bench.org_round at its smallest: the planner's messages all consumed, each target swept in its own account and
+    region through the spoke role (AssumeRole counted), the idle instances warned (report-only)."""
+    out = _bench("bench.org_round", "--accounts", "2", "--regions", "2", "--instances", "40", "--concurrency", "2")
+    assert "4 target invocations" in out and "0 item failures, 4 account-regions swept, 40 instances" in out
+    assert "'warned':" in out and "sts:AssumeRole                             3" in out
+    assert "ROUND, maximum_concurrency 2: wall to the last decision" in out
+
+
+def test_org_round_bench_says_when_it_swept_a_sample_and_models_the_rest() -> None:
+    """With --sample the report never calls the sampled walls the round: it names how many targets were swept and
+    labels the whole round's figure MODELLED."""
+    out = _bench("bench.org_round", "--accounts", "2", "--regions", "2", "--instances", "8", "--concurrency", "2",
+                 "--compose", "--sample", "2")  # fmt: skip
+    assert "2 target invocations" in out and "the 2 of 4 targets swept, not the round" in out
+    assert "MODELLED, the whole round of 4 targets" in out and "target <= 900 s" not in out
+
+
+def test_backtest_fleet_bench_reads_a_csv_through_a_pipe_with_the_files_decisions(tmp_path: Path) -> None:
+    """The 10,000 x 30-day CSV is measured through a named pipe fed by zstd: at a small size the pipe and the file
+    give the same decisions."""
+    common = ("--instances", "30", "--days", "0.25", "--dir", str(tmp_path), "--csv-only")
+    piped = _bench("bench.backtest_fleet", *common, "--pipe")
+    plain = _bench("bench.backtest_fleet", *common)
+    decisions = [line for line in (piped + plain).splitlines() if line.strip().startswith("decisions:")]
+    assert len(decisions) == 2 and decisions[0] == decisions[1] and "'instances': 30" in decisions[0]

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from governor.idle.domain import GPU_MEMORY_USED
 from governor.policy import Policy, parse_policy
 from governor_cli.commands.backtest import parse_metrics, replay_file, replay_stretches, to_json
-from governor_cli.sim import columnar
+from governor_cli.sim import columnar, spill
 from governor_cli.sim.workload import Workload, generate, stream
 
 QUARTER = dt.timedelta(minutes=15)
@@ -159,65 +158,12 @@ def test_the_generator_streamed_into_arrays_decides_as_its_csv_file(tmp_path: Pa
     assert summary["stops"] and summary["verdicts"].get("deferred")  # the rate limit's queue was exercised
 
 
-def test_the_dense_reader_and_the_partitioned_one_decide_the_same(day: Path, tmp_path: Path) -> None:
-    """The byte-level reader holds the day as one array; the DuckDB/Parquet reader gives the same ids and decisions."""
-    dense = columnar.read_dense(day, "MB")
+def test_the_arrow_reader_and_the_partitioned_one_decide_the_same(day: Path, tmp_path: Path) -> None:
+    """Arrow's one-pass reader (partition files) and the DuckDB/Parquet reader give the same ids and decisions."""
+    spilled = spill.read_csv(day, "MB", tmp_path / "spill", columnar.LOADED)
     partitioned = columnar.load_partitions(day, "MB", tmp_path)
-    assert dense.ids == partitioned.ids and list(dense.minutes) == list(partitioned.minutes)
+    assert spilled.ids == partitioned.ids and list(spilled.minutes) == list(partitioned.minutes)
     policy = parse_policy({"idle": {"max_fleet_percent": 100}})
-    assert to_json(columnar.replay_columnar(dense, policy, QUARTER)[0], policy) == to_json(
+    assert to_json(columnar.replay_columnar(spilled, policy, QUARTER)[0], policy) == to_json(
         columnar.replay_columnar(partitioned, policy, QUARTER)[0], policy
     )
-
-
-@pytest.mark.parametrize(
-    "row",
-    [
-        "1793577600,i-a,gpu_utilization,1",  # epoch seconds
-        "2026-11-02T00:00:00+00:00,i-a,gpu_utilization,1",  # an offset
-        "2026-11-02T00:00:00Z,i-a,gpu_utilization,1e3",  # an exponent
-        "2026-11-02T00:00:00Z,i a,gpu_utilization,1",  # a space in the id
-        '2026-11-02T00:00:00Z,"i-a",gpu_utilization,1',  # quotes
-        "2026-11-02T00:00:00Z,i-a,gpu_utilization ,1",  # a known metric behind a space
-        "2026-02-30T00:00:00Z,i-a,gpu_utilization,1",  # no such day
-        "2026-11-02T24:00:00Z,i-a,gpu_utilization,1",  # no such hour
-        "2026-11-02T00:00:60Z,i-a,gpu_utilization,1",  # no such second
-        "2026-11-02 00:00:00Z,i-a,gpu_utilization,1",  # a space for the T
-        "2026-11-02T00:00:00Z,i-a,gpu_utilization,1.2.3",  # two points
-        "2026-11-02T00:00:00Z,i-a,gpu_utilization,-1",  # a sign
-        "2026-11-02T00:00:00Z,i-a,gpu_utilization,.",  # no digit
-    ],
-)
-def test_the_dense_reader_leaves_anything_but_the_plain_shape_to_the_others(tmp_path: Path, row: str) -> None:
-    path = tmp_path / "odd.csv"
-    path.write_text(f"timestamp,instance_id,metric,value\n2026-11-02T00:01:00Z,i-a,gpu_utilization,2.5\n{row}\n")
-    with pytest.raises(columnar.Unsure):
-        columnar.read_dense(path, "MB")
-
-
-def test_the_dense_reader_reads_values_as_float_does(tmp_path: Path) -> None:
-    values = ["0", "007", "46.5", ".5", "5.", "33.7", "0.1", "123456789.12345", "8192"]
-    rows = [f"2026-11-02T00:{n:02d}:59Z,i-a,gpu_memory_used,{v}" for n, v in enumerate(values)]
-    rows.append("2026-11-02T00:00:00Z,i-a,network_in,x")  # another metric: skipped, as the row-by-row reader does
-    path = tmp_path / "values.csv"
-    path.write_text("timestamp,instance_id,metric,value\n" + "\n".join(rows) + "\n")
-    dense = columnar.read_dense(path, "MiB")
-    assert dense.metrics == (GPU_MEMORY_USED,)
-    assert dense.data[0, 0].tolist() == [float(v) * 1.0 for v in values]
-    assert dense.first == 1_793_577_600 // 60
-
-
-def test_the_dense_reader_reads_short_values_and_times_across_months_exactly(tmp_path: Path) -> None:
-    """Values of up to 8 characters and timestamps are decoded a word at a time: the same numbers as float() and
-    datetime, across a month and a leap day."""
-    values = ["0", "9", "007", "46.5", ".5", "5.", "0.000001", "12345678", "1234.567"]
-    times = ["2024-02-28T23:59:00Z", "2024-02-29T00:00:30Z", "2024-03-01T00:01:59Z", "2024-03-31T23:58:00Z"]
-    rows = [f"{times[n % len(times)]},i-{n},gpu_utilization,{v}" for n, v in enumerate(values)]
-    path = tmp_path / "words.csv"
-    path.write_text("timestamp,instance_id,metric,value\n" + "\n".join(rows) + "\n")
-    dense = columnar.read_dense(path, "MB")
-    epoch = [int(dt.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()) // 60 for t in times]
-    assert dense.first == min(epoch)
-    for n, value in enumerate(values):
-        column = epoch[n % len(times)] - dense.first
-        assert dense.data[0, dense.ids.index(f"i-{n}"), column] == float(value)

@@ -92,6 +92,8 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.sim.parquet": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.replay": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.sim.loaded": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.sim.csv_arrow": (frozenset({"idle"}), _IDLE_TOOLING + " (the backtest's CSV reader)"),
+    "governor_cli.sim.spill": (frozenset({"idle"}), _IDLE_TOOLING + " (the backtest's partition files)"),
     "governor_cli.sim.workload": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_soak": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_clock": (frozenset({"idle"}), _IDLE_TOOLING),

@@ -13,6 +13,7 @@ import datetime as dt
 import itertools
 import json
 import re
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -172,12 +173,15 @@ def replay_file(
     :func:`replay_stretches`, with time growing with the samples and memory with the fleet and the window.
 
     A file the columnar reader does not vouch for is read row by row instead, which raises
-    :class:`MetricsFileError` naming the line for anything malformed.
+    :class:`MetricsFileError` naming the line for anything malformed. A pipe (``--metrics <(zstdcat x.csv.zst)``)
+    can be read only once: it is read as CSV by the fast reader, and what that reader cannot vouch for is an error.
     """
     from governor_cli.sim import columnar, parquet
 
     with tempfile.TemporaryDirectory(prefix="governor-backtest-") as scratch:
         folder = Path(scratch)
+        if is_pipe(path):
+            return columnar.replay_columnar(read_pipe(path, memory_unit, folder), policy, interval, inventory)
         if not path.is_file():
             path.open(encoding="utf-8").close()  # the OSError a missing file or a folder raises
         if parquet.is_parquet(path):
@@ -191,6 +195,31 @@ def replay_file(
                 signals = parse_metrics(handle, str(path), memory_unit)
             samples = columnar.from_signals(signals, folder)
         return columnar.replay_columnar(samples, policy, interval, inventory)
+
+
+def is_pipe(path: Path) -> bool:
+    """A named pipe or a character device (``<(command)``, ``/dev/stdin``): bytes that can be read only once."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def read_pipe(path: Path, memory_unit: str, folder: Path) -> Any:
+    """A CSV read from a pipe in one pass; what the fast reader cannot vouch for is a :class:`MetricsFileError`
+    (the careful reader would need the bytes a second time)."""
+    from governor_cli.sim.columnar import LOADED
+    from governor_cli.sim.metrics_file import Unsure
+    from governor_cli.sim.spill import read_csv
+
+    try:
+        return read_csv(path, memory_unit, folder / "spill", LOADED)
+    except Unsure as doubt:
+        raise MetricsFileError(
+            f"{path}: {doubt} (a pipe is read once, by the fast CSV reader; save it to a file to have it read "
+            "line by line)"
+        ) from None
 
 
 def bounds(signals: dict[str, dict[str, Series]]) -> tuple[dt.datetime, dt.datetime]:

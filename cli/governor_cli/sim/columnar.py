@@ -1,22 +1,21 @@
-"""The backtest's columnar, streaming replay: DuckDB reads the CSV, NumPy computes each sweep's windows for the fleet.
+"""The backtest's columnar, streaming replay: a metrics file read once into time partitions, NumPy computes each
+sweep's windows for the fleet.
 
-Two passes over the file with DuckDB: the first collects the distinct timestamps and instance ids (each parsed and
-checked by the same Python code as the row-by-row reader) and flags any row that reader might judge differently; the
-second writes the samples, as (instance, metric, minute, value), into Parquet files partitioned by time. The replay
-then walks the sweeps in time order holding only the minutes a window can reach (the lookback plus one partition) as
-one dense instance-by-minute array per metric, so memory grows with the fleet and the window, not the history.
+A CSV is read in one pass by Arrow's CSV parser into partition files on disk (:mod:`governor_cli.sim.spill`; every
+distinct timestamp, id and metric name judged by the row-by-row reader's own code, values cast as ``float()`` reads
+them). A file that reader does not vouch for (quoted fields, values Arrow's cast refuses, ...) is read by DuckDB in
+two passes instead: the first collects the distinct timestamps and instance ids (each parsed and checked by the same
+Python code as the row-by-row reader) and flags any row that reader might judge differently; the second writes the
+samples, as (instance, metric, minute, value), into Parquet files partitioned by time. The replay then walks the
+sweeps in time order holding only the minutes a window can reach (the lookback plus one partition) as one dense
+instance-by-minute array per metric, so memory grows with the fleet and the window, not the history.
 
 Each sweep computes every instance's window statistics at once (count, maximum, minimum, newest sample, when its
 quiet stretch began) and applies the idle rule's own checks (:func:`governor.idle.checks.idle_checks`) to them. An
 instance that is not idle in either window, carries no mark and no policy exemption cannot be warned or acted on this
 sweep, so it is only counted (:class:`governor.idle.sweep.Settled`); every other instance goes through
 :func:`governor.idle.sweep.sweep` itself, with its samples of the lookback, as in the row-by-row replay. Any row the
-fast reader is unsure of sends the whole file to the row-by-row reader, which names the line and what is wrong.
-
-A plain file whose samples fit :data:`DENSE_BYTES` as one dense array (a day of 1,500 instances is 52 MB) skips the
-two DuckDB passes and the Parquet files: :func:`read_dense` parses its bytes with NumPy, a block at a time, into that
-array (the DuckDB pass and its Parquet writer were most of the time from a file). Anything it does not vouch for, or
-a file too large to hold, goes the partitioned way above.
+fast readers are unsure of sends the whole file to the row-by-row reader, which names the line and what is wrong.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import datetime as dt
 import itertools
 import math
 import os
-import sys
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -65,9 +64,10 @@ if TYPE_CHECKING:
     from typing import TypeAlias
 
     from governor_cli.sim.parquet import ParquetSamples
+    from governor_cli.sim.spill import Spilled
 
-    #: Where the replay reads samples: a CSV's partitions, its dense array, a generator store, or a Parquet file.
-    Source: TypeAlias = "Samples | Store | Dense | ParquetSamples"
+    #: Where the replay reads samples: a CSV's partition files (Arrow's or DuckDB's), a generator store, or Parquet.
+    Source: TypeAlias = "Spilled | Samples | Store | ParquetSamples"
 
 
 @dataclass
@@ -147,13 +147,15 @@ class Samples:
         return self._con
 
 
-def load(path: Path, memory_unit: str, folder: Path) -> Samples | Dense:
-    """Read ``path``: held dense when it is plain and small enough (:func:`read_dense`), else into Parquet partitions
-    under ``folder``; :class:`Unsure` when a row needs the careful reader."""
+def load(path: Path, memory_unit: str, folder: Path) -> Spilled | Samples:
+    """Read ``path``: in one pass by Arrow into partition files under ``folder`` (:func:`spill.read_csv`), else by
+    DuckDB into Parquet partitions (quoted fields, ...); :class:`Unsure` when a row needs the careful reader."""
+    from governor_cli.sim.spill import read_csv
+
     try:
-        return read_dense(path, memory_unit)
+        return read_csv(path, memory_unit, folder / "spill", LOADED)
     except Unsure:
-        pass
+        shutil.rmtree(folder / "spill", ignore_errors=True)
     return load_partitions(path, memory_unit, folder)
 
 
@@ -937,378 +939,3 @@ class Store:
         piece[1] *= self.memory_scale
         piece[2] /= 10
         data[:, :, start - lo : stop - lo] = piece
-
-
-# --- A metrics file small enough to hold dense: parsed by NumPy straight from its bytes ---------------------------
-
-FAST_FILE_BYTES = 1 << 30  # files up to this size are tried by the byte-level reader first
-DENSE_BYTES = 160 * 2**20  # the most the dense [metric, instance, minute] array of one file may take
-_BLOCK_BYTES = 4 << 20  # bytes parsed at a time (the index arrays of one block are a few times this)
-_ID_WIDTH = 64  # the longest instance id the byte-level reader takes; longer ones go to DuckDB
-_VALUE_WIDTH = 15  # digits and a point: the integer of the digits is below 2**53, so digits / 10**k is exact
-_HEADER = b"timestamp,instance_id,metric,value\n"
-_POWERS = tuple(float(10**k) for k in range(_VALUE_WIDTH + 1))  # exact in float64
-_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-
-
-@dataclass
-class Dense:
-    """A metrics file held as one dense ``[metric, instance, minute]`` array (NaN: no sample): what :class:`Samples`
-    offers the replay, for files whose array fits :data:`DENSE_BYTES`."""
-
-    ids: list[str]
-    data: Any  # float64 [metric, instance, minute], minute 0 is ``first``
-    first: int  # epoch minute of column 0
-    metrics: tuple[str, ...] = LOADED  # the metric of each row of ``data``
-    part_minutes: int = PART_MINUTES
-    base: int = 0
-    minutes: Any = None
-    parts: set[int] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        import numpy as np
-
-        self._seen = (~np.isnan(self.data)).any(axis=0)  # [instance, minute]: any loaded metric
-        self.minutes = self.first + np.nonzero(self._seen.any(axis=0))[0].astype(np.int64)
-        last = self.first + self.data.shape[2] - 1
-        self.parts = set(range(self.first // self.part_minutes, last // self.part_minutes + 1))
-
-    def membership(self, spans: list[tuple[int, int]]) -> tuple[Any, Any, Any, Any]:
-        """(instance, stretch, first minute, reports GPU) rows, as the Parquet path's query returns them."""
-        import numpy as np
-
-        found: list[tuple[Any, Any, Any, Any]] = []
-        for sid, (lo, hi) in enumerate(spans):
-            a, b = max(lo - self.first, 0), max(hi + 1 - self.first, 0)
-            held = self._seen[:, a:b]
-            rows = np.nonzero(held.any(axis=1))[0]
-            first = lo if lo > self.first else self.first
-            found.append(
-                (
-                    rows,
-                    np.full(len(rows), sid, dtype=np.int64),
-                    first + np.argmax(held[rows], axis=1).astype(np.int64),
-                    (~np.isnan(self.data[self.metrics.index(GPU_UTILIZATION), rows, a:b])).any(axis=1)
-                    if GPU_UTILIZATION in self.metrics
-                    else np.zeros(len(rows), dtype=bool),
-                )
-            )
-        return tuple(np.concatenate([f[k] for f in found]) for k in range(4))  # type: ignore[return-value]
-
-    def fill(self, data: Any, lo: int, part: int, start: int, stop: int) -> None:
-        """Write minutes ``start`` .. ``stop`` - 1 into ``data`` (whose minute 0 is ``lo``)."""
-        a, b = max(start, self.first), min(stop, self.first + self.data.shape[2])
-        if a < b:
-            data[:, :, a - lo : b - lo] = self.data[:, :, a - self.first : b - self.first]
-
-
-def read_dense(path: Path, memory_unit: str) -> Dense:
-    """Parse a metrics file with NumPy from its bytes; :class:`Unsure` for anything but the plain shape.
-
-    The plain shape is what exporters and the generator write: the header as is, ``\\n`` line ends, no quotes, ASCII,
-    timestamps ``YYYY-MM-DDTHH:MM:SSZ``, ids of printable characters without spaces, values of digits and at most one
-    point (15 characters at most). For those rows the row-by-row reader's answer is computed exactly (the value is
-    the integer of its digits over a power of ten, one correctly rounded division, as ``float()`` rounds); rows of
-    other metrics are skipped as it skips them. Anything else goes to the DuckDB reader or the row-by-row one.
-    """
-    import numpy as np
-
-    if path.stat().st_size > FAST_FILE_BYTES:
-        raise Unsure("large file")
-    scale = MEMORY_UNITS[memory_unit]
-    positions: dict[str, int] = {}
-    blocks: list[tuple[Any, Any, Any, Any]] = []
-    cells = 0
-    with path.open("rb") as handle:
-        if handle.readline() != _HEADER:
-            raise Unsure("header")
-        # One buffer for the whole file: a block is read in after the unfinished line the last one left, parsed
-        # where it lies (no copies), and the unfinished line moved to the front. 8 spare bytes for the last word.
-        buffer = bytearray(2 * _BLOCK_BYTES + 8)
-        held = 0
-        while True:
-            got = handle.readinto(memoryview(buffer)[held : held + _BLOCK_BYTES])
-            if not got:
-                if held:
-                    raise Unsure("no newline at the end")
-                break
-            total = held + got
-            end = buffer.rfind(b"\n", 0, total) + 1
-            if not end:
-                if total >= _BLOCK_BYTES:
-                    raise Unsure("a line longer than a block")  # a plain line is a few dozen bytes
-                held = total
-                continue
-            block = _parse_block(buffer, end, positions, scale)
-            blocks.append(block)
-            cells += len(block[0])
-            held = total - end
-            if held >= _BLOCK_BYTES:
-                raise Unsure("a line longer than a block")
-            buffer[:held] = buffer[end:total]
-    if not cells:
-        raise Unsure("no samples")
-    first = min(int(b[1].min()) for b in blocks if len(b[1]))
-    last = max(int(b[1].max()) for b in blocks if len(b[1]))
-    n, width = len(positions), last - first + 1
-    present = np.unique(np.concatenate([np.unique(b[2]) for b in blocks]))
-    if len(present) * n * width * 8 > DENSE_BYTES:
-        raise Unsure("too large to hold dense")
-    rows = np.full(len(LOADED), -1, dtype=np.int64)
-    rows[present] = np.arange(len(present))  # metric code -> row of the array (only the metrics the file holds)
-    ids = sorted(positions)
-    order = np.empty(n, dtype=np.int64)
-    order[[positions[i] for i in ids]] = np.arange(n)  # first-seen index -> sorted index
-    data = np.full((len(present), n, width), np.nan)
-    flat = data.reshape(-1)
-    while blocks:
-        inst, minute, code, value = blocks.pop(0)
-        # two samples in one minute: the larger, as the row-by-row reader keeps
-        np.fmax.at(flat, (rows[code] * n + order[inst]) * width + (minute - first), value)
-    return Dense(ids, data, first, metrics=tuple(LOADED[c] for c in present.tolist()))
-
-
-def _parse_block(buffer: bytearray, size: int, positions: dict[str, int], scale: float) -> tuple[Any, Any, Any, Any]:
-    """The first ``size`` bytes of ``buffer``, whole lines of the file (``buffer`` holds at least 8 bytes more):
-    (first-seen instance index, epoch minute, metric code, value) of the loaded rows."""
-    import numpy as np
-
-    if sys.byteorder != "little":
-        raise Unsure("the word-wise decoding assumes a little-endian machine")
-    buf = np.frombuffer(buffer, dtype=np.uint8, count=size)
-    if size and buf.max() >= 0x80:
-        raise Unsure("non-ASCII bytes")
-    words = _words(buffer, size)
-    # one pass finds both separators: every byte up to "," is a candidate, most are one
-    candidates = np.flatnonzero(buf <= ord(","))
-    kinds = buf[candidates]
-    if ((kinds == ord('"')) | (kinds == ord("\r")) | (kinds == 0)).any():
-        raise Unsure("quotes, carriage returns or NUL bytes")
-    ends = candidates[kinds == ord("\n")]
-    commas = candidates[kinds == ord(",")]
-    if len(commas) != 3 * len(ends):
-        raise Unsure("a line without four fields")  # or a blank line, which the row-by-row reader skips
-    commas = commas.reshape(-1, 3)
-    if (commas[:, 2] > ends).any() or (commas[1:, 0] < ends[:-1]).any():
-        raise Unsure("a line without four fields")
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    # Metric: one of the loaded names exactly; other names are skipped (as the reader does) unless spaces hide one.
-    # Rows of one metric usually follow each other: names are decoded only where the bytes change.
-    heads, change = _runs(buf, words, commas[:, 1] + 1, commas[:, 2] - commas[:, 1] - 1, _ID_WIDTH)
-    codes = np.empty(len(heads), dtype=np.int8)
-    for k, name in enumerate(heads):
-        codes[k] = LOADED.index(name) if name in LOADED else -1
-        if codes[k] < 0 and name.strip() in KNOWN_METRICS:
-            raise Unsure("metric name with spaces")
-    code = codes[np.cumsum(change) - 1]
-    if (code < 0).any():
-        rows = np.nonzero(code >= 0)[0]
-        starts, commas, ends, code = starts[rows], commas[rows], ends[rows], code[rows]
-    minute = _minutes(words, starts, commas[:, 0] - starts)
-    inst = _instances(buf, words, commas[:, 0] + 1, commas[:, 1] - commas[:, 0] - 1, positions)
-    value = _values(buf, words, commas[:, 2] + 1, ends - commas[:, 2] - 1)
-    value[code == LOADED.index(GPU_MEMORY_USED)] *= scale
-    # 4-byte indexes: the rows of the whole file are held until the dense array is built (17 bytes a row, not 25)
-    return inst.astype(np.int32), minute.astype(np.int32), code, value
-
-
-def _words(buffer: bytearray, size: int) -> Any:
-    """The 8 bytes of ``buffer`` from every offset up to ``size`` as one little-endian integer: a field of up to 8
-    bytes is one gather and a few whole-word operations, not one gather per byte. Bytes past ``size`` (the next
-    block's, or spare) only ever fall past a field's end, where every reader masks them or only looks up more."""
-    import numpy as np
-
-    return np.ndarray(shape=(size + 1,), dtype="<u8", buffer=buffer, strides=(1,))
-
-
-def _pattern(shape: str) -> tuple[Any, Any, Any, Any]:
-    """Masks that check 8 bytes against ``shape`` ("d" a digit, "?" any byte, else that character) in a few word
-    operations: after ``y = word ^ xor`` a digit byte is its value and a fixed character 0; ``y & high`` is 0 only if
-    digit bytes are below 16 and fixed ones match, and ``(y + six) & sixteen`` is 0 only if digit bytes are below 10
-    (no byte carries into the next once the first test holds)."""
-    import numpy as np
-
-    xor = high = six = sixteen = 0
-    for j, char in enumerate(shape):
-        if char == "d":
-            xor, high, six, sixteen = xor | 0x30 << 8 * j, high | 0xF0 << 8 * j, six | 6 << 8 * j, sixteen | 16 << 8 * j
-        elif char != "?":
-            xor, high = xor | ord(char) << 8 * j, high | 0xFF << 8 * j
-    return np.uint64(xor), np.uint64(high), np.uint64(six), np.uint64(sixteen)
-
-
-_STAMP = (_pattern("dddd-dd-"), _pattern("ddTdd:dd"), _pattern("????:ddZ"))  # bytes 0-7, 8-15 and 12-19
-_BYTE = 0xFF
-
-
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    """Days from 1970-01-01 of a proleptic Gregorian date."""
-    y = year - (month <= 2)
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
-    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
-
-
-def _month(word: int) -> tuple[int, int]:
-    """(days from 1970-01-01 of the month's first day, days in the month) of a checked ``YYYY-MM-`` word."""
-    digit = [(word >> 8 * j) & _BYTE for j in range(8)]
-    year, month = digit[0] * 1000 + digit[1] * 100 + digit[2] * 10 + digit[3], digit[5] * 10 + digit[6]
-    if not (1970 <= year <= 2199 and 1 <= month <= 12):
-        raise Unsure("timestamp out of range")
-    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    return _days_from_civil(year, month, 1), _DAYS_IN_MONTH[month] + (leap and month == 2)
-
-
-def _minutes(words: Any, start: Any, length: Any) -> Any:
-    """Epoch minutes of ``YYYY-MM-DDTHH:MM:SSZ`` timestamps from 1970 to 2199 (the reader's supported range).
-
-    Each timestamp is three words checked against its shape; the year and month are decoded once per distinct
-    ``YYYY-MM-`` (usually one a block), the day, hour, minute and second of every row side by side in its word."""
-    import numpy as np
-
-    if not len(start):
-        return np.empty(0, dtype=np.int64)
-    if (length != 20).any():
-        raise Unsure("timestamp shape")
-    checked = []
-    for offset, (xor, high, six, sixteen) in zip((0, 8, 12), _STAMP, strict=True):
-        y = words[start + offset] ^ xor
-        if (((y & high) | ((y + six) & sixteen)) != 0).any():
-            raise Unsure("timestamp shape")
-        checked.append(y)
-    months, rest, seconds = checked
-    if (months == months[0]).all():
-        first, longest = _month(int(months[0]))
-    else:
-        distinct, which = np.unique(months, return_inverse=True)
-        table = np.array([_month(int(word)) for word in distinct.tolist()], dtype=np.int64)
-        first, longest = table[which, 0], table[which, 1]
-    # two digits d1 d2 at bytes j, j + 1 (each below 10, so nothing carries): byte j of word * 10 + (word >> 8)
-    pairs = rest * np.uint64(10) + (rest >> np.uint64(8))
-    day = (pairs & np.uint64(_BYTE)).astype(np.int64)
-    hour = ((pairs >> np.uint64(24)) & np.uint64(_BYTE)).astype(np.int64)
-    minute = ((pairs >> np.uint64(48)) & np.uint64(_BYTE)).astype(np.int64)
-    seconds &= np.uint64(0xFFFFFFFF00000000)  # bytes 16-19; 12-15 are checked in ``rest``
-    second = ((seconds * np.uint64(10) + (seconds >> np.uint64(8))) >> np.uint64(40)) & np.uint64(_BYTE)
-    if ((day < 1) | (day > longest) | (hour > 23) | (minute > 59)).any() or (second > 59).any():
-        raise Unsure("timestamp out of range")
-    return (first + day - 1) * 1440 + hour * 60 + minute
-
-
-def _runs(buf: Any, words: Any, start: Any, length: Any, longest: int) -> tuple[list[str], Any]:
-    """The text of a field where it differs from the row before (``change``), and ``change`` itself."""
-    import numpy as np
-
-    if not len(start):
-        return [], np.zeros(0, dtype=bool)
-    width = int(length.max())
-    if width > longest:
-        raise Unsure("field too long")
-    change = np.ones(len(start), dtype=bool)
-    change[1:] = length[1:] != length[:-1]
-    if not len(words):  # a buffer shorter than one word: every row is looked up
-        change[:] = True
-        width = 0
-    for k in range(0, width, 8):
-        # bytes past a field's end are the next field's: a difference there only adds a lookup, never hides one
-        at = start + k
-        # a field ending in the buffer's last bytes has no whole word there: its row is looked up, never guessed
-        past = at >= len(words)
-        column = words[np.minimum(at, len(words) - 1)]
-        change[1:] |= (column[1:] != column[:-1]) | past[1:] | past[:-1]
-    heads = [
-        bytes(buf[a : a + n]).decode() for a, n in zip(start[change].tolist(), length[change].tolist(), strict=True)
-    ]
-    return heads, change
-
-
-def _instances(buf: Any, words: Any, start: Any, length: Any, positions: dict[str, int]) -> Any:
-    """First-seen index of each row's instance id (new ids are added to ``positions``)."""
-    import numpy as np
-
-    if not len(start):
-        return np.empty(0, dtype=np.int64)
-    if length.min() < 1:
-        raise Unsure("instance id length")
-    heads, change = _runs(buf, words, start, length, _ID_WIDTH)
-    found = np.empty(len(heads), dtype=np.int64)
-    for k, name in enumerate(heads):
-        if not name.isprintable() or " " in name:  # a row equal to the one before is as printable
-            raise Unsure("instance id characters")
-        found[k] = positions.setdefault(name, len(positions))
-    return found[np.cumsum(change) - 1]
-
-
-_WORD_MASKS = tuple((1 << 8 * k) - 1 for k in range(9))  # the first k bytes of a word
-_HIGH_BITS = 0x8080808080808080
-
-
-def _word_values(word: Any, length: Any) -> Any:
-    """:func:`_values` of values of at most 8 bytes, one word each (bytes past ``length`` ignored).
-
-    After ``^ 0x30`` a digit byte is its value (0-9) and the point 0x1E; anything else is refused. The point is read as
-    a 0 digit, and the digits' integer is taken back from that: ``(v - low) / 10 + low`` with ``low`` the digits after
-    the point. The 8-digit conversion is the usual SWAR one (digits right-aligned, leading zeros in front)."""
-    import numpy as np
-
-    u = np.uint64
-    mask = np.array(_WORD_MASKS, dtype=np.uint64)[length]
-    y = (word & mask) ^ (u(0x3030303030303030) & mask)
-    inside = mask & u(_HIGH_BITS)  # bit 7 of every byte of the value
-    digit = ~(y + u(0x7676767676767676)) & inside  # byte <= 9 (checked below to be <= 0x1F: nothing carries)
-    other = inside & ~digit  # one bit per byte that is not a digit: it may only be the point, once
-    spread = (other >> u(7)) * u(0xFF)
-    if (
-        ((y & u(0xE0E0E0E0E0E0E0E0)) != 0).any()
-        or (((y ^ (u(0x1E1E1E1E1E1E1E1E) & spread)) & spread) != 0).any()
-        or ((other & (other - u(1))) != 0).any()
-        or (digit == 0).any()
-    ):
-        raise Unsure("a value the fast reader does not vouch for")
-    y &= ~spread  # the point as a 0 digit
-    v = y << ((u(8) - length.astype(np.uint64)) * u(8))  # right-aligned: byte 0 holds the leading digit
-    v = (v * u(2561)) >> u(8)
-    v = ((v & u(0x00FF00FF00FF00FF)) * u(6553601)) >> u(16)
-    v = ((v & u(0x0000FFFF0000FFFF)) * u(42949672960001)) >> u(32)
-    has_point = other != 0
-    point = (np.bitwise_count(other - u(1)).astype(np.int64) - 7) // 8  # bit 8p + 7 set: 8p + 7 bits below it
-    decimals = np.where(has_point, length - 1 - point, 0)
-    powers = np.array(_POWERS)
-    scale = np.array([10**k for k in range(9)], dtype=np.uint64)[decimals]
-    low = v % scale
-    number = np.where(has_point, (v - low) // u(10) + low, v)
-    return number.astype(np.float64) / powers[decimals]
-
-
-def _values(buf: Any, words: Any, start: Any, length: Any) -> Any:
-    """``float()`` of values made of digits and at most one point: the digits' integer over 10 ** decimals."""
-    import numpy as np
-
-    if not len(start):
-        return np.empty(0, dtype=np.float64)
-    width = int(length.max())
-    if length.min() < 1 or width > _VALUE_WIDTH:
-        raise Unsure("value length")
-    if width <= 8:  # the usual case: each value is one word, checked and decoded with whole-word operations
-        return _word_values(words[start], length)
-    number = np.zeros(len(start), dtype=np.int64)
-    digits = np.zeros(len(start), dtype=np.int64)
-    point = np.full(len(start), -1, dtype=np.int64)  # the point's position, -1 without one
-    last = len(buf) - 1
-    for k in range(width):
-        inside = k < length
-        d = buf[np.minimum(start + k, last)].astype(np.int64) - ord("0")
-        digit = inside & (d >= 0) & (d <= 9)
-        dot = inside & (d == ord(".") - ord("0"))
-        if (inside & ~digit & ~dot).any() or (dot & (point >= 0)).any():
-            raise Unsure("a value the fast reader does not vouch for")
-        point[dot] = k
-        number = np.where(digit, number * 10 + d, number)
-        digits += digit
-    if (digits < 1).any():
-        raise Unsure("a value the fast reader does not vouch for")
-    decimals = np.where(point >= 0, length - 1 - point, 0)
-    return number.astype(np.float64) / np.array(_POWERS)[decimals]

@@ -32,6 +32,10 @@ class MetricsFileError(ValueError):
     """A metrics file that cannot be replayed; the message names the line and what is wrong."""
 
 
+class Unsure(Exception):
+    """A fast reader cannot vouch for the file; the row-by-row reader decides (and names the line)."""
+
+
 def parse_timestamp(text: str, cache: dict[str, float]) -> float:
     """Epoch seconds or ISO 8601 within the supported time range; raises ValueError saying what is wrong."""
     found = cache.get(text)

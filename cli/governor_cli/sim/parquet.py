@@ -315,7 +315,6 @@ def sorted_copy(path: Path, folder: Path) -> Path:
 
 def open_samples(path: Path, memory_unit: str, folder: Path) -> ParquetSamples:
     """The file replayed straight from its row groups when they are in time order; else its sorted copy."""
-
     try:
         return ParquetSamples(path, memory_unit).open()
     except Unsure:

@@ -21,7 +21,7 @@ from governor.policy import Policy
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket
 from infra.nag import acknowledge
-from infra.settings import QUERIES_DIR, Settings
+from infra.settings import Settings
 
 ENGINE_VERSION = "Athena engine version 3"
 RESULTS_EXPIRY_DAYS = 30
@@ -136,7 +136,7 @@ class AuditLake(Construct):
         )
 
         self.named_queries: dict[str, athena.CfnNamedQuery] = {}
-        for spec in list_queries(QUERIES_DIR):
+        for spec in list_queries():
             named = athena.CfnNamedQuery(
                 self,
                 "Query" + "".join(part.title() for part in spec.name.split("_")),

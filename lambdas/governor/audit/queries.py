@@ -1,4 +1,5 @@
-"""The query library: ``queries/*.sql`` files, their headers and their ``:name`` parameters.
+"""The query library: ``governor/audit/sql/*.sql`` files (``queries/`` at the top of the repository links to them),
+their headers and their ``:name`` parameters. They live in the runtime package so they ship with the code.
 
 The SQL files are the single source for both engines: Athena runs them as written, the local engine translates them.
 Parameters are only ever validated ISO 8601 timestamps, re-rendered by us before they reach either engine.
@@ -12,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-QUERIES_DIR = Path(__file__).resolve().parents[3] / "queries"
+#: The library, shipped in the code asset and the package (``[tool.setuptools.package-data]``).
+QUERIES_DIR = Path(__file__).resolve().parent / "sql"
 REQUIRED_PARAMETERS = ("start", "end")
 _HEADER = re.compile(r"^--\s*(name|purpose|cis|parameters)\s*:\s*(.*?)\s*$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")

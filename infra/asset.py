@@ -1,8 +1,9 @@
 """What the Lambda code asset ships: ``lambdas/`` as ``Code.from_asset`` packages it, minus what no function runs.
 
 One declaration, shared by the function construct (``exclude=ASSET_EXCLUDES``), the asset test
-(``tests/infra/test_code_asset.py``, which checks this list against the asset CDK synthesizes and every shipped module
-against what the handlers import) and the cold-start benchmark's staged copy of the asset.
+(``tests/infra/test_code_asset.py``, which checks this list against the asset CDK synthesizes, every shipped module
+against what the handlers import and every other shipped file against ``RUNTIME_DATA``) and the cold-start
+benchmark's staged copy of the asset.
 
 ``NOT_RUNTIME`` names the modules that live in the runtime package by design, beside the code they serve, yet no
 handler imports: each entry is a glob (CDK's: a pattern without ``/`` matches a file or folder name at any depth) and
@@ -30,6 +31,12 @@ NOT_RUNTIME = {
     "local engine read them; Athena's queries name the columns themselves",
 }
 ASSET_EXCLUDES = [*BUILD_EXCLUDES, *NOT_RUNTIME]
+#: The only files besides modules the asset ships (globs under ``lambdas/``), and why: each is also package data in
+#: pyproject.toml, so an installed ``governor`` holds them too.
+RUNTIME_DATA = {
+    "governor/audit/sql/*.sql": "the query library: the report runs it on Athena exactly as it shipped with its code, "
+    "never SQL read back from the workgroup (docs/security.md, boundary 14)",
+}
 
 
 def excluded(relative: str) -> bool:

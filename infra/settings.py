@@ -17,7 +17,6 @@ from governor.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDAS_DIR = ROOT / "lambdas"
-QUERIES_DIR = ROOT / "queries"
 BUILD_DIR = ROOT / "build"
 CDK_JSON = ROOT / "cdk.json"
 

@@ -1,5 +1,6 @@
 """The audit lake: a multi-region CloudTrail trail into KMS-encrypted S3, a Glue table with partition projection
-over account, region and day, an Athena workgroup with a bytes-scanned limit, and one named query per queries/*.sql.
+over account, region and day, an Athena workgroup with a bytes-scanned limit, and one named query per file of the
+query library (``governor/audit/sql/*.sql``) for operators' console: the report runs the library shipped with its code.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from governor.audit.queries import QUERIES_VARIABLE, console_form, deployed_variable, list_queries
+from governor.audit.queries import console_form, list_queries
 from governor.audit.schema import PARTITION_KEYS, REGIONS, TABLE_NAME, hive_columns
 from governor.policy import Policy
 from infra.constructs.function import GovernorFunction
 from infra.constructs.shared import SharedResources, access_log_bucket, data_bucket
 from infra.nag import acknowledge
-from infra.settings import QUERIES_DIR, Settings
+from infra.settings import Settings
 
 ENGINE_VERSION = "Athena engine version 3"
 RESULTS_EXPIRY_DAYS = 30
@@ -30,8 +31,9 @@ RESULTS_EXPIRY_DAYS = 30
 class AuditLake(Construct):
     """Answers "who launched, opened, touched what" for any day in seconds, serverless, from the same SQL as local.
 
-    ``grant_query(function, ...)`` lets a governor function (the report) run the named queries in the workgroup, and
-    gives it their ids: the ones it may run.
+    ``grant_query(function, ...)`` lets a governor function (the report) run queries in the workgroup: the library
+    shipped with its code, never the named queries, which anyone with ``athena:CreateNamedQuery`` or
+    ``athena:UpdateNamedQuery`` could add or change.
     """
 
     def __init__(
@@ -135,8 +137,11 @@ class AuditLake(Construct):
             ),
         )
 
+        # For people in the console ("Saved queries") only: nothing in the template refers to them (moto's
+        # CloudFormation skips the type, so a Ref or GetAtt on one fails the deploy on the emulator) and no function
+        # reads them (the report runs the library shipped with its code: docs/security.md, boundary 14).
         self.named_queries: dict[str, athena.CfnNamedQuery] = {}
-        for spec in list_queries(QUERIES_DIR):
+        for spec in list_queries():
             named = athena.CfnNamedQuery(
                 self,
                 "Query" + "".join(part.title() for part in spec.name.split("_")),
@@ -258,7 +263,8 @@ class AuditLake(Construct):
     def grant_query(
         self, function: GovernorFunction, query_actions: Iterable[str], data_actions: Iterable[str]
     ) -> None:
-        """Let ``function`` run the named queries: Athena in this workgroup, the table, the logs, the results.
+        """Let ``function`` run queries in this workgroup (the SQL it ships, never the named queries): Athena there, the
+        table, the logs, the results.
 
         ``query_actions`` and ``data_actions`` are its Athena client's (``IAM_ACTIONS``, ``DATA_ACTIONS``): its
         Athena calls on the workgroup, and what Athena reads with its role (only the Glue ones are granted from
@@ -294,10 +300,6 @@ class AuditLake(Construct):
         function.function.add_environment("ATHENA_WORKGROUP", self.workgroup_name)
         function.function.add_environment("ATHENA_DATABASE", self.database_name)
         function.function.add_environment("ATHENA_BYTES_CUTOFF", str(self.bytes_cutoff))
-        # The report runs these ids and nothing else the workgroup holds (report/athena.py: anyone with
-        # athena:CreateNamedQuery could add one); a NamedQueryId is a 36-character UUID.
-        ids = {name: named.attr_named_query_id for name, named in self.named_queries.items()}
-        function.function.add_environment(QUERIES_VARIABLE, deployed_variable(ids))  # counted: infra.environment
 
 
 def _nag_arn(stack: Stack, bucket: s3.IBucket) -> str:

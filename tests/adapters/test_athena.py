@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import boto3
 from moto import mock_aws
 
-from governor.audit.queries import list_queries, scan_parameters, to_positional
+from governor.audit.queries import QUERIES_DIR, list_queries, scan_parameters, to_positional
 from governor.report.athena import AthenaQueries
 
 SQL = "SELECT eventid FROM cloudtrail_logs WHERE eventtime >= :start AND eventtime < :end AND x = ':start'"
@@ -156,79 +157,39 @@ def test_missing_parameter_fails_without_calling_athena() -> None:
 
 
 @mock_aws
-def test_named_queries_and_a_round_trip_on_moto() -> None:
+def test_the_shipped_library_and_a_round_trip_on_moto() -> None:
+    """The report's SQL is the library shipped with its code (``QUERIES_DIR``, what ``governor audit`` reads): no
+    named query exists in this workgroup and every query still runs."""
     athena = boto3.client("athena", region_name="us-east-1")
     athena.create_work_group(Name="wg", Configuration={"ResultConfiguration": {"OutputLocation": "s3://results/"}})
     specs = list_queries()
-    ids = {
-        spec.name: athena.create_named_query(Name=spec.name, Database="db", QueryString=spec.sql, WorkGroup="wg")[
-            "NamedQueryId"
-        ]
-        for spec in specs
-    }
-    queries = AthenaQueries("wg", "db", athena=athena, deployed=ids, sleep=lambda _: None)
-    named = queries.named_queries()
-    assert named == {spec.name: spec.sql for spec in specs} and queries.refused == {}
+    queries = AthenaQueries("wg", "db", athena=athena, sleep=lambda _: None)
+    library = queries.library()
+    assert library == {spec.name: spec.sql for spec in specs} and queries.refused == {}
+    assert {spec.path.parent for spec in specs} == {QUERIES_DIR}
     result = queries.run(
-        "world_open_ingress", named["world_open_ingress"], {"start": "2024-05-01", "end": "2024-05-02"}
+        "world_open_ingress", library["world_open_ingress"], {"start": "2024-05-01", "end": "2024-05-02"}
     )
     assert result.ok and result.execution_id
     execution = athena.get_query_execution(QueryExecutionId=result.execution_id)["QueryExecution"]
     assert scan_parameters(execution["Query"]) == []  # every :name outside comments became a ?
-    assert execution["Query"] == to_positional(named["world_open_ingress"])[0]
+    assert execution["Query"] == to_positional(library["world_open_ingress"])[0]
+    assert execution["ExecutionParameters"][:2] == ["'2024-05-01T00:00:00Z'", "'2024-05-02T00:00:00Z'"]
 
 
-class NamedQueries:
-    """GetNamedQuery only: the report never lists the workgroup (ListNamedQueries is not even granted)."""
-
-    def __init__(self, queries: dict[str, dict[str, Any]]) -> None:
-        self.queries = queries
-        self.asked: list[str] = []
-
-    def get_named_query(self, NamedQueryId: str) -> dict[str, Any]:
-        self.asked.append(NamedQueryId)
-        if NamedQueryId not in self.queries:
-            from botocore.exceptions import ClientError
-
-            error = {"Error": {"Code": "InvalidRequestException", "Message": "NamedQuery not found"}}
-            raise ClientError(error, "GetNamedQuery")
-        return {"NamedQuery": self.queries[NamedQueryId]}
-
-
-ID_A, ID_B, ID_C = (f"{n}" * 8 + "-1111-2222-3333-444455556666" for n in (1, 2, 3))
-
-
-def test_each_deployed_query_is_read_by_its_id_and_refused_when_gone_moved_or_renamed() -> None:
-    stub = NamedQueries(
-        {
-            ID_A: {"Name": "a_query", "WorkGroup": "wg", "QueryString": "SELECT 1"},
-            ID_B: {"Name": "b_query", "WorkGroup": "primary", "QueryString": "SELECT 2"},
-            ID_C: {"Name": "zz_cost_dump", "WorkGroup": "wg", "QueryString": "SELECT 3"},
-        }
-    )
-    deployed = {"a_query": ID_A, "b_query": ID_B, "c_query": ID_C, "d_query": "9" * 8 + ID_A[8:]}
-    queries = AthenaQueries("wg", "db", athena=stub, deployed=deployed)
-    assert queries.named_queries() == {"a_query": "SELECT 1"}
-    assert queries.named_queries() == {"a_query": "SELECT 1"} and len(stub.asked) == 4  # read once per invocation
-    assert queries.refused == {
-        "b_query": f"query b_query refused: named query {ID_B} is in workgroup 'primary', not 'wg'; deploy the stack "
-        "again",
-        "c_query": f"query c_query refused: named query {ID_C} is now called 'zz_cost_dump'; deploy the stack again",
-        "d_query": f"query d_query refused: its deployed named query {'9' * 8 + ID_A[8:]} cannot be read "
-        "(InvalidRequestException); deploy the stack again",
-    }
-
-
-def test_the_stack_s_list_of_queries_refuses_a_name_or_an_id_given_twice() -> None:
-    from governor.audit.queries import deployed_variable, parse_deployed
-
-    text = deployed_variable({"a_query": ID_A, "b_query": ID_B}) + f",a_query={ID_C},c_query={ID_B},bad name=x"
-    deployed, refused = parse_deployed(text)
-    assert deployed == {}
-    assert set(refused) == {"a_query", "b_query", "c_query", "bad name"}
-    assert "more than once" in refused["a_query"] and "more than once" in refused["c_query"]
-    assert parse_deployed(deployed_variable({"a_query": ID_A})) == ({"a_query": ID_A}, {})
-    assert parse_deployed(None) == ({}, {})
+def test_a_library_file_that_does_not_parse_is_refused_the_others_kept_and_an_empty_library_says_so(
+    tmp_path: Path,
+) -> None:
+    good = "-- name: a_query\n-- purpose: p\n-- parameters: :start, :end\nSELECT :start, :end\n"
+    (tmp_path / "a_query.sql").write_text(good, encoding="utf-8")
+    (tmp_path / "b_query.sql").write_text(good.replace("a_query", "other_name"), encoding="utf-8")
+    queries = AthenaQueries("wg", "db", athena=StubAthena([]), queries_dir=tmp_path)
+    assert queries.library() == {"a_query": good}
+    assert set(queries.refused) == {"b_query"}
+    assert queries.refused["b_query"].startswith("query b_query refused: ")
+    assert "header name 'other_name' must equal the file name" in queries.refused["b_query"]
+    empty = AthenaQueries("wg", "db", athena=StubAthena([]), queries_dir=tmp_path / "missing")
+    assert empty.library() == {} and "holds no .sql file" in empty.refused["query_library"]
 
 
 def test_pages_to_the_end_then_refuses_an_answer_longer_than_the_limit() -> None:

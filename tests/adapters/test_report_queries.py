@@ -1,5 +1,5 @@
-"""The report function on moto: it runs only the named queries the stack deployed, read by their ids, and never uses a
-truncated Athena answer as if it were whole (issues 45.6 and 46.5).
+"""The report function on moto: it runs the query library shipped with its code, never SQL read back from the
+workgroup, and never uses a truncated Athena answer as if it were whole (issues 45.6 and 46.5).
 
 moto runs no SQL: ``GetQueryResults`` answers from a queue of canned results (moto's ``query_results_queue``, what its
 ``/moto-api/static/athena/query-results`` endpoint fills), one per query execution in the order they start.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from moto import mock_aws
 from moto.athena.models import QueryResults, athena_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from governor.audit.queries import console_form, list_queries
+from governor.audit.queries import console_form, list_queries, to_positional
 from governor.policy import parse_policy
 from governor.report import handler as report
 from governor.report.athena import AthenaQueries
@@ -35,6 +36,13 @@ DATABASE = "gpufleetgovernor_audit"
 BUCKET = "governor-reports"
 PLANTED = "SELECT line_item_resource_id, line_item_unblended_cost FROM cur.cur2 -- planted"
 PREFIX = "reports/daily/2023-07-10/"
+#: The daily report run at RUN_AT: the period (2023-07-10) and the one before, as ExecutionParameters.
+PERIODS = (
+    ["'2023-07-10T00:00:00Z'", "'2023-07-11T00:00:00Z'"],
+    ["'2023-07-09T00:00:00Z'", "'2023-07-10T00:00:00Z'"],
+)
+#: What the report may never call: it reads no SQL from the workgroup.
+NAMED_QUERY_READS = {"GetNamedQuery", "ListNamedQueries", "BatchGetNamedQuery"}
 
 
 def canned(columns: list[str], rows: list[list[str]]) -> None:
@@ -44,22 +52,33 @@ def canned(columns: list[str], rows: list[list[str]]) -> None:
     athena_backends[DEFAULT_ACCOUNT_ID][REGION].query_results_queue.append(QueryResults(data, info))
 
 
-def executed() -> list[str]:
-    """The SQL of every query the report started in the workgroup."""
+def executions() -> list[dict[str, Any]]:
+    """Every query execution the report started in the workgroup, as GetQueryExecution returns it."""
     athena = boto3.client("athena", region_name=REGION)
     ids = athena.list_query_executions(WorkGroup=WORKGROUP)["QueryExecutionIds"]
-    return [athena.get_query_execution(QueryExecutionId=i)["QueryExecution"]["Query"] for i in ids]
+    return [athena.get_query_execution(QueryExecutionId=i)["QueryExecution"] for i in ids]
+
+
+def executed() -> list[str]:
+    """The SQL of every query the report started in the workgroup."""
+    return [execution["Query"] for execution in executions()]
+
+
+def shipped_executions() -> Counter[tuple[str, tuple[str, ...]]]:
+    """What the report must start: each shipped file's SQL with its ``:name`` parameters as ``?`` and their values,
+    for the period and the one before; nothing else."""
+    expected: Counter[tuple[str, tuple[str, ...]]] = Counter()
+    for spec in list_queries():
+        statement, names = to_positional(spec.sql)
+        for period in PERIODS:
+            expected[(statement, tuple(period[0] if name == "start" else period[1] for name in names))] += 1
+    return expected
 
 
 def archived_report() -> dict[str, Any]:
     body = boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key=PREFIX + "report.json")["Body"]
     report_json: dict[str, Any] = json.loads(body.read())
     return report_json
-
-
-def queries_variable(ids: dict[str, str]) -> str:
-    """``ATHENA_QUERIES`` as the stack writes it: ``name=id`` pairs (``report.athena.deployed_variable``)."""
-    return ",".join(f"{name}={ids[name]}" for name in sorted(ids))
 
 
 def runtime(policy: dict[str, Any] | None = None) -> Runtime:
@@ -74,8 +93,8 @@ def runtime(policy: dict[str, Any] | None = None) -> Runtime:
 
 @pytest.fixture
 def lake(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """The audit lake as the stack deploys it (the workgroup, one named query per queries/*.sql) and the report
-    function's environment, ``ATHENA_QUERIES`` holding the ids the stack created; yields ``{name: id}``."""
+    """The audit lake as the stack deploys it (the workgroup, one named query per shipped file, for the console) and
+    the report function's environment as the stack writes it; yields the named queries' ``{name: id}``."""
     with mock_aws():
         athena = boto3.client("athena", region_name=REGION)
         athena.create_work_group(
@@ -91,7 +110,6 @@ def lake(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
         monkeypatch.setenv("REPORTS_BUCKET", BUCKET)
         monkeypatch.setenv("ATHENA_WORKGROUP", WORKGROUP)
         monkeypatch.setenv("ATHENA_DATABASE", DATABASE)
-        monkeypatch.setenv("ATHENA_QUERIES", queries_variable(ids))
         report._environment.cache_clear()
         report._aws.cache_clear()
         try:
@@ -101,55 +119,73 @@ def lake(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
             report._aws.cache_clear()
 
 
+def calls_of_the_report() -> list[str]:
+    """The Athena operations the report's own client makes from now on (botocore's before-call event)."""
+    called: list[str] = []
+    client = report._aws(REGION, None).queries.athena  # type: ignore[attr-defined]
+    client.meta.events.register("before-call.athena.*", lambda model, **_: called.append(model.name))
+    return called
+
+
 def test_a_query_planted_in_the_workgroup_never_runs_and_its_rows_never_reach_the_report(
     lake: dict[str, str],
 ) -> None:
     """Someone with athena:CreateNamedQuery adds ``zz_cost_dump`` and a second ``world_open_ingress``: the report runs
-    the stack's twenty queries and neither of theirs."""
+    the twenty shipped queries and neither of theirs, and never reads the workgroup's named queries."""
     athena = boto3.client("athena", region_name=REGION)
     for name in ("zz_cost_dump", "world_open_ingress"):
         athena.create_named_query(Name=name, Database=DATABASE, QueryString=PLANTED, WorkGroup=WORKGROUP)
+    called = calls_of_the_report()
     result = handle(scheduled(), runtime(), now=RUN_AT)
     assert result["status"] == "archived" and result["query_errors"] == []
     ran = executed()
     assert PLANTED not in ran
-    assert len(ran) == 2 * len(lake)  # each deployed query, for the period and the one before
+    assert len(ran) == 2 * len(lake)  # each shipped query, for the period and the one before
     names = {query["name"] for query in archived_report()["security"]}
     assert "zz_cost_dump" not in names and "world_open_ingress" in names
+    assert set(called) & NAMED_QUERY_READS == set() and "StartQueryExecution" in called
 
 
-def test_a_deployed_query_renamed_after_the_deploy_is_refused_and_said_so(lake: dict[str, str]) -> None:
-    """UpdateNamedQuery (which moto lacks: its backend is changed directly) renamed a deployed query."""
-    athena_backends[DEFAULT_ACCOUNT_ID][REGION].named_queries[lake["root_account_usage"]].name = "zz_cost_dump"
+def test_a_deployed_query_changed_in_place_never_runs_the_report_runs_the_sql_it_shipped_with(
+    lake: dict[str, str],
+) -> None:
+    """athena:UpdateNamedQuery (which moto lacks: its backend is changed directly) rewrote a deployed query's SQL in
+    place, keeping its id, name and workgroup: the report still starts exactly the shipped files' SQL, with their
+    parameters (moto answers from canned results, not by running SQL: which SQL starts is what decides the rows)."""
+    backend = athena_backends[DEFAULT_ACCOUNT_ID][REGION]
+    for query_id in (lake["world_open_ingress"], lake["root_account_usage"]):
+        backend.named_queries[query_id].query_string = PLANTED
+    result = handle(scheduled(), runtime(), now=RUN_AT)
+    assert result["status"] == "archived"
+    started = Counter(
+        (execution["Query"], tuple(execution.get("ExecutionParameters", []))) for execution in executions()
+    )
+    assert started == shipped_executions()
+    assert PLANTED not in executed()
+    assert all(execution["WorkGroup"] == WORKGROUP for execution in executions())
+
+
+def test_a_shipped_query_file_that_does_not_parse_is_refused_and_said_so_the_others_run(
+    lake: dict[str, str], tmp_path: Any
+) -> None:
+    """A library file with a broken header (a build that shipped one): that query is refused, named in the report
+    and raised as a finding; the others run."""
+    library = tmp_path / "sql"
+    library.mkdir()
+    for spec in list_queries():
+        text = spec.sql if spec.name != "root_account_usage" else spec.sql.replace("-- name:", "-- nom:")
+        (library / spec.path.name).write_text(text, encoding="utf-8")
+    report._aws(REGION, None).queries.queries_dir = library  # type: ignore[attr-defined]
     rt = runtime()
     result = handle(scheduled(), rt, now=RUN_AT)
-    assert PLANTED not in executed()
-    assert "root_account_usage" in result["query_errors"]
+    assert result["query_errors"] == ["root_account_usage"]
+    assert len(executed()) == 2 * (len(lake) - 1)
     shown = {query["name"]: query for query in archived_report()["security"]}
-    assert shown["root_account_usage"]["error"].startswith(
-        f"query root_account_usage refused: named query {lake['root_account_usage']} is now called 'zz_cost_dump'"
-    )
-    assert "deploy the stack again" in shown["root_account_usage"]["error"]
+    assert shown["root_account_usage"]["error"].startswith("query root_account_usage refused: ")
+    assert "no '-- name:' line" in shown["root_account_usage"]["error"]
     assert isinstance(rt.sink, MemorySink)
     (finding,) = [f for f in rt.sink.findings if f.resource == "athena:root_account_usage"]
     assert finding.title == "Audit query root_account_usage was refused for the daily report"
-
-
-def test_a_query_listed_twice_in_the_environment_is_refused(
-    lake: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    athena = boto3.client("athena", region_name=REGION)
-    planted = athena.create_named_query(
-        Name="world_open_ingress", Database=DATABASE, QueryString=PLANTED, WorkGroup=WORKGROUP
-    )["NamedQueryId"]
-    monkeypatch.setenv("ATHENA_QUERIES", queries_variable(lake) + f",world_open_ingress={planted}")
-    report._environment.cache_clear()
-    report._aws.cache_clear()
-    result = handle(scheduled(), runtime(), now=RUN_AT)
-    assert PLANTED not in executed()
-    assert "world_open_ingress" in result["query_errors"]
-    shown = {query["name"]: query for query in archived_report()["security"]}
-    assert "more than once" in shown["world_open_ingress"]["error"]
 
 
 # --- truncated answers --------------------------------------------------------------------------------------------
@@ -181,6 +217,8 @@ def test_a_cur_answer_longer_than_the_report_reads_is_refused_with_a_note_never_
         )
         rows = [[f"i-0{n:016x}", "g5.12xlarge", "10", "34.0", "10", "0", "SavingsPlan"] for n in range(4)]
         rows.append([INSTANCE.id, "g5.12xlarge", "10", str(10 * PRICE), "0", "0", "OnDemand"])  # row 5 of 5
+        for _ in range(2 * len(list_queries())):  # the shipped audit queries start first, for both periods
+            canned(["eventid"], [])
         canned(CUR_COLUMNS, rows)
         queries = AthenaQueries(WORKGROUP, DATABASE, athena=athena, max_rows=4, sleep=lambda _: None)
         aws = Adapters(queries=queries, chart=FakeChart(), archive=FakeArchive(), outbox=FakeOutbox())

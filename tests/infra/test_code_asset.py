@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import ast
 import json
+import tomllib
+from fnmatch import fnmatchcase
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from governor.audit.queries import QUERIES_DIR, list_queries
 from governor.registry import REGISTRY
-from infra.asset import NOT_RUNTIME, asset_files, excluded
+from infra.asset import NOT_RUNTIME, RUNTIME_DATA, asset_files, excluded
 from infra.dependencies import (
     RUNTIME_PROVIDED,
     installed_closure,
@@ -22,7 +25,7 @@ from infra.dependencies import (
     shipped_plan,
     third_party,
 )
-from infra.settings import LAMBDAS_DIR
+from infra.settings import LAMBDAS_DIR, ROOT
 from tests.imports import modules
 from tests.infra.conftest import Synth
 
@@ -92,10 +95,11 @@ def test_the_asset_is_exactly_what_infra_asset_declares(synth: Synth) -> None:
 def test_every_module_in_the_asset_is_one_a_handler_imports(synth: Synth) -> None:
     """Runtime only: each shipped module is imported (at module level or inside a function) by some registered
     handler, directly or through others; test fakes, benchmark or comparison code and local engines are not, and no
-    data file ships."""
+    data file ships but the ones ``infra.asset.RUNTIME_DATA`` names."""
     folder = next(iter(code_folders(synth).values()))
-    shipped = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
-    assert [p for p in shipped if not p.endswith(".py")] == []
+    files = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+    assert [p for p in files if not p.endswith(".py") and not any(fnmatchcase(p, g) for g in RUNTIME_DATA)] == []
+    shipped = [p for p in files if p.endswith(".py")]
     reachable = runtime_reachable()
     assert sorted(_module(p) for p in shipped if _module(p) not in reachable) == []
     # and the other way round: nothing a handler imports is left out (it would fail at its first import in Lambda)
@@ -104,6 +108,25 @@ def test_every_module_in_the_asset_is_one_a_handler_imports(synth: Synth) -> Non
     }
     assert sorted(left_out & reachable) == []
     assert {"governor.report.render.html_page", "governor.fanout", "governor.audit.queries"} <= reachable
+
+
+def test_the_report_s_query_library_ships_in_the_asset_and_the_package(synth: Synth) -> None:
+    """The report runs the SQL shipped with its code (docs/security.md, boundary 14): every file of the library
+    ``governor audit`` reads is in the code asset, byte for byte, and is package data, so an installed ``governor``
+    holds it too; every ``RUNTIME_DATA`` glob names shipped files."""
+    folder = next(iter(code_folders(synth).values()))
+    specs = list_queries()
+    assert len(specs) >= 20 and QUERIES_DIR.is_relative_to(LAMBDAS_DIR)
+    for spec in specs:
+        relative = spec.path.relative_to(LAMBDAS_DIR).as_posix()
+        assert (folder / relative).read_bytes() == spec.path.read_bytes(), relative
+    shipped = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+    for glob in RUNTIME_DATA:
+        assert [p for p in shipped if fnmatchcase(p, glob)], glob
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "package-data"
+    ]["governor"]
+    assert {glob.removeprefix("governor/") for glob in RUNTIME_DATA} <= set(package_data)
 
 
 def test_the_tooling_flips_no_switch_in_the_runtime() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from governor.audit.engine import AuditRun, run_audit
-from governor.audit.queries import QueryError, list_queries, parse_time, to_positional
+from governor.audit.queries import QUERIES_DIR, QueryError, list_queries, parse_time, to_positional
 from tests.conftest import CLOUDTRAIL_DIR
 
 ACCOUNT = "111122223333"
@@ -390,7 +390,7 @@ def expected_gpu_hours(
 
 # ---------------------------------------------------------------------------------------------------------- tests
 
-QUERY_NAMES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "queries").glob("*.sql"))
+QUERY_NAMES = sorted(p.stem for p in QUERIES_DIR.glob("*.sql"))
 REAL_START, REAL_END = when("2023-07-10T00:00:00Z"), when("2023-07-11T00:00:00Z")
 SYN_START, SYN_END = when("2024-05-01T00:00:00Z"), when("2024-05-03T00:00:00Z")
 

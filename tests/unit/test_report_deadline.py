@@ -42,7 +42,7 @@ class SlowAthena:
     timeouts_seen: list[float] = field(default_factory=list)
     ran: list[str] = field(default_factory=list)
 
-    def named_queries(self) -> dict[str, str]:
+    def library(self) -> dict[str, str]:
         return {f"q{n:02d}": "SELECT 1" for n in range(20)}
 
     def run(self, name: str, sql: str, parameters: dict[str, Any]) -> Outcome:

@@ -46,7 +46,7 @@ class FakeAthena:
     failing: set[str] = field(default_factory=set)
     calls: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def named_queries(self) -> dict[str, str]:
+    def library(self) -> dict[str, str]:
         return {name: f"SELECT ... -- {name}" for name in [*self.rows, *self.failing]}
 
     def run(self, name: str, sql: str, parameters: dict[str, Any]) -> Outcome:

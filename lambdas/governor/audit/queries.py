@@ -1,18 +1,22 @@
-"""The query library: ``queries/*.sql`` files, their headers and their ``:name`` parameters.
+"""The query library: ``governor/audit/sql/*.sql`` files (``queries/`` at the top of the repository links to them),
+their headers and their ``:name`` parameters.
 
-The SQL files are the single source for both engines: Athena runs them as written, the local engine translates them.
-Parameters are only ever validated ISO 8601 timestamps, re-rendered by us before they reach either engine.
+The SQL files are the single source for every engine: the report function runs them on Athena as they shipped with its
+code, the stack deploys them as named queries for the console, the local engine translates them. They live inside the
+runtime package so the report never has to read SQL back from the workgroup, where anyone with
+``athena:CreateNamedQuery`` or ``athena:UpdateNamedQuery`` could have planted or changed it (docs/security.md,
+boundary 14). Parameters are only ever validated ISO 8601 timestamps, re-rendered by us before they reach either engine.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-QUERIES_DIR = Path(__file__).resolve().parents[3] / "queries"
+#: The library, shipped in the code asset and the package (``[tool.setuptools.package-data]``).
+QUERIES_DIR = Path(__file__).resolve().parent / "sql"
 REQUIRED_PARAMETERS = ("start", "end")
 _HEADER = re.compile(r"^--\s*(name|purpose|cis|parameters)\s*:\s*(.*?)\s*$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -108,38 +112,6 @@ def positional(sql: str) -> tuple[str, list[str]]:
     if match is None:
         return sql, []
     return sql, [part.strip().lstrip(":") for part in match.group(1).split(",") if part.strip()]
-
-
-# --- the deployed library, as the stack names it to the report function ---------------------------------------------
-
-#: The report function's environment variable holding the deployed named queries: ``name=id`` pairs, comma-separated.
-QUERIES_VARIABLE = "ATHENA_QUERIES"
-_QUERY_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-def deployed_variable(ids: Mapping[str, str]) -> str:
-    """The ``ATHENA_QUERIES`` value for ``{name: named query id}`` (the stack passes CloudFormation references)."""
-    return ",".join(f"{name}={ids[name]}" for name in sorted(ids))
-
-
-def parse_deployed(text: str | None) -> tuple[dict[str, str], dict[str, str]]:
-    """``({name: id}, {name: why refused})`` from ``ATHENA_QUERIES``; a name or an id given twice is refused, each
-    time it appears, since which one the stack meant cannot be told."""
-    pairs = [part.partition("=") for part in (text or "").split(",") if part.strip()]
-    names = [name.strip() for name, _, _ in pairs]
-    ids = [query_id.strip().lower() for _, _, query_id in pairs]
-    deployed: dict[str, str] = {}
-    refused: dict[str, str] = {}
-    for name, query_id in zip(names, ids, strict=True):
-        if not _NAME.match(name) or not _QUERY_ID.match(query_id):
-            refused[name or "?"] = (
-                f"query {name or '?'} refused: '{name}={query_id}' is not a deployed query's name and id"
-            )
-        elif names.count(name) > 1 or ids.count(query_id) > 1:
-            refused[name] = f"query {name} refused: the stack's list names it or its id {query_id} more than once"
-        else:
-            deployed[name] = query_id
-    return deployed, refused
 
 
 def parse_query(path: Path) -> QuerySpec:

@@ -4,24 +4,27 @@ Failures never raise: a failed, cancelled (the workgroup's bytes-scanned cutoff 
 back as an :class:`AthenaResult` with ``ok`` false and a reason, which the report turns into a finding. So does an
 answer longer than :data:`MAX_ROWS`: a partial answer is never used as if it were whole.
 
-Only the named queries the stack deployed run, each read by its id (``ATHENA_QUERIES``: ``name=id`` pairs the stack
-writes, ``audit.queries.deployed_variable``): anyone with ``athena:CreateNamedQuery`` can add a query to the
-workgroup, or one with a deployed query's name, and listing the workgroup would run it with the report's role and
-put its rows in the report.
+The SQL the report runs is the query library shipped with its code (``governor/audit/sql/*.sql``,
+:data:`governor.audit.queries.QUERIES_DIR`), started with StartQueryExecution as a query string: the named queries the
+stack also creates are for operators' console, and the report never reads them. Anyone with ``athena:CreateNamedQuery``
+could add one to the workgroup, or one with a deployed query's name, and anyone with ``athena:UpdateNamedQuery`` could
+change a deployed one's SQL in place; reading them back would run that SQL with the report's role and put its rows in
+the report.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from governor.adapters.aws import client
-from governor.audit.queries import iso, parse_time, positional
+from governor.audit.queries import QUERIES_DIR, QueryError, iso, parse_query, parse_time, positional
 
 IAM_ACTIONS = frozenset(
     {
@@ -29,7 +32,6 @@ IAM_ACTIONS = frozenset(
         "athena:GetQueryExecution",
         "athena:GetQueryResults",
         "athena:StopQueryExecution",
-        "athena:GetNamedQuery",
     }
 )
 # Athena reads the table and writes results with the caller's permissions: these are needed on the lake's resources.
@@ -131,7 +133,7 @@ class AthenaQueries:
         first_delay: float = 0.5,
         max_delay: float = 5.0,
         max_rows: int = MAX_ROWS,
-        deployed: Mapping[str, str] | None = None,
+        queries_dir: Path = QUERIES_DIR,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -146,42 +148,30 @@ class AthenaQueries:
         self._sleep = sleep
         self._clock = clock
         self.api_calls = 0
-        self._deployed = dict(deployed or {})
+        self.queries_dir = queries_dir
         self._sql: dict[str, str] | None = None
-        #: Deployed queries that will not run, and why in the report's words (filled by :meth:`named_queries`).
+        #: Shipped queries that will not run, and why in the report's words (filled by :meth:`library`).
         self.refused: dict[str, str] = {}
 
-    def named_queries(self) -> dict[str, str]:
-        """The deployed ``queries/*.sql``, name -> SQL: each read by the id the stack gave it, never by listing the
-        workgroup, and run only if it still has its name and lives in this workgroup (read once per invocation)."""
+    def library(self) -> dict[str, str]:
+        """The query library shipped with this code, name -> SQL: the only SQL the report runs (read once: the files
+        are part of the deployed code). A file that does not parse is refused, named in the report, rather than
+        stopping the others."""
         if self._sql is None:
             self._sql = {}
-            for name, query_id in sorted(self._deployed.items()):
+            files = sorted(self.queries_dir.glob("*.sql"))
+            if not files:
+                self.refused["query_library"] = (
+                    f"the query library {self.queries_dir} holds no .sql file: the code asset was built without it"
+                )
+            for path in files:
                 try:
-                    query = self._call("get_named_query", NamedQueryId=query_id)["NamedQuery"]
-                except (ClientError, BotoCoreError) as error:
-                    code = error.response.get("Error", {}).get("Code") if isinstance(error, ClientError) else None
-                    self.refused[name] = (
-                        f"query {name} refused: its deployed named query {query_id} cannot be read "
-                        f"({code or error.__class__.__name__}); deploy the stack again"
-                    )
+                    spec = parse_query(path)
+                except QueryError as error:
+                    self.refused[path.stem] = f"query {path.stem} refused: {error}"
                     continue
-                problem = self._changed(name, query_id, query)
-                if problem:
-                    self.refused[name] = f"query {name} refused: {problem}; deploy the stack again"
-                else:
-                    self._sql[name] = str(query["QueryString"])
+                self._sql[spec.name] = spec.sql
         return dict(self._sql)
-
-    def _changed(self, name: str, query_id: str, query: Mapping[str, Any]) -> str | None:
-        """How the named query ``query_id`` no longer is the one the stack deployed as ``name``, if it is not."""
-        if query.get("WorkGroup") != self.workgroup:
-            return f"named query {query_id} is in workgroup {query.get('WorkGroup')!r}, not {self.workgroup!r}"
-        if query.get("Name") != name:
-            return f"named query {query_id} is now called {query.get('Name')!r}"
-        if not isinstance(query.get("QueryString"), str):
-            return f"named query {query_id} holds no SQL"
-        return None
 
     def run(self, name: str, sql: str, parameters: dict[str, Any]) -> AthenaResult:
         """Start ``sql`` with its ``:name`` parameters as execution parameters, wait for it, read every row."""

@@ -88,9 +88,9 @@ class ScheduledReport(EventBridgeEnvelope):
 
 
 class QueryRunner(Protocol):
-    """The Athena adapter (``report/athena.py``): the deployed named queries and a way to run one."""
+    """The Athena adapter (``report/athena.py``): the query library shipped with the code and a way to run one."""
 
-    def named_queries(self) -> dict[str, str]: ...
+    def library(self) -> dict[str, str]: ...
 
     def run(self, name: str, sql: str, parameters: dict[str, Any]) -> Any: ...
 
@@ -124,15 +124,13 @@ class ReportEnvironment(Model):
     # Absent in a regional stack: the audit lake lives in the audit region (docs/deploy.md), so no queries run here.
     workgroup: str | None = Field(None, alias="ATHENA_WORKGROUP")
     database: str | None = Field(None, alias="ATHENA_DATABASE")
-    #: ``name=id`` of each named query the stack deployed (``report/athena.py``): the only ones the report runs.
-    queries: str | None = Field(None, alias="ATHENA_QUERIES")
     dashboard_url: str | None = Field(None, alias="DASHBOARD_URL")
 
 
 class NoQueries:
     """The query runner of a stack without the audit lake: the report carries the ledger and the chart only."""
 
-    def named_queries(self) -> dict[str, str]:
+    def library(self) -> dict[str, str]:
         return {}
 
     def run(self, name: str, sql: str, parameters: dict[str, Any]) -> Any:
@@ -146,20 +144,15 @@ def _environment() -> ReportEnvironment:
 
 @per_session
 def _aws(region: str | None, sender: str | None) -> Adapters:
-    from governor.audit.queries import parse_deployed
     from governor.report.archive import S3Archive
     from governor.report.athena import AthenaQueries
     from governor.report.chart_image import CloudWatchChart
 
     env = _environment()
-    queries: QueryRunner = NoQueries()
-    if env.workgroup and env.database:
-        deployed, refused = parse_deployed(env.queries)
-        athena = AthenaQueries(env.workgroup, env.database, region=region, deployed=deployed)
-        athena.refused.update(refused)
-        queries = athena
     return Adapters(
-        queries=queries,
+        queries=AthenaQueries(env.workgroup, env.database, region=region)
+        if env.workgroup and env.database
+        else NoQueries(),
         chart=CloudWatchChart(region),
         archive=S3Archive(env.bucket, region),
         outbox=AwsOutbox(region, sender),
@@ -180,19 +173,19 @@ def parse(raw: Any) -> ScheduledReport:
 def run_queries(
     queries: QueryRunner, start: dt.datetime, end: dt.datetime, deadline: Deadline | None = None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """Every deployed query for [start, end): results in the local engine's shape, and each failure's reason (a
-    refused query's too: one the stack deployed that no longer is what it deployed).
+    """Every query of the library shipped with the code, for [start, end): results in the local engine's shape, and
+    each failure's reason (a refused query's too: a shipped file that does not parse).
 
     Within ``deadline``: no query starts without ``MIN_QUERY_SECONDS`` left, and none may wait past the budget.
     """
     results: dict[str, dict[str, Any]] = {}
     parameters = {"start": start.isoformat(), "end": end.isoformat()}
     own_timeout = getattr(queries, "timeout_seconds", None)
-    deployed = queries.named_queries()
-    # Deployed queries that were changed, are gone or are listed twice: named in the report, never run.
+    library = queries.library()
+    # Shipped query files that do not parse: named in the report, never run.
     errors: dict[str, str] = dict(getattr(queries, "refused", {}))
     try:
-        for name, sql in sorted(deployed.items()):
+        for name, sql in sorted(library.items()):
             left = deadline.left() if deadline is not None else None
             if left is not None and left < MIN_QUERY_SECONDS:
                 errors[name] = (

@@ -130,3 +130,24 @@ def test_the_pue_and_grid_factors_are_named_with_their_sources_in_html_text_slac
     for rendering in (render_html(report), render_text(report), str(slack_messages(report))):
         assert named in rendering and "grid factors per region (Cloud Carbon Footprint" in rendering
     assert named in json.loads(report.model_dump_json())["cost"]["energy_basis"]
+
+
+def test_the_operators_own_idle_draw_for_a_model_reaches_every_type_carrying_it() -> None:
+    """``idle.gpu_power`` is keyed by model: a fractional L4 and a B200 box find theirs through the type's GPU facts
+    (main's family map stopped at p5en, so their power was never judged)."""
+    from governor.idle.assessment import power_limit
+    from governor.policy import parse_policy
+
+    idle = parse_policy(
+        {
+            "idle": {
+                "gpu_power": {
+                    "NVIDIA L4": {"idle_watts": 16, "limit_watts": 72},
+                    "NVIDIA B200": {"idle_watts": 140, "limit_watts": 1000},
+                }
+            }
+        }
+    ).idle
+    for instance_type, model in (("g6f.xlarge", "NVIDIA L4"), ("p6-b200.48xlarge", "NVIDIA B200")):
+        limit = power_limit(instance_type, idle)
+        assert limit.model == model and limit.ceiling is not None and "policy idle.gpu_power" in limit.note

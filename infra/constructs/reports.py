@@ -13,7 +13,7 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from governor.adapters import cost_explorer
+from governor.adapters import cost_explorer, instance_types
 from governor.adapters import cur as cur_rates
 from governor.registry import REGISTRY
 from governor.report import archive, athena
@@ -76,6 +76,12 @@ class Reports(CapabilityConstruct):
             chart.IAM_ACTIONS,
             "GetMetricWidgetImage has no resource-level permissions; it only renders the fleet GPU utilisation "
             "chart from metrics the account already holds.",
+        )
+        self.function.add_unscoped_statement(
+            "GpuFacts",
+            instance_types.IAM_ACTIONS,
+            "DescribeInstanceTypes has no resource-level permissions; the report reads the GPUs of the period's "
+            "instance types (count, model, fractional share) to count GPU-hours and energy.",
         )
         if self.policy.pricing.effective_rates in ("cost_explorer", "cur"):
             self.function.add_unscoped_statement(

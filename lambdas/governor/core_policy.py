@@ -87,7 +87,8 @@ class FleetPolicy(Section):
 class PriceEntry(Section):
     on_demand: float = Field(gt=0, le=MAX_HOURLY_USD)
     spot: float | None = Field(None, gt=0, le=MAX_HOURLY_USD)
-    gpus: int = Field(1, ge=1, le=MAX_GPUS)
+    #: GPUs an instance-hour is worth (0.125 for a g6f.large, an eighth of an L4); unset, the type's GPU facts say.
+    gpus: float = Field(1, gt=0, le=MAX_GPUS)
 
 
 class CurExport(Section):

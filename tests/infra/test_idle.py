@@ -27,6 +27,7 @@ DOCUMENT = "arn:aws:ssm:us-east-1::document/AWS-RunShellScript"
 CODE_ACTIONS = {
     "ec2:DescribeInstances",
     "ec2:DescribeCapacityReservations",  # the reservations instances run in, and those nobody runs in (issue 38)
+    "ec2:DescribeInstanceTypes",  # the GPUs of the types the sweep sees (issue 49): count, model, fractional share
     "ec2:StopInstances",
     "ec2:TerminateInstances",
     "ec2:CreateTags",
@@ -89,6 +90,7 @@ def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth)
         "clock",
         "hyperpod",  # ListClusters, ListClusterNodes
         "respond",  # Slack's response_url for Stop now: plain HTTPS to hooks.slack.com, no AWS permission
+        "gpu_types",  # DescribeInstanceTypes
     }
 
 

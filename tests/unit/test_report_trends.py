@@ -68,11 +68,14 @@ def test_the_trend_chart_is_labelled_with_periods_money_and_what_was_reclaimed()
 
 
 def test_idle_energy_uses_the_measured_idle_draw_pue_and_the_regions_grid_factor() -> None:
-    used = energy.idle_energy([("i-1", "g5.xlarge", 10.0, "eu-west-1"), ("i-2", "p5.48xlarge", 8.0, "us-east-1")])
+    used = energy.idle_energy(
+        [("i-1", "g5.xlarge", 10.0, "eu-west-1"), ("i-2", "p6e-gb200.36xlarge", 8.0, "us-east-1")]
+    )
     kwh = 10.0 * MEASURED["NVIDIA A10G"].idle_watts / 1000 * energy.AWS_PUE
     assert used.kwh == pytest.approx(kwh, abs=0.01)
     assert used.co2e_kg == pytest.approx(kwh * 0.2786, abs=0.01)
-    assert used.unknown_gpu_hours == 8.0  # H100: no measured and no CCF draw, so not guessed
+    assert used.unknown_gpu_hours == 8.0  # GB200: no public idle draw, so not guessed, and said why
+    assert used.left_out == {"NVIDIA GB200": energy.NO_SOURCE} and used.gpu_hours == 18.0
     draw = energy.draw_of("Tesla V100-SXM2-16GB")
     assert draw is not None and (draw.idle_watts, draw.busy_watts) == (35.0, 306.0) and "cloud-carbon" in draw.source
     assert energy.grid_factor("xx-nowhere-1") == energy.GRID_KG_PER_KWH["unknown"]

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from governor.core_policy import PricingPolicy
+from governor.domain import gpus as gpu_facts
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
 
@@ -68,7 +69,8 @@ class HourlyPrice:
     instance_type: str
     per_hour: float | None
     on_demand: float | None
-    gpus: int
+    #: Whole-GPU equivalents: 0.125 for a ``g6f.large`` (its GPU-hours are an eighth of its hours).
+    gpus: float
     basis: str
     as_of: str | None = None
 
@@ -150,21 +152,35 @@ class PriceBook:
         entry = self._policy.prices.get(instance_type)
         as_of: str | None = self._policy.prices_as_of.isoformat()
         listed = self._listed(instance_type)
+        gpus = _gpus(instance_type, entry, listed[1] if listed else None)
         if listed is not None:
             on_demand: float | None = listed[0]
-            gpus = entry.gpus if entry else (listed[1] or 1)
             source = "price list"
             as_of = None
         elif entry is not None:
-            on_demand, gpus, source = entry.on_demand, entry.gpus, "table"
+            on_demand, source = entry.on_demand, "table"
         else:
-            return HourlyPrice(instance_type, None, None, 1, "unpriced (not in the price table; 1 GPU assumed)")
+            facts = gpu_facts.facts_of(instance_type)
+            assumed = facts.label() if facts is not None else "1 GPU assumed"
+            return HourlyPrice(instance_type, None, None, gpus, f"unpriced (not in the price table; {assumed})")
         if lifecycle == "spot":
             if entry is not None and entry.spot is not None:
                 table_date = self._policy.prices_as_of.isoformat()
                 return HourlyPrice(instance_type, entry.spot, on_demand, gpus, "table spot", table_date)
             return HourlyPrice(instance_type, on_demand, on_demand, gpus, f"{source} on-demand (no spot price)", as_of)
         return HourlyPrice(instance_type, on_demand, on_demand, gpus, f"{source} on-demand", as_of)
+
+
+def _gpus(instance_type: str, entry: Any, listed: int | None) -> float:
+    """How many GPUs an instance-hour of the type is worth: the price table's ``gpus`` when the policy sets it, else
+    the type's GPU facts (DescribeInstanceTypes, else the shipped table: 0.125 for a ``g6f.large``), else the Price
+    List's ``gpu`` attribute, else 1."""
+    if entry is not None and "gpus" in entry.model_fields_set:
+        return float(entry.gpus)
+    facts = gpu_facts.facts_of(instance_type)
+    if facts is not None and facts.count > 0:
+        return facts.count
+    return float(listed or (entry.gpus if entry is not None else 1))
 
 
 def _hours(start: dt.datetime, end: dt.datetime) -> float:
@@ -198,7 +214,7 @@ def session_usage(session: Mapping[str, Any], start: dt.datetime, end: dt.dateti
     if window is None:
         return SessionUsage(0.0, 0.0, 0.0)
     hours = _hours(*window)
-    gpus = int(session.get("gpus") or 1)
+    gpus = float(session.get("gpus") or 1)
     price = session.get("price_per_hour")
     return SessionUsage(hours, hours * gpus, hours * float(price) if price is not None else None)
 
@@ -280,7 +296,7 @@ class IdleRow:
 
     instance_id: str
     instance_type: str | None
-    gpus: int
+    gpus: float
     idle_hours: float
     idle_gpu_hours: float
     reclaimed_hours: float
@@ -445,6 +461,14 @@ class IdleEnergy:
     #: One row per GPU model, costliest first: ``gpu_model``, ``idle_gpu_hours``, ``idle_watts``, ``busy_watts``,
     #: ``idle_kwh``, ``draw_source``.
     by_model: list[dict[str, Any]]
+    #: Every idle GPU-hour, counted or not, and the models left out with why: the share covered is stated.
+    gpu_hours: float = 0.0
+    left_out: dict[str, str] = field(default_factory=dict)
+    #: Instance id -> its idle GPU-hours, and -> the model of those left out (a team's share of the coverage).
+    hours_by_instance: dict[str, float] = field(default_factory=dict)
+    left_out_by_instance: dict[str, str] = field(default_factory=dict)
+    #: The PUE and grid factors used, named with their sources.
+    basis: str = ""
 
 
 @dataclass(frozen=True)

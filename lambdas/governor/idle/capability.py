@@ -68,6 +68,7 @@ CAPABILITY = Capability(
         Uses("governor.idle.metrics"),
         Uses("governor.adapters.capacity"),
         Uses("governor.adapters.hyperpod"),
+        Uses("governor.adapters.instance_types"),
         # An EKS cluster's own metrics: Amazon Managed Prometheus (query only) or Container Insights.
         _reads_clusters_from("prometheus"),
         _reads_clusters_from("container_insights"),

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from governor.domain import gpus as gpu_facts
 from governor.domain.costs import (
     RECLAIM_ACTIONS,
     UNKNOWN,
@@ -119,20 +120,23 @@ def idle_windows(items: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[dt.
     return {instance: _merge(found) for instance, found in windows.items()}
 
 
-def _instance_facts(decisions: list[Mapping[str, Any]], sessions: list[Mapping[str, Any]]) -> tuple[str | None, int]:
-    """Type and GPU count of one instance: from the idle evidence, else its latest session."""
+def _instance_facts(decisions: list[Mapping[str, Any]], sessions: list[Mapping[str, Any]]) -> tuple[str | None, float]:
+    """Type and GPUs of one instance: from the idle evidence, else its latest session, else the type's GPU facts
+    (0.125 for a ``g6f.large``: its idle GPU-hours are an eighth of its idle hours)."""
     for decision in decisions:
         evidence = decision.get("evidence") or {}
         if evidence.get("instance_type"):
-            return str(evidence["instance_type"]), int(evidence.get("gpus") or _session_gpus(sessions) or 1)
+            kind = str(evidence["instance_type"])
+            return kind, float(evidence.get("gpus") or _session_gpus(sessions) or gpu_facts.gpu_count(kind))
     latest = max(sessions, key=lambda s: str(s.get("start", "")), default=None)
     if latest is None:
-        return None, 1
-    return str(latest.get("instance_type") or "") or None, int(latest.get("gpus") or 1)
+        return None, 1.0
+    named = str(latest.get("instance_type") or "") or None
+    return named, float(latest.get("gpus") or (gpu_facts.gpu_count(named) if named else 1.0))
 
 
-def _session_gpus(sessions: list[Mapping[str, Any]]) -> int | None:
-    return next((int(s["gpus"]) for s in sessions if s.get("gpus")), None)
+def _session_gpus(sessions: list[Mapping[str, Any]]) -> float | None:
+    return next((float(s["gpus"]) for s in sessions if s.get("gpus")), None)
 
 
 def _clipped_hours(windows: list[tuple[dt.datetime, dt.datetime]], start: dt.datetime, end: dt.datetime) -> float:
@@ -432,7 +436,18 @@ def idle_energy(offenders: Sequence[OffenderRow], regions: Mapping[str, Any]) ->
                 "draw_source": energy.source_label(draw),
             }
         )
-    return IdleEnergy(used.kwh, used.co2e_kg, used.unknown_gpu_hours, used.by_instance, rows)
+    return IdleEnergy(
+        used.kwh,
+        used.co2e_kg,
+        used.unknown_gpu_hours,
+        used.by_instance,
+        rows,
+        gpu_hours=used.gpu_hours,
+        left_out=used.left_out,
+        hours_by_instance=used.hours_by_instance,
+        left_out_by_instance=used.left_out_by_instance,
+        basis=energy.basis(),
+    )
 
 
 def _paid_unused(

@@ -119,6 +119,9 @@ def gather(event: GovernorEvent, runtime: Runtime, aws: Adapters, now: dt.dateti
     instances, unread = with_hyperpod(instances, aws.hyperpod)
     if unread:
         logger.warning("idle sweep without HyperPod node lists", extra={"reason": unread})
+    unread = aws.gpu_types({i.type for i in instances}) if aws.gpu_types is not None else None
+    if unread:
+        logger.warning("idle sweep with the shipped GPU table", extra={"reason": unread})
     signals = read_signals(instances, runtime, aws, now)
     runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
     stored = load_marks(runtime)

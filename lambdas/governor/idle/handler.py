@@ -15,6 +15,7 @@ from governor.adapters.aws import per_session
 from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.hyperpod import HyperPodNodes
+from governor.adapters.instance_types import GpuTypes
 from governor.adapters.ssm import SsmCommands
 from governor.events.envelopes import GovernorEvent
 from governor.idle.autoscaling import AutoScalingGroups
@@ -47,6 +48,7 @@ def _aws(
         reservations=CapacityReservations(region),
         nodes=KubernetesNodes(region, groups) if drains else None,
         hyperpod=HyperPodNodes(region),
+        gpu_types=GpuTypes(region),
     )
 
 
@@ -104,6 +106,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
         reservations=CapacityReservations(region, **where),
         nodes=nodes,
         hyperpod=HyperPodNodes(region, **where),
+        gpu_types=GpuTypes(region),  # the same in every account of a region: read with the home role
     )
 
 

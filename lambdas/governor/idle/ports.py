@@ -5,7 +5,7 @@ account, or through the spoke role in a member's) and tests build from the same 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,3 +42,6 @@ class Adapters:
     #: SageMaker HyperPod clusters' node lists: their nodes are reported only, never stopped through EC2.
     hyperpod: HyperPodReader | None = None
     respond: Callable[[str, dict[str, Any]], bool] = answer
+    #: Reads the GPU facts of the instance types the sweep sees (DescribeInstanceTypes, cached per container) and
+    #: returns why it could not; None: the shipped GPU table answers (:mod:`governor.domain.gpus`).
+    gpu_types: Callable[[Iterable[str]], str | None] | None = None

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from governor.domain import gpus
+
 #: Where each measured figure comes from: the CloudWatch agent's test data (repository aws/amazon-cloudwatch-agent,
 #: commit ab55b8daa204e95c42c0267ee5aa49ec3b3a7317, plugins/inputs/nvidia_smi/testdata/).
 AGENT_TESTDATA = "aws/amazon-cloudwatch-agent@ab55b8d plugins/inputs/nvidia_smi/testdata"
@@ -43,29 +45,13 @@ MEASURED: dict[str, GpuPower] = {
     ),
 }
 
-#: The GPU of each EC2 instance family, as nvidia-smi names it (Amazon EC2 accelerated computing instance types:
-#: https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html). Families whose GPU has no measured idle draw are
-#: listed too, so the evidence can name the model that lacks one.
-FAMILY_GPU: dict[str, str] = {
-    "g4dn": "Tesla T4",
-    "g5": "NVIDIA A10G",
-    "g6": "NVIDIA L4",
-    "gr6": "NVIDIA L4",
-    "g6e": "NVIDIA L40S",
-    "p3": "Tesla V100-SXM2-16GB",
-    "p3dn": "Tesla V100-SXM2-32GB",
-    "p4d": "NVIDIA A100-SXM4-40GB",
-    "p4de": "NVIDIA A100-SXM4-80GB",
-    "p5": "NVIDIA H100 80GB HBM3",
-    "p5e": "NVIDIA H200",
-    "p5en": "NVIDIA H200",
-}
-
 
 def gpu_model(instance_type: str) -> str | None:
-    """The GPU model of an instance type (``g5.12xlarge`` -> ``NVIDIA A10G``), or None when unknown."""
-    family = instance_type.split(".", 1)[0]
-    return FAMILY_GPU.get(family)
+    """The GPU model of an instance type as nvidia-smi names it (``g5.12xlarge`` -> ``NVIDIA A10G``), from its GPU
+    facts (DescribeInstanceTypes, else the shipped table: :mod:`governor.domain.gpus`); None when it has no GPU.
+    Models without a measured idle draw are named too, so the evidence can say which model lacks one."""
+    found = gpus.model_of(instance_type)
+    return found[1] if found is not None and found[0] == "gpu" else None
 
 
 def power_of(instance_type: str, overrides: Mapping[str, GpuPower] | None = None) -> tuple[str | None, GpuPower | None]:

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from governor.domain import gpus
 from governor.domain.actions import AnyAction, Notify, Record, Tag
 from governor.domain.costs import PriceBook
 from governor.domain.decision import Decision, Verdict
@@ -188,7 +189,8 @@ def _decide_one_launch(
     instance = live.get(launch.instance_id) if live is not None else None
     current: Mapping[str, str] = instance.tags if instance is not None else launch.tags
     gone = live is not None and (instance is None or instance.state in ("shutting-down", "terminated"))
-    reasons = [f"{launch.instance_type} launched by {launch.creator or 'an unknown principal'}"]
+    who = launch.creator or "an unknown principal"
+    reasons = [f"{launch.instance_type} ({gpus.label(launch.instance_type)}) launched by {who}"]
     actions: list[AnyAction] = []
     missing = {} if gone else launch_tags(launch, current, policy)
     if gone:

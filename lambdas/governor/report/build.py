@@ -182,11 +182,17 @@ def _team_cost(cost: CostSection, team: str) -> CostSection:
 def _team_energy(cost: CostSection, instances: set[str]) -> dict[str, Any]:
     """The team's share of the idle GPU energy: its own instances' kWh and CO2e."""
     own = {i: v for i, v in cost.idle_energy_by_instance.items() if i in instances}
+    hours = {i: h for i, h in cost.idle_energy_hours_by_instance.items() if i in instances}
+    left = {i: m for i, m in cost.idle_energy_left_out_by_instance.items() if i in instances}
     return {
         "idle_energy_kwh": round(sum(kwh for kwh, _ in own.values()), 2),
         "idle_co2e_kg": round(sum(kg for _, kg in own.values()), 2),
         "idle_energy_by_instance": own,
-        "idle_energy_unknown_gpu_hours": 0.0,
+        "idle_energy_gpu_hours": round(sum(hours.values()), 2),
+        "idle_energy_hours_by_instance": hours,
+        "idle_energy_left_out_by_instance": left,
+        "idle_energy_left_out": {m: cost.idle_energy_left_out.get(m, "") for m in left.values()},
+        "idle_energy_unknown_gpu_hours": round(sum(hours.get(i, 0.0) for i in left), 2),
         "energy": cost.energy.model_copy(update={"rows": []}),
     }
 

@@ -23,6 +23,7 @@ CAPABILITY = Capability(
     uses=(
         Uses("governor.report.archive"),
         Uses("governor.report.chart_image"),
+        Uses("governor.adapters.instance_types"),
         Uses("governor.report.athena", ("IAM_ACTIONS", "DATA_ACTIONS")),
         Uses(
             "governor.adapters.cost_explorer",

@@ -119,7 +119,7 @@ def fleet_usage(items: Sequence[Mapping[str, Any]], start: dt.datetime, end: dt.
         began = max(began, start)
         if finished <= began:
             continue
-        gpus = int(session.get("gpus") or 1)
+        gpus = float(session.get("gpus") or 1)
         instance = str(session.get("instance_id"))
         windows = idle_windows.get(instance, [])
         first = int((began - start) // step)

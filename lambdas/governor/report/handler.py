@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, Protocol
@@ -20,8 +20,10 @@ from pydantic import ConfigDict, Field
 
 from governor.adapters.aws import per_session
 from governor.adapters.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
+from governor.adapters.instance_types import GpuTypes
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
+from governor.domain.gpus import instance_types
 from governor.domain.messages import Email
 from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
@@ -115,6 +117,9 @@ class Adapters:
     chart: ChartSource | None
     archive: Archive
     outbox: Outbox
+    #: Reads the GPU facts of the period's instance types (DescribeInstanceTypes, cached per container); None: the
+    #: shipped GPU table answers (:mod:`governor.domain.gpus`).
+    gpu_types: Callable[[Iterable[str]], str | None] | None = None
 
 
 class ReportEnvironment(Model):
@@ -156,6 +161,7 @@ def _aws(region: str | None, sender: str | None) -> Adapters:
         chart=CloudWatchChart(region),
         archive=S3Archive(env.bucket, region),
         outbox=AwsOutbox(region, sender),
+        gpu_types=GpuTypes(region),
     )
 
 
@@ -347,6 +353,9 @@ def produce(
     items = ledger_items(runtime, before_start)
     policy = runtime.policy
     notes = [f"Athena: {reason}" for reason in errors.values()]
+    unread = aws.gpu_types(instance_types(items)) if aws.gpu_types is not None else None
+    if unread:
+        notes.append(unread)
     report = build_report(
         kind=kind,
         start=start,

@@ -221,6 +221,13 @@ class CostSection(Model):
     idle_co2e_kg: float = 0.0
     idle_energy_unknown_gpu_hours: float = 0.0
     idle_energy_by_instance: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    #: Every idle GPU-hour, counted or not, the models left out with why, and per instance (a team's share): the
+    #: tile states the share covered. ``energy_basis`` names the PUE and grid factors with their sources.
+    idle_energy_gpu_hours: float = 0.0
+    idle_energy_left_out: dict[str, str] = Field(default_factory=dict)
+    idle_energy_hours_by_instance: dict[str, float] = Field(default_factory=dict)
+    idle_energy_left_out_by_instance: dict[str, str] = Field(default_factory=dict)
+    energy_basis: str = ""
     energy: Table = Field(
         default_factory=lambda: Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS))
     )

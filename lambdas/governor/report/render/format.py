@@ -170,14 +170,29 @@ def governor_cost_text(cost: CostSection) -> str | None:
     )
 
 
+def energy_coverage(cost: CostSection) -> str:
+    """How much of the idle GPU time the kWh covers: ``covers 100% of idle GPU-h``, or ``covers 115.0 of 323.0
+    idle GPU-h: no draw known for NVIDIA GB200 (no public measurement of its idle draw)``; empty without idle time."""
+    total = cost.idle_energy_gpu_hours or cost.idle_energy_unknown_gpu_hours
+    if total <= 0:
+        return ""
+    left = cost.idle_energy_unknown_gpu_hours
+    if left <= 0:
+        return "covers 100% of idle GPU-h"
+    models = "; ".join(f"{model} ({why})" if why else model for model, why in sorted(cost.idle_energy_left_out.items()))
+    return f"covers {total - left:,.1f} of {total:,.1f} idle GPU-h: no draw known for {models or 'some models'}"
+
+
 def energy_text(cost: CostSection) -> str:
-    """The idle GPU time's energy in one phrase, the same in HTML, Slack and email (docs/reports.md, "GPU energy")."""
+    """The idle GPU time's energy in one phrase, the same in HTML, Slack and email (docs/reports.md, "GPU energy"):
+    the kWh and CO2e, the share of idle GPU-hours they cover (what is left out and why) and the PUE and grid factors
+    with their sources."""
     text = f"idle GPUs drew {cost.idle_energy_kwh:,.1f} kWh ({cost.idle_co2e_kg:,.1f} kg CO2e)"
-    if cost.idle_energy_unknown_gpu_hours:
-        text += (
-            f"; {cost.idle_energy_unknown_gpu_hours:,.1f} idle GPU-hours on GPU models with no known draw are not "
-            "counted"
-        )
+    coverage = energy_coverage(cost)
+    if coverage:
+        text += f", {coverage}"
+    if cost.energy_basis:
+        text += f"; {cost.energy_basis}"
     return text
 
 

@@ -14,6 +14,7 @@ from governor.report.render.format import (
     TEXT_CHARS,
     age_text,
     delta,
+    energy_coverage,
     energy_text,
     format_value,
     governor_cost_text,
@@ -170,7 +171,9 @@ def _tiles(report: Report) -> str:
         _tile(
             f"{cost.idle_energy_kwh:,.1f} kWh",
             "idle GPU energy",
-            f"{cost.idle_co2e_kg:,.1f} kg CO2e · " + tile_change(cost.idle_energy_kwh, before, "idle_energy_kwh"),
+            f"{cost.idle_co2e_kg:,.1f} kg CO2e · "
+            + (f"{energy_coverage(cost)} · " if energy_coverage(cost) else "")
+            + tile_change(cost.idle_energy_kwh, before, "idle_energy_kwh"),
         )
     )
     if report.budgets:

@@ -219,6 +219,11 @@ def energy_figures(
         "idle_co2e_kg": used.co2e_kg,
         "idle_energy_unknown_gpu_hours": used.unknown_gpu_hours,
         "idle_energy_by_instance": used.by_instance,
+        "idle_energy_gpu_hours": used.gpu_hours,
+        "idle_energy_left_out": used.left_out,
+        "idle_energy_hours_by_instance": used.hours_by_instance,
+        "idle_energy_left_out_by_instance": used.left_out_by_instance,
+        "energy_basis": used.basis,
         "energy": Table(name="idle_energy", title=ENERGY_TITLE, columns=list(ENERGY_COLUMNS), rows=used.by_model),
     }
 

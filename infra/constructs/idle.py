@@ -67,10 +67,11 @@ class IdleReclamation(CapabilityConstruct):
         function = self.function
         self.on_schedule("Sweep")
         self.add_adapter_reads(
-            "DescribeInstances, DescribeCapacityReservations, GetMetricData, GetCommandInvocation and ListCommands "
-            "support no resource-level permissions; they list GPU instances and the reservations they run in, read "
-            "their metrics, read the outcome of the function's own checkpoint commands and find a command by its "
-            "intent id instead of sending it twice.",
+            "DescribeInstances, DescribeCapacityReservations, DescribeVolumes, DescribeAddresses, GetMetricData, "
+            "GetCommandInvocation and ListCommands support no resource-level permissions; they list GPU instances and "
+            "the reservations they run in, the volumes and addresses stopped ones still bill, read their metrics, "
+            "read the outcome of the function's own checkpoint commands and find a command by its intent id instead "
+            "of sending it twice.",
         )
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         gpu_types: dict[str, object] = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}

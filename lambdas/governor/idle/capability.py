@@ -67,6 +67,7 @@ CAPABILITY = Capability(
         Uses("governor.adapters.ec2"),
         Uses("governor.idle.metrics"),
         Uses("governor.adapters.capacity"),
+        Uses("governor.adapters.volumes"),  # what stopped GPU instances still bill (governor.idle.money)
         Uses("governor.adapters.hyperpod"),
         # An EKS cluster's own metrics: Amazon Managed Prometheus (query only) or Container Insights.
         _reads_clusters_from("prometheus"),

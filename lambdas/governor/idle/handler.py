@@ -16,6 +16,7 @@ from governor.adapters.capacity import CapacityReservations
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.hyperpod import HyperPodNodes
 from governor.adapters.ssm import SsmCommands
+from governor.adapters.volumes import InstanceStorage
 from governor.events.envelopes import GovernorEvent
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import POLICY
@@ -47,6 +48,7 @@ def _aws(
         reservations=CapacityReservations(region),
         nodes=KubernetesNodes(region, groups) if drains else None,
         hyperpod=HyperPodNodes(region),
+        storage=InstanceStorage(region),
     )
 
 
@@ -104,6 +106,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
         reservations=CapacityReservations(region, **where),
         nodes=nodes,
         hyperpod=HyperPodNodes(region, **where),
+        storage=InstanceStorage(region, **where),
     )
 
 

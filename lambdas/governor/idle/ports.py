@@ -11,6 +11,7 @@ from typing import Any
 
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
+from governor.adapters.volumes import InstanceStorage
 from governor.domain.capacity import HyperPodReader, ReservationReader
 from governor.domain.ports import utcnow
 from governor.idle.autoscaling import AutoScalingGroups
@@ -42,3 +43,5 @@ class Adapters:
     #: SageMaker HyperPod clusters' node lists: their nodes are reported only, never stopped through EC2.
     hyperpod: HyperPodReader | None = None
     respond: Callable[[str, dict[str, Any]], bool] = answer
+    #: Stopped instances' EBS volumes and public IPv4 addresses (what they still bill); None: not read.
+    storage: InstanceStorage | None = None

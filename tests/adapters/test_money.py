@@ -143,7 +143,9 @@ def test_a_capacity_block_with_room_beside_on_demand_is_paying_twice_and_not_len
     )
     runtime = _runtime()
     handle(_event(T0, "sweep-block"), runtime, _aws())
-    [found] = _decisions(runtime, "idle.paying-twice")
+    decided = _decisions(runtime, "idle.paying-twice")
+    assert len(decided) == 1
+    found = decided[0]
     assert found["evidence"]["paying_twice"]["usd_per_day"] == round(G5_12 * 24, 2)
     assert found["evidence"]["paying_twice"]["reservation"]["lendable"] is False
     assert any("cannot be cancelled" in r for r in found["reasons"])
@@ -230,6 +232,7 @@ def test_the_report_lists_both_with_their_dollars_a_day(moto: Any) -> None:
         r.rule: r
         for r in findings_section(items, runtime.policy, T0 - dt.timedelta(hours=1), T0 + dt.timedelta(hours=1))
     }
+    assert {"idle.paying-twice", "idle.stopped-billing"} <= set(rows)
     twice, stopped = rows["idle.paying-twice"], rows["idle.stopped-billing"]
     assert (twice.resource, twice.status, twice.usd_per_day) == ("cr-0targeted000000001", "open", round(G5_12 * 24, 2))
     assert stopped.resource == fleet["gpu"] and stopped.status == "open" and stopped.owner == "ana"

@@ -239,3 +239,17 @@ def test_the_report_lists_both_with_their_dollars_a_day(moto: Any) -> None:
     [decision] = [i for i in items if i.get("rule") == "idle.stopped-billing"]
     assert stopped.usd_per_day == float(decision["evidence"]["usd_per_day"]) > 90  # about $2,877 a month
     assert "modify-instance-capacity-reservation-attributes" in twice.remediation
+
+
+@pytest.mark.parametrize("rule", ["idle.paying-twice", "idle.stopped-billing"])
+def test_money_findings_wait_for_the_teams_daily_digest(rule: str) -> None:
+    """Nothing happens at a set time on these findings (report-only, told once a day): under the shipped
+    ``notifications.immediate: actionable`` they go into the team's daily digest instead of a post of their own."""
+    from governor.domain.decision import Finding
+    from governor.notifier.domain import decide_notification
+
+    policy = parse_policy({}).notifications
+    finding = Finding(
+        policy="idle", rule=rule, severity="warning", resource="i-0123456789abcdef0", title="t", team="vision"
+    )
+    assert decide_notification(finding, policy, lambda: None, T0).digest

@@ -25,6 +25,7 @@ from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.capacity import forget_reservations, reserve
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+from governor_cli.testing.snapshots import copy_volume_tags
 from tests.adapters.test_idle_sweep import CLOCK, T0, _event, _launch, _metrics
 
 G5_12 = 5.672  # g5.12xlarge On-Demand, us-east-1, the rate this test's price table says the account pays
@@ -201,16 +202,77 @@ def test_a_stopped_gpu_instance_reports_what_its_volumes_and_public_ipv4_still_b
 def test_snapshot_and_terminate_after_days_says_when_and_acts_on_nothing_while_report_only(moto: Any) -> None:
     fleet = _stopped_fleet(moto)
     runtime = _runtime(stopped={"snapshot_and_terminate_after_days": 7})
+    handle(_event(T0, "sweep-stopped-early"), runtime, _aws())
+    early = _decisions(runtime, "idle.stopped-billing")
+    assert len(early) == 1 and early[0]["evidence"]["snapshot_and_terminate"]["due"] is False
+    assert any("will be due for snapshot and terminate" in r for r in early[0]["reasons"])
     later = T0 + dt.timedelta(days=8)
     handle(_event(later, "sweep-stopped-late"), runtime, _aws())
-    [found] = _decisions(runtime, "idle.stopped-billing")
-    teardown = found["evidence"]["snapshot_and_terminate"]
-    assert teardown["after_days"] == 7 and teardown["due"] is True and teardown["enforced"] is False
-    assert any("would snapshot every volume" in r for r in found["reasons"])
+    found = [d for d in _decisions(runtime, "idle.stopped-billing") if d["evidence"]["snapshot_and_terminate"]["due"]]
+    assert len(found) == 1
+    teardown = found[0]["evidence"]["snapshot_and_terminate"]
+    assert teardown["after_days"] == 7 and teardown["enforced"] is False
+    assert any("would snapshot every volume" in r for r in found[0]["reasons"])
     state = moto.describe_instances(InstanceIds=[fleet["gpu"]])["Reservations"][0]["Instances"][0]["State"]["Name"]
     volumes = [v["VolumeId"] for v in fleet["volumes"]]
     snapshots = moto.describe_snapshots(Filters=[{"Name": "volume-id", "Values": volumes}])["Snapshots"]
     assert state == "stopped" and snapshots == []
+
+
+def test_enforced_snapshot_then_terminate_only_once_every_snapshot_completed(moto: Any) -> None:
+    """Enforcing: the first due sweep re-reads the instance and its volumes, snapshots every volume with its tags and
+    keeps the snapshot ids in the ledger; the instance is terminated only on a later sweep that reads every snapshot
+    completed, and that decision says how to restore. An instance started again in between is never touched."""
+    copy_volume_tags()
+    fleet = _stopped_fleet(moto)
+    data = next(v for v in fleet["volumes"] if v["Size"] == 2048)["VolumeId"]
+    moto.create_tags(Resources=[data], Tags=[{"Key": "dataset", "Value": "imagenet"}])
+    runtime = _runtime(enforce=True, stopped={"snapshot_and_terminate_after_days": 7})
+    ledger = runtime.ledger
+    assert isinstance(ledger, MemoryLedger)
+    due = T0 + dt.timedelta(days=8)
+    handle(_event(due, "sweep-snapshot"), runtime, _aws())
+
+    state = moto.describe_instances(InstanceIds=[fleet["gpu"]])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state == "stopped"  # not terminated in the sweep that snapshots
+    kept = ledger.get_item("stopped-snapshots", fleet["gpu"])
+    assert kept is not None and sorted(kept["snapshots"]) == sorted(v["VolumeId"] for v in fleet["volumes"])
+    taken = moto.describe_snapshots(SnapshotIds=sorted(kept["snapshots"].values()))["Snapshots"]
+    tags = {s["VolumeId"]: {t["Key"]: t["Value"] for t in s.get("Tags", [])} for s in taken}
+    assert tags[data]["dataset"] == "imagenet" and tags[data]["governor:snapshot-of"] == fleet["gpu"]
+    assert all(t["governor:snapshot-of"] == fleet["gpu"] for t in tags.values())
+
+    handle(_event(due + dt.timedelta(minutes=15), "sweep-terminate"), runtime, _aws())
+    state = moto.describe_instances(InstanceIds=[fleet["gpu"]])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state == "terminated"
+    last = [d for _, d in ledger.decisions if d.rule == "idle.stopped-billing" and d.resource == fleet["gpu"]][-1]
+    assert any("restore:" in r and "create-volume --snapshot-id" in r for r in last.reasons)
+    assert any(str(d).startswith("terminated") for d in last.evidence.get("done") or [])
+
+
+def test_an_instance_started_before_its_snapshot_is_left_alone(moto: Any) -> None:
+    """The sweep decided on a stopped instance, but its owner started it again before the act: the re-read holds it
+    (nothing snapshotted, nothing terminated), and the hold is what the ledger keeps."""
+    fleet = _stopped_fleet(moto)
+    runtime = _runtime(enforce=True, stopped={"snapshot_and_terminate_after_days": 7})
+    aws = _aws()
+    reader = aws.instances
+    started = {"done": False}
+
+    class StartsBeforeTheReread(Ec2Reader):
+        def instance(self, instance_id: str) -> Any:
+            if not started["done"]:
+                moto.start_instances(InstanceIds=[instance_id])
+                started["done"] = True
+            return reader.instance(instance_id)
+
+    aws = dataclasses.replace(aws, instances=StartsBeforeTheReread("us-east-1", wildcard_type_filter=False))
+    handle(_event(T0 + dt.timedelta(days=8), "sweep-held"), runtime, aws)
+    volumes = [v["VolumeId"] for v in fleet["volumes"]]
+    assert moto.describe_snapshots(Filters=[{"Name": "volume-id", "Values": volumes}])["Snapshots"] == []
+    found = _decisions(runtime, "idle.stopped-billing")
+    assert len(found) == 1 and found[0]["verdict"] == "ok"
+    assert any("nothing done: no longer stopped" in r for r in found[0]["reasons"])
 
 
 def test_the_report_lists_both_with_their_dollars_a_day(moto: Any) -> None:
@@ -253,3 +315,23 @@ def test_money_findings_wait_for_the_teams_daily_digest(rule: str) -> None:
         policy="idle", rule=rule, severity="warning", resource="i-0123456789abcdef0", title="t", team="vision"
     )
     assert decide_notification(finding, policy, lambda: None, T0).digest
+
+
+def test_explain_shows_a_stopped_instance_due_and_how_to_restore(moto: Any) -> None:
+    """``governor explain --instances`` on ``describe-instances`` output: a stopped GPU instance gets the sweep's
+    stopped-billing decision (not an idle verdict), when it is due for snapshot and terminate, and the restore."""
+    from governor.adapters.ec2 import to_instance
+    from governor.idle.explain import explain_instances
+
+    fleet = _stopped_fleet(moto)
+    policy = _runtime(enforce=True, stopped={"snapshot_and_terminate_after_days": 7}).policy
+    described = [i for r in moto.describe_instances()["Reservations"] for i in r["Instances"]]
+    explained = {
+        d.resource: d
+        for d in explain_instances([to_instance(raw) for raw in described], policy, T0 + dt.timedelta(days=8))
+    }
+    stopped = explained[fleet["gpu"]]
+    assert stopped.rule == "idle.stopped-billing" and stopped.evidence["snapshot_and_terminate"]["due"] is True
+    assert any("restore:" in r and "create-volume --snapshot-id" in r for r in stopped.reasons)
+    assert [a.type for a in stopped.actions] == ["notify", "terminate"]
+    assert any(a.startswith("assumed: once due, every volume was snapshotted") for a in stopped.assumptions)

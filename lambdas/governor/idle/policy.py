@@ -119,8 +119,8 @@ class StoppedPolicy(Section):
     # DescribeAddresses a sweep saved).
     costs: Literal["report", "off"] = "report"
     # Off (null) by default. A number of days: an instance stopped at least this long is due to have every volume
-    # snapshotted (its tags copied) and to be terminated; its owner is warned each day until then. Report-only: the
-    # decision says what would be done; the snapshot-and-terminate act itself is not built yet.
+    # snapshotted (its tags copied) and to be terminated; its owner is told each day until then. With idle.enforce,
+    # every volume is snapshotted (re-read first), then the instance terminated once every snapshot completed.
     snapshot_and_terminate_after_days: int | None = Field(None, ge=1, le=3650)
 
 

@@ -3,15 +3,19 @@ IPv4 addresses bill every hour; our own idle stops create such machines. Pure: t
 stopped instance, its volumes and addresses) and records the decision this returns, one per instance and sweep.
 
 With ``idle.stopped.snapshot_and_terminate_after_days`` an instance stopped at least that long is due to have its
-volumes snapshotted (tags copied) and to be terminated; until then its owner is told when. Report-only.
+volumes snapshotted (tags copied) and to be terminated; until then its owner is told when. Once due, each sweep
+takes the next step (report-only until ``idle.enforce``): snapshot every volume, wait until every snapshot
+completed, then terminate; the snapshot ids are kept in the ledger and the decision says how to restore.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from governor.domain.actions import Notify
+from governor.domain.actions import Action, Notify
 from governor.domain.decision import Decision
 from governor.domain.fleet import Instance, Ownership
 from governor.domain.storage import (
@@ -24,39 +28,75 @@ from governor.domain.storage import (
     volume_evidence,
     volume_month,
 )
+from governor.idle.actions import Terminate
 from governor.idle.domain import POLICY
 from governor.idle.policy import StoppedPolicy
+from governor.idle.teardown_actions import SnapshotVolumes
 
 #: Rule (``idle.stopped-billing``) and ``evidence.status`` of the decision about one stopped instance.
 STOPPED_BILLING = "stopped-billing"
 
 
-def _teardown(
-    policy: StoppedPolicy, since: dt.datetime | None, now: dt.datetime, enforce: bool
-) -> tuple[dict[str, object] | None, str | None]:
-    """When the instance is due to be snapshotted and terminated, and the sentence saying so (None when off)."""
+@dataclass(frozen=True)
+class Snapshots:
+    """What the ledger and EC2 say of the snapshots taken of one stopped instance: volume id -> snapshot id, as
+    recorded when they were taken, and snapshot id -> state, as DescribeSnapshots reads it now."""
+
+    taken: Mapping[str, str]
+    states: Mapping[str, str]
+
+
+def _due(policy: StoppedPolicy, since: dt.datetime | None, now: dt.datetime) -> tuple[dict[str, Any] | None, str]:
     days = policy.snapshot_and_terminate_after_days
     if days is None:
-        return None, None
+        return None, ""
     if since is None:
-        return {"after_days": days, "due_at": None, "due": False}, (
-            f"idle.stopped.snapshot_and_terminate_after_days is {days}, but EC2 gave no stop time: not due"
-        )
+        said = f"idle.stopped.snapshot_and_terminate_after_days is {days}, but EC2 gave no stop time: not due"
+        return {"after_days": days, "due_at": None, "due": False, "enforced": False}, said
     due_at = since + dt.timedelta(days=days)
-    due = now >= due_at
-    mode = "report-only" if not enforce else "report-only: the snapshot-and-terminate act is not built yet"
-    if due:
-        said = (
-            f"due for snapshot and terminate since {due_at:%Y-%m-%d %H:%M} UTC (stopped {days}+ days): would "
-            f"snapshot every volume with its tags, then terminate once every snapshot completed ({mode})"
-        )
-    else:
+    if now < due_at:
         said = (
             f"will be due for snapshot and terminate at {due_at:%Y-%m-%d %H:%M} UTC "
-            f"(idle.stopped.snapshot_and_terminate_after_days = {days}; {mode}); start it or tag it "
-            "governor:exempt=true to keep it"
+            f"(idle.stopped.snapshot_and_terminate_after_days = {days}); start it or tag it governor:exempt=true to "
+            "keep it"
         )
-    return {"after_days": days, "due_at": due_at.isoformat(), "due": due, "enforced": False}, said
+        return {"after_days": days, "due_at": due_at.isoformat(), "due": False, "enforced": False}, said
+    said = f"due for snapshot and terminate since {due_at:%Y-%m-%d %H:%M} UTC (stopped {days}+ days)"
+    return {"after_days": days, "due_at": due_at.isoformat(), "due": True, "enforced": False}, said
+
+
+def restore_hint(taken: Mapping[str, str], zone: str | None) -> str:
+    """How to get the data back after the terminate (``governor explain`` and the ledger print it)."""
+    where = zone or "<zone>"
+    volumes = "; ".join(
+        f"{volume}: aws ec2 create-volume --snapshot-id {snap} --availability-zone {where}"
+        for volume, snap in sorted(taken.items())
+    )
+    return (
+        f"restore: {volumes}; then attach each to a new instance (or aws ec2 register-image from the root volume's "
+        "snapshot and launch it)"
+    )
+
+
+def _teardown_acts(
+    instance: Instance, volumes: Sequence[Volume], snapshots: Snapshots | None, enforce: bool
+) -> tuple[list[Action], str, dict[str, Any]]:
+    """A due instance's next step: snapshot every volume, wait for the snapshots, or terminate once every one
+    completed; report-only unless ``enforce``."""
+    current = [v.id for v in volumes]
+    taken = dict(snapshots.taken) if snapshots else {}
+    states = dict(snapshots.states) if snapshots else {}
+    seen: dict[str, Any] = {"snapshots": taken, "snapshot_states": states}
+    mode = "" if enforce else " (report-only)"
+    if not taken or any(v not in taken for v in current):
+        said = f"snapshotting every volume with its tags{mode}, then terminate once every snapshot completed"
+        act = SnapshotVolumes(enforced=enforce, volume_ids=current, reason=STOPPED_BILLING)
+        return [act], ("would snapshot every volume with its tags, then terminate" if not enforce else said), seen
+    pending = [f"{taken[v]} {states.get(taken[v], 'missing')}" for v in current if states.get(taken[v]) != "completed"]
+    if pending:
+        return [], f"waiting for every snapshot to complete before the terminate: {', '.join(pending)}", seen
+    said = f"every snapshot completed: terminating{mode}; {restore_hint(taken, instance.zone)}"
+    return [Terminate(enforced=enforce)], said, seen
 
 
 def stopped_decision(
@@ -67,6 +107,7 @@ def stopped_decision(
     policy: StoppedPolicy,
     now: dt.datetime,
     enforce: bool = False,
+    snapshots: Snapshots | None = None,
 ) -> tuple[Decision, str]:
     """The report-only decision about one stopped GPU instance: what its volumes and public IPv4 addresses cost a
     month (and a day), whose it is, how long it has been stopped, and what to do."""
@@ -88,14 +129,19 @@ def stopped_decision(
         f"create-snapshots --instance-specification InstanceId={instance.id} --copy-tags-from-source volume), and "
         "release its Elastic IPs",
     ]
-    teardown, said = _teardown(policy, since, now, enforce)
+    teardown, said = _due(policy, since, now)
+    acts: list[Action] = []
+    if teardown is not None and teardown["due"]:
+        acts, step, seen = _teardown_acts(instance, volumes, snapshots, enforce)
+        teardown |= {**seen, "enforced": enforce and bool(acts)}
+        said = f"{said}: {step}"
     if said:
         reasons.append(said)
     decision = Decision(
         policy=POLICY,
         verdict="act",
         resource=instance.id,
-        actions=[Notify(enforced=False, owner=who.owner, team=who.team, reason=STOPPED_BILLING)],
+        actions=[Notify(enforced=False, owner=who.owner, team=who.team, reason=STOPPED_BILLING), *acts],
         reasons=reasons,
         evidence={
             "status": STOPPED_BILLING,
@@ -121,3 +167,21 @@ def stopped_decision(
         f"({len(volumes)} volume(s), {len(public_ips)} public IPv4)"
     )
     return decision, title
+
+
+def preview_stopped(
+    instance: Instance, who: Ownership, policy: StoppedPolicy, now: dt.datetime, enforce: bool
+) -> Decision:
+    """``governor explain --instances`` on a stopped instance: the sweep's decision, assuming what
+    ``describe-instances`` does not say (the volumes' types and sizes: unpriced; the snapshots: taken and completed,
+    their ids in the ledger's ``stopped-snapshots`` item): when it is due, and how to restore after the terminate."""
+    volumes = [Volume(id=v, type="unknown", size_gib=0) for v in instance.volume_ids]
+    placeholder = {v: f"<snapshot of {v}: ledger item stopped-snapshots#{instance.id}>" for v in instance.volume_ids}
+    snapshots = Snapshots(placeholder, dict.fromkeys(placeholder.values(), "completed"))
+    decision, _ = stopped_decision(instance, volumes, [], who, policy, now, enforce, snapshots)
+    assumed = [
+        "assumed: its volumes' types and sizes, and its public IPv4 addresses, are not in describe-instances: unpriced "
+        "here (the sweep reads them with DescribeVolumes and DescribeAddresses)",
+        "assumed: once due, every volume was snapshotted and every snapshot completed (their ids are in the ledger)",
+    ]
+    return decision.model_copy(update={"assumptions": assumed})

@@ -25,7 +25,6 @@ from governor.policy import parse_policy
 from governor.runtime import Runtime
 from governor_cli.testing.capacity import forget_reservations, reserve
 from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
-from governor_cli.testing.snapshots import copy_volume_tags
 from tests.adapters.test_idle_sweep import CLOCK, T0, _event, _launch, _metrics
 
 G5_12 = 5.672  # g5.12xlarge On-Demand, us-east-1, the rate this test's price table says the account pays
@@ -223,6 +222,8 @@ def test_enforced_snapshot_then_terminate_only_once_every_snapshot_completed(mot
     """Enforcing: the first due sweep re-reads the instance and its volumes, snapshots every volume with its tags and
     keeps the snapshot ids in the ledger; the instance is terminated only on a later sweep that reads every snapshot
     completed, and that decision says how to restore. An instance started again in between is never touched."""
+    from governor_cli.testing.snapshots import copy_volume_tags  # the emulator learns CopyTagsFromSource
+
     copy_volume_tags()
     fleet = _stopped_fleet(moto)
     data = next(v for v in fleet["volumes"] if v["Size"] == 2048)["VolumeId"]

@@ -333,3 +333,16 @@ def test_an_owner_slack_users_leaves_out_is_found_with_users_lookup_by_email(rep
     assert theirs and all(f"<@{slack_user(LOOKED_UP)}>" in m for m in theirs)
     line = next(line for line in summary_lines(report_only) if line.startswith("Slack Web API (bot token) "))
     assert "users.lookupByEmail" in line and address in line
+
+
+def test_paying_twice_and_a_stopped_instance_still_billing_are_found_with_their_dollars(
+    report_only: DemoResult,
+) -> None:
+    """Issue 49, items 1 and 2: the demo's targeted reservation beside an On-Demand instance of its match, and its GPU
+    instance stopped before the day with a volume and an Elastic IP, are in the summary and the report with dollars."""
+    summary = "\n".join(summary_lines(report_only))
+    assert re.search(r"paying twice +cr-\S+ unused beside On-Demand i-\S+.*: \$[\d,.]+/day wasted", summary)
+    assert re.search(r"stopped, still billing +i-\S+ \(g5\.xlarge\): \$[\d,.]+/month \(\$[\d,.]+/day\)", summary)
+    rows = {row["rule"]: row for row in report_only.report["findings"] if row["rule"].startswith("idle.")}
+    assert rows["idle.paying-twice"]["usd_per_day"] > 0 and rows["idle.stopped-billing"]["usd_per_day"] > 0
+    assert report_only.stopped == []  # the instance stopped before the day is not one the day stopped

@@ -45,12 +45,30 @@ INSTANCES_REASON = (
 )
 
 
+SNAPSHOT_REASON = (
+    "Stopped GPU instances past idle.stopped.snapshot_and_terminate_after_days have every volume snapshotted before "
+    "their terminate: CreateSnapshots on GPU instance types only (ec2:InstanceType); the volumes and snapshots it "
+    "creates are unknown at deploy time; CreateTags on snapshots only as part of CreateSnapshots (ec2:CreateAction)."
+)
+
+
 class IdleReclamation(CapabilityConstruct):
     """Sweeps the GPU fleet every ``idle.schedule`` and reclaims instances idle by every signal, warning first."""
 
     CAPABILITY = REGISTRY["idle"]
     FUNCTION_ID = "Idle"
     MEMORY_MB = 1024
+
+    def _snapshot_grants(self, function: GovernorFunction, instances: str, gpu_types: dict[str, object]) -> None:
+        """CreateSnapshots of a stopped GPU instance's volumes (its tags copied), and nothing else about snapshots:
+        the instance must be a GPU type; the tags only as CreateSnapshots writes them."""
+        stack = Stack.of(self)
+        volumes = stack.format_arn(service="ec2", resource="volume", resource_name="*")
+        snapshots = stack.format_arn(service="ec2", resource="snapshot", resource_name="*", account="")
+        function.add_statement(["ec2:CreateSnapshots"], [instances], gpu_types, reason=SNAPSHOT_REASON)
+        function.add_statement(["ec2:CreateSnapshots"], [volumes, snapshots], reason=SNAPSHOT_REASON)
+        created: dict[str, object] = {"StringEquals": {"ec2:CreateAction": "CreateSnapshots"}}
+        function.add_statement(["ec2:CreateTags"], [snapshots], created, reason=SNAPSHOT_REASON)
 
     @classmethod
     def in_member_account(cls, scope: Construct, policy: Policy, role: iam.IRole | None) -> None:
@@ -67,10 +85,11 @@ class IdleReclamation(CapabilityConstruct):
         function = self.function
         self.on_schedule("Sweep")
         self.add_adapter_reads(
-            "DescribeInstances, DescribeInstanceTypes, DescribeCapacityReservations, GetMetricData, "
-            "GetCommandInvocation and ListCommands support no resource-level permissions; they list GPU instances, "
-            "their GPUs and the reservations they run in, read their metrics, read the outcome of the function's own "
-            "checkpoint commands and find a command by its intent id instead of sending it twice.",
+            "DescribeInstances, DescribeInstanceTypes, DescribeCapacityReservations, DescribeVolumes, "
+            "DescribeAddresses, GetMetricData, GetCommandInvocation and ListCommands support no resource-level "
+            "permissions; they list GPU instances, their GPUs and the reservations they run in, the volumes and "
+            "addresses stopped ones still bill, read their metrics, read the outcome of the function's own checkpoint "
+            "commands and find a command by its intent id instead of sending it twice.",
         )
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
         gpu_types: dict[str, object] = {"StringLike": {"ec2:InstanceType": policy.fleet.iam_instance_type_patterns()}}
@@ -83,6 +102,8 @@ class IdleReclamation(CapabilityConstruct):
         # DeleteTags does not support ec2:InstanceType (Service Authorization Reference): with it the condition is
         # false and every call is denied, so the idle-since mark could never be cleared. Keys alone bound it.
         function.add_statement(Untag.IAM, [instances], governor_keys)
+        if policy.idle.stopped.snapshot_and_terminate_after_days is not None:
+            self._snapshot_grants(function, instances, gpu_types)
         drained = [c for c in policy.idle.clusters if c.reclaim == "drain"]
         if policy.idle.asg_action == "scale_in" or drained:
             self._scale_in_grants(function)

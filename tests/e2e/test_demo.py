@@ -340,3 +340,16 @@ def test_the_sample_the_docs_show_is_what_the_demo_prints(report_only: DemoResul
     """Issue 48: the README's sample output comes from a run. Every figure of the page's block is the report-only
     day's own (only dates, clock times and instance ids may differ); `python -m tests.e2e.samples` rewrites it."""
     assert samples.comparable(samples.shown(page)) == samples.comparable(samples.text(report_only))
+
+
+def test_paying_twice_and_a_stopped_instance_still_billing_are_found_with_their_dollars(
+    report_only: DemoResult,
+) -> None:
+    """Issue 49, items 1 and 2: the demo's targeted reservation beside an On-Demand instance of its match, and its GPU
+    instance stopped before the day with a volume and an Elastic IP, are in the summary and the report with dollars."""
+    summary = "\n".join(summary_lines(report_only))
+    assert re.search(r"paying twice +cr-\S+ unused beside On-Demand i-\S+.*: \$[\d,.]+/day wasted", summary)
+    assert re.search(r"stopped, still billing +i-\S+ \(g5\.xlarge\): \$[\d,.]+/month \(\$[\d,.]+/day\)", summary)
+    rows = {row["rule"]: row for row in report_only.report["findings"] if row["rule"].startswith("idle.")}
+    assert rows["idle.paying-twice"]["usd_per_day"] > 0 and rows["idle.stopped-billing"]["usd_per_day"] > 0
+    assert report_only.stopped == []  # the instance stopped before the day is not one the day stopped

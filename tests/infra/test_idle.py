@@ -40,6 +40,10 @@ CODE_ACTIONS = {
     "autoscaling:TerminateInstanceInAutoScalingGroup",
     "sagemaker:ListClusters",  # HyperPod clusters' node lists: their nodes are never stopped through EC2
     "sagemaker:ListClusterNodes",
+    # what stopped GPU instances still bill, and their snapshots' state (issue 49): read only
+    "ec2:DescribeVolumes",
+    "ec2:DescribeAddresses",
+    "ec2:DescribeSnapshots",
 }
 GROUP = "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:0f1e2d3c-aaaa-bbbb-cccc-0123456789ab:autoScalingGroupName/train-pool"
 
@@ -91,6 +95,7 @@ def test_role_grants_what_the_sweep_code_declares_and_nothing_more(synth: Synth)
         "hyperpod",  # ListClusters, ListClusterNodes
         "respond",  # Slack's response_url for Stop now: plain HTTPS to hooks.slack.com, no AWS permission
         "gpu_types",  # DescribeInstanceTypes
+        "storage",  # stopped instances' volumes, addresses, snapshots (issue 49): CreateSnapshots only when enabled
     }
 
 
@@ -133,6 +138,32 @@ def test_report_only_groups_get_no_scale_in_grant() -> None:
     ]
     actions = {a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
     assert not any(a.startswith("autoscaling:") for a in actions)
+
+
+def test_snapshots_of_stopped_instances_are_granted_only_when_enabled_and_only_on_gpu_types(synth: Synth) -> None:
+    """``idle.stopped.snapshot_and_terminate_after_days``: CreateSnapshots only of GPU instances, CreateTags on
+    snapshots only as CreateSnapshots writes them; nothing of it in the shipped (off) policy."""
+    assert not _role(synth).allows("ec2:CreateSnapshots", INSTANCE, **{"ec2:InstanceType": "g5.xlarge"})
+    policy = parse_policy({"idle": {"stopped": {"snapshot_and_terminate_after_days": 30}}})
+    stack = Stack(App(), "IdleSnapshots")
+    shared = SharedResources(stack, "Shared", policy=policy, bus_name="governor")
+    functions: dict[str, GovernorFunction] = {}
+    IdleReclamation(stack, "Idle", shared=shared, policy=policy, settings=Settings(), functions=functions)
+    template = Template.from_stack(stack).to_json()
+    [function] = [
+        f
+        for f in template["Resources"].values()
+        if f["Properties"].get("Handler") == "governor.idle.handler.lambda_handler"
+    ]
+    role = role_policy(template, function["Properties"]["Role"]["Fn::GetAtt"][0])
+    snapshot = "arn:aws:ec2:us-east-1::snapshot/snap-0123456789abcdef0"
+    volume = "arn:aws:ec2:us-east-1:123456789012:volume/vol-0123456789abcdef0"
+    assert role.allows("ec2:CreateSnapshots", INSTANCE, **{"ec2:InstanceType": "g5.xlarge"})
+    assert not role.allows("ec2:CreateSnapshots", INSTANCE, **{"ec2:InstanceType": "m5.large"})
+    assert role.allows("ec2:CreateSnapshots", volume) and role.allows("ec2:CreateSnapshots", snapshot)
+    assert role.allows("ec2:CreateTags", snapshot, **{"ec2:CreateAction": "CreateSnapshots"})
+    assert not role.allows("ec2:CreateTags", snapshot)  # not on an existing snapshot
+    assert not role.allows("ec2:DeleteSnapshot", snapshot)
 
 
 def test_stop_and_terminate_only_gpu_instance_types(synth: Synth) -> None:

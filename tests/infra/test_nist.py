@@ -26,6 +26,7 @@ EVERYTHING_ON: dict[str, Any] = {
         "enforce": True,
         "checkpoint_command": "systemctl kill -s USR1 training",
         "cloudwatch_agent_association": True,
+        "stopped": {"snapshot_and_terminate_after_days": 30},
     },
     "spot": {
         "enforce": True,

@@ -244,6 +244,9 @@ class DemoResult:
     invocations: Counter[str] = field(default_factory=Counter)
     results: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    #: Instances the scenario stopped before the day began (a stopped GPU instance still billing its volumes): not
+    #: "stopped in the emulator" by the day.
+    stopped_beforehand: list[str] = field(default_factory=list)
     notified: list[dict[str, Any]] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
     open_ingress: list[dict[str, Any]] = field(default_factory=list)
@@ -898,7 +901,10 @@ def _collect(sim: Simulation) -> None:
     if not sim.options.organization:
         described = _patient("ec2").describe_instances()["Reservations"]
         result.stopped = [
-            i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in ("stopped", "stopping")
+            i["InstanceId"]
+            for r in described
+            for i in r["Instances"]
+            if i["State"]["Name"] in ("stopped", "stopping") and i["InstanceId"] not in result.stopped_beforehand
         ]
         group = _patient("ec2").describe_security_groups(GroupIds=[sim.training_group])["SecurityGroups"][0]
         result.open_ingress = group.get("IpPermissions", [])
@@ -945,7 +951,10 @@ def _collect_site(sim: Simulation, site: Site) -> None:
     ec2 = site.client("ec2")
     described = ec2.describe_instances()["Reservations"]
     site.stopped = [
-        i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in ("stopped", "stopping")
+        i["InstanceId"]
+        for r in described
+        for i in r["Instances"]
+        if i["State"]["Name"] in ("stopped", "stopping") and i["InstanceId"] not in result.stopped_beforehand
     ]
     result.stopped += site.stopped
     group = ec2.describe_security_groups(GroupIds=[site.training_group])["SecurityGroups"][0]
@@ -1124,6 +1133,7 @@ def summary_lines(result: DemoResult) -> list[str]:
         ),
         *provided("click_facts")(result),
         *provided("eks_facts")(result),
+        *provided("money_facts")(result),
         *provided("report_facts")(result),
         ("messages", f"{result.out}/slack/*.json, {result.out}/email/*.eml"),
         ("ledger, trail", f"{result.out}/ledger.jsonl, {result.out}/cloudtrail/"),

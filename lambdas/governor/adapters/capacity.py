@@ -41,6 +41,8 @@ def to_reservation(raw: dict[str, Any]) -> Reservation:
         tags={t["Key"]: t.get("Value", "") for t in raw.get("Tags", [])},
         zone_id=raw.get("AvailabilityZoneId"),
         source_id=(raw.get("InterruptionInfo") or {}).get("SourceCapacityReservationId"),
+        platform=raw.get("InstancePlatform"),
+        tenancy=raw.get("Tenancy"),
     )
 
 

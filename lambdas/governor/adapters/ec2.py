@@ -52,6 +52,14 @@ def to_instance(raw: dict[str, Any]) -> Instance:
             "CapacityReservationPreference"
         ),
         capacity_block_id=raw.get("CapacityBlockId"),
+        platform=raw.get("PlatformDetails"),
+        tenancy=(raw.get("Placement") or {}).get("Tenancy"),
+        volume_ids=tuple(
+            str(m["Ebs"]["VolumeId"])
+            for m in raw.get("BlockDeviceMappings", [])
+            if (m.get("Ebs") or {}).get("VolumeId")
+        ),
+        state_reason=raw.get("StateTransitionReason") or None,
     )
 
 

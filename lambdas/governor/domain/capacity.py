@@ -53,6 +53,10 @@ class Reservation:
     zone_id: str | None = None
     #: An interruptible reservation's source (``InterruptionInfo.SourceCapacityReservationId``).
     source_id: str | None = None
+    #: ``InstancePlatform`` (``Linux/UNIX``, ``Windows``...) and ``Tenancy`` (``default`` or ``dedicated``): with the
+    #: type and zone, what an instance must match to run in it.
+    platform: str | None = None
+    tenancy: str | None = None
 
     @property
     def capacity_block(self) -> bool:

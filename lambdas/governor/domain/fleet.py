@@ -69,6 +69,13 @@ class Instance:
     #: Tags that would hold the governor back but are not honoured, with why (``governor.domain.tagging.bounded``):
     #: no person is recorded setting them, or their policy exemption ended. Reported; never exempt anything.
     refused_tags: tuple[TagProblem, ...] = ()
+    #: ``PlatformDetails`` (``Linux/UNIX``...) and ``Placement.Tenancy``: what a capacity reservation matches on.
+    platform: str | None = None
+    tenancy: str | None = None
+    #: The EBS volumes attached (``BlockDeviceMappings``) and why it is in its state (``StateTransitionReason``, which
+    #: for a stopped instance carries when it stopped): what a stopped instance still bills.
+    volume_ids: tuple[str, ...] = ()
+    state_reason: str | None = None
 
     @property
     def refused_keys(self) -> frozenset[str]:

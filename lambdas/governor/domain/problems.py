@@ -29,6 +29,9 @@ class Problem:
     #: The problem keeps spending money while open (an idle or unmonitored GPU instance, untagged spend): the report
     #: puts the instance's daily price beside it and orders its to-do list by it.
     costs_money: bool = False
+    #: What it costs a day, when the decision knows it better than its instance's hourly price does (a stopped
+    #: instance's volumes and addresses, On-Demand instances paying twice beside a reservation).
+    usd_per_day: float | None = None
 
 
 def severity_of(decision: Mapping[str, Any]) -> Severity:

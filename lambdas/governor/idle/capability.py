@@ -7,6 +7,7 @@ from governor.core_policy import CorePolicy, ExemptingTags, section_of
 from governor.domain.actions import Checkpoint, Notify, Tag, Untag, Warn
 from governor.idle.actions import Stop, Terminate
 from governor.idle.policy import IdlePolicy
+from governor.idle.teardown_actions import SnapshotVolumes
 
 
 def _idle(policy: CorePolicy) -> IdlePolicy:
@@ -67,6 +68,7 @@ CAPABILITY = Capability(
         Uses("governor.adapters.ec2"),
         Uses("governor.idle.metrics"),
         Uses("governor.adapters.capacity"),
+        Uses("governor.adapters.volumes"),  # what stopped GPU instances still bill (governor.idle.money)
         Uses("governor.adapters.hyperpod"),
         Uses("governor.adapters.instance_types"),
         # An EKS cluster's own metrics: Amazon Managed Prometheus (query only) or Container Insights.
@@ -75,6 +77,6 @@ CAPABILITY = Capability(
         Uses("governor.adapters.ssm"),
         Uses("governor.idle.autoscaling", ()),
     ),
-    actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate),
+    actions=(Tag, Untag, Warn, Notify, Checkpoint, Stop, Terminate, SnapshotVolumes),
     sections=("idle", "pricing"),  # the dearest idle instance acts first; findings carry its hourly price
 )

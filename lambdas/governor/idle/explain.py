@@ -19,10 +19,11 @@ from typing import Any
 from governor.domain.capacity import Reservation, with_hyperpod, with_reservations
 from governor.domain.decision import Decision
 from governor.domain.explain import Assumed
-from governor.domain.fleet import Instance
+from governor.domain.fleet import Instance, ownership
 from governor.idle.assessment import assess_for_sweep
 from governor.idle.decide import decide
 from governor.idle.domain import Mark, Series, required_signals
+from governor.idle.stopped import preview_stopped
 from governor.idle.table import Row
 from governor.policy import Policy
 
@@ -69,8 +70,12 @@ def preview_instances(
     listed, _ = with_hyperpod(listed, _Nodes(hyperpod) if hyperpod is not None else None)
     warned = now - dt.timedelta(minutes=policy.idle.warning_minutes)
     idle_since = now - dt.timedelta(minutes=policy.idle.window_minutes)
-    found = []
+    found: list[tuple[Decision, Row | None]] = []
     for instance in listed:
+        if instance.state == "stopped":  # what it still bills, when it is due for snapshot and terminate, the restore
+            who = ownership(instance.tags, policy.fleet)
+            found.append((preview_stopped(instance, who, policy.idle.stopped, now, policy.idle.enforce), None))
+            continue
         assumed = Assumed(
             Mark(idle_since=idle_since, warned_at=warned),
             (

@@ -45,6 +45,18 @@ def remediation(key: str, policy: Policy) -> str:
             "Look at the job, do not just stop the machine: its GPUs read busy at idle power (a hung NCCL job looks "
             "like this); restart the job from its last checkpoint."
         )
+    if key == "idle.paying-twice":
+        return (
+            "Launch the On-Demand work into the reservation (CapacityReservationSpecification on the launch template; "
+            "a stopped instance is moved with modify-instance-capacity-reservation-attributes), release the "
+            "reservation, or lend its unused part as an interruptible Capacity Reservation (the decision's reasons "
+            "give the commands)."
+        )
+    if key == "idle.stopped-billing":
+        return (
+            "Start it if it is still needed; otherwise snapshot its volumes (create-snapshots, tags copied), terminate "
+            "it and release its Elastic IPs: its volumes and addresses bill every hour it stays stopped."
+        )
     if key.startswith("idle.circuit-breaker") or key.startswith("idle.breaker"):
         return (
             "Check the metric source: many instances changed together, which looks like a measurement failure; the "
@@ -57,8 +69,22 @@ def remediation(key: str, policy: Policy) -> str:
 def problems(decision: Mapping[str, Any], policy: Policy) -> list[Problem]:
     """One problem per decision: the stage's problem (idle, no data, stalled) with its fix."""
     key = _key(decision)
-    money = key in ("idle", "unmonitored", "stalled")
-    return [Problem(key, severity_of(decision), first_reason(decision), remediation(key, policy), costs_money=money)]
+    evidence = decision.get("evidence") or {}
+    per_day = _known_cost(key, evidence)
+    money = key in ("idle", "unmonitored", "stalled") or per_day is not None
+    summary, fix = first_reason(decision), remediation(key, policy)
+    return [Problem(key, severity_of(decision), summary, fix, costs_money=money, usd_per_day=per_day)]
+
+
+def _known_cost(key: str, evidence: Mapping[str, Any]) -> float | None:
+    """Dollars a day the decision itself priced: a stopped instance's volumes and addresses, or the On-Demand rates
+    paid twice beside a reservation."""
+    found = None
+    if key == "idle.stopped-billing":
+        found = evidence.get("usd_per_day")
+    elif key == "idle.paying-twice":
+        found = (evidence.get("paying_twice") or {}).get("usd_per_day")
+    return float(found) if isinstance(found, int | float) else None
 
 
 def resolves(decision: Mapping[str, Any], key: str) -> bool:

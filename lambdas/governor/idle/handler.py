@@ -17,6 +17,7 @@ from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.hyperpod import HyperPodNodes
 from governor.adapters.instance_types import GpuTypes
 from governor.adapters.ssm import SsmCommands
+from governor.adapters.volumes import InstanceStorage
 from governor.events.envelopes import GovernorEvent
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import POLICY
@@ -49,6 +50,7 @@ def _aws(
         nodes=KubernetesNodes(region, groups) if drains else None,
         hyperpod=HyperPodNodes(region),
         gpu_types=GpuTypes(region),
+        storage=InstanceStorage(region),
     )
 
 
@@ -107,6 +109,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
         nodes=nodes,
         hyperpod=HyperPodNodes(region, **where),
         gpu_types=GpuTypes(region),  # the same in every account of a region: read with the home role
+        storage=InstanceStorage(region, **where),
     )
 
 

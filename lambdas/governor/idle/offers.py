@@ -11,9 +11,11 @@ from typing import Any
 from governor.domain.capacity import Reservation, purchase_model, unused_capacity
 from governor.domain.costs import PriceBook
 from governor.domain.decision import Finding
+from governor.domain.fleet import Instance
 from governor.events.envelopes import GovernorEvent
 from governor.idle.capacity import OFFERED_STATUS, capacity_offer, unused_reservation_decision
 from governor.idle.domain import sweep_interval
+from governor.idle.money import paying_twice
 from governor.idle.tell import finding_for
 from governor.observability import metrics
 from governor.outbox import finding_id
@@ -21,10 +23,15 @@ from governor.runtime import Runtime
 
 
 def unused_reservations(
-    event: GovernorEvent, runtime: Runtime, active: list[Reservation] | None, now: dt.datetime
+    event: GovernorEvent,
+    runtime: Runtime,
+    active: list[Reservation] | None,
+    now: dt.datetime,
+    instances: list[Instance] | None = None,
 ) -> list[Finding]:
     """Active GPU reservations with capacity nobody runs in: a decision every sweep (the report sums its hours), a
-    finding once a day per reservation (its id carries the date, so the notifier sends it once). Report-only."""
+    finding once a day per reservation (its id carries the date, so the notifier sends it once); paying twice when
+    On-Demand ``instances`` of its match run beside it (:func:`governor.idle.money.paying_twice`). Report-only."""
     policy = runtime.policy
     if active is None:
         return []
@@ -35,12 +42,14 @@ def unused_reservations(
         per_hour, source = (None, "prepaid") if reservation.capacity_block else book.paid(reservation.instance_type)
         decision, title = unused_reservation_decision(reservation, policy, per_hour, source)
         decision.evidence |= {"interval_minutes": interval.total_seconds() / 60, "judged_at": now.isoformat()}
+        decision, title = paying_twice(decision, title, reservation, instances or [], runtime)
         runtime.ledger.record(decision, event_id=event.id)
+        told = decision.evidence.get("notify") or decision.evidence
         finding = finding_for(decision, title, None, event, runtime).model_copy(
             update={
                 "id": finding_id(f"unused-capacity#{now.date().isoformat()}", reservation.id, decision.rule or ""),
-                "owner": decision.evidence["owner"],
-                "team": decision.evidence["team"],
+                "owner": told["owner"],
+                "team": told["team"],
             }
         )
         found.append(finding)

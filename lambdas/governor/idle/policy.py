@@ -111,6 +111,19 @@ class KubernetesCluster(Section):
         )
 
 
+class StoppedPolicy(Section):
+    """Stopped GPU instances: what they still bill (EBS volumes, public IPv4), and when to let them go."""
+
+    # costs report: every stopped GPU instance's monthly cost of its volumes and public IPv4 addresses, a decision every
+    # sweep and a finding a day to its owner; off: not read (one DescribeInstances, DescribeVolumes and
+    # DescribeAddresses a sweep saved).
+    costs: Literal["report", "off"] = "report"
+    # Off (null) by default. A number of days: an instance stopped at least this long is due to have every volume
+    # snapshotted (its tags copied) and to be terminated; its owner is told each day until then. With idle.enforce,
+    # every volume is snapshotted (re-read first), then the instance terminated once every snapshot completed.
+    snapshot_and_terminate_after_days: int | None = Field(None, ge=1, le=3650)
+
+
 class IdlePolicy(Section):
     """Reclaim GPU instances that every signal says are idle, warning first; never a working machine."""
 
@@ -174,6 +187,8 @@ class IdlePolicy(Section):
     # runs in: reported (a finding a day per reservation, the report's "paid for, unused" section), never cancelled.
     # off: not read (one DescribeCapacityReservations a sweep saved).
     unused_reservations: Literal["report", "off"] = "report"
+    # Stopped GPU instances still bill their volumes and public IPv4 addresses (governor.idle.stopped).
+    stopped: StoppedPolicy = Field(default_factory=StoppedPolicy)
     # Instance types the team may not get back once stopped (On-Demand capacity for them is often short): the restart
     # risk is recorded with every decision about an idle one (evidence.restart_risk) and said in its warning and
     # report. scarce_action warn: they are warned about and reported, never stopped; stop: reclaimed like any other.

@@ -11,6 +11,7 @@ from typing import Any
 
 from governor.adapters.ec2 import Ec2Actions, Ec2Reader
 from governor.adapters.ssm import SsmCommands
+from governor.adapters.volumes import InstanceStorage
 from governor.domain.capacity import HyperPodReader, ReservationReader
 from governor.domain.ports import utcnow
 from governor.idle.autoscaling import AutoScalingGroups
@@ -45,3 +46,5 @@ class Adapters:
     #: Reads the GPU facts of the instance types the sweep sees (DescribeInstanceTypes, cached per container) and
     #: returns why it could not; None: the shipped GPU table answers (:mod:`governor.domain.gpus`).
     gpu_types: Callable[[Iterable[str]], str | None] | None = None
+    #: Stopped instances' EBS volumes and public IPv4 addresses (what they still bill); None: not read.
+    storage: InstanceStorage | None = None

@@ -22,6 +22,7 @@ from governor.idle.digest import digest_warnings, warning_accepted
 from governor.idle.domain import MARK_KIND, POLICY, RESUMED, Assessment, Mark, sweep_interval
 from governor.idle.gather import Gathered, gather
 from governor.idle.kubernetes.drain_sweep import drain_finding, follow_up
+from governor.idle.money import stopped_billing
 from governor.idle.offers import offer_idle, unused_reservations
 from governor.idle.ports import Adapters
 from governor.idle.provenance import annotated
@@ -115,7 +116,8 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
     box.flush_stale()
     # and writes the outcome of any act whose invocation ended before recording it (``governor.acts``)
     acts.repair(runtime.ledger, now=now, event_id=event.id, confirm=confirm_reclaims(aws.instances))
-    findings = unused_reservations(event, runtime, seen.active, now)
+    findings = unused_reservations(event, runtime, seen.active, now, seen.instances)
+    findings += stopped_billing(event, runtime, aws, now)
     findings += _fleet_findings(plan, seen, event, runtime, now)
     carry = _Carry(event, runtime, aws, box, now, seen.stored, recheck_metrics(plan.outcomes, runtime, aws, now))
     for outcome in plan.outcomes:

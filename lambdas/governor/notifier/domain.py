@@ -96,6 +96,10 @@ TIME_BOUND_POLICIES = REGISTRY.policies_where(lambda capability: capability.time
 #: digest), not a post per instance per sweep.
 REPORT_ONLY_OUTCOMES = frozenset({"idle.acted", "idle.reported"})
 
+#: Idle findings about money, not about a stop to come: paying twice beside a reservation, a stopped instance still
+#: billing its volumes and addresses (``governor.idle.money``). Told in the team's daily digest, once a day.
+MONEY_OUTCOMES = frozenset({"idle.paying-twice", "idle.stopped-billing"})
+
 #: Rules that withdraw an episode's warning (registry ``episode_withdrawals``): the resource is no longer judged idle,
 #: so nothing will be done and there is nothing to act on. They never post a message of their own (see
 #: :func:`decide_notification`).
@@ -105,7 +109,7 @@ WITHDRAWALS = frozenset(rule for capability in REGISTRY.values() for rule in cap
 def time_bound(finding: Finding) -> bool:
     """A finding whose point is lost if it waits a day: a time-bound policy's, unless it says only what would have
     been done (a report-only idle stop, an instance reported and not reclaimed)."""
-    if finding.policy not in TIME_BOUND_POLICIES or finding.rule in WITHDRAWALS:
+    if finding.policy not in TIME_BOUND_POLICIES or finding.rule in WITHDRAWALS | MONEY_OUTCOMES:
         return False
     return not (finding.rule in REPORT_ONLY_OUTCOMES and (finding.rule == "idle.reported" or not finding.enforced))
 

@@ -265,6 +265,8 @@ def _at_stake(
     """What the problem's instance costs a day while it stays open: its hourly price x 24, while it runs."""
     if not problem.costs_money:
         return None
+    if problem.usd_per_day is not None:
+        return problem.usd_per_day
     latest = max(sessions, key=lambda s: str(s.get("start", "")), default=None)
     stopped = parse_time(latest.get("end")) if latest is not None else None
     if stopped is not None and stopped <= end:

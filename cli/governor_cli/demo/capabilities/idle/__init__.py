@@ -58,8 +58,10 @@ def start(sim: Simulation) -> None:
 def set_up(sim: Simulation) -> None:
     """The node launched and its cluster registered, after the fleet."""
     from governor_cli.demo.capabilities.idle.eks import CLUSTER
+    from governor_cli.demo.capabilities.idle.money import set_up_money
     from governor_cli.demo.run import DEMO_AMI, PEOPLE
 
+    set_up_money(sim)  # paying twice and stopped, still billing: one case of each (issue 49)
     if sim.eks is None:
         return
     sim.say(f"EKS cluster {CLUSTER}: one Karpenter GPU node, its GPUs read from DCGM through Prometheus")
@@ -107,6 +109,13 @@ def stopped_by_governor(result: DemoResult, instance: str, before: str | None = 
         if acted and (before is None or str(item.get("at", "")) < before):
             return True
     return False
+
+
+def money_facts(result: DemoResult) -> list[tuple[str, ...]]:
+    """Paying twice and stopped, still billing, with their dollars (``capabilities.idle.money``)."""
+    from governor_cli.demo.capabilities.idle.money import money_facts as facts
+
+    return facts(result)
 
 
 def eks_facts(result: DemoResult) -> list[tuple[str, ...]]:

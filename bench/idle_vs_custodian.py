@@ -9,7 +9,7 @@ generator. Then, against the same emulator, alternately:
 
 * the governor: ``governor.idle.sweep_run.run_sweep`` (report-only default policy, launch grace 0) with the real
   adapters (``Ec2Reader(wildcard_type_filter=False)``, ``CloudWatchMetrics``) on clients with the governor's retry
-  settings and the CloudWatch client's own timestamp parser (``governor.adapters.timestamps.build_client``) but a
+  settings and the CloudWatch client's own parsers (``governor.adapters.cloudwatch_parsing.build_client``) but a
   600 s read timeout (moto's GetMetricData walks the stored datapoints once per query and per
   period, which can pass the production 15 s), API calls counted by wrapping botocore's ``_make_api_call``; ledger and findings in memory (they are not EC2 or CloudWatch calls);
 * Cloud Custodian 0.9.53 in its own virtual environment: ``bench/c7n_runner.py`` (a ``metrics`` filter on
@@ -19,13 +19,14 @@ Wall time is each side's in-process time for one sweep (no interpreter start), a
 each side's process CPU (user + system) over the same sweep, per instance.
 moto answers every CloudWatch query by scanning every stored datapoint (GetMetricData: once per query and per period),
 which times the emulator, not the tools: a 100-instance sweep passes botocore's 15 s read timeout. The bench therefore
-hands moto's own lookups only the datapoints of the queried metric (an index by namespace, name and dimension; same
-answers, moto still filters and aggregates), for both tools alike. Seeding and scanning 2.4 million datapoints for
-10,000 instances still does not fit the budget, so above ``--full-data`` the fleet is created without datapoints. Neither tool's call count depends on the
-datapoints (the governor batches 500 queries a call, Custodian makes one GetMetricStatistics per instance), so the
-counts are exact; the wall times there measure listing and request round trips only, and the table says so.
+hands moto's own lookups only the datapoints of the queried metric (an index by namespace, name and dimension), and
+fills a GetMetricData query's periods in one pass over them with moto's own aggregation (``Statistics``), for both
+tools alike; the answers are moto's (``tests/unit/test_bench_emulator.py``). Above ``--full-data`` instances the fleet
+is created without datapoints (seeding 2.4 million datapoints for 10,000 instances takes the emulator many minutes);
+neither tool's call count depends on the datapoints, so the counts stay exact, and the table says which rows have
+none.
 
-    .venv/bin/python -m bench.idle_vs_custodian [--sizes 100 1000 10000] [--runs 3] [--full-data 1000]
+    .venv/bin/python -m bench.idle_vs_custodian [--sizes 100 1000 10000] [--runs 3] [--full-data 10000]
 """
 
 from __future__ import annotations
@@ -202,12 +203,33 @@ def indexed_cloudwatch() -> Iterator[None]:
         with lock:
             if any(not q.get("MetricStat", {}).get("Metric", {}).get("Dimensions") for q in queries):
                 return data(self, queries, start_time, end_time, scan_by)
-            results: list[Any] = []
-            for query in queries:
-                metric = query["MetricStat"]["Metric"]
-                points = candidates(self, metric["Namespace"], metric["MetricName"], metric["Dimensions"][0])
-                results.extend(narrowed(self, points, lambda q=query: data(self, [q], start_time, end_time, scan_by)))
-            return results
+            narrowed(self, [], lambda: data(self, [], start_time, end_time, scan_by))  # moto's checks of the range
+            return [bucketed(self, q, start_time, end_time, scan_by) for q in queries if q.get("ReturnData", True)]
+
+    def bucketed(self: Any, query: dict[str, Any], start: dt.datetime, end: dt.datetime, scan_by: str) -> Any:
+        """moto's answer to one MetricStat query, its periods filled by one pass over the metric's datapoints
+        (moto's loop scans them once per period): same filters, same aggregation (moto's ``Statistics``)."""
+        from moto.cloudwatch.models import Dimension, Statistics
+
+        start, end = start.replace(microsecond=0), end.replace(microsecond=0)
+        stat, metric = query["MetricStat"], query["MetricStat"]["Metric"]
+        dimensions = sorted(Dimension(name=d["Name"], value=d["Value"]) for d in metric["Dimensions"])
+        period, unit = int(stat["Period"]), stat.get("Unit")
+        buckets: dict[int, list[Any]] = {}
+        for md in candidates(self, metric["Namespace"], metric["MetricName"], metric["Dimensions"][0]):
+            if start <= md.timestamp < end and sorted(md.dimensions) == dimensions and (not unit or md.unit == unit):
+                buckets.setdefault(int((md.timestamp - start).total_seconds()) // period, []).append(md)
+        values, stamps = [], []
+        for k in sorted(buckets):
+            stats = Statistics([stat["Stat"]], start + dt.timedelta(seconds=k * period))
+            stats.metric_data = buckets[k]
+            values.append(stats.get_statistics_for_type(stat["Stat"]))
+            stamps.append(stats.timestamp)
+        if scan_by == "TimestampDescending":
+            values.reverse()
+            stamps.reverse()
+        label = query.get("Label") or f"{metric['MetricName']} {stat['Stat']}"
+        return {"id": query["Id"], "label": label, "values": values, "timestamps": stamps, "status_code": "Complete"}
 
     CloudWatchBackend.put_metric_data = put_metric_data  # type: ignore[method-assign]
     CloudWatchBackend.get_metric_statistics = get_metric_statistics  # type: ignore[method-assign]
@@ -287,12 +309,12 @@ def counting_calls() -> Iterator[Counter[str]]:
 
 
 def _client(service: str) -> Any:
-    """The governor's clients as ``governor.adapters.aws`` builds them (retries, the CloudWatch client's own timestamp
-    parser), but a read timeout the emulator's slow CloudWatch scans fit in."""
+    """The governor's clients as ``governor.adapters.aws`` builds them (retries, the CloudWatch client's own parsers),
+    but a read timeout the emulator's slow CloudWatch scans fit in."""
     import boto3
 
     from governor.adapters.aws import RETRIES
-    from governor.adapters.timestamps import build_client
+    from governor.adapters.cloudwatch_parsing import build_client
 
     config = RETRIES.merge(Config(read_timeout=600))
     return build_client(boto3.session.Session(), service, region_name=REGION, config=config)
@@ -446,7 +468,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--full-data", type=int, default=1000, help="largest fleet seeded with datapoints")
+    parser.add_argument("--full-data", type=int, default=10000, help="largest fleet seeded with datapoints")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the emulator's own process
     args = parser.parse_args()
     if args.serve:

@@ -12,8 +12,8 @@ A client is built when it is first used, not when it is asked for: ``client("ssm
 attribute access. An adapter for a service an invocation never calls (SSM on a report-only sweep, SQS without a dead
 letter) then costs nothing, and a function's first AWS request waits only for the clients it has used so far.
 
-The CloudWatch client parses its answers' timestamps with its own cheap parser (``governor.adapters.timestamps``:
-a sweep's GetMetricData answers hold hundreds of thousands); every other service keeps botocore's parsing.
+The CloudWatch client parses its answers with its own cheap parsers (``governor.adapters.cloudwatch_parsing``: a
+sweep's GetMetricData answers hold hundreds of thousands of timestamps); every other service keeps botocore's.
 
 ``AWS_ENDPOINT_URL`` (read by botocore itself) points every client at the local emulator in the demo and e2e tests.
 
@@ -34,7 +34,6 @@ from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from governor.adapters.timestamps import build_client
 from governor.domain.ports import ReadRefused
 
 if TYPE_CHECKING:
@@ -232,6 +231,8 @@ class ClientCache:
             return found
 
     def _build(self, service: str, region: str | None, endpoint_url: str | None, single_attempt: bool) -> Any:
+        from governor.adapters.cloudwatch_parsing import build_client  # imports botocore: with the first client
+
         with self._lock:
             return build_client(
                 self._session_locked(),
@@ -257,6 +258,8 @@ class ClientCache:
         if found is not None and found[1] - RENEW_BEFORE > now:
             return found[0]
         credentials, expiry = self._assumed(organization, account, region, endpoint_url, event_id, now)
+        from governor.adapters.cloudwatch_parsing import build_client
+
         with self._lock:
             built = build_client(
                 self._session_locked(),

@@ -82,10 +82,42 @@ def test_the_sweeps_cloudwatch_client_gives_utc_timestamps_and_leaves_other_serv
     ],
 )
 def test_the_parser_gives_botocores_instants(value: object) -> None:
-    from governor.adapters.timestamps import utc_timestamp
+    from governor.adapters.cloudwatch_parsing import utc_timestamp
 
     ours, theirs = utc_timestamp(value), parse_timestamp(value)
     assert ours == theirs
     assert (ours.tzinfo is None) == (theirs.tzinfo is None)
     if ours.tzinfo is not None:
         assert ours.utcoffset() == dt.timedelta(0)
+
+
+def test_lists_parsed_at_once_equal_botocores_member_by_member() -> None:
+    """A GetMetricData answer (JSON protocol) parses to the same values through the CloudWatch client's parser."""
+    import json
+
+    import botocore.session
+    from botocore.parsers import JSONParser
+
+    from governor.adapters.cloudwatch_parsing import CloudWatchParsers
+
+    model = botocore.session.get_session().get_service_model("cloudwatch")
+    shape = model.operation_model("GetMetricData").output_shape
+    body = {
+        "MetricDataResults": [
+            {
+                "Id": "q0",
+                "Label": "nvidia_smi_utilization_gpu Maximum",
+                "Timestamps": [1765000000, 1765000060.0, None],
+                "Values": [0, 12.5, None],
+                "StatusCode": "Complete",
+                "Messages": [{"Code": "PartialData", "Value": "more"}],
+            }
+        ],
+        "NextToken": "t",
+        "Messages": [],
+    }
+    response = {"status_code": 200, "headers": {}, "body": json.dumps(body).encode()}
+    ours = CloudWatchParsers().create_parser("json").parse(response, shape)
+    theirs = JSONParser().parse(response, shape)
+    assert ours == theirs
+    assert ours["MetricDataResults"][0]["Values"] == [0, 12.5, None]

@@ -1,27 +1,32 @@
 """Idle sweep cost side by side: the governor's sweep and Cloud Custodian's ``metrics`` policy on the same fleet.
 
-For each fleet size a fresh local emulator (``moto.server.ThreadedMotoServer(port=0)``) gets that many GPU instances
+For each fleet size a fresh local emulator (``moto.server.ThreadedMotoServer(port=0)`` in its own process, so
+the governor's process CPU is the governor's and its clients' alone and the emulator does not share its interpreter
+lock, as it never shared Custodian's) gets that many GPU instances
 (types from the synthetic workload) and, for fleets up to ``--full-data`` instances, two hours of minute samples of
 ``nvidia_smi_utilization_gpu`` and ``nvidia_smi_memory_used`` (CWAgent, dimension InstanceId) from the workload
 generator. Then, against the same emulator, alternately:
 
 * the governor: ``governor.idle.sweep_run.run_sweep`` (report-only default policy, launch grace 0) with the real
   adapters (``Ec2Reader(wildcard_type_filter=False)``, ``CloudWatchMetrics``) on clients with the governor's retry
-  settings but a 600 s read timeout (moto's GetMetricData walks the stored datapoints once per query and per
+  settings and the CloudWatch client's own parsers (``governor.adapters.cloudwatch_parsing.build_client``) but a
+  600 s read timeout (moto's GetMetricData walks the stored datapoints once per query and per
   period, which can pass the production 15 s), API calls counted by wrapping botocore's ``_make_api_call``; ledger and findings in memory (they are not EC2 or CloudWatch calls);
 * Cloud Custodian 0.9.53 in its own virtual environment: ``bench/c7n_runner.py`` (a ``metrics`` filter on
   GPU utilisation, one hour periods, two hours), which counts its calls the same way in its process.
 
-Wall time is each side's in-process time for one sweep (no interpreter start), a median over ``--runs``.
+Wall time is each side's in-process time for one sweep (no interpreter start), a median over ``--runs``; CPU is
+each side's process CPU (user + system) over the same sweep, per instance.
 moto answers every CloudWatch query by scanning every stored datapoint (GetMetricData: once per query and per period),
 which times the emulator, not the tools: a 100-instance sweep passes botocore's 15 s read timeout. The bench therefore
-hands moto's own lookups only the datapoints of the queried metric (an index by namespace, name and dimension; same
-answers, moto still filters and aggregates), for both tools alike. Seeding and scanning 2.4 million datapoints for
-10,000 instances still does not fit the budget, so above ``--full-data`` the fleet is created without datapoints. Neither tool's call count depends on the
-datapoints (the governor batches 500 queries a call, Custodian makes one GetMetricStatistics per instance), so the
-counts are exact; the wall times there measure listing and request round trips only, and the table says so.
+hands moto's own lookups only the datapoints of the queried metric (an index by namespace, name and dimension), and
+fills a GetMetricData query's periods in one pass over them with moto's own aggregation (``Statistics``), for both
+tools alike; the answers are moto's (``tests/unit/test_bench_emulator.py``). Above ``--full-data`` instances the fleet
+is created without datapoints (seeding 2.4 million datapoints for 10,000 instances takes the emulator many minutes);
+neither tool's call count depends on the datapoints, so the counts stay exact, and the table says which rows have
+none.
 
-    .venv/bin/python -m bench.idle_vs_custodian [--sizes 100 1000 10000] [--runs 3] [--full-data 1000]
+    .venv/bin/python -m bench.idle_vs_custodian [--sizes 100 1000 10000] [--runs 3] [--full-data 10000]
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -60,6 +66,7 @@ class SideResult:
     matched: int | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
     walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
 
     def service_calls(self, service: str) -> int:
         return sum(n for key, n in self.calls.items() if key.split(":")[0] == service)
@@ -77,17 +84,25 @@ class SizeResult:
 
 @contextmanager
 def emulator() -> Iterator[str]:
-    """A fresh moto server on a free loopback port, with the environment pointing every client at it."""
-    from moto.moto_api._internal.models import moto_api_backend
-    from moto.server import ThreadedMotoServer
+    """A fresh moto server in its own process (``--serve``), with the environment pointing every client at it.
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    # moto's backends are process-wide: without a reset the previous fleet would still be there.
-    moto_api_backend.reset()
+    Out of process, so the governor's process CPU is the governor's and its AWS clients' alone, and the emulator does
+    not share the governor's interpreter lock (Custodian's process never shared it either).
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("lambdas", "cli", "."))}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench.idle_vs_custodian", "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert server.stdout is not None and server.stdin is not None
+    endpoint = server.stdout.readline().strip()
+    if not endpoint.startswith("http://"):
+        server.kill()
+        raise RuntimeError(f"the emulator did not start: {endpoint!r}")
     saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     os.environ.update(
         {
@@ -100,12 +115,28 @@ def emulator() -> Iterator[str]:
     try:
         yield endpoint
     finally:
-        server.stop()
+        server.stdin.close()  # the server stops when its stdin closes
+        server.wait(timeout=60)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def serve() -> None:
+    """``--serve``: moto's server on a free loopback port with the indexed CloudWatch lookups; prints its endpoint,
+    runs until stdin closes."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    with indexed_cloudwatch():
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        print(f"http://{host}:{port}", flush=True)
+        sys.stdin.read()
+        server.stop()
 
 
 @contextmanager
@@ -172,12 +203,33 @@ def indexed_cloudwatch() -> Iterator[None]:
         with lock:
             if any(not q.get("MetricStat", {}).get("Metric", {}).get("Dimensions") for q in queries):
                 return data(self, queries, start_time, end_time, scan_by)
-            results: list[Any] = []
-            for query in queries:
-                metric = query["MetricStat"]["Metric"]
-                points = candidates(self, metric["Namespace"], metric["MetricName"], metric["Dimensions"][0])
-                results.extend(narrowed(self, points, lambda q=query: data(self, [q], start_time, end_time, scan_by)))
-            return results
+            narrowed(self, [], lambda: data(self, [], start_time, end_time, scan_by))  # moto's checks of the range
+            return [bucketed(self, q, start_time, end_time, scan_by) for q in queries if q.get("ReturnData", True)]
+
+    def bucketed(self: Any, query: dict[str, Any], start: dt.datetime, end: dt.datetime, scan_by: str) -> Any:
+        """moto's answer to one MetricStat query, its periods filled by one pass over the metric's datapoints
+        (moto's loop scans them once per period): same filters, same aggregation (moto's ``Statistics``)."""
+        from moto.cloudwatch.models import Dimension, Statistics
+
+        start, end = start.replace(microsecond=0), end.replace(microsecond=0)
+        stat, metric = query["MetricStat"], query["MetricStat"]["Metric"]
+        dimensions = sorted(Dimension(name=d["Name"], value=d["Value"]) for d in metric["Dimensions"])
+        period, unit = int(stat["Period"]), stat.get("Unit")
+        buckets: dict[int, list[Any]] = {}
+        for md in candidates(self, metric["Namespace"], metric["MetricName"], metric["Dimensions"][0]):
+            if start <= md.timestamp < end and sorted(md.dimensions) == dimensions and (not unit or md.unit == unit):
+                buckets.setdefault(int((md.timestamp - start).total_seconds()) // period, []).append(md)
+        values, stamps = [], []
+        for k in sorted(buckets):
+            stats = Statistics([stat["Stat"]], start + dt.timedelta(seconds=k * period))
+            stats.metric_data = buckets[k]
+            values.append(stats.get_statistics_for_type(stat["Stat"]))
+            stamps.append(stats.timestamp)
+        if scan_by == "TimestampDescending":
+            values.reverse()
+            stamps.reverse()
+        label = query.get("Label") or f"{metric['MetricName']} {stat['Stat']}"
+        return {"id": query["Id"], "label": label, "values": values, "timestamps": stamps, "status_code": "Complete"}
 
     CloudWatchBackend.put_metric_data = put_metric_data  # type: ignore[method-assign]
     CloudWatchBackend.get_metric_statistics = get_metric_statistics  # type: ignore[method-assign]
@@ -257,17 +309,20 @@ def counting_calls() -> Iterator[Counter[str]]:
 
 
 def _client(service: str) -> Any:
-    """The governor's client settings, but a read timeout the emulator's slow CloudWatch scans fit in."""
+    """The governor's clients as ``governor.adapters.aws`` builds them (retries, the CloudWatch client's own parsers),
+    but a read timeout the emulator's slow CloudWatch scans fit in."""
     import boto3
 
     from governor.adapters.aws import RETRIES
+    from governor.adapters.cloudwatch_parsing import build_client
 
     config = RETRIES.merge(Config(read_timeout=600))
-    return boto3.session.Session().client(service, region_name=REGION, config=config)
+    return build_client(boto3.session.Session(), service, region_name=REGION, config=config)
 
 
-def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[str, int]]:
-    """One first sweep (empty ledger), as the scheduled Lambda would run it: calls, idle verdicts, seconds, outcomes."""
+def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, float, dict[str, int]]:
+    """One first sweep (empty ledger), as the scheduled Lambda would run it: calls, idle verdicts, wall seconds, CPU
+    seconds of this process (the governor and its AWS clients; the emulator runs in its own), outcomes."""
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.events.envelopes import GovernorEvent
@@ -290,17 +345,17 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, dict[s
         events.scheduled(event_id=f"bench-sweep-{time.monotonic_ns()}", time=now, region=REGION)
     )
     with counting_calls() as calls:
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         result = run_sweep(event, runtime, aws)
-        seconds = time.perf_counter() - began
+        seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     flagged = sum(n for outcome, n in result["outcomes"].items() if outcome in IDLE_OUTCOMES)
     if result["instances"] != sum(result["outcomes"].values()):
         raise RuntimeError(f"sweep saw {result['instances']} instances but decided {result['outcomes']}")
-    return dict(calls), flagged, seconds, dict(result["outcomes"])
+    return dict(calls), flagged, seconds, cpu, dict(result["outcomes"])
 
 
-def custodian_sweep(endpoint: str) -> tuple[dict[str, int], int | None, float]:
-    """One ``custodian run`` of the idle policy in the c7n virtual environment: calls, matches, seconds."""
+def custodian_sweep(endpoint: str) -> tuple[dict[str, int], int | None, float, float]:
+    """One ``custodian run`` of the idle policy in the c7n virtual environment: calls, matches, wall and CPU seconds."""
     env = {
         **os.environ,
         "AWS_ACCESS_KEY_ID": "testing",
@@ -316,7 +371,7 @@ def custodian_sweep(endpoint: str) -> tuple[dict[str, int], int | None, float]:
             env=env,
         )
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    return dict(figures["calls"]), figures["matched"], float(figures["wall_seconds"])
+    return dict(figures["calls"]), figures["matched"], float(figures["wall_seconds"]), float(figures["cpu_seconds"])
 
 
 def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
@@ -324,7 +379,7 @@ def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
     from governor.observability import logger
 
     logger.setLevel("ERROR")
-    with indexed_cloudwatch(), emulator() as endpoint:
+    with emulator() as endpoint:
         now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
         with_data = size <= full_data
         began = time.perf_counter()
@@ -332,14 +387,16 @@ def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
         seeded = time.perf_counter() - began
         governor, custodian = SideResult(), SideResult()
         for _ in range(runs):
-            calls, flagged, seconds, outcomes = governor_sweep(now + dt.timedelta(minutes=1))
+            calls, flagged, seconds, cpu, outcomes = governor_sweep(now + dt.timedelta(minutes=1))
             if sum(outcomes.values()) != size:
                 raise RuntimeError(f"the emulated fleet has {sum(outcomes.values())} instances, not {size}")
             governor.calls, governor.matched, governor.outcomes = calls, flagged, outcomes
             governor.walls.append(seconds)
-            calls, matched, seconds = custodian_sweep(endpoint)
+            governor.cpus.append(cpu)
+            calls, matched, seconds, cpu = custodian_sweep(endpoint)
             custodian.calls, custodian.matched = calls, matched
             custodian.walls.append(seconds)
+            custodian.cpus.append(cpu)
     return SizeResult(size, with_data, points, seeded, governor, custodian)
 
 
@@ -358,6 +415,7 @@ def figures(results: list[SizeResult], command: str, runs: int) -> list[Figure]:
         g_cw, c_cw = g.service_calls("cloudwatch"), c.service_calls("cloudwatch")
         g_ec2, c_ec2 = g.service_calls("ec2"), c.service_calls("ec2")
         g_wall, c_wall = median(g.walls), median(c.walls)
+        g_cpu, c_cpu = median(g.cpus) * 1000 / r.size, median(c.cpus) * 1000 / r.size
         rows += [
             Figure(section, f"{label}: CloudWatch API calls, governor / Custodian", f"{g_cw:,} / {c_cw:,}", command),
             Figure(section, f"{label}: CloudWatch calls ratio (Custodian / governor)", ratio(c_cw, g_cw), command),
@@ -370,6 +428,14 @@ def figures(results: list[SizeResult], command: str, runs: int) -> list[Figure]:
                 data,
             ),
             Figure(section, f"{label}: wall ratio (Custodian / governor)", ratio(c_wall, g_wall), command, data),
+            Figure(
+                section,
+                f"{label}: CPU per instance per sweep, governor / Custodian (median of {len(g.cpus)})",
+                f"{g_cpu:.2f} ms / {c_cpu:.2f} ms",
+                command,
+                "each tool's process CPU (user + system) during its sweep, the emulator in its own process; "
+                "target <= 1 ms for the governor",
+            ),
             Figure(
                 section,
                 f"{label}: flagged idle, governor / Custodian",
@@ -388,9 +454,13 @@ def describe(r: SizeResult) -> str:
         f"{r.seed_seconds:.0f}s)\n"
         f"   governor : {json.dumps(g.calls, sort_keys=True)}; flagged {g.matched} {g.outcomes}; wall "
         + ", ".join(f"{w:.2f}" for w in g.walls)
+        + "; CPU "
+        + ", ".join(f"{w:.2f}" for w in g.cpus)
         + "\n"
         f"   custodian: {json.dumps(c.calls, sort_keys=True)}; matched {c.matched}; wall "
         + ", ".join(f"{w:.2f}" for w in c.walls)
+        + "; CPU "
+        + ", ".join(f"{w:.2f}" for w in c.cpus)
     )
 
 
@@ -398,8 +468,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--full-data", type=int, default=1000, help="largest fleet seeded with datapoints")
+    parser.add_argument("--full-data", type=int, default=10000, help="largest fleet seeded with datapoints")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the emulator's own process
     args = parser.parse_args()
+    if args.serve:
+        serve()
+        return
     if not C7N_PYTHON.exists():
         raise SystemExit(f"{C7N_PYTHON} missing: run `make bench/.venv-c7n/.installed` first")
     for size in args.sizes:

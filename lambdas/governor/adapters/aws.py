@@ -12,6 +12,9 @@ A client is built when it is first used, not when it is asked for: ``client("ssm
 attribute access. An adapter for a service an invocation never calls (SSM on a report-only sweep, SQS without a dead
 letter) then costs nothing, and a function's first AWS request waits only for the clients it has used so far.
 
+The CloudWatch client parses its answers with its own cheap parsers (``governor.adapters.cloudwatch_parsing``: a
+sweep's GetMetricData answers hold hundreds of thousands of timestamps); every other service keeps botocore's.
+
 ``AWS_ENDPOINT_URL`` (read by botocore itself) points every client at the local emulator in the demo and e2e tests.
 
 Organisation mode: ``client(service, region, account=...)`` for an account other than the function's own assumes the
@@ -228,9 +231,15 @@ class ClientCache:
             return found
 
     def _build(self, service: str, region: str | None, endpoint_url: str | None, single_attempt: bool) -> Any:
+        from governor.adapters.cloudwatch_parsing import build_client  # imports botocore: with the first client
+
         with self._lock:
-            return self._session_locked().client(
-                service, region_name=region, endpoint_url=endpoint_url, config=_config(single_attempt)
+            return build_client(
+                self._session_locked(),
+                service,
+                region_name=region,
+                endpoint_url=endpoint_url,
+                config=_config(single_attempt),
             )
 
     def _member_client(
@@ -249,8 +258,11 @@ class ClientCache:
         if found is not None and found[1] - RENEW_BEFORE > now:
             return found[0]
         credentials, expiry = self._assumed(organization, account, region, endpoint_url, event_id, now)
+        from governor.adapters.cloudwatch_parsing import build_client
+
         with self._lock:
-            built = self._session_locked().client(
+            built = build_client(
+                self._session_locked(),
                 service,
                 region_name=region,
                 endpoint_url=endpoint_url,

@@ -85,9 +85,13 @@ class CloudWatchMetrics:
             for result in self._results(queries[first : first + size], start, end):
                 key = plan[result["Id"]]
                 by_time = points[key]
-                for stamp, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
-                    second = stamp.timestamp()
-                    by_time[second] = by_time.get(second, 0.0) + float(value) if key[1] == NETWORK_BYTES else value
+                seconds = [stamp.timestamp() for stamp in result.get("Timestamps", [])]
+                answered = zip(seconds, result.get("Values", []), strict=False)
+                if key[1] != NETWORK_BYTES:
+                    by_time.update(answered)  # one metric per signal: each minute once
+                    continue
+                for second, value in answered:  # network sums in and out
+                    by_time[second] = by_time.get(second, 0.0) + float(value)
         found: dict[str, dict[str, Series]] = {instance_id: {} for instance_id in instance_ids}
         for (instance_id, signal), by_time in points.items():
             times = sorted(by_time)

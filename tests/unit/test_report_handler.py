@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,7 +154,8 @@ def test_enforced_report_goes_to_slack_with_a_dashboard_link_and_email_with_inli
     recipients, email, attachments = aws.outbox.emails[0]  # type: ignore[attr-defined]
     assert recipients == ["lead@example.com"] and "cid:fleet-utilisation-chart" in email.html
     assert attachments[0].inline_cid == "fleet-utilisation-chart"
-    assert any(a.filename == "gpu_hours_by_team.csv" for a in attachments)
+    (tables,) = [a for a in attachments if a.filename == "tables.zip"]  # every CSV in one zip (issue 48)
+    assert "gpu_hours_by_team.csv" in zipfile.ZipFile(io.BytesIO(tables.content)).namelist()
     assert attachments[0].content.startswith(b"\x89PNG\r\n")  # the fleet chart drawn from the report's own data
     assert aws.chart.widgets == []  # type: ignore[attr-defined]  # CloudWatch only when matplotlib is missing
     digest = json.dumps(messages)

@@ -267,6 +267,11 @@ class DemoResult:
     slack_api_calls: list[str] = field(default_factory=list)
     report_channel: str = ""
     emails: int = 0
+    #: The report's own email as SES took it: its size in bytes and its file under ``out/email/`` (issue 48).
+    report_email_bytes: int = 0
+    report_email_file: str = ""
+    #: What the report email left out to stay within its budget ("the tables", "the chart"), if anything.
+    report_email_left_out: tuple[str, ...] = ()
     failed_deliveries: int = 0
     delivery_errors: list[str] = field(default_factory=list)
     dead_letters: dict[str, int] = field(default_factory=dict)
@@ -863,6 +868,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
             savings_plan_account(os.environ["AWS_ENDPOINT_URL"], sim.policy)
         for _, hook in defining("finish"):
             hook(sim)
+        sim.result.emails = _save_emails(options.out / "email")  # the report's email went out in "finish"
         sim.result.slack_messages = len(capture.received)
         sim.result.posts = Counter(channel_of(path) for path in capture.paths)
         sim.result.slack_api_calls = list(capture.api_calls)

@@ -312,11 +312,18 @@ def _audit_html(report: Report) -> str:
     return "".join(parts)
 
 
-def render_html(report: Report, chart_src: str | None = None, *, inline_svg: bool = True) -> str:
+def render_html(
+    report: Report,
+    chart_src: str | None = None,
+    *,
+    inline_svg: bool = True,
+    tables_note: str = "Every table is archived in full as CSV next to this page.",
+) -> str:
     """A self-contained page (inline CSS), ordered as a reader acts: today's to-do, money, trends, audit activity.
 
     The fleet chart is inline SVG for browsers; ``chart_src`` (a file name, ``cid:...`` or a data URI) adds the same
-    chart as a PNG, which is what email clients that drop SVG show (``inline_svg=False`` for email).
+    chart as a PNG, which is what email clients that drop SVG show (``inline_svg=False`` for email). ``tables_note``
+    (HTML) says where the tables are: attached, or archived behind the report's link (``governor.report.email``).
     """
     parts = [*_head(report), _todo_html(report), *_overview(report)]
     parts.append(
@@ -332,7 +339,7 @@ def render_html(report: Report, chart_src: str | None = None, *, inline_svg: boo
     if report.dashboard_url:
         url = html_text(report.dashboard_url)
         parts.append(f"<p><a href='{url}'>CloudWatch dashboard</a></p>")
-    parts.append("<p class='muted'>Every table is attached in full as CSV.</p></body></html>")
+    parts.append(f"<p class='muted'>{tables_note}</p></body></html>")
     return "\n".join(parts)
 
 

@@ -13,6 +13,7 @@ from governor.domain.messages import (
     split_text,
 )
 from governor.report.model import Report, Table
+from governor.report.render.csv_files import TABLES_ZIP
 from governor.report.render.format import (
     delta,
     energy_text,
@@ -185,7 +186,7 @@ def render_text(report: Report) -> str:
         if query.count or query.error:
             change = f" ({query.change_text()})" if query.change is not None else ""
             lines.append(f"  {query.name}: {plural(query.count, 'event')}{change}")
-    lines += ["", "Every table is attached as CSV."]
+    lines += ["", f"Every table is attached as CSV in {TABLES_ZIP} (archived with the full report when too large)."]
     if report.report_url:
         lines.append(f"Full report: {report.report_url}")
     return "\n".join(lines) + "\n"

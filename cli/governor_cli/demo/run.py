@@ -758,6 +758,8 @@ class Simulation:
             for_each_target(self.sites, tick)
             previous = self.now
             self.route_findings()
+            if self.now.minute == 0 and self.now.hour % self.policy.notifications.digest_hours == 0:
+                self.post_digests()
             for _, hook in defining("respond"):
                 hook(self)
 
@@ -768,6 +770,23 @@ class Simulation:
 
         for_each_target(self.sites, close)
         self.route_findings()
+        self.post_digests()  # the day closes: what is still held goes out, as the next scheduled tick would post it
+        for _, hook in defining("respond"):
+            hook(self)
+
+    def post_digests(self) -> None:
+        """The notifier's schedule (``notifications.digest_schedule``) ticks: each channel's digest of what was held
+        back is posted (``governor.notifier.flush``)."""
+        from governor_cli.testing.events import scheduled
+
+        event = scheduled({"kind": "digest"}, time=self.now, account=HUB_ACCOUNT, region=HUB_REGION)
+        for function in self.digest_functions:
+            self.deliver(function, event)
+
+    @property
+    def digest_functions(self) -> list[str]:
+        """The functions the registry gives the digest's schedule (``notifications.digest_schedule``)."""
+        return [c.name for c, _ in hooks() if any(t.schedule == "notifications.digest_schedule" for t in c.triggers)]
 
 
 def _trim_emulated_metrics(before: dt.datetime, account: str = HUB_ACCOUNT, region: str = HUB_REGION) -> None:

@@ -119,7 +119,7 @@ def send_report_email(sim: Simulation) -> None:
 
 def report_facts(result: DemoResult) -> list[tuple[str, ...]]:
     """The summary's row for the report the demo rendered."""
-    rows = [("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)")]
+    rows: list[tuple[str, ...]] = [("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)")]
     if result.report_email_file:
         inside = "without " + " and ".join(result.report_email_left_out) if result.report_email_left_out else ""
         what = inside or "chart inline, every table in tables.zip"

@@ -163,6 +163,21 @@ def test_enforced_report_goes_to_slack_with_a_dashboard_link_and_email_with_inli
     assert "The link expires 12 Jul 2023 07:00 UTC" in digest
 
 
+def test_without_a_pre_signed_link_the_digest_links_the_report_in_the_s3_console() -> None:
+    """Issue 48: the digest never points at "the reports bucket" or "findings.csv" without a link."""
+    rt, aws = setup(enforce=True)
+
+    def no_link(key: str, expires_in: int) -> tuple[str, dt.datetime]:
+        raise RuntimeError("credentials expired")
+
+    aws.archive.presign = no_link  # type: ignore[method-assign]
+    handle(scheduled(), rt, aws, RUN_AT)
+    ((_, messages),) = aws.outbox.slack  # type: ignore[attr-defined]
+    digest = json.dumps(messages)
+    assert "https://console.aws.amazon.com/s3/object/reports?prefix=reports/daily/2023-07-10/report.html" in digest
+    assert "in the reports bucket" not in digest and "findings.csv" not in digest
+
+
 def test_without_matplotlib_the_chart_comes_from_cloudwatch_in_the_same_colours(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

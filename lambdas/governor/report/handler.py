@@ -232,6 +232,14 @@ def _prefix(report: Report) -> str:
     return prefix_for(report.kind, report.start)
 
 
+def console_url(uri: str) -> str:
+    """The S3 console's page of an archived object (``s3://bucket/key``): the link when no pre-signed one could be
+    made. It never expires but asks the reader to sign in to the account, so the pre-signed link (24 h, stated in
+    the message) is preferred: a reader opens it from Slack or the email without console access."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return f"https://console.aws.amazon.com/s3/object/{bucket}?prefix={key}"
+
+
 def prefix_for(kind: str, start: dt.datetime) -> str:
     return f"reports/{kind}/{start:%Y-%m-%d}/"
 
@@ -412,6 +420,7 @@ def produce(
             )
         except Exception as error:  # a missing link degrades the message, it never stops delivery
             logger.warning("no pre-signed report link", extra={"error": error.__class__.__name__})
+            report.report_url = console_url(next((w for w in written if w.endswith("/report.html")), written[0]))
         sent, problems = deliver(report, files, chart, runtime, aws.outbox, parsed.id)
     if problems:
         runtime.dead_letters.send(raw, f"report archived to {written[0]} but " + "; ".join(problems))

@@ -38,6 +38,7 @@ from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor_cli.demo.capture import (
     CLICK_ANSWERS,
+    UPDATES,
     CaptureEndpoint,
     capture_endpoint,
     channel_of,
@@ -102,6 +103,9 @@ class DemoOptions:
     #: Click Keep 4 h and Stop now on two idle warnings, as their owners would (issue 22). An enforced run with clicks
     #: reclaims what the owners chose, so it no longer equals the report-only preview, which cannot know the clicks.
     clicks: bool = True
+    #: Post with the Slack bot token to a channel (``notifications.slack_channel``: chat.postMessage, chat.update)
+    #: instead of the webhook; the capture endpoint answers both as Slack does. The report still uses the webhook.
+    slack_bot: bool = False
 
     @property
     def organization(self) -> bool:
@@ -308,6 +312,9 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
     return chosen.model_copy(update={**sections, "pricing": pricing})
 
 
+#: The channel the demo's bot token posts to with ``--slack-bot`` (the capture endpoint files it as ``bot:C…``).
+DEMO_SLACK_CHANNEL = "C0DEMOGPUFLEET"
+
 #: The demo's Capacity Block for ML and the interruptible reservation another account lends capacity from.
 DEMO_BLOCK = "cr-0b10c4f0de0000001"
 DEMO_LENT = "cr-01e470000000000a2"
@@ -359,6 +366,9 @@ class Simulation:
     def __init__(self, options: DemoOptions, stack: LocalStack, start: dt.datetime, clock: Any = None) -> None:
         self.options = options
         self.policy = demo_policy(options.policy, options.enforce)
+        if options.slack_bot:  # the bot token is the demo's (interactions' scenario hooks set it)
+            channel = self.policy.notifications.model_copy(update={"slack_channel": DEMO_SLACK_CHANNEL})
+            self.policy = self.policy.model_copy(update={"notifications": channel})
         self.stack = stack
         self.sites = demo_sites(options)
         self.site = self.sites[0]
@@ -1025,17 +1035,17 @@ def align(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]
 
 def posts_per_day(result: DemoResult) -> str:
     """Slack posts per channel per simulated day (docs/reports.md, "Quiet by design", sets the target), with the
-    report's own posts and the click answers (which replace a message in place) said apart."""
+    report's own posts and the in-place changes (click answers, ``chat.update``: no new post) said apart."""
     days = max((result.end - result.start).total_seconds() / 86_400, 1 / 24)
     parts = []
     for channel, count in sorted(result.posts.items()):
-        if channel == CLICK_ANSWERS:
+        if channel in (CLICK_ANSWERS, UPDATES):
             continue
         report = f", {result.report_slack_messages} of them the report" if channel == result.report_channel else ""
         parts.append(f"{channel} {count / days:,.1f}/day ({count} posts{report})")
-    answers = result.posts.get(CLICK_ANSWERS, 0)
-    if answers:
-        parts.append(f"{answers} {CLICK_ANSWERS}")
+    for in_place in (CLICK_ANSWERS, UPDATES):
+        if result.posts.get(in_place, 0):
+            parts.append(f"{result.posts[in_place]} {in_place}")
     return "; ".join(parts) or "no Slack posts"
 
 
@@ -1127,8 +1137,9 @@ def summary_lines(result: DemoResult) -> list[str]:
         ),
         ("findings routed to the notifier", str(len(result.notified))),
         (
-            "held for the daily digest",
-            f"{provided('digest_held')(result)} (notifications.immediate: warnings that are not time-bound)",
+            "held for the channel's digest",
+            f"{provided('digest_held')(result)} (notifications.immediate: what is not due), "
+            f"in {provided('digests_posted')(result)} digest post(s)",
         ),
         (
             "delivered",

@@ -24,6 +24,8 @@ from governor.notifier.domain import SEVERITY_RANK, WITHDRAWALS
 from governor.notifier.render import QUIET_ACTIONS, action_sentence, owner_text
 
 HELD_KIND = "notify-held"
+#: How a digest's header (and its notification text) starts.
+DIGEST_TITLE = "GPU Fleet Governor digest"
 _ICON = {"info": ":information_source:", "warning": ":warning:", "critical": ":rotating_light:"}
 
 
@@ -67,7 +69,7 @@ class Held:
 
 def _line(item: Held, people: Mapping[str, str]) -> str:
     f = item.finding
-    owner = f" ({owner_text(f.owner, people)})" if f.owner and not f.members else ""
+    owner = f" — {owner_text(f.owner, people)}" if f.owner else ""
     repeat = f" ({item.count} times)" if item.count > 1 else ""
     said = next((s for s in (action_sentence(a) for a in f.actions) if s), "")
     first = said.split(". ")[0].rstrip(".") if said else ""
@@ -89,7 +91,7 @@ def digest_messages(
     open_ = [i for i in ordered if not fixed(i.finding)]
     done = [i for i in ordered if fixed(i.finding)]
     when = f"since {since:%Y-%m-%d %H:%M} UTC" if since else f"until {now:%Y-%m-%d %H:%M} UTC"
-    title = f"GPU Fleet Governor digest: {len(open_)} to look at, {len(done)} fixed or done {when}"
+    title = f"{DIGEST_TITLE}: {len(open_)} to look at, {len(done)} fixed or done {when}"
     blocks: list[Block] = [{"type": "header", "text": {"type": "plain_text", "text": title[:MAX_HEADER_CHARS]}}]
     for label, group in (("*To look at*", open_), ("*Fixed or done since the last digest*", done)):
         if group:

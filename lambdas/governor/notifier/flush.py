@@ -9,7 +9,7 @@ the items without posting again. Items held after the tick wait for the next one
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -54,13 +54,17 @@ def hold(finding: Finding, target: str, runtime: Runtime, now: dt.datetime) -> N
 
 ButtonsOf = Callable[[Finding], tuple[tuple[str, Block], ...]]
 Post = Callable[[str, list[dict[str, Any]]], None]
+People = Callable[[Finding], Mapping[str, str]]
 
 
-def flush(tick: DigestTick, runtime: Runtime, outbox: Outbox, buttons: ButtonsOf, post: Post) -> dict[str, Any]:
+def flush(
+    tick: DigestTick, runtime: Runtime, outbox: Outbox, buttons: ButtonsOf, post: Post, people: People
+) -> dict[str, Any]:
     """Each channel's held findings (held up to the tick's time) as one digest; the items marked once posted.
 
-    ``buttons`` makes a held warning's actions blocks (the handler's button makers); ``post`` sends to a bot
-    channel (``channel:<id>``); a webhook target goes through ``outbox.post_slack``.
+    ``buttons`` makes a held warning's actions blocks (the handler's button makers); ``people`` the Slack ids of a
+    finding's owner to mention (the handler's ``people_for``); ``post`` sends to a bot channel (``channel:<id>``);
+    a webhook target goes through ``outbox.post_slack``.
     """
     at = tick.time or dt.datetime.now(dt.UTC)
     since = at - dt.timedelta(days=HOLD_DAYS)
@@ -77,15 +81,12 @@ def flush(tick: DigestTick, runtime: Runtime, outbox: Outbox, buttons: ButtonsOf
     for target, items in sorted(by_target.items()):
         findings = [Finding.model_validate(i["finding"]) for i in items]
         held = [Held(f, int(i.get("count", 1)), buttons(f)) for f, i in zip(findings, items, strict=True)]
+        mentions = {email: user for f in findings for email, user in people(f).items()}
         first = min((parse_time(i.get("held_at")) for i in items), default=None, key=lambda t: t or at)
         marker = f"digest#{target}#{at.isoformat()}"
         try:
             if not runtime.ledger.get_item(DELIVERY_KIND, marker):
-                messages = digest_messages(held, first, at)
-                if target.startswith(BOT_CHANNEL):
-                    post(target.removeprefix(BOT_CHANNEL), messages)
-                else:
-                    outbox.post_slack(target, messages)
+                _send(target, digest_messages(held, first, at, mentions), outbox, post)
                 runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": tick.id, "channel": "slack"})
         except Exception as error:  # the other channels are still served; this one's items stay pending
             logger.error("digest failed", extra={"target": target, "reason": str(error)})
@@ -100,6 +101,14 @@ def flush(tick: DigestTick, runtime: Runtime, outbox: Outbox, buttons: ButtonsOf
     if failures:
         raise DigestFailed("; ".join(failures))
     return {"status": "digest-posted", "digests": posted, "items": len(pending)}
+
+
+def _send(target: str, messages: list[dict[str, Any]], outbox: Outbox, post: Post) -> None:
+    """A bot channel (``channel:<id>``) through the bot token; a webhook secret through the outbox."""
+    if target.startswith(BOT_CHANNEL):
+        post(target.removeprefix(BOT_CHANNEL), messages)
+    else:
+        outbox.post_slack(target, messages)
 
 
 def _posted(target: str, findings: list[Finding], enforce: bool) -> Decision:

@@ -383,7 +383,9 @@ def process(parsed: FindingEvent | DigestTick, runtime: Runtime, outbox: Outbox,
     """Deliveries run once per event id (Powertools Idempotency when the stack provides the table); the schedule's
     tick posts each channel's digest of what was held back (``governor.notifier.flush``)."""
     if isinstance(parsed, DigestTick):
-        return flush(parsed, runtime, outbox, lambda f: digest_buttons(f, runtime, call.now), _bot_poster(runtime))
+        buttons = functools.partial(digest_buttons, runtime=runtime, now=call.now)
+        people = functools.partial(people_for, runtime=runtime)
+        return flush(parsed, runtime, outbox, buttons, _bot_poster(runtime), people)
     return notify(parsed, call.event, runtime, outbox, call.now)
 
 

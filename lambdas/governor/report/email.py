@@ -1,10 +1,11 @@
 """The report as one email that fits a mailbox: the page, the chart and the tables, within ``MAX_EMAIL_BYTES``.
 
 A report emailed with each table as its own CSV attachment grew with the fleet (134 KB for the demo's day) and is
-what mail gateways and phones choke on. Here the tables travel as one ``tables.zip`` (deflated CSV is a tenth of its
-size); when the whole message still exceeds the budget, the zip and then the inline chart are left out, in that
-order, and the page says where they are instead: the report's archive in the reports bucket, linked when the report
-has its pre-signed link. The size is measured on the MIME bytes SES is given, so the budget is what a mailbox gets.
+what mail gateways and phones choke on. Here the tables travel as one ``tables.zip`` (deflated CSV is a fraction of
+its size); when the whole message still exceeds the budget, the page's heatmap and audit rows, the zip and then the
+inline chart are left out, in that order, and the page says where the tables are instead: the report's archive in
+the reports bucket, linked when the report has its link. The size is measured on the MIME bytes SES is given, so
+the budget is what a mailbox gets.
 """
 
 from __future__ import annotations
@@ -68,21 +69,25 @@ def report_email(
     recipients: tuple[str, ...] = ("reader@example.com",),
     budget: int = MAX_EMAIL_BYTES,
 ) -> ReportEmail:
-    """The richest message within ``budget`` bytes: page + chart + tables, else page + chart, else the page alone."""
+    """The richest message within ``budget`` bytes: page + chart + tables; else the compact page (no heatmap, no
+    audit rows) with them; else without the tables; else the compact page alone."""
     tables = Attachment(TABLES_ZIP, zipped(files), "application/zip") if files else None
     image = Attachment(report.chart_file, chart, "image/png", inline_cid=CHART_CID) if chart is not None else None
+    heatmap = "the heatmap and the audit rows"
     tries = [
-        ((image, tables), ()),
-        ((image, None), ("the tables",)),
-        ((None, None), ("the tables", "the chart")),
+        ((image, tables, False), ()),
+        ((image, tables, True), (heatmap,)),
+        ((image, None, True), (heatmap, "the tables")),
+        ((None, None, True), (heatmap, "the tables", "the chart")),
     ]
     built: ReportEmail | None = None
-    for (with_image, with_tables), left_out in tries:
+    for (with_image, with_tables, compact), left_out in tries:
         html = render_html(
             report,
             chart_src=f"cid:{CHART_CID}" if with_image is not None else None,
             inline_svg=False,
             tables_note=_where_tables(report, with_tables is not None),
+            compact=compact,
         )
         email = Email(subject=title(report), html=html, text=render_text(report))
         attachments = tuple(a for a in (with_image, with_tables) if a is not None)
@@ -102,4 +107,6 @@ def report_email(
 
 
 def _had(what: str, tables: Attachment | None, image: Attachment | None) -> bool:
-    return (tables is not None) if what == "the tables" else (image is not None)
+    if what == "the tables":
+        return tables is not None
+    return image is not None if what == "the chart" else True

@@ -183,7 +183,8 @@ def test_quiet_by_design_posts_per_channel_per_day(report_only: DemoResult) -> N
     for message in notices:
         text = json.dumps(message["blocks"])
         assert "report-only: not done)" not in message["text"] and "reported, not reclaimed" not in message["text"]
-        assert not uuid.search(text) and "idle.warned" not in text and not re.search(r"\dT\d\d:\d\d", text)
+        named = re.sub(r"(KMS key |key/)[0-9a-f-]{36}", "", text)  # a KMS key's id is its name, not an event id
+        assert not uuid.search(named) and "idle.warned" not in text and not re.search(r"\dT\d\d:\d\d", text)
         head = message["blocks"][0]["text"]["text"]
         if not head.startswith("GPU Fleet Governor:"):  # one finding: its title is the header, said once
             assert text.count(json.dumps(head)[1:-1]) == 1
@@ -198,7 +199,9 @@ def test_quiet_by_design_posts_per_channel_per_day(report_only: DemoResult) -> N
             and d.get("resource") == click["instance"]
             and clicked < _at(d["at"]) < until
         ]
-        assert during and all(d["evidence"]["status"] == "snoozed" for d in during), "a kept instance was judged"
+        assert all(d["evidence"]["status"] == "snoozed" for d in during), "a kept instance was judged"
+        # issue 48: the click may be on the digest of the day's close, after the last sweep
+        assert during or clicked >= report_only.end - dt.timedelta(minutes=15)
 
 
 def test_a_channel_gets_digests_and_what_is_due_and_the_report_email_is_sent_within_60_kb(

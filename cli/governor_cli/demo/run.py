@@ -780,7 +780,8 @@ class Simulation:
 
         for_each_target(self.sites, close)
         self.route_findings()
-        self.post_digests()  # the day closes: what is still held goes out, as the next scheduled tick would post it
+        if not (self.now.minute == 0 and self.now.hour % self.policy.notifications.digest_hours == 0):
+            self.post_digests()  # the day closes: what is still held goes out, as the next tick would post it
         for _, hook in defining("respond"):
             hook(self)
 

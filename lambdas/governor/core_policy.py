@@ -232,9 +232,9 @@ class NotificationsPolicy(Section):
     #: What is posted the moment it happens; the rest waits for the channel's digest (every ``digest_hours``).
     #: ``due``: only what is due soon that a person can still change (a Spot or capacity interruption warning, the
     #: warning of an idle stop that will happen); ``actionable``: criticals, and every idle / Spot / button finding
-    #: (time-bound); ``critical``: criticals only; ``all``: everything. The shipped governor.yaml sets ``due``; a
-    #: file that leaves the key out keeps ``actionable``, so an upgrade never starts holding criticals back unasked.
-    immediate: Literal["due", "actionable", "critical", "all"] = "actionable"
+    #: (time-bound); ``critical``: criticals only; ``all``: everything. ``due`` (the default) keeps a channel at a few
+    #: posts a day whatever the fleet's size (issue 48); ``actionable`` was the default before.
+    immediate: Literal["due", "actionable", "critical", "all"] = "due"
     #: Every this many hours (on the hour, UTC, from midnight: a divisor of 24) the notifier posts one digest per
     #: channel of what it held back since the last one: new problems, repeats counted, what was fixed or done.
     digest_hours: int = Field(8, ge=1, le=24)

@@ -38,6 +38,8 @@ class Notifications(CapabilityConstruct):
             self.shared,
         )
         self.on_findings("Findings", "Every governor finding to the notifier")
+        # each channel's digest of what was held back (governor.notifier.flush), every notifications.digest_hours
+        self.on_schedule("Digest", payload={"kind": "digest"})
         grant_delivery(self.function, policy)
         # owners' mentions by users.lookupByEmail (slack.md §2), posts to a channel: the Slack app's bot token
         if bot_token := REGISTRY.slack_app(policy).bot_token_names():

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
     from governor.domain.costs import FleetSignals, IdleTime
+    from governor.domain.decision import Finding
 
 # --- the shared runtime: granted to every function by infra/constructs/function.py ----------------------------
 
@@ -183,8 +184,12 @@ class Capability:
     finding_policies: tuple[str, ...] = ()
     #: Its findings' messages carry "Acknowledge" (``governor.interactions``).
     acknowledgeable: bool = False
-    #: Its findings lose their point in the daily digest: posted at once under ``immediate: actionable``.
+    #: Its findings lose their point in the channel's digest: posted at once under ``immediate: actionable``.
     time_bound: bool = False
+    #: Which of its time-bound findings are due: something will happen soon that a person can still change (the
+    #: warning of an idle stop that will happen; a report-only one announces nothing). Only these are posted at once
+    #: under ``immediate: due``; None: every time-bound finding of it is (a Spot warning: AWS's deadline, not ours).
+    due: Callable[[Finding], bool] | None = None
     #: The rules whose findings open an episode about a resource (a warning, or an owner's digest of warnings): with
     #: the Slack bot token, the notifier keeps that message's ``ts`` and later findings about the resource update it
     #: in place (or reply in a digest's thread) instead of posting again. Empty: every finding is a new message.

@@ -230,15 +230,34 @@ class NotificationsPolicy(Section):
     email_sender: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+$")
     email_recipients: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$")]] = Field(default_factory=list)
     min_severity: Literal["info", "warning", "critical"] = "info"
-    #: What is posted the moment it happens; the rest waits for the team's daily report digest. ``actionable``:
-    #: criticals, and idle / Spot / button findings (time-bound); ``critical``: criticals only; ``all``: everything.
-    immediate: Literal["actionable", "critical", "all"] = "actionable"
+    #: What is posted the moment it happens; the rest waits for the channel's digest (every ``digest_hours``).
+    #: ``due``: only what is due soon that a person can still change (a Spot or capacity interruption warning, the
+    #: warning of an idle stop that will happen); ``actionable``: criticals, and every idle / Spot / button finding
+    #: (time-bound); ``critical``: criticals only; ``all``: everything. ``due`` (the default) keeps a channel at a few
+    #: posts a day whatever the fleet's size (issue 48); ``actionable`` was the default before.
+    immediate: Literal["due", "actionable", "critical", "all"] = "due"
+    #: Every this many hours (on the hour, UTC, from midnight: a divisor of 24) the notifier posts one digest per
+    #: channel of what it held back since the last one: new problems, repeats counted, what was fixed or done.
+    digest_hours: int = Field(8, ge=1, le=24)
     merge_window_minutes: int = Field(60, ge=0, le=24 * 60)
     teams: dict[str, TeamRoute] = Field(default_factory=dict)
     dashboard_url: str | None = None
     owner_email_domains: list[Annotated[str, Field(pattern=r"^([a-z0-9-]+\.)+[a-z]{2,}$")]] = Field(
         default_factory=list
     )
+
+    @field_validator("digest_hours")
+    @classmethod
+    def _divides_the_day(cls, value: int) -> int:
+        if 24 % value:
+            raise ValueError(f"{value} does not divide 24: use 1, 2, 3, 4, 6, 8, 12 or 24, so every day is alike")
+        return value
+
+    @property
+    def digest_schedule(self) -> str:
+        """The digest's EventBridge Scheduler expression: on the hour every ``digest_hours``, from midnight UTC."""
+        hours = "0" if self.digest_hours == 24 else f"0/{self.digest_hours}"
+        return f"cron(0 {hours} * * ? *)"
 
     def slack_secret_names(self) -> list[str]:
         """Every Secrets Manager secret that may hold a webhook: the default channel and each team's."""

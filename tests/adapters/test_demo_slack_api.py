@@ -23,3 +23,22 @@ def test_lookup_by_email_and_users_info_are_answered_from_the_demo_workspace(tmp
         "users.info UDEMODARA",
     ]
     assert capture.received == []  # Web API calls are not posts: they never count as messages
+
+
+def test_chat_post_message_and_update_are_answered_like_slack_and_only_posts_count(tmp_path: Path) -> None:
+    """Issue 48: the demo's capture answers the bot token's chat.postMessage (a new post, with its ts and channel)
+    and chat.update (the message changed in place, counted apart, never a post), so the demo can run the bot mode."""
+    import pytest
+
+    from governor.adapters.slack import MessageGone, SlackBot
+    from governor_cli.demo.capture import UPDATES, channel_of
+
+    with capture_endpoint(tmp_path) as capture, slack_api_to(capture):
+        bot = SlackBot("xoxb-demo-test")
+        ts = bot.post("C0DEMO", {"text": "i-0abc would be stopped at 14:00", "blocks": []})
+        assert ts and bot.update("C0DEMO", ts, {"text": "i-0abc is busy again: warning withdrawn"}) == ts
+        with pytest.raises(MessageGone):
+            bot.update("C0DEMO", "1.000000", {"text": "no such message"})
+    channels = [channel_of(path) for path in capture.paths]
+    assert channels == ["bot:C0DEMO", UPDATES]  # one post on the channel, one change in place
+    assert capture.posted[ts]["text"] == "i-0abc is busy again: warning withdrawn"

@@ -161,7 +161,7 @@ def test_notifier_end_to_end_reads_the_secret_posts_and_never_logs_the_url(
         Name="governor/slack-webhook", SecretString=slack.url
     )
     slack.script = [(429, {"Retry-After": "1"}, "rate_limited")]
-    policy = parse_policy({"notifications": {"enforce": True}})
+    policy = parse_policy({"notifications": {"enforce": True, "immediate": "actionable"}})
     rt = Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
     outbox = AwsOutbox("us-east-1", None, sleep=lambda _: None)
     result = handle(_finding_event(), rt, outbox)
@@ -173,7 +173,7 @@ def test_notifier_end_to_end_reads_the_secret_posts_and_never_logs_the_url(
 
 @mock_aws
 def test_notifier_with_a_missing_secret_reports_it_and_keeps_the_finding() -> None:
-    policy = parse_policy({"notifications": {"enforce": True}})
+    policy = parse_policy({"notifications": {"enforce": True, "immediate": "actionable"}})
     rt = Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
     result = handle(_finding_event(), rt, AwsOutbox("us-east-1", None))
     assert result["status"] == "undeliverable"

@@ -100,7 +100,10 @@ def _runtime(*, buttons: bool = False, **notifications: Any) -> Runtime:
     if buttons:
         interactions["buttons"] = True
     policy = parse_policy(
-        {"notifications": {"enforce": True, "slack_channel": CHANNEL, **notifications}, "interactions": interactions}
+        {
+            "notifications": {"enforce": True, "immediate": "actionable", "slack_channel": CHANNEL, **notifications},
+            "interactions": interactions,
+        }
     )
     return Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
 
@@ -187,7 +190,7 @@ def test_a_new_episode_is_a_new_message_and_other_findings_never_update_one(api:
 
 
 def test_without_a_channel_the_webhook_posts_as_before_and_nothing_is_threaded() -> None:
-    policy = parse_policy({"notifications": {"enforce": True}})
+    policy = parse_policy({"notifications": {"enforce": True, "immediate": "actionable"}})
     rt = Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
     outbox = FakeOutbox()
     _send(_idle("idle.warned", "i-1", "warned", "w1"), rt, outbox)

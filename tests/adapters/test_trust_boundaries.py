@@ -249,6 +249,7 @@ def _notifications() -> Runtime:
         {
             "notifications": {
                 "enforce": True,
+                "immediate": "actionable",
                 "email_sender": "governor@corp.example",
                 "owner_email_domains": ["corp.example"],
                 "teams": {"security": {"email": ["secteam@corp.example"]}},

@@ -67,6 +67,20 @@ def test_reports_run_daily_and_weekly_on_scheduler(synth: Synth) -> None:
     assert '\\"detail\\":{\\"kind\\":\\"weekly\\"}' in mine["cron(0 7 ? * MON *)"]
 
 
+def test_the_notifier_posts_each_channels_digest_on_its_own_schedule(synth: Synth) -> None:
+    """Issue 48: what the notifier holds back (notifications.immediate) goes out every digest_hours (8, shipped), on
+    the hour from midnight UTC; an undeliverable tick goes to the notifier's DLQ."""
+    notifier = _function_id(synth, "notifier")
+    mine = [
+        s["Properties"]
+        for s in synth.resources("AWS::Scheduler::Schedule").values()
+        if s["Properties"]["Target"]["Arn"]["Fn::GetAtt"][0] == notifier
+    ]
+    assert [s["ScheduleExpression"] for s in mine] == ["cron(0 0/8 * * ? *)"]
+    assert '\\"detail\\":{\\"kind\\":\\"digest\\"}' in json.dumps(mine[0]["Target"]["Input"])
+    assert "DeadLetterConfig" in mine[0]["Target"]
+
+
 def test_reports_bucket_is_kms_encrypted_tls_only_and_logged(synth: Synth) -> None:
     report = synth.resources("AWS::Lambda::Function")[_function_id(synth, "report")]
     bucket_ref = report["Properties"]["Environment"]["Variables"]["REPORTS_BUCKET"]["Ref"]

@@ -48,13 +48,14 @@ def _sections(messages: list[dict]) -> list[str]:
 
 
 def test_below_min_severity_goes_nowhere_and_says_why() -> None:
-    where = route(finding(severity="info"), NotificationsPolicy(min_severity="warning"))
+    where = route(finding(severity="info"), NotificationsPolicy(min_severity="warning", immediate="actionable"))
     assert where.empty
     assert "below notifications.min_severity warning" in where.reason
 
 
 def test_team_route_replaces_the_default_channel_and_the_owner_gets_a_message_of_their_own() -> None:
     policy = NotificationsPolicy(
+        immediate="actionable",
         email_sender="governor@example.com",
         email_recipients=["platform@example.com"],
         teams={"vision": TeamRoute(slack_secret_name="governor/slack-vision", email=["vision@example.com"])},
@@ -69,7 +70,7 @@ def test_team_route_replaces_the_default_channel_and_the_owner_gets_a_message_of
 
 
 def test_no_email_without_a_sender() -> None:
-    policy = NotificationsPolicy(email_recipients=["platform@example.com"])
+    policy = NotificationsPolicy(email_recipients=["platform@example.com"], immediate="actionable")
     assert route(finding(), policy).emails == ()
 
 
@@ -156,6 +157,7 @@ def test_email_has_html_and_a_plain_text_alternative_with_the_same_facts() -> No
 
 def test_deliveries_are_grouped_per_destination() -> None:
     policy = NotificationsPolicy(
+        immediate="actionable",
         email_sender="governor@example.com",
         email_recipients=["platform@example.com"],
         teams={"speech": TeamRoute(slack_secret_name="governor/slack-speech")},
@@ -173,7 +175,9 @@ def test_deliveries_are_grouped_per_destination() -> None:
 
 def test_explain_shows_where_a_finding_would_go(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     policy = tmp_path / "governor.yaml"
-    policy.write_text("notifications:\n  teams:\n    vision: {slack_secret_name: governor/slack-vision}\n")
+    policy.write_text(
+        "notifications:\n  immediate: actionable\n  teams:\n    vision: {slack_secret_name: governor/slack-vision}\n"
+    )
     event = tmp_path / "finding.json"
     event.write_text(
         json.dumps(events.finding(finding().model_dump(mode="json"), event_id="f-1", time=NOW.isoformat()))

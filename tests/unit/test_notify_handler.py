@@ -40,7 +40,7 @@ class FakeOutbox:
 
 
 def runtime(**notifications: Any) -> Runtime:
-    policy = parse_policy({"notifications": {"enforce": True, **notifications}})
+    policy = parse_policy({"notifications": {"enforce": True, "immediate": "actionable", **notifications}})
     return Runtime(policy=policy, ledger=MemoryLedger(), sink=MemorySink(), dead_letters=MemoryDeadLetters())
 
 

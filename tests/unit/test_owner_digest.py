@@ -85,7 +85,7 @@ def test_an_owner_with_many_idle_instances_gets_digests_that_each_fit_one_slack_
 def _runtime(**interactions: Any) -> Runtime:
     policy = parse_policy(
         {
-            "notifications": {"enforce": True},
+            "notifications": {"enforce": True, "immediate": "actionable"},
             "interactions": {"buttons": True, "slack_users": {"U0ANA": "ana@demo.example"}, **interactions},
         }
     )

@@ -42,7 +42,7 @@ def idle(
 
 
 def test_report_only_idle_outcomes_wait_for_the_digest_and_real_ones_post_now() -> None:
-    policy = NotificationsPolicy()
+    policy = NotificationsPolicy(immediate="actionable")
     assert not posts_now(idle("idle.acted", enforced=False), policy)  # "would be stopped now (report-only)"
     assert not posts_now(idle("idle.reported", enforced=False), policy)
     assert not posts_now(idle("idle.reported", enforced=True), policy)  # reported, not reclaimed: nothing to do now

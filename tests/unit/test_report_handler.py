@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,12 +154,28 @@ def test_enforced_report_goes_to_slack_with_a_dashboard_link_and_email_with_inli
     recipients, email, attachments = aws.outbox.emails[0]  # type: ignore[attr-defined]
     assert recipients == ["lead@example.com"] and "cid:fleet-utilisation-chart" in email.html
     assert attachments[0].inline_cid == "fleet-utilisation-chart"
-    assert any(a.filename == "gpu_hours_by_team.csv" for a in attachments)
+    (tables,) = [a for a in attachments if a.filename == "tables.zip"]  # every CSV in one zip (issue 48)
+    assert "gpu_hours_by_team.csv" in zipfile.ZipFile(io.BytesIO(tables.content)).namelist()
     assert attachments[0].content.startswith(b"\x89PNG\r\n")  # the fleet chart drawn from the report's own data
     assert aws.chart.widgets == []  # type: ignore[attr-defined]  # CloudWatch only when matplotlib is missing
     digest = json.dumps(messages)
     assert "https://reports.s3.amazonaws.com/reports/weekly/2023-07-04/report.html" in digest
     assert "The link expires 12 Jul 2023 07:00 UTC" in digest
+
+
+def test_without_a_pre_signed_link_the_digest_links_the_report_in_the_s3_console() -> None:
+    """Issue 48: the digest never points at "the reports bucket" or "findings.csv" without a link."""
+    rt, aws = setup(enforce=True)
+
+    def no_link(key: str, expires_in: int) -> tuple[str, dt.datetime]:
+        raise RuntimeError("credentials expired")
+
+    aws.archive.presign = no_link  # type: ignore[method-assign]
+    handle(scheduled(), rt, aws, RUN_AT)
+    ((_, messages),) = aws.outbox.slack  # type: ignore[attr-defined]
+    digest = json.dumps(messages)
+    assert "https://console.aws.amazon.com/s3/object/reports?prefix=reports/daily/2023-07-10/report.html" in digest
+    assert "in the reports bucket" not in digest and "findings.csv" not in digest
 
 
 def test_without_matplotlib_the_chart_comes_from_cloudwatch_in_the_same_colours(

@@ -43,6 +43,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="owners click no Slack button (with --enforce: reclaims exactly what the report-only run says it would)",
     )
+    parser.add_argument(
+        "--slack-bot",
+        action="store_true",
+        help="post findings with the Slack bot token to a channel (one message per idle episode, updated in place) "
+        "instead of the webhook (docs/slack.md §3a)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -209,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         clicks=not args.no_clicks,
         accounts=args.accounts,
         regions=args.regions,
+        slack_bot=args.slack_bot,
     )
     try:
         result = run_demo(options)

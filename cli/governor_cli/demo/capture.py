@@ -37,6 +37,33 @@ class CaptureEndpoint:
     api_calls: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    #: Messages posted with the bot token, by ``ts`` (``chat.postMessage``), so ``chat.update`` finds them.
+    posted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``chat.update`` calls: a message changed in place, never a new post.
+    updates: int = 0
+
+    def chat(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``chat.postMessage`` (a new post on the channel: kept and counted, answered with its ``ts``) and
+        ``chat.update`` (the message at ``ts`` replaced in place: saved, counted apart), answered as Slack does."""
+        channel = str(arguments.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        message = {k: v for k, v in arguments.items() if k in ("text", "blocks", "thread_ts")}
+        with self._lock:
+            self.api_calls.append(f"{method} {channel}")
+        if method == "chat.update":
+            ts = str(arguments.get("ts") or "")
+            if ts not in self.posted:
+                return {"ok": False, "error": "message_not_found"}
+            self.posted[ts] = message
+            self.keep({**message, "ts": ts, "updated": True}, f"{UPDATES_PATH}{channel}")
+            return {"ok": True, "channel": channel, "ts": ts, "text": message.get("text", "")}
+        with self._lock:
+            ts = f"{1_700_000_000 + len(self.posted)}.{len(self.posted):06d}"
+            self.posted[ts] = message
+        self.keep({**message, "ts": ts}, f"/services/demo/{BOT_PREFIX}{channel}")
+        return {"ok": True, "channel": channel, "ts": ts, "message": message}
+
     def keep(self, message: dict[str, Any], posted_to: str = "") -> Path:
         with self._lock:
             self.received.append(message)
@@ -73,10 +100,13 @@ def _handler(endpoint: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
             method = parts.path.removeprefix("/api/")
             length = int(self.headers.get("Content-Length") or 0)
             form = self.rfile.read(min(length, MAX_BODY)).decode(errors="replace") if length else ""
-            query = {k: v[0] for k, v in parse_qs(f"{parts.query}&{form}").items()}
+            body = _json_object(form) if "json" in self.headers.get("Content-Type", "") else None
+            query = {k: v[0] for k, v in parse_qs(f"{parts.query}&{form if body is None else ''}").items()}
             answer: dict[str, Any]
             if not self.headers.get("Authorization", "").startswith("Bearer xoxb-"):
                 answer = {"ok": False, "error": "not_authed"}
+            elif method in ("chat.postMessage", "chat.update"):
+                answer = endpoint.chat(method, body if body is not None else dict(query))
             elif method == "users.lookupByEmail":
                 email = query.get("email", "").lower()
                 with endpoint._lock:
@@ -138,11 +168,29 @@ def capture_endpoint(folder: Path, host: str = "127.0.0.1") -> Iterator[CaptureE
         thread.join(timeout=5)
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+#: Where the capture files a bot post's channel (``bot:C…``) and its updates in place (never a new post).
+BOT_PREFIX = "bot:"
+UPDATES_PATH = "/updates/"
+#: The pseudo-channel of ``chat.update`` calls: the episode's message changed in place, nobody gets a new post.
+UPDATES = "updates in place (chat.update)"
+
+
 def channel_of(path: str) -> str:
     """The channel a message went to: the webhook secret's name (the demo gives each secret its own path under
-    ``/services/demo/``), or the in-place answers to clicks (``response_url``, which replace a message, not a post)."""
+    ``/services/demo/``), a bot channel (``bot:C…``), or the in-place changes: answers to clicks (``response_url``)
+    and ``chat.update``, which replace a message, not a post."""
     if path.startswith("/actions/"):
         return CLICK_ANSWERS
+    if path.startswith(UPDATES_PATH):
+        return UPDATES
     return path.removeprefix("/services/demo").strip("/") or "webhook"
 
 

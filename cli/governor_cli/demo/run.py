@@ -38,6 +38,7 @@ from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
 from governor_cli.demo.capture import (
     CLICK_ANSWERS,
+    UPDATES,
     CaptureEndpoint,
     capture_endpoint,
     channel_of,
@@ -102,6 +103,9 @@ class DemoOptions:
     #: Click Keep 4 h and Stop now on two idle warnings, as their owners would (issue 22). An enforced run with clicks
     #: reclaims what the owners chose, so it no longer equals the report-only preview, which cannot know the clicks.
     clicks: bool = True
+    #: Post with the Slack bot token to a channel (``notifications.slack_channel``: chat.postMessage, chat.update)
+    #: instead of the webhook; the capture endpoint answers both as Slack does. The report still uses the webhook.
+    slack_bot: bool = False
 
     @property
     def organization(self) -> bool:
@@ -270,6 +274,11 @@ class DemoResult:
     slack_api_calls: list[str] = field(default_factory=list)
     report_channel: str = ""
     emails: int = 0
+    #: The report's own email as SES took it: its size in bytes and its file under ``out/email/`` (issue 48).
+    report_email_bytes: int = 0
+    report_email_file: str = ""
+    #: What the report email left out to stay within its budget ("the tables", "the chart"), if anything.
+    report_email_left_out: tuple[str, ...] = ()
     failed_deliveries: int = 0
     delivery_errors: list[str] = field(default_factory=list)
     dead_letters: dict[str, int] = field(default_factory=dict)
@@ -305,6 +314,9 @@ def demo_policy(policy: Policy, enforce: bool) -> Policy:
     pricing = chosen.pricing.model_copy(update={"effective_rates": "cost_explorer"})
     return chosen.model_copy(update={**sections, "pricing": pricing})
 
+
+#: The channel the demo's bot token posts to with ``--slack-bot`` (the capture endpoint files it as ``bot:C…``).
+DEMO_SLACK_CHANNEL = "C0DEMOGPUFLEET"
 
 #: The demo's Capacity Block for ML and the interruptible reservation another account lends capacity from.
 DEMO_BLOCK = "cr-0b10c4f0de0000001"
@@ -357,6 +369,9 @@ class Simulation:
     def __init__(self, options: DemoOptions, stack: LocalStack, start: dt.datetime, clock: Any = None) -> None:
         self.options = options
         self.policy = demo_policy(options.policy, options.enforce)
+        if options.slack_bot:  # the bot token is the demo's (interactions' scenario hooks set it)
+            channel = self.policy.notifications.model_copy(update={"slack_channel": DEMO_SLACK_CHANNEL})
+            self.policy = self.policy.model_copy(update={"notifications": channel})
         self.stack = stack
         self.sites = demo_sites(options)
         self.site = self.sites[0]
@@ -756,6 +771,8 @@ class Simulation:
             for_each_target(self.sites, tick)
             previous = self.now
             self.route_findings()
+            if self.now.minute == 0 and self.now.hour % self.policy.notifications.digest_hours == 0:
+                self.post_digests()
             for _, hook in defining("respond"):
                 hook(self)
 
@@ -766,6 +783,24 @@ class Simulation:
 
         for_each_target(self.sites, close)
         self.route_findings()
+        if not (self.now.minute == 0 and self.now.hour % self.policy.notifications.digest_hours == 0):
+            self.post_digests()  # the day closes: what is still held goes out, as the next tick would post it
+        for _, hook in defining("respond"):
+            hook(self)
+
+    def post_digests(self) -> None:
+        """The notifier's schedule (``notifications.digest_schedule``) ticks: each channel's digest of what was held
+        back is posted (``governor.notifier.flush``)."""
+        from governor_cli.testing.events import scheduled
+
+        event = scheduled({"kind": "digest"}, time=self.now, account=HUB_ACCOUNT, region=HUB_REGION)
+        for function in self.digest_functions:
+            self.deliver(function, event)
+
+    @property
+    def digest_functions(self) -> list[str]:
+        """The functions the registry gives the digest's schedule (``notifications.digest_schedule``)."""
+        return [c.name for c, _ in hooks() if any(t.schedule == "notifications.digest_schedule" for t in c.triggers)]
 
 
 def _trim_emulated_metrics(before: dt.datetime, account: str = HUB_ACCOUNT, region: str = HUB_REGION) -> None:
@@ -866,6 +901,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
             savings_plan_account(os.environ["AWS_ENDPOINT_URL"], sim.policy)
         for _, hook in defining("finish"):
             hook(sim)
+        sim.result.emails = _save_emails(options.out / "email")  # the report's email went out in "finish"
         sim.result.slack_messages = len(capture.received)
         sim.result.posts = Counter(channel_of(path) for path in capture.paths)
         sim.result.slack_api_calls = list(capture.api_calls)
@@ -1009,17 +1045,17 @@ def align(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]
 
 def posts_per_day(result: DemoResult) -> str:
     """Slack posts per channel per simulated day (docs/reports.md, "Quiet by design", sets the target), with the
-    report's own posts and the click answers (which replace a message in place) said apart."""
+    report's own posts and the in-place changes (click answers, ``chat.update``: no new post) said apart."""
     days = max((result.end - result.start).total_seconds() / 86_400, 1 / 24)
     parts = []
     for channel, count in sorted(result.posts.items()):
-        if channel == CLICK_ANSWERS:
+        if channel in (CLICK_ANSWERS, UPDATES):
             continue
         report = f", {result.report_slack_messages} of them the report" if channel == result.report_channel else ""
         parts.append(f"{channel} {count / days:,.1f}/day ({count} posts{report})")
-    answers = result.posts.get(CLICK_ANSWERS, 0)
-    if answers:
-        parts.append(f"{answers} {CLICK_ANSWERS}")
+    for in_place in (CLICK_ANSWERS, UPDATES):
+        if result.posts.get(in_place, 0):
+            parts.append(f"{result.posts[in_place]} {in_place}")
     return "; ".join(parts) or "no Slack posts"
 
 
@@ -1111,8 +1147,9 @@ def summary_lines(result: DemoResult) -> list[str]:
         ),
         ("findings routed to the notifier", str(len(result.notified))),
         (
-            "held for the daily digest",
-            f"{provided('digest_held')(result)} (notifications.immediate: warnings that are not time-bound)",
+            "held for the channel's digest",
+            f"{provided('digest_held')(result)} (notifications.immediate: what is not due), "
+            f"in {provided('digests_posted')(result)} digest post(s)",
         ),
         (
             "delivered",

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from governor.capability import Capability, Trigger, Uses
 from governor.core_policy import CorePolicy, ExemptingTags, section_of
 from governor.domain.actions import Checkpoint, Notify, Tag, Untag, Warn
 from governor.idle.actions import Stop, Terminate
 from governor.idle.policy import IdlePolicy
 from governor.idle.teardown_actions import SnapshotVolumes
+
+if TYPE_CHECKING:
+    from governor.domain.decision import Finding
 
 
 def _idle(policy: CorePolicy) -> IdlePolicy:
@@ -20,6 +25,19 @@ def _reads_clusters_from(source: str) -> Uses:
         f"governor.idle.kubernetes.{source}",
         when=lambda policy: any(c.metric_source == source for c in _idle(policy).clusters),
     )
+
+
+def a_stop_will_happen(finding: Finding) -> bool:
+    """An idle finding is due only when it warns of a stop or terminate that will happen: a report-only warning, an
+    instance only ever reported, a stop already done or an unused reservation can wait for the channel's digest. An
+    owner's digest of warnings is due when one of its warnings is."""
+    if finding.members:
+        return any(a_stop_will_happen(member) for member in finding.members)
+    return any(a.get("type") == "warn" and a.get("enforced") and a.get("planned") in _STOPS for a in finding.actions)
+
+
+#: What an enforced idle warning plans when a stop will happen (an instance only ever reported plans neither).
+_STOPS = frozenset({"stop", "terminate"})
 
 
 def capacity_offered_to_a_team(policy: CorePolicy) -> None:
@@ -43,6 +61,7 @@ CAPABILITY = Capability(
     construct="infra.constructs.idle:IdleReclamation",
     construct_id="Idle",
     time_bound=True,
+    due=a_stop_will_happen,
     episode_starts=frozenset({"idle.warned", "idle.warned-digest"}),  # governor.idle.digest's two rules
     episode_withdrawals=frozenset({"idle.resumed"}),  # governor.idle.domain.RESUMED
     breakers=True,

@@ -91,8 +91,9 @@ def button_record(finding: Finding, token: str) -> dict[str, Any]:
     }
 
 
-def actions_block(token: str, buttons: list[str], policy: Policy) -> dict[str, Any]:
-    """The Block Kit actions block; every button's value is the token and nothing else."""
+def actions_block(token: str, buttons: list[str], policy: Policy, stops: bool = True) -> dict[str, Any]:
+    """The Block Kit actions block; every button's value is the token and nothing else. ``stops``: a Stop now click
+    would stop (the buttons and the warning's policy enforce); otherwise its confirmation says it would not."""
     hours = policy.interactions.keep_hours
     morning = policy.interactions.morning_hour
     labels = {
@@ -115,12 +116,19 @@ def actions_block(token: str, buttons: list[str], policy: Policy) -> dict[str, A
         if action_id == STOP_NOW:
             button["confirm"] = {
                 "title": {"type": "plain_text", "text": "Stop this instance now?"},
-                "text": {"type": "mrkdwn", "text": "The governor re-checks that it is still idle, then stops it."},
+                "text": {"type": "mrkdwn", "text": STOP_CONFIRM if stops else STOP_CONFIRM_REPORT_ONLY},
                 "confirm": {"type": "plain_text", "text": "Stop now"},
                 "deny": {"type": "plain_text", "text": "Cancel"},
             }
         elements.append(button)
     return {"type": "actions", "block_id": f"governor:{token}", "elements": elements}
+
+
+#: What the Stop now confirmation says, as the click will be answered: a stop, or (report-only) what would be done.
+STOP_CONFIRM = "The governor re-checks that it is still idle, then stops it."
+STOP_CONFIRM_REPORT_ONLY = (
+    "Report-only: the governor re-checks that it is still idle and says whether it would stop it; nothing is stopped."
+)
 
 
 def message_buttons(finding: Finding, policy: Policy, expires_at: int) -> Buttons | None:
@@ -131,7 +139,8 @@ def message_buttons(finding: Finding, policy: Policy, expires_at: int) -> Button
         return None
     token = button_token(finding)
     record = {**button_record(finding, token), "expires_at": expires_at}
-    return Buttons(actions_block(token, chosen, policy), BUTTON_KIND, token, record)
+    stops = policy.interactions.enforce and finding.enforced  # the warning's own policy enforces, and so do clicks
+    return Buttons(actions_block(token, chosen, policy, stops), BUTTON_KIND, token, record)
 
 
 class Click(Model):

@@ -17,7 +17,15 @@ CAPABILITY = Capability(
     section="notifications",
     section_model=NotificationsPolicy,
     description="Findings from the governor bus to Slack and email: routed, merged, within Slack's limits",
-    triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
+    triggers=(
+        Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),
+        Trigger(
+            "Digest",
+            "schedule",
+            "each channel's digest of the findings held back (notifications.immediate)",
+            schedule="notifications.digest_schedule",
+        ),
+    ),
     uses=DELIVERY,
     actions=(Notify,),
     # the webhooks; and the Slack app's bot token, for owners' mentions (users.lookupByEmail) and posts to a channel

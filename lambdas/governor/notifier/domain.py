@@ -38,8 +38,10 @@ class Route:
     emails: tuple[str, ...] = ()
     reason: str = ""
     owner_email: str | None = None
-    #: Held for the team's daily digest (``notifications.immediate``) rather than posted now.
+    #: Held for the channel's digest (``notifications.immediate``, ``digest_hours``) rather than posted now.
     digest: bool = False
+    #: The Slack target whose digest holds it (a webhook secret, or ``channel:<id>``), when ``digest``.
+    held_for: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -54,22 +56,20 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
     """
     if SEVERITY_RANK[finding.severity] < SEVERITY_RANK[policy.min_severity]:
         return Route(reason=f"severity {finding.severity} is below notifications.min_severity {policy.min_severity}")
+    slack = slack_target(finding, policy)
     if not posts_now(finding, policy):
         what = (
             "report-only idle outcome (nothing was done; the owner was warned once for this idle episode)"
-            if finding.policy in TIME_BOUND_POLICIES
+            if finding.policy in TIME_BOUND_POLICIES and not due(finding)
             else f"{finding.policy} finding"
         )
         return Route(
-            reason=f"a {finding.severity} {what} waits for the daily report digest "
-            f"(notifications.immediate: {policy.immediate})",
+            reason=f"a {finding.severity} {what} waits for the channel's digest, posted every "
+            f"{policy.digest_hours} h (notifications.immediate: {policy.immediate})",
             digest=True,
+            held_for=slack,
         )
     team = policy.teams.get(finding.team or "")
-    slack = (team.slack_secret_name if team and team.slack_secret_name else None) or policy.slack_secret_name
-    channel = bot_channel(finding, policy)
-    if channel:  # the bot token posts there (chat.postMessage), so the message can be updated in place later
-        slack = f"{BOT_CHANNEL}{channel}"
     emails: list[str] = list(team.email) if team and team.email else list(policy.email_recipients)
     owner = owner_address(finding.owner, policy)
     if not policy.email_sender:
@@ -79,13 +79,22 @@ def route(finding: Finding, policy: NotificationsPolicy) -> Route:
     return Route(slack_secrets=(slack,), emails=tuple(emails), reason=why, owner_email=owner)
 
 
+def slack_target(finding: Finding, policy: NotificationsPolicy) -> str:
+    """The finding's Slack channel: its team's webhook secret (else the default), or ``channel:<id>`` when the bot
+    token posts there (``slack_channel``, so the message can be updated in place later). One digest per target."""
+    team = policy.teams.get(finding.team or "")
+    slack = (team.slack_secret_name if team and team.slack_secret_name else None) or policy.slack_secret_name
+    channel = bot_channel(finding, policy)
+    return f"{BOT_CHANNEL}{channel}" if channel else slack
+
+
 def bot_channel(finding: Finding, policy: NotificationsPolicy) -> str | None:
     """The channel id the bot token posts the finding's team's messages to (``slack_channel``), None with a webhook."""
     team = policy.teams.get(finding.team or "")
     return (team.slack_channel if team and team.slack_channel else None) or policy.slack_channel
 
 
-#: Findings whose point is lost if they wait for the daily digest: an idle stop is due at the end of the warning
+#: Findings whose point is lost if they wait for the channel's digest: an idle stop is due at the end of the warning
 #: period, a Spot interruption comes within two minutes, a clicked button's answer is awaited now.
 #: Each capability's registry entry says whether its findings are (``time_bound``).
 TIME_BOUND_POLICIES = REGISTRY.policies_where(lambda capability: capability.time_bound)
@@ -114,10 +123,34 @@ def time_bound(finding: Finding) -> bool:
     return not (finding.rule in REPORT_ONLY_OUTCOMES and (finding.rule == "idle.reported" or not finding.enforced))
 
 
+#: Per time-bound policy, which of its findings are due (registry ``due``); a policy without a test: all of them.
+DUE_TESTS = {
+    policy: capability.due
+    for capability in REGISTRY.values()
+    if capability.time_bound
+    for policy in capability.policies
+}
+
+
+def due(finding: Finding) -> bool:
+    """A time-bound finding that something will happen to soon, which a person can still change: a Spot warning
+    (AWS's two minutes), the warning of an idle stop that will happen. A report-only idle warning is not: nothing
+    will happen, so it can wait for the channel's digest (with its buttons, see ``governor.notifier.digest``)."""
+    if not time_bound(finding):
+        return False
+    test = DUE_TESTS.get(finding.policy)
+    return test is None or test(finding)
+
+
 def posts_now(finding: Finding, policy: NotificationsPolicy) -> bool:
-    """``immediate: all`` posts everything at once; ``critical`` only criticals; ``actionable`` (the default) criticals
-    and the time-bound findings (:func:`time_bound`). Everything else is in the team's daily report digest."""
-    if policy.immediate == "all" or finding.severity == "critical":
+    """``immediate: all`` posts everything at once; ``due`` (shipped) only what is due (:func:`due`); ``critical``
+    only criticals; ``actionable`` criticals and the time-bound findings (:func:`time_bound`). Everything else waits
+    for the channel's digest, every ``digest_hours``."""
+    if policy.immediate == "all":
+        return True
+    if policy.immediate == "due":
+        return due(finding)
+    if finding.severity == "critical":
         return True
     return policy.immediate == "actionable" and time_bound(finding)
 
@@ -275,6 +308,8 @@ class NotificationPlan:
     step: MergeStep | None = None
     #: A withdrawn warning's episode message (``channel``, ``ts``, ``digest``), to update in place (or reply under).
     withdraw: Mapping[str, Any] | None = None
+    #: The Slack target whose next digest lists the finding (``governor.notifier.digest``), when it is held.
+    held_for: str | None = None
 
     @property
     def digest(self) -> bool:
@@ -300,7 +335,8 @@ def decide_notification(
         return _withdrawal(finding, policy, episode_message)
     where = route(finding, policy)
     if where.digest:
-        return NotificationPlan(notification_decision(finding, "ok", [where.reason], [], "notifications.digest"))
+        decision = notification_decision(finding, "ok", [where.reason], [], "notifications.digest")
+        return NotificationPlan(decision, held_for=where.held_for)
     if where.empty:
         return NotificationPlan(notification_decision(finding, "ignored", [where.reason], [], "notifications.route"))
     state = merge_state()
@@ -322,7 +358,7 @@ def _withdrawal(
     will be done, so a post would only add noise to the channel. What it corrects is the warning still in the
     channel with live buttons: with the bot token and the episode's message kept, that message is updated in place
     (an owner's digest gets a reply in its thread, see the handler). Otherwise (a webhook gives no ``ts``; a message
-    posted before ``slack_channel`` was set or older than its record) it waits for the daily report digest."""
+    posted before ``slack_channel`` was set or older than its record) the channel's next digest lists it as fixed."""
     channel = bot_channel(finding, policy)
     held = episode_message() if channel and episode_message is not None else None
     if channel and held and held.get("channel") == channel and held.get("ts") and not held.get("withdrawn_at"):
@@ -336,5 +372,6 @@ def _withdrawal(
         if channel
         else "a webhook's message cannot be edited (no ts; notifications.slack_channel lets the bot update it)"
     )
-    why = f"a withdrawn warning never posts a message of its own; {where}: it waits for the daily report digest"
-    return NotificationPlan(notification_decision(finding, "ok", [why], [], "notifications.digest"))
+    why = f"a withdrawn warning never posts a message of its own; {where}: the channel's next digest lists it as fixed"
+    decision = notification_decision(finding, "ok", [why], [], "notifications.digest")
+    return NotificationPlan(decision, held_for=slack_target(finding, policy))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,8 +18,9 @@ from governor.adapters.aws import per_session
 from governor.adapters.delivery import DELIVERY_KIND, AwsOutbox, Outbox, UndeliverableError
 from governor.adapters.slack import MessageGone, SlackBot
 from governor.domain.decision import Finding
-from governor.domain.messages import MAX_BLOCKS, Email, Message
+from governor.domain.messages import MAX_BLOCKS, Block, Email, Message
 from governor.domain.times import parse_time
+from governor.events.envelopes import parse_model
 from governor.events.findings import DETAIL_TYPE as DETAIL_TYPE
 from governor.events.findings import SOURCE as SOURCE
 from governor.events.findings import FindingEvent, parse_finding_event
@@ -33,6 +34,7 @@ from governor.notifier.domain import (
     owner_address,
     plan_deliveries,
 )
+from governor.notifier.flush import SCHEDULE_SOURCE, DigestTick, flush, hold
 from governor.notifier.render import email_for, slack_messages, slack_people
 from governor.observability import logger, metrics
 from governor.registry import REGISTRY
@@ -309,7 +311,8 @@ def notify(parsed: FindingEvent, raw: Any, runtime: Runtime, outbox: Outbox, now
         return withdraw(parsed, raw, plan.withdraw, runtime, now)
     step = plan.step
     if plan.digest:
-        metrics.add_metric(name="FindingsHeldForDigest", unit="Count", value=1)
+        if plan.held_for:
+            hold(finding, plan.held_for, runtime, now)
         return {"status": "digest", "reason": plan.decision.reasons[0]}
     if step is None:
         return {"status": "not-sent", "reason": plan.decision.reasons[0]}
@@ -376,9 +379,38 @@ class DeliveryFailed(RuntimeError):
     """At least one channel still failed after its retries: the invocation fails so the event is retried, then DLQ'd."""
 
 
-def process(parsed: FindingEvent, runtime: Runtime, outbox: Outbox, call: Invocation) -> dict[str, Any]:
-    """Deliveries run once per event id (Powertools Idempotency when the stack provides the table)."""
+def process(parsed: FindingEvent | DigestTick, runtime: Runtime, outbox: Outbox, call: Invocation) -> dict[str, Any]:
+    """Deliveries run once per event id (Powertools Idempotency when the stack provides the table); the schedule's
+    tick posts each channel's digest of what was held back (``governor.notifier.flush``)."""
+    if isinstance(parsed, DigestTick):
+        buttons = functools.partial(digest_buttons, runtime=runtime, now=call.now)
+        people = functools.partial(people_for, runtime=runtime)
+        return flush(parsed, runtime, outbox, buttons, _bot_poster(runtime), people)
     return notify(parsed, call.event, runtime, outbox, call.now)
+
+
+def digest_buttons(finding: Finding, runtime: Runtime, now: dt.datetime) -> tuple[tuple[str, Block], ...]:
+    """A held warning's buttons in the digest, each with its instance (an owner's digest: one per member)."""
+    members = finding.members or [finding]
+    made = ((m.resource, _buttons(m, runtime, now)) for m in members)
+    return tuple((resource, block) for resource, block in made if block is not None)
+
+
+def _bot_poster(runtime: Runtime) -> Callable[[str, list[Message]], None]:
+    def post(channel: str, messages: list[Message]) -> None:
+        bot = _bot_for(runtime)
+        ts = bot.post(channel, messages[0])
+        for part in messages[1:]:
+            bot.post(channel, part, thread_ts=ts or None)
+
+    return post
+
+
+def parse_any(raw: Any, account: str | None = None) -> FindingEvent | DigestTick:
+    """The schedule's tick (``aws.scheduler``), else only findings from the governor itself, in its own account."""
+    if isinstance(raw, dict) and raw.get("source") == SCHEDULE_SOURCE:
+        return parse_model(DigestTick, raw)
+    return parse(raw, account)
 
 
 def adapters_for(event: Any, runtime: Runtime) -> Outbox:
@@ -402,7 +434,7 @@ def handle(
 
 
 #: The governor bus rule (source gpu-fleet-governor, detail-type Governor Finding) lands here.
-HANDLER: Handler[FindingEvent, Outbox] = Handler(
-    __name__, parse=lambda raw, call: parse(raw, call.account), process=process, adapters=adapters_for
+HANDLER: Handler[FindingEvent | DigestTick, Outbox] = Handler(
+    __name__, parse=lambda raw, call: parse_any(raw, call.account), process=process, adapters=adapters_for
 )
 lambda_handler = HANDLER.lambda_handler()

@@ -24,7 +24,6 @@ from governor.adapters.instance_types import GpuTypes
 from governor.domain.actions import Notify, Record
 from governor.domain.decision import Decision, Finding
 from governor.domain.gpus import instance_types
-from governor.domain.messages import Email
 from governor.domain.model import Model
 from governor.events.envelopes import EventBridgeEnvelope, InvalidEventError, parse_model
 from governor.observability import logger, metrics
@@ -32,18 +31,17 @@ from governor.outbox import Outbox as FindingsOutbox
 from governor.report.build import TREND_PERIODS, build_report, price_book, team_view, with_history
 from governor.report.charts import utilisation_widget
 from governor.report.domain import period_for, previous_period
+from governor.report.email import report_email
 from governor.report.model import Report, TrendPoint
 from governor.report.render.csv_files import csv_files
-from governor.report.render.format import title
 from governor.report.render.html_page import render_html
-from governor.report.render.slack import render_text, slack_messages
+from governor.report.render.slack import slack_messages
 from governor.report.sections.budgets import budget_alerts
 from governor.runtime import Handler, Invocation, Runtime
 
 SCHEDULE_SOURCE = "aws.scheduler"
 LEDGER_KINDS = ("decision", "session", "interruption", "governor-tag")
 LEDGER_LOOKBACK = dt.timedelta(days=35)
-CHART_CID = "fleet-utilisation-chart"
 #: Seconds kept after the queries for the ledger, the chart, rendering, the archive and delivery.
 RESERVE_SECONDS = 90.0
 #: A query is started only with at least this much of the budget left (Athena needs a few seconds to plan).
@@ -233,6 +231,14 @@ def _prefix(report: Report) -> str:
     return prefix_for(report.kind, report.start)
 
 
+def console_url(uri: str) -> str:
+    """The S3 console's page of an archived object (``s3://bucket/key``): the link when no pre-signed one could be
+    made. It never expires but asks the reader to sign in to the account, so the pre-signed link (24 h, stated in
+    the message) is preferred: a reader opens it from Slack or the email without console access."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return f"https://console.aws.amazon.com/s3/object/{bucket}?prefix={key}"
+
+
 def prefix_for(kind: str, start: dt.datetime) -> str:
     return f"reports/{kind}/{start:%Y-%m-%d}/"
 
@@ -312,18 +318,12 @@ def deliver(
             problems.append(f"team {team}: {error}")
     recipients = policy.reports.email_recipients or policy.notifications.email_recipients
     if recipients:
-        from governor.adapters.ses import Attachment
-
-        attachments = [Attachment(name, body.encode()) for name, body in files.items()]
-        if chart is not None:
-            attachments.insert(0, Attachment(report.chart_file, chart, "image/png", inline_cid=CHART_CID))
-        email = Email(
-            subject=title(report),
-            html=render_html(report, chart_src=f"cid:{CHART_CID}" if chart is not None else None, inline_svg=False),
-            text=render_text(report),
+        mail = report_email(
+            report, files, chart, sender=policy.notifications.email_sender or "", recipients=tuple(recipients)
         )
+        logger.info("report email", extra={"bytes": mail.size, "left_out": list(mail.left_out)})
         try:
-            once("email", lambda: outbox.send_email(recipients, email, attachments))
+            once("email", lambda: outbox.send_email(recipients, mail.email, mail.attachments))
         except UndeliverableError as error:
             problems.append(str(error))
     for problem in problems:
@@ -422,6 +422,7 @@ def produce(
             )
         except Exception as error:  # a missing link degrades the message, it never stops delivery
             logger.warning("no pre-signed report link", extra={"error": error.__class__.__name__})
+            report.report_url = console_url(next((w for w in written if w.endswith("/report.html")), written[0]))
         sent, problems = deliver(report, files, chart, runtime, aws.outbox, parsed.id)
     if problems:
         runtime.dead_letters.send(raw, f"report archived to {written[0]} but " + "; ".join(problems))

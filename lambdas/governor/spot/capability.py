@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from governor.capability import Capability, Trigger, Uses
 from governor.domain.actions import Checkpoint, Notify, Record
 from governor.spot.actions import CompleteLifecycleAction, Deregister, Replace
 from governor.spot.policy import SpotPolicy
+
+if TYPE_CHECKING:
+    from governor.domain.decision import Finding
+
+#: A rebalance recommendation is advice (the instance may run for hours more): it waits for the channel's digest.
+REBALANCE_RULE = "spot-rebalance"
+
+
+def an_interruption_is_coming(finding: Finding) -> bool:
+    """Due at once: an interruption warning (AWS's two minutes), a capacity reservation or block ending; a rebalance
+    recommendation is not (``notifications.immediate: due``)."""
+    return finding.rule != REBALANCE_RULE
+
 
 CAPABILITY = Capability(
     name="spot",
@@ -14,6 +29,7 @@ CAPABILITY = Capability(
     construct_id="Spot",
     acknowledgeable=True,
     time_bound=True,
+    due=an_interruption_is_coming,
     member_accounts=True,
     findings="governor.spot.findings",
     section="spot",

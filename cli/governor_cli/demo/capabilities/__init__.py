@@ -29,6 +29,6 @@ The demo (``demo.run``; ``sim`` is its ``Simulation``, at the current (account, 
 
 Roles another capability's scenario or the summary asks for (``hooks.provided``, exactly one provider each):
 ``warning_finding`` and ``critical_finding`` (findings the notifier delivers), ``reconcile``, ``stopped_by_governor``,
-``click_facts``, ``eks_facts``, ``report_facts``, ``digest_held`` and ``account_figures`` (the organisation demo's
-per-account attribution).
+``click_facts``, ``eks_facts``, ``report_facts``, ``digest_held``, ``digests_posted`` and ``account_figures`` (the
+organisation demo's per-account attribution).
 """

@@ -1,5 +1,5 @@
 """The notifier's scenarios: findings from the governor bus to Slack and email, each delivered exactly once; in the
-demo, what it held for the daily digest."""
+demo, what it held for the channel's digest and how many digests it posted."""
 
 from __future__ import annotations
 
@@ -70,5 +70,10 @@ def policy_sections(policy: Policy) -> dict[str, Any]:
 
 
 def digest_held(result: DemoResult) -> int:
-    """Findings it held for the daily digest (``notifications.immediate``: warnings that are not time-bound)."""
+    """Findings it held for the channel's digest (``notifications.immediate``: what is not due)."""
     return sum(1 for name, r in result.results if name == "notifier" and r.get("status") == "digest")
+
+
+def digests_posted(result: DemoResult) -> int:
+    """The channels' digests posted when the notifier's schedule ticked (``governor.notifier.flush``)."""
+    return sum(len(r.get("digests") or []) for name, r in result.results if r.get("status") == "digest-posted")

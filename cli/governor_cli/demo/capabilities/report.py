@@ -84,11 +84,48 @@ def finish(sim: Simulation) -> None:
     except DeliveryError as error:
         sim.result.failed_deliveries += 1
         sim.result.delivery_errors.append(str(error))
+    send_report_email(sim)
+
+
+def send_report_email(sim: Simulation) -> None:
+    """The report's email, built as the report function builds it (``governor.report.email``: the page, the chart
+    inline, every table in one zip, within 60 KB) and sent through the emulated SES, so ``out/email/`` holds it."""
+    from moto.backends import get_backend
+
+    from governor.adapters.delivery import AwsOutbox
+    from governor.report.email import report_email
+    from governor.report.model import Report
+
+    out, policy = sim.options.out, sim.policy
+    recipients = tuple(policy.reports.email_recipients or policy.notifications.email_recipients)
+    sender = policy.notifications.email_sender
+    if not recipients or not sender:
+        return
+    report = Report.model_validate_json((out / "report.json").read_text(encoding="utf-8"))
+    files = {path.name: path.read_text(encoding="utf-8") for path in sorted(out.glob("*.csv"))}
+    chart = (out / report.chart_file).read_bytes() if (out / report.chart_file).exists() else None
+    mail = report_email(report, files, chart, sender=sender, recipients=recipients)
+    try:
+        AwsOutbox(None, sender).send_email(list(recipients), mail.email, mail.attachments)
+    except Exception as error:  # counted like any failed delivery: the summary says so, the run goes on
+        sim.result.failed_deliveries += 1
+        sim.result.delivery_errors.append(f"report email: {error}")
+        return
+    sent = get_backend("ses")["123456789012"]["us-east-1"].sent_messages
+    sim.result.report_email_bytes = len(sent[-1].raw_data.encode()) if sent else mail.size
+    sim.result.report_email_file = f"{out}/email/{len(sent):04d}.eml"
+    sim.result.report_email_left_out = mail.left_out
 
 
 def report_facts(result: DemoResult) -> list[tuple[str, ...]]:
     """The summary's row for the report the demo rendered."""
-    return [("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)")]
+    rows: list[tuple[str, ...]] = [("report", f"{result.out}/report.html (report.json, slack.json, CSVs, chart.png)")]
+    if result.report_email_file:
+        inside = "without " + " and ".join(result.report_email_left_out) if result.report_email_left_out else ""
+        what = inside or "chart inline, every table in tables.zip"
+        size = f"{result.report_email_bytes / 1024:,.1f} KB"
+        rows.append(("report email", f"{size}, {result.report_email_file} ({what})"))
+    return rows
 
 
 def account_figures(result: DemoResult) -> list[dict[str, Any]]:

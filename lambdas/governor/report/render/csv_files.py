@@ -11,6 +11,9 @@ from governor.domain.escape import csv_cell
 from governor.report.model import FINDING_COLUMNS, Report, columns_of
 from governor.report.render.format import plain_value
 
+#: The email's one attachment holding every table (``governor.report.email``).
+TABLES_ZIP = "tables.zip"
+
 
 def csv_files(report: Report, audit: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, str]:
     """Every table as CSV with a header row, even when empty: findings, budgets, cost tables, each audit query."""

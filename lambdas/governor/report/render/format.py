@@ -203,8 +203,9 @@ def at_stake_text(finding: FindingRow) -> str:
     return f", {money(finding.usd_per_day)} a day at stake"
 
 
-def todo_items(report: Report, limit: int = 5) -> list[str]:
-    """What a reader should do today, in plain sentences, most urgent first (also used by Slack and email)."""
+def todo_items(report: Report, limit: int = 5, rest: str = "in findings.csv") -> list[str]:
+    """What a reader should do today, in plain sentences, most urgent first (also used by Slack and email); ``rest``
+    says where the findings beyond ``limit`` are (Slack: the full report, linked under the list)."""
     todo: list[str] = []
     for finding in report.open_findings[:limit]:
         who = f" ({finding.owner}, {finding.team})" if finding.owner != "unknown" or finding.team != "unknown" else ""
@@ -214,7 +215,7 @@ def todo_items(report: Report, limit: int = 5) -> list[str]:
         )
     hidden = len(report.open_findings) - limit
     if hidden > 0:
-        todo.append(f"…and {plural(hidden, 'more open finding')} in findings.csv.")
+        todo.append(f"…and {plural(hidden, 'more open finding')} {rest}.")
     for budget in report.budgets:
         if budget.forecast_percent >= 100:
             todo.append(

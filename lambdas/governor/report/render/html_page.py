@@ -285,7 +285,7 @@ def _trends_html(report: Report) -> str:
     return chart + "</table>" + legend + _html_table(columns, rows)
 
 
-def _audit_html(report: Report) -> str:
+def _audit_html(report: Report, compact: bool = False) -> str:
     compare = any(q.previous_count is not None for q in report.security)
     overview = []
     for q in report.security:
@@ -301,7 +301,7 @@ def _audit_html(report: Report) -> str:
         _html_table(columns, overview, "No audit queries ran."),
     ]
     for query in report.security:
-        if not query.count:
+        if not query.count or compact:
             continue
         shown = len(query.top_rows)
         parts.append(
@@ -315,27 +315,37 @@ def _audit_html(report: Report) -> str:
     return "".join(parts)
 
 
-def render_html(report: Report, chart_src: str | None = None, *, inline_svg: bool = True) -> str:
+def render_html(
+    report: Report,
+    chart_src: str | None = None,
+    *,
+    inline_svg: bool = True,
+    tables_note: str = "Every table is archived in full as CSV next to this page.",
+    compact: bool = False,
+) -> str:
     """A self-contained page (inline CSS), ordered as a reader acts: today's to-do, money, trends, audit activity.
 
     The fleet chart is inline SVG for browsers; ``chart_src`` (a file name, ``cid:...`` or a data URI) adds the same
-    chart as a PNG, which is what email clients that drop SVG show (``inline_svg=False`` for email).
+    chart as a PNG, which is what email clients that drop SVG show (``inline_svg=False`` for email). ``tables_note``
+    (HTML) says where the tables are: attached, or archived behind the report's link (``governor.report.email``).
+    ``compact`` (an email that must fit its budget) leaves out the utilisation heatmap and each audit query's rows;
+    the counts stay, the rows are in the CSVs.
     """
     parts = [*_head(report), _todo_html(report), *_overview(report)]
     parts.append(
         f"<h2>Needs attention <span class='muted'>({plural(len(report.open_findings), 'open finding')})</span></h2>"
     )
     parts.append(_findings_html(report, FINDING_ROWS if inline_svg else EMAIL_FINDING_ROWS))
-    parts += _money(report, chart_src, inline_svg)
+    parts += _money(report, chart_src, inline_svg, compact)
     if report.trends:
         parts.append(f"<h2>Trend over the last {plural(len(report.trends) + 1, report.kind + ' report')}</h2>")
         parts.append(_trends_html(report))
     parts.append("<h2>Audit activity (CIS monitoring queries)</h2>")
-    parts.append(_audit_html(report))
+    parts.append(_audit_html(report, compact))
     if report.dashboard_url:
         url = html_text(report.dashboard_url)
         parts.append(f"<p><a href='{url}'>CloudWatch dashboard</a></p>")
-    parts.append("<p class='muted'>Every table is attached in full as CSV.</p></body></html>")
+    parts.append(f"<p class='muted'>{tables_note}</p></body></html>")
     return "\n".join(parts)
 
 
@@ -383,7 +393,7 @@ def _overview(report: Report) -> list[str]:
     return parts
 
 
-def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]:
+def _money(report: Report, chart_src: str | None, inline_svg: bool, compact: bool = False) -> list[str]:
     """The money section: the fleet chart, budgets, idle spend and its offenders, spend tables, Spot, rightsizing."""
     cost = report.cost
     parts = ["<h2>Money</h2>", *[f"<p class='note'>{html_text(n)}</p>" for n in cost.notes]]
@@ -405,7 +415,7 @@ def _money(report: Report, chart_src: str | None, inline_svg: bool) -> list[str]
     parts.append(_html_table(cost.energy.columns, cost.energy.rows, "No idle GPU time in this period."))
     parts += _paid_unused(cost)
     parts += _coverage(cost)
-    if report.charts.heatmap:
+    if report.charts.heatmap and not compact:
         parts.append("<h3>Busiest GPU's utilisation, top idle offenders</h3>")
         parts.append(charting.heatmap_html(report.charts, tooltips=inline_svg))
     for table in (*([cost.by_namespace] if cost.by_namespace is not None else []), cost.by_owner, cost.by_type):

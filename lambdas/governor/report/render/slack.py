@@ -13,6 +13,7 @@ from governor.domain.messages import (
     split_text,
 )
 from governor.report.model import Report, Table
+from governor.report.render.csv_files import TABLES_ZIP
 from governor.report.render.format import (
     delta,
     energy_text,
@@ -29,7 +30,13 @@ def _link_line(report: Report) -> str:
     if not report.report_url:
         return "The full report (HTML and every table as CSV) is in the reports bucket."
     expiry = f" The link expires {report.report_url_expires:%d %b %Y %H:%M} UTC." if report.report_url_expires else ""
+    if report.report_url.startswith(S3_CONSOLE):
+        expiry = " (the S3 console: sign in to the account to open it)"
     return f"<{report.report_url}|Open the full report> (charts, every finding, every table).{expiry}"
+
+
+#: The S3 console's object pages: the report's link when no pre-signed one could be made (report handler).
+S3_CONSOLE = "https://console.aws.amazon.com/s3/"
 
 
 def slack_messages(report: Report, teams: int = 5) -> list[Message]:
@@ -54,7 +61,7 @@ def slack_messages(report: Report, teams: int = 5) -> list[Message]:
 
 
 def _todo_text(report: Report) -> str:
-    todo = todo_items(report)
+    todo = todo_items(report, rest="in the full report (link below)" if report.report_url else "in the full report")
     if not todo:
         return "*Nothing needs doing today:* no open warning or critical findings."
     lines = "\n".join(f"{i}. {slack_text(t)}" for i, t in enumerate(todo, start=1))
@@ -185,7 +192,7 @@ def render_text(report: Report) -> str:
         if query.count or query.error:
             change = f" ({query.change_text()})" if query.change is not None else ""
             lines.append(f"  {query.name}: {plural(query.count, 'event')}{change}")
-    lines += ["", "Every table is attached as CSV."]
+    lines += ["", f"Every table is attached as CSV in {TABLES_ZIP} (archived with the full report when too large)."]
     if report.report_url:
         lines.append(f"Full report: {report.report_url}")
     return "\n".join(lines) + "\n"

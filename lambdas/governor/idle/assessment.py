@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from governor.domain.fleet import Instance, exemption, snoozed_until
+from governor.idle.activity import with_activity
 from governor.idle.checks import idle_checks, stall_check, window_stats
 from governor.idle.domain import (
     CPU_UTILIZATION,
@@ -140,7 +141,8 @@ def assess_signals(
         f"idle by every signal for {policy.window_minutes} min: GPU max {evidence['max_gpu_utilization']:.1f}%"
         f"{memory}{watts}"
     ]
-    return Assessment(instance_id, "idle", reasons, evidence)
+    # The team's activity signals can keep it (busy) or leave it unknown (unmonitored), never make it idle.
+    return with_activity(Assessment(instance_id, "idle", reasons, evidence), signals, policy, now)
 
 
 @dataclass

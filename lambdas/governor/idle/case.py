@@ -117,7 +117,7 @@ class Case:
             reasons=reasons,
             evidence=recorded,
             severity=row.severity or "info",
-            rule=f"idle.{row.outcome}",
+            rule=row.rule_id,
         )
 
     def cleared(self) -> tuple[list[str], list[AnyAction]]:
@@ -155,4 +155,6 @@ CONDITION_TESTS: dict[str, Callable[[Case], bool]] = {
     "report only": lambda case: bool(case.report_only),
     "checkpoint due": lambda case: bool(case.command) and case.spell.checkpoint_sent_at is None,
     "checkpoint running": _checkpoint_running,
+    "kept by a signal": lambda case: bool(case.assessment.evidence.get("kept_by_signal")),
+    "signal unknown": lambda case: bool(case.assessment.evidence.get("signal_unknown")),
 }

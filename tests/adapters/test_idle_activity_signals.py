@@ -1,0 +1,131 @@
+"""Activity signals the team defines (``idle.activity_signals``, issue 49.6) through the real idle handler on moto:
+a signal above its threshold keeps a machine the GPU metrics call idle, a signal without data leaves it unknown (never
+idle), a signal never makes a busy machine idle, and a signal is tied to the instance its dimension names."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from governor.adapters.ec2 import Ec2Actions, Ec2Reader
+from governor.adapters.ssm import SsmCommands
+from governor.idle.autoscaling import AutoScalingGroups
+from governor.idle.domain import IDLE_SINCE_TAG
+from governor.idle.handler import handle
+from governor.idle.ports import Adapters
+from governor.idle.sources import metric_source
+from governor.policy import PolicyError, parse_policy
+from governor.runtime import Runtime
+from governor_cli.testing.memory import MemoryDeadLetters, MemoryLedger, MemorySink
+from tests.adapters.test_idle_sweep import CLOCK, NOW, T0, _event, _launch, _metrics, _tags
+
+KERNEL = {
+    "name": "notebook-kernel",
+    "namespace": "Team/Jupyter",
+    "metric": "KernelBusy",
+    "dimensions": {"InstanceId": "{instance_id}", "Service": "jupyter"},
+    "threshold": 0,
+}
+
+
+def _kernel(instance_id: str, value: float, minutes: int = 200) -> None:
+    """What the team's notebook server publishes: 1 while a kernel runs a cell, else 0, every minute."""
+    data = [
+        {
+            "MetricName": "KernelBusy",
+            "Dimensions": [{"Name": "InstanceId", "Value": instance_id}, {"Name": "Service", "Value": "jupyter"}],
+            "Timestamp": NOW - dt.timedelta(minutes=m),
+            "Value": value,
+        }
+        for m in range(-60, minutes + 1)
+    ]
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    for start in range(0, len(data), 500):
+        cloudwatch.put_metric_data(Namespace="Team/Jupyter", MetricData=data[start : start + 500])
+
+
+def _runtime(**idle: Any) -> Runtime:
+    settings = {"enforce": True, "launch_grace_minutes": 0, "max_fleet_percent": 100, **idle}
+    return Runtime(
+        policy=parse_policy({"idle": settings}),
+        ledger=MemoryLedger(),
+        sink=MemorySink(),
+        dead_letters=MemoryDeadLetters(),
+        region="us-east-1",
+    )
+
+
+def _aws(runtime: Runtime) -> Adapters:
+    """The handler's own wiring of the metric source: the policy's signals read with the GPU series."""
+    return Adapters(
+        Ec2Reader("us-east-1", wildcard_type_filter=False),
+        Ec2Actions("us-east-1"),
+        metric_source("cloudwatch_agent", "us-east-1", activity=runtime.policy.idle.activity_signals),
+        SsmCommands("us-east-1"),
+        AutoScalingGroups("us-east-1"),
+        CLOCK,
+    )
+
+
+def _decisions(runtime: Runtime) -> dict[str, Any]:
+    return {d.resource: d for _, d in runtime.ledger.decisions}  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def fleet() -> Any:
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        kept, quiet, silent, busy = _launch(ec2, "g5.xlarge", 4)
+        for instance in (kept, quiet, silent):
+            _metrics(instance, 0.3)  # every GPU signal says idle
+        _metrics(busy, 80.0)
+        _kernel(kept, 1.0)  # a kernel runs a cell: the team's signal says busy
+        _kernel(quiet, 0.0)  # the notebook server runs, no kernel busy
+        _kernel(busy, 0.0)  # the signal reads quiet on a busy GPU
+        yield ec2, {"kept": kept, "quiet": quiet, "silent": silent, "busy": busy}
+
+
+def test_a_team_signal_keeps_a_machine_the_gpu_metrics_call_idle_and_missing_data_is_unknown(fleet: Any) -> None:
+    ec2, ids = fleet
+    runtime = _runtime(activity_signals=[KERNEL])
+    first = handle(_event(T0, "sweep-1"), runtime, _aws(runtime))
+    decided = _decisions(runtime)
+    kept = decided[ids["kept"]]
+    assert (kept.rule, kept.evidence["status"]) == ("idle.kept-by-signal", "busy")
+    assert kept.evidence["kept_by_signal"] == ["notebook-kernel"]
+    assert kept.evidence["activity_signals"]["notebook-kernel"]["max"] == 1.0
+    assert "activity signal notebook-kernel (Team/Jupyter KernelBusy) read 1" in kept.reasons[0]
+    assert IDLE_SINCE_TAG not in _tags(ec2, ids["kept"])
+    # The signal is tied to the instance its dimension names: the quiet one is warned, not spared by the other's.
+    assert decided[ids["quiet"]].evidence["status"] == "warned" and IDLE_SINCE_TAG in _tags(ec2, ids["quiet"])
+    silent = decided[ids["silent"]]
+    assert (silent.rule, silent.evidence["status"]) == ("idle.signal-unknown", "unmonitored")
+    assert silent.evidence["activity_signals"]["notebook-kernel"]["samples"] == 0
+    assert "unknown, and unknown is never idle" in silent.reasons[0]
+    assert decided[ids["busy"]].evidence["status"] == "busy" and decided[ids["busy"]].rule == "idle.busy"
+    assert first["outcomes"] == {"busy": 2, "warned": 1, "unmonitored": 1}
+    warned = [f.resource for f in runtime.sink.findings if f.severity == "warning"]  # type: ignore[attr-defined]
+    assert warned == [ids["quiet"]]
+
+
+def test_a_signal_that_turns_busy_after_the_warning_withdraws_it_and_nothing_is_stopped(fleet: Any) -> None:
+    ec2, ids = fleet
+    runtime = _runtime(activity_signals=[KERNEL])
+    handle(_event(T0, "sweep-1"), runtime, _aws(runtime))
+    _kernel(ids["quiet"], 1.0, minutes=5)  # someone opens the notebook and runs a cell
+    handle(_event(T0 + dt.timedelta(minutes=30), "sweep-2"), runtime, _aws(runtime))
+    decided = _decisions(runtime)[ids["quiet"]]
+    assert decided.rule == "idle.resumed" and decided.evidence["kept_by_signal"] == ["notebook-kernel"]
+    state = ec2.describe_instances(InstanceIds=[ids["quiet"]])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state == "running"
+
+
+def test_a_signal_must_name_the_instance_it_judges() -> None:
+    unbound = {**KERNEL, "dimensions": {"Service": "jupyter"}}
+    with pytest.raises(PolicyError) as refused:
+        parse_policy({"idle": {"activity_signals": [unbound]}})
+    assert "idle.activity_signals.0" in str(refused.value) and "{instance_id}" in str(refused.value)

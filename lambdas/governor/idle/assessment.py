@@ -32,6 +32,7 @@ from governor.idle.domain import (
     required_signals,
     warning_window_minutes,
 )
+from governor.idle.gpu_pods import gpu_only, held_reason, host_work, without_gpu_pods
 from governor.idle.policy import IdlePolicy
 from governor.policy import Policy
 
@@ -94,6 +95,10 @@ def assess_signals(
     the re-check before acting and the backtest (whose columnar replay applies the same :func:`idle_checks`);
     grace, exemptions and snoozes are applied by ``assess``.
     """
+    held = without_gpu_pods(signals, policy, now)
+    if held is not None:  # a GPU node no GPU pod held: its CPU pods' work does not keep it
+        held["host_work"] = host_work(signals, policy, now)
+        policy = gpu_only(policy)
     end = now.timestamp()
     start = end - policy.window_minutes * 60
     evidence: dict[str, Any] = {
@@ -141,6 +146,9 @@ def assess_signals(
         f"idle by every signal for {policy.window_minutes} min: GPU max {evidence['max_gpu_utilization']:.1f}%"
         f"{memory}{watts}"
     ]
+    if held is not None:
+        evidence["gpu_node_without_gpu_pods"] = held
+        reasons.append(held_reason(policy, held["host_work"]))
     # The team's activity signals can keep it (busy) or leave it unknown (unmonitored), never make it idle.
     return with_activity(Assessment(instance_id, "idle", reasons, evidence), signals, policy, now)
 

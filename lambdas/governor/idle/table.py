@@ -41,12 +41,18 @@ CONDITIONS: dict[str, str] = {
         "every GPU signal says idle, but one of the team's activity signals (idle.activity_signals) read above its "
         "threshold in the window"
     ),
+    "no GPU pod": (
+        "no pod requested nvidia.com/gpu on the node for the whole window (the DCGM exporter's pod labels): a GPU node "
+        "held by CPU pods"
+    ),
     "signal unknown": (
         "every GPU signal says idle, but one of the team's activity signals has too few samples or none recent"
     ),
 }
 
 _CLEAR_MARK = "untag governor:idle-since (when marked)"
+#: The rule of the warning about a GPU node no GPU pod used (issue 49.5).
+GPU_NODE_CPU_PODS = "idle.gpu-node-cpu-pods"
 
 
 @dataclass(frozen=True)
@@ -182,6 +188,21 @@ ROWS: tuple[Row, ...] = (
         "idle.kept-by-signal",
     ),
     *_not_idle("busy", "ok", "info", "a signal shows work"),
+    Row(
+        "warn: GPU node held by CPU pods",
+        _IDLE,
+        "warned",
+        "act",
+        "a GPU node no GPU pod used for the warning window: the owner hears what it costs at its GPU price, and the "
+        "drain (or report) is due after warning_minutes",
+        when=("no GPU pod", "not warned"),
+        severity="warning",
+        actions=(
+            "tag governor:idle-since",
+            "warn the owner with the node's GPU price a day (Keep and Stop now buttons)",
+        ),
+        rule=GPU_NODE_CPU_PODS,
+    ),
     Row(
         "warn",
         _IDLE,

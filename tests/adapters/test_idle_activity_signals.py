@@ -50,8 +50,12 @@ def _kernel(instance_id: str, value: float, minutes: int = 200) -> None:
 
 def _runtime(**idle: Any) -> Runtime:
     settings = {"enforce": True, "launch_grace_minutes": 0, "max_fleet_percent": 100, **idle}
+    try:
+        policy = parse_policy({"idle": settings})
+    except PolicyError as refused:
+        raise AssertionError(f"the policy refuses a well-formed activity signal: {refused}") from None
     return Runtime(
-        policy=parse_policy({"idle": settings}),
+        policy=policy,
         ledger=MemoryLedger(),
         sink=MemorySink(),
         dead_letters=MemoryDeadLetters(),

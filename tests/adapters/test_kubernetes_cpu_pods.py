@@ -110,7 +110,7 @@ def test_a_gpu_node_no_gpu_pod_used_is_warned_with_its_gpu_price_then_drained(
         first = setup.sweep(0, "sweep-1")
         assert first["outcomes"] == {"warned": 1}, first
         warned = setup.decisions()[-1]
-        assert warned.rule == "idle.gpu-node-cpu-pods" and warned.evidence["status"] == "warned"
+        assert warned.rule == "idle.warned" and warned.evidence["status"] == "warned"  # same buttons, same digest
         held = warned.evidence["gpu_node_without_gpu_pods"]
         assert (held["usd_per_hour"], held["usd_per_day"]) == (55.04, 1320.96)
         assert held["host_work"] == ["CPU utilisation reached 60.0%"]

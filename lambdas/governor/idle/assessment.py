@@ -32,7 +32,7 @@ from governor.idle.domain import (
     required_signals,
     warning_window_minutes,
 )
-from governor.idle.gpu_pods import gpu_only, held_reason, host_work, without_gpu_pods
+from governor.idle.gpu_pods import gpu_only, host_work, unused_gpus, without_gpu_pods
 from governor.idle.policy import IdlePolicy
 from governor.policy import Policy
 
@@ -146,9 +146,7 @@ def assess_signals(
         f"idle by every signal for {policy.window_minutes} min: GPU max {evidence['max_gpu_utilization']:.1f}%"
         f"{memory}{watts}"
     ]
-    if held is not None:
-        evidence["gpu_node_without_gpu_pods"] = held
-        reasons.append(held_reason(policy, held["host_work"]))
+    reasons += unused_gpus(evidence, held, signals, policy, now)  # held by CPU pods, or with nothing on them
     # The team's activity signals can keep it (busy) or leave it unknown (unmonitored), never make it idle.
     return with_activity(Assessment(instance_id, "idle", reasons, evidence), signals, policy, now)
 

@@ -50,9 +50,10 @@ class Case:
             **self.assessment.evidence,
         }
         self.evidence["purchase"] = purchase_model(self.instance).evidence()
-        held = self.evidence.get("gpu_node_without_gpu_pods")
-        if held is not None:  # what the node costs a day at its GPU price, on every decision about it
-            self.evidence["gpu_node_without_gpu_pods"] = {**held, **gpu_node_price(self.instance.type, self.policy)}
+        for key in ("gpu_node_without_gpu_pods", "no_process"):
+            held = self.evidence.get(key)
+            if held is not None:  # what it costs a day at its GPU price, on every decision about it
+                self.evidence[key] = {**held, **gpu_node_price(self.instance.type, self.policy)}
 
     @cached_property
     def owner(self) -> Ownership:
@@ -160,6 +161,7 @@ CONDITION_TESTS: dict[str, Callable[[Case], bool]] = {
     "checkpoint due": lambda case: bool(case.command) and case.spell.checkpoint_sent_at is None,
     "checkpoint running": _checkpoint_running,
     "no GPU pod": lambda case: "gpu_node_without_gpu_pods" in case.evidence,
+    "no process": lambda case: "no_process" in case.evidence,
     "kept by a signal": lambda case: bool(case.assessment.evidence.get("kept_by_signal")),
     "signal unknown": lambda case: bool(case.assessment.evidence.get("signal_unknown")),
 }

@@ -1,4 +1,7 @@
-"""A GPU node held by CPU pods (issue 49.5), pure: no pod requested ``nvidia.com/gpu`` on it for the whole window.
+"""GPUs paid for and used by nothing, pure: a GPU node held by CPU pods (issue 49.5), and GPUs held with no process
+on them (issue 49.6).
+
+A GPU node held by CPU pods: no pod requested ``nvidia.com/gpu`` on it for the whole window.
 
 The DCGM exporter labels each GPU (and MIG slice) with the pod the kubelet allocated it to (its pod-resources
 mapping: ``nvidia.com/gpu`` and MIG resources, never processes), and the Prometheus source counts, per minute, the
@@ -91,3 +94,62 @@ def cpu_pods_title(instance: Any, held: Mapping[str, Any], then: str) -> str:
         f"GPU node {instance.id} ({instance.type}) runs no GPU pod ({held['minutes']} min): {cost} for CPU work; "
         f"{then} UTC"
     )
+
+
+#: GPU memory in use (MiB) at most which no process has the GPU open. Measured (tests/fixtures): a GPU without any
+#: process reads 0 MiB (the DCGM exporter's H100s 1-7; nvidia-smi's A100 and A10G instances), a MIG slice 12-14 MiB
+#: (A100 1g, H100 1g.10gb), an A10G with only Xorg 22 MiB; a CUDA context alone takes hundreds (a python process
+#: 1005 MiB on the T4). Neither exporter publishes processes: dcgm-exporter's pod labels are the kubelet's allocations,
+#: the CloudWatch agent's nvidia_smi input has no process metric; so "no process" is read from the memory floor.
+NO_PROCESS_MIB = 32.0
+
+
+def no_process(evidence: Mapping[str, Any], held_by_pods: int | None) -> dict[str, Any] | None:
+    """Evidence that an idle instance's GPUs had nothing on them for the whole window (its busiest device's memory
+    in use at most :data:`NO_PROCESS_MIB`), with how many a pod held (``held_by_pods``: a cluster node's allocations);
+    None when memory was not read or something was loaded."""
+    peak = evidence.get("max_gpu_memory_used_mib")
+    if peak is None or peak > NO_PROCESS_MIB:
+        return None
+    return {"max_gpu_memory_used_mib": peak, "floor_mib": NO_PROCESS_MIB, "held_by_pods": held_by_pods}
+
+
+def pods_holding(signals: Mapping[str, Series], policy: IdlePolicy, now: dt.datetime) -> int | None:
+    """The most devices a pod held at once in the window (None: the source does not say)."""
+    series = signals.get(GPU_PODS)
+    if series is None:
+        return None
+    end = now.timestamp()
+    values = series.window(end - policy.window_minutes * 60, end)
+    return int(max(values)) if values else 0
+
+
+def no_process_title(held: Mapping[str, Any]) -> str:
+    """What the owner's warning adds: held with nothing on the GPUs, and what that costs."""
+    pods = held.get("held_by_pods")
+    who = f"{pods} GPU(s) allocated to pods with" if pods else "held with"
+    cost = f", ${held['usd_per_day']:,.2f} a day" if "usd_per_day" in held else ""
+    return f"; {who} no process on them (GPU memory {held['max_gpu_memory_used_mib']:g} MiB, no compute){cost}"
+
+
+def unused_gpus(
+    evidence: dict[str, Any],
+    held: dict[str, Any] | None,
+    signals: Mapping[str, Series],
+    policy: IdlePolicy,
+    now: dt.datetime,
+) -> list[str]:
+    """An idle assessment's evidence of GPUs paid for and used by nothing (a node no GPU pod held, GPUs with no
+    process on them), recorded in ``evidence``, and said in words."""
+    said = []
+    if held is not None:
+        evidence["gpu_node_without_gpu_pods"] = held
+        said.append(held_reason(policy, held["host_work"]))
+    empty = no_process(evidence, pods_holding(signals, policy, now))
+    if empty is not None:
+        evidence["no_process"] = empty
+        said.append(
+            f"nothing on the GPUs: memory in use at most {empty['max_gpu_memory_used_mib']:g} MiB for "
+            f"{policy.window_minutes} min (no process has a GPU open below {NO_PROCESS_MIB:g} MiB), no compute"
+        )
+    return said

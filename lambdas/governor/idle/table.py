@@ -45,14 +45,20 @@ CONDITIONS: dict[str, str] = {
         "no pod requested nvidia.com/gpu on the node for the whole window (the DCGM exporter's pod labels): a GPU node "
         "held by CPU pods"
     ),
+    "no process": (
+        "every GPU's memory in use stayed at the floor of a GPU no process has open (no CUDA context) for the whole "
+        "window, with no compute"
+    ),
     "signal unknown": (
         "every GPU signal says idle, but one of the team's activity signals has too few samples or none recent"
     ),
 }
 
 _CLEAR_MARK = "untag governor:idle-since (when marked)"
-#: The rule of the warning about a GPU node no GPU pod used (issue 49.5).
-GPU_NODE_CPU_PODS = "idle.gpu-node-cpu-pods"
+#: The warnings that say more than idle (issue 49.5, 49.6): still rule idle.warned, so the owner's digest and its
+#: Keep and Stop now buttons are the same; the row's name is in ``explain`` and its evidence in the ledger.
+CPU_PODS_ROW = "warn: GPU node held by CPU pods"
+NO_PROCESS_ROW = "warn: held, no process"
 
 
 @dataclass(frozen=True)
@@ -189,7 +195,7 @@ ROWS: tuple[Row, ...] = (
     ),
     *_not_idle("busy", "ok", "info", "a signal shows work"),
     Row(
-        "warn: GPU node held by CPU pods",
+        CPU_PODS_ROW,
         _IDLE,
         "warned",
         "act",
@@ -201,7 +207,17 @@ ROWS: tuple[Row, ...] = (
             "tag governor:idle-since",
             "warn the owner with the node's GPU price a day (Keep and Stop now buttons)",
         ),
-        rule=GPU_NODE_CPU_PODS,
+    ),
+    Row(
+        NO_PROCESS_ROW,
+        _IDLE,
+        "warned",
+        "act",
+        "GPUs held with nothing on them (memory at the no-process floor, no compute) for the warning window: the owner "
+        "hears it is held for nothing, and the action (or report) is due after warning_minutes",
+        when=("no process", "not warned"),
+        severity="warning",
+        actions=("tag governor:idle-since", "warn the owner: held with no process (Keep and Stop now buttons)"),
     ),
     Row(
         "warn",

@@ -133,3 +133,54 @@ def test_a_signal_must_name_the_instance_it_judges() -> None:
     with pytest.raises(PolicyError) as refused:
         parse_policy({"idle": {"activity_signals": [unbound]}})
     assert "idle.activity_signals.0" in str(refused.value) and "{instance_id}" in str(refused.value)
+
+
+def test_a_promql_signal_keeps_only_the_node_of_its_cluster_it_names(aws_only: None, prometheus: Any) -> None:
+    """A PromQL signal read from the cluster's Prometheus: its series naming the node (proven that cluster's, through
+    kube_node_info and the API's providerID) keeps it; a series naming a node the cluster does not have is nobody's."""
+    from tests.adapters.test_kubernetes_cpu_pods import Setup
+    from tests.adapters.test_kubernetes_sources import NODE
+
+    server, _ = prometheus
+    signal = {"name": "kernel", "promql": 'kernel_busy{cluster="gpu-prod"}', "cluster": "gpu-prod", "threshold": 0}
+    setup = Setup(prometheus, gpu_pod=True, activity_signals=[signal], cpu_utilization_threshold=None)
+    try:
+        for minute in range(-60, 200):
+            at = (T0 - dt.timedelta(minutes=minute)).timestamp()
+            server.add(at, "kernel_busy", {"cluster": "gpu-prod", "node": NODE}, 1.0)
+            server.add(at, "kernel_busy", {"cluster": "gpu-prod", "node": "ip-10-9-9-9.ec2.internal"}, 1.0)
+        assert setup.sweep(0, "sweep-1")["outcomes"] == {"busy": 1}
+        decided = setup.decisions()[-1]
+        assert decided.rule == "idle.kept-by-signal" and decided.evidence["kept_by_signal"] == ["kernel"]
+        assert decided.evidence["activity_signals"]["kernel"]["source"] == "PromQL on gpu-prod"
+    finally:
+        setup.api.stop()
+
+
+def test_a_promql_series_naming_another_node_spares_nothing(aws_only: None, prometheus: Any) -> None:
+    from tests.adapters.test_kubernetes_cpu_pods import Setup
+
+    server, _ = prometheus
+    signal = {"name": "kernel", "promql": 'kernel_busy{cluster="gpu-prod"}', "cluster": "gpu-prod", "threshold": 0}
+    setup = Setup(prometheus, gpu_pod=True, activity_signals=[signal], cpu_utilization_threshold=None)
+    try:
+        for minute in range(-60, 200):
+            at = (T0 - dt.timedelta(minutes=minute)).timestamp()
+            server.add(at, "kernel_busy", {"cluster": "gpu-prod", "node": "ip-10-9-9-9.ec2.internal"}, 1.0)
+        assert setup.sweep(0, "sweep-1")["outcomes"] == {"unmonitored": 1}  # its own signal has no data: unknown
+        assert setup.decisions()[-1].rule == "idle.signal-unknown"
+    finally:
+        setup.api.stop()
+
+
+def test_a_promql_signal_names_a_prometheus_cluster_of_the_policy() -> None:
+    signal = {"name": "kernel", "promql": "kernel_busy", "cluster": "nowhere", "threshold": 0}
+    with pytest.raises(PolicyError) as refused:
+        parse_policy({"idle": {"activity_signals": [signal]}})
+    assert "activity_signals.0.cluster" in str(refused.value)
+
+
+@pytest.fixture
+def aws_only() -> Any:
+    with mock_aws():
+        yield

@@ -21,6 +21,7 @@ from governor.idle.handler import handle
 from governor.idle.kubernetes.api import KubernetesApi
 from governor.idle.kubernetes.nodes import KubernetesNodes
 from governor.idle.sources import metric_source
+from governor.policy import PolicyError
 from governor_cli.testing.dcgm import PrometheusServer, exposition, load_capture
 from tests.adapters.test_idle_sweep import T0, _aws, _event, _runtime
 from tests.adapters.test_kubernetes_reclaim import FakeApiServer, node, pod
@@ -62,7 +63,9 @@ def _cpu(instance: str, percent: float) -> None:
 
 
 class Setup:
-    def __init__(self, prometheus: tuple[PrometheusServer, str], *, gpu_pod: bool, enforce: bool = True) -> None:
+    def __init__(
+        self, prometheus: tuple[PrometheusServer, str], *, gpu_pod: bool, enforce: bool = True, **idle: Any
+    ) -> None:
         server, url = prometheus
         self.instance = _karpenter_node()
         capture = load_capture()
@@ -81,10 +84,17 @@ class Setup:
             "node_label": "hostname",
             "reclaim": "drain",
         }
-        self.runtime = _runtime(clusters=[cluster], cpu_utilization_threshold=10, enforce=enforce)
+        try:
+            self.runtime = _runtime(clusters=[cluster], **{"cpu_utilization_threshold": 10, "enforce": enforce, **idle})
+        except PolicyError as refused:
+            raise AssertionError(f"the policy refuses it: {refused}") from None
+        idle_policy = self.runtime.policy.idle
+        signals = {"activity": idle_policy.activity_signals} if idle else {}  # only the signal tests name any
         self.aws = _aws(
-            metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=self.runtime.policy.idle.clusters)
-        )  # type: ignore[arg-type]
+            metrics=metric_source(  # type: ignore[arg-type]
+                "cloudwatch_agent", "us-east-1", clusters=idle_policy.clusters, **signals
+            )
+        )
         self.aws.nodes = KubernetesNodes(
             "us-east-1", self.aws.groups, api=lambda c: KubernetesApi(api_url, lambda: "t")
         )

@@ -29,8 +29,7 @@ def _judge(
     expected = max(1, int(policy.window_minutes * 60 // signal.period_seconds))
     newest = series.newest(end + 1) if series is not None else None
     found: dict[str, Any] = {
-        "namespace": signal.namespace,
-        "metric": signal.metric,
+        "source": f"{signal.namespace} {signal.metric}" if signal.promql is None else f"PromQL on {signal.cluster}",
         "threshold": signal.threshold,
         "samples": len(values),
         "expected_samples": expected,
@@ -58,10 +57,18 @@ def with_activity(
         return assessment
     end = now.timestamp()
     start = end - policy.window_minutes * 60
-    judged = {s.name: _judge(s, signals.get(activity_key(s.name)), policy, start, end) for s in policy.activity_signals}
+    # A signal judges the instances it was read for (a PromQL signal: its cluster's nodes); the production source
+    # always hands those an entry, empty when nothing was read (unknown).
+    judged = {
+        s.name: _judge(s, signals[activity_key(s.name)], policy, start, end)
+        for s in policy.activity_signals
+        if activity_key(s.name) in signals
+    }
+    if not judged:
+        return assessment
     evidence = {**assessment.evidence, "activity_signals": judged}
     busy = [
-        f"activity signal {name} ({j['namespace']} {j['metric']}) read {j['max']:g}, above its threshold "
+        f"activity signal {name} ({j['source']}) read {j['max']:g}, above its threshold "
         f"{j['threshold']:g}: the team's own signal keeps it (GPU signals alone said idle)"
         for name, j in judged.items()
         if j["state"] == "busy"
@@ -70,7 +77,7 @@ def with_activity(
         evidence["kept_by_signal"] = sorted(n for n, j in judged.items() if j["state"] == "busy")
         return Assessment(assessment.instance_id, "busy", busy, evidence)
     unknown = [
-        f"activity signal {name} ({j['namespace']} {j['metric']}): {j['samples']} of {j['expected_samples']} "
+        f"activity signal {name} ({j['source']}): {j['samples']} of {j['expected_samples']} "
         "expected samples or none recent: unknown, and unknown is never idle"
         for name, j in judged.items()
         if j["state"] == "unknown"

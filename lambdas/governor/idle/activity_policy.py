@@ -22,20 +22,32 @@ INSTANCE_PLACEHOLDER = "{instance_id}"
 
 
 class ActivitySignal(Section):
-    """One CloudWatch metric per instance: busy while a sample in the window reads above ``threshold``."""
+    """One metric per instance: busy while a sample in the window reads above ``threshold``. Either a CloudWatch
+    metric (``namespace``, ``metric``, ``dimensions``) or a PromQL query read from the Prometheus of ``cluster`` (one
+    of ``idle.clusters``), its series mapped to a node of that cluster, or its instance, by the label ``label``."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
-    namespace: str = Field(min_length=1, max_length=255, pattern=r"^[^:].*$")
-    metric: str = Field(min_length=1, max_length=255)
+    namespace: str | None = Field(None, min_length=1, max_length=255, pattern=r"^[^:].*$")
+    metric: str | None = Field(None, min_length=1, max_length=255)
     # At least one value must be exactly {instance_id}; the others are matched as written.
-    dimensions: dict[str, str] = Field(min_length=1, max_length=30)
+    dimensions: dict[str, str] = Field(default_factory=dict, max_length=30)
     statistic: Literal["Maximum", "Average", "Sum", "Minimum", "SampleCount"] = "Maximum"
+    # PromQL: a query whose series carry ``label`` naming the node (or the instance id); read as max by (label).
+    promql: str | None = Field(None, min_length=1, max_length=1000)
+    cluster: str | None = Field(None, min_length=1, max_length=100)
+    label: str = Field("node", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
     threshold: float
     # How often the team publishes it: fewer than idle.min_samples_fraction of window / period samples is unknown.
     period_seconds: int = Field(60, ge=60, le=3600, multiple_of=60)
 
     @model_validator(mode="after")
     def _names_the_instance(self) -> ActivitySignal:
+        if self.promql is not None:
+            if self.cluster is None or self.namespace or self.metric or self.dimensions:
+                raise ValueError("a PromQL signal names its cluster (idle.clusters) and no CloudWatch metric")
+            return self
+        if not self.namespace or not self.metric or self.cluster is not None:
+            raise ValueError("a signal is a CloudWatch metric (namespace, metric, dimensions) or promql with cluster")
         if INSTANCE_PLACEHOLDER not in self.dimensions.values():
             raise ValueError(
                 f"dimensions: one value must be {INSTANCE_PLACEHOLDER} (a signal judges the instance it names; a "
@@ -46,6 +58,11 @@ class ActivitySignal(Section):
                 raise ValueError(f"dimensions: {key!r}={value!r}: only {INSTANCE_PLACEHOLDER} may be a placeholder")
         return self
 
+    @property
+    def query(self) -> str:
+        """The PromQL read: one series per node (or instance) the label names."""
+        return f"max by ({self.label}) ({self.promql})"
+
     def dimensions_for(self, instance_id: str) -> list[dict[str, str]]:
         """The metric's dimensions for one instance, as GetMetricData takes them."""
         return [
@@ -54,4 +71,5 @@ class ActivitySignal(Section):
         ]
 
     def __hash__(self) -> int:  # frozen, but dimensions is a dict: the adapters are cached per policy (per_session)
-        return hash((self.name, self.namespace, self.metric, tuple(sorted(self.dimensions.items())), self.statistic))
+        dimensions = tuple(sorted(self.dimensions.items()))
+        return hash((self.name, self.namespace, self.metric, dimensions, self.statistic, self.promql, self.cluster))

@@ -194,4 +194,11 @@ class IdlePolicy(Section):
         names = [s.name for s in self.activity_signals]
         if len(names) != len(set(names)):
             raise ValueError("activity_signals: each signal needs its own name")
+        prometheus = {c.name for c in self.clusters if c.metric_source == "prometheus"}
+        for index, signal in enumerate(self.activity_signals):
+            if signal.cluster is not None and signal.cluster not in prometheus:
+                raise ValueError(
+                    f"activity_signals.{index}.cluster: {signal.cluster!r} is not a cluster of idle.clusters read "
+                    "from Prometheus (a PromQL signal speaks only for that cluster's nodes)"
+                )
         return self

@@ -126,6 +126,10 @@ class PrometheusMetrics:
         """GPU-hours by namespace of the last fetch's nodes, from the pods DCGM mapped to each GPU (``attribute``)."""
         return attribute(self.readings, threshold, teams, start, end)
 
+    def range_query(self, promql: str, start: dt.datetime, end: dt.datetime) -> list[Any]:
+        """One range query's ``data.result`` (the team's PromQL activity signals, ``governor.idle.activity_source``)."""
+        return self._query(promql, start.replace(second=0, microsecond=0), end)
+
     def _query(self, promql: str, start: dt.datetime, end: dt.datetime, *, instant: bool = False) -> list[Any]:
         if instant:
             path, params = "/api/v1/query", {"query": promql, "time": f"{end.timestamp():.3f}"}

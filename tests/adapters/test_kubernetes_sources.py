@@ -17,6 +17,7 @@ from governor.idle.assessment import assess_signals
 from governor.idle.domain import (
     GPU_ENGINE_ACTIVE,
     GPU_MEMORY_USED,
+    GPU_PODS,
     GPU_POWER,
     GPU_UTILIZATION,
     NETWORK_BYTES,
@@ -116,8 +117,9 @@ def test_an_idle_dcgm_node_is_idle_per_gpu_and_mig_slice(
         [INSTANCE, "i-0fffffffffffffff0"], fetched_signals(POLICY.idle), NOW - dt.timedelta(hours=3), NOW
     )
     assert set(signals) == {INSTANCE}  # the other instance is not a node of this cluster: left to another source
-    devices = {key.partition("@")[2] for key in signals[INSTANCE]}
+    devices = {key.partition("@")[2] for key in signals[INSTANCE] if key != GPU_PODS}  # GPU_PODS: no device's
     assert devices == {"0/mig11", "0/mig13", "1", "2", "3", "4", "5", "6", "7"}
+    assert set(signals[INSTANCE][GPU_PODS].values) == {2.0}  # the capture's pod holds GPU 0's two MIG slices
     assert signals[INSTANCE][f"{GPU_MEMORY_USED}@0/mig11"].values[-1] == 14.0  # MiB, the capture's own reading
     assert signals[INSTANCE][f"{GPU_ENGINE_ACTIVE}@3"].values[-1] == 0.0  # ratio 0 -> percent 0
     verdict = assess_signals(INSTANCE, signals[INSTANCE], POLICY.idle, NOW)

@@ -79,8 +79,8 @@ def test_explain_instances_names_the_row_that_decided(tmp_path: Path, capsys: py
     assert [a["type"] for a in plain["actions"]] == ["stop", "tag"]
     assert main(["explain", "--instances", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "rule: idle table row 15 (report to the owner): status idle, when its capacity may only be reported" in out
-    assert "rule: idle table row 18 (reclaim): status idle, no earlier row matched -> idle.acted, act" in out
+    assert "rule: idle table row 21 (report to the owner): status idle, when its capacity may only be reported" in out
+    assert "rule: idle table row 24 (reclaim): status idle, no earlier row matched -> idle.acted, act" in out
 
 
 def test_explain_metrics_names_the_row_that_decided(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from governor.domain.fleet import Instance, exemption, snoozed_until
+from governor.idle.activity import with_activity
 from governor.idle.checks import idle_checks, stall_check, window_stats
 from governor.idle.domain import (
     CPU_UTILIZATION,
@@ -31,6 +32,7 @@ from governor.idle.domain import (
     required_signals,
     warning_window_minutes,
 )
+from governor.idle.gpu_pods import gpu_only, host_work, unused_gpus, without_gpu_pods
 from governor.idle.policy import IdlePolicy
 from governor.policy import Policy
 
@@ -93,6 +95,10 @@ def assess_signals(
     the re-check before acting and the backtest (whose columnar replay applies the same :func:`idle_checks`);
     grace, exemptions and snoozes are applied by ``assess``.
     """
+    held = without_gpu_pods(signals, policy, now)
+    if held is not None:  # a GPU node no GPU pod held: its CPU pods' work does not keep it
+        held["host_work"] = host_work(signals, policy, now)
+        policy = gpu_only(policy)
     end = now.timestamp()
     start = end - policy.window_minutes * 60
     evidence: dict[str, Any] = {
@@ -140,7 +146,9 @@ def assess_signals(
         f"idle by every signal for {policy.window_minutes} min: GPU max {evidence['max_gpu_utilization']:.1f}%"
         f"{memory}{watts}"
     ]
-    return Assessment(instance_id, "idle", reasons, evidence)
+    reasons += unused_gpus(evidence, held, signals, policy, now)  # held by CPU pods, or with nothing on them
+    # The team's activity signals can keep it (busy) or leave it unknown (unmonitored), never make it idle.
+    return with_activity(Assessment(instance_id, "idle", reasons, evidence), signals, policy, now)
 
 
 @dataclass

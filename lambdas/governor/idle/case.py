@@ -17,6 +17,7 @@ from governor.domain.decision import Decision
 from governor.domain.fleet import Instance, Ownership, ownership
 from governor.domain.times import parse_time
 from governor.idle.domain import CHECKPOINT_DONE, IDLE_SINCE_TAG, POLICY, Assessment, Mark, sweep_interval
+from governor.idle.gpu_pods import gpu_node_price
 from governor.idle.purchase import checkpoint_command, report_only_reason, restart_risk
 from governor.idle.table import Row
 from governor.policy import Policy
@@ -49,6 +50,10 @@ class Case:
             **self.assessment.evidence,
         }
         self.evidence["purchase"] = purchase_model(self.instance).evidence()
+        for key in ("gpu_node_without_gpu_pods", "no_process"):
+            held = self.evidence.get(key)
+            if held is not None:  # what it costs a day at its GPU price, on every decision about it
+                self.evidence[key] = {**held, **gpu_node_price(self.instance.type, self.policy)}
 
     @cached_property
     def owner(self) -> Ownership:
@@ -117,7 +122,7 @@ class Case:
             reasons=reasons,
             evidence=recorded,
             severity=row.severity or "info",
-            rule=f"idle.{row.outcome}",
+            rule=row.rule_id,
         )
 
     def cleared(self) -> tuple[list[str], list[AnyAction]]:
@@ -155,4 +160,8 @@ CONDITION_TESTS: dict[str, Callable[[Case], bool]] = {
     "report only": lambda case: bool(case.report_only),
     "checkpoint due": lambda case: bool(case.command) and case.spell.checkpoint_sent_at is None,
     "checkpoint running": _checkpoint_running,
+    "no GPU pod": lambda case: "gpu_node_without_gpu_pods" in case.evidence,
+    "no process": lambda case: "no_process" in case.evidence,
+    "kept by a signal": lambda case: bool(case.assessment.evidence.get("kept_by_signal")),
+    "signal unknown": lambda case: bool(case.assessment.evidence.get("signal_unknown")),
 }

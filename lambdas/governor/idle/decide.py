@@ -28,13 +28,14 @@ from governor.idle.domain import (
     Outcome,
     Status,
 )
+from governor.idle.gpu_pods import cpu_pods_title, no_process_title
 from governor.idle.purchase import (
     auto_scaling_group,
     checkpoint_notes,
     draining_cluster,
     reclaim_action,
 )
-from governor.idle.table import Row, row_for
+from governor.idle.table import CPU_PODS_ROW, NO_PROCESS_ROW, Row, row_for
 from governor.policy import Policy
 
 _PAST = {"stop": "stopped", "terminate": "terminated"}
@@ -108,6 +109,10 @@ def _warn(case: Case, row: Row) -> InstanceOutcome:
     decision = case.decided(row, reasons, actions)
     verb = "will be" if case.enforce else "would be"
     title = f"Idle GPU instance {instance.id} ({instance.type}) {verb} {what} at {due:%Y-%m-%d %H:%M} UTC"
+    if row.name == CPU_PODS_ROW:
+        title = cpu_pods_title(instance, case.evidence["gpu_node_without_gpu_pods"], f"{verb} {what} at {due:%H:%M}")
+    elif row.name == NO_PROCESS_ROW:
+        title += no_process_title(case.evidence["no_process"])
     if not case.enforce:
         title += " (report-only)"
     return InstanceOutcome(instance, "warned", decision, Mark(idle_since=since, warned_at=case.now), title, prior=mark)

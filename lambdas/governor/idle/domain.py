@@ -48,6 +48,12 @@ HOST_SIGNALS = frozenset({CPU_UTILIZATION, NETWORK_BYTES})
 # A GPU signal of one device (GPU index, or MIG slice) is keyed "signal@device"; without "@" it is the instance's
 # one aggregated reading (the CloudWatch agent's InstanceId aggregation: the busiest GPU each minute).
 DEVICE_SEP = "@"
+# The team's activity signals (idle.activity_signals) travel with an instance's series as "activity:<name>"; they are
+# judged apart (governor.idle.activity), never as a GPU device.
+ACTIVITY_PREFIX = "activity:"
+# How many of a node's GPUs (and MIG slices) a pod held each minute, from the DCGM exporter's pod labels (the kubelet's
+# allocations of nvidia.com/gpu): judged apart (governor.idle.gpu_pods), never as a GPU device.
+GPU_PODS = "gpu_pods"
 # EC2's own metrics (CPU, network) arrive every 5 minutes under basic monitoring; GPU agent metrics every minute.
 SAMPLE_SECONDS = {
     GPU_UTILIZATION: 60,
@@ -232,7 +238,7 @@ def devices(signals: Signals) -> dict[str, dict[str, Series]]:
     found: dict[str, dict[str, Series]] = {}
     for key, series in signals.items():
         base, _, device = key.partition(DEVICE_SEP)
-        if base not in HOST_SIGNALS:
+        if base not in HOST_SIGNALS and base != GPU_PODS and not base.startswith(ACTIVITY_PREFIX):
             found.setdefault(device, {})[base] = series
     if len(found) > 1:
         found.pop("", None)

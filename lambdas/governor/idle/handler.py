@@ -19,6 +19,7 @@ from governor.adapters.instance_types import GpuTypes
 from governor.adapters.ssm import SsmCommands
 from governor.adapters.volumes import InstanceStorage
 from governor.events.envelopes import GovernorEvent
+from governor.idle.activity_policy import ActivitySignal
 from governor.idle.autoscaling import AutoScalingGroups
 from governor.idle.domain import POLICY
 from governor.idle.events import StopRequestEvent, parse
@@ -37,13 +38,14 @@ def _aws(
     memory_unit: str,
     source: str = "cloudwatch_agent",
     clusters: tuple[KubernetesCluster, ...] = (),
+    activity: tuple[ActivitySignal, ...] = (),
 ) -> Adapters:
     groups = AutoScalingGroups(region)
     drains = any(c.reclaim == "drain" for c in clusters)
     return Adapters(
         Ec2Reader(region),
         Ec2Actions(region),
-        metric_source(source, region, memory_unit=memory_unit, clusters=clusters),
+        metric_source(source, region, memory_unit=memory_unit, clusters=clusters, activity=activity),
         SsmCommands(region),
         groups,
         reservations=CapacityReservations(region),
@@ -68,7 +70,9 @@ def handle(event: Any, runtime: Runtime, aws: Adapters | None = None, context: A
 
 def _home_aws(event: Any, runtime: Runtime) -> Adapters:
     idle = runtime.policy.idle
-    return _aws(runtime.region, idle.gpu_memory_unit, idle.metric_source, _home_clusters(idle.clusters))
+    return _aws(
+        runtime.region, idle.gpu_memory_unit, idle.metric_source, _home_clusters(idle.clusters), idle.activity_signals
+    )
 
 
 def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
@@ -79,7 +83,8 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
     source = runtime.policy.idle.metric_source
     member = member_target(event)
     if member is None:
-        return _aws(runtime.region, unit, source, _home_clusters(runtime.policy.idle.clusters))
+        clusters = _home_clusters(runtime.policy.idle.clusters)
+        return _aws(runtime.region, unit, source, clusters, runtime.policy.idle.activity_signals)
     account, region, event_id = member
     where: dict[str, Any] = {"account": account, "event_id": event_id}
     # A member's clusters are read and drained with the spoke role's credentials there (idle.clusters[].account).
@@ -102,6 +107,7 @@ def target_aws(event: dict[str, Any], runtime: Runtime) -> Adapters:
             unit,
             clusters,
             credentials=lambda: client.credentials(account, region, event_id),
+            activity=runtime.policy.idle.activity_signals,
         ),
         SsmCommands(region, **where),
         groups,

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from governor.idle.activity_policy import ActivitySignal
 from governor.policy_types import Exemptions, Schedule, Section
 
 WEEK_MINUTES = 7 * 24 * 60
@@ -199,3 +200,20 @@ class IdlePolicy(Section):
     cloudwatch_agent_association: bool = False
     association_tag: dict[str, str] = Field(default_factory=lambda: {"governor:gpu-metrics": "true"})
     exemptions: Exemptions = Field(default_factory=Exemptions)
+    # Metrics the team defines (governor/idle/activity_policy.py) that keep a machine while a sample in the window reads
+    # above its threshold: they can only keep, never make idle; no data for one is unknown (never idle).
+    activity_signals: tuple[ActivitySignal, ...] = Field((), max_length=20)
+
+    @model_validator(mode="after")
+    def _signal_names_unique(self) -> IdlePolicy:
+        names = [s.name for s in self.activity_signals]
+        if len(names) != len(set(names)):
+            raise ValueError("activity_signals: each signal needs its own name")
+        prometheus = {c.name for c in self.clusters if c.metric_source == "prometheus"}
+        for index, signal in enumerate(self.activity_signals):
+            if signal.cluster is not None and signal.cluster not in prometheus:
+                raise ValueError(
+                    f"activity_signals.{index}.cluster: {signal.cluster!r} is not a cluster of idle.clusters read "
+                    "from Prometheus (a PromQL signal speaks only for that cluster's nodes)"
+                )
+        return self

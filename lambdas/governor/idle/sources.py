@@ -24,6 +24,7 @@ from typing import Any
 
 from governor.domain.decision import Decision
 from governor.domain.fleet import Instance
+from governor.idle.activity_policy import ActivitySignal
 from governor.idle.domain import MetricSource, Series
 from governor.idle.policy import IdlePolicy, KubernetesCluster
 from governor.idle.provenance import (
@@ -169,6 +170,7 @@ class CombinedMetrics:
 def attribution(source: MetricSource, policy: IdlePolicy, start: dt.datetime, end: dt.datetime) -> list[Decision]:
     """GPU-hours by namespace of each cluster whose source knows the pods (DCGM through Prometheus, Container
     Insights' pod metrics), over the sweep's interval ``[start, end)``: ledger records for the report."""
+    source = getattr(source, "wrapped", source)  # under the team's activity signals (activity_source)
     if not isinstance(source, CombinedMetrics):
         return []
     from governor.idle.kubernetes.promql import gpu_hours_decision
@@ -193,17 +195,22 @@ def metric_source(
     memory_unit: str = "MB",
     clusters: tuple[KubernetesCluster, ...] = (),
     credentials: Callable[[], Any] | None = None,
+    activity: Sequence[ActivitySignal] = (),
 ) -> MetricSource:
     """The source the policy names, reading in ``region`` (through ``cloudwatch`` when given: a member account),
     combined with the sources of ``clusters`` when there are any (AMP signed with ``credentials`` when given: the
-    spoke role's in a member account)."""
+    spoke role's in a member account), and the team's ``activity`` signals read with them."""
     try:
         factory = SOURCES[name]
     except KeyError:
         raise ValueError(f"idle.metric_source {name!r}: expected one of {', '.join(sorted(SOURCES))}") from None
-    instances = factory(region, cloudwatch, memory_unit)
-    if not clusters:
-        return instances
-    return CombinedMetrics(
-        instances, {c.name: CLUSTER_SOURCES[c.metric_source](c, region, cloudwatch, credentials) for c in clusters}
-    )
+    source = factory(region, cloudwatch, memory_unit)
+    if clusters:
+        source = CombinedMetrics(
+            source, {c.name: CLUSTER_SOURCES[c.metric_source](c, region, cloudwatch, credentials) for c in clusters}
+        )
+    if not activity:
+        return source
+    from governor.idle.activity_source import WithActivitySignals
+
+    return WithActivitySignals(source, activity, region, cloudwatch)

@@ -37,9 +37,28 @@ CONDITIONS: dict[str, str] = {
         "the circuit breaker holds it (it turned idle with many others: a measurement failure's signature)"
     ),
     "over the rate limit": "more actions are due this sweep than the rate limit allows, and others waited longer",
+    "kept by a signal": (
+        "every GPU signal says idle, but one of the team's activity signals (idle.activity_signals) read above its "
+        "threshold in the window"
+    ),
+    "no GPU pod": (
+        "no pod requested nvidia.com/gpu on the node for the whole window (the DCGM exporter's pod labels): a GPU node "
+        "held by CPU pods"
+    ),
+    "no process": (
+        "every GPU's memory in use stayed at the floor of a GPU no process has open (no CUDA context) for the whole "
+        "window, with no compute"
+    ),
+    "signal unknown": (
+        "every GPU signal says idle, but one of the team's activity signals has too few samples or none recent"
+    ),
 }
 
 _CLEAR_MARK = "untag governor:idle-since (when marked)"
+#: The warnings that say more than idle (issue 49.5, 49.6): still rule idle.warned, so the owner's digest and its
+#: Keep and Stop now buttons are the same; the row's name is in ``explain`` and its evidence in the ledger.
+CPU_PODS_ROW = "warn: GPU node held by CPU pods"
+NO_PROCESS_ROW = "warn: held, no process"
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,34 @@ def _not_idle(status: Status, verdict: Verdict, severity: Severity, reason: str)
     )
 
 
+def _by_signal(status: Status, name: str, condition: str, reason: str, rule: str) -> tuple[Row, Row]:
+    """A team's activity signal kept the instance (busy) or left it unknown (unmonitored): its own rule, and the
+    owner's warning of the spell withdrawn like any other's."""
+    severity: Severity = "warning" if status == "unmonitored" else "info"
+    withdrawn = Row(
+        f"{name}, warning withdrawn",
+        frozenset({status}),
+        status,
+        "ok",
+        f"{reason}; the owner's warning of this spell is withdrawn (nothing will be done)",
+        when=(condition, "warned"),
+        severity=severity,
+        actions=(_CLEAR_MARK,),
+        rule=RESUMED,
+    )
+    return withdrawn, Row(
+        name,
+        frozenset({status}),
+        status,
+        "ok",
+        reason,
+        when=(condition,),
+        severity=severity,
+        actions=(_CLEAR_MARK,),
+        rule=rule,
+    )
+
+
 _IDLE: frozenset[Status] = frozenset({"idle"})
 
 #: The rows, in the order they are tried.
@@ -131,8 +178,47 @@ ROWS: tuple[Row, ...] = (
     ),
     *_not_idle("grace", "ignored", "info", "in launch grace (started again)"),
     *_not_idle("exempt", "ignored", "info", "exempt by a bounded exemption"),
+    *_by_signal(
+        "unmonitored",
+        "activity signal unknown",
+        "signal unknown",
+        "a signal the team defined has no data: unknown, never idle (a signal can keep a machine, never free it)",
+        "idle.signal-unknown",
+    ),
     *_not_idle("unmonitored", "ok", "warning", "missing or stale data, never idle"),
+    *_by_signal(
+        "busy",
+        "kept by an activity signal",
+        "kept by a signal",
+        "the team's own activity signal shows work the GPU metrics do not",
+        "idle.kept-by-signal",
+    ),
     *_not_idle("busy", "ok", "info", "a signal shows work"),
+    Row(
+        CPU_PODS_ROW,
+        _IDLE,
+        "warned",
+        "act",
+        "a GPU node no GPU pod used for the warning window: the owner hears what it costs at its GPU price, and the "
+        "drain (or report) is due after warning_minutes",
+        when=("no GPU pod", "not warned"),
+        severity="warning",
+        actions=(
+            "tag governor:idle-since",
+            "warn the owner with the node's GPU price a day (Keep and Stop now buttons)",
+        ),
+    ),
+    Row(
+        NO_PROCESS_ROW,
+        _IDLE,
+        "warned",
+        "act",
+        "GPUs held with nothing on them (memory at the no-process floor, no compute) for the warning window: the owner "
+        "hears it is held for nothing, and the action (or report) is due after warning_minutes",
+        when=("no process", "not warned"),
+        severity="warning",
+        actions=("tag governor:idle-since", "warn the owner: held with no process (Keep and Stop now buttons)"),
+    ),
     Row(
         "warn",
         _IDLE,

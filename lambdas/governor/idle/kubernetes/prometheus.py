@@ -15,12 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from governor.idle.domain import Series
+from governor.idle.domain import GPU_PODS, Series
 from governor.idle.kubernetes.promql import (
     DCGM_FIELDS,
     GpuHours,
     NodeReadings,
     attribute,
+    gpu_pod_series,
     gpu_query,
     node_instances,
     node_query,
@@ -110,7 +111,7 @@ class PrometheusMetrics:
                 self.refused[instance] = f"its node {reading.node} is mapped to several instances"
         self.refused = {i: why for i, why in self.refused.items() if i in ids}
         self.readings = {i: r for i, r in readings.items() if i in ids and i not in self.refused}
-        return {i: dict(r.series) for i, r in self.readings.items()}
+        return {i: {**r.series, GPU_PODS: gpu_pod_series(r)} for i, r in self.readings.items()}
 
     def nodes_of(self, instance_id: str) -> set[str]:
         """The node names the last fetch's series of ``instance_id`` were published under."""
@@ -124,6 +125,10 @@ class PrometheusMetrics:
     def gpu_hours(self, threshold: float, teams: Mapping[str, str], start: float, end: float) -> list[GpuHours]:
         """GPU-hours by namespace of the last fetch's nodes, from the pods DCGM mapped to each GPU (``attribute``)."""
         return attribute(self.readings, threshold, teams, start, end)
+
+    def range_query(self, promql: str, start: dt.datetime, end: dt.datetime) -> list[Any]:
+        """One range query's ``data.result`` (the team's PromQL activity signals, ``governor.idle.activity_source``)."""
+        return self._query(promql, start.replace(second=0, microsecond=0), end)
 
     def _query(self, promql: str, start: dt.datetime, end: dt.datetime, *, instant: bool = False) -> list[Any]:
         if instant:

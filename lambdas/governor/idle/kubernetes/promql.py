@@ -108,6 +108,14 @@ class NodeReadings:
     models: dict[str, str] = field(default_factory=dict)
 
 
+def gpu_pod_series(reading: NodeReadings) -> Series:
+    """Per minute the node's devices were read, how many a pod held (the exporter labels a device with the pod the
+    kubelet allocated it to, through ``nvidia.com/gpu`` or a MIG resource): 0 for a minute means no pod held a GPU."""
+    times = sorted({t for series in reading.series.values() for t in series.times})
+    held = [sum(1 for by_time in reading.holders.values() if t in by_time) for t in times]
+    return Series(times, [float(n) for n in held])
+
+
 def holder_of(labels: Mapping[str, str]) -> Holder | None:
     namespace, pod = str(labels.get("namespace", "")).strip(), str(labels.get("pod", "")).strip()
     if not pod:

@@ -118,6 +118,21 @@ def money_facts(result: DemoResult) -> list[tuple[str, ...]]:
     return facts(result)
 
 
+def _unused(warned: dict[str, Any]) -> str:
+    """What the node's warning said it costs for nothing: no GPU pod on it, or GPUs held with no process on them."""
+    evidence = warned.get("evidence") or {}
+    for key, what in (("gpu_node_without_gpu_pods", "no GPU pod (CPU pods only)"), ("no_process", "")):
+        held = evidence.get(key)
+        if not isinstance(held, dict):
+            continue
+        if key == "no_process":
+            pods = held.get("held_by_pods")
+            what = f"{pods} GPU(s) allocated to pods with no process" if pods else "GPUs held with no process"
+        cost = f", ${held['usd_per_day']:,.2f} a day" if "usd_per_day" in held else ""
+        return f" ({what}{cost})"
+    return ""
+
+
 def eks_facts(result: DemoResult) -> list[tuple[str, ...]]:
     """The EKS node's story, from the ledger and from what its cluster's Kubernetes API saw: warned, then drained
     through its node pool (enforcing) or the drain planned (report-only)."""
@@ -136,7 +151,7 @@ def eks_facts(result: DemoResult) -> list[tuple[str, ...]]:
     where = f"{eks['instance']} ({eks['cluster']}, node pool {eks['node_pool']})"
     if warned is None:
         return [("EKS node", f"{where}: not judged idle")]
-    story = f"{where}: idle by DCGM, warned {str(warned['at'])[11:16]} UTC"
+    story = f"{where}: idle by DCGM, warned {str(warned['at'])[11:16]} UTC{_unused(warned)}"
     if drained is None:
         return [("EKS node", story)]
     at = str(drained["at"])[11:16]

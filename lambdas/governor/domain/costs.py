@@ -506,7 +506,15 @@ class IdleTime:
     windows: Callable[[Iterable[Mapping[str, Any]]], dict[str, list[tuple[dt.datetime, dt.datetime]]]]
     #: The energy of the offenders' idle GPU-hours (with each instance's region, when known).
     energy: Callable[[Sequence[OffenderRow], Mapping[str, Any]], IdleEnergy]
+    #: The statuses of its decisions that say no GPU sample was read (the sweep found no usable data).
+    unsampled: frozenset[str] = frozenset({"unmonitored"})
 
     def decided(self, item: Mapping[str, Any]) -> bool:
         """Whether ``item`` is one of its decisions (ledger items without a ``kind`` are decisions)."""
         return item.get("kind", "decision") == "decision" and item.get("policy") in self.policies
+
+    def sampled(self, item: Mapping[str, Any]) -> bool:
+        """Whether ``item`` is one of its decisions made on a GPU sample: a decision whose status says there was none
+        (``unsampled``: the idle sweep's ``unmonitored``) is the absence of a sample, charted as unmonitored time,
+        never busy (issue 48: two instances without metrics were drawn blue for 71 GPU-hours)."""
+        return self.decided(item) and (item.get("evidence") or {}).get("status") not in self.unsampled

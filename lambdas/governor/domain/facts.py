@@ -424,16 +424,35 @@ def _status(seen: _Seen, end: dt.datetime | None) -> Status:
     return "stopped" if stopped is not None and (end is None or stopped <= end) else "running"
 
 
-def _price(resource: str, instance_type: str | None, seen: _Seen, book: PriceSource | None) -> Price:
-    """A reservation's empty slots at the rate its own evidence recorded; an instance's one rate (:func:`price_of`)."""
-    evidence = seen.evidence
-    if evidence.get("unused_instances") is None:
-        return price_of(resource, instance_type, seen.sessions, book)
+def reservation_price(evidence: Mapping[str, Any], book: PriceSource | None) -> Price:
+    """One empty slot-hour of a reservation (the idle sweep's ``unused-capacity`` evidence): what the account pays for
+    the type (an On-Demand Capacity Reservation is billed at the On-Demand rate, less any Savings Plan or RI that
+    covers it) when the book has an effective rate, else the rate the sweep recorded; a Capacity Block's fee is
+    prepaid and never reported by EC2, so only the rate its sweep recorded, if any. The finding's "at stake", the
+    "Paid for, unused" table and the resource's record all use this."""
+    kind = str(evidence.get("instance_type") or "")
+    block = (evidence.get("purchase") or {}).get("kind") == "capacity-block"
+    if not block and book is not None and kind and book.has_effective:
+        found = book.effective_rate(kind)
+        if found is not None:
+            return Price(usd_per_hour=found[0], basis=basis_of(found[1]), source=found[1])
     per_hour = evidence.get("price_per_hour")
     source = str(evidence.get("price_source") or "unpriced")
-    return (
-        Price(usd_per_hour=float(per_hour), basis=basis_of(source), source=source) if per_hour is not None else Price()
-    )
+    if per_hour is None:
+        return Price()
+    return Price(usd_per_hour=float(per_hour), basis=basis_of(source), source=source)
+
+
+def reservation_per_day(evidence: Mapping[str, Any], book: PriceSource | None) -> float | None:
+    """What a reservation's empty slots cost a day (:func:`reservation_price` x 24 x unused slots)."""
+    return reservation_price(evidence, book).per_day(int(evidence.get("unused_instances") or 0))
+
+
+def _price(resource: str, instance_type: str | None, seen: _Seen, book: PriceSource | None) -> Price:
+    """A reservation's empty slots (:func:`reservation_price`); an instance's one rate (:func:`price_of`)."""
+    if seen.evidence.get("unused_instances") is None:
+        return price_of(resource, instance_type, seen.sessions, book)
+    return reservation_price(seen.evidence, book)
 
 
 def _facts(resource: str, seen: _Seen, book: PriceSource | None, end: dt.datetime | None, people: Any) -> ResourceFacts:

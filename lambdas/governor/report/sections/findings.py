@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from governor.domain import costs
+from governor.domain import costs, facts
 from governor.domain.fleet import UNKNOWN as UNKNOWN_OWNER
 from governor.domain.identity import normalise_owner
 from governor.domain.problems import DEFAULT_FIX, Problem
@@ -262,14 +262,18 @@ def _at_stake(
     prices: costs.PriceBook | None,
     end: dt.datetime,
 ) -> float | None:
-    """What the problem's instance costs a day while it stays open: its hourly price x 24, while it runs."""
+    """What the problem's resource costs a day while it stays open: an instance's one rate (``facts.price_of``) x 24
+    while it runs; a reservation's empty slots at their rate (``facts.reservation_per_day``), as its "Paid for,
+    unused" row (issue 48: the costliest problem had no "at stake" and ranked 16th)."""
+    evidence = decision.get("evidence") or {}
+    if evidence.get("unused_instances") is not None:
+        return facts.reservation_per_day(evidence, prices)
     if not problem.costs_money:
         return None
     latest = max(sessions, key=lambda s: str(s.get("start", "")), default=None)
     stopped = parse_time(latest.get("end")) if latest is not None else None
     if stopped is not None and stopped <= end:
         return 0.0
-    evidence = decision.get("evidence") or {}
     kind = evidence.get("instance_type") or (latest.get("instance_type") if latest is not None else None)
     price = costs.instance_price(str(decision.get("resource")), kind, sessions, prices)
     return None if price is None else round(price * 24, 2)

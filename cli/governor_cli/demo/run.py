@@ -1130,7 +1130,7 @@ def summary_lines(result: DemoResult) -> list[str]:
         (
             "the same report again",
             f"governor report --logs {result.out}/cloudtrail --ledger {result.out}/ledger.jsonl "
-            f"--policy {result.out}/policy.json --out DIR (the period and figures above)",
+            f"--inputs {result.out}/inputs.json --out DIR (the period, policy and rates above: the same figures)",
         ),
     ]
     if result.sites:

@@ -103,10 +103,17 @@ class PriceBook:
         #: Every effective rate looked up (type, or ``type#instance``), found or not: what a run priced with, saved
         #: beside its report (``inputs.json``) so the same report can be made again.
         self.looked_up: dict[str, EffectiveRate | None] = {}
+        #: The coverage read, when it was (saved with the run's inputs like ``looked_up``).
+        self.coverage_read: Coverage | None = None
 
     @property
     def has_effective(self) -> bool:
         return self._effective is not None
+
+    @property
+    def listed_prices(self) -> dict[str, tuple[float, int | None] | None]:
+        """Every Price List API price looked up (type -> USD per hour and GPUs, None: not listed)."""
+        return dict(self._cache)
 
     @property
     def effective_label(self) -> str:
@@ -129,6 +136,7 @@ class PriceBook:
         except Exception as error:  # Cost Explorer off, throttled or denied: the report says so
             self.coverage_error = unavailable(error)
             return None
+        self.coverage_read = found
         return found
 
     def effective_rate(self, instance_type: str, instance_id: str | None = None) -> tuple[float, str] | None:

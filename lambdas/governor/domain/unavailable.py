@@ -33,6 +33,9 @@ def unavailable(error: BaseException) -> str:
     """A few words for why a read failed: ``no AWS credentials``, ``access denied``, ``not reachable``, ``a server
     error (HTTP 500)``, ``throttled``, ``refused (ValidationException)``, else ``failed (RuntimeError)``."""
     name = type(error).__name__
+    words = getattr(error, "words", None)  # already said in words (a recorded run's source that could not be read)
+    if isinstance(words, str) and words:
+        return words
     if name in _NO_CREDENTIALS:
         return "no AWS credentials"
     if name in _NOT_REACHABLE or isinstance(error, ConnectionError | TimeoutError):

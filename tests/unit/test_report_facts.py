@@ -43,3 +43,40 @@ def test_an_instance_without_metrics_is_charted_unmonitored_never_busy() -> None
     assert sum(b["unmonitored"] for b in usage) == pytest.approx(24 * 5, abs=0.01)
     assert sum(b["busy"] for b in usage) == pytest.approx(24, abs=0.01)
     assert all(b["unmonitored"] == pytest.approx(2.5, abs=0.01) for b in usage)  # every bucket, not only the first
+
+
+def _launch_record(instance: str, creator: str) -> dict[str, Any]:
+    """Lifecycle's decision at launch, as the demo's ledger holds it: the creator recorded from CloudTrail."""
+    return {
+        "kind": "decision",
+        "policy": "lifecycle",
+        "verdict": "act",
+        "resource": instance,
+        "at": at(0),
+        "rule": "lifecycle.launch",
+        "severity": "info",
+        "reasons": ["launched"],
+        "actions": [{"type": "record", "item": "launch", "creator": creator, "enforced": True}],
+        "evidence": {},
+    }
+
+
+def test_one_owner_per_resource_in_the_findings_and_the_offenders() -> None:
+    """Issue 48 item 5: the idle sweep read tags only, so its decision says owner "unknown" while the session (and
+    the offenders' table) name the creator; another instance's creator is only in lifecycle's launch record. The
+    report names each by its record (``facts.ledger_facts``): the same person in the findings and the offenders."""
+    dara = "arn:aws:iam::123456789012:user/dara"
+    chen = "arn:aws:sts::123456789012:assumed-role/ml-engineer/chen"
+    items: list[dict[str, Any]] = [
+        {**_session("i-dara", "g5.xlarge", 1, 1.006, "research", dara, start=at(0)), "ownership_source": "creator"},
+        _session("i-chen", "g5.xlarge", 1, 1.006, "vision", "", start=at(0)),
+        _launch_record("i-chen", chen),
+    ]
+    for instance in ("i-dara", "i-chen"):
+        items += [_idle(instance, at(h), "idle", 0.0, owner="unknown") for h in range(1, 6)]
+        items.append(_idle(instance, at(6), "warned", 0.0, idle_since=at(1), owner="unknown"))
+    report = report_over(items)
+    owners = {f.resource: f.owner for f in report.open_findings}
+    assert owners == {"i-dara": "dara", "i-chen": "chen"}  # and no "untagged" finding for chen's instance
+    offenders = {r["instance_id"]: r["owner"] for r in report.cost.offenders.rows}
+    assert offenders["i-dara"] == "dara"

@@ -373,9 +373,6 @@ class _Seen:
         evidence = item.get("evidence") or {}
         if evidence.get("owner"):
             self.owners.append((at, "owner tag", evidence["owner"]))
-        for action in item.get("actions") or []:
-            if isinstance(action, Mapping) and action.get("owner"):
-                self.owners.append((at, "owner tag", action["owner"]))
         if evidence.get("opened_by"):
             self.owners.append((at, "caller", evidence["opened_by"]))
         if evidence.get("team") and evidence["team"] != UNKNOWN:
@@ -383,9 +380,19 @@ class _Seen:
         if evidence.get("instance_type") and at >= self.evidence_at:
             self.evidence, self.evidence_at = evidence, at
         for action in item.get("actions") or []:
-            reclaims = isinstance(action, Mapping) and action.get("type") in _RECLAIMS
-            if reclaims and (self.path is None or at >= self.path[0]):
-                self.path = (at, action)
+            if isinstance(action, Mapping):
+                self.action(at, action)
+
+    def action(self, at: str, action: Mapping[str, Any]) -> None:
+        """An action's owner (as its capability recorded it), lifecycle's record of the RunInstances caller (the
+        creator), and the reclaim path (a stop, terminate or warning's plan; the latest wins)."""
+        if action.get("owner"):
+            self.owners.append((at, "owner tag", action["owner"]))
+        if action.get("item") == _LAUNCH and action.get("creator"):
+            self.owners.append((at, "creator", action["creator"]))
+            self.creators.add(owner_name(action["creator"]))
+        if action.get("type") in _RECLAIMS and (self.path is None or at >= self.path[0]):
+            self.path = (at, action)
 
     def session(self, item: Mapping[str, Any]) -> None:
         self.sessions.append(item)

@@ -50,6 +50,20 @@ def _resolves(decision: Mapping[str, Any], key: str) -> bool:
     return REGISTRY.resolves(decision, key)
 
 
+def _as_recorded(row: FindingRow, record: facts.ResourceFacts | None) -> FindingRow:
+    """The finding with its resource's owner and team as the run's record says (``facts.ledger_facts``: the owner
+    tag, else the recorded creator, else the caller), so the findings, the offenders and every message name one
+    person (issue 48: "unknown" in the findings, "dara" in the offenders' table)."""
+    if record is None:
+        return row
+    update: dict[str, Any] = {}
+    if record.owner.known:
+        update["owner"] = record.owner.name
+    if row.team == UNKNOWN_OWNER and record.team != UNKNOWN_OWNER:
+        update["team"] = record.team
+    return row.model_copy(update=update) if update else row
+
+
 def _owner_of(decision: Mapping[str, Any], sessions: list[Mapping[str, Any]]) -> tuple[str, str]:
     evidence = decision.get("evidence") or {}
     owner = evidence.get("owner")
@@ -93,18 +107,21 @@ def findings_section(
     for session in costs.sessions_of(items):
         sessions[str(session.get("instance_id"))].append(session)
     rows: list[FindingRow] = []
+    records = facts.ledger_facts(items, prices, end)  # each resource's owner and team, decided once for the run
     for (policy_name, resource), entries in _histories(items, end).items():
         own = sessions.get(resource, [])
         for history in _problem_histories(entries, policy).values():
             standing = history.standing(start)
             if standing is not None:
-                rows.append(_finding(policy_name, resource, *standing, own, prices, end))
+                row = _finding(policy_name, resource, *standing, own, prices, end)
+                rows.append(_as_recorded(row, records.get(resource)))
     owners = REGISTRY.session_keeper()
     covered = {r.resource for r in rows if r.problem in owners.ownership_problems | {UNTAGGED}}
     for resource, own in sessions.items():
-        if resource not in covered:
-            row = untagged_finding(resource, own, policy, start, end, prices)
-            rows += [row] if row is not None else []
+        record = records.get(resource)
+        if resource not in covered and (record is None or not record.owner.known):
+            untagged = untagged_finding(resource, own, policy, start, end, prices)
+            rows += [untagged] if untagged is not None else []
     rows.sort(key=order_key)
     return rows
 

@@ -10,6 +10,7 @@ import pytest
 
 from governor.policy import Policy
 from governor.report.build import build_report
+from governor.report.render.html_page import render_html
 from tests.unit.test_report import DAY, NEXT_DAY, _idle, _session, at
 
 
@@ -80,3 +81,43 @@ def test_one_owner_per_resource_in_the_findings_and_the_offenders() -> None:
     assert owners == {"i-dara": "dara", "i-chen": "chen"}  # and no "untagged" finding for chen's instance
     offenders = {r["instance_id"]: r["owner"] for r in report.cost.offenders.rows}
     assert offenders["i-dara"] == "dara"
+
+
+def test_every_surface_of_one_run_says_what_the_record_says() -> None:
+    """Issue 48 item 1: one record per resource per run (report.json ``resources``, resources.csv), and every
+    surface (findings, the HTML page, the to-do list Slack and email carry, the notifier's Slack and email) tells
+    its owner, money at stake and price as the record does."""
+    from governor.notifier.domain import MergedFinding
+    from governor.notifier.render import email_for, slack_messages, slack_people
+    from governor.report.render.format import todo_items
+    from tests.unit.test_notify import finding
+
+    dara = "arn:aws:sts::123456789012:assumed-role/ml-engineer/dara"
+    items: list[dict[str, Any]] = [
+        {**_session("i-dara", "p5.48xlarge", 8, 55.04, "research", dara, start=at(0)), "ownership_source": "creator"},
+        *(_idle("i-dara", at(h), "idle", 0.0, owner="unknown") for h in range(1, 6)),
+        _idle("i-dara", at(6), "warned", 0.0, idle_since=at(1), owner="unknown"),
+    ]
+    report = report_over(items)
+    rows = {r["resource"]: r for r in json.loads(report.model_dump_json()).get("resources", {}).get("rows", [])}
+    assert "i-dara" in rows, "report.json has no record of the resource"
+    record = rows["i-dara"]
+    assert (record["owner"], record["owner_proof"], record["team"]) == ("dara", "creator", "research")
+    assert (record["usd_per_hour"], record["price_basis"], record["usd_per_day"]) == (55.04, "session", 1320.96)
+    from governor.domain.facts import per_day_text
+    from governor.report.render.csv_files import resources_csv
+
+    assert "i-dara,dara,creator,research,p5.48xlarge" in resources_csv(report)
+
+    [found] = [f for f in report.open_findings if f.resource == "i-dara"]
+    assert (found.owner, found.team, found.usd_per_day) == ("dara", "research", record["usd_per_day"])
+    money = per_day_text(record["usd_per_day"])
+    assert money == "$1,320.96/day"
+    assert "(dara, research)" in todo_items(report)[0] and f"{money} at stake" in todo_items(report)[0]
+    page = render_html(report)
+    assert f"<td class='num' data-label='At stake'>{money}</td>" in page and "dara <span class='muted'>" in page
+
+    message = MergedFinding(finding(owner=dara, team="research", resource="i-dara"))
+    slack = json.dumps(slack_messages([message], slack_people({"U0DARA00": "dara@demo.example"})))
+    assert "*Owner* <@U0DARA00> (dara)" in slack
+    assert "Owner: dara\n" in email_for([message]).text

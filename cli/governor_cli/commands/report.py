@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
     from governor.report.domain import previous_period
     from governor.report.inputs import FILE as INPUTS_FILE
     from governor.report.inputs import recorded_inputs
-    from governor.report.render.csv_files import csv_files
+    from governor.report.render.csv_files import csv_files, resources_csv
     from governor.report.render.format import would_reclaim_text
     from governor.report.render.html_page import render_html
     from governor.report.render.slack import render_text, slack_messages
@@ -426,6 +426,7 @@ def run(args: argparse.Namespace) -> int:
             report,
             {name: {**result, "columns": current.columns.get(name, [])} for name, result in current.results.items()},
         )
+        files["resources.csv"] = resources_csv(report)
         for name, content in files.items():
             (out / name).write_text(content, encoding="utf-8")
     except OSError as error:

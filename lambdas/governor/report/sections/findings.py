@@ -92,6 +92,7 @@ def findings_section(
     start: dt.datetime,
     end: dt.datetime,
     prices: costs.PriceBook | None = None,
+    records: Mapping[str, facts.ResourceFacts] | None = None,
 ) -> list[FindingRow]:
     """The governor's warning and critical decisions, one row per policy, resource and problem, as they stand at
     ``end``.
@@ -107,7 +108,8 @@ def findings_section(
     for session in costs.sessions_of(items):
         sessions[str(session.get("instance_id"))].append(session)
     rows: list[FindingRow] = []
-    records = facts.ledger_facts(items, prices, end)  # each resource's owner and team, decided once for the run
+    if records is None:  # each resource's owner and team, decided once for the run (build_report passes them)
+        records = facts.ledger_facts(items, prices, end)
     for (policy_name, resource), entries in _histories(items, end).items():
         own = sessions.get(resource, [])
         for history in _problem_histories(entries, policy).values():

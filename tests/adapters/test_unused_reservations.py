@@ -136,7 +136,7 @@ def test_unused_gpu_reservations_are_reported_with_their_cost_a_day_and_owner(en
         odcr_row, block_row = rows["cr-1234abcd56EXAMPLE "], rows["cr-0b10c4000000000aa"]
         # four sweeps x 15 minutes x 2 empty instances = 2 instance-hours = 16 GPU-hours, at $21.96 an hour
         assert odcr_row["idle_gpu_hours"] == 16.0 and odcr_row["idle_usd"] == round(2 * 21.96, 2)
-        assert odcr_row["usd_per_day"] == 1054.08 and odcr_row["owner"] == "ana@example.com"
+        assert odcr_row["usd_per_day"] == 1054.08 and odcr_row["owner"] == "ana"  # the one name (issue 48)
         assert odcr_row["purchase"] == "capacity-reservation"
         # the block: prepaid, its fee not reported by EC2: hours counted, dollars not guessed
         assert block_row["purchase"] == "capacity-block" and block_row["idle_usd"] == 0.0

@@ -29,6 +29,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from pydantic import Field
+
 from governor.domain.identity import UNKNOWN, normalise_owner
 from governor.domain.model import Model
 from governor.domain.times import parse_time
@@ -293,18 +295,18 @@ class ResourceFacts(Model):
     """Everything a surface says about one resource in one run, decided once."""
 
     resource: str
-    owner: Owner = Owner()
+    owner: Owner = Field(default_factory=Owner)  # factories: a default instance would build the model at import
     team: str = UNKNOWN
     instance_type: str | None = None
     gpus: int = 1
     #: How its capacity was bought (``governor.domain.capacity.Purchase``: on-demand, spot, capacity-block, ...).
     purchase: str = UNKNOWN
-    price: Price = Price()
+    price: Price = Field(default_factory=Price)
     #: Units its price is paid for (a reservation's unused slots; 1 for an instance).
     units: int = 1
     #: What it costs a day while it stays as it is (0 once stopped); None when unpriced or not billed by the hour.
     usd_per_day: float | None = None
-    action: ActionPath = ActionPath()
+    action: ActionPath = Field(default_factory=ActionPath)
     #: Where its GPU signals come from (``cloudwatch_agent``, ``cluster <name>``, ...), as the idle sweep recorded it.
     metric_source: str | None = None
     status: Status = "unknown"

@@ -399,7 +399,7 @@ def _reservation_row(rid: str, item: Mapping[str, Any], hours: float, prices: Pr
         idle_gpu_hours=round(hours * gpus, 2),
         idle_usd=round(hours * float(per_hour), 2) if per_hour is not None else 0.0,
         priced=per_hour is not None,
-        owner=str(evidence.get("owner") or UNKNOWN),
+        owner=normalise_owner(evidence.get("owner")),  # the one name its finding and messages give the owner
         usd_per_day=round(float(per_hour) * 24 * unused, 2) if per_hour is not None else None,
     )
 

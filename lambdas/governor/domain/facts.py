@@ -254,6 +254,17 @@ class ActionPath(Model):
             return words.replace("its Auto Scaling group", f"Auto Scaling group {self.group}")
         return words
 
+    def short(self) -> str:
+        """A title's few words: ``stopped``, ``terminated through Auto Scaling group X``, ``drained and removed (EKS
+        cluster X)``."""
+        if self.kind in ("nodeclaim", "node-group", "drain"):
+            return "drained and removed" + (f" (EKS cluster {self.group})" if self.group else "")
+        if self.kind == "scale-in":
+            return "terminated through " + (
+                f"Auto Scaling group {self.group}" if self.group else "its Auto Scaling group"
+            )
+        return {"stop": "stopped", "terminate": "terminated"}.get(self.kind, self.done())
+
     def would(self, enforced: bool = False) -> str:
         """``would be cordoned and drained ...`` (report-only), ``will be ...`` (enforced)."""
         if self.kind in ("report", "none"):

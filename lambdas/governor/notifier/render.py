@@ -12,7 +12,7 @@ from typing import Any
 
 from governor.domain.decision import Finding
 from governor.domain.escape import email_header, html_text, slack_text
-from governor.domain.facts import owner_of
+from governor.domain.facts import action_path, owner_of
 from governor.domain.fleet import UNKNOWN as UNKNOWN_OWNER
 from governor.domain.messages import (
     Block,
@@ -60,6 +60,8 @@ def action_sentence(action: dict[str, Any]) -> str | None:
         return None
     if kind == "warn":
         planned = {"stop": "stopped", "terminate": "terminated"}.get(str(action.get("planned")), "reclaimed")
+        if action.get("via") and action.get("planned") in ("stop", "terminate"):  # the path that would really run
+            planned = action_path(action).done()
         due = parse_time(action.get("due"))
         when = f" at {due:%Y-%m-%d %H:%M} UTC" if due else ""
         owner = owner_of(action.get("owner"))

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from governor.core_policy import PricingPolicy
-from governor.domain.facts import price_of
 from governor.domain import gpus as gpu_facts
+from governor.domain.facts import price_of
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
 from governor.domain.unavailable import unavailable

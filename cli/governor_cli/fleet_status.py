@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker
 from governor.domain.escape import terminal_text
+from governor.domain.facts import owner_of
 from governor.domain.fleet import UNKNOWN, Instance, ownership, snoozed_until
 from governor.domain.times import parse_time
 from governor.idle.domain import MARK_KIND, Mark, sweep_interval
@@ -93,9 +94,9 @@ def fleet_rows(
         status = str(evidence.get("status") or "not swept")
         if instance is not None:
             who = ownership(instance.tags, policy.fleet)
-            owner, team, kind, state = who.owner, who.team, instance.type, instance.state
+            owner, team, kind, state = owner_of(who.owner).name, who.team, instance.type, instance.state
         else:
-            owner = str(evidence.get("owner") or UNKNOWN)
+            owner = owner_of(evidence.get("owner")).name  # the one name the report and messages give them
             team = str(evidence.get("team") or UNKNOWN)
             kind = str(evidence.get("instance_type") or UNKNOWN)
             state = "running at last sweep" if decision else UNKNOWN

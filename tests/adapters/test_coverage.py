@@ -120,4 +120,6 @@ def test_a_failed_coverage_read_is_said_not_hidden() -> None:
     book = PriceBook(policy.pricing, effective=CostExplorerRates(30, ce, now=NOW))
     section = cost_section([], policy, NOW - dt.timedelta(days=1), NOW, prices=book)
     assert section.savings_plans_coverage_pct is None and section.coverage_source is None
-    assert any(n.startswith("Savings Plans / RI coverage unavailable (ClientError") for n in section.notes)
+    # said in words, never as the exception's text (issue 48: a 500's HTML page reached the report)
+    assert "Savings Plans / RI coverage not shown: Cost Explorer could not be read (access denied)" in section.notes
+    assert not any("ClientError" in n or "not authorised" in n for n in section.notes)

@@ -95,7 +95,11 @@ def test_a_cost_explorer_failure_falls_back_to_list_prices_and_says_so() -> None
     policy = parse_policy({"pricing": {"effective_rates": "cost_explorer"}})
     section = cost_section(_day(enforce=False), policy, DAY, END, prices=price_book(policy, "us-east-1", Denied()))
     assert section.would_save_usd == round(5.5 * PRICE, 2)
-    assert any("effective rates unavailable (RuntimeError: AccessDeniedException" in n for n in section.notes)
+    assert (
+        "Cost Explorer could not be read (access denied): priced at the prices recorded with each usage session, "
+        "else list prices"
+    ) in section.notes
+    assert not any("RuntimeError" in n for n in section.notes)  # words, never the exception's text (issue 48)
 
 
 def test_parse_skips_malformed_groups() -> None:

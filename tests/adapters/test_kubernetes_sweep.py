@@ -5,6 +5,7 @@ exporter through a Prometheus-compatible API on the loopback interface, combined
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import boto3
 import pytest
@@ -325,3 +326,41 @@ def test_stop_now_on_a_draining_clusters_node_drains_it_through_its_node_pool(
             assert "delete NodeClaim gpu-h100-x7k2p" in acted[-1].evidence["done"][0]
     finally:
         api_server.stop()
+
+
+@mock_aws
+def test_a_nodes_warning_says_it_would_be_drained_and_removed_not_terminated(
+    prometheus: tuple[PrometheusServer, str],
+) -> None:
+    """Issue 48 item 6: the summary said "would cordon, drain and delete its NodeClaim" while Slack and email said
+    "would be terminated". The warning carries the path (``Warn.via``/``group``) and every message renders it with
+    ``facts.action_path``: through the real sweep on moto, a Kubernetes API double and a Prometheus double."""
+    from governor.idle.kubernetes.api import KubernetesApi
+    from governor.idle.kubernetes.nodes import KubernetesNodes
+    from governor.notifier.domain import MergedFinding
+    from governor.notifier.render import email_for, slack_messages
+    from tests.adapters.test_kubernetes_reclaim import _karpenter_cluster
+
+    instance = _node_group()
+    server, url = prometheus
+    _scrape(server, instance)
+    api_server = _karpenter_cluster()
+    api_server.node["spec"]["providerID"] = f"aws:///us-east-1a/{instance}"
+    api_url = api_server.start()
+    try:
+        cluster = {"name": "gpu-prod", "metric_source": "prometheus", "prometheus_url": url, "node_label": "hostname"}
+        runtime = _runtime(enforce=False, clusters=[{**cluster, "reclaim": "drain"}])
+        aws = _aws(metrics=metric_source("cloudwatch_agent", "us-east-1", clusters=runtime.policy.idle.clusters))  # type: ignore[arg-type]
+        aws.nodes = KubernetesNodes("us-east-1", aws.groups, api=lambda c: KubernetesApi(api_url, lambda: "t"))
+        from governor.idle.handler import handle
+
+        assert handle(_event(T0, "sweep-1"), runtime, aws)["outcomes"] == {"warned": 1}
+    finally:
+        api_server.stop()
+    warning = runtime.sink.findings[-1]  # type: ignore[attr-defined]
+    slack = json.dumps(slack_messages([MergedFinding(warning)], {}))
+    email = email_for([MergedFinding(warning)]).text
+    for text in (slack, email):
+        assert "it would be cordoned and drained (PodDisruptionBudgets respected)" in text, text
+        assert "EKS cluster gpu-prod" in text and "would be terminated" not in text
+    assert "would be drained and removed (EKS cluster gpu-prod) at" in warning.title

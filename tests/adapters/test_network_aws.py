@@ -450,3 +450,35 @@ def test_one_failing_revocation_does_not_stop_the_sweep(ec2: Any, monkeypatch: p
     assert live_rules(ec2, second) == {("tcp", 22, "10.0.0.0/8")}
     failed = next(f for f in rt.sink.findings if f.resource == first)  # type: ignore[attr-defined]
     assert "revoke_ingress failed: RequestLimitExceeded" in failed.detail
+
+
+def test_a_group_without_an_owner_tag_is_owned_by_whoever_opened_the_rule(ec2: Any) -> None:
+    """Issue 48 item 5: the world-open SSH finding said "Owner unknown" while ``governor audit`` on the same trail
+    named who opened port 22. The caller is recorded with the decision and owns the finding, as the report says."""
+    import datetime as dt
+
+    from governor.report.build import build_report
+
+    _, group = new_group(ec2, tags={"team": "vision"})
+    caller = "arn:aws:sts::123456789012:assumed-role/ml-engineer/erin"
+    event = authorize(ec2, group)
+    event["detail"]["userIdentity"] = {"type": "AssumedRole", "arn": caller}
+    rt = runtime()
+    handle(event, rt, aws())
+    (finding,) = rt.sink.findings  # type: ignore[attr-defined]
+    assert (finding.owner, finding.team) == (caller, "vision")
+    ((_, decision),) = rt.ledger.decisions  # type: ignore[attr-defined]
+    assert decision.evidence["opened_by"] == caller
+    end = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
+    item = {**decision.model_dump(mode="json"), "at": "2026-11-30T09:00:00+00:00", "kind": "decision"}
+    report = build_report(
+        kind="daily",
+        start=end - dt.timedelta(days=1),
+        end=end,
+        policy=rt.policy,
+        audit={},
+        ledger_items=[item],
+        now=end,
+    )
+    rows = [f for f in report.open_findings if f.resource == group]
+    assert rows and {f.owner for f in rows} == {"erin"}

@@ -136,7 +136,7 @@ def test_unused_gpu_reservations_are_reported_with_their_cost_a_day_and_owner(en
         odcr_row, block_row = rows["cr-1234abcd56EXAMPLE "], rows["cr-0b10c4000000000aa"]
         # four sweeps x 15 minutes x 2 empty instances = 2 instance-hours = 16 GPU-hours, at $21.96 an hour
         assert odcr_row["idle_gpu_hours"] == 16.0 and odcr_row["idle_usd"] == round(2 * 21.96, 2)
-        assert odcr_row["usd_per_day"] == 1054.08 and odcr_row["owner"] == "ana@example.com"
+        assert odcr_row["usd_per_day"] == 1054.08 and odcr_row["owner"] == "ana"  # the one name (issue 48)
         assert odcr_row["purchase"] == "capacity-reservation"
         # the block: prepaid, its fee not reported by EC2: hours counted, dollars not guessed
         assert block_row["purchase"] == "capacity-block" and block_row["idle_usd"] == 0.0
@@ -193,3 +193,64 @@ def test_offer_sends_unused_capacity_to_the_configured_team() -> None:
         assert isinstance(sink, MemorySink)
         offered = [f for f in sink.findings if f.rule == "idle.capacity-offered"]
         assert {f.team for f in offered} == {"ml-platform"} and len({f.id for f in offered}) == 2 * days
+
+
+def test_an_unused_reservation_finding_has_its_money_at_stake_and_ranks_by_it() -> None:
+    """Issue 48: the costliest problem ranked 16th: the unused reservation's finding had no "at stake", so it sorted
+    below a $24/day idle instance. Through the real sweep (moto + the documented response) and the real report: its
+    at stake is the "Paid for, unused" row's $/day, in the one format, and it leads "Needs attention"."""
+    from governor.report.build import build_report
+    from governor.report.render.format import todo_items
+    from governor.report.render.html_page import render_html
+
+    with mock_aws():
+        local = create_shared("us-east-1")
+        runtime = _runtime(local)
+        aws = _aws()
+        aws.reservations = _reader(_gpu_sample(), 2)
+        for step in range(2):
+            handle(_event(T0 + dt.timedelta(minutes=15 * step), f"sweep-{step}"), runtime, aws)
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+    cheap = {  # an idle g5.xlarge warned an hour ago: $24.14/day at stake
+        "kind": "decision",
+        "policy": "idle",
+        "resource": "i-0cheap",
+        "at": (T0 - dt.timedelta(hours=1)).isoformat(),
+        "rule": "idle.warned",
+        "severity": "warning",
+        "reasons": ["idle for 2 h"],
+        "actions": [],
+        "evidence": {"status": "warned", "instance_type": "g5.xlarge"},
+    }
+    session = {
+        "kind": "session",
+        "instance_id": "i-0cheap",
+        "instance_type": "g5.xlarge",
+        "gpus": 1,
+        "lifecycle": "on-demand",
+        "owner": "bo",
+        "team": "vision",
+        "start": (T0 - dt.timedelta(hours=3)).isoformat(),
+        "end": None,
+        "price_per_hour": 1.006,
+    }
+    end = T0 + dt.timedelta(hours=1)
+    report = build_report(
+        kind="daily",
+        start=end - dt.timedelta(days=1),
+        end=end,
+        policy=runtime.policy,
+        audit={},
+        ledger_items=[*items, cheap, session],
+        now=end,
+    )
+    reservation = next(f for f in report.open_findings if f.resource == "cr-1234abcd56EXAMPLE ")
+    assert reservation.usd_per_day == round(21.96 * 24 * 2, 2) == 1054.08
+    row = next(r for r in report.cost.paid_unused.rows if r["reservation_id"] == "cr-1234abcd56EXAMPLE ")
+    assert row["usd_per_day"] == reservation.usd_per_day
+    order = [f.resource for f in report.open_findings]
+    assert order.index("cr-1234abcd56EXAMPLE ") < order.index("i-0cheap")
+    assert "$1,054.08/day at stake" in todo_items(report, limit=1)[0]
+    page = render_html(report)
+    assert "<td class='num' data-label='At stake'>$1,054.08/day</td>" in page
+    assert "<td class='num' data-label='At stake'>$24.14/day</td>" in page

@@ -48,9 +48,11 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor.domain.fleet": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.domain": (frozenset({"spot"}), _AWS_SPOT),
     "governor.lifecycle.explain": (frozenset({"spot"}), _AWS_SPOT),
-    "governor.domain.costs": (
-        frozenset({"lifecycle", "spot"}),
-        _AWS_SPOT + "; EC2's word 'lifecycle' (InstanceLifecycle) in a usage session, priced by it",
+    "governor.domain.costs": (frozenset({"spot"}), _AWS_SPOT),
+    "governor.domain.facts": (
+        frozenset({"lifecycle", "report"}),
+        "EC2's word 'lifecycle' (InstanceLifecycle) in a usage session, priced by it; 'report', the action path of "
+        "capacity that is only reported (issue 48: the one record per resource)",
     ),
     "governor.domain.interruptions": (
         frozenset({"spot"}),

@@ -33,7 +33,7 @@ def test_a_known_owner_is_mentioned_in_the_owner_line_and_the_warning() -> None:
     people = slack_people({"U0BOBOBO": "Bo@Example.com"})
     item = MergedFinding(finding(owner="bo@example.com", actions=[WARN]))
     text = json.dumps(slack_messages([item], people))
-    assert "*Owner* <@U0BOBOBO> (bo@example.com)" in text
+    assert "*Owner* <@U0BOBOBO> (bo)" in text  # the one name (issue 48)
     assert "<@U0BOBOBO>: it would be stopped at 2026-11-20 10:00 UTC" in text
 
 
@@ -104,7 +104,7 @@ def test_an_owner_missing_from_slack_users_is_looked_up_by_email_once_and_only_i
         assert handler.people_for(bo, runtime)["bo@corp.example"] == "U0BOLOOK"
         assert _FakeSlack.calls == ["bo@corp.example"]  # cached: asked once
         text = json.dumps(slack_messages([MergedFinding(bo)], people))
-        assert "*Owner* <@U0BOLOOK> (bo@corp.example)" in text
+        assert "*Owner* <@U0BOLOOK> (bo)" in text
         assert "bo@corp.example" not in handler.people_for(finding(owner="bo@elsewhere.example"), runtime)
         assert "ghost@corp.example" not in handler.people_for(finding(owner="ghost@corp.example"), runtime)
         assert _FakeSlack.calls == ["bo@corp.example", "ghost@corp.example"]  # never the other domain
@@ -146,7 +146,7 @@ def test_emails_name_the_owner_and_the_owners_own_email_is_addressed_to_them() -
     assert handle(finding_event(body, event_id="e-1", time=now.isoformat()), rt, outbox, now)["status"] == "sent"
     emails = {tuple(to): email for to, email in outbox.emails}
     team, own = emails[("platform@corp.example",)], emails[("ana@corp.example",)]
-    assert "Owner: ana@corp.example" in team.text and "ana@corp.example: it will be stopped" in team.text
+    assert "Owner: ana\n" in team.text and "ana: it will be stopped" in team.text  # the one name (issue 48)
     assert "(yours)" not in team.subject and "To ana@corp.example" not in team.text
     assert own.subject.endswith("(yours)") and "To ana@corp.example: you are the owner" in own.text
     assert "To ana@corp.example: you are the owner" in own.html
@@ -156,8 +156,24 @@ def test_emails_name_the_owner_and_the_owners_own_email_is_addressed_to_them() -
     stranger = {**body, "owner": "mallory@elsewhere.example", "resource": "i-0def"}
     handle(finding_event(stranger, event_id="e-2", time=now.isoformat()), rt, outbox, now)
     assert [to for to, _ in outbox.emails] == [["platform@corp.example"]]
-    assert "Owner: mallory@elsewhere.example" in outbox.emails[0][1].text
+    assert "Owner: mallory\n" in outbox.emails[0][1].text
     outbox = FakeOutbox()
     nobody = {**body, "owner": None, "resource": "i-0fed"}
     handle(finding_event(nobody, event_id="e-3", time=now.isoformat()), rt, outbox, now)
     assert "Owner: unknown (no owner tag or recorded creator)" in outbox.emails[0][1].text
+
+
+def test_an_owner_known_by_role_arn_is_one_name_and_pinged_in_every_message() -> None:
+    """Issue 48 item 5: an instance was "unknown" in the findings, "dara" in the offenders' table and a role ARN in
+    Slack with no mention. The owner a finding carries (a role session ARN, as the creator tag records it) is the one
+    name the report gives (``identity.normalise_owner``), mentioned when the people name them by address."""
+    from governor.notifier.render import email_for
+
+    arn = "arn:aws:sts::123456789012:assumed-role/ml-engineer/dara"
+    people = slack_people({"U0DARA00": "dara@demo.example"})
+    item = MergedFinding(finding(owner=arn, actions=[{**WARN, "owner": arn}]))
+    text = json.dumps(slack_messages([item], people))
+    assert "*Owner* <@U0DARA00> (dara)" in text and "arn:aws" not in text
+    assert "<@U0DARA00>: it would be stopped" in text
+    email = email_for([item])
+    assert "Owner: dara\n" in email.text and "dara: it would be stopped" in email.text and "arn:aws" not in email.text

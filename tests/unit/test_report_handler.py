@@ -325,3 +325,16 @@ def test_a_retry_after_the_email_failed_sends_only_the_email_not_a_second_slack_
     result = handle(scheduled(), rt, aws, RUN_AT)
     assert result["sent"] == ["slack", "email"]
     assert len(outbox.slack) == 1 and len(outbox.emails) == 1
+
+
+def test_the_archive_keeps_the_runs_inputs_so_the_same_report_gives_the_same_money() -> None:
+    """Issue 48 item 2: the scheduled report archives ``inputs.json`` beside ``report.json``: its period, the policy
+    as parsed and what it priced with, which ``governor report --inputs`` reads to give the same figures."""
+    rt, aws = setup(enforce=False)
+    handle(scheduled(), rt, aws, RUN_AT)
+    objects = aws.archive.objects  # type: ignore[attr-defined]
+    prefix = "reports/daily/2023-07-10/"
+    assert prefix + "inputs.json" in objects
+    inputs = json.loads(objects[prefix + "inputs.json"][0])
+    assert (inputs["kind"], inputs["start"], inputs["end"]) == ("daily", "2023-07-10T00:00:00Z", "2023-07-11T00:00:00Z")
+    assert inputs["policy"]["pricing"] == json.loads(rt.policy.model_dump_json(by_alias=True))["pricing"]

@@ -68,7 +68,7 @@ def test_an_open_finding_is_an_ocsf_detection_finding_prowlers_models_accept() -
         "type": "AwsEc2SecurityGroup",
         "region": "eu-west-1",
         "cloud_partition": "aws",
-        "labels": ["owner:ana@example.com", "team:vision"],
+        "labels": ["owner:ana", "team:vision"],  # the one name every surface gives the owner (issue 48)
     }
     assert event["cloud"]["account"]["uid"] == ACCOUNT and event["remediation"] == {"desc": "Remove the rule."}
     # OCSF 1.6.0, and timed by the finding itself (five minutes before the export ran), not by the export
@@ -288,3 +288,14 @@ def test_an_enforced_fix_the_governor_did_not_see_stays_open_and_says_why() -> N
     assert never["record_state"] == "ACTIVE"
     decision = rt.ledger.decisions[-1][1]  # type: ignore[attr-defined]
     assert decision.evidence["status"] == "new" and "did not re-read" in decision.reasons[-1]
+
+
+def test_the_owner_is_the_one_name_every_surface_gives_them() -> None:
+    """Issue 48 item 5: a finding whose owner is a role session ARN (the creator tag) is labelled with the person's
+    name in OCSF and ASFF, as the report and the messages name them, never the ARN."""
+    arn = "arn:aws:sts::123456789012:assumed-role/ml-engineer/dara"
+    event = domain.detection_finding(a_finding(owner=arn), **SHAPE)
+    assert event["resources"][0]["labels"] == ["owner:dara", "team:vision"]
+    assert event["unmapped"]["owner"] == "dara"
+    asff = domain.security_finding(a_finding(owner=arn), **SHAPE)
+    assert asff["ProductFields"]["gpu-fleet-governor/owner"] == "dara"

@@ -44,6 +44,13 @@ def register(subparsers: Any) -> None:
         "--history",
         help="folder of earlier runs' summaries for the trend (default: OUT/history); this run's summary is added",
     )
+    parser.add_argument(
+        "--inputs",
+        metavar="FILE",
+        help="a report's inputs.json (written beside every report): price with the rates it recorded (never reading "
+        "Cost Explorer or the Price List API again), its period and its policy unless given, so the same report comes "
+        "out with the same money",
+    )
     from governor_cli.commands.ledger import add_origin_filters
 
     add_origin_filters(parser)  # narrows the ledger (spend, idle, findings); the audit covers every file in --logs
@@ -260,22 +267,61 @@ def read_history(folder: Path) -> list[Any]:
     return points
 
 
+def read_inputs(path: str | None) -> Any:
+    """The recorded inputs a rerun prices with (``--inputs``), or None."""
+    from governor.report.inputs import RunInputs
+    from governor_cli.main import UsageError
+
+    if path is None:
+        return None
+    try:
+        return RunInputs.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read the inputs ({error.__class__.__name__})") from None
+    except ValueError:
+        raise UsageError(f"{path}: not a report's inputs.json") from None
+
+
+def run_policy(args: argparse.Namespace, inputs: Any) -> Any:
+    """``--policy``; else the policy the recorded run ran with; else ``resolve_policy``'s default."""
+    from governor.policy import parse_policy
+    from governor_cli.main import UsageError
+
+    try:
+        if args.policy is None and inputs is not None and inputs.policy:
+            return parse_policy(inputs.policy)
+        return resolve_policy(args.policy)[0]
+    except PolicyError as error:
+        raise UsageError(str(error)) from None
+
+
+def prices_for(args: argparse.Namespace, policy: Any, inputs: Any, until: dt.datetime) -> tuple[Any, list[str]]:
+    """The price book: replaying the recorded inputs when given (and a note saying so), else read live."""
+    from governor.report.build import price_book
+    from governor.report.inputs import replay_note, replayed_book
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if inputs is None:
+        return price_book(policy, region, until=until), []
+    return replayed_book(inputs, policy, region), [replay_note(inputs, args.inputs)]
+
+
 def run(args: argparse.Namespace) -> int:
     from governor.audit.engine import event_span, run_audit
     from governor.audit.queries import QueryError, list_queries
-    from governor.report.build import build_report, price_book, with_history
+    from governor.report.build import build_report, with_history
     from governor.report.chart_image import render_fleet_png
     from governor.report.domain import previous_period
-    from governor.report.render.csv_files import csv_files
+    from governor.report.inputs import FILE as INPUTS_FILE
+    from governor.report.inputs import recorded_inputs
+    from governor.report.render.csv_files import csv_files, resources_csv
     from governor.report.render.format import would_reclaim_text
     from governor.report.render.html_page import render_html
     from governor.report.render.slack import render_text, slack_messages
     from governor_cli.main import UsageError
 
-    try:
-        policy = resolve_policy(args.policy)[0]
-    except PolicyError as error:
-        raise UsageError(str(error)) from None
+    inputs = read_inputs(getattr(args, "inputs", None))
+    policy = run_policy(args, inputs)
     logs = Path(args.logs)
     if not logs.is_dir():
         raise UsageError(f"{logs}: not a folder of CloudTrail files")
@@ -285,6 +331,8 @@ def run(args: argparse.Namespace) -> int:
     ledger = read_ledger(Path(args.ledger)) if args.ledger else []
     ledger, unplaced = filter_origins(ledger, accounts, regions)
     start, end = _time(args.start, "start"), _time(args.end, "end")
+    if inputs is not None and args.kind == "custom" and start is None and end is None:
+        start, end = inputs.start, inputs.end  # the recorded run's period
     if start is not None and end is not None and end <= start:
         raise UsageError(f"--end {args.end} is not after --start {args.start}")
     try:
@@ -336,6 +384,8 @@ def run(args: argparse.Namespace) -> int:
             + (f" ({len(unplaced)} items in no known account left out)" if unplaced else "")
             + "; the audit queries cover every file under --logs"
         )
+    book, replayed = prices_for(args, policy, inputs, finish)
+    notes.extend(replayed)
     report = build_report(
         kind=args.kind,
         start=begin,
@@ -346,7 +396,7 @@ def run(args: argparse.Namespace) -> int:
         ledger_items=ledger,
         descriptions=descriptions,
         notes=notes,
-        prices=price_book(policy, os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"), until=finish),
+        prices=book,
     )
     out = Path(args.out)
     history = Path(args.history) if args.history else out / "history"
@@ -368,12 +418,15 @@ def run(args: argparse.Namespace) -> int:
             point.model_dump_json(indent=2), encoding="utf-8"
         )
         (out / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+        recorded = recorded_inputs(book, args.kind, begin, finish, policy.model_dump(mode="json", by_alias=True))
+        (out / INPUTS_FILE).write_text(recorded.model_dump_json(indent=2), encoding="utf-8")
         messages = slack_messages(report)
         (out / "slack.json").write_text(json.dumps(messages, indent=2), encoding="utf-8")
         files = csv_files(
             report,
             {name: {**result, "columns": current.columns.get(name, [])} for name, result in current.results.items()},
         )
+        files["resources.csv"] = resources_csv(report)
         for name, content in files.items():
             (out / name).write_text(content, encoding="utf-8")
     except OSError as error:
@@ -421,7 +474,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  note: {shown(note)}")
     trend = f", trend over {len(report.trends) + 1} reports" if report.trends else ""
     print(
-        f"wrote {out}/report.html, email.html, email.txt, report.json, slack.json "
+        f"wrote {out}/report.html, email.html, email.txt, report.json, {INPUTS_FILE}, slack.json "
         f"({len(messages)} message{'s' if len(messages) != 1 else ''}), {len(files)} CSVs, chart.png{trend}"
     )
     return 0

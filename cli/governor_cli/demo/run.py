@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.adapters.aws import client
+from governor.domain.facts import per_day_text
 from governor.policy import Policy
 from governor.registry import REGISTRY
 from governor_cli.demo.bootstrap import FUNCTIONS, LocalStack, create_shared
@@ -1132,7 +1133,7 @@ def summary_lines(result: DemoResult) -> list[str]:
                 (
                     f"  unused reservation {row['reservation_id']}",
                     f"{float(row['idle_gpu_hours']):,.1f}",
-                    f"${float(row['usd_per_day']):,.2f}/day",
+                    per_day_text(float(row["usd_per_day"])),
                     f"{row['instance_type']} {row['instance_id'][1:-1]}, owner {row.get('owner') or '?'}",
                 )
             )
@@ -1177,7 +1178,7 @@ def summary_lines(result: DemoResult) -> list[str]:
         (
             "the same report again",
             f"governor report --logs {result.out}/cloudtrail --ledger {result.out}/ledger.jsonl "
-            f"--policy {result.out}/policy.json --out DIR (the period and figures above)",
+            f"--inputs {result.out}/inputs.json --out DIR (the period, policy and rates above: the same figures)",
         ),
     ]
     if result.sites:
@@ -1187,7 +1188,10 @@ def summary_lines(result: DemoResult) -> list[str]:
         facts.insert(8, ("Slack buttons", "not clicked across accounts (Stop now acts in the hub's account only)"))
     lines = [rule, *table[:1], rule, *table[1:], rule]
     lines += align(idle_rows, right=(1, 2))
-    lines.append('(each figure is defined once in docs/idle.md, "Idle figures"; GPU-hours, on-demand dollars)')
+    lines.append(
+        '(each figure is defined once in docs/idle.md, "Idle figures"; GPU-hours, and dollars at each instance\'s one '
+        "rate: its price_basis in report.json resources)"
+    )
     lines.append(rule)
     if result.sites:
         lines += account_lines(result)

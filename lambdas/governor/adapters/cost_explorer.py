@@ -50,6 +50,9 @@ def parse_rates(pages: list[dict[str, Any]], label: str) -> dict[str, EffectiveR
 class CostExplorerRates:
     """Implements ``domain.costs.EffectiveRates``: read once per run, then looked up per type."""
 
+    #: How a report names this source in a sentence ("Cost Explorer could not be read ...").
+    LABEL = "Cost Explorer"
+
     def __init__(self, days: int = 30, ce: Any = None, *, now: dt.datetime | None = None) -> None:
         self._ce = ce or client("ce", ENDPOINT_REGION)
         self._days = days

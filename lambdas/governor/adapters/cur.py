@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from governor.domain.costs import Coverage, EffectiveRate, EffectiveRates
+from governor.domain.unavailable import unavailable
 
 NAME = "effective_rates_cur"
 SOURCE = "CUR 2.0"
@@ -124,6 +125,9 @@ class CurRates:
     """Implements ``domain.costs.EffectiveRates`` from the CUR 2.0 table: one query per run, then looked up per
     instance (its own rate), else per type (the fleet's average for the type), else ``fallback`` (Cost Explorer)."""
 
+    #: How a report names this source in a sentence.
+    LABEL = "the CUR 2.0 table"
+
     def __init__(
         self,
         queries: Queries | None,
@@ -165,7 +169,7 @@ class CurRates:
         try:
             result = self._queries.run(NAME, self._sql, {"start": start.isoformat(), "end": end.isoformat()})
         except Exception as error:  # no Athena in this stack, or the runner failed: the next source, and say so
-            self.error = f"{type(error).__name__}: {error}"
+            self.error = unavailable(error)
             return
         problem = result.problem() if hasattr(result, "problem") else None
         if problem:

@@ -242,6 +242,10 @@ class Warn(Action):
     planned: str | None = None
     snooze_tag: str | None = None
     exempt_tag: str | None = None
+    #: How the planned reclaim would go (``autoscaling`` or ``kubernetes``, and the group or cluster), so the warning
+    #: names the path that would run (``governor.domain.facts.action_path``), never "terminated" for a drained node.
+    via: str | None = None
+    group: str | None = None
 
 
 #: A typed action of any capability, as a decision holds it: written out as its own class (``SerializeAsAny``), so

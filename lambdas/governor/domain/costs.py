@@ -20,8 +20,10 @@ from typing import Any, Literal, Protocol
 
 from governor.core_policy import PricingPolicy
 from governor.domain import gpus as gpu_facts
+from governor.domain.facts import price_of
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
+from governor.domain.unavailable import unavailable
 
 GroupBy = Literal["team", "owner", "instance_type"]
 UNKNOWN = "unknown"
@@ -41,10 +43,6 @@ class EffectiveRate:
 
     per_hour: float
     source: str
-
-
-#: How effective-rate sources name themselves (``EffectiveRate.source``): a figure from one is what was actually paid.
-EFFECTIVE_SOURCES = ("CUR 2.0", "Cost Explorer")
 
 
 @dataclass(frozen=True)
@@ -99,13 +97,28 @@ class PriceBook:
         self._price_list = price_list if policy.use_price_list_api else None
         self._effective = effective
         self._cache: dict[str, tuple[float, int | None] | None] = {}
-        #: Why the effective-rate source gave nothing (a failed read is a note, never a guess).
+        #: Why the effective-rate source gave nothing, in words (a failed read is a note, never a guess).
         self.effective_error: str | None = None
         self.coverage_error: str | None = None
+        #: Every effective rate looked up (type, or ``type#instance``), found or not: what a run priced with, saved
+        #: beside its report (``inputs.json``) so the same report can be made again.
+        self.looked_up: dict[str, EffectiveRate | None] = {}
+        #: The coverage read, when it was (saved with the run's inputs like ``looked_up``).
+        self.coverage_read: Coverage | None = None
 
     @property
     def has_effective(self) -> bool:
         return self._effective is not None
+
+    @property
+    def listed_prices(self) -> dict[str, tuple[float, int | None] | None]:
+        """Every Price List API price looked up (type -> USD per hour and GPUs, None: not listed)."""
+        return dict(self._cache)
+
+    @property
+    def effective_label(self) -> str:
+        """What the effective-rate source is called in a sentence (``Cost Explorer``, ``the CUR 2.0 table``)."""
+        return str(getattr(self._effective, "LABEL", "the effective-rate source"))
 
     def effective_notes(self) -> list[str]:
         """What the effective-rate source has to say (a CUR table that could not be read, and what was used)."""
@@ -121,24 +134,38 @@ class PriceBook:
         try:
             found: Coverage = read(is_gpu)
         except Exception as error:  # Cost Explorer off, throttled or denied: the report says so
-            self.coverage_error = f"{type(error).__name__}: {error}"
+            self.coverage_error = unavailable(error)
             return None
+        self.coverage_read = found
         return found
+
+    def effective_rate(self, instance_type: str, instance_id: str | None = None) -> tuple[float, str] | None:
+        """What the account pays an hour, from the effective-rate source (the instance's own CUR 2.0 rate, else Cost
+        Explorer's amortised cost for the type), with its source; None without one, or when it has no rate. A failed
+        read is said once (``effective_error``) and every later lookup answers None."""
+        if self._effective is None or self.effective_error is not None:
+            return None
+        try:
+            found = self._effective.rate(instance_type, instance_id)
+        except Exception as error:  # Cost Explorer off, throttled or denied: fall back, and say so
+            self.effective_error = unavailable(error)
+            return None
+        self.looked_up[instance_type if instance_id is None else f"{instance_type}#{instance_id}"] = found
+        return (found.per_hour, found.source) if found is not None else None
+
+    def listed(self, instance_type: str, lifecycle: str = "on-demand") -> tuple[float | None, str]:
+        """USD per instance-hour for ``lifecycle`` from the Price List API or the policy's table, and its source."""
+        price = self.price(instance_type, lifecycle)
+        return price.per_hour, price.basis + (f" (as of {price.as_of})" if price.as_of else "")
 
     def paid(self, instance_type: str, instance_id: str | None = None) -> tuple[float | None, str]:
         """USD per instance-hour at the price the account pays, and its source, in order of truth: the effective
         rate (the instance's own from the CUR 2.0 table, else Cost Explorer's amortised cost for the type) when
         configured and known, else the on-demand chain (Price List API, then the policy's table)."""
-        if self._effective is not None and self.effective_error is None:
-            try:
-                found = self._effective.rate(instance_type, instance_id)
-            except Exception as error:  # Cost Explorer off, throttled or denied: fall back, and say so
-                self.effective_error = f"{type(error).__name__}: {error}"
-                found = None
-            if found is not None:
-                return found.per_hour, found.source
-        price = self.price(instance_type, "on-demand")
-        return price.on_demand, price.basis + (f" (as of {price.as_of})" if price.as_of else "")
+        found = self.effective_rate(instance_type, instance_id)
+        if found is not None:
+            return found
+        return self.listed(instance_type, "on-demand")
 
     def _listed(self, instance_type: str) -> tuple[float, int | None] | None:
         if self._price_list is None:
@@ -239,10 +266,18 @@ def sessions_of(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def fill_price(session: Mapping[str, Any], prices: PriceBook | None) -> Mapping[str, Any]:
-    if session.get("price_per_hour") is not None or prices is None:
+    """The session priced at its instance's one rate (``facts.price_of``: an effective rate for the instance or, when
+    On-Demand, its type first, else its own recorded price, else the book's)."""
+    if prices is None:
         return session
-    price = prices.price(str(session.get("instance_type", "")), str(session.get("lifecycle", "on-demand")))
-    return {**session, "price_per_hour": price.per_hour, "gpus": session.get("gpus") or price.gpus}
+    price = price_of(
+        str(session.get("instance_id") or "") or None,
+        str(session.get("instance_type") or "") or None,
+        [session],
+        prices,
+    )
+    gpus = session.get("gpus") or prices.price(str(session.get("instance_type", ""))).gpus
+    return {**session, "price_per_hour": price.usd_per_hour, "gpus": gpus}
 
 
 def gpu_hours_and_cost(
@@ -343,15 +378,9 @@ def _sessions_by_instance(items: Iterable[Mapping[str, Any]]) -> dict[str, list[
 def instance_price(
     instance_id: str, instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
 ) -> float | None:
-    """USD per instance-hour as billed: the instance's latest recorded price, else the price book's."""
-    own = [s for s in sessions if s.get("price_per_hour") is not None]
-    latest = max(own, key=lambda s: str(s.get("start", "")), default=None)
-    if latest is not None:
-        return float(latest["price_per_hour"])
-    if prices is not None and instance_type:
-        lifecycle = str(sessions[-1].get("lifecycle", "on-demand")) if sessions else "on-demand"
-        return prices.price(instance_type, lifecycle).per_hour
-    return None
+    """USD per instance-hour: the instance's one rate (``facts.price_of``), which its spend, idle spend, would-reclaim
+    and at-stake figures all use."""
+    return price_of(instance_id, instance_type, sessions, prices).usd_per_hour
 
 
 @dataclass(frozen=True)
@@ -404,30 +433,10 @@ def savings_rate(
     prices: PriceBook | None,
     instance_id: str | None = None,
 ) -> tuple[float | None, str]:
-    """The hourly rate a reclaimed hour saves, and its source: the account's effective rate when the price book has
-    one (what is actually paid), else the on-demand price recorded with the session, else the book's chain."""
-    if prices is not None and instance_type and prices.has_effective:
-        paid, source = prices.paid(instance_type, instance_id)
-        if paid is not None and source.startswith(EFFECTIVE_SOURCES):
-            return paid, source
-    recorded = _on_demand_price(instance_type, sessions, None)
-    if recorded is not None:
-        return recorded, "on-demand price recorded with the usage session"
-    if prices is not None and instance_type:
-        return prices.paid(instance_type, instance_id)
-    return None, "unpriced"
-
-
-def _on_demand_price(
-    instance_type: str | None, sessions: list[Mapping[str, Any]], prices: PriceBook | None
-) -> float | None:
-    own = [s for s in sessions if s.get("on_demand_per_hour") is not None]
-    latest = max(own, key=lambda s: str(s.get("start", "")), default=None)
-    if latest is not None:
-        return float(latest["on_demand_per_hour"])
-    if prices is not None and instance_type:
-        return prices.price(instance_type, "on-demand").on_demand
-    return None
+    """The hourly rate a reclaimed hour saves, and its source: the instance's one rate (``facts.price_of``), the same
+    its idle hours are priced at (issue 48: never a second basis beside the first)."""
+    price = price_of(instance_id, instance_type, sessions, prices)
+    return price.usd_per_hour, price.source
 
 
 @dataclass(frozen=True)
@@ -505,7 +514,15 @@ class IdleTime:
     windows: Callable[[Iterable[Mapping[str, Any]]], dict[str, list[tuple[dt.datetime, dt.datetime]]]]
     #: The energy of the offenders' idle GPU-hours (with each instance's region, when known).
     energy: Callable[[Sequence[OffenderRow], Mapping[str, Any]], IdleEnergy]
+    #: The statuses of its decisions that say no GPU sample was read (the sweep found no usable data).
+    unsampled: frozenset[str] = frozenset({"unmonitored"})
 
     def decided(self, item: Mapping[str, Any]) -> bool:
         """Whether ``item`` is one of its decisions (ledger items without a ``kind`` are decisions)."""
         return item.get("kind", "decision") == "decision" and item.get("policy") in self.policies
+
+    def sampled(self, item: Mapping[str, Any]) -> bool:
+        """Whether ``item`` is one of its decisions made on a GPU sample: a decision whose status says there was none
+        (``unsampled``: the idle sweep's ``unmonitored``) is the absence of a sample, charted as unmonitored time,
+        never busy (issue 48: two instances without metrics were drawn blue for 71 GPU-hours)."""
+        return self.decided(item) and (item.get("evidence") or {}).get("status") not in self.unsampled

@@ -9,6 +9,7 @@ import datetime as dt
 from governor.domain.actions import Notify
 from governor.domain.capacity import UNUSED_STATUS, Reservation, reservation_evidence
 from governor.domain.decision import Decision
+from governor.domain.facts import per_day_text
 from governor.domain.fleet import ownership
 from governor.idle.domain import POLICY
 from governor.policy import Policy
@@ -25,7 +26,7 @@ def unused_reservation_decision(
     kind = "Capacity Block" if reservation.capacity_block else "On-Demand Capacity Reservation"
     per_day = evidence["usd_per_day"]
     cost = (
-        f"${per_day:,.2f} a day at {price_source}"
+        f"{per_day_text(per_day)} at {price_source}"
         if per_day is not None
         else (
             "prepaid (the block's fee is not in DescribeCapacityReservations)"
@@ -51,7 +52,7 @@ def unused_reservation_decision(
         rule=f"idle.{UNUSED_STATUS}",
     )
     title = f"{kind} {reservation.id}: {reservation.available} x {reservation.instance_type} paid for, unused" + (
-        f" (${per_day:,.2f}/day)" if per_day is not None else ""
+        f" ({per_day_text(per_day)})" if per_day is not None else ""
     )
     return decision, title
 

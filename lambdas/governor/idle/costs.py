@@ -37,6 +37,7 @@ from governor.domain.costs import (
     instance_price,
     savings_rate,
 )
+from governor.domain.facts import reservation_price
 from governor.domain.identity import normalise_owner
 from governor.domain.times import parse_time
 from governor.idle import energy
@@ -385,9 +386,7 @@ def _reservation_row(rid: str, item: Mapping[str, Any], hours: float, prices: Pr
     evidence = item.get("evidence") or {}
     purchase = evidence.get("purchase") or {}
     instance_type = str(evidence.get("instance_type") or UNKNOWN)
-    per_hour = evidence.get("price_per_hour")
-    if purchase.get("kind") != "capacity-block" and prices is not None and instance_type != UNKNOWN:
-        per_hour = prices.paid(instance_type)[0]
+    per_hour = reservation_price(evidence, prices).usd_per_hour  # the rate its finding's "at stake" uses
     gpus = prices.price(instance_type).gpus if prices is not None else 1
     unused = int(evidence.get("unused_instances") or 0)
     return PaidUnusedRow(
@@ -400,7 +399,7 @@ def _reservation_row(rid: str, item: Mapping[str, Any], hours: float, prices: Pr
         idle_gpu_hours=round(hours * gpus, 2),
         idle_usd=round(hours * float(per_hour), 2) if per_hour is not None else 0.0,
         priced=per_hour is not None,
-        owner=str(evidence.get("owner") or UNKNOWN),
+        owner=normalise_owner(evidence.get("owner")),  # the one name its finding and messages give the owner
         usd_per_day=round(float(per_hour) * 24 * unused, 2) if per_hour is not None else None,
     )
 

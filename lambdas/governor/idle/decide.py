@@ -16,6 +16,7 @@ from typing import Any
 
 from governor.domain.actions import AnyAction, Checkpoint, Notify, Tag, Warn
 from governor.domain.decision import Decision
+from governor.domain.facts import action_path
 from governor.domain.fleet import Instance
 from governor.idle.actions import reclaim
 from governor.idle.case import Case
@@ -87,7 +88,8 @@ def _warn(case: Case, row: Row) -> InstanceOutcome:
     due = case.now + dt.timedelta(minutes=idle.warning_minutes)
     action = reclaim_action(instance, idle)
     planned = "report" if report_only else action
-    what = "reported" if report_only else _PAST[action]
+    through = {k: v for k, v in _through(case)[0].items() if k in ("via", "group")}
+    what = "reported" if report_only else action_path({"type": action, **through}).short()
     reasons = [*case.assessment.reasons, f"{planned} due at {due.isoformat()} unless the instance is used or snoozed"]
     if report_only:
         reasons.append(report_only)
@@ -104,6 +106,7 @@ def _warn(case: Case, row: Row) -> InstanceOutcome:
             planned=planned,
             snooze_tag=fleet.keep_until_tag,
             exempt_tag=fleet.exempt_tag,
+            **through,
         ),
     ]
     decision = case.decided(row, reasons, actions)

@@ -124,6 +124,16 @@ def _proven(decision: Decision, judge: Callable[[str | None], Decision], aws: Ad
     return decision if shared is None else judge(shared)
 
 
+def opened_by(judged: Judged, caller: str | None) -> Judged:
+    """The decision with who made the call (CloudTrail's ``userIdentity.arn``) in its evidence: a group with no owner
+    tag is owned, in its finding and the report, by whoever opened the rule (issue 48: "Owner unknown" while
+    ``governor audit`` on the same trail named who opened port 22)."""
+    decision, tags = judged
+    if not caller:
+        return judged
+    return decision.model_copy(update={"evidence": {**decision.evidence, "opened_by": caller}}), tags
+
+
 def _group_decision(call: NetworkCall, aws: Adapters, runtime: Runtime) -> Judged:
     """Judge the rules this call added or changed, as they are now (re-read), never the event's copy alone."""
     live = aws.groups.group(call.group_id, None if call.group_id else call.group_name)
@@ -264,13 +274,14 @@ def settle(
         if not violating:
             return []
         who = ownership(tags or {}, runtime.policy.fleet)
+        caller = decided.evidence.get("opened_by") if who.source == "unknown" else None
         finding = Finding.from_decision(
             decided,
             _title(decided),
             event_id=event_id,
             region=runtime.region,
             account=account,
-            owner=who.owner,
+            owner=str(caller) if caller else who.owner,  # no owner tag: who made the change (CloudTrail's caller)
             team=who.team,
         )
         done = [outcome.done for _, outcome in results or () if outcome.done]
@@ -298,7 +309,7 @@ def on_call(event: CloudTrailEvent, runtime: Runtime, aws: Adapters) -> dict[str
     if call.failed:
         decisions = [(decision, {}) for decision in decide_call(call, runtime.policy, now)]
     elif call.name in SECURITY_GROUP_EVENTS:
-        decisions = [_group_decision(call, aws, runtime)]
+        decisions = [opened_by(_group_decision(call, aws, runtime), record.user_identity.arn)]
     else:
         launched: list[Instance] = []
         decisions = _address_decisions(call, aws, runtime, now, launched)

@@ -12,6 +12,7 @@ from typing import Any
 
 from governor.domain.decision import Finding
 from governor.domain.escape import email_header, html_text, slack_text
+from governor.domain.facts import action_path, owner_of
 from governor.domain.fleet import UNKNOWN as UNKNOWN_OWNER
 from governor.domain.messages import (
     Block,
@@ -59,10 +60,12 @@ def action_sentence(action: dict[str, Any]) -> str | None:
         return None
     if kind == "warn":
         planned = {"stop": "stopped", "terminate": "terminated"}.get(str(action.get("planned")), "reclaimed")
+        if action.get("via") and action.get("planned") in ("stop", "terminate"):  # the path that would really run
+            planned = action_path(action).done()
         due = parse_time(action.get("due"))
         when = f" at {due:%Y-%m-%d %H:%M} UTC" if due else ""
-        owner = action.get("owner")
-        who = f"{owner}: " if owner and owner != "unknown" else ""
+        owner = owner_of(action.get("owner"))
+        who = f"{owner.name}: " if owner.known else ""  # the one name every surface gives the owner
         keep = (
             f" To keep it, tag it {action.get('snooze_tag', 'governor:keep-until')}=<ISO 8601 time> (snooze until "
             f"then) or {action.get('exempt_tag', 'governor:exempt')}=true (exempt)."
@@ -92,10 +95,10 @@ def _action_line(
     sentence = action_sentence(action)
     if not sentence:
         return None
-    who = str(action.get("owner") or "")
-    user = (people or {}).get(who.strip().lower()) if action.get("type") == "warn" else None
-    if user and sentence.startswith(f"{who}: "):
-        return f"• <@{user}>: {slack_text(sentence[len(who) + 2 :])}"
+    who = owner_of(action.get("owner"), people=people)
+    user = who.slack_user if action.get("type") == "warn" else None
+    if user and sentence.startswith(f"{who.name}: "):
+        return f"• <@{user}>: {slack_text(sentence[len(who.name) + 2 :])}"
     return f"• {slack_text(sentence)}"
 
 
@@ -105,12 +108,13 @@ def slack_people(slack_users: Mapping[str, str]) -> dict[str, str]:
 
 
 def owner_text(owner: str | None, people: Mapping[str, str]) -> str:
-    """The owner as Slack shows it: a mention (``<@U…>``, which notifies them) when their Slack identity is known,
-    else the name escaped; an unknown owner is said to be unknown, never left blank."""
-    if not owner or owner == UNKNOWN_OWNER:
-        return "unknown (no owner tag or recorded creator)"
-    user = people.get(owner.strip().lower())
-    return f"<@{user}> ({slack_text(owner)})" if user else slack_text(owner)
+    """The owner as Slack shows it: the one name every surface gives them (``facts.owner_of``: a role ARN or an
+    address is the person's name), with a mention (``<@U…>``, which notifies them) when their Slack identity is known
+    by address or name; an unknown owner is said to be unknown, never left blank."""
+    found = owner_of(owner, people=people)
+    if not found.known:
+        return found.text()
+    return f"<@{found.slack_user}> ({slack_text(found.name)})" if found.slack_user else slack_text(found.name)
 
 
 #: An ISO 8601 UTC time as decisions record it (``2026-11-20T09:00:00+00:00``); messages show one format instead.
@@ -229,10 +233,9 @@ def slack_messages(items: Sequence[MergedFinding], people: Mapping[str, str] | N
 
 
 def owner_named(owner: str | None) -> str:
-    """The owner as an email names them: the owner tag (their address or name), or why nobody is named."""
-    if not owner or owner == UNKNOWN_OWNER:
-        return "unknown (no owner tag or recorded creator)"
-    return owner
+    """The owner as an email names them: the one name every surface gives them (``facts.owner_of``), or why nobody
+    is named."""
+    return owner_of(owner).text()
 
 
 def addressee(items: Sequence[MergedFinding], recipients: Sequence[str]) -> str | None:

@@ -16,10 +16,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from governor.domain import costs
+from governor.domain import costs, facts
 from governor.policy import Policy
 from governor.report import charts as charting
-from governor.report.model import CostSection, Report, ReportKind, TrendPoint
+from governor.report.model import CostSection, Report, ReportKind, Table, TrendPoint
 from governor.report.sections.budgets import budget_section
 from governor.report.sections.cost import cost_section, utilisation_series
 from governor.report.sections.findings import findings_section
@@ -93,6 +93,7 @@ def build_report(
     priced = governor_cost(ledger_items, policy, start, end)
     if priced is not None:
         cost.governor_cost_usd, cost.governor_cost_basis = priced
+    records = facts.ledger_facts(ledger_items, book, end)  # each resource's record, decided once for the run
     report = Report(
         kind=kind,
         start=start,
@@ -100,13 +101,19 @@ def build_report(
         generated_at=generated,
         security=security,
         cost=cost,
-        findings=findings_section(ledger_items, policy, start, end, book),
+        findings=findings_section(ledger_items, policy, start, end, book, records),
         budgets=budget_section(ledger_items, policy, end, book),
         charts=fleet_charts(ledger_items, cost, start, end),
         utilisation=utilisation_series(ledger_items, start, end),
         notes=list(notes),
         dashboard_url=policy.notifications.dashboard_url,
         governor_tags=governor_tags_table(ledger_items, start, end),
+        resources=Table(
+            name="resources",
+            title="Resources",
+            columns=list(facts.RESOURCE_COLUMNS),
+            rows=[record.row() for record in records.values()],
+        ),
     )
     if report.empty:
         report.notes.append("nothing happened in this period: no audit rows, no GPU usage, no utilisation samples")

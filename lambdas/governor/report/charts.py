@@ -4,7 +4,7 @@ Per-instance lines stop being readable at about ten instances, so the report dra
 
 - GPU-hours per time bucket, stacked into busy, idle (inside a window judged idle, by the decisions of the capability
   recording idle GPU time: ``REGISTRY.idle_time()``) and unmonitored (running, but none of its samples in the bucket,
-  so nobody knows);
+  or only decisions saying it had no usable data, so nobody knows);
 - idle dollars by team;
 - a heat map of the busiest GPU's utilisation for the top idle offenders only (at most ``HEATMAP_ROWS`` rows).
 
@@ -105,7 +105,7 @@ def fleet_usage(items: Sequence[Mapping[str, Any]], start: dt.datetime, end: dt.
     sampled: dict[str, set[int]] = defaultdict(set)
     idle_time = REGISTRY.idle_time()
     for item in items:
-        if not idle_time.decided(item):
+        if not idle_time.sampled(item):
             continue
         at = parse_time(item.get("at"))
         if at is not None and start <= at < end:

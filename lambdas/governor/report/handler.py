@@ -32,6 +32,8 @@ from governor.report.build import TREND_PERIODS, build_report, price_book, team_
 from governor.report.charts import utilisation_widget
 from governor.report.domain import period_for, previous_period
 from governor.report.email import report_email
+from governor.report.inputs import FILE as INPUTS_FILE
+from governor.report.inputs import recorded_inputs
 from governor.report.model import Report, TrendPoint
 from governor.report.render.csv_files import csv_files
 from governor.report.render.html_page import render_html
@@ -258,8 +260,16 @@ def history(store: Archive, kind: str, start: dt.datetime, end: dt.datetime, per
     return points
 
 
-def archive(report: Report, files: Mapping[str, str], chart: bytes | None, html: str, store: Archive) -> list[str]:
-    """HTML, JSON, the trend summary, the chart and every CSV under one dated prefix."""
+def archive(
+    report: Report,
+    files: Mapping[str, str],
+    chart: bytes | None,
+    html: str,
+    store: Archive,
+    inputs: str | None = None,
+) -> list[str]:
+    """HTML, JSON, the trend summary, the chart, every CSV and the run's inputs (``inputs.json``: what it priced
+    with, so ``governor report --inputs`` over the same ledger gives the same money) under one dated prefix."""
     prefix = _prefix(report)
     written = [
         store.put(prefix + "report.html", html.encode(), "text/html; charset=utf-8"),
@@ -268,6 +278,8 @@ def archive(report: Report, files: Mapping[str, str], chart: bytes | None, html:
     ]
     if chart is not None:
         written.append(store.put(prefix + report.chart_file, chart, "image/png"))
+    if inputs is not None:
+        written.append(store.put(prefix + INPUTS_FILE, inputs.encode(), "application/json"))
     written += [store.put(prefix + name, body.encode(), "text/csv; charset=utf-8") for name, body in files.items()]
     return written
 
@@ -356,12 +368,13 @@ def produce(
     unread = aws.gpu_types(instance_types(items)) if aws.gpu_types is not None else None
     if unread:
         notes.append(unread)
+    book = price_book(policy, runtime.region, until=end, queries=aws.queries)
     report = build_report(
         kind=kind,
         start=start,
         end=end,
         policy=policy,
-        prices=price_book(policy, runtime.region, until=end, queries=aws.queries),
+        prices=book,
         audit=current,
         previous_audit=previous,
         ledger_items=items,
@@ -412,7 +425,8 @@ def produce(
         )
     alerts = raise_budget_alerts(report, runtime, parsed.id) if kind == "daily" else []
     html = render_html(report)
-    written = archive(report, files, chart, html, aws.archive)
+    inputs = recorded_inputs(book, kind, start, end, policy.model_dump(mode="json", by_alias=True))
+    written = archive(report, files, chart, html, aws.archive, inputs.model_dump_json(indent=2))
     sent: list[str] = []
     problems: list[str] = []
     if enforce:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from governor.domain.facts import RESOURCE_COLUMNS
 from governor.domain.model import Model
 from governor.report import charts as charting
 
@@ -284,6 +285,12 @@ class Report(Model):
         default_factory=lambda: Table(
             name="governor_tags", title=GOVERNOR_TAGS_TITLE, columns=list(GOVERNOR_TAGS_COLUMNS)
         )
+    )
+    #: Every resource's record for this run (``governor.domain.facts``): its owner and how that is known, team,
+    #: purchase model, one price with its basis, $/day, the action path that would run, metric source and status.
+    #: The findings name owners from it; ``resources.csv`` (``governor report``) is this table.
+    resources: Table = Field(
+        default_factory=lambda: Table(name="resources", title="Resources", columns=list(RESOURCE_COLUMNS))
     )
 
     @property

@@ -29,6 +29,7 @@ from typing import Any
 
 from governor.domain.decision import Decision, Finding
 from governor.domain.escape import record_text
+from governor.domain.facts import owner_of
 from governor.registry import REGISTRY
 
 PRODUCT = "GPU Fleet Governor"
@@ -131,11 +132,17 @@ def _iso(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def owner_named(finding: Finding) -> str | None:
+    """The owner as every surface names them (``facts.owner_of``: a role ARN or an address is the person's name),
+    so Security Hub, the report and the messages agree (issue 48); None when the finding names nobody."""
+    return owner_of(finding.owner).name if finding.owner else None
+
+
 def _labels(finding: Finding) -> list[str]:
     """``owner:`` and ``team:`` labels, each one line: a CR or LF in a tag never becomes a label of its own."""
     return [
         record_text(f"{key}:{value}", OCSF_LABEL)
-        for key, value in (("owner", finding.owner), ("team", finding.team))
+        for key, value in (("owner", owner_named(finding)), ("team", finding.team))
         if value
     ]
 
@@ -197,7 +204,7 @@ def detection_finding(
         "resources": [resource],
         "unmapped": {
             "policy": record_text(finding.policy, OCSF_TITLE),
-            "owner": record_text(finding.owner, OCSF_LABEL) if finding.owner else None,
+            "owner": record_text(owner_named(finding), OCSF_LABEL) if finding.owner else None,
             "team": record_text(finding.team, OCSF_LABEL) if finding.team else None,
             "enforced": finding.enforced,
             "actions": [record_text(a.get("type"), OCSF_TITLE) for a in finding.actions if isinstance(a, Mapping)],
@@ -217,7 +224,7 @@ def _product_fields(finding: Finding) -> dict[str, str]:
         "policy": finding.policy,
         "rule": finding.rule,
         "enforced": str(finding.enforced).lower(),
-        "owner": finding.owner,
+        "owner": owner_named(finding),
         "team": finding.team,
         "id": finding.id,
         "account": finding.account,

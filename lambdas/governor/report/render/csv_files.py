@@ -31,6 +31,13 @@ def csv_files(report: Report, audit: Mapping[str, Mapping[str, Any]] | None = No
     return files
 
 
+def resources_csv(report: Report) -> str:
+    """``resources.csv``: every resource's record for the run (owner and how it is known, price and its basis, $/day,
+    the action path that would run). Written beside the report by ``governor report``; never attached to an email (a
+    1,000-instance fleet's records would outweigh the message)."""
+    return _csv(report.resources.columns, report.resources.rows)
+
+
 def _csv(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 from typing import Any
 
+from governor.domain.facts import per_day_text
 from governor.report.model import CostSection, FindingRow, Report
 from governor.report.words import plural
 
@@ -55,6 +56,7 @@ HEADERS = {
     "idle_kwh": "Idle kWh",
     "draw_source": "Idle draw from",
     "reclaimed_usd_total": "Reclaimed",
+    "usd_per_day": "At stake",
 }
 ID_COLUMNS = frozenset({"instance_id", "resource", "eventid", "event_id", "useridentity_arn", "arn", "requestid"})
 ID_CHARS = 22
@@ -85,7 +87,7 @@ def age_text(since: dt.datetime, now: dt.datetime) -> str:
 
 
 def numeric_column(column: str) -> bool:
-    return column.endswith(("_usd", "_hours", "_percent", "_utilization", "_watts", "_kwh")) or column in {
+    return column.endswith(("_usd", "_hours", "_percent", "_utilization", "_watts", "_kwh", "_per_day")) or column in {
         "sessions",
         "samples",
         "interruptions",
@@ -102,6 +104,8 @@ def format_value(column: str, value: Any) -> str:
     if isinstance(value, int | float):
         if column.endswith("_usd"):
             return money(float(value))
+        if column.endswith("usd_per_day"):
+            return per_day_text(float(value))  # money at stake: one unit and one format on every surface
         if column.endswith(("_hours", "_percent", "_utilization", "_watts", "_kwh")):
             return f"{float(value):,.1f}"
         if isinstance(value, int):
@@ -197,10 +201,10 @@ def energy_text(cost: CostSection) -> str:
 
 
 def at_stake_text(finding: FindingRow) -> str:
-    """``, $412.80 a day at stake`` for a finding whose instance keeps costing money while it stays open."""
+    """``, $412.80/day at stake`` for a finding whose resource keeps costing money while it stays open."""
     if not finding.usd_per_day:
         return ""
-    return f", {money(finding.usd_per_day)} a day at stake"
+    return f", {per_day_text(finding.usd_per_day)} at stake"
 
 
 def todo_items(report: Report, limit: int = 5, rest: str = "in findings.csv") -> list[str]:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from governor.domain.escape import html_text
+from governor.domain.facts import per_day_text
 from governor.report import charts as charting
 from governor.report.model import CostSection, FindingRow, Report, SpotStats, TrendPoint
 from governor.report.render.format import (
@@ -191,7 +192,7 @@ def _tiles(report: Report) -> str:
 
 def at_stake(finding: FindingRow) -> str:
     """The money a finding's instance costs a day while it stays open, or nothing."""
-    return f"{money(finding.usd_per_day)}/day" if finding.usd_per_day else ""
+    return per_day_text(finding.usd_per_day) if finding.usd_per_day else ""
 
 
 def _findings_html(report: Report, limit: int = FINDING_ROWS) -> str:

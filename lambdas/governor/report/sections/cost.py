@@ -131,10 +131,15 @@ def cost_section(
         notes.append("savings priced at: " + "; ".join(f"{t} {s}" for t, s in sorted(sources.items())))
     notes.extend(book.effective_notes())
     if book.effective_error:
-        notes.append(f"effective rates unavailable ({book.effective_error}): savings at list prices")
+        notes.append(
+            f"{book.effective_label} could not be read ({book.effective_error}): priced at the prices recorded with "
+            "each usage session, else list prices"
+        )
     coverage = book.coverage(policy.fleet.is_gpu_type)
     if coverage is None and book.coverage_error:
-        notes.append(f"Savings Plans / RI coverage unavailable ({book.coverage_error})")
+        notes.append(
+            f"Savings Plans / RI coverage not shown: {book.effective_label} could not be read ({book.coverage_error})"
+        )
     return CostSection(
         savings_plans_coverage_pct=coverage.savings_plans_pct if coverage else None,
         reserved_coverage_pct=coverage.reserved_hours_pct if coverage else None,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from governor.domain import costs
+from governor.domain import costs, facts
 from governor.domain.fleet import UNKNOWN as UNKNOWN_OWNER
 from governor.domain.identity import normalise_owner
 from governor.domain.problems import DEFAULT_FIX, Problem
@@ -50,6 +50,20 @@ def _resolves(decision: Mapping[str, Any], key: str) -> bool:
     return REGISTRY.resolves(decision, key)
 
 
+def _as_recorded(row: FindingRow, record: facts.ResourceFacts | None) -> FindingRow:
+    """The finding with its resource's owner and team as the run's record says (``facts.ledger_facts``: the owner
+    tag, else the recorded creator, else the caller), so the findings, the offenders and every message name one
+    person (issue 48: "unknown" in the findings, "dara" in the offenders' table)."""
+    if record is None:
+        return row
+    update: dict[str, Any] = {}
+    if record.owner.known:
+        update["owner"] = record.owner.name
+    if row.team == UNKNOWN_OWNER and record.team != UNKNOWN_OWNER:
+        update["team"] = record.team
+    return row.model_copy(update=update) if update else row
+
+
 def _owner_of(decision: Mapping[str, Any], sessions: list[Mapping[str, Any]]) -> tuple[str, str]:
     evidence = decision.get("evidence") or {}
     owner = evidence.get("owner")
@@ -78,6 +92,7 @@ def findings_section(
     start: dt.datetime,
     end: dt.datetime,
     prices: costs.PriceBook | None = None,
+    records: Mapping[str, facts.ResourceFacts] | None = None,
 ) -> list[FindingRow]:
     """The governor's warning and critical decisions, one row per policy, resource and problem, as they stand at
     ``end``.
@@ -93,18 +108,22 @@ def findings_section(
     for session in costs.sessions_of(items):
         sessions[str(session.get("instance_id"))].append(session)
     rows: list[FindingRow] = []
+    if records is None:  # each resource's owner and team, decided once for the run (build_report passes them)
+        records = facts.ledger_facts(items, prices, end)
     for (policy_name, resource), entries in _histories(items, end).items():
         own = sessions.get(resource, [])
         for history in _problem_histories(entries, policy).values():
             standing = history.standing(start)
             if standing is not None:
-                rows.append(_finding(policy_name, resource, *standing, own, prices, end))
+                row = _finding(policy_name, resource, *standing, own, prices, end)
+                rows.append(_as_recorded(row, records.get(resource)))
     owners = REGISTRY.session_keeper()
     covered = {r.resource for r in rows if r.problem in owners.ownership_problems | {UNTAGGED}}
     for resource, own in sessions.items():
-        if resource not in covered:
-            row = untagged_finding(resource, own, policy, start, end, prices)
-            rows += [row] if row is not None else []
+        record = records.get(resource)
+        if resource not in covered and (record is None or not record.owner.known):
+            untagged = untagged_finding(resource, own, policy, start, end, prices)
+            rows += [untagged] if untagged is not None else []
     rows.sort(key=order_key)
     return rows
 
@@ -262,7 +281,12 @@ def _at_stake(
     prices: costs.PriceBook | None,
     end: dt.datetime,
 ) -> float | None:
-    """What the problem's instance costs a day while it stays open: its hourly price x 24, while it runs."""
+    """What the problem's resource costs a day while it stays open: an instance's one rate (``facts.price_of``) x 24
+    while it runs; a reservation's empty slots at their rate (``facts.reservation_per_day``), as its "Paid for,
+    unused" row (issue 48: the costliest problem had no "at stake" and ranked 16th)."""
+    evidence = decision.get("evidence") or {}
+    if evidence.get("unused_instances") is not None:
+        return facts.reservation_per_day(evidence, prices)
     if not problem.costs_money:
         return None
     if problem.usd_per_day is not None:
@@ -271,7 +295,6 @@ def _at_stake(
     stopped = parse_time(latest.get("end")) if latest is not None else None
     if stopped is not None and stopped <= end:
         return 0.0
-    evidence = decision.get("evidence") or {}
     kind = evidence.get("instance_type") or (latest.get("instance_type") if latest is not None else None)
     price = costs.instance_price(str(decision.get("resource")), kind, sessions, prices)
     return None if price is None else round(price * 24, 2)

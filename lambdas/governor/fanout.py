@@ -290,6 +290,17 @@ class TargetLedger:
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
         return [i for i in self._ledger.query_kind(kind, since) if i.get("target") in (None, self.scope)]
 
+    def query_own(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """The items of ``kind`` this target's sweeps wrote (stamped ``target``, by this version or the one before),
+        for state only a target's sweep writes (the idle marks): on DynamoDB the ``by-target`` index's partition of
+        this target, so a target reads its own few items, not every item of the kind in the organisation as
+        :meth:`query_kind` does. Unstamped items (written outside any target) are not read. A store without the
+        index (the tests' in-memory ledger) is filtered."""
+        scoped = getattr(self._ledger, "query_target", None)
+        if scoped is not None:
+            return list(scoped(kind, self.scope, since))
+        return [i for i in self._ledger.query_kind(kind, since) if i.get("target") == self.scope]
+
 
 Sweep = Callable[[dict[str, Any], Any], dict[str, Any]]
 

@@ -16,11 +16,13 @@ import pytest
 from moto import mock_aws
 
 from governor.adapters.aws import Organization, client
+from governor.domain.decision import Decision, Finding
 from governor.domain.fleet import KEEP_KIND
 from governor.fanout import TargetLedger
 from governor.idle import handler as idle
 from governor.idle.carry_out import mark_item
 from governor.idle.domain import MARK_KIND, Mark
+from governor.outbox import OUTBOX_KIND, Outbox
 from governor_cli.demo.emulator import filter_wildcards
 from tests.adapters.org_accounts import account_session
 from tests.adapters.test_org_fanout import HUB, REGIONS, Org, launch
@@ -70,12 +72,26 @@ def _seed_other_targets(org: Org, now: dt.datetime) -> None:
         items.append((MARK_KIND, f"i-{n:017x}", {**body, "target": f"{200000000000 + n % 50}#{REGIONS[n % 2]}"}))
         until = (now + dt.timedelta(hours=4)).strftime("%Y-%m-%dT%H:%M:%SZ")  # a Keep clicked at the hub: unstamped
         items.append((KEEP_KIND, f"i-{n:017x}", {"instance_id": f"i-{n:017x}", "until": until, "by": "ana"}))
+        sent = {"finding_id": f"f-{n}", "policy": "idle", "sent_at": now.isoformat(), "event_id": f"e-{n}"}
+        items.append((OUTBOX_KIND, f"f-{n}", {**sent, "target": f"{200000000000 + n % 50}#{REGIONS[n % 2]}"}))
     org.runtime.ledger.put_many(items)
+
+
+def _left_unsent_at_the_hub(org: Org, now: dt.datetime) -> str:
+    """A finding a hub invocation (a click) staged ten minutes ago and never got out: unstamped, stale."""
+    decision = Decision(
+        policy="idle", verdict="act", resource="i-0aaaaaaaaaaaaaaaa", reasons=["stop now clicked"], rule="idle.stopped"
+    )
+    box = Outbox(org.runtime.ledger, org.runtime.sink, event_id="click-1", clock=lambda: now - dt.timedelta(minutes=10))
+    (staged,) = box.add([Finding.from_decision(decision, "Stopped", account=HUB, event_id="click-1")])
+    assert staged.id is not None
+    return staged.id
 
 
 def test_each_target_reads_only_its_own_marks(org: Org) -> None:
     now = dt.datetime.now(dt.UTC)
     _seed_other_targets(org, now)
+    unsent = _left_unsent_at_the_hub(org, now)
     launched = {}
     for account in org.accounts:
         for region in REGIONS:
@@ -95,6 +111,9 @@ def test_each_target_reads_only_its_own_marks(org: Org) -> None:
     # each target reads at most its own mark (none on a first round): never the other targets' 300
     assert counting.items[MARK_KIND] <= 6
     assert counting.items[KEEP_KIND] == 0  # report-only keeps: read by the target's instance ids, not queried
+    # the outbox's stale entries: the planner reads them once a round, each target only its own
+    assert counting.queries[OUTBOX_KIND] == 7 and counting.items[OUTBOX_KIND] < 2 * OTHERS
+    assert unsent in {f.id for f in org.runtime.sink.findings}  # what the hub left unsent still goes out
     decided = {d["resource"]: d for d in org.runtime.ledger.query_kind("decision") if d.get("policy") == "idle"}
     assert sorted(decided) == sorted(launched.values())
     assert decided.pop(kept)["rule"] == "idle.snoozed"  # the Keep clicked at the hub still spares its instance

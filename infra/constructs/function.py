@@ -146,7 +146,8 @@ class GovernorFunction(Construct):
             },
         )
         # The shared runtime's grants (governor.capability.BASE_PERMISSIONS), each on this stack's own resource.
-        self.add_statement(LEDGER, [shared.ledger.table_arn, f"{shared.ledger.table_arn}/index/by-kind"])
+        ledger = shared.ledger.table_arn
+        self.add_statement(LEDGER, [ledger, f"{ledger}/index/by-kind", f"{ledger}/index/by-target"])
         self.add_statement(IDEMPOTENCY, [shared.idempotency.table_arn])
         self.add_statement(BUS, [shared.bus.event_bus_arn])
         self.add_statement(DLQ, [self.dlq.queue_arn])

@@ -83,6 +83,13 @@ class SharedResources(Construct):
             partition_key=_string("kind"),
             sort_key=_string("at"),
         )
+        # Sparse: only an organisation target's own state carries ``target`` (``account#region``), so each target
+        # reads its own marks and outbox, not the organisation's (adapters.ledger.DynamoLedger.query_target).
+        self.ledger.add_global_secondary_index(
+            index_name="by-target",
+            partition_key=_string("target"),
+            sort_key=_string("kind"),
+        )
         self.idempotency = self._table("Idempotency", "id", ttl="expiration", removal_policy=RemovalPolicy.DESTROY)
         self.bus = self._encrypted_bus(bus_name)
         self.archive = self.bus.archive(

@@ -46,6 +46,9 @@ SWEEP_FAILED = "organization.sweep-failed"
 ORG_BREAKER = "organization.breaker-open"
 #: Ledger kinds whose single item is one target's state: keyed per account and region inside a target's run.
 PER_TARGET_KEYS = frozenset({BREAKER_KIND, LAST_SWEEP_KIND})
+#: The sweeps whose runs flush stale outbox entries, and whose (None: every policy's); their planner flushes those
+#: staged outside any target, since a target reads only its own.
+STALE_FLUSHES: dict[str, str | None] = {"idle": None, "network": "network", "keys": "keys"}
 #: Sweeps made of parts (their Scheduled Event's ``detail.kinds``): every part, and the parts that concern
 #: account-wide resources (IAM is global), which a target sweeps in the first configured region only; each
 #: capability's registry entry declares its own (``sweep_parts``, ``account_wide_parts``).
@@ -205,6 +208,10 @@ def plan(
     if hold:
         _hold_round(runtime, sweep, round_id, held, len(planned), config)
     queue.send([t.model_dump(mode="json") for t in planned])
+    # Targets flush only the outbox entries they staged; what the hub staged outside any target (a held round's
+    # finding, a click's) and earlier invocations left unsent goes out here, once a round.
+    if sweep in STALE_FLUSHES:
+        Outbox(runtime.ledger, runtime.sink, event_id=round_id).flush_stale(STALE_FLUSHES[sweep])
     metrics.add_metric(name="SweepTargetsPlanned", unit="Count", value=len(planned))
     logger.info("sweep fanned out", extra={"sweep": sweep, "targets": len(planned), "held": hold})
     return {
@@ -289,6 +296,17 @@ class TargetLedger:
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
         return [i for i in self._ledger.query_kind(kind, since) if i.get("target") in (None, self.scope)]
+
+    def query_own(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """The items of ``kind`` this target's sweeps wrote (stamped ``target``, by this version or the one before),
+        for state only a target's sweep writes (the idle marks): on DynamoDB the ``by-target`` index's partition of
+        this target, so a target reads its own few items, not every item of the kind in the organisation as
+        :meth:`query_kind` does. Unstamped items (written outside any target) are not read. A store without the
+        index (the tests' in-memory ledger) is filtered."""
+        scoped = getattr(self._ledger, "query_target", None)
+        if scoped is not None:
+            return list(scoped(kind, self.scope, since))
+        return [i for i in self._ledger.query_kind(kind, since) if i.get("target") == self.scope]
 
 
 Sweep = Callable[[dict[str, Any], Any], dict[str, Any]]

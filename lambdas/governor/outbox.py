@@ -247,11 +247,15 @@ class Outbox:
     def flush_stale(self, policy: str | None = None) -> int:
         """A sweep's clean-up: publish this policy's findings (every policy's with None) that earlier invocations left
         unsent (older than :data:`STALE_AFTER`, so a running invocation's own are left to it). Never raises; returns
-        how many went out."""
+        how many went out. An organisation target reads only the entries it staged (``fanout.TargetLedger.query_own``:
+        its partition of the ``by-target`` index), not the organisation's; what was staged outside any target is the
+        round planner's to flush (``fanout.plan``)."""
         now = self.clock()
+        own = getattr(self.ledger, "query_own", None)
+        read = own if own is not None else self.ledger.query_kind
         stale = [
             str(item.get("finding_id") or "")
-            for item in self.ledger.query_kind(OUTBOX_KIND, since=now - HORIZON)
+            for item in read(OUTBOX_KIND, since=now - HORIZON)
             if not item.get("sent_at")
             and not item.get("withdrawn_at")
             and (policy is None or item.get("policy") == policy)

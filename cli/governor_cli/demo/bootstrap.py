@@ -48,14 +48,17 @@ class LocalStack:
 
 
 def create_ledger_table(name: str, region: str = "us-east-1", dynamodb: Any = None) -> None:
-    """The ledger table as ``infra/constructs/shared.py`` defines it: ``pk``/``sk`` and the ``by-kind`` index.
+    """The ledger table as ``infra/constructs/shared.py`` defines it: ``pk``/``sk``, the ``by-kind`` and
+    ``by-target`` indexes.
 
     ``dynamodb`` is a client to use instead of the runtime's (a bench's own session against an emulator).
     """
     (dynamodb or client("dynamodb", region)).create_table(
         TableName=name,
         BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in ("pk", "sk", "kind", "at")],
+        AttributeDefinitions=[
+            {"AttributeName": key, "AttributeType": "S"} for key in ("pk", "sk", "kind", "at", "target")
+        ],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[
             {
@@ -65,7 +68,15 @@ def create_ledger_table(name: str, region: str = "us-east-1", dynamodb: Any = No
                     {"AttributeName": "at", "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            {
+                "IndexName": "by-target",
+                "KeySchema": [
+                    {"AttributeName": "target", "KeyType": "HASH"},
+                    {"AttributeName": "kind", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            },
         ],
     )
 

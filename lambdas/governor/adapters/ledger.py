@@ -1,7 +1,10 @@
 """The decision ledger on DynamoDB: one item per decision, plus small keyed items (marks, sessions, records).
 
 Keys are deterministic, so a retried delivery of the same event overwrites its own entry instead of adding one.
-Layout: ``pk`` / ``sk``; the ``by-kind`` index (``kind``, ``at``) serves the reports' period queries.
+Layout: ``pk`` / ``sk``; the ``by-kind`` index (``kind``, ``at``) serves the reports' period queries, and the sparse
+``by-target`` index (``target``, ``kind``) one organisation target's own state (marks, outbox, act records): only the
+items a target's sweep writes carry ``target`` (``account#region``, stamped by ``fanout.TargetLedger``), so a target
+reads its own few items instead of every item of the kind in the organisation.
 A sweep records thousands of decisions at once through :meth:`DynamoLedger.record_many`, and its unconditional keyed
 items (marks, outbox entries, action outcomes) through :meth:`DynamoLedger.put_many` / :meth:`DynamoLedger.get_many`:
 ``BatchWriteItem`` (25 items a request) and ``BatchGetItem`` (100 keys), unprocessed items retried with capped
@@ -30,6 +33,7 @@ IAM_ACTIONS = frozenset(
     {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:BatchGetItem"}
 )
 KIND_INDEX = "by-kind"
+TARGET_INDEX = "by-target"
 BATCH_WRITE_ITEMS = 25  # BatchWriteItem's limit per request
 BATCH_GET_KEYS = 100  # BatchGetItem's limit per request
 BATCH_ATTEMPTS = 8  # a request plus retries of what DynamoDB left unprocessed
@@ -280,14 +284,35 @@ class DynamoLedger:
             condition += " AND #at >= :since"
             names["#at"] = "at"
             values[":since"] = {"S": since.isoformat()}
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._name,
-            "IndexName": KIND_INDEX,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
+        return self._query(
+            {
+                "IndexName": KIND_INDEX,
+                "KeyConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        )
+
+    def query_target(self, kind: str, target: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """The items of ``kind`` one organisation target wrote (``target`` = ``account#region``), from the sparse
+        ``by-target`` index: the target's own partition, not every item of the kind. ``since`` filters on ``at``
+        (the items are few, and expire)."""
+        names = {"#target": "target", "#kind": "kind"}
+        values: dict[str, Any] = {":target": {"S": target}, ":kind": {"S": kind}}
+        request: dict[str, Any] = {
+            "IndexName": TARGET_INDEX,
+            "KeyConditionExpression": "#target = :target AND #kind = :kind",
         }
+        if since is not None:
+            request["FilterExpression"] = "#at >= :since"
+            names["#at"] = "at"
+            values[":since"] = {"S": since.isoformat()}
+        return self._query({**request, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values})
+
+    def _query(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every page of one Query."""
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": self._name, **request}
         while True:
             page = self._client.query(**kwargs)
             items.extend(_from_dynamo(_unwire(item)) for item in page.get("Items", []))

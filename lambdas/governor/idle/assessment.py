@@ -53,7 +53,7 @@ def power_limit(instance_type: str, policy: IdlePolicy) -> PowerLimit:
     if policy.idle_power_margin_percent is None:
         return PowerLimit(None, "power is not judged (idle_power_margin_percent is null)")
     overrides = {
-        model: GpuPower(entry.idle_watts, entry.limit_watts, "policy idle.gpu_power")
+        model: GpuPower(entry.idle_watts, entry.limit_watts, "policy idle.gpu_power", "policy idle.gpu_power")
         for model, entry in policy.gpu_power.items()
     }
     model, found = power_of(instance_type, overrides)
@@ -61,9 +61,8 @@ def power_limit(instance_type: str, policy: IdlePolicy) -> PowerLimit:
         what = model or f"the GPU of {instance_type}"
         return PowerLimit(None, f"power not judged: no measured idle draw for {what} (set idle.gpu_power)", model)
     ceiling = round(found.ceiling(policy.idle_power_margin_percent), 2)
-    return PowerLimit(
-        ceiling, f"{model}: idle {found.idle_watts:g} W, limit {found.limit_watts:g} W ({found.source})", model
-    )
+    cited = found.cite or found.source  # the short key: every routine decision carries this note
+    return PowerLimit(ceiling, f"{model}: idle {found.idle_watts:g} W, limit {found.limit_watts:g} W ({cited})", model)
 
 
 def _device_assessment(

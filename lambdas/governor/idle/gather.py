@@ -30,9 +30,13 @@ from governor.runtime import Runtime
 
 
 def load_marks(runtime: Runtime) -> dict[str, Mark]:
-    """Every live mark in one ledger query (never one read per instance)."""
+    """Every live mark in one ledger query (never one read per instance); an organisation target reads only the
+    marks its own sweeps wrote (``fanout.TargetLedger.query_own``: the ``by-target`` index), never the organisation's.
+    A mark only the sweep writes; Stop now's clearing of one is unstamped and leaves the index, which reads as no
+    mark, as a cleared one does."""
     marks: dict[str, Mark] = {}
-    for item in runtime.ledger.query_kind(MARK_KIND):
+    own = getattr(runtime.ledger, "query_own", None)  # an organisation target's: its own marks only
+    for item in own(MARK_KIND) if own is not None else runtime.ledger.query_kind(MARK_KIND):
         mark = Mark.from_item(item)
         instance_id = item.get("instance_id")
         if mark is not None and isinstance(instance_id, str):
@@ -52,7 +56,11 @@ def remembered_keeps(instances: list[Instance], runtime: Runtime) -> list[Instan
     if runtime.policy.idle.enforce:
         return instances
     tag = runtime.policy.fleet.keep_until_tag
-    keeps = {str(item.get("instance_id")): str(item.get("until")) for item in runtime.ledger.query_kind(KEEP_KIND)}
+    if getattr(runtime.ledger, "scope", None):  # an organisation target: its own instances' keeps, by key
+        found = list(runtime.ledger.get_many(KEEP_KIND, [i.id for i in instances]).values())
+    else:  # one account: the few keeps of the fleet in one query, not a read per instance
+        found = runtime.ledger.query_kind(KEEP_KIND)
+    keeps = {str(item.get("instance_id")): str(item.get("until")) for item in found}
     return [
         replace(i, tags={**i.tags, tag: keeps[i.id]}) if i.id in keeps and tag not in i.tags else i for i in instances
     ]

@@ -25,11 +25,15 @@ AGENT_TESTDATA = "aws/amazon-cloudwatch-agent@ab55b8d plugins/inputs/nvidia_smi/
 
 @dataclass(frozen=True)
 class GpuPower:
-    """One GPU model's idle draw and power limit, in watts, and where the figures come from."""
+    """One GPU model's idle draw and power limit, in watts, and where the figures come from: ``source`` in full (this
+    table, the energy estimate), ``cite`` its short key, which every decision's ``evidence.power_limit`` carries (a
+    routine decision stays under DynamoDB's 1 KB write unit; the key names the sample file of :data:`AGENT_TESTDATA`,
+    whose full citation is here and in ``tests/fixtures/cloudwatch_agent/PROVENANCE.md``)."""
 
     idle_watts: float
     limit_watts: float
     source: str
+    cite: str = ""
 
     def ceiling(self, margin_percent: float) -> float:
         """The most a GPU of this model may draw and still count as idle."""
@@ -38,10 +42,20 @@ class GpuPower:
 
 #: Idle GPUs as nvidia-smi measured them (``power_draw`` at 0 % utilisation; the enforced or default limit).
 MEASURED: dict[str, GpuPower] = {
-    "NVIDIA A10G": GpuPower(25.58, 300.0, f"{AGENT_TESTDATA}/a10g.xml: P8, 0 % utilisation, 22 MiB used"),
-    "Tesla T4": GpuPower(26.78, 70.0, f"{AGENT_TESTDATA}/tesla-t4.xml: P0, 0 % utilisation, 1,032 MiB used"),
+    "NVIDIA A10G": GpuPower(
+        25.58, 300.0, f"{AGENT_TESTDATA}/a10g.xml: P8, 0 % utilisation, 22 MiB used", "cwagent testdata a10g.xml"
+    ),
+    "Tesla T4": GpuPower(
+        26.78,
+        70.0,
+        f"{AGENT_TESTDATA}/tesla-t4.xml: P0, 0 % utilisation, 1,032 MiB used",
+        "cwagent testdata tesla-t4.xml",
+    ),
     "NVIDIA A100-SXM4-80GB": GpuPower(
-        67.03, 500.0, f"{AGENT_TESTDATA}/a100-sxm4-v12.xml: P0, MIG mode, four idle slices"
+        67.03,
+        500.0,
+        f"{AGENT_TESTDATA}/a100-sxm4-v12.xml: P0, MIG mode, four idle slices",
+        "cwagent testdata a100-sxm4-v12.xml",
     ),
 }
 

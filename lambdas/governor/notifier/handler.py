@@ -219,7 +219,7 @@ def withdraw(
         runtime.dead_letters.send(raw, f"undeliverable: {reason}")
         return {"status": "undeliverable", "undeliverable": [reason]}
     runtime.ledger.put_item(THREAD_KIND, finding.resource, {**thread, "withdrawn_at": now.isoformat()})
-    runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": parsed.id, "channel": "slack", "target": [channel]})
+    runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": parsed.id, "channel": "slack", "to": [channel]})
     metrics.add_metric(name=f"SlackMessages{how.capitalize()}", unit="Count", value=1)
     return {"status": "withdrawn", "how": how}
 
@@ -288,7 +288,9 @@ def _deliver(
             done.undeliverable += [reason] if reason is not None else []
             done.failures += [failure] if failure is not None else []
             continue
-        runtime.ledger.put_item(DELIVERY_KIND, marker, {"event_id": parsed.id, **_describe(delivery)})
+        # "to", not "target": a top-level ``target`` is the by-target index's key (a string, ``account#region``)
+        sent = {"event_id": parsed.id, "channel": delivery.channel, "to": list(delivery.target)}
+        runtime.ledger.put_item(DELIVERY_KIND, marker, sent)
         metrics.add_metric(name="NotificationsSent", unit="Count", value=1)
         done.sent += 1
     return done

@@ -1,0 +1,135 @@
+"""Organisation mode (issue 50): each target's idle sweep reads its own marks, not every mark of the organisation.
+
+The round runs through the real planner, targets queue and idle handler on moto (the fixture of
+``test_org_fanout``); the ledger's DynamoDB client is wrapped to count the items each Query returns, by kind.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from governor.adapters.aws import Organization, client
+from governor.domain.decision import Decision, Finding
+from governor.domain.fleet import KEEP_KIND
+from governor.fanout import TargetLedger
+from governor.idle import handler as idle
+from governor.idle.carry_out import mark_item
+from governor.idle.domain import MARK_KIND, Mark
+from governor.outbox import OUTBOX_KIND, Outbox
+from governor_cli.demo.emulator import filter_wildcards
+from tests.adapters.org_accounts import account_session
+from tests.adapters.test_org_fanout import HUB, REGIONS, Org, launch
+from tests.adapters.test_spot_moto import LambdaContext
+
+OTHERS = 300  # marks the organisation's other targets wrote (accounts not in this round)
+
+
+@pytest.fixture
+def org(monkeypatch: pytest.MonkeyPatch) -> Iterator[Org]:
+    """The hub and two member accounts, two regions, the idle function's targets queue (as ``test_org_fanout``)."""
+    with mock_aws(), filter_wildcards():
+        client.cache_clear()
+        built = Org()
+        monkeypatch.setenv("IDEMPOTENCY_TABLE", built.local.idempotency_table)
+        client.configure(Organization("GovernorSpoke", HUB, "idle"))
+        monkeypatch.setattr(idle, "default_runtime", lambda: built.runtime)
+        yield built
+        client.configure(None)
+    client.cache_clear()
+
+
+class CountingClient:
+    """The ledger's DynamoDB client, counting the items each Query returns by the kind it asked for."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.items: Counter[str] = Counter()
+        self.queries: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def query(self, **kwargs: Any) -> dict[str, Any]:
+        page: dict[str, Any] = self._inner.query(**kwargs)
+        kind = str(kwargs["ExpressionAttributeValues"][":kind"]["S"])
+        self.items[kind] += len(page.get("Items", []))
+        self.queries[kind] += 1
+        return page
+
+
+def _seed_other_targets(org: Org, now: dt.datetime) -> None:
+    """Marks as the other targets' sweeps (this version or the one before) left them: stamped with their target."""
+    items = []
+    for n in range(OTHERS):
+        body = mark_item(f"i-{n:017x}", Mark(idle_since=now - dt.timedelta(hours=1)), now)
+        items.append((MARK_KIND, f"i-{n:017x}", {**body, "target": f"{200000000000 + n % 50}#{REGIONS[n % 2]}"}))
+        until = (now + dt.timedelta(hours=4)).strftime("%Y-%m-%dT%H:%M:%SZ")  # a Keep clicked at the hub: unstamped
+        items.append((KEEP_KIND, f"i-{n:017x}", {"instance_id": f"i-{n:017x}", "until": until, "by": "ana"}))
+        sent = {"finding_id": f"f-{n}", "policy": "idle", "sent_at": now.isoformat(), "event_id": f"e-{n}"}
+        items.append((OUTBOX_KIND, f"f-{n}", {**sent, "target": f"{200000000000 + n % 50}#{REGIONS[n % 2]}"}))
+    org.runtime.ledger.put_many(items)
+
+
+def _left_unsent_at_the_hub(org: Org, now: dt.datetime) -> str:
+    """A finding a hub invocation (a click) staged ten minutes ago and never got out: unstamped, stale."""
+    decision = Decision(
+        policy="idle", verdict="act", resource="i-0aaaaaaaaaaaaaaaa", reasons=["stop now clicked"], rule="idle.stopped"
+    )
+    box = Outbox(org.runtime.ledger, org.runtime.sink, event_id="click-1", clock=lambda: now - dt.timedelta(minutes=10))
+    (staged,) = box.add([Finding.from_decision(decision, "Stopped", account=HUB, event_id="click-1")])
+    assert staged.id is not None
+    return staged.id
+
+
+def test_each_target_reads_only_its_own_marks(org: Org) -> None:
+    now = dt.datetime.now(dt.UTC)
+    _seed_other_targets(org, now)
+    unsent = _left_unsent_at_the_hub(org, now)
+    launched = {}
+    for account in org.accounts:
+        for region in REGIONS:
+            session = boto3.session.Session(region_name=region) if account == HUB else account_session(account, region)
+            launched[(account, region)] = launch(session, util=0.0)  # idle: each target writes a mark of its own
+    kept = launched[(org.members[1], REGIONS[0])]
+    until = (now + dt.timedelta(hours=4)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    org.runtime.ledger.put_item(KEEP_KIND, kept, {"instance_id": kept, "until": until, "by": "ana"})
+    counting = CountingClient(org.runtime.ledger._client)
+    org.runtime.ledger._client = counting  # type: ignore[attr-defined]
+
+    idle.lambda_handler(org.schedule(), LambdaContext())
+    results = org.drain()
+
+    assert sorted(r["status"] for r in results) == ["swept"] * 6
+    assert counting.queries[MARK_KIND] == 6  # one mark query per target
+    # each target reads at most its own mark (none on a first round): never the other targets' 300
+    assert counting.items[MARK_KIND] <= 6
+    assert counting.items[KEEP_KIND] == 0  # report-only keeps: read by the target's instance ids, not queried
+    # the outbox's stale entries: the planner reads them once a round, each target only its own
+    assert counting.queries[OUTBOX_KIND] == 7 and counting.items[OUTBOX_KIND] < 2 * OTHERS
+    assert unsent in {f.id for f in org.runtime.sink.findings}  # what the hub left unsent still goes out
+    decided = {d["resource"]: d for d in org.runtime.ledger.query_kind("decision") if d.get("policy") == "idle"}
+    assert sorted(decided) == sorted(launched.values())
+    assert decided.pop(kept)["rule"] == "idle.snoozed"  # the Keep clicked at the hub still spares its instance
+    assert {d["rule"] for d in decided.values()} == {"idle.warned"}
+    own = TargetLedger(org.runtime.ledger, org.members[0], REGIONS[1]).query_kind(MARK_KIND)
+    assert [i["target"] for i in own] == [f"{org.members[0]}#{REGIONS[1]}"]  # the mark its sweep wrote, its only one
+
+
+def test_a_mark_the_previous_version_wrote_is_still_read(org: Org) -> None:
+    """Items the previous version wrote carry ``target`` already: the by-target index holds them, nothing migrates."""
+    now = dt.datetime.now(dt.UTC)
+    _seed_other_targets(org, now)
+    mine = f"{HUB}#{REGIONS[0]}"
+    body = mark_item("i-0123456789abcdef0", Mark(idle_since=now - dt.timedelta(hours=2)), now)
+    org.runtime.ledger.put_item(MARK_KIND, "i-0123456789abcdef0", {**body, "target": mine})
+
+    (found,) = TargetLedger(org.runtime.ledger, HUB, REGIONS[0]).query_kind(MARK_KIND)
+
+    assert found["instance_id"] == "i-0123456789abcdef0" and found["idle_since"] == body["idle_since"]

@@ -284,12 +284,20 @@ def render(
     if scenarios:
         lines += [
             "",
-            "## Fault scenarios (issue 35)",
+            "## Fault scenarios (issue 35; Kubernetes drains, issue 46)",
             "",
             "Orderings random faults rarely produce, each through the deployed handlers on its own emulator "
             "(`governor_cli/testing/fault_scenarios.py`), Lambda's retries at their real times (+1 and +3 minutes, "
             "so Powertools' in-progress records expire as they would), then the same runbook. The idle ones are judged "
             "by the idle episode's rules, a stop counting as a finding that must be accepted by the bus.",
+            "",
+            "The drain rows (`governor_cli/testing/drain_scenarios.py`) reclaim an EKS GPU node idle by DCGM (read "
+            "through Prometheus) with the deployed idle function, through the cluster's API (a loopback fake reached "
+            "by the production path: DescribeCluster, an STS-presigned token) while that API fails. They are judged by "
+            "the drain's rules: never reported terminated while the node is still in the cluster, an ending said once; "
+            "resumed where it stopped (one cordon, no fresh warning while it runs, gone once the API recovers); when "
+            "it gives up the node is un-cordoned and a finding says so; a vanished node is said, never skipped. "
+            "Findings published counts those the bus accepted about the node; any broken rule is listed below.",
             "",
             "| scenario | what happens | events | replayed by the runbook | lost | findings published "
             "| findings lost | non-idempotent calls sent twice |",

@@ -32,6 +32,7 @@ class Mode:
     events: int
     duplicates: float = 0.2
     only: str | None = None  # a predicate of governor_cli.testing.faults narrowing which calls may fail
+    capabilities: tuple[str, ...] = ()  # only these capabilities' cases (all when empty)
 
 
 MODES = [
@@ -50,6 +51,14 @@ MODES = [
     Mode("PutEvents refused (FailedEntryCount)", ("failed_entries",), 0.60, 150, only="is_put_events"),
     Mode("DynamoDB throttling on conditional writes", ("throttling",), 0.50, 150, only="is_conditional_write"),
     Mode("read timeouts on mutating calls", ("read_timeout",), 0.15, 150, only="is_mutating"),
+    Mode(
+        "BatchImportFindings: answer lost, throttled, 5xx, denied",
+        ("read_timeout", "throttling", "server_error", "access_denied"),
+        0.60,
+        100,
+        only="is_batch_import",
+        capabilities=("securityhub",),
+    ),
 ]
 
 
@@ -77,8 +86,9 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
     from moto import mock_aws
 
     from governor_cli.testing import faults
-    from governor_cli.testing.deployment import Deployment
+    from governor_cli.testing.deployment import REGION, Deployment
     from governor_cli.testing.faults import ALL_FAULTS, FaultInjector, fake_slack
+    from governor_cli.testing.hub_state import clean_states, fold_hub, hub_states, judge
     from governor_cli.testing.idle_soak import fold, idle_policy, run_idle
     from governor_cli.testing.invariants import check, follow_runbook, references, run_cases
     from governor_cli.testing.scenarios import Scenarios, soak_policy
@@ -91,8 +101,10 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
         try:
             scenarios = Scenarios(seed=seed)
             with FaultInjector() as recorder:
-                clean = references(run_cases(deployed, scenarios.one_of_each(), recorder))
-            cases = scenarios.make(events)
+                clean_runs = run_cases(deployed, scenarios.one_of_each(), recorder)
+            clean = references(clean_runs)
+            clean_hub = clean_states(clean_runs, hub_states(REGION))
+            cases = scenarios.make(events, capabilities=mode.capabilities)
             kinds = mode.kinds or ALL_FAULTS
             only = getattr(faults, mode.only) if mode.only else None
             with FaultInjector(mode.rate, kinds, seed=seed, only=only) as injector:
@@ -104,9 +116,11 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
                     seed=seed,
                     after=lambda runs: follow_runbook(deployed, runs, injector),
                 )
+            hub = judge(faulty, hub_states(REGION), clean_hub)
         finally:
             deployed.close()
     verdict = check(mode.name, mode.rate, clean, faulty, injector, timeouts, runbook=True)
+    fold_hub(verdict, hub)
     # The idle function's sweeps judge the whole fleet: an episode of its own, checked against the rules themselves.
     with contextlib.redirect_stdout(quiet), mock_aws(config={"lambda": {"use_docker": False}}), fake_slack():
         deployed = Deployment(idle_policy())
@@ -177,6 +191,8 @@ def render(
     findings_lost = sum(r["verdict"].findings_lost for r in results) + sum(s.findings_lost for s in scenarios)
     clicks_lost = sum(r["verdict"].stop_now_lost for r in results)
     clicks = sum(r["verdict"].stop_now_clicks for r in results)
+    hub_bad = sum(r["verdict"].hub_lost + r["verdict"].hub_resurrected for r in results)
+    hub_records = sum(r["verdict"].hub_records for r in results)
     resent = sum(r["verdict"].resent_non_idempotent for r in results) + sum(s.resent_non_idempotent for s in scenarios)
     total_events += sum(s.events for s in scenarios)
     lines = [
@@ -231,11 +247,25 @@ def render(
         "(the idle function's re-checks, an expired or used record, a second click on the same message held back; "
         "each reason is listed below), and those never answered (lost).",
         "",
+        "The Security Hub export is in the mix too: governor findings (staged in the outbox by their maker, as the "
+        "export requires) routed to the securityhub function as the bus rule delivers them, enforcing with ASFF, "
+        "and resolved records whose fix (ARCHIVED) is followed by the record's older open finding delivered again "
+        "(a retry, a replay: out of order). A repeated import of the same record is the same end state (counted "
+        "with the idempotent resends); what counts is what Security Hub holds after the runbook "
+        "(`governor_cli/testing/hub_state.py`): each record must be in the state its newest finding gives it (by "
+        "the finding's own time) and the state the clean run left. The last column counts records missing (an "
+        "export parked without alarm, or handled without importing: lost), ACTIVE again after their fix "
+        "(resurrected), and otherwise unlike the clean run's, of those judged. The emulator keeps the last import "
+        "whatever its UpdatedAt (Security Hub itself ignores an older one), so only the export's own ordering keeps "
+        "a fix archived here. The last fault row fails Security Hub's BatchImportFindings alone: its answer lost "
+        "after the import, throttled, 5xx, access denied.",
+        "",
         "| failure mode | events (+ duplicates) | fault rate | faults injected | handled | rejected (invalid) "
         "| parked, then replayed | action not done | acted twice | outside policy | ledger differs | lost "
         "| findings published (unsent, in outbox) | findings lost | calls resent: non-idempotent (idempotent) "
-        "| deliveries resent after a lost answer (same id) | Stop now clicks (accepted): stopped, refused, lost |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| deliveries resent after a lost answer (same id) | Stop now clicks (accepted): stopped, refused, lost "
+        "| Security Hub records: lost, resurrected, differ (of) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         v = result["verdict"]
@@ -248,17 +278,26 @@ def render(
             f"| **{v.lost}** | {v.findings_published} of {v.findings_expected} ({v.findings_unsent}) "
             f"| **{v.findings_lost}** | **{v.resent_non_idempotent}** ({v.resent - v.resent_non_idempotent}) "
             f"| {v.resent_by_id} | {v.stop_now_clicks} ({v.stop_now_accepted}): {v.stop_now_stopped}, "
-            f"{v.stop_now_refused}, **{v.stop_now_lost}** |"
+            f"{v.stop_now_refused}, **{v.stop_now_lost}** "
+            f"| **{v.hub_lost}**, **{v.hub_resurrected}**, {v.hub_differs} ({v.hub_records}) |"
         )
     if scenarios:
         lines += [
             "",
-            "## Fault scenarios (issue 35)",
+            "## Fault scenarios (issue 35; Kubernetes drains, issue 46)",
             "",
             "Orderings random faults rarely produce, each through the deployed handlers on its own emulator "
             "(`governor_cli/testing/fault_scenarios.py`), Lambda's retries at their real times (+1 and +3 minutes, "
             "so Powertools' in-progress records expire as they would), then the same runbook. The idle ones are judged "
             "by the idle episode's rules, a stop counting as a finding that must be accepted by the bus.",
+            "",
+            "The drain rows (`governor_cli/testing/drain_scenarios.py`) reclaim an EKS GPU node idle by DCGM (read "
+            "through Prometheus) with the deployed idle function, through the cluster's API (a loopback fake reached "
+            "by the production path: DescribeCluster, an STS-presigned token) while that API fails. They are judged by "
+            "the drain's rules: never reported terminated while the node is still in the cluster, an ending said once; "
+            "resumed where it stopped (one cordon, no fresh warning while it runs, gone once the API recovers); when "
+            "it gives up the node is un-cordoned and a finding says so; a vanished node is said, never skipped. "
+            "Findings published counts those the bus accepted about the node; any broken rule is listed below.",
             "",
             "| scenario | what happens | events | replayed by the runbook | lost | findings published "
             "| findings lost | non-idempotent calls sent twice |",
@@ -273,7 +312,8 @@ def render(
     lines += [
         "",
         f"**Lost: {lost} of {total_events} events; findings lost: {findings_lost}; non-idempotent calls resent: "
-        f"{resent}; Stop now clicks never answered: {clicks_lost} of {clicks}.** Functions exercised: {', '.join(sorted({f for r in results for f in r['functions']}))}. "
+        f"{resent}; Stop now clicks never answered: {clicks_lost} of {clicks}; Security Hub records lost or "
+        f"resurrected: {hub_bad} of {hub_records}.** Functions exercised: {', '.join(sorted({f for r in results for f in r['functions']}))}. "
         f"Findings published twice (same id; the notifier delivers an id once): "
         f"{sum(r['verdict'].findings_twice for r in results)}.",
         "",
@@ -358,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"ledger {v.ledger_mismatches:2} lost {v.lost} findings {v.findings_published}/{v.findings_expected} "
                 f"unsent {v.findings_unsent} lost {v.findings_lost} resent {v.resent_non_idempotent} "
                 f"stop-now {v.stop_now_clicks}/{v.stop_now_stopped}/{v.stop_now_refused}/{v.stop_now_lost} "
+                f"hub {v.hub_records}/{v.hub_lost}/{v.hub_resurrected}/{v.hub_differs} "
                 f"({result['seconds']:.0f} s)",
                 flush=True,
             )
@@ -374,7 +415,13 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).write_text(text, encoding="utf-8")
     print(f"wrote {args.out}")
     bad = sum(
-        r["verdict"].lost + r["verdict"].findings_lost + r["verdict"].resent_non_idempotent + r["verdict"].stop_now_lost
+        r["verdict"].lost
+        + r["verdict"].findings_lost
+        + r["verdict"].resent_non_idempotent
+        + r["verdict"].stop_now_lost
+        + r["verdict"].hub_lost
+        + r["verdict"].hub_resurrected
+        + r["verdict"].hub_differs
         for r in results
     )
     bad += sum(s.lost + s.findings_lost + s.resent_non_idempotent for s in scenarios)

@@ -99,6 +99,10 @@ KNOWN: dict[str, tuple[frozenset[str], str]] = {
     "governor_cli.sim.workload": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_soak": (frozenset({"idle"}), _IDLE_TOOLING),
     "governor_cli.testing.idle_clock": (frozenset({"idle"}), _IDLE_TOOLING),
+    "governor_cli.testing.drain_scenarios": (
+        frozenset({"idle"}),
+        "issue 46's Kubernetes drain fault scenarios, through the idle function that drains",
+    ),
     "governor_cli.testing.runbook": (
         frozenset({"idle"}),
         "the soak's runbook: replays, then idle's stale-outbox sweep",

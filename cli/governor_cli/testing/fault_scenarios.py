@@ -576,4 +576,7 @@ SCENARIOS: list[Callable[[], ScenarioResult]] = [
 
 
 def run_all() -> list[ScenarioResult]:
-    return [scenario() for scenario in SCENARIOS]
+    """These scenarios, then the Kubernetes drains' (``drain_scenarios``: the cluster's API failing)."""
+    from governor_cli.testing.drain_scenarios import SCENARIOS as DRAINS
+
+    return [scenario() for scenario in (*SCENARIOS, *DRAINS)]

@@ -330,6 +330,11 @@ def is_conditional_write(call: ApiCall) -> bool:
     return call.service == "dynamodb" and ("ConditionExpression" in call.params or "TransactItems" in call.params)
 
 
+def is_batch_import(call: ApiCall) -> bool:
+    """Security Hub's BatchImportFindings: the export's one write to Security Hub."""
+    return call.operation == "BatchImportFindings"
+
+
 def is_mutating(call: ApiCall) -> bool:
     return call.mutating
 

@@ -18,19 +18,28 @@ def clocked_idle(clock: dt.datetime | Callable[[], dt.datetime]) -> Iterator[Non
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.idle.autoscaling import AutoScalingGroups
+    from governor.idle.kubernetes.nodes import KubernetesNodes
     from governor.idle.metrics import CloudWatchMetrics
+    from governor.idle.sources import metric_source
 
     now = clock if callable(clock) else (lambda: clock)
 
     @cache
-    def aws(region: str | None, memory_unit: str, *_: Any) -> Any:
+    def aws(region: str | None, memory_unit: str, source: str = "cloudwatch_agent", clusters: Any = ()) -> Any:
+        groups = AutoScalingGroups(region)
+        if not clusters:
+            metrics: Any = CloudWatchMetrics(region, memory_unit=memory_unit)
+        else:  # the clusters' sources (DCGM through Prometheus) and their API for a drain, as deployed
+            metrics = metric_source(source, region, memory_unit=memory_unit, clusters=clusters)
+        drains = any(c.reclaim == "drain" for c in clusters)
         return idle_handler.Adapters(
             Ec2Reader(region, wildcard_type_filter=False),
             Ec2Actions(region),
-            CloudWatchMetrics(region, memory_unit=memory_unit),
+            metrics,
             SsmCommands(region),
-            AutoScalingGroups(region),
+            groups,
             now,
+            nodes=KubernetesNodes(region, groups) if drains else None,
         )
 
     saved = idle_handler._aws

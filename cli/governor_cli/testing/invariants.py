@@ -41,8 +41,9 @@ PLUMBING_OPERATIONS = {"PutEvents", "SendMessage", "SendMessageBatch", "PutMetri
 #: "resent (idempotent by id)": the worker and idle drop a repeated event id; a person may see a message twice.
 AT_LEAST_ONCE = {"PostWebhook", "SendEmail", "Invoke"}
 #: Writes whose repetition by a retried invocation leaves the same end state (the report's archive: same key, same
-#: content): a repeat is counted with botocore's idempotent resends, not as acting twice.
-REWRITES = {"PutObject"}
+#: content; a Security Hub import: same record ``Id``, same ``UpdatedAt``): a repeat is counted with botocore's
+#: idempotent resends, not as acting twice. What an import left behind is judged by ``testing.hub_state``.
+REWRITES = {"PutObject", "BatchImportFindings"}
 #: Calls without a client token whose repetition is a second effect (docs/reliability.md has the full table).
 NON_IDEMPOTENT = {"SendCommand", "RotateKeyOnDemand"}
 TARGET_KEYS = (
@@ -102,7 +103,11 @@ class CaseRun:
 
     @property
     def settled(self) -> bool:
-        return any(d.status in ("handled", "rejected") for d in self.deliveries)
+        """Handled or rejected; a case of several events when each of them was."""
+        if not self.case.then:
+            return any(d.status in ("handled", "rejected") for d in self.deliveries)
+        done = {d.event_id for d in self.deliveries if d.status in ("handled", "rejected")}
+        return set(self.case.event_ids) <= done
 
     @property
     def rejected(self) -> bool:
@@ -162,6 +167,10 @@ def deliver_cases(
         case = cases[index]
         send = deployment.request if case.sync else deployment.deliver
         runs[index].deliveries.append(send(case.function, case.event, injector=injector, label=f"{index}/{position}"))
+        if len(runs[index].deliveries) == 1:  # the later events follow the first delivery (a retry, a replay)
+            for number, later in enumerate(case.then, 1):
+                label = f"{index}/{position}.{number}"
+                runs[index].deliveries.append(send(case.function, later, injector=injector, label=label))
     return runs
 
 
@@ -190,7 +199,7 @@ def observe(deployment: Deployment, runs: list[CaseRun], injector: FaultInjector
         staged_by[str(item.get("finding_id"))] = str(item.get("event_id"))
         if not item.get("sent_at") and not item.get("withdrawn_at"):
             unsent.setdefault(str(item.get("event_id")), set()).add(str(item.get("finding_id")))
-    by_event = {run.case.event_id: run for run in runs}
+    by_event = {event_id: run for run in runs for event_id in run.case.event_ids}
     for call in unattributed:  # a sweep's stale flush publishes what a case's invocation left unsent
         if call.operation == "PutEvents" and call.executed > 0 and call.ok:
             for entry in call.params.get("Entries") or []:
@@ -233,7 +242,7 @@ def observe(deployment: Deployment, runs: list[CaseRun], injector: FaultInjector
             (str(d.get("policy")), str(d.get("verdict")), _normalise(run.case, str(d.get("resource"))))
             for d in decisions.get(run.case.event_id, [])
         )
-        run.parked = run.case.event_id in parked_ids
+        run.parked = any(event_id in parked_ids for event_id in run.case.event_ids)
     return runs
 
 
@@ -273,6 +282,12 @@ class Verdict:
     stop_now_stopped: int = 0
     stop_now_refused: int = 0
     stop_now_lost: int = 0
+    #: The Security Hub export (``testing.hub_state``): records judged after the runbook, those missing, those ACTIVE
+    #: again after their fix, and those otherwise unlike the clean run's.
+    hub_records: int = 0
+    hub_lost: int = 0
+    hub_resurrected: int = 0
+    hub_differs: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -288,6 +303,9 @@ class Verdict:
             or self.findings_lost
             or self.resent_non_idempotent
             or self.stop_now_lost
+            or self.hub_lost
+            or self.hub_resurrected
+            or self.hub_differs
         )
 
 
@@ -418,7 +436,7 @@ def follow_runbook(deployment: Deployment, runs: list[CaseRun], injector: FaultI
     added to its case (labelled ``<case>/replay`` so its calls count as the case's)."""
     from governor_cli.testing.runbook import follow
 
-    by_event = {run.case.event_id: (index, run) for index, run in enumerate(runs)}
+    by_event = {event_id: (index, run) for index, run in enumerate(runs) for event_id in run.case.event_ids}
 
     def label_of(event: Any) -> str:
         found = by_event.get(str(event.get("id")) if isinstance(event, dict) else "")

@@ -52,10 +52,21 @@ class Case:
     kind: str = ""
     #: A synchronous request (Slack's POST to the Function URL): answered once, never retried by Lambda or parked.
     sync: bool = False
+    #: Later events for the same function, delivered after the first delivery of ``event`` (an older finding of the
+    #: same record arriving after its fix); judged with it, by what they leave behind (``record``).
+    then: tuple[dict[str, Any], ...] = ()
+    #: The Security Hub record the case leaves behind and the state the newest of its findings gives it
+    #: (``testing.hub_state``).
+    record: tuple[str, str] | None = None
 
     @property
     def event_id(self) -> str:
         return str(self.event["id"])
+
+    @property
+    def event_ids(self) -> tuple[str, ...]:
+        """Every event the case delivers: its own, then the later ones."""
+        return (self.event_id, *(str(later["id"]) for later in self.then))
 
 
 #: A case builder in a capability's scenario hooks: the scenarios (their emulator clients) and the case's index.
@@ -119,16 +130,19 @@ class Scenarios:
         present = set(handler_names())
         builders = {c.name: cases for c, cases in defining("CASES") if c.name in present}
         self.builders = [(w, _kinded(self, b)) for cases in builders.values() for w, b in cases]
+        self.owner = {b.__name__: name for name, cases in builders.items() for _, b in cases}
         self.invalid_functions = sorted(builders)
 
-    def make(self, count: int, invalid_share: float = 0.05) -> list[Case]:
-        weights = [w for w, _ in self.builders]
+    def make(self, count: int, invalid_share: float = 0.05, capabilities: tuple[str, ...] = ()) -> list[Case]:
+        """``count`` cases mixed over the capabilities present (only ``capabilities``' when named)."""
+        chosen = [(w, b) for w, b in self.builders if not capabilities or self.owner[b.__name__] in capabilities]
+        weights = [w for w, _ in chosen]
         cases = []
         for index in range(count):
             if self.invalid_functions and self.random.random() < invalid_share:
                 cases.append(self.invalid(index))
                 continue
-            (builder,) = self.random.choices([b for _, b in self.builders], weights)
+            (builder,) = self.random.choices([b for _, b in chosen], weights)
             cases.append(builder(index))
         return cases
 

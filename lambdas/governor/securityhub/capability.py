@@ -18,6 +18,7 @@ CAPABILITY = Capability(
     section_model=SecurityHubPolicy,
     construct="infra.constructs.securityhub:SecurityHubExport",
     construct_id="SecurityHub",
+    demo="governor_cli.demo.capabilities.securityhub",
     description="Every governor finding as an OCSF Detection Finding and, with asff, in Security Hub (ASFF)",
     triggers=(Trigger("Findings", "bus", f"{SOURCE} / {DETAIL_TYPE}"),),
     uses=(

@@ -10,6 +10,8 @@ The reliability runs (``testing.scenarios``, ``testing.deployment``):
   function about a resource of its own (``testing.scenarios.Scenarios``).
 - ``DEPLOYED_ENVIRONMENT``: what the stack adds to its function's environment beyond its policy sections.
 - ``deployed_secrets(policy)``: the secrets of its own the deployment seeds, ``{name: value}``.
+- ``record_states(region)``: the records its cases leave in an external service, ``{id: state}``, read after a run
+  (``testing.hub_state`` judges each case's ``Case.record`` against them).
 
 The demo (``demo.run``; ``sim`` is its ``Simulation``, at the current (account, region) target):
 

@@ -78,3 +78,26 @@ def test_a_call_the_emulator_lacks_fails_for_the_caller_and_prints_no_traceback(
             ce.get_savings_plans_coverage(TimePeriod={"Start": "2026-11-01", "End": "2026-12-01"})
     server_errors = [r for r in caplog.records if r.name == "werkzeug" and r.levelno >= logging.ERROR]
     assert server_errors == []
+
+
+def test_an_event_reaches_a_rule_target_with_its_detail_untouched() -> None:
+    """moto's default target input re-substitutes ``<id>``, ``<region>``... inside the detail's own text; EventBridge
+    delivers the event as it is. The demo's Security Hub export refused a paying-twice finding whose fix names
+    ``--instance-id <id>`` as "differs from what the governor recorded" until the emulator delivered it whole."""
+    import json
+
+    text = "stop it, then aws ec2 modify-instance-attribute --instance-id <id> in <region> at <time>"
+    with running_emulator():
+        events = boto3.client("events", region_name="us-east-1")
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue = sqs.create_queue(QueueName="caught")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        events.put_rule(Name="all", EventPattern=json.dumps({"source": ["gpu-fleet-governor"]}))
+        events.put_targets(Rule="all", Targets=[{"Id": "q", "Arn": arn}])
+        detail = {"detail": text}
+        events.put_events(
+            Entries=[{"Source": "gpu-fleet-governor", "DetailType": "Governor Finding", "Detail": json.dumps(detail)}]
+        )
+        (message,) = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1)["Messages"]
+    delivered = json.loads(message["Body"])
+    assert delivered["detail"] == detail and delivered["source"] == "gpu-fleet-governor"

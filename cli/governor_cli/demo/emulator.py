@@ -140,6 +140,31 @@ def filter_wildcards() -> Iterator[None]:
         utils.instance_value_in_filter_values = original
 
 
+@contextmanager
+def whole_events() -> Iterator[None]:
+    """A rule target without an input transformer receives the event as it is, in EventBridge. moto builds it from a
+    default template by plain text replacement, field after field, so a ``<id>``, ``<region>`` or ``<time>`` inside
+    the detail's own text (a finding's fix naming ``--instance-id <id>``, a tag value) is replaced by the event's own
+    field, and the notifier and Security Hub then refuse a finding that differs from what the governor recorded.
+    While active, the emulator hands such targets the event's fields untouched (the same keys moto's template has)."""
+    from moto.events.utils import EventTemplateParser
+
+    saved = EventTemplateParser.__dict__["parse"]
+    original = EventTemplateParser.parse
+    fields = ("id", "time", "version", "detail-type", "source", "region", "resources", "detail")
+
+    def parse(input_template: str, input_paths_map: dict[str, Any], event: Any) -> dict[str, Any]:
+        if input_template or input_paths_map:
+            return original(input_template, input_paths_map, event)
+        return {key: ("0" if key == "version" else event.get(key)) for key in fields}
+
+    EventTemplateParser.parse = staticmethod(parse)  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        EventTemplateParser.parse = saved  # type: ignore[method-assign]
+
+
 def _warm_up(endpoint: str) -> None:
     """Build moto's EC2 backend (seconds of CPU: instance types and offerings of every region) with a patient client
     before the demo's first call: on a busy machine that first call could otherwise time out and be retried, and a
@@ -183,7 +208,7 @@ def running_emulator(port: int = 0, host: str = "127.0.0.1") -> Iterator[Emulato
     client.cache_clear()
     try:
         _warm_up(endpoint)
-        with _fast_metric_queries(), filter_wildcards():
+        with _fast_metric_queries(), filter_wildcards(), whole_events():
             yield Emulator(endpoint=endpoint)
     finally:
         server.stop()

@@ -25,12 +25,15 @@ def clocked_idle(clock: dt.datetime | Callable[[], dt.datetime]) -> Iterator[Non
     now = clock if callable(clock) else (lambda: clock)
 
     @cache
-    def aws(region: str | None, memory_unit: str, source: str = "cloudwatch_agent", clusters: Any = ()) -> Any:
+    def aws(
+        region: str | None, memory_unit: str, source: str = "cloudwatch_agent", clusters: Any = (), activity: Any = ()
+    ) -> Any:
+        """``governor.idle.handler._aws``'s signature, with the clock and the emulator's literal type filters."""
         groups = AutoScalingGroups(region)
-        if not clusters:
+        if not clusters and not activity:
             metrics: Any = CloudWatchMetrics(region, memory_unit=memory_unit)
-        else:  # the clusters' sources (DCGM through Prometheus) and their API for a drain, as deployed
-            metrics = metric_source(source, region, memory_unit=memory_unit, clusters=clusters)
+        else:  # the clusters' sources (DCGM through Prometheus), the team's signals, a drain's API, as deployed
+            metrics = metric_source(source, region, memory_unit=memory_unit, clusters=clusters, activity=activity)
         drains = any(c.reclaim == "drain" for c in clusters)
         return idle_handler.Adapters(
             Ec2Reader(region, wildcard_type_filter=False),

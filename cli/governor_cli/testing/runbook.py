@@ -24,6 +24,8 @@ from governor_cli.testing.faults import FaultInjector
 
 #: Label prefix of the runbook's own sweep (its calls belong to no case).
 SWEEP_LABEL = "runbook-sweep"
+#: How long after the incident the operator replays the dead-letter queues.
+REPLAY_AFTER = dt.timedelta(minutes=5)
 
 
 class ReplayedLambda:
@@ -104,11 +106,18 @@ def follow(
     now: dt.datetime | None = None,
 ) -> int:
     """The whole runbook with the faults off: replay every DLQ once, then one sweep past the stale age."""
+    import time_machine
+
     from governor.outbox import STALE_AFTER
 
     if injector is not None:
         injector.rate = 0.0  # the incident is over: the harness still records every call, fails none
-    replayed = replay_all(deployment, functions, injector, label_of=label_of, delivered=delivered)
-    at = (now or dt.datetime.now(dt.UTC)) + STALE_AFTER + dt.timedelta(minutes=1)
+    start = now or dt.datetime.now(dt.UTC)
+    # An operator replays after the incident, minutes after the last of Lambda's retries, not within the second the
+    # harness's compressed retries end: by then a dead attempt's checkpoint claim (domain/once.TAKEOVER_AFTER) and
+    # Powertools' in-progress records have expired, as they would have for Lambda's own retries at +1 and +2 min.
+    with time_machine.travel(start + REPLAY_AFTER, tick=True):
+        replayed = replay_all(deployment, functions, injector, label_of=label_of, delivered=delivered)
+    at = start + REPLAY_AFTER + STALE_AFTER + dt.timedelta(minutes=1)
     flush_sweep(deployment, at.replace(microsecond=0), injector)
     return replayed

@@ -25,15 +25,40 @@ def _key(decision: Mapping[str, Any]) -> str:
     return str(decision.get("rule") or "idle")
 
 
-def remediation(key: str, policy: Policy) -> str:
-    """What a person does about an idle problem; never a stop unless the GPUs were measured idle."""
+def _cluster(decision: Mapping[str, Any]) -> str | None:
+    """The EKS cluster whose node the decision is about: its warning or reclaim goes through the Kubernetes API
+    (``via: kubernetes``), or its metrics were judged by the cluster's source (``judged_by: cluster X``)."""
+    for action in decision.get("actions") or ():
+        if isinstance(action, Mapping) and action.get("via") == "kubernetes":
+            return str(action.get("group") or "its cluster")
+    judged = ((decision.get("evidence") or {}).get("metric_sources") or {}).get("judged_by") or ()
+    found = next((str(j) for j in judged if str(j).startswith("cluster ")), None)
+    return found.removeprefix("cluster ") if found else None
+
+
+def remediation(key: str, policy: Policy, cluster: str | None = None) -> str:
+    """What a person does about an idle problem; never a stop unless the GPUs were measured idle. An EKS node
+    (``cluster``) is told the path that would really run and where its metrics come from (issue 48: one story)."""
     fleet = policy.fleet
     keep = (
         f"to keep it, tag it {fleet.keep_until_tag}=<ISO 8601 time> (snooze, at most "
         f"{policy_field('fleet.max_snooze_days')} = {fleet.max_snooze_days} days) or {fleet.exempt_tag}=true"
     )
+    if key == "idle" and cluster is not None:
+        return (
+            f"Let its node be cordoned and drained (PodDisruptionBudgets respected) and removed through its Karpenter "
+            f"NodeClaim or managed node group in cluster {cluster}, never stopped behind the cluster's back; "
+            f"{keep} on the node's instance."
+        )
     if key == "idle":
         return f"Stop the instance if nobody needs it; {keep}."
+    if key == "unmonitored" and cluster is not None:
+        return (
+            "Do not stop it on this finding (missing data is never idle): get GPU metrics flowing again from cluster "
+            f"{cluster}'s source (the DCGM exporter on the node and the Prometheus scrape of it, or Container "
+            f"Insights: {policy_field('idle.clusters')}), or tag it {fleet.exempt_tag}=true if it is not meant to be "
+            "watched."
+        )
     if key == "unmonitored":
         return (
             "Do not stop it on this finding (missing data is never idle): get GPU metrics flowing again "
@@ -72,7 +97,7 @@ def problems(decision: Mapping[str, Any], policy: Policy) -> list[Problem]:
     evidence = decision.get("evidence") or {}
     per_day = _known_cost(key, evidence)
     money = key in ("idle", "unmonitored", "stalled") or per_day is not None
-    summary, fix = first_reason(decision), remediation(key, policy)
+    summary, fix = first_reason(decision), remediation(key, policy, _cluster(decision))
     return [Problem(key, severity_of(decision), summary, fix, costs_money=money, usd_per_day=per_day)]
 
 

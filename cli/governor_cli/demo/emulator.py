@@ -158,7 +158,7 @@ def whole_events() -> Iterator[None]:
             return original(input_template, input_paths_map, event)
         return {key: ("0" if key == "version" else event.get(key)) for key in fields}
 
-    EventTemplateParser.parse = staticmethod(parse)  # type: ignore[method-assign,assignment]
+    EventTemplateParser.parse = staticmethod(parse)  # type: ignore[method-assign]
     try:
         yield
     finally:

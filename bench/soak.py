@@ -140,12 +140,15 @@ def run_mode(mode: Mode, seed: int, scale: float, timeouts: dict[str, float]) ->
 
 
 def run_scenarios() -> list[Any]:
-    """Issue 35's named fault scenarios (``governor_cli.testing.fault_scenarios``), each on its own emulator."""
+    """Issue 35's named fault scenarios (``governor_cli.testing.fault_scenarios``), then the Kubernetes drains'
+    (``drain_scenarios``: the cluster's API failing), each on its own emulator. Gathered here: the drain scenarios
+    build on the fault scenarios' world, so the fault scenarios do not import them back."""
     _environment()
     import governor_cli.testing.faults  # noqa: F401  (the botocore hooks, before any client exists)
-    from governor_cli.testing.fault_scenarios import run_all
+    from governor_cli.testing.drain_scenarios import SCENARIOS as DRAINS
+    from governor_cli.testing.fault_scenarios import SCENARIOS
 
-    return run_all()
+    return [scenario() for scenario in (*SCENARIOS, *DRAINS)]
 
 
 def function_timeouts() -> dict[str, float]:

@@ -180,6 +180,9 @@ class Capability:
     account_wide_parts: frozenset[str] = frozenset()
     #: Its sweep keeps per-target circuit breakers, which the organisation-wide breaker counts (``governor.fanout``).
     breakers: bool = False
+    #: Its sweep flushes stale outbox entries: its own (``"own"``) or every policy's (``"every"``); in organisation
+    #: mode the planner flushes those staged outside any target once a round (``governor.fanout``).
+    stale_outbox: Literal["own", "every"] | None = None
     #: The ``policy`` its findings and decisions carry (default: the capability's name).
     finding_policies: tuple[str, ...] = ()
     #: Its findings' messages carry "Acknowledge" (``governor.interactions``).

@@ -48,7 +48,9 @@ ORG_BREAKER = "organization.breaker-open"
 PER_TARGET_KEYS = frozenset({BREAKER_KIND, LAST_SWEEP_KIND})
 #: The sweeps whose runs flush stale outbox entries, and whose (None: every policy's); their planner flushes those
 #: staged outside any target, since a target reads only its own.
-STALE_FLUSHES: dict[str, str | None] = {"idle": None, "network": "network", "keys": "keys"}
+STALE_FLUSHES: dict[str, str | None] = {
+    c.name: (None if c.stale_outbox == "every" else c.name) for c in REGISTRY.values() if c.stale_outbox
+}
 #: Sweeps made of parts (their Scheduled Event's ``detail.kinds``): every part, and the parts that concern
 #: account-wide resources (IAM is global), which a target sweeps in the first configured region only; each
 #: capability's registry entry declares its own (``sweep_parts``, ``account_wide_parts``).

@@ -573,10 +573,3 @@ SCENARIOS: list[Callable[[], ScenarioResult]] = [
     idempotency_record_write_refused,
     lost_idempotency_answer_long_timeout,
 ]
-
-
-def run_all() -> list[ScenarioResult]:
-    """These scenarios, then the Kubernetes drains' (``drain_scenarios``: the cluster's API failing)."""
-    from governor_cli.testing.drain_scenarios import SCENARIOS as DRAINS
-
-    return [scenario() for scenario in (*SCENARIOS, *DRAINS)]

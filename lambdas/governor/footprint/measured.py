@@ -28,7 +28,6 @@ MODEL: dict[str, Any] = json.loads(
   "GpuFleetGovernor/IdleWarnings[service]",
   "GpuFleetGovernor/KeyDecisions[service]",
   "GpuFleetGovernor/NetworkViolations[service]",
-  "GpuFleetGovernor/NotificationsSent[service]",
   "GpuFleetGovernor/ReportsArchived[service]",
   "GpuFleetGovernor/SessionsReconciled[service]",
   "GpuFleetGovernor/SpotIgnored[service]",
@@ -38,39 +37,39 @@ MODEL: dict[str, Any] = json.loads(
  "findings_per_episode": 2.5,
  "functions": {
   "idle": {
-   "init_cpu_seconds": 0.249,
+   "init_cpu_seconds": 0.312,
    "memory_mb": 1024
   },
   "interactions": {
-   "init_cpu_seconds": 0.213,
+   "init_cpu_seconds": 0.176,
    "memory_mb": 512
   },
   "keys": {
-   "init_cpu_seconds": 0.19,
+   "init_cpu_seconds": 0.174,
    "memory_mb": 512
   },
   "lifecycle": {
-   "init_cpu_seconds": 0.197,
+   "init_cpu_seconds": 0.243,
    "memory_mb": 512
   },
   "network": {
-   "init_cpu_seconds": 0.206,
+   "init_cpu_seconds": 0.179,
    "memory_mb": 512
   },
   "notifier": {
-   "init_cpu_seconds": 0.259,
+   "init_cpu_seconds": 0.263,
    "memory_mb": 512
   },
   "report": {
-   "init_cpu_seconds": 0.224,
+   "init_cpu_seconds": 0.241,
    "memory_mb": 1024
   },
   "securityhub": {
-   "init_cpu_seconds": 0.182,
+   "init_cpu_seconds": 0.19,
    "memory_mb": 512
   },
   "spot": {
-   "init_cpu_seconds": 0.196,
+   "init_cpu_seconds": 0.248,
    "memory_mb": 512
   }
  },
@@ -78,20 +77,20 @@ MODEL: dict[str, Any] = json.loads(
   "idle.Sweep": {
    "fixed": {
     "aws_calls": 13.0,
-    "cpu_seconds": 0.003346,
+    "cpu_seconds": 0.001968,
     "dynamodb_query_rru.by-kind": 2.0,
     "dynamodb_rru": 4.0,
     "dynamodb_wru": 5.0,
     "emf_records": 1.0,
-    "idempotency_new_bytes": 262.5,
+    "idempotency_new_bytes": 264.0,
     "invocations": 1.0,
-    "log_bytes": 829.0,
+    "log_bytes": 828.0,
     "log_lines": 2.0,
     "management_events": 1.0
    },
    "per_episode": {
     "aws_calls": 11.0,
-    "cpu_seconds": 0.005793,
+    "cpu_seconds": 0.006434,
     "dynamodb_query_rru.by-kind": -0.25,
     "dynamodb_rru": 1.25,
     "dynamodb_wru": 38.0,
@@ -111,32 +110,31 @@ MODEL: dict[str, Any] = json.loads(
     "log_bytes": 13.0
    },
    "per_idle_instance": {
-    "cpu_seconds": 0.000505,
+    "cpu_seconds": 0.000112,
     "dynamodb_query_rru.by-kind": 0.25,
     "dynamodb_rru": 0.25,
-    "idempotency_new_bytes": 0.5,
+    "dynamodb_wru": 2.0,
     "ledger_bytes.decision": 82.0,
     "ledger_index_new_bytes": 82.0,
     "ledger_new_bytes": 82.0,
     "log_bytes": 4.5
    },
    "per_instance": {
-    "cpu_seconds": 0.000861,
+    "cpu_seconds": 0.000509,
     "dynamodb_rru": 1.0,
-    "dynamodb_wru": 4.0,
+    "dynamodb_wru": 2.0,
     "getmetricdata_metrics": 3.0,
-    "idempotency_new_bytes": 0.0625,
-    "ledger_bytes.decision": 1040.0,
-    "ledger_index_new_bytes": 1140.0,
+    "ledger_bytes.decision": 952.0,
+    "ledger_index_new_bytes": 1052.0,
     "ledger_items.decision": 1.0,
-    "ledger_new_bytes": 1140.0,
+    "ledger_new_bytes": 1052.0,
     "log_bytes": 0.125
    }
   },
   "keys.Sweep": {
    "fixed": {
     "aws_calls": 20.0,
-    "cpu_seconds": 0.021879,
+    "cpu_seconds": 0.017426,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 5.5,
     "dynamodb_wru": 21.0,
@@ -164,34 +162,36 @@ MODEL: dict[str, Any] = json.loads(
   "lifecycle.Reconcile": {
    "fixed": {
     "aws_calls": 5.0,
-    "cpu_seconds": 0.002401,
+    "cpu_seconds": 0.001961,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 1.5,
     "dynamodb_wru": 2.0,
     "emf_records": 1.0,
-    "idempotency_new_bytes": 269.0,
+    "idempotency_new_bytes": 267.5,
     "invocations": 1.0,
     "log_bytes": 234.0,
     "log_lines": 1.0,
     "management_events": 1.0
    },
-   "per_instance": {}
+   "per_instance": {
+    "idempotency_new_bytes": 0.0625
+   }
   },
   "lifecycle.RunInstances": {
    "fixed": {
     "aws_calls": 7.0,
-    "cpu_seconds": 0.004438,
+    "cpu_seconds": 0.003495,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 6.0,
     "emf_records": 1.0,
     "idempotency_new_bytes": 269.0,
     "invocations": 1.0,
-    "ledger_bytes.decision": 948.0,
+    "ledger_bytes.decision": 981.0,
     "ledger_bytes.launch": 322.0,
-    "ledger_index_new_bytes": 1470.0,
+    "ledger_index_new_bytes": 1503.0,
     "ledger_items.decision": 1.0,
     "ledger_items.launch": 1.0,
-    "ledger_new_bytes": 1470.0,
+    "ledger_new_bytes": 1503.0,
     "log_bytes": 236.0,
     "log_lines": 1.0,
     "management_events": 1.0
@@ -200,7 +200,7 @@ MODEL: dict[str, Any] = json.loads(
   "lifecycle.StateChange": {
    "fixed": {
     "aws_calls": 7.333333,
-    "cpu_seconds": 0.001965,
+    "cpu_seconds": 0.001639,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 7.333333,
     "idempotency_new_bytes": 268.666667,
@@ -219,22 +219,22 @@ MODEL: dict[str, Any] = json.loads(
   "network.CloudTrailCalls": {
    "fixed": {
     "aws_calls": 12.0,
-    "cpu_seconds": 0.004103,
+    "cpu_seconds": 0.003122,
     "dynamodb_rru": 3.0,
     "dynamodb_wru": 16.0,
     "emf_records": 1.0,
-    "events_bytes": 969.0,
+    "events_bytes": 975.0,
     "events_put": 1.0,
     "idempotency_new_bytes": 267.0,
     "invocations": 1.0,
-    "ledger_bytes.decision": 821.0,
-    "ledger_bytes.outbox": 1190.0,
+    "ledger_bytes.decision": 830.0,
+    "ledger_bytes.outbox": 1196.0,
     "ledger_bytes.outbox-event": 210.0,
-    "ledger_index_new_bytes": 2521.0,
+    "ledger_index_new_bytes": 2536.0,
     "ledger_items.decision": 1.0,
     "ledger_items.outbox": 1.0,
     "ledger_items.outbox-event": 1.0,
-    "ledger_new_bytes": 2521.0,
+    "ledger_new_bytes": 2536.0,
     "log_bytes": 232.0,
     "log_lines": 1.0,
     "management_events": 2.0
@@ -243,7 +243,7 @@ MODEL: dict[str, Any] = json.loads(
   "network.DriftSweep": {
    "fixed": {
     "aws_calls": 8.0,
-    "cpu_seconds": 0.003144,
+    "cpu_seconds": 0.003581,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 1.5,
     "dynamodb_wru": 4.0,
@@ -261,33 +261,29 @@ MODEL: dict[str, Any] = json.loads(
   },
   "notifier.Findings": {
    "fixed": {
-    "aws_calls": 4.0,
-    "cpu_seconds": 0.001918,
-    "dynamodb_rru": 0.4,
-    "dynamodb_wru": 4.8,
+    "aws_calls": 4.2,
+    "cpu_seconds": 0.001096,
+    "dynamodb_rru": 0.6,
+    "dynamodb_wru": 6.8,
     "emf_records": 0.6,
-    "idempotency_new_bytes": 267.8,
+    "idempotency_new_bytes": 268.0,
     "invocations": 1.0,
-    "ledger_bytes.decision": 647.4,
-    "ledger_bytes.notify-delivery": 49.2,
-    "ledger_bytes.notify-merge": 63.6,
-    "ledger_index_new_bytes": 900.2,
+    "ledger_bytes.decision": 661.0,
+    "ledger_bytes.notify-held": 909.0,
+    "ledger_index_new_bytes": 1730.0,
     "ledger_items.decision": 1.0,
-    "ledger_items.notify-delivery": 0.2,
-    "ledger_items.notify-merge": 0.2,
-    "ledger_new_bytes": 900.2,
-    "log_bytes": 142.4,
-    "log_lines": 0.6,
-    "management_events": 0.2,
-    "secrets_requests": 0.2
+    "ledger_items.notify-held": 0.6,
+    "ledger_new_bytes": 1730.0,
+    "log_bytes": 144.0,
+    "log_lines": 0.6
    }
   },
   "report.Daily": {
    "fixed": {
-    "aws_calls": 32.0,
-    "cpu_seconds": 1.063281,
-    "dynamodb_query_rru.by-kind": 8.5,
-    "dynamodb_rru": 9.5,
+    "aws_calls": 34.0,
+    "cpu_seconds": 0.622234,
+    "dynamodb_query_rru.by-kind": 8.0,
+    "dynamodb_rru": 9.0,
     "dynamodb_wru": 6.0,
     "emf_records": 1.0,
     "idempotency_new_bytes": 266.0,
@@ -300,19 +296,19 @@ MODEL: dict[str, Any] = json.loads(
     "ledger_new_bytes": 976.0,
     "log_bytes": 665.0,
     "log_lines": 2.0,
-    "management_events": 1.0,
+    "management_events": 2.0,
     "s3_get": 8.0,
-    "s3_new_bytes": 494.0,
-    "s3_put": 13.0,
+    "s3_new_bytes": 532.0,
+    "s3_put": 14.0,
     "secrets_requests": 1.0
    }
   },
   "report.Weekly": {
    "fixed": {
-    "aws_calls": 31.0,
-    "cpu_seconds": 0.116252,
-    "dynamodb_query_rru.by-kind": 8.5,
-    "dynamodb_rru": 9.5,
+    "aws_calls": 32.0,
+    "cpu_seconds": 0.097346,
+    "dynamodb_query_rru.by-kind": 8.0,
+    "dynamodb_rru": 9.0,
     "dynamodb_wru": 6.0,
     "emf_records": 1.0,
     "idempotency_new_bytes": 266.0,
@@ -326,14 +322,14 @@ MODEL: dict[str, Any] = json.loads(
     "log_bytes": 666.0,
     "log_lines": 2.0,
     "s3_get": 8.0,
-    "s3_new_bytes": 494.0,
-    "s3_put": 13.0
+    "s3_new_bytes": 532.0,
+    "s3_put": 14.0
    }
   },
   "securityhub.Findings": {
    "fixed": {
     "aws_calls": 4.0,
-    "cpu_seconds": 0.004167,
+    "cpu_seconds": 0.003153,
     "dynamodb_rru": 1.0,
     "dynamodb_wru": 4.0,
     "idempotency_new_bytes": 270.8,
@@ -349,13 +345,13 @@ MODEL: dict[str, Any] = json.loads(
   "spot.Interruption": {
    "fixed": {
     "aws_calls": 14.0,
-    "cpu_seconds": 0.006305,
+    "cpu_seconds": 0.005092,
     "dynamodb_rru": 4.0,
     "dynamodb_wru": 22.0,
     "emf_records": 1.0,
     "events_bytes": 1256.0,
     "events_put": 1.0,
-    "idempotency_new_bytes": 264.0,
+    "idempotency_new_bytes": 263.0,
     "invocations": 1.0,
     "ledger_bytes.decision": 1235.0,
     "ledger_bytes.interruption": 768.0,
@@ -377,11 +373,11 @@ MODEL: dict[str, Any] = json.loads(
   "spot.StateChange": {
    "fixed": {
     "aws_calls": 5.0,
-    "cpu_seconds": 0.005466,
+    "cpu_seconds": 0.004761,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 4.0,
     "emf_records": 1.0,
-    "idempotency_new_bytes": 263.0,
+    "idempotency_new_bytes": 264.0,
     "invocations": 1.0,
     "ledger_bytes.decision": 431.0,
     "ledger_index_new_bytes": 531.0,
@@ -394,7 +390,7 @@ MODEL: dict[str, Any] = json.loads(
  },
  "measured": {
   "command": "python -m governor_cli.cost.measure --write",
-  "commit": "d216a4a",
+  "commit": "d002ab4",
   "date": "2026-12-06",
   "emulator": "moto 5.2.5",
   "episode_sweeps": 5,

@@ -21,6 +21,7 @@ def _enforcing(policy: CorePolicy) -> bool:
 
 CAPABILITY = Capability(
     name="keys",
+    stale_outbox="own",
     demo="governor_cli.demo.capabilities.keys",
     construct="infra.constructs.keys:KeysEnforcer",
     construct_id="Keys",

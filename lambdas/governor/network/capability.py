@@ -9,6 +9,7 @@ from governor.network.policy import NetworkPolicy
 
 CAPABILITY = Capability(
     name="network",
+    stale_outbox="own",
     demo="governor_cli.demo.capabilities.network",
     construct="infra.constructs.network:NetworkEnforcer",
     construct_id="Network",

@@ -285,12 +285,12 @@ def _at_stake(
     while it runs; a reservation's empty slots at their rate (``facts.reservation_per_day``), as its "Paid for,
     unused" row (issue 48: the costliest problem had no "at stake" and ranked 16th)."""
     evidence = decision.get("evidence") or {}
+    if problem.usd_per_day is not None:  # what the decision itself priced (paying twice, stopped still billing)
+        return problem.usd_per_day
     if evidence.get("unused_instances") is not None:
         return facts.reservation_per_day(evidence, prices)
     if not problem.costs_money:
         return None
-    if problem.usd_per_day is not None:
-        return problem.usd_per_day
     latest = max(sessions, key=lambda s: str(s.get("start", "")), default=None)
     stopped = parse_time(latest.get("end")) if latest is not None else None
     if stopped is not None and stopped <= end:

@@ -26,6 +26,7 @@ from governor.outbox import OUTBOX_KIND, Outbox
 from governor_cli.demo.emulator import filter_wildcards
 from tests.adapters.org_accounts import account_session
 from tests.adapters.test_org_fanout import HUB, REGIONS, Org, launch
+from tests.adapters.test_org_fanout import _clock_at_test_start as _clock_at_test_start  # autouse: fresh NOW
 from tests.adapters.test_spot_moto import LambdaContext
 
 OTHERS = 300  # marks the organisation's other targets wrote (accounts not in this round)

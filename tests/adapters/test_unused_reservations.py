@@ -195,6 +195,29 @@ def test_offer_sends_unused_capacity_to_the_configured_team() -> None:
         assert {f.team for f in offered} == {"ml-platform"} and len({f.id for f in offered}) == 2 * days
 
 
+def test_an_offer_and_the_unused_capacity_decision_of_one_sweep_are_both_recorded() -> None:
+    """The sweep that offers a reservation's unused capacity also records that capacity as unused (the report sums
+    those hours); one decision must not overwrite the other in the ledger, though both are about one reservation in
+    one sweep."""
+    with mock_aws():
+        local = create_shared("us-east-1")
+        runtime = _runtime(local)
+        runtime.policy = parse_policy(
+            {
+                "idle": {"launch_grace_minutes": 0, "reserved_capacity": "offer", "offer_capacity_to": "ml-platform"},
+                "fleet": {"gpu_families": ["p", "g"]},
+                "notifications": {"teams": {"ml-platform": {"slack_secret_name": "governor/ml-platform-slack"}}},
+            }
+        )
+        aws = _aws()
+        aws.reservations = _reader(_gpu_sample(), 1)
+        handle(_event(T0, "sweep-0"), runtime, aws)
+        items = ledger_items(runtime, T0 - dt.timedelta(days=1))
+        for reservation in ("cr-1234abcd56EXAMPLE ", "cr-0b10c4000000000aa"):
+            rules = sorted(i["rule"] for i in items if i.get("resource") == reservation)
+            assert rules == ["idle.capacity-offered", "idle.unused-capacity"], reservation
+
+
 def test_an_unused_reservation_finding_has_its_money_at_stake_and_ranks_by_it() -> None:
     """Issue 48: the costliest problem ranked 16th: the unused reservation's finding had no "at stake", so it sorted
     below a $24/day idle instance. Through the real sweep (moto + the documented response) and the real report: its

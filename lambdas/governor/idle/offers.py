@@ -117,7 +117,9 @@ def _offer(event: GovernorEvent, runtime: Runtime, now: dt.datetime, **offer: An
     if not runtime.ledger.claim(OFFERED_STATUS, key, {"team": team, "at": now.isoformat()}):
         return []
     decision, title = capacity_offer(team=team, now=now, **offer)
-    runtime.ledger.record(decision, event_id=event.id)
+    # Its own entry: the same sweep records this reservation's unused capacity under the sweep's event id, and a
+    # decision's key is its resource, policy and event (one would overwrite the other).
+    runtime.ledger.record(decision, event_id=f"{event.id}#{OFFERED_STATUS}")
     finding = finding_for(decision, title, None, event, runtime).model_copy(
         update={
             "id": finding_id(f"{OFFERED_STATUS}#{key}", offer["reservation_id"], decision.rule or ""),

@@ -257,3 +257,33 @@ def test_memory_is_read_in_the_unit_given(tmp_path: Path) -> None:
     path.write_text(f"{HEADER}2026-11-02T00:01:00Z,i-a,{GPU_MEMORY_USED},1000\n")
     assert _spilled(path, tmp_path / "a", "MB") == _careful(path, "MB")
     assert _spilled(path, tmp_path / "b", "bytes") == _careful(path, "bytes")
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_held_in_memory_or_written_to_partition_files_the_samples_and_decisions_are_the_row_by_row_readers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """A file that fits keeps its samples in memory, a larger one (or a pipe) goes through partition files on disk:
+    ids first seen out of order, stretch edges inside a partition, either way the careful reader's samples."""
+    first = generate(12, hours=5, seed=3)
+    buffer = io.StringIO()
+    first.write_csv(buffer)
+    later = generate(12, hours=3, seed=4, start=first.start + dt.timedelta(hours=7, minutes=50))
+    more = io.StringIO()
+    later.write_csv(more)
+    header, *rows = (buffer.getvalue() + more.getvalue().split("\n", 1)[1]).splitlines(keepends=True)
+    random.Random(5).shuffle(rows)
+    path = tmp_path / "shuffled.csv"
+    path.write_text(header + "".join(rows))
+    if not held:
+        monkeypatch.setattr(spill, "HELD_CSV_BYTES", 0)
+    assert _spilled(path, tmp_path / "spill") == _careful(path)
+    assert bool(list((tmp_path / "spill").glob("part*.bin"))) is not held
+    policy = parse_policy({"idle": {"max_fleet_percent": 100, "window_minutes": 60, "warning_minutes": 0}})
+    with path.open(encoding="utf-8", newline="") as handle:
+        old, old_gaps = replay_stretches(parse_metrics(handle, str(path)), policy, QUARTER)
+    new, gaps = columnar.replay_columnar(
+        spill.read_csv(path, "MB", tmp_path / "again", columnar.LOADED), policy, QUARTER
+    )
+    assert gaps == old_gaps and len(gaps) == 1
+    assert to_json(new, policy) == to_json(old, policy)

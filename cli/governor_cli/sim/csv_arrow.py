@@ -2,10 +2,13 @@
 
 Arrow splits the file into fields (no quoting: a quote anywhere sends the file to the careful reader) and hands each
 batch over with the timestamp, instance id and metric columns dictionary-encoded. What a value means is then decided
-once per distinct string, by the row-by-row reader's own code: ``parse_timestamp`` for times (ISO 8601 or epoch
-seconds), ``str.strip`` and the same printable and length checks for ids and metric names. Values are converted by
-Arrow's cast to float64, which accepts a subset of what ``float()`` accepts and rounds correctly, as ``float()`` does
-(fast_float); anything it refuses, and any value that is negative or not finite, makes the reader :class:`Unsure`.
+once per distinct string (the first time it is seen: later batches look it up), by the row-by-row reader's own code:
+``parse_timestamp`` for times (ISO 8601 or epoch seconds), ``str.strip`` and the same printable and length checks for
+ids and metric names; each distinct string is decoded from UTF-8 by Python, as that reader decodes the file (Arrow is
+not asked to check every row's bytes: that was a tenth of its parsing time), and a value must be ASCII. Values are
+converted by Arrow's cast to float64, which accepts a subset of what ``float()`` accepts and rounds correctly, as
+``float()`` does (fast_float); anything it refuses, and any value that is negative or not finite, makes the reader
+:class:`Unsure`.
 
 So a batch either gives exactly the samples ``parse_metrics`` would give for its rows, or raises :class:`Unsure` and
 the careful reader decides (and names the line). Rows of metrics the replay does not read are skipped, as that
@@ -90,7 +93,7 @@ class Decoder:
                 convert_options=pacsv.ConvertOptions(
                     column_types={"timestamp": text, "instance_id": text, "metric": text, "value": pa.string()},
                     strings_can_be_null=False,
-                    check_utf8=True,
+                    check_utf8=False,  # checked here, where cheaper: see _lookup and _check_values
                 ),
             )  # fmt: skip
         except StopIteration:
@@ -102,7 +105,7 @@ class Decoder:
                 batch = reader.read_next_batch()
             except StopIteration:
                 return
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as error:  # a line without four fields, bad UTF-8, ...
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as error:  # a line without four fields, ...
                 raise Unsure(str(error).splitlines()[0]) from None
             if batch.num_rows:
                 yield self.decode(batch)
@@ -166,7 +169,10 @@ class Decoder:
         its line differently, then judged if used; ``judge`` keeps what it accepts in ``cache``."""
         import numpy as np
 
-        entries = column.dictionary.to_pylist()
+        try:
+            entries = column.dictionary.to_pylist()  # decoded as Python decodes the file for the row-by-row reader
+        except UnicodeDecodeError:
+            raise Unsure("a field that is not UTF-8") from None
         get = cache.get
         found = [get(entry, -2) for entry in entries]
         if -2 in found:
@@ -221,14 +227,18 @@ def _indices(column: Any) -> Any:
 
 
 def _check_values(values: Any) -> None:
-    """:class:`Unsure` if a value of the batch (of any metric) holds a quote or is longer than the csv module reads:
-    it would split its line differently."""
+    """:class:`Unsure` if a value of the batch (of any metric) holds a quote or is longer than the csv module reads
+    (it would split its line differently), or a byte outside ASCII (a number is ASCII; the careful reader decides
+    whether the file is UTF-8 at all)."""
     import numpy as np
 
     offsets, data = values.buffers()[1:3]
     if data is None or not data.size:
         return
-    if (np.frombuffer(data, dtype=np.uint8) == _QUOTE).any():
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if raw.max() >= 0x80:
+        raise Unsure("a value that is not ASCII")
+    if (raw == _QUOTE).any():
         raise Unsure("a quote in a value")
     ends = np.frombuffer(offsets, dtype=np.int32)[values.offset : values.offset + len(values) + 1]
     if len(ends) > 1 and int(np.diff(ends).max()) > FIELD_LIMIT:

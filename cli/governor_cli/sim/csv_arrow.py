@@ -126,7 +126,7 @@ class Decoder:
         every = bool(judged.min() >= 0)
         rows = None if every else np.flatnonzero(code >= 0)
         minute = self._column(stamps, rows, self._minutes, self._minute)
-        inst = self._column(ids, rows, self._ids, self._instance).astype(np.int32)
+        inst = self._column(ids, rows, self._ids, self._instance, np.int32)
         if not every:
             code = code[rows]
             values = _call("take", values, pa.array(rows))
@@ -144,26 +144,30 @@ class Decoder:
                 value = np.where(memory, value * self.scale, value)
         return inst, minute, code, value
 
-    def _column(self, column: Any, rows: Any, cache: dict[str, int], judge: Callable[[str], int]) -> Any:
+    def _column(
+        self, column: Any, rows: Any, cache: dict[str, int], judge: Callable[[str], int], dtype: Any = None
+    ) -> Any:
         """Each row's judgement of its dictionary entry (entries only skipped rows use are checked, never judged);
         :class:`Unsure` if an entry a kept row uses is refused."""
         import numpy as np
 
         indices = _indices(column)
         if rows is None:
-            found = self._lookup(column, None, cache, judge)
+            found = self._lookup(column, None, cache, judge, dtype)
             if (found < 0).any():  # every entry is some row's (the dictionary is the batch's own)
                 raise Unsure(self.refused)
             return found[indices]
         picked = indices[rows]
         used = np.zeros(len(column.dictionary), dtype=bool)
         used[picked] = True
-        found = self._lookup(column, np.flatnonzero(used), cache, judge)
+        found = self._lookup(column, np.flatnonzero(used), cache, judge, dtype)
         if (found[used] < 0).any():
             raise Unsure(self.refused)
         return found[picked]
 
-    def _lookup(self, column: Any, used: Any, cache: dict[str, int], judge: Callable[[str], int]) -> Any:
+    def _lookup(
+        self, column: Any, used: Any, cache: dict[str, int], judge: Callable[[str], int], dtype: Any = None
+    ) -> Any:
         """The judgement of every entry of ``column``'s dictionary (-1: refused, or not among the ``used`` entries
         when those are given). An entry met for the first time is checked for what would make the csv module split
         its line differently, then judged if used; ``judge`` keeps what it accepts in ``cache``."""
@@ -184,7 +188,7 @@ class Decoder:
                     if len(entry) > FIELD_LIMIT:
                         raise Unsure("a field longer than the csv module reads")
                     found[k] = judge(entry) if wanted is None or k in wanted else -1
-        return np.array(found, dtype=np.int64)
+        return np.array(found, dtype=dtype or np.int64)
 
     def _code(self, name: str) -> int:
         """The metric's code, -1 for a metric the replay skips (the row-by-row reader strips the name first)."""

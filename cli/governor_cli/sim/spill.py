@@ -79,7 +79,8 @@ class Writer:
 
         if not len(minute):
             return
-        self.seen |= np.bincount(code, minlength=len(self.loaded)).astype(bool)
+        for unseen in np.flatnonzero(~self.seen).tolist():  # soon none: a file holds the same few metrics
+            self.seen[unseen] = bool((code == unseen).any())
         first, last = int(minute.min()) // PART_MINUTES, int(minute.max()) // PART_MINUTES
         if first == last:
             self._part(first, inst, minute, code, value, instances)
@@ -148,26 +149,30 @@ class Spilled:
     _sorted: Any = None  # first-seen index -> index in ``ids`` (None: the same)
     _row: Any = None  # metric code -> row of the replay's arrays
     _gpu_code: int = 0
-    _cache: tuple[int, Any] | None = None
+    _cache: tuple[int, list[tuple[Any, Any, Any, Any]]] | None = None
 
-    def _columns(self, part: int) -> tuple[Any, Any, Any, Any]:
-        """One partition's samples as columns: instance (index in ``ids``), minute within the partition (int64),
-        metric code, value (kept for the next call: the window may load a partition in two pieces)."""
+    def _chunks(self, part: int) -> list[tuple[Any, Any, Any, Any]]:
+        """One partition's samples, as columns in chunks: first-seen instance (int32), minute within the partition
+        (uint8), metric code, value. Held in memory, or read from its file (kept for the next call: the window may
+        load a partition in two pieces)."""
         import numpy as np
 
+        pending = self._summary[part].pending
+        if pending:
+            return pending
         if self._cache is None or self._cache[0] != part:
             self._cache = None  # the previous partition is released before the next is read
-            pending = self._summary[part].pending
-            if pending:
-                inst, offset, code, value = (np.concatenate([p[k] for p in pending]) for k in range(4))
-            else:
-                records = np.fromfile(self.folder / f"part{part}.bin", dtype=_record())
-                inst, offset, code = records["inst"], records["minute"], records["code"]
-                # a packed record's value is unaligned: ufunc.at takes its fast path only on an aligned array
-                value = np.ascontiguousarray(records["value"])
-            inst = inst.astype(np.int64) if self._sorted is None else self._sorted[inst]
-            self._cache = (part, (inst, offset.astype(np.int64), code, value))
+            records = np.fromfile(self.folder / f"part{part}.bin", dtype=_record())
+            # a packed record's value is unaligned: ufunc.at takes its fast path only on an aligned array
+            value = np.ascontiguousarray(records["value"])
+            self._cache = (part, [(records["inst"], records["minute"], records["code"], value)])
         return self._cache[1]
+
+    def _index(self, inst: Any) -> Any:
+        """First-seen instance indexes as indexes in ``ids`` (int64)."""
+        import numpy as np
+
+        return inst.astype(np.int64) if self._sorted is None else self._sorted[inst]
 
     def membership(self, spans: list[tuple[int, int]]) -> tuple[Any, Any, Any, Any]:
         """(instance, stretch, first minute, reports GPU) per instance and stretch holding samples."""
@@ -188,13 +193,14 @@ class Spilled:
                         firsts = _reordered(firsts, self._sorted, _NONE)
                         flags = _reordered(flags, self._sorted, False)
                 else:  # the partition straddles a stretch's edge: its samples decide
-                    inst, offset, code, _ = self._columns(number)
-                    minute = offset + a
-                    keep = (minute >= lo) & (minute <= hi)
                     firsts = np.full(n, _NONE, dtype=np.int64)
-                    np.minimum.at(firsts, inst[keep], minute[keep])
                     flags = np.zeros(n, dtype=bool)
-                    flags[inst[keep & (code == self._gpu_code)]] = True
+                    for inst, offset, code, _ in self._chunks(number):
+                        minute = offset.astype(np.int64) + a
+                        keep = (minute >= lo) & (minute <= hi)
+                        index = self._index(inst)
+                        np.minimum.at(firsts, index[keep], minute[keep])
+                        flags[index[keep & (code == self._gpu_code)]] = True
                 np.minimum(first[: len(firsts)], firsts, out=first[: len(firsts)])
                 gpu[: len(flags)] |= flags
             rows = np.nonzero(first < _NONE)[0]
@@ -206,17 +212,19 @@ class Spilled:
         samples in one minute keep the larger, as the row-by-row reader does."""
         import numpy as np
 
-        inst, offset, code, value = self._columns(part)
         first = part * PART_MINUTES
-        if start > first or stop < first + PART_MINUTES:
-            keep = (offset >= start - first) & (offset < stop - first)
-            inst, offset, code, value = inst[keep], offset[keep], code[keep], value[keep]
         width = data.shape[2]
-        flat = self._row[code] * (len(self.ids) * width)
-        flat += inst * width
-        flat += offset
-        flat += first - lo
-        np.fmax.at(data.reshape(-1), flat, value)
+        stride = self._row * (len(self.ids) * width)  # metric code -> where its row of ``data`` starts
+        partial = start > first or stop < first + PART_MINUTES
+        for inst, offset, code, value in self._chunks(part):
+            if partial:
+                keep = (offset >= start - first) & (offset < stop - first)
+                inst, offset, code, value = inst[keep], offset[keep], code[keep], value[keep]
+            flat = stride[code]
+            flat += self._index(inst) * width
+            flat += offset
+            flat += first - lo
+            np.fmax.at(data.reshape(-1), flat, value)
 
 
 def _reordered(by_first_seen: Any, order: Any, fill: Any) -> Any:

@@ -257,3 +257,62 @@ def test_memory_is_read_in_the_unit_given(tmp_path: Path) -> None:
     path.write_text(f"{HEADER}2026-11-02T00:01:00Z,i-a,{GPU_MEMORY_USED},1000\n")
     assert _spilled(path, tmp_path / "a", "MB") == _careful(path, "MB")
     assert _spilled(path, tmp_path / "b", "bytes") == _careful(path, "bytes")
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_held_in_memory_or_written_to_partition_files_the_samples_and_decisions_are_the_row_by_row_readers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """A file that fits keeps its samples in memory, a larger one (or a pipe) goes through partition files on disk:
+    ids first seen out of order, stretch edges inside a partition, either way the careful reader's samples."""
+    first = generate(12, hours=5, seed=3)
+    buffer = io.StringIO()
+    first.write_csv(buffer)
+    later = generate(12, hours=3, seed=4, start=first.start + dt.timedelta(hours=7, minutes=50))
+    more = io.StringIO()
+    later.write_csv(more)
+    header, *rows = (buffer.getvalue() + more.getvalue().split("\n", 1)[1]).splitlines(keepends=True)
+    random.Random(5).shuffle(rows)
+    path = tmp_path / "shuffled.csv"
+    path.write_text(header + "".join(rows))
+    if not held:
+        monkeypatch.setattr(spill, "HELD_CSV_BYTES", 0)
+    assert _spilled(path, tmp_path / "spill") == _careful(path)
+    assert bool(list((tmp_path / "spill").glob("part*.bin"))) is not held
+    policy = parse_policy({"idle": {"max_fleet_percent": 100, "window_minutes": 60, "warning_minutes": 0}})
+    with path.open(encoding="utf-8", newline="") as handle:
+        old, old_gaps = replay_stretches(parse_metrics(handle, str(path)), policy, QUARTER)
+    new, gaps = columnar.replay_columnar(
+        spill.read_csv(path, "MB", tmp_path / "again", columnar.LOADED), policy, QUARTER
+    )
+    assert gaps == old_gaps and len(gaps) == 1
+    assert to_json(new, policy) == to_json(old, policy)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        b"2026-11-02T00:00:00Z,i-\xff,gpu_utilization,1",  # an id that is not UTF-8
+        b"2026-11-02T00:00:00\xc3,i-a,gpu_utilization,1",  # a timestamp cut inside a character
+        b"2026-11-02T00:00:00Z,i-a,gpu_\xe9,1",  # a metric name in Latin-1
+        b"2026-11-02T00:00:00Z,i-a,network_in,\xff",  # a skipped metric's value
+        b"2026-11-02T00:00:00Z,i-a,gpu_utilization,1\xc2\xa0",  # a value with a no-break space
+    ],
+)
+def test_bytes_that_are_not_ascii_numbers_or_utf8_text_go_to_the_careful_reader(tmp_path: Path, row: bytes) -> None:
+    """The row-by-row reader decodes the file as UTF-8 (and refuses it if it is not); the fast reader decodes each
+    distinct id, timestamp and metric name the same way and reads values only as ASCII numbers, else it doubts."""
+    path = tmp_path / "bytes.csv"
+    path.write_bytes(f"{HEADER}2026-11-02T00:01:00Z,i-a,gpu_utilization,2.5\n".encode() + row + b"\n")
+    with pytest.raises(Unsure):
+        spill.read_csv(path, "MB", tmp_path / "spill", columnar.LOADED)
+
+
+def test_ids_in_utf8_beyond_ascii_are_read_as_the_row_by_row_reader_reads_them(tmp_path: Path) -> None:
+    path = tmp_path / "names.csv"
+    path.write_text(
+        f"{HEADER}2026-11-02T00:01:00Z,nœud-é,gpu_utilization,2.5\n2026-11-02T00:02:00Z,節點,gpu_utilization,3\n"
+        "2026-11-02T00:02:00Z,nœud-é,network_in,4\n",
+        encoding="utf-8",
+    )
+    assert _spilled(path, tmp_path / "spill") == _careful(path)

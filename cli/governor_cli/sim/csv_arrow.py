@@ -2,10 +2,13 @@
 
 Arrow splits the file into fields (no quoting: a quote anywhere sends the file to the careful reader) and hands each
 batch over with the timestamp, instance id and metric columns dictionary-encoded. What a value means is then decided
-once per distinct string, by the row-by-row reader's own code: ``parse_timestamp`` for times (ISO 8601 or epoch
-seconds), ``str.strip`` and the same printable and length checks for ids and metric names. Values are converted by
-Arrow's cast to float64, which accepts a subset of what ``float()`` accepts and rounds correctly, as ``float()`` does
-(fast_float); anything it refuses, and any value that is negative or not finite, makes the reader :class:`Unsure`.
+once per distinct string (the first time it is seen: later batches look it up), by the row-by-row reader's own code:
+``parse_timestamp`` for times (ISO 8601 or epoch seconds), ``str.strip`` and the same printable and length checks for
+ids and metric names; each distinct string is decoded from UTF-8 by Python, as that reader decodes the file (Arrow is
+not asked to check every row's bytes: that was a tenth of its parsing time), and a value must be ASCII. Values are
+converted by Arrow's cast to float64, which accepts a subset of what ``float()`` accepts and rounds correctly, as
+``float()`` does (fast_float); anything it refuses, and any value that is negative or not finite, makes the reader
+:class:`Unsure`.
 
 So a batch either gives exactly the samples ``parse_metrics`` would give for its rows, or raises :class:`Unsure` and
 the careful reader decides (and names the line). Rows of metrics the replay does not read are skipped, as that
@@ -17,7 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from governor.idle.domain import GPU_MEMORY_USED, MEMORY_UNITS
@@ -90,7 +93,7 @@ class Decoder:
                 convert_options=pacsv.ConvertOptions(
                     column_types={"timestamp": text, "instance_id": text, "metric": text, "value": pa.string()},
                     strings_can_be_null=False,
-                    check_utf8=True,
+                    check_utf8=False,  # checked here, where cheaper: see _lookup and _check_values
                 ),
             )  # fmt: skip
         except StopIteration:
@@ -102,7 +105,7 @@ class Decoder:
                 batch = reader.read_next_batch()
             except StopIteration:
                 return
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as error:  # a line without four fields, bad UTF-8, ...
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as error:  # a line without four fields, ...
                 raise Unsure(str(error).splitlines()[0]) from None
             if batch.num_rows:
                 yield self.decode(batch)
@@ -111,71 +114,81 @@ class Decoder:
         """One batch's loaded rows, each checked as ``parse_metrics`` checks it; :class:`Unsure` on a doubt."""
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         stamps, ids, names, values = batch.columns
-        code = self._lookup(names, None, self._code)[names.indices.to_numpy(zero_copy_only=False)]
-        keep = code >= 0
-        every = bool(keep.all())
-        raw = values.buffers()[2]
-        if raw is not None and raw.size:
-            data = np.frombuffer(raw, dtype=np.uint8)
-            if (data == _QUOTE).any():
-                raise Unsure("a quote in a value")
-            if pc.max(pc.binary_length(values)).as_py() > FIELD_LIMIT:
-                raise Unsure("a field longer than the csv module reads")
-        if not keep.any():
-            self._lookup(stamps, np.zeros(0, dtype=np.int64), self._minute)  # only checks quotes and lengths
-            self._lookup(ids, np.zeros(0, dtype=np.int64), self._instance)
+        _check_values(values)
+        judged = self._lookup(names, None, self._codes, self._code)
+        code = judged.astype(np.int8)[_indices(names)]
+        if judged.max() < 0:  # no row of a loaded metric
+            self._lookup(stamps, np.zeros(0, dtype=np.int64), self._minutes, self._minute)  # only checks entries
+            self._lookup(ids, np.zeros(0, dtype=np.int64), self._ids, self._instance)
             return (np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int8), np.empty(0, np.float64))
-        rows = None if every else np.nonzero(keep)[0]
-        minute = self._column(stamps, rows, self._minute)
-        inst = self._column(ids, rows, self._instance)
-        if (minute < 0).any() or (inst < 0).any():
-            raise Unsure(self.refused)
+        every = bool(judged.min() >= 0)
+        rows = None if every else np.flatnonzero(code >= 0)
+        minute = self._column(stamps, rows, self._minutes, self._minute)
+        inst = self._column(ids, rows, self._ids, self._instance, np.int32)
         if not every:
             code = code[rows]
-            values = values.take(pa.array(rows))
+            values = _call("take", values, pa.array(rows))
         try:
-            value = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+            value = _call("cast", values, options=_float64()).to_numpy(zero_copy_only=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
             raise Unsure(f"value: {str(error).splitlines()[0]}") from None
-        bad = ~(np.isfinite(value) & (value >= 0))
-        if bad.any():
+        if not (value.min() >= 0 and value.max() < math.inf):  # NaN fails both
+            bad = ~(np.isfinite(value) & (value >= 0))
             raw = values[int(np.argmax(bad))].as_py()
             raise Unsure(f"value {raw!r} must be a finite, non-negative number")
-        memory = code == self.memory_code
-        if memory.any():
-            value = np.where(memory, value * self.scale, value)
-        return inst.astype(np.int32), minute, code, value
+        if self.scale != 1.0:
+            memory = code == self.memory_code
+            if memory.any():
+                value = np.where(memory, value * self.scale, value)
+        return inst, minute, code, value
 
-    def _column(self, column: Any, rows: Any, judge: Any) -> Any:
-        """Each row's judgement of its dictionary entry (entries of skipped rows only checked, never judged)."""
+    def _column(
+        self, column: Any, rows: Any, cache: dict[str, int], judge: Callable[[str], int], dtype: Any = None
+    ) -> Any:
+        """Each row's judgement of its dictionary entry (entries only skipped rows use are checked, never judged);
+        :class:`Unsure` if an entry a kept row uses is refused."""
         import numpy as np
 
-        indices = column.indices.to_numpy(zero_copy_only=False)
+        indices = _indices(column)
         if rows is None:
-            return self._lookup(column, None, judge)[indices]
+            found = self._lookup(column, None, cache, judge, dtype)
+            if (found < 0).any():  # every entry is some row's (the dictionary is the batch's own)
+                raise Unsure(self.refused)
+            return found[indices]
         picked = indices[rows]
         used = np.zeros(len(column.dictionary), dtype=bool)
         used[picked] = True
-        return self._lookup(column, np.nonzero(used)[0], judge)[picked]
+        found = self._lookup(column, np.flatnonzero(used), cache, judge, dtype)
+        if (found[used] < 0).any():
+            raise Unsure(self.refused)
+        return found[picked]
 
-    def _lookup(self, column: Any, used: Any, judge: Any) -> Any:
-        """``judge`` of every entry of ``column``'s dictionary (only the ``used`` ones, if given; -1 elsewhere).
-        Every entry is checked for what would make the csv module split its line differently."""
+    def _lookup(
+        self, column: Any, used: Any, cache: dict[str, int], judge: Callable[[str], int], dtype: Any = None
+    ) -> Any:
+        """The judgement of every entry of ``column``'s dictionary (-1: refused, or not among the ``used`` entries
+        when those are given). An entry met for the first time is checked for what would make the csv module split
+        its line differently, then judged if used; ``judge`` keeps what it accepts in ``cache``."""
         import numpy as np
 
-        entries = column.dictionary.to_pylist()
-        for entry in entries:
-            if '"' in entry:
-                raise Unsure(f"a quote in {entry[:40]!r}")
-            if len(entry) > FIELD_LIMIT:
-                raise Unsure("a field longer than the csv module reads")
-        found = np.full(len(entries), -1, dtype=np.int64)
-        for k in range(len(entries)) if used is None else used.tolist():
-            found[k] = judge(entries[k])
-        return found
+        try:
+            entries = column.dictionary.to_pylist()  # decoded as Python decodes the file for the row-by-row reader
+        except UnicodeDecodeError:
+            raise Unsure("a field that is not UTF-8") from None
+        get = cache.get
+        found = [get(entry, -2) for entry in entries]
+        if -2 in found:
+            wanted = None if used is None else set(used.tolist())
+            for k, entry in enumerate(entries):
+                if found[k] == -2:
+                    if '"' in entry:
+                        raise Unsure(f"a quote in {entry[:40]!r}")
+                    if len(entry) > FIELD_LIMIT:
+                        raise Unsure("a field longer than the csv module reads")
+                    found[k] = judge(entry) if wanted is None or k in wanted else -1
+        return np.array(found, dtype=dtype or np.int64)
 
     def _code(self, name: str) -> int:
         """The metric's code, -1 for a metric the replay skips (the row-by-row reader strips the name first)."""
@@ -210,3 +223,43 @@ class Decoder:
                 return -1
             found = self._minutes[text] = math.floor((when - when % 60) / 60)
         return found
+
+
+def _indices(column: Any) -> Any:
+    """A dictionary column's indices as NumPy (no copy)."""
+    return column.indices.to_numpy(zero_copy_only=False)
+
+
+def _check_values(values: Any) -> None:
+    """:class:`Unsure` if a value of the batch (of any metric) holds a quote or is longer than the csv module reads
+    (it would split its line differently), or a byte outside ASCII (a number is ASCII; the careful reader decides
+    whether the file is UTF-8 at all)."""
+    import numpy as np
+
+    offsets, data = values.buffers()[1:3]
+    if data is None or not data.size:
+        return
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if raw.max() >= 0x80:
+        raise Unsure("a value that is not ASCII")
+    if (raw == _QUOTE).any():
+        raise Unsure("a quote in a value")
+    ends = np.frombuffer(offsets, dtype=np.int32)[values.offset : values.offset + len(values) + 1]
+    if len(ends) > 1 and int(np.diff(ends).max()) > FIELD_LIMIT:
+        raise Unsure("a field longer than the csv module reads")
+
+
+def _call(name: str, *args: Any, options: Any = None) -> Any:
+    """An Arrow compute kernel by name: ``pyarrow.compute`` itself costs a fresh process 0.05 CPU-s to import (it
+    writes a Python wrapper and docstring for each of its hundreds of kernels) for the two this reader calls."""
+    from pyarrow._compute import call_function
+
+    return call_function(name, list(args), options)
+
+
+def _float64() -> Any:
+    """Options of a checked cast to float64 (what ``pyarrow.compute.cast(values, pa.float64())`` passes)."""
+    import pyarrow as pa
+    from pyarrow._compute import CastOptions
+
+    return CastOptions.safe(pa.float64())

@@ -25,6 +25,7 @@ from governor_cli.sim.metrics_file import Unsure
 
 PART_MINUTES = 240  # the replay's partition (columnar.PART_MINUTES)
 FLUSH_BYTES = 64 << 20  # buffered records written out once they reach this
+HELD_CSV_BYTES = 1 << 30  # a regular file up to this size keeps its samples in memory (about a quarter of its bytes)
 _NONE = 2**63 - 1  # no minute yet
 
 
@@ -37,12 +38,13 @@ def _record() -> Any:
 @dataclass
 class _Part:
     """What one partition holds, kept while writing: its minutes with a sample, and per instance (first-seen index)
-    its first minute in it and whether it reports GPU utilisation."""
+    its first minute in it and whether it reports GPU utilisation; its samples not yet on disk, as columns
+    (first-seen instance int32, minute within the partition uint8, metric code int8, value float64)."""
 
     present: Any
     first: Any
     gpu: Any
-    pending: list[Any] = field(default_factory=list)
+    pending: list[tuple[Any, Any, Any, Any]] = field(default_factory=list)
 
     def grow(self, size: int) -> None:
         import numpy as np
@@ -54,14 +56,16 @@ class _Part:
 
 
 class Writer:
-    """Appends decoded samples to their partitions' files under ``folder``."""
+    """Appends decoded samples to their partitions: held in memory (``hold``: a file that fits), else written to the
+    partitions' files under ``folder`` as packed 14-byte records every :data:`FLUSH_BYTES`."""
 
-    def __init__(self, folder: Path, loaded: tuple[str, ...]) -> None:
+    def __init__(self, folder: Path, loaded: tuple[str, ...], hold: bool = False) -> None:
         import numpy as np
 
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.loaded = loaded
+        self.hold = hold
         self.gpu_code = loaded.index(GPU_UTILIZATION)
         self.parts: dict[int, _Part] = {}
         self.seen = np.zeros(len(loaded), dtype=bool)
@@ -75,11 +79,13 @@ class Writer:
 
         if not len(minute):
             return
-        self.seen |= np.bincount(code, minlength=len(self.loaded)).astype(bool)
-        part = minute // PART_MINUTES
-        if part[0] == part[-1] and (part == part[0]).all():
-            self._part(int(part[0]), inst, minute, code, value, instances)
+        for unseen in np.flatnonzero(~self.seen).tolist():  # soon none: a file holds the same few metrics
+            self.seen[unseen] = bool((code == unseen).any())
+        first, last = int(minute.min()) // PART_MINUTES, int(minute.max()) // PART_MINUTES
+        if first == last:
+            self._part(first, inst, minute, code, value, instances)
         else:
+            part = minute // PART_MINUTES
             order = np.argsort(part, kind="stable")
             part = part[order]
             edges = [0, *(np.flatnonzero(part[1:] != part[:-1]) + 1).tolist(), len(part)]
@@ -87,7 +93,7 @@ class Writer:
                 rows = order[a:b]
                 self._part(int(part[a]), inst[rows], minute[rows], code[rows], value[rows], instances)
         self.rows += len(minute)
-        if self._buffered >= FLUSH_BYTES:
+        if not self.hold and self._buffered >= FLUSH_BYTES:
             self.flush()
 
     def _part(self, number: int, inst: Any, minute: Any, code: Any, value: Any, instances: int) -> None:
@@ -99,29 +105,37 @@ class Writer:
                 np.zeros(PART_MINUTES, dtype=bool), np.empty(0, dtype=np.int64), np.empty(0, dtype=bool)
             )
         held.grow(instances)
-        offset = minute - number * PART_MINUTES
+        offset = (minute - number * PART_MINUTES).astype(np.uint8)
         held.present[offset] = True
         np.minimum.at(held.first, inst, minute)
         held.gpu[inst[code == self.gpu_code]] = True
-        records = np.empty(len(inst), dtype=_record())
-        records["inst"], records["minute"], records["code"], records["value"] = inst, offset, code, value
-        held.pending.append(records)
-        self._buffered += records.nbytes
+        held.pending.append((inst, offset, code, value))
+        self._buffered += 14 * len(inst)
 
     def flush(self) -> None:
+        """Write every partition's pending samples to its file, as packed records."""
         for number, held in self.parts.items():
             if held.pending:
                 with (self.folder / f"part{number}.bin").open("ab") as out:
-                    for records in held.pending:
+                    for inst, offset, code, value in held.pending:
+                        records = _packed(inst, offset, code, value)
                         records.tofile(out)
                 held.pending = []
         self._buffered = 0
 
 
+def _packed(inst: Any, offset: Any, code: Any, value: Any) -> Any:
+    import numpy as np
+
+    records = np.empty(len(inst), dtype=_record())
+    records["inst"], records["minute"], records["code"], records["value"] = inst, offset, code, value
+    return records
+
+
 @dataclass
 class Spilled:
-    """A metrics file as partition files (see :class:`Writer`): what :class:`governor_cli.sim.columnar.Samples`
-    offers the replay, read back a partition at a time."""
+    """A metrics file as partitions (see :class:`Writer`), in memory or on disk: what
+    :class:`governor_cli.sim.columnar.Samples` offers the replay, read a partition at a time."""
 
     folder: Path
     ids: list[str]
@@ -132,19 +146,33 @@ class Spilled:
     part_minutes: int = PART_MINUTES
     base: int = 0
     _summary: dict[int, _Part] = field(default_factory=dict, repr=False)
-    _sorted: Any = None  # first-seen index -> index in ``ids``
+    _sorted: Any = None  # first-seen index -> index in ``ids`` (None: the same)
     _row: Any = None  # metric code -> row of the replay's arrays
     _gpu_code: int = 0
-    _cache: tuple[int, Any] | None = None
+    _cache: tuple[int, list[tuple[Any, Any, Any, Any]]] | None = None
 
-    def _records(self, part: int) -> Any:
-        """One partition's records (kept for the next call: the window may load a partition in two pieces)."""
+    def _chunks(self, part: int) -> list[tuple[Any, Any, Any, Any]]:
+        """One partition's samples, as columns in chunks: first-seen instance (int32), minute within the partition
+        (uint8), metric code, value. Held in memory, or read from its file (kept for the next call: the window may
+        load a partition in two pieces)."""
         import numpy as np
 
+        pending = self._summary[part].pending
+        if pending:
+            return pending
         if self._cache is None or self._cache[0] != part:
             self._cache = None  # the previous partition is released before the next is read
-            self._cache = (part, np.fromfile(self.folder / f"part{part}.bin", dtype=_record()))
+            records = np.fromfile(self.folder / f"part{part}.bin", dtype=_record())
+            # a packed record's value is unaligned: ufunc.at takes its fast path only on an aligned array
+            value = np.ascontiguousarray(records["value"])
+            self._cache = (part, [(records["inst"], records["minute"], records["code"], value)])
         return self._cache[1]
+
+    def _index(self, inst: Any) -> Any:
+        """First-seen instance indexes as indexes in ``ids`` (int64)."""
+        import numpy as np
+
+        return inst.astype(np.int64) if self._sorted is None else self._sorted[inst]
 
     def membership(self, spans: list[tuple[int, int]]) -> tuple[Any, Any, Any, Any]:
         """(instance, stretch, first minute, reports GPU) per instance and stretch holding samples."""
@@ -161,18 +189,22 @@ class Spilled:
                     continue
                 if lo <= a and b <= hi:
                     firsts, flags = self._summary[number].first[:n], self._summary[number].gpu[:n]
-                else:  # the partition straddles a stretch's edge: its records decide
-                    records = self._records(number)
-                    minute = records["minute"].astype(np.int64) + a
-                    keep = (minute >= lo) & (minute <= hi)
+                    if self._sorted is not None:  # by first-seen index: into the order of ``ids``
+                        firsts = _reordered(firsts, self._sorted, _NONE)
+                        flags = _reordered(flags, self._sorted, False)
+                else:  # the partition straddles a stretch's edge: its samples decide
                     firsts = np.full(n, _NONE, dtype=np.int64)
-                    np.minimum.at(firsts, records["inst"][keep], minute[keep])
                     flags = np.zeros(n, dtype=bool)
-                    flags[records["inst"][keep & (records["code"] == self._gpu_code)]] = True
+                    for inst, offset, code, _ in self._chunks(number):
+                        minute = offset.astype(np.int64) + a
+                        keep = (minute >= lo) & (minute <= hi)
+                        index = self._index(inst)
+                        np.minimum.at(firsts, index[keep], minute[keep])
+                        flags[index[keep & (code == self._gpu_code)]] = True
                 np.minimum(first[: len(firsts)], firsts, out=first[: len(firsts)])
                 gpu[: len(flags)] |= flags
             rows = np.nonzero(first < _NONE)[0]
-            out.append((self._sorted[rows], np.full(len(rows), sid, dtype=np.int64), first[rows], gpu[rows]))
+            out.append((rows, np.full(len(rows), sid, dtype=np.int64), first[rows], gpu[rows]))
         return tuple(np.concatenate([o[k] for o in out]) for k in range(4))  # type: ignore[return-value]
 
     def fill(self, data: Any, lo: int, part: int, start: int, stop: int) -> None:
@@ -180,15 +212,29 @@ class Spilled:
         samples in one minute keep the larger, as the row-by-row reader does."""
         import numpy as np
 
-        records = self._records(part)
-        minute = records["minute"].astype(np.int64) + part * PART_MINUTES
-        keep = (minute >= start) & (minute < stop)
-        if not keep.all():
-            records, minute = records[keep], minute[keep]
+        first = part * PART_MINUTES
         width = data.shape[2]
-        flat = (self._row[records["code"]] * len(self.ids) + self._sorted[records["inst"]]) * width + (minute - lo)
-        # a packed record's value is unaligned: ufunc.at takes its fast path only on a contiguous, aligned array
-        np.fmax.at(data.reshape(-1), flat, np.ascontiguousarray(records["value"]))
+        stride = self._row * (len(self.ids) * width)  # metric code -> where its row of ``data`` starts
+        partial = start > first or stop < first + PART_MINUTES
+        for inst, offset, code, value in self._chunks(part):
+            if partial:
+                keep = (offset >= start - first) & (offset < stop - first)
+                inst, offset, code, value = inst[keep], offset[keep], code[keep], value[keep]
+            flat = stride[code]
+            flat += self._index(inst) * width
+            flat += offset
+            flat += first - lo
+            np.fmax.at(data.reshape(-1), flat, value)
+
+
+def _reordered(by_first_seen: Any, order: Any, fill: Any) -> Any:
+    """Values kept by first-seen index (of the ids known when the partition last grew), put in the order of ``ids``
+    (``order``: first-seen index -> that order); ``fill`` for the ids seen later."""
+    import numpy as np
+
+    out = np.full(len(order), fill, dtype=by_first_seen.dtype)
+    out[order[: len(by_first_seen)]] = by_first_seen
+    return out
 
 
 def spill(
@@ -197,21 +243,23 @@ def spill(
     folder: Path,
     loaded: tuple[str, ...],
     progress: Callable[[], None] | None = None,
+    hold: bool = False,
 ) -> Spilled:
-    """Read ``handle`` (the whole CSV, header first) into partitions under ``folder``; :class:`Unsure` when a row
-    needs the careful reader. ``progress`` is called after each batch."""
+    """Read ``handle`` (the whole CSV, header first) into partitions, in memory if ``hold`` else under ``folder``;
+    :class:`Unsure` when a row needs the careful reader. ``progress`` is called after each batch."""
     import numpy as np
 
     from governor_cli.sim.csv_arrow import Decoder, read_header
 
     read_header(handle)
     decoder = Decoder(memory_unit, loaded)
-    writer = Writer(folder, loaded)
+    writer = Writer(folder, loaded, hold)
     for inst, minute, code, value in decoder.batches(handle):
         writer.add(inst, minute, code, value, len(decoder.positions))
         if progress is not None:
             progress()
-    writer.flush()
+    if not hold:
+        writer.flush()
     if not writer.rows:
         raise Unsure("no samples")
     positions = decoder.positions
@@ -232,7 +280,7 @@ def spill(
         tuple(loaded[c] for c in present.tolist()),
         writer.rows,
         _summary=writer.parts,
-        _sorted=order,
+        _sorted=None if (order == np.arange(len(ids))).all() else order,  # ids often come in order
         _row=row,
         _gpu_code=loaded.index(GPU_UTILIZATION),
     )
@@ -251,6 +299,13 @@ def read_csv(path: Path, memory_unit: str, folder: Path, loaded: tuple[str, ...]
         handle = io.BufferedReader(counted, 1 << 20)
         shown = progress.bar(size, f"reading {path.name}", "B", scale=True)
         try:
-            return spill(handle, memory_unit, folder, loaded, lambda: shown.update(counted.count - shown.n))
+            return spill(
+                handle,
+                memory_unit,
+                folder,
+                loaded,
+                lambda: shown.update(counted.count - shown.n),
+                hold=size is not None and size <= HELD_CSV_BYTES,
+            )
         finally:
             shown.close()

@@ -305,15 +305,16 @@ def indexed_cloudwatch() -> Iterator[None]:
         CloudWatchBackend.get_metric_data = data  # type: ignore[method-assign]
 
 
-def seed(size: int, with_data: bool, now: dt.datetime, emulated: Emulator) -> int:
-    """Launch ``size`` GPU instances (workload types) and, if asked, have the emulator put their last two hours of GPU
-    samples in its own process (:meth:`Emulator.put_workload`)."""
+def seed(size: int, with_data: bool, emulated: Emulator) -> tuple[dt.datetime, int]:
+    """Launch ``size`` GPU instances (workload types), then, if asked, have the emulator put their GPU samples of the
+    two hours before ``now`` in its own process (:meth:`Emulator.put_workload`); ``now`` is the whole minute after the
+    last launch (10,000 launches take minutes), so no instance is launched after the samples say it ran. Returns
+    ``now`` and the datapoints put."""
     import boto3
 
     from governor_cli.sim.workload import generate
 
-    start = now - dt.timedelta(minutes=WINDOW_MINUTES)
-    workload = generate(size, hours=WINDOW_MINUTES / 60, seed=11, start=start)
+    workload = generate(size, hours=WINDOW_MINUTES / 60, seed=11)  # the types (and their order); times come later
     ec2 = boto3.client("ec2", region_name=REGION)
     image = "ami-12c6146b"  # moto accepts any image id
     by_type: dict[str, list[Any]] = {}
@@ -327,10 +328,12 @@ def seed(size: int, with_data: bool, now: dt.datetime, emulated: Emulator) -> in
                 ImageId=image, InstanceType=instance_type, MinCount=len(chunk), MaxCount=len(chunk)
             )["Instances"]
             pairs.extend(zip((i["InstanceId"] for i in launched), chunk, strict=True))
+    now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
     if not with_data:
-        return 0
+        return now, 0
     by_synthetic = {synthetic.id: instance_id for instance_id, synthetic in pairs}
-    return emulated.put_workload(start, [by_synthetic[i.id] for i in workload.instances])
+    start = now - dt.timedelta(minutes=WINDOW_MINUTES)
+    return now, emulated.put_workload(start, [by_synthetic[i.id] for i in workload.instances])
 
 
 @contextmanager
@@ -366,7 +369,11 @@ def _client(service: str) -> Any:
 
 def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, float, dict[str, int]]:
     """One first sweep (empty ledger), as the scheduled Lambda would run it: calls, idle verdicts, wall seconds, CPU
-    seconds of this process (the governor and its AWS clients; the emulator runs in its own), outcomes."""
+    seconds of this process (the governor and its AWS clients; the emulator runs in its own), outcomes.
+
+    The function's clock reads ``now`` (the minute after the seeded samples end), as the scheduled event does: on the
+    wall clock, a 10,000-instance fleet's samples are minutes old by its third run, and the sweep rightly calls an
+    instance whose newest sample is older than ``max_sample_age_minutes`` unmonitored, never idle."""
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.events.envelopes import GovernorEvent
@@ -384,6 +391,7 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, float,
         Ec2Actions(ec2=_client("ec2")),
         CloudWatchMetrics(cloudwatch=_client("cloudwatch")),
         SsmCommands(ssm=_client("ssm")),
+        clock=lambda: now,
     )
     event = GovernorEvent.model_validate(
         events.scheduled(event_id=f"bench-sweep-{time.monotonic_ns()}", time=now, region=REGION)
@@ -424,10 +432,9 @@ def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
 
     logger.setLevel("ERROR")
     with emulator() as emulated:
-        now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
         with_data = size <= full_data
         began = time.perf_counter()
-        points = seed(size, with_data, now, emulated)
+        now, points = seed(size, with_data, emulated)
         seeded = time.perf_counter() - began
         governor, custodian = SideResult(), SideResult()
         for _ in range(runs):

@@ -21,10 +21,14 @@ moto answers every CloudWatch query by scanning every stored datapoint (GetMetri
 which times the emulator, not the tools: a 100-instance sweep passes botocore's 15 s read timeout. The bench therefore
 hands moto's own lookups only the datapoints of the queried metric (an index by namespace, name and dimension), and
 fills a GetMetricData query's periods in one pass over them with moto's own aggregation (``Statistics``), for both
-tools alike; the answers are moto's (``tests/unit/test_bench_emulator.py``). Above ``--full-data`` instances the fleet
-is created without datapoints (seeding 2.4 million datapoints for 10,000 instances takes the emulator many minutes);
-neither tool's call count depends on the datapoints, so the counts stay exact, and the table says which rows have
-none.
+tools alike; the answers are moto's (``tests/unit/test_bench_emulator.py``). The datapoints are seeded inside the
+emulator's process, through moto's own ``put_metric_data`` (what its PutMetricData handler calls; the same stored
+datapoints, ``tests/unit/test_bench_emulator.py``), not through 2,200 PutMetricData requests for 10,000 instances;
+seeding is not measured. Above ``--full-data`` instances the fleet is created without datapoints; neither tool's call
+count depends on the datapoints, so the counts stay exact, and the table says which rows have none.
+
+The governor's sweep reads CloudWatch in two phases (``governor.idle.window_statistics``): window statistics for
+every instance, minute points for those they do not prove plainly busy; its CloudWatch call count is both phases'.
 
     .venv/bin/python -m bench.idle_vs_custodian [--sizes 100 1000 10000] [--runs 3] [--full-data 10000]
 """
@@ -82,8 +86,25 @@ class SizeResult:
     custodian: SideResult
 
 
+@dataclass
+class Emulator:
+    """The emulator's process: its endpoint, and its stdin/stdout, over which it seeds datapoints in its own process."""
+
+    endpoint: str
+    process: subprocess.Popen[str]
+
+    def put_workload(self, start: dt.datetime, ids: list[str]) -> int:
+        """Have the emulator put the generated workload's samples (``ids[k]``: the k-th synthetic instance's EC2 id)
+        straight into moto's CloudWatch backend, as PutMetricData would store them; returns the datapoints put."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps({"start": start.timestamp(), "ids": ids}) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        return int(json.loads(answer)["points"])
+
+
 @contextmanager
-def emulator() -> Iterator[str]:
+def emulator() -> Iterator[Emulator]:
     """A fresh moto server in its own process (``--serve``), with the environment pointing every client at it.
 
     Out of process, so the governor's process CPU is the governor's and its AWS clients' alone, and the emulator does
@@ -113,7 +134,7 @@ def emulator() -> Iterator[str]:
         }
     )
     try:
-        yield endpoint
+        yield Emulator(endpoint, server)
     finally:
         server.stdin.close()  # the server stops when its stdin closes
         server.wait(timeout=60)
@@ -126,7 +147,7 @@ def emulator() -> Iterator[str]:
 
 def serve() -> None:
     """``--serve``: moto's server on a free loopback port with the indexed CloudWatch lookups; prints its endpoint,
-    runs until stdin closes."""
+    then seeds each workload asked on stdin (one JSON line each, answered with one) until stdin closes."""
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -135,8 +156,50 @@ def serve() -> None:
         server.start()
         host, port = server.get_host_and_port()
         print(f"http://{host}:{port}", flush=True)
-        sys.stdin.read()
+        for line in sys.stdin:
+            asked = json.loads(line)
+            start = dt.datetime.fromtimestamp(asked["start"], dt.UTC)
+            print(json.dumps({"points": put_workload(start, asked["ids"])}), flush=True)
         server.stop()
+
+
+def workload_datapoints(start: dt.datetime, ids: list[str]) -> Iterator[list[dict[str, Any]]]:
+    """The generated workload's agent samples as PutMetricData's ``MetricData``, one list per instance (``ids[k]``:
+    the k-th synthetic instance's EC2 id)."""
+    from governor_cli.sim.workload import generate
+
+    workload = generate(len(ids), hours=WINDOW_MINUTES / 60, seed=11, start=start)
+    for instance_id, synthetic in zip(ids, workload.instances, strict=True):
+        series = synthetic.series()
+        dimensions = [{"Name": "InstanceId", "Value": instance_id}]
+        yield [
+            {
+                "MetricName": name,
+                "Dimensions": dimensions,
+                "Timestamp": dt.datetime.fromtimestamp(epoch, dt.UTC),
+                "Value": value,
+            }
+            for name, signal in AGENT_METRICS.items()
+            for epoch, value in zip(series[signal].times, series[signal].values, strict=True)
+        ]
+
+
+def put_workload(start: dt.datetime, ids: list[str]) -> int:
+    """In the emulator's process: the workload's samples put into moto's CloudWatch backend through its own
+    ``put_metric_data`` (the call its PutMetricData handler makes; naive UTC timestamps, as that handler stores them),
+    without a request per 1,000 datapoints. Seeding is not measured; 10,000 instances' 2.2 million datapoints take
+    the HTTP path many minutes."""
+    from moto.backends import get_backend
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    backend = get_backend("cloudwatch")[DEFAULT_ACCOUNT_ID][REGION]
+    points = 0
+    for data in workload_datapoints(start, ids):
+        for datum in data:
+            datum["Timestamp"] = datum["Timestamp"].replace(tzinfo=None)
+        backend.put_metric_data("CWAgent", data)
+        points += len(data)
+    return points
 
 
 @contextmanager
@@ -242,13 +305,16 @@ def indexed_cloudwatch() -> Iterator[None]:
         CloudWatchBackend.get_metric_data = data  # type: ignore[method-assign]
 
 
-def seed(size: int, with_data: bool, now: dt.datetime) -> int:
-    """Launch ``size`` GPU instances (workload types) and, if asked, put their last two hours of GPU samples."""
+def seed(size: int, with_data: bool, emulated: Emulator) -> tuple[dt.datetime, int]:
+    """Launch ``size`` GPU instances (workload types), then, if asked, have the emulator put their GPU samples of the
+    two hours before ``now`` in its own process (:meth:`Emulator.put_workload`); ``now`` is the whole minute after the
+    last launch (10,000 launches take minutes), so no instance is launched after the samples say it ran. Returns
+    ``now`` and the datapoints put."""
     import boto3
 
     from governor_cli.sim.workload import generate
 
-    workload = generate(size, hours=WINDOW_MINUTES / 60, seed=11, start=now - dt.timedelta(minutes=WINDOW_MINUTES))
+    workload = generate(size, hours=WINDOW_MINUTES / 60, seed=11)  # the types (and their order); times come later
     ec2 = boto3.client("ec2", region_name=REGION)
     image = "ami-12c6146b"  # moto accepts any image id
     by_type: dict[str, list[Any]] = {}
@@ -256,37 +322,18 @@ def seed(size: int, with_data: bool, now: dt.datetime) -> int:
         by_type.setdefault(synthetic.instance_type, []).append(synthetic)
     pairs: list[tuple[str, Any]] = []
     for instance_type, group in by_type.items():
-        for start in range(0, len(group), 1000):
-            chunk = group[start : start + 1000]
+        for first in range(0, len(group), 1000):
+            chunk = group[first : first + 1000]
             launched = ec2.run_instances(
                 ImageId=image, InstanceType=instance_type, MinCount=len(chunk), MaxCount=len(chunk)
             )["Instances"]
             pairs.extend(zip((i["InstanceId"] for i in launched), chunk, strict=True))
+    now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
     if not with_data:
-        return 0
-    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
-    batch: list[dict[str, Any]] = []
-    points = 0
-    for instance_id, synthetic in pairs:
-        series = synthetic.series()
-        for name, signal in AGENT_METRICS.items():
-            for epoch, value in zip(series[signal].times, series[signal].values, strict=True):
-                batch.append(
-                    {
-                        "MetricName": name,
-                        "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
-                        "Timestamp": dt.datetime.fromtimestamp(epoch, dt.UTC),
-                        "Value": value,
-                    }
-                )
-                if len(batch) == 1000:
-                    cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=batch)
-                    points += len(batch)
-                    batch = []
-    if batch:
-        cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=batch)
-        points += len(batch)
-    return points
+        return now, 0
+    by_synthetic = {synthetic.id: instance_id for instance_id, synthetic in pairs}
+    start = now - dt.timedelta(minutes=WINDOW_MINUTES)
+    return now, emulated.put_workload(start, [by_synthetic[i.id] for i in workload.instances])
 
 
 @contextmanager
@@ -322,7 +369,11 @@ def _client(service: str) -> Any:
 
 def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, float, dict[str, int]]:
     """One first sweep (empty ledger), as the scheduled Lambda would run it: calls, idle verdicts, wall seconds, CPU
-    seconds of this process (the governor and its AWS clients; the emulator runs in its own), outcomes."""
+    seconds of this process (the governor and its AWS clients; the emulator runs in its own), outcomes.
+
+    The function's clock reads ``now`` (the minute after the seeded samples end), as the scheduled event does: on the
+    wall clock, a 10,000-instance fleet's samples are minutes old by its third run, and the sweep rightly calls an
+    instance whose newest sample is older than ``max_sample_age_minutes`` unmonitored, never idle."""
     from governor.adapters.ec2 import Ec2Actions, Ec2Reader
     from governor.adapters.ssm import SsmCommands
     from governor.events.envelopes import GovernorEvent
@@ -340,6 +391,7 @@ def governor_sweep(now: dt.datetime) -> tuple[dict[str, int], int, float, float,
         Ec2Actions(ec2=_client("ec2")),
         CloudWatchMetrics(cloudwatch=_client("cloudwatch")),
         SsmCommands(ssm=_client("ssm")),
+        clock=lambda: now,
     )
     event = GovernorEvent.model_validate(
         events.scheduled(event_id=f"bench-sweep-{time.monotonic_ns()}", time=now, region=REGION)
@@ -379,11 +431,10 @@ def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
     from governor.observability import logger
 
     logger.setLevel("ERROR")
-    with emulator() as endpoint:
-        now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+    with emulator() as emulated:
         with_data = size <= full_data
         began = time.perf_counter()
-        points = seed(size, with_data, now)
+        now, points = seed(size, with_data, emulated)
         seeded = time.perf_counter() - began
         governor, custodian = SideResult(), SideResult()
         for _ in range(runs):
@@ -393,7 +444,7 @@ def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
             governor.calls, governor.matched, governor.outcomes = calls, flagged, outcomes
             governor.walls.append(seconds)
             governor.cpus.append(cpu)
-            calls, matched, seconds, cpu = custodian_sweep(endpoint)
+            calls, matched, seconds, cpu = custodian_sweep(emulated.endpoint)
             custodian.calls, custodian.matched = calls, matched
             custodian.walls.append(seconds)
             custodian.cpus.append(cpu)

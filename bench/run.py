@@ -277,7 +277,11 @@ load {load} when the section was written."""
 IDLE_NOTE = """The emulator (moto's server) runs in its own process for each size, so each tool's process CPU is its
 own and the emulator shares neither tool's interpreter lock; both tools read the same stored datapoints through the
 same indexed lookups (one pass over the queried metric's datapoints, moto's own aggregation; the answers are moto's:
-`tests/unit/test_bench_emulator.py`). CPU is each tool's process CPU (user + system) over its sweep, per instance:
+`tests/unit/test_bench_emulator.py`). Every size holds its datapoints (two hours of GPU utilisation and memory a
+minute per instance from the workload generator), seeded inside the emulator's process through moto's own
+`put_metric_data` (seeding is not measured). The governor reads CloudWatch in two phases: window `Maximum` statistics
+for every instance, minute points only for those they do not prove plainly busy (docs/idle.md); its CloudWatch calls
+are both phases'. CPU is each tool's process CPU (user + system) over its sweep, per instance:
 the governor's sweep with its AWS clients (parsing included), Custodian's run in its own process. Wall times are
 each tool's in-process time for one sweep against the same emulator, so they include the emulator's time answering.
 The machine was shared ({cores} cores; 1-, 5- and 15-minute load {load} when the section was written): wall times

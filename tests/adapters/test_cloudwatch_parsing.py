@@ -1,6 +1,6 @@
-"""The CloudWatch client parses its answers' timestamps cheaply (issue 50, item 3): the same instants as botocore's
-own parser, as aware UTC datetimes, without a ``dateutil`` time zone per timestamp; every other service's client keeps
-botocore's parsing."""
+"""The CloudWatch and EC2 clients parse their answers' timestamps cheaply (issue 50, item 3): the same instants as
+botocore's own parser, as aware UTC datetimes, without a ``dateutil`` time zone per timestamp; every other service's
+client keeps botocore's parsing."""
 
 from __future__ import annotations
 
@@ -60,11 +60,42 @@ def test_the_sweeps_cloudwatch_client_gives_utc_timestamps_and_leaves_other_serv
     stamps = answer["MetricDataResults"][0]["Timestamps"]
     assert stamps == [NOW - dt.timedelta(minutes=m) for m in (3, 2, 1)]
     assert [stamp.tzinfo for stamp in stamps] == [dt.UTC] * 3  # botocore's default: dateutil's tzlocal() per timestamp
-    # The parser is the CloudWatch client's alone: a client of another service built after it parses as botocore does.
+    # The parser is the CloudWatch and EC2 clients' alone: a client of another service built after them parses as
+    # botocore does.
+    client("ec2", "us-east-1")
+    s3 = client("s3", "us-east-1")
+    s3.create_bucket(Bucket="governor-parsing-test")
+    created = s3.list_buckets()["Buckets"][0]["CreationDate"]
+    assert created.tzinfo is not dt.UTC and created.utcoffset() == dt.timedelta(0)
+
+
+def _datetimes(found: object) -> list[dt.datetime]:
+    if isinstance(found, dt.datetime):
+        return [found]
+    if isinstance(found, dict):
+        return [stamp for value in found.values() for stamp in _datetimes(value)]
+    if isinstance(found, list):
+        return [stamp for value in found for stamp in _datetimes(value)]
+    return []
+
+
+def test_the_ec2_client_gives_botocores_answer_with_utc_timestamps(fresh: None) -> None:
+    """DescribeInstances (the ``ec2`` protocol, XML) through the sweep's EC2 client: the same answer as a plain boto3
+    client's, field by field, with every timestamp (LaunchTime, the interface's AttachTime, the volume's) the same
+    instant as an aware UTC datetime instead of a ``dateutil`` time zone."""
+    import boto3
+
     ec2 = client("ec2", "us-east-1")
-    ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)
-    launched = ec2.describe_instances()["Reservations"][0]["Instances"][0]["LaunchTime"]
-    assert launched.tzinfo is not dt.UTC and launched.utcoffset() == dt.timedelta(0)
+    ec2.run_instances(ImageId="ami-12c6146b", MinCount=3, MaxCount=3, InstanceType="p4d.24xlarge")
+    ours = ec2.describe_instances()
+    theirs = boto3.session.Session().client("ec2", region_name="us-east-1").describe_instances()
+    ours.pop("ResponseMetadata")
+    theirs.pop("ResponseMetadata")
+    assert ours == theirs  # datetimes compare by instant: same answer, same instants
+    stamps, botocores = _datetimes(ours), _datetimes(theirs)
+    assert len(stamps) == len(botocores) >= 6
+    assert [stamp.tzinfo for stamp in stamps] == [dt.UTC] * len(stamps)
+    assert all(stamp.tzinfo is not dt.UTC for stamp in botocores)  # botocore's default: a dateutil time zone
 
 
 @pytest.mark.parametrize(

@@ -58,3 +58,31 @@ def test_the_indexed_lookup_gives_motos_answers() -> None:
             indexed = backend.get_metric_data(queries, start, end, scan_by)
         assert indexed == moto
         assert [len(r["values"]) for r in moto][:3] == [49, 10, 2]  # the comparison compares something
+
+
+def _stored() -> list[tuple[Any, ...]]:
+    backend = cloudwatch_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    return sorted(
+        (d.namespace, d.name, d.value, d.timestamp, d.unit, [(x.name, x.value) for x in d.dimensions])
+        for d in backend.metric_data
+    )
+
+
+def test_seeding_in_the_emulators_process_stores_what_put_metric_data_stores() -> None:
+    """The bench seeds 10,000 instances' datapoints inside the emulator's process (not measured): the same datapoints
+    moto stores when the same samples arrive through PutMetricData."""
+    from bench.idle_vs_custodian import put_workload, workload_datapoints
+
+    ids = ["i-0aaa", "i-0bbb", "i-0ccc"]
+    start = NOW - dt.timedelta(hours=2)
+    with mock_aws():
+        points = put_workload(start, ids)
+        direct = _stored()
+    with mock_aws():
+        cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+        for data in workload_datapoints(start, ids):
+            for first in range(0, len(data), 1000):
+                cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[first : first + 1000])
+        through_http = _stored()
+    assert points == len(direct) > 3 * 100
+    assert direct == through_http

@@ -1,4 +1,5 @@
-"""Cheap response parsing for the CloudWatch client, whose GetMetricData answers hold hundreds of thousands of points.
+"""Cheap response parsing for the CloudWatch client, whose GetMetricData answers hold hundreds of thousands of points,
+and for the EC2 client, whose DescribeInstances answers hold three timestamps per instance.
 
 A 1,000-instance sweep's answers hold about 220,000 timestamps and as many values, and botocore's parsing of them was
 most of the sweep's CPU (bench/README.md, section 1). Two costs, both per point:
@@ -14,8 +15,9 @@ most of the sweep's CPU (bench/README.md, section 1). Two costs, both per point:
   hands back as they are (doubles, integers, strings: no handler of their own) in one step, and a list of timestamps
   with one comprehension; every other shape as botocore does.
 
-Both are scoped to the CloudWatch client (:data:`PARSERS`, applied by ``governor.adapters.aws`` when it builds a
-client through :func:`build_client`): every other service keeps botocore's parsing.
+The CloudWatch client gets both; the EC2 client the timestamp parser alone (its answers are XML, whose walk stays
+botocore's). Both are scoped to those two clients (:data:`PARSERS`, applied by ``governor.adapters.aws`` when it builds
+a client through :func:`build_client`): every other service keeps botocore's parsing.
 """
 
 from __future__ import annotations
@@ -61,17 +63,27 @@ class JsonListsAtOnce(JSONParser):
         return super()._handle_list(shape, node)
 
 
-class CloudWatchParsers(ResponseParserFactory):
+class UtcTimestampParsers(ResponseParserFactory):
+    """botocore's parser for every protocol, with :func:`utc_timestamp`: the EC2 client's (its ``ec2`` protocol is
+    XML, whose timestamps are ISO-8601 strings that botocore hands to ``dateutil.parser.parse``; a 1,000-instance
+    DescribeInstances holds three per instance: LaunchTime, the network interface's AttachTime, the root volume's)."""
+
+    def create_parser(self, protocol_name: str) -> Any:
+        return PROTOCOL_PARSERS[protocol_name](timestamp_parser=utc_timestamp)
+
+
+class CloudWatchParsers(UtcTimestampParsers):
     """The parsers the CloudWatch client's endpoint creates per response: :class:`JsonListsAtOnce` for the JSON
     protocol, botocore's for the others; all with :func:`utc_timestamp`."""
 
     def create_parser(self, protocol_name: str) -> Any:
-        parser = JsonListsAtOnce if protocol_name == "json" else PROTOCOL_PARSERS[protocol_name]
-        return parser(timestamp_parser=utc_timestamp)
+        if protocol_name == "json":
+            return JsonListsAtOnce(timestamp_parser=utc_timestamp)
+        return super().create_parser(protocol_name)
 
 
 #: service -> the response parser factory its clients are built with (every other service: the Session's).
-PARSERS: dict[str, type[ResponseParserFactory]] = {"cloudwatch": CloudWatchParsers}
+PARSERS: dict[str, type[ResponseParserFactory]] = {"cloudwatch": CloudWatchParsers, "ec2": UtcTimestampParsers}
 
 
 def build_client(session: Any, service: str, **kwargs: Any) -> Any:

@@ -37,39 +37,39 @@ MODEL: dict[str, Any] = json.loads(
  "findings_per_episode": 2.5,
  "functions": {
   "idle": {
-   "init_cpu_seconds": 0.312,
+   "init_cpu_seconds": 0.301,
    "memory_mb": 1024
   },
   "interactions": {
-   "init_cpu_seconds": 0.176,
+   "init_cpu_seconds": 0.204,
    "memory_mb": 512
   },
   "keys": {
-   "init_cpu_seconds": 0.174,
+   "init_cpu_seconds": 0.201,
    "memory_mb": 512
   },
   "lifecycle": {
-   "init_cpu_seconds": 0.243,
+   "init_cpu_seconds": 0.284,
    "memory_mb": 512
   },
   "network": {
-   "init_cpu_seconds": 0.179,
+   "init_cpu_seconds": 0.206,
    "memory_mb": 512
   },
   "notifier": {
-   "init_cpu_seconds": 0.263,
+   "init_cpu_seconds": 0.256,
    "memory_mb": 512
   },
   "report": {
-   "init_cpu_seconds": 0.241,
+   "init_cpu_seconds": 0.27,
    "memory_mb": 1024
   },
   "securityhub": {
-   "init_cpu_seconds": 0.19,
+   "init_cpu_seconds": 0.198,
    "memory_mb": 512
   },
   "spot": {
-   "init_cpu_seconds": 0.248,
+   "init_cpu_seconds": 0.21,
    "memory_mb": 512
   }
  },
@@ -77,7 +77,7 @@ MODEL: dict[str, Any] = json.loads(
   "idle.Sweep": {
    "fixed": {
     "aws_calls": 13.0,
-    "cpu_seconds": 0.001968,
+    "cpu_seconds": 0.003464,
     "dynamodb_query_rru.by-kind": 2.0,
     "dynamodb_rru": 4.0,
     "dynamodb_wru": 5.0,
@@ -90,7 +90,7 @@ MODEL: dict[str, Any] = json.loads(
    },
    "per_episode": {
     "aws_calls": 11.0,
-    "cpu_seconds": 0.006434,
+    "cpu_seconds": 0.007918,
     "dynamodb_query_rru.by-kind": -0.25,
     "dynamodb_rru": 1.25,
     "dynamodb_wru": 38.0,
@@ -110,31 +110,33 @@ MODEL: dict[str, Any] = json.loads(
     "log_bytes": 13.0
    },
    "per_idle_instance": {
-    "cpu_seconds": 0.000112,
+    "aws_calls": 0.5,
+    "cpu_seconds": 0.000529,
     "dynamodb_query_rru.by-kind": 0.25,
     "dynamodb_rru": 0.25,
     "dynamodb_wru": 2.0,
-    "ledger_bytes.decision": 82.0,
-    "ledger_index_new_bytes": 82.0,
-    "ledger_new_bytes": 82.0,
+    "getmetricdata_metrics": 3.0,
+    "ledger_bytes.decision": 302.0,
+    "ledger_index_new_bytes": 302.0,
+    "ledger_new_bytes": 302.0,
     "log_bytes": 4.5
    },
    "per_instance": {
-    "cpu_seconds": 0.000509,
+    "cpu_seconds": 0.000204,
     "dynamodb_rru": 1.0,
     "dynamodb_wru": 2.0,
-    "getmetricdata_metrics": 3.0,
-    "ledger_bytes.decision": 952.0,
-    "ledger_index_new_bytes": 1052.0,
+    "getmetricdata_metrics": 2.0,
+    "ledger_bytes.decision": 732.0,
+    "ledger_index_new_bytes": 832.0,
     "ledger_items.decision": 1.0,
-    "ledger_new_bytes": 1052.0,
+    "ledger_new_bytes": 832.0,
     "log_bytes": 0.125
    }
   },
   "keys.Sweep": {
    "fixed": {
     "aws_calls": 20.0,
-    "cpu_seconds": 0.017426,
+    "cpu_seconds": 0.021911,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 5.5,
     "dynamodb_wru": 21.0,
@@ -162,25 +164,23 @@ MODEL: dict[str, Any] = json.loads(
   "lifecycle.Reconcile": {
    "fixed": {
     "aws_calls": 5.0,
-    "cpu_seconds": 0.001961,
+    "cpu_seconds": 0.002563,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 1.5,
     "dynamodb_wru": 2.0,
     "emf_records": 1.0,
-    "idempotency_new_bytes": 267.5,
+    "idempotency_new_bytes": 269.0,
     "invocations": 1.0,
     "log_bytes": 234.0,
     "log_lines": 1.0,
     "management_events": 1.0
    },
-   "per_instance": {
-    "idempotency_new_bytes": 0.0625
-   }
+   "per_instance": {}
   },
   "lifecycle.RunInstances": {
    "fixed": {
     "aws_calls": 7.0,
-    "cpu_seconds": 0.003495,
+    "cpu_seconds": 0.004551,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 6.0,
     "emf_records": 1.0,
@@ -200,10 +200,10 @@ MODEL: dict[str, Any] = json.loads(
   "lifecycle.StateChange": {
    "fixed": {
     "aws_calls": 7.333333,
-    "cpu_seconds": 0.001639,
+    "cpu_seconds": 0.002203,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 7.333333,
-    "idempotency_new_bytes": 268.666667,
+    "idempotency_new_bytes": 269.0,
     "invocations": 1.0,
     "ledger_bytes.decision": 513.333333,
     "ledger_bytes.open-session": 181.0,
@@ -219,22 +219,22 @@ MODEL: dict[str, Any] = json.loads(
   "network.CloudTrailCalls": {
    "fixed": {
     "aws_calls": 12.0,
-    "cpu_seconds": 0.003122,
+    "cpu_seconds": 0.00468,
     "dynamodb_rru": 3.0,
     "dynamodb_wru": 16.0,
     "emf_records": 1.0,
-    "events_bytes": 975.0,
+    "events_bytes": 973.0,
     "events_put": 1.0,
     "idempotency_new_bytes": 267.0,
     "invocations": 1.0,
-    "ledger_bytes.decision": 830.0,
-    "ledger_bytes.outbox": 1196.0,
+    "ledger_bytes.decision": 827.0,
+    "ledger_bytes.outbox": 1194.0,
     "ledger_bytes.outbox-event": 210.0,
-    "ledger_index_new_bytes": 2536.0,
+    "ledger_index_new_bytes": 2531.0,
     "ledger_items.decision": 1.0,
     "ledger_items.outbox": 1.0,
     "ledger_items.outbox-event": 1.0,
-    "ledger_new_bytes": 2536.0,
+    "ledger_new_bytes": 2531.0,
     "log_bytes": 232.0,
     "log_lines": 1.0,
     "management_events": 2.0
@@ -243,7 +243,7 @@ MODEL: dict[str, Any] = json.loads(
   "network.DriftSweep": {
    "fixed": {
     "aws_calls": 8.0,
-    "cpu_seconds": 0.003581,
+    "cpu_seconds": 0.004618,
     "dynamodb_query_rru.by-kind": 0.5,
     "dynamodb_rru": 1.5,
     "dynamodb_wru": 4.0,
@@ -262,7 +262,7 @@ MODEL: dict[str, Any] = json.loads(
   "notifier.Findings": {
    "fixed": {
     "aws_calls": 4.2,
-    "cpu_seconds": 0.001096,
+    "cpu_seconds": 0.00199,
     "dynamodb_rru": 0.6,
     "dynamodb_wru": 6.8,
     "emf_records": 0.6,
@@ -281,12 +281,12 @@ MODEL: dict[str, Any] = json.loads(
   "report.Daily": {
    "fixed": {
     "aws_calls": 34.0,
-    "cpu_seconds": 0.622234,
-    "dynamodb_query_rru.by-kind": 8.0,
-    "dynamodb_rru": 9.0,
+    "cpu_seconds": 0.603844,
+    "dynamodb_query_rru.by-kind": 7.0,
+    "dynamodb_rru": 8.0,
     "dynamodb_wru": 6.0,
     "emf_records": 1.0,
-    "idempotency_new_bytes": 266.0,
+    "idempotency_new_bytes": 265.0,
     "invocations": 1.0,
     "ledger_bytes.decision": 578.0,
     "ledger_bytes.notify-delivery": 198.0,
@@ -306,9 +306,9 @@ MODEL: dict[str, Any] = json.loads(
   "report.Weekly": {
    "fixed": {
     "aws_calls": 32.0,
-    "cpu_seconds": 0.097346,
-    "dynamodb_query_rru.by-kind": 8.0,
-    "dynamodb_rru": 9.0,
+    "cpu_seconds": 0.114299,
+    "dynamodb_query_rru.by-kind": 7.0,
+    "dynamodb_rru": 8.0,
     "dynamodb_wru": 6.0,
     "emf_records": 1.0,
     "idempotency_new_bytes": 266.0,
@@ -329,10 +329,10 @@ MODEL: dict[str, Any] = json.loads(
   "securityhub.Findings": {
    "fixed": {
     "aws_calls": 4.0,
-    "cpu_seconds": 0.003153,
+    "cpu_seconds": 0.004066,
     "dynamodb_rru": 1.0,
     "dynamodb_wru": 4.0,
-    "idempotency_new_bytes": 270.8,
+    "idempotency_new_bytes": 271.0,
     "invocations": 1.0,
     "ledger_bytes.decision": 604.6,
     "ledger_index_new_bytes": 704.6,
@@ -345,13 +345,13 @@ MODEL: dict[str, Any] = json.loads(
   "spot.Interruption": {
    "fixed": {
     "aws_calls": 14.0,
-    "cpu_seconds": 0.005092,
+    "cpu_seconds": 0.006569,
     "dynamodb_rru": 4.0,
     "dynamodb_wru": 22.0,
     "emf_records": 1.0,
     "events_bytes": 1256.0,
     "events_put": 1.0,
-    "idempotency_new_bytes": 263.0,
+    "idempotency_new_bytes": 264.0,
     "invocations": 1.0,
     "ledger_bytes.decision": 1235.0,
     "ledger_bytes.interruption": 768.0,
@@ -373,7 +373,7 @@ MODEL: dict[str, Any] = json.loads(
   "spot.StateChange": {
    "fixed": {
     "aws_calls": 5.0,
-    "cpu_seconds": 0.004761,
+    "cpu_seconds": 0.004902,
     "dynamodb_rru": 2.0,
     "dynamodb_wru": 4.0,
     "emf_records": 1.0,
@@ -390,7 +390,7 @@ MODEL: dict[str, Any] = json.loads(
  },
  "measured": {
   "command": "python -m governor_cli.cost.measure --write",
-  "commit": "d002ab4",
+  "commit": "1f9fcb6",
   "date": "2026-12-06",
   "emulator": "moto 5.2.5",
   "episode_sweeps": 5,

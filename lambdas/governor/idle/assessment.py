@@ -290,6 +290,15 @@ def _stalled_since(signals: Signals, policy: IdlePolicy, now: dt.datetime, ceili
 
 def assess(instance: Instance, signals: Signals, policy: Policy, now: dt.datetime) -> Assessment:
     """Launch grace, exemptions and the owner's snooze first; then the signals."""
+    held = not_judged(instance, policy, now)
+    if held is not None:
+        return held
+    return assess_signals(instance.id, signals, policy.idle, now, power_limit(instance.type, policy.idle))
+
+
+def not_judged(instance: Instance, policy: Policy, now: dt.datetime) -> Assessment | None:
+    """Launch grace, an exemption or the owner's snooze, whatever the signals say (None: judged on its signals); the
+    sweep's judgement from window statistics applies them first too."""
     idle = policy.idle
     grace_end = instance.launch_time + dt.timedelta(minutes=idle.launch_grace_minutes)
     if now < grace_end:
@@ -303,7 +312,7 @@ def assess(instance: Instance, signals: Signals, policy: Policy, now: dt.datetim
         return Assessment(
             instance.id, "snoozed", [f"owner snoozed reclamation ({policy.fleet.keep_until_tag}) until {snooze}"], {}
         )
-    return assess_signals(instance.id, signals, idle, now, power_limit(instance.type, idle))
+    return None
 
 
 def assess_for_sweep(instance: Instance, signals: Signals, policy: Policy, now: dt.datetime) -> tuple[Assessment, bool]:

@@ -6,7 +6,7 @@ and their checkpoints' status, and the breaker. The domain then decides once on 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, Breaker
 from governor.domain.capacity import KnownFirst, Reservation, with_hyperpod, with_reservations
@@ -25,6 +25,7 @@ from governor.idle.domain import (
 from governor.idle.ports import Adapters
 from governor.idle.provenance import vouch
 from governor.idle.sources import attribution
+from governor.idle.window_statistics import WindowMaxima, plainly_busy, statistics_signals, statistics_window
 from governor.observability import logger
 from governor.runtime import Runtime
 
@@ -101,21 +102,44 @@ def read_signals(
     return aws.metrics.fetch([i.id for i in instances], fetched_signals(policy.idle), start, now)
 
 
+def read_two_phases(
+    instances: list[Instance], runtime: Runtime, aws: Adapters, now: dt.datetime
+) -> tuple[dict[str, dict[str, Series]], dict[str, WindowMaxima]]:
+    """The sweep's read: where the source answers window statistics (CloudWatch: ``window_maxima``), first those of
+    every instance, then the lookback's minute points only for the instances they do not prove plainly busy
+    (:mod:`governor.idle.window_statistics`); every other source, the minute points of all (:func:`read_signals`)."""
+    policy = runtime.policy.idle
+    statistics: dict[str, WindowMaxima] = {}
+    ask = getattr(aws.metrics, "window_maxima", None)
+    window = statistics_window(policy, now, sweep_interval(policy))
+    if callable(ask) and window is not None and instances:
+        maxima = ask({i.id: statistics_signals(i, policy) for i in instances}, window.start, window.end)
+        for instance in instances:
+            found = WindowMaxima(window, maxima.get(instance.id, {}))
+            if plainly_busy(found, instance, policy):
+                statistics[instance.id] = found
+    rest = [i for i in instances if i.id not in statistics]
+    return (read_signals(rest, runtime, aws, now) if rest else {}), statistics
+
+
 @dataclass
 class Gathered:
     """One sweep's reads: the instances, the active reservations (None: not read), the signals, and the marks as
-    stored and as decided on (checkpoint statuses refreshed)."""
+    stored and as decided on (checkpoint statuses refreshed); ``statistics``: the instances judged plainly busy from
+    window statistics, which have no minute series in ``signals``."""
 
     instances: list[Instance]
     active: list[Reservation] | None
     signals: dict[str, dict[str, Series]]
     stored: dict[str, Mark]
     marks: dict[str, Mark]
+    statistics: dict[str, WindowMaxima] = field(default_factory=dict)
 
 
 def gather(event: GovernorEvent, runtime: Runtime, aws: Adapters, now: dt.datetime) -> Gathered:
     """Every read the sweep decides on, in one pass (paginated DescribeInstances, batched GetMetricData, one ledger
-    query for the marks); the metric source's attribution is recorded as it is read."""
+    query for the marks; CloudWatch's in two phases, :func:`read_two_phases`); the metric source's attribution is
+    recorded as it is read."""
     policy = runtime.policy
     interval = sweep_interval(policy.idle)
     instances = remembered_keeps([bounded(i, runtime, now) for i in aws.instances.gpu_instances(policy.fleet)], runtime)
@@ -130,9 +154,9 @@ def gather(event: GovernorEvent, runtime: Runtime, aws: Adapters, now: dt.dateti
     unread = aws.gpu_types({i.type for i in instances}) if aws.gpu_types is not None else None
     if unread:
         logger.warning("idle sweep with the shipped GPU table", extra={"reason": unread})
-    signals = read_signals(instances, runtime, aws, now)
+    signals, statistics = read_two_phases(instances, runtime, aws, now)
     runtime.ledger.record_many(attribution(aws.metrics, policy.idle, now - interval, now), event_id=event.id)
     stored = load_marks(runtime)
     marks = dict(stored)
     refresh_checkpoints(marks, aws)
-    return Gathered(instances, active, signals, stored, marks)
+    return Gathered(instances, active, signals, stored, marks, statistics)

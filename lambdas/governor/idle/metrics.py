@@ -2,7 +2,9 @@
 
 One query per instance and signal, 500 queries per call (fewer when the window is long, so a call stays under
 100,800 datapoints), ``NextToken`` followed to the end. The period is 60 s with the ``Maximum`` statistic: with the
-agent's InstanceId aggregation that is the busiest GPU's sample for each minute, never an average.
+agent's InstanceId aggregation that is the busiest GPU's sample for each minute, never an average. The sweep asks
+first for window statistics (:meth:`CloudWatchMetrics.window_maxima`, one bucket per query) and for minute points only
+of the instances they do not prove plainly busy (``governor.idle.window_statistics``).
 
 GPU memory arrives in the unit the metric source publishes (``idle.gpu_memory_unit``; the CloudWatch agent's
 nvidia_smi plugin publishes ``nvidia_smi_memory_used`` in MB, which are nvidia-smi's MiB) and is handed to the
@@ -12,7 +14,7 @@ domain in MiB.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from governor.adapters.aws import client
@@ -99,6 +101,37 @@ class CloudWatchMetrics:
             found[instance_id][signal] = Series(times, [float(by_time[t]) * scale for t in times])
         return found
 
+    def window_maxima(
+        self, asks: Mapping[str, Sequence[str]], start: dt.datetime, end: dt.datetime
+    ) -> dict[str, dict[str, float]]:
+        """The sweep's first phase (``governor.idle.window_statistics``): for each instance, each asked signal's
+        ``Maximum`` over ``[start, end)`` as one bucket; a signal without a sample there is absent.
+
+        ``start`` and ``end`` are whole minutes and the query's Period is their distance: CloudWatch rounds a
+        StartTime less than 15 days old down to the whole minute and buckets from there, so the one bucket holds
+        exactly the samples of those minutes, and its ``Maximum`` is the largest per-minute ``Maximum`` the minute
+        read would return for them. Only signals read from one metric with the ``Maximum`` statistic can be asked.
+        """
+        period = int((end - start).total_seconds())
+        plan: dict[str, tuple[str, str]] = {}
+        queries: list[dict[str, Any]] = []
+        for instance_id, signals in asks.items():
+            for signal in signals:
+                ((namespace, name, stat),) = METRICS[signal]
+                if stat != "Maximum":
+                    raise ValueError(f"{signal}: only a Maximum over one metric is exact over a window")
+                query_id = f"q{len(queries)}"
+                plan[query_id] = (instance_id, signal)
+                queries.append(metric_query(query_id, instance_id, namespace, name, stat, period))
+        found: dict[str, dict[str, float]] = {}
+        for first in range(0, len(queries), MAX_QUERIES):
+            for result in self._results(queries[first : first + MAX_QUERIES], start, end):
+                values = result.get("Values") or []
+                if values:
+                    instance_id, signal = plan[result["Id"]]
+                    found.setdefault(instance_id, {})[signal] = float(max(values))
+        return found
+
     def _results(self, queries: list[dict[str, Any]], start: dt.datetime, end: dt.datetime) -> list[dict[str, Any]]:
         def counted() -> None:
             self.calls += 1
@@ -106,8 +139,10 @@ class CloudWatchMetrics:
         return metric_data(self._cloudwatch, queries, start, end, counted)
 
 
-def metric_query(query_id: str, instance_id: str, namespace: str, name: str, stat: str) -> dict[str, Any]:
-    """One GetMetricData query: a metric of one instance, one-minute ``stat``."""
+def metric_query(
+    query_id: str, instance_id: str, namespace: str, name: str, stat: str, period: int = PERIOD
+) -> dict[str, Any]:
+    """One GetMetricData query: a metric of one instance, ``stat`` per ``period`` seconds (default one minute)."""
     return {
         "Id": query_id,
         "MetricStat": {
@@ -116,7 +151,7 @@ def metric_query(query_id: str, instance_id: str, namespace: str, name: str, sta
                 "MetricName": name,
                 "Dimensions": [{"Name": "InstanceId", "Value": instance_id}],
             },
-            "Period": PERIOD,
+            "Period": period,
             "Stat": stat,
         },
         "ReturnData": True,

@@ -40,6 +40,7 @@ from governor.idle.policy import IdlePolicy
 from governor.idle.purchase import report_only_reason
 from governor.idle.signs import FailureSigns
 from governor.idle.table import DEFERRED, HELD, Row
+from governor.idle.window_statistics import WindowMaxima, assess_by_statistics
 from governor.policy import Policy
 
 
@@ -116,20 +117,28 @@ def _decide_each(
     now: dt.datetime,
     interval: dt.timedelta,
     bulk: Settled,
+    statistics: Mapping[str, WindowMaxima],
 ) -> _Decided:
-    """Each instance assessed and decided once, and, for those with data, when its quiet stretch began."""
+    """Each instance assessed and decided once, and, for those with data, when its quiet stretch began; the instances
+    in ``statistics`` were proved plainly busy by window statistics and have no minute series."""
     idle = policy.idle
     since = lookback_start(idle, now, interval)
     quiet_seconds = breaker_quiet_minutes(idle, interval) * 60
     decided = _Decided([], dict(bulk.onsets), bulk.monitored)
     for instance in instances:
         instance_signals = signals.get(instance.id, {})
-        assessment, may_act = assess_for_sweep(instance, instance_signals, policy, now)
+        found = statistics.get(instance.id)
+        if found is not None:  # plainly busy by the window's statistics (governor.idle.window_statistics)
+            assessment, may_act = assess_by_statistics(instance, found, policy, now), True
+        else:
+            assessment, may_act = assess_for_sweep(instance, instance_signals, policy, now)
         mark = current_mark(instance, marks.get(instance.id))
         decided.outcomes.append(decide(instance, assessment, mark, policy, now, may_act=may_act, interval=interval))
         if assessment.status not in ("busy", "idle", "stalled"):
             continue
         decided.monitored += 1
+        if found is not None:  # busy within the breaker's quiet span: no onset it would count
+            continue
         onset = idle_onset(instance_signals, idle, now, since)
         if onset is not None and now.timestamp() - onset >= quiet_seconds:
             decided.onsets[instance.id] = onset
@@ -201,6 +210,7 @@ def sweep(
     interval: dt.timedelta = DEFAULT_INTERVAL,
     breaker: Breaker | None = None,
     settled: Settled | None = None,
+    statistics: Mapping[str, WindowMaxima] | None = None,
 ) -> SweepPlan:
     """Decide every running GPU instance; the breaker holds correlated ones, the rate limit defers the surplus.
 
@@ -208,11 +218,13 @@ def sweep(
     rest are ``deferred`` with their marks kept, so a backlog drains over the next sweeps. The breaker (see
     :func:`governor.idle.breaker.breaker_step`) holds instances that turned idle together and raises one critical
     alarm per trip. ``settled`` summarises instances decided outside this call (see :class:`Settled`); the sweep
-    Lambda passes none.
+    Lambda passes none. ``statistics``: the instances the CloudWatch source's first phase proved plainly busy
+    (:func:`governor.idle.window_statistics.plainly_busy`), judged busy from those statistics; their decisions are the
+    ones their minute points would give.
     """
     state = breaker or Breaker()
     bulk = settled or Settled()
-    decided = _decide_each(instances, signals, marks, policy, now, interval, bulk)
+    decided = _decide_each(instances, signals, marks, policy, now, interval, bulk, statistics or {})
     since = lookback_start(policy.idle, now, interval).timestamp()
     signs = FailureSigns(signals, decided.onsets, now, since, dict(state.power_floor), bulk.signals)
     step = _breaker(decided, state, signs, instances, policy, now)

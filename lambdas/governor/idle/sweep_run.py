@@ -66,14 +66,7 @@ def skip_stale(event: GovernorEvent, runtime: Runtime, now: dt.datetime) -> dict
 BREAKER_ATTEMPTS = 5
 
 
-def plan_with_breaker(
-    instances: list[Instance],
-    signals: Any,
-    marks: dict[str, Mark],
-    runtime: Runtime,
-    now: dt.datetime,
-    interval: dt.timedelta,
-) -> SweepPlan:
+def plan_with_breaker(seen: Gathered, runtime: Runtime, now: dt.datetime, interval: dt.timedelta) -> SweepPlan:
     """The sweep's plan, its breaker state written with a conditional write on the version it was planned from.
 
     A write that loses (``governor idle rearm`` or an overlapping sweep wrote in between) re-reads the breaker and
@@ -82,7 +75,16 @@ def plan_with_breaker(
     """
     for _ in range(BREAKER_ATTEMPTS):
         breaker, version = read_breaker(runtime.ledger)
-        plan: SweepPlan = sweep(instances, signals, marks, runtime.policy, now, interval=interval, breaker=breaker)
+        plan: SweepPlan = sweep(
+            seen.instances,
+            seen.signals,
+            seen.marks,
+            runtime.policy,
+            now,
+            interval=interval,
+            breaker=breaker,
+            statistics=seen.statistics,
+        )
         if plan.breaker == breaker or write_breaker(runtime.ledger, plan.breaker, version):
             return plan
         logger.info("idle breaker changed during the sweep: planned again from its new state")
@@ -107,7 +109,7 @@ def run_sweep(event: GovernorEvent, runtime: Runtime, aws: Adapters) -> dict[str
         return skipped
     seen = gather(event, runtime, aws, now)
     interval = sweep_interval(runtime.policy.idle)
-    plan = annotated(plan_with_breaker(seen.instances, seen.signals, seen.marks, runtime, now, interval), aws.metrics)
+    plan = annotated(plan_with_breaker(seen, runtime, now, interval), aws.metrics)
     runtime.ledger.record_many([outcome.decision for outcome in plan.outcomes], event_id=event.id)
     box = Outbox(runtime.ledger, runtime.sink, event_id=event.id, clock=aws.clock, resolve=resolve_pending(aws))
     box.resume()  # a retried sweep publishes what its earlier attempt staged

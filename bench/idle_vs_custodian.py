@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import json
 import logging
 import os
@@ -428,6 +429,7 @@ def custodian_sweep(endpoint: str) -> tuple[dict[str, int], int | None, float, f
 
 def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
     """Seed one fleet, then alternate governor and Custodian sweeps ``runs`` times on it."""
+    import governor.idle.handler  # the sandbox's init, as Lambda runs it before the first invocation
     from governor.observability import logger
 
     logger.setLevel("ERROR")
@@ -436,6 +438,10 @@ def measure_size(size: int, runs: int, full_data: int) -> SizeResult:
         began = time.perf_counter()
         now, points = seed(size, with_data, emulated)
         seeded = time.perf_counter() - began
+        # Seeding ran in this process and is not the function's work: its objects are collected and the rest frozen,
+        # so the sweeps find the heap a sandbox has after its init (the handler freezes it there: governor.runtime).
+        gc.collect()
+        gc.freeze()
         governor, custodian = SideResult(), SideResult()
         for _ in range(runs):
             calls, flagged, seconds, cpu, outcomes = governor_sweep(now + dt.timedelta(minutes=1))

@@ -6,6 +6,7 @@ Only this module and ``cli.py`` read the environment. Adapters are built once pe
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 from collections.abc import Callable
@@ -240,4 +241,8 @@ class Handler(Generic[P, A]):
         entry: Callable[[dict[str, Any], Any], dict[str, Any]] = logger.inject_lambda_context(
             metrics.log_metrics(tracer.capture_lambda_handler(lambda_handler))
         )
+        # The end of the sandbox's init: what the import built lives as long as the sandbox. Frozen, the full garbage
+        # collections that the first invocations' allocations trigger no longer walk it (bench section 1: the first two
+        # sweeps of a process paid 0.12 s each for one, 1.2 ms an instance at 100 instances).
+        gc.freeze()
         return entry

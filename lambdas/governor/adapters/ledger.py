@@ -19,7 +19,7 @@ import datetime as dt
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -277,6 +277,11 @@ class DynamoLedger:
         return _from_dynamo(_unwire(found)) if found else None
 
     def query_kind(self, kind: str, since: dt.datetime | None = None) -> list[dict[str, Any]]:
+        return list(self.iter_kind(kind, since))
+
+    def iter_kind(self, kind: str, since: dt.datetime | None = None) -> Iterator[dict[str, Any]]:
+        """:meth:`query_kind` one page at a time: a reader that folds or compacts the items as they come (the
+        report's two periods of decisions) never holds the raw list."""
         condition = "#kind = :kind"
         names = {"#kind": "kind"}
         values: dict[str, Any] = {":kind": {"S": kind}}
@@ -284,7 +289,7 @@ class DynamoLedger:
             condition += " AND #at >= :since"
             names["#at"] = "at"
             values[":since"] = {"S": since.isoformat()}
-        return self._query(
+        return self._pages(
             {
                 "IndexName": KIND_INDEX,
                 "KeyConditionExpression": condition,
@@ -311,11 +316,15 @@ class DynamoLedger:
 
     def _query(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """Every page of one Query."""
-        items: list[dict[str, Any]] = []
+        return list(self._pages(request))
+
+    def _pages(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The items of one Query, page by page: the next page is asked for when the last one has been consumed."""
         kwargs: dict[str, Any] = {"TableName": self._name, **request}
         while True:
             page = self._client.query(**kwargs)
-            items.extend(_from_dynamo(_unwire(item)) for item in page.get("Items", []))
+            for item in page.get("Items", []):
+                yield _from_dynamo(_unwire(item))
             if "LastEvaluatedKey" not in page:
-                return items
+                return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

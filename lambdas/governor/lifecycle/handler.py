@@ -32,6 +32,7 @@ from governor.events.envelopes import (
     parse_model,
 )
 from governor.lifecycle import domain
+from governor.lifecycle.own_sessions import mark_stamped, stamp, target_open_sessions
 from governor.observability import metrics
 from governor.outbox import Outbox
 from governor.runtime import Handler, Invocation, Runtime, default_runtime
@@ -137,20 +138,20 @@ def _placed(item: dict[str, Any]) -> dict[str, Any]:
     return {**item, **event_origin()}
 
 
-def _write_open(runtime: Runtime, session: dict[str, Any]) -> None:
+def _write_open(runtime: Runtime, session: dict[str, Any], home: tuple[str, str] | None) -> None:
+    """The session and its open-session item; in organisation mode the latter stamped with its target (the
+    ``by-target`` index), so that target's reconcile finds it in its own partition. A closed one is written without
+    the stamp and leaves the sparse index: the partition holds the target's open sessions, not its history."""
     session = _placed(session)
     runtime.ledger.put_item(domain.SESSION, session["session_key"], session)
-    runtime.ledger.put_item(domain.OPEN_SESSION, session["instance_id"], {**session, "open": True})
+    runtime.ledger.put_item(domain.OPEN_SESSION, session["instance_id"], stamp({**session, "open": True}, home))
 
 
 def _write_closed(runtime: Runtime, session: dict[str, Any]) -> None:
     session = _placed(session)
     runtime.ledger.put_item(domain.SESSION, session["session_key"], session)
-    runtime.ledger.put_item(
-        domain.OPEN_SESSION,
-        session["instance_id"],
-        _placed({"instance_id": session["instance_id"], "open": False, "last_session": session["session_key"]}),
-    )
+    closed = {"instance_id": session["instance_id"], "open": False, "last_session": session["session_key"]}
+    runtime.ledger.put_item(domain.OPEN_SESSION, session["instance_id"], _placed(closed))
 
 
 def on_run_instances(event: CloudTrailEvent, runtime: Runtime, caps: Adapters) -> dict[str, Any]:
@@ -170,7 +171,7 @@ def on_run_instances(event: CloudTrailEvent, runtime: Runtime, caps: Adapters) -
         if decision.verdict != "act" or launch is None:
             continue
         runtime.ledger.put_item(domain.LAUNCH, launch.instance_id, _placed(domain.launch_item(launch, event.id)))
-        _adopt_creator(runtime, launch)
+        _adopt_creator(runtime, launch, caps.home)
         for action in decision.enforced_actions():
             if action.type != "tag":
                 continue
@@ -212,14 +213,14 @@ def on_create_tags(event: CloudTrailEvent, runtime: Runtime) -> dict[str, Any]:
     return {"status": "done", "tags": [s.item() for s in settings], "refused": refused, "findings": len(findings)}
 
 
-def _adopt_creator(runtime: Runtime, launch: domain.Launch) -> None:
+def _adopt_creator(runtime: Runtime, launch: domain.Launch, home: tuple[str, str] | None) -> None:
     """A session opened before the launch event arrived (events reorder) learns its creator as owner."""
     item = runtime.ledger.get_item(domain.OPEN_SESSION, launch.instance_id)
     if not item or not item.get("open") or item.get("ownership_source") != "unknown" or not launch.creator:
         return
     session = {k: v for k, v in item.items() if k not in ("pk", "sk", "kind", "expires_at", "open")}
     session.update(owner=launch.creator, ownership_source="creator", creator=launch.creator)
-    _write_open(runtime, session)
+    _write_open(runtime, session, home)
 
 
 def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Adapters) -> dict[str, Any]:
@@ -243,7 +244,7 @@ def on_state_change(event: StateChangeEvent, runtime: Runtime, caps: Adapters) -
     )
     runtime.ledger.record(plan.decision, event_id=event.id, at=at)
     if plan.opened is not None:
-        _write_open(runtime, plan.opened)
+        _write_open(runtime, plan.opened, caps.home)
     if plan.closed is not None:
         _write_closed(runtime, plan.closed)
     if plan.no_team is not None:
@@ -256,16 +257,14 @@ def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Adapters) -> dict
     """Daily: close sessions of instances no longer running, open sessions for running ones never seen starting.
 
     In organisation mode only the sessions of the event's account and region (a fan-out target's), so one target
-    never closes another's sessions as "no longer running"."""
+    never closes another's sessions as "no longer running"; read from the target's own partition of the ledger
+    (:mod:`governor.lifecycle.own_sessions`), not from every open session of the organisation."""
     now = caps.now()
     running = caps.reader.gpu_instances(runtime.policy.fleet, states=("running",))
-    open_items = [o for o in runtime.ledger.query_kind(domain.OPEN_SESSION) if o.get("open")]
-    if caps.home is not None:
-        account = event.account or caps.home[0]
-        region = event.region or runtime.region or caps.home[1]
-        open_items = [
-            dict(o) for o in domain.target_sessions(open_items, (i.id for i in running), account, region, caps.home)
-        ]
+    home = caps.home
+    account = event.account or (home[0] if home else "")
+    region = event.region or runtime.region or (home[1] if home else "")
+    open_items, first = target_open_sessions(runtime, running, account, region, home)
     seen = {str(o.get("instance_id")) for o in open_items}
     launches: dict[str, dict[str, Any]] = {}
     for instance in running:
@@ -277,9 +276,11 @@ def on_schedule(event: ScheduledEvent, runtime: Runtime, caps: Adapters) -> dict
     for session in plan.closed:
         _write_closed(runtime, session)
     for session in plan.opened:
-        _write_open(runtime, session)
+        _write_open(runtime, session, home)
     for session in plan.refreshed:
-        _write_open(runtime, session)
+        _write_open(runtime, session, home)
+    if first:
+        mark_stamped(runtime, account, region)
     for decision in plan.no_team:
         runtime.ledger.record(decision, event_id=_no_team_key(event.id), at=now)
     _publish(runtime, plan.no_team, event.id, event.account)

@@ -34,6 +34,7 @@ from governor.report.domain import period_for, previous_period
 from governor.report.email import report_email
 from governor.report.inputs import FILE as INPUTS_FILE
 from governor.report.inputs import recorded_inputs
+from governor.report.ledger_read import Compactor, read_kind
 from governor.report.model import Report, TrendPoint
 from governor.report.render.csv_files import csv_files
 from governor.report.render.html_page import render_html
@@ -215,13 +216,15 @@ def run_queries(
 def ledger_items(runtime: Runtime, start: dt.datetime) -> list[dict[str, Any]]:
     """Decisions since ``start`` (the previous period's); sessions and Spot records from further back.
 
-    Idle sweeps write a decision per instance every few minutes, so decisions are read for the two periods only;
-    sessions still open (however old) come from the lifecycle's ``open-session`` items.
+    Idle sweeps write a decision per instance every few minutes, so decisions are read for the two periods only,
+    each compacted as its page arrives (:mod:`governor.report.ledger_read`); sessions still open (however old) come
+    from the lifecycle's ``open-session`` items.
     """
-    items: list[dict[str, Any]] = list(runtime.ledger.query_kind("decision", since=start))
+    compactor = Compactor()
+    items: list[dict[str, Any]] = list(read_kind(runtime.ledger, "decision", start, compactor))
     for kind in LEDGER_KINDS:
         if kind != "decision":
-            items.extend(runtime.ledger.query_kind(kind, since=start - LEDGER_LOOKBACK))
+            items.extend(read_kind(runtime.ledger, kind, start - LEDGER_LOOKBACK, compactor))
     known = {item.get("session_key") for item in items if item.get("kind") == "session"}
     for open_session in runtime.ledger.query_kind("open-session"):
         if open_session.get("open") and open_session.get("session_key") not in known:

@@ -60,6 +60,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,12 +151,51 @@ def serve() -> None:
         CloudWatchBackend.get_metric_data = get_metric_data  # type: ignore[method-assign]
         _teach_moto()  # DescribeCapacityReservations (moto 5.2 lacks it): no reservations
         _indexed_queries()
+        quick_json_lists()
         print(emulator.endpoint, flush=True)
         for line in sys.stdin:  # a fleet to seed, or an empty line: the CPU per operation so far, as one JSON line
             if line.strip():
                 print(json.dumps({"seeded": _seed_fleet(json.loads(line))}), flush=True)
             else:
                 print(json.dumps({"spent": dict(spent), "served": dict(served)}), flush=True)
+
+
+def quick_json_lists() -> Callable[[], None]:
+    """moto's JSON serializer turns each element of a list through its generic per-shape dispatch (a path push, a
+    ``getattr`` per type, a wrapper dict, the timestamp parsed back to an aware datetime and formatted): a
+    GetMetricData answer of 50 instances x 3 signals x 135 minutes is 20,250 timestamps and as many values, 130 ms of
+    the emulator's CPU a target, where CloudWatch answers in tens of ms. Lists of timestamps and numbers are turned
+    here with moto's own converters, each distinct timestamp once (the 150 series of an answer share their 135
+    minutes): the same answer, byte for byte (``tests/unit/test_bench_emulator.py``). Returns the undo."""
+    from moto.core.serialize import BaseJSONSerializer
+
+    original = BaseJSONSerializer._serialize_type_list
+
+    def quick(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        member = shape.member
+        named = self.get_serialized_name(member, member.name) == member.name  # else moto keeps the raw item
+        if named and member.type_name == "timestamp":
+            form = member.serialization.get("timestampFormat", self._timestamp_serializer.default_format)
+            turned: dict[Any, Any] = self.__dict__.setdefault("_bench_turned", {})  # one answer's
+            convert = self._timestamp_serializer._convert_timestamp_to_str
+            out = []
+            for v in value:
+                found = turned.get((v, form))
+                if found is None:
+                    found = turned[(v, form)] = convert(v, form)
+                out.append(found)
+            self._default_serialize(serialized, out, shape, key)
+        elif named and member.type_name in ("double", "float"):
+            self._default_serialize(serialized, [float(v) for v in value], shape, key)
+        else:
+            original(self, serialized, value, shape, key)
+
+    BaseJSONSerializer._serialize_type_list = quick  # type: ignore[method-assign]
+
+    def undo() -> None:
+        BaseJSONSerializer._serialize_type_list = original  # type: ignore[method-assign]
+
+    return undo
 
 
 def _seed_fleet(plan: list[list[Any]]) -> int:
@@ -299,8 +339,31 @@ class _Context:
         return 300_000
 
 
-def _count_calls(calls: Counter[str]) -> None:
-    """Count every AWS call once botocore.client is imported (by the handler's first client, not by us)."""
+def _items_read(operation: str, params: dict[str, Any], answer: dict[str, Any]) -> tuple[str, int] | None:
+    """What one DynamoDB read returned, in items (what read units are billed on), named by the read: a Query by its
+    index and the kind it asks for, GetItem and BatchGetItem by the kinds of their keys (``pk`` is ``kind#key``)."""
+    if operation == "Query":
+        values = params.get("ExpressionAttributeValues") or {}
+        kind = values.get(":kind", {}).get("S", "?")
+        return f"Query {params.get('IndexName', 'table')} {kind}", len(answer.get("Items", []))
+    if operation == "GetItem":
+        kind = str(params.get("Key", {}).get("pk", {}).get("S", "?")).split("#", 1)[0]
+        return f"GetItem {params.get('TableName')} {kind}", int("Item" in answer)
+    if operation == "BatchGetItem":
+        kinds = sorted(
+            {
+                str(k.get("pk", {}).get("S", "?")).split("#", 1)[0]
+                for r in params["RequestItems"].values()
+                for k in r["Keys"]
+            }
+        )
+        return f"BatchGetItem {'+'.join(kinds)}", sum(len(v) for v in answer.get("Responses", {}).values())
+    return None
+
+
+def _count_calls(calls: Counter[str], items: Counter[str]) -> None:
+    """Count every AWS call once botocore.client is imported (by the handler's first client, not by us), and the
+    items each DynamoDB read returns (``items``)."""
     import importlib.abc
     import importlib.util
 
@@ -321,8 +384,14 @@ def _count_calls(calls: Counter[str]) -> None:
                 real = module.BaseClient._make_api_call
 
                 def counted(client: Any, operation: str, params: Any) -> Any:
-                    calls[f"{client.meta.service_model.service_name}:{operation}"] += 1
-                    return real(client, operation, params)
+                    service = client.meta.service_model.service_name
+                    calls[f"{service}:{operation}"] += 1
+                    answer = real(client, operation, params)
+                    if service == "dynamodb":
+                        read = _items_read(operation, params, answer)
+                        if read is not None:
+                            items[read[0]] += read[1]
+                    return answer
 
                 module.BaseClient._make_api_call = counted
 
@@ -339,7 +408,8 @@ def sandbox() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Powertools' logs and metrics print here, as in Lambda
     calls: Counter[str] = Counter()
-    _count_calls(calls)
+    items: Counter[str] = Counter()
+    _count_calls(calls, items)
     from governor.idle import handler
 
     out.write(json.dumps({"import_wall": time.perf_counter() - began, "import_cpu": time.process_time() - cpu}) + "\n")
@@ -347,10 +417,12 @@ def sandbox() -> None:
     for line in sys.stdin:
         event = json.loads(line)
         calls.clear()
+        items.clear()
         began, cpu = time.perf_counter(), time.process_time()
         answer = handler.lambda_handler(event, context)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
-        out.write(json.dumps({"wall": wall, "cpu": cpu, "calls": dict(calls), "answer": answer}, default=str) + "\n")
+        record = {"wall": wall, "cpu": cpu, "calls": dict(calls), "items": dict(items), "answer": answer}
+        out.write(json.dumps(record, default=str) + "\n")
 
 
 # --- the orchestrator: seeding, the event source mapping, the composed schedule ----------------------------------
@@ -683,11 +755,26 @@ def _report_costs(figures: dict[str, Any], runs: list[dict[str, Any]]) -> None:
     print("  API calls per target (the sandboxes' own, counted in botocore):")
     for name, n in sorted(calls.items()):
         print(f"    {name:<36} {n:>7}  ({n / len(runs):.2f} per target)")
+    _report_items(runs)
     print(f"  ledger items after the round: {dict(figures['ledger_items'])}")
     print("  the emulator's CPU per operation over the targets (moto's own handling, this machine):")
     for name, (seconds, served) in sorted(figures.get("emulator_operations", {}).items(), key=lambda kv: -kv[1][0]):
         if served:
             print(f"    {name:<36} {seconds:7.1f} s for {served:>6} calls ({1000 * seconds / served:.1f} ms a call)")
+
+
+def _report_items(runs: list[dict[str, Any]]) -> None:
+    """The DynamoDB items each target's reads returned, by read, in the round's first and second halves: a read
+    whose items grow as the round goes reads other targets' state (its cost grows with the organisation)."""
+    half = len(runs) // 2
+    parts = [runs[:half], runs[half:]] if half else [runs]
+    totals = [sum(sum(i.get("items", {}).values()) for i in part) / len(part) for part in parts]
+    print(f"  DynamoDB items read per target (first half / second half of the round): "
+          f"{' / '.join(f'{t:.2f}' for t in totals)}")  # fmt: skip
+    names = sorted({name for i in runs for name in i.get("items", {})})
+    for name in names:
+        means = [sum(i.get("items", {}).get(name, 0) for i in part) / len(part) for part in parts]
+        print(f"    {name:<52} {' / '.join(f'{m:7.2f}' for m in means)}")
 
 
 def _report_round(args: argparse.Namespace, figures: dict[str, Any], runs: list[dict[str, Any]]) -> None:

@@ -5,9 +5,11 @@ tools and the same answers, not moto's loop."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import boto3
+import pytest
 from moto import mock_aws
 from moto.cloudwatch.models import cloudwatch_backends
 from moto.core import DEFAULT_ACCOUNT_ID
@@ -58,3 +60,43 @@ def test_the_indexed_lookup_gives_motos_answers() -> None:
             indexed = backend.get_metric_data(queries, start, end, scan_by)
         assert indexed == moto
         assert [len(r["values"]) for r in moto][:3] == [49, 10, 2]  # the comparison compares something
+
+
+def test_the_org_rounds_quick_lists_give_motos_own_bytes() -> None:
+    """``bench.org_round.quick_json_lists`` turns a GetMetricData answer's timestamp and value lists without moto's
+    per-element dispatch: the body CloudWatch's client receives is the one moto writes, byte for byte (timestamps
+    with and without milliseconds, naive and aware, shared between series; integer values; an empty series)."""
+    from moto.core.serialize import JSONSerializer, QuerySerializer, XFormedAttributePicker
+    from moto.core.utils import get_service_model
+
+    from bench.org_round import quick_json_lists
+
+    operation = get_service_model("cloudwatch").operation_model("GetMetricData")  # as moto's responses serialise:
+    stamps = [NOW + dt.timedelta(minutes=k) for k in range(5)] + [NOW.replace(tzinfo=None, microsecond=250_000)]
+    results = [
+        {"id": "a", "label": "u", "values": [0.0, 70.5, 3, 1e-7, 100.0, 2.5], "timestamps": stamps, "status_code": "Complete"},
+        {"id": "b", "label": "m", "values": [1.0] * 6, "timestamps": list(reversed(stamps)), "status_code": "Complete"},
+        {"id": "c", "label": "p", "values": [], "timestamps": [], "status_code": "PartialData"},
+    ]  # fmt: skip
+    answer = {"MetricDataResults": results}
+    plain = {
+        cls: cls(operation, value_picker=XFormedAttributePicker()).serialize(answer)["body"]
+        for cls in (JSONSerializer, QuerySerializer)
+    }
+    undo = quick_json_lists()
+    try:
+        quick = {
+            cls: cls(operation, value_picker=XFormedAttributePicker()).serialize(answer)["body"]
+            for cls in (QuerySerializer, JSONSerializer)
+        }
+        with pytest.MonkeyPatch.context() as patch:  # the JSON lists are the shortcut's: no element goes through moto's
+            patch.setattr(JSONSerializer, "_serialize_type_timestamp", lambda *a: pytest.fail("per element"))
+            assert (
+                JSONSerializer(operation, value_picker=XFormedAttributePicker()).serialize(answer)["body"]
+                == plain[JSONSerializer]
+            )
+    finally:
+        undo()
+    assert quick == plain
+    (first, *_) = json.loads(plain[JSONSerializer])["MetricDataResults"]
+    assert len(first["Timestamps"]) == 6 and first["Values"][2] == 3.0  # the answer compared is a real one

@@ -100,3 +100,34 @@ def test_the_org_rounds_quick_lists_give_motos_own_bytes() -> None:
     assert quick == plain
     (first, *_) = json.loads(plain[JSONSerializer])["MetricDataResults"]
     assert len(first["Timestamps"]) == 6 and first["Values"][2] == 3.0  # the answer compared is a real one
+
+
+def test_the_org_rounds_sqs_clock_gives_motos_own_answers() -> None:
+    """``bench.org_round.quick_sqs_clock`` reads moto's SQS clock from ``time.time``: the same time as moto's own
+    (to the millisecond), the same conversions of a given moment, and the queue behaves as before: what is sent is
+    counted and received once, a message in flight is not visible, a delayed one not yet."""
+    import moto.sqs.models as sqs_models
+
+    from bench.org_round import quick_sqs_clock
+
+    own = sqs_models.unix_time_millis
+    undo = quick_sqs_clock()
+    try:
+        before, quick, after = own(), sqs_models.unix_time_millis(), own()
+        assert before - 1 <= quick <= after + 1
+        assert sqs_models.unix_time_millis(NOW.replace(tzinfo=None)) == own(NOW.replace(tzinfo=None))
+        with mock_aws():
+            sqs = boto3.client("sqs", region_name="us-east-1")
+            url = sqs.create_queue(QueueName="targets")["QueueUrl"]
+            sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": f"t{n}"} for n in range(5)])
+            sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=60)
+            counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesDelayed"]) == ("5", "1")
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=900)["Messages"]
+            assert sorted(m["Body"] for m in got) == [f"t{n}" for n in range(5)]
+            assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)  # in flight, delayed
+            counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            assert counts["ApproximateNumberOfMessagesNotVisible"] == "5"
+    finally:
+        undo()
+    assert sqs_models.unix_time_millis is own

@@ -30,7 +30,7 @@ from typing import Any
 
 from governor.domain.actions import Outcome
 from governor.domain.decision import Action, Decision
-from governor.domain.ports import Ledger, event_origin
+from governor.domain.ports import Ledger, event_origin, handling_event_from
 from governor.observability import logger, metrics
 
 #: Ledger kind of an action's outcome: one item per executed action, the same shape for every capability.
@@ -182,7 +182,10 @@ def _repair(
         for item in items:
             groups.setdefault((str(item["policy"]), str(item["resource"]), str(item["event_id"])), []).append(item)
         ordered = [sorted(g, key=lambda i: int(i.get("order") or 0)) for g in groups.values()]
-        repaired = sum(_repair_one(ledger, group, now, confirm) for group in ordered)
+        repaired = 0
+        for group in ordered:  # the decision is recorded again where it was made (the intent's origin), not here
+            with handling_event_from(group[0].get("account"), group[0].get("region")):
+                repaired += _repair_one(ledger, group, now, confirm)
     except Exception as error:
         logger.warning("act records not repaired", extra={"reason": f"{type(error).__name__}: {error}"})
         return 0

@@ -158,7 +158,8 @@ def _acted_unrecorded(org: Org, group: str, event_id: str, now: dt.datetime, ori
 
     decision = _revoke(group)
     ledger = org.runtime.ledger
-    ledger.record(decision, event_id=event_id)
+    with handling_event_from(*(origin or (org.members[0], REGIONS[0]))):
+        ledger.record(decision, event_id=event_id)
     if origin is None:
         body = {
             "policy": "network",
@@ -215,5 +216,8 @@ def test_each_target_repairs_its_own_act_records_without_reading_the_organisatio
             d for d in org.runtime.ledger.query_kind("decision") if d["resource"] == group and d["event_id"] == event_id
         ]
         assert decision["evidence"]["done"] == ["ingress revoked"]  # repaired: the act is in its decision
+        assert (decision.get("account"), decision.get("region")) == (  # where it was made, whoever repaired it
+            (org.members[1], REGIONS[1]) if event_id == "ct-owned" else (org.members[0], REGIONS[0])
+        )
         intent = org.runtime.ledger.get_item(INTENT, f"{group}#{event_id}#revoke_ingress")
         assert intent is not None and intent.get("completed_at")

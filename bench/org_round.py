@@ -45,7 +45,9 @@ What runs, and how each figure is obtained:
   the target sees the age it has in the virtual schedule (a sweep more than one interval old is skipped, as a late
   retry would be). With ``--parallel`` the ``--concurrency`` sandboxes run at once, each taking the next message as
   soon as it is free, and the wall from the schedule's event to the last decision is measured: an upper bound, since
-  they and the emulator share this machine's cores where Lambda gives each sandbox its own.
+  they and the emulator share this machine's cores where Lambda gives each sandbox its own. ``--rounds N`` (with
+  ``--parallel``) runs N rounds on the same ledger and warm sandboxes, so what a target reads once the earlier rounds'
+  marks and outbox entries exist is measured too.
 
 - **The fleet is seeded** in the emulator's own process (:func:`_seed_fleet`: moto's backends, each instance and spoke
   role as the API would make them); the hub's tables, bus, DLQs and queue through the API as ``governor demo`` does.
@@ -622,12 +624,13 @@ def run_round(args: argparse.Namespace) -> dict[str, Any]:
         if args.parallel:
             emulator_cpu, spent_before = cpu_of(emulator.pid), _spent(emulator)
             invocations, wall = _run_parallel(args, env, sandboxes, queue_url, regions[0], round_began)
-            return _figures(
-                emulator, emulator_cpu, spent_before, planned, planner, sandboxes, invocations, launched
-            ) | {
+            figures = _figures(emulator, emulator_cpu, spent_before, planned, planner, sandboxes, invocations, launched)
+            later = [_later_round(args, env, sandboxes, queue_url, regions[0], n) for n in range(2, args.rounds + 1)]
+            return figures | {
                 "virtual_wall": wall,
                 "start": planner.init + planned["wall"],
                 "parallel": True,
+                "later_rounds": later,
             }
         for _ in range(args.concurrency - 1):
             sandboxes.append(Sandbox(env))
@@ -768,6 +771,30 @@ def _run_parallel(
     return invocations, max(ends, default=0.0)
 
 
+def _later_round(
+    args: argparse.Namespace, env: dict[str, str], sandboxes: list[Sandbox], queue_url: str, region: str, n: int
+) -> dict[str, Any]:
+    """``--rounds``: round ``n`` on the same ledger and warm sandboxes (the schedule's next event, as the schedule
+    fires again), so what a target reads once the organisation's marks and outbox entries exist is measured."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    began = time.perf_counter()
+    event = {
+        "version": "0",
+        "id": f"round-{int(now.timestamp())}-{n}",
+        "detail-type": "Scheduled Event",
+        "source": "aws.scheduler",
+        "account": HUB,
+        "region": region,
+        "time": now.isoformat().replace("+00:00", "Z"),
+        "resources": [],
+        "detail": {},
+    }
+    planned = sandboxes[0].invoke(event)
+    print(f"round {n} planned: {planned['answer']} in {planned['wall']:.2f} s", flush=True)
+    invocations, wall = _run_parallel(args, env, sandboxes, queue_url, region, began)
+    return {"round": n, "planned": planned, "invocations": invocations, "wall": wall}
+
+
 def _figures(
     emulator: subprocess.Popen[str],
     emulator_cpu: float,
@@ -852,6 +879,11 @@ def report(args: argparse.Namespace, figures: dict[str, Any]) -> None:
     _report_costs(figures, runs)
     _report_round(args, figures, runs)
     _report_cpu_schedule(args, figures, runs)
+    for later in figures.get("later_rounds", []):
+        print(f"\nROUND {later['round']} on the same ledger and warm sandboxes, measured: wall from its schedule event "
+              f"to the last decision {later['wall']:.1f} s")  # fmt: skip
+        _report_outcomes(later["invocations"])
+        _report_items(later["invocations"])
 
 
 def _report_outcomes(runs: list[dict[str, Any]]) -> None:
@@ -1036,11 +1068,20 @@ def main() -> None:
         help="run --concurrency sandboxes at once (processes) and measure the round's wall on this machine, "
         "contention included: an upper bound (Lambda gives each sandbox its own CPU)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --parallel: run this many rounds on the same ledger (later rounds read the earlier ones' marks and "
+        "outbox entries); the report adds each later round's wall, outcomes and DynamoDB items read per target",
+    )
     parser.add_argument("--json", help="also write the measurements to this file")
     parser.add_argument("--report", help="print the report of measurements a --json run wrote, without running")
     args = parser.parse_args()
     if args.parallel and args.sample:
         parser.error("--parallel runs the whole round: leave --sample out")
+    if args.rounds > 1 and not args.parallel:
+        parser.error("--rounds needs --parallel")
     if args.report:
         report(args, json.loads(Path(args.report).read_text()))
         return

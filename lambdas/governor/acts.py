@@ -30,7 +30,7 @@ from typing import Any
 
 from governor.domain.actions import Outcome
 from governor.domain.decision import Action, Decision
-from governor.domain.ports import Ledger, event_origin
+from governor.domain.ports import Ledger, event_origin, handling_event_from
 from governor.observability import logger, metrics
 
 #: Ledger kind of an action's outcome: one item per executed action, the same shape for every capability.
@@ -93,6 +93,7 @@ class Intents:
             "intended_at": now.isoformat(),
             "order": len(self.written),
             **event_origin(),
+            **_owner(),
         }
         self.ledger.put_item(INTENT_KIND, key, item)
         self.written.append((key, item))
@@ -114,10 +115,28 @@ def _time(value: Any) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def _open(items: Sequence[Mapping[str, Any]], now: dt.datetime, event_id: str) -> list[Mapping[str, Any]]:
-    """Intents not completed, of the event being handled or old enough that their invocation has ended, of this
-    account and region (an intent without an origin is anyone's)."""
+def _owner() -> dict[str, str]:
+    """The organisation target (``account#region``, as ``fanout.TargetLedger`` stamps its items) whose sweep repairs
+    an intent: the account and region of the event being acted on, so a target reads its own intents from the
+    ledger's ``by-target`` index (an event-driven function's too: Spot, network, keys). None when either is unknown:
+    such an intent is anyone's, repaired once a round by the planner (:func:`repair_unowned`)."""
     origin = event_origin()
+    return {"target": f"{origin['account']}#{origin['region']}"} if "account" in origin and "region" in origin else {}
+
+
+def _intents(ledger: Ledger, since: dt.datetime) -> list[dict[str, Any]]:
+    """The intents a repair reads: an organisation target's own (``query_own``: its partition of the ``by-target``
+    index, a few items), not every intent of the organisation; in one account every intent of the horizon."""
+    own = getattr(ledger, "query_own", None)
+    return list(own(INTENT_KIND, since=since)) if own is not None else ledger.query_kind(INTENT_KIND, since=since)
+
+
+def _open(
+    items: Sequence[Mapping[str, Any]], now: dt.datetime, event_id: str, *, anywhere: bool = False
+) -> list[Mapping[str, Any]]:
+    """Intents not completed, of the event being handled or old enough that their invocation has ended, of this
+    account and region (an intent without an origin is anyone's; ``anywhere``: of any account and region)."""
+    origin = {} if anywhere else event_origin()
     found = []
     for item in items:
         at = _time(item.get("intended_at"))
@@ -138,13 +157,35 @@ def _unknown(action: Action) -> Outcome:
 def repair(ledger: Ledger, *, now: dt.datetime, event_id: str, confirm: Confirm | None = None) -> int:
     """Complete the intents earlier invocations left open (see the module): returns how many decisions it repaired.
     Never raises: a repair that fails is tried again by the next run."""
+    return _repair(ledger, lambda: _open(_intents(ledger, now - HORIZON), now, event_id), now, confirm)
+
+
+def repair_unowned(ledger: Ledger, *, now: dt.datetime, event_id: str) -> int:
+    """Organisation mode, once a round (the planner): the open intents no target owns (written before intents named
+    their target, or of an event without an account or region), which no target's own read finds. Nothing here can
+    read a member's resources back: a recorded outcome completes its decision, else "outcome not recorded" once
+    retries are over."""
+
+    def unowned() -> list[Mapping[str, Any]]:
+        items = [i for i in ledger.query_kind(INTENT_KIND, since=now - HORIZON) if not i.get("target")]
+        return _open(items, now, event_id, anywhere=True)
+
+    return _repair(ledger, unowned, now, None)
+
+
+def _repair(
+    ledger: Ledger, read: Callable[[], list[Mapping[str, Any]]], now: dt.datetime, confirm: Confirm | None
+) -> int:
     try:
-        items = _open(ledger.query_kind(INTENT_KIND, since=now - HORIZON), now, event_id)
+        items = read()
         groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
         for item in items:
             groups.setdefault((str(item["policy"]), str(item["resource"]), str(item["event_id"])), []).append(item)
         ordered = [sorted(g, key=lambda i: int(i.get("order") or 0)) for g in groups.values()]
-        repaired = sum(_repair_one(ledger, group, now, confirm) for group in ordered)
+        repaired = 0
+        for group in ordered:  # the decision is recorded again where it was made (the intent's origin), not here
+            with handling_event_from(group[0].get("account"), group[0].get("region")):
+                repaired += _repair_one(ledger, group, now, confirm)
     except Exception as error:
         logger.warning("act records not repaired", extra={"reason": f"{type(error).__name__}: {error}"})
         return 0

@@ -183,6 +183,9 @@ class Capability:
     #: Its sweep flushes stale outbox entries: its own (``"own"``) or every policy's (``"every"``); in organisation
     #: mode the planner flushes those staged outside any target once a round (``governor.fanout``).
     stale_outbox: Literal["own", "every"] | None = None
+    #: Its sweep repairs every capability's open act records (``governor.acts.repair``); in organisation mode each
+    #: target repairs its own and the planner, once a round, those no target owns (``governor.fanout``).
+    repairs_acts: bool = False
     #: The ``policy`` its findings and decisions carry (default: the capability's name).
     finding_policies: tuple[str, ...] = ()
     #: Its findings' messages carry "Acknowledge" (``governor.interactions``).

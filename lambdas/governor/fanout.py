@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from pydantic import ConfigDict, Field, ValidationError
 
+from governor import acts
 from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, Breaker
 from governor.domain.decision import Decision, Finding
 from governor.domain.ids import deterministic_id
@@ -51,6 +52,9 @@ PER_TARGET_KEYS = frozenset({BREAKER_KIND, LAST_SWEEP_KIND})
 STALE_FLUSHES: dict[str, str | None] = {
     c.name: (None if c.stale_outbox == "every" else c.name) for c in REGISTRY.values() if c.stale_outbox
 }
+#: The sweeps whose runs repair open act records; their planner repairs those no target owns, since a target reads
+#: only its own (``governor.acts.repair_unowned``).
+ACT_REPAIRS = frozenset(c.name for c in REGISTRY.values() if c.repairs_acts)
 #: Sweeps made of parts (their Scheduled Event's ``detail.kinds``): every part, and the parts that concern
 #: account-wide resources (IAM is global), which a target sweeps in the first configured region only; each
 #: capability's registry entry declares its own (``sweep_parts``, ``account_wide_parts``).
@@ -214,6 +218,8 @@ def plan(
     # finding, a click's) and earlier invocations left unsent goes out here, once a round.
     if sweep in STALE_FLUSHES:
         Outbox(runtime.ledger, runtime.sink, event_id=round_id).flush_stale(STALE_FLUSHES[sweep])
+    if sweep in ACT_REPAIRS:
+        acts.repair_unowned(runtime.ledger, now=dt.datetime.now(dt.UTC), event_id=round_id)
     metrics.add_metric(name="SweepTargetsPlanned", unit="Count", value=len(planned))
     logger.info("sweep fanned out", extra={"sweep": sweep, "targets": len(planned), "held": hold})
     return {

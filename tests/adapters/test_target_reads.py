@@ -53,6 +53,7 @@ class CountingClient:
         self._inner = inner
         self.items: Counter[str] = Counter()
         self.queries: Counter[str] = Counter()
+        self.by_index: Counter[tuple[str, str]] = Counter()  # (index, kind): the items returned
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -62,6 +63,7 @@ class CountingClient:
         kind = str(kwargs["ExpressionAttributeValues"][":kind"]["S"])
         self.items[kind] += len(page.get("Items", []))
         self.queries[kind] += 1
+        self.by_index[(str(kwargs.get("IndexName")), kind)] += len(page.get("Items", []))
         return page
 
 
@@ -134,3 +136,88 @@ def test_a_mark_the_previous_version_wrote_is_still_read(org: Org) -> None:
     (found,) = TargetLedger(org.runtime.ledger, HUB, REGIONS[0]).query_kind(MARK_KIND)
 
     assert found["instance_id"] == "i-0123456789abcdef0" and found["idle_since"] == body["idle_since"]
+
+
+INTENT = "action-intent"  # governor.acts.INTENT_KIND
+
+
+def _revoke(group: str) -> Decision:
+    from governor.network.actions import RevokeIngress
+
+    action = RevokeIngress(enforced=True, group_id=group, rule_ids=["sgr-1"])
+    return Decision(policy="network", verdict="act", resource=group, actions=[action], reasons=["SSH open"])
+
+
+def _acted_unrecorded(org: Org, group: str, event_id: str, now: dt.datetime, origin: tuple[str, str] | None) -> None:
+    """A network revoke in a member account whose invocation recorded the outcome but ended before completing its
+    decision: its intent left open ten minutes ago, as the network function (not a target) writes it; with
+    ``origin`` None, as the previous version wrote it (no owning target)."""
+    from governor import acts
+    from governor.domain.actions import Outcome
+    from governor.domain.ports import handling_event_from
+
+    decision = _revoke(group)
+    ledger = org.runtime.ledger
+    with handling_event_from(*(origin or (org.members[0], REGIONS[0]))):
+        ledger.record(decision, event_id=event_id)
+    if origin is None:
+        body = {
+            "policy": "network",
+            "resource": group,
+            "event_id": event_id,
+            "action": decision.actions[0].model_dump(),
+            "decision": decision.model_dump(mode="json"),
+            "intended_at": (now - dt.timedelta(minutes=10)).isoformat(),
+            "order": 0,
+            "account": org.members[0],
+            "region": REGIONS[0],
+        }
+        ledger.put_item(INTENT, acts.action_key(decision, event_id, decision.actions[0]), body)
+    else:
+        with handling_event_from(*origin):
+            acts.Intents(ledger, decision, event_id, now - dt.timedelta(minutes=10)).intend(decision.actions[0])
+    done = acts.outcome_item(decision, decision.actions[0], Outcome(ok=True, done="ingress revoked"), event_id)
+    ledger.put_item("action", acts.action_key(decision, event_id, decision.actions[0]), done)
+
+
+def test_each_target_repairs_its_own_act_records_without_reading_the_organisations(org: Org) -> None:
+    """Issue 50: a target's repair of open act records reads its own intents (the ``by-target`` index), not every
+    intent of the organisation's last seven days; an event-driven function's open intent is still repaired by the
+    target of its account and region, and one no target owns (the previous version's) once a round by the planner."""
+    now = dt.datetime.now(dt.UTC)
+    others = []
+    for n in range(OTHERS):  # acts the organisation's other targets made and completed this week
+        decision = _revoke(f"sg-{n:017x}")
+        body = {"policy": "network", "resource": decision.resource, "event_id": f"e-{n}", "order": 0,
+                "action": decision.actions[0].model_dump(), "decision": decision.model_dump(mode="json"),
+                "intended_at": now.isoformat(), "completed_at": now.isoformat(),
+                "account": f"{200000000000 + n % 50}", "region": REGIONS[n % 2],
+                "target": f"{200000000000 + n % 50}#{REGIONS[n % 2]}"}  # fmt: skip
+        others.append((INTENT, f"{decision.resource}#e-{n}#revoke_ingress", body))
+    org.runtime.ledger.put_many(others)
+    _acted_unrecorded(org, "sg-0aaaaaaaaaaaaaaa1", "ct-owned", now, (org.members[1], REGIONS[1]))
+    _acted_unrecorded(org, "sg-0aaaaaaaaaaaaaaa2", "ct-legacy", now, None)
+    for account in org.accounts:
+        for region in REGIONS:
+            session = boto3.session.Session(region_name=region) if account == HUB else account_session(account, region)
+            launch(session, util=70.0)
+    counting = CountingClient(org.runtime.ledger._client)
+    org.runtime.ledger._client = counting  # type: ignore[attr-defined]
+
+    idle.lambda_handler(org.schedule(), LambdaContext())
+    results = org.drain()
+
+    assert sorted(r["status"] for r in results) == ["swept"] * 6
+    # the six targets read their own intents: one open between them, never the other targets' 300 each
+    assert counting.items[INTENT] < 2 * OTHERS and counting.queries[INTENT] == 7
+    assert counting.by_index[("by-kind", INTENT)] <= OTHERS + 2  # the planner's one read a round
+    for group, event_id in (("sg-0aaaaaaaaaaaaaaa1", "ct-owned"), ("sg-0aaaaaaaaaaaaaaa2", "ct-legacy")):
+        (decision,) = [
+            d for d in org.runtime.ledger.query_kind("decision") if d["resource"] == group and d["event_id"] == event_id
+        ]
+        assert decision["evidence"]["done"] == ["ingress revoked"]  # repaired: the act is in its decision
+        assert (decision.get("account"), decision.get("region")) == (  # where it was made, whoever repaired it
+            (org.members[1], REGIONS[1]) if event_id == "ct-owned" else (org.members[0], REGIONS[0])
+        )
+        intent = org.runtime.ledger.get_item(INTENT, f"{group}#{event_id}#revoke_ingress")
+        assert intent is not None and intent.get("completed_at")

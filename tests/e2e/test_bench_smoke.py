@@ -51,6 +51,19 @@ def test_org_round_bench_says_when_it_swept_a_sample_and_models_the_rest() -> No
     assert "MODELLED, the whole round of 4 targets" in out and "target <= 900 s" not in out
 
 
+def test_org_round_bench_runs_sandboxes_at_once_and_measures_the_rounds_wall() -> None:
+    """--parallel: every target swept by sandboxes running at once, the round's wall measured (not composed) and
+    labelled an upper bound; the DynamoDB items each target read are reported by read."""
+    out = _bench("bench.org_round", "--accounts", "2", "--regions", "2", "--instances", "8", "--concurrency", "2",
+                 "--compose", "--parallel", "--rounds", "2")  # fmt: skip
+    first, second = out.split("ROUND 2 on the same ledger and warm sandboxes, measured")
+    assert "4 target invocations" in first and "0 item failures, 4 account-regions swept, 8 instances" in first
+    assert "ROUND, MEASURED with 2 sandboxes running at once" in first and "an upper bound" in first
+    assert "DynamoDB items read per target (first half / second half of the round)" in first
+    assert "Query by-target idle-mark" in first and "Query by-kind" not in out  # a target reads its own partitions
+    assert "4 target invocations (0 first in their sandbox)" in second and "every target swept" in second
+
+
 def test_backtest_fleet_bench_reads_a_csv_through_a_pipe_with_the_files_decisions(tmp_path: Path) -> None:
     """The 10,000 x 30-day CSV is measured through a named pipe fed by zstd: at a small size the pipe and the file
     give the same decisions."""

@@ -5,9 +5,11 @@ tools and the same answers, not moto's loop."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import boto3
+import pytest
 from moto import mock_aws
 from moto.cloudwatch.models import cloudwatch_backends
 from moto.core import DEFAULT_ACCOUNT_ID
@@ -86,3 +88,74 @@ def test_seeding_in_the_emulators_process_stores_what_put_metric_data_stores() -
         through_http = _stored()
     assert points == len(direct) > 3 * 100
     assert direct == through_http
+
+
+def test_the_org_rounds_quick_lists_give_motos_own_bytes() -> None:
+    """``bench.org_round.quick_json_lists`` turns a GetMetricData answer's timestamp and value lists without moto's
+    per-element dispatch: the body CloudWatch's client receives is the one moto writes, byte for byte (timestamps
+    with and without milliseconds, naive and aware, shared between series; integer values; an empty series)."""
+    from moto.core.serialize import JSONSerializer, QuerySerializer, XFormedAttributePicker
+    from moto.core.utils import get_service_model
+
+    from bench.org_round import quick_json_lists
+
+    operation = get_service_model("cloudwatch").operation_model("GetMetricData")  # as moto's responses serialise:
+    stamps = [NOW + dt.timedelta(minutes=k) for k in range(5)] + [NOW.replace(tzinfo=None, microsecond=250_000)]
+    results = [
+        {"id": "a", "label": "u", "values": [0.0, 70.5, 3, 1e-7, 100.0, 2.5], "timestamps": stamps, "status_code": "Complete"},
+        {"id": "b", "label": "m", "values": [1.0] * 6, "timestamps": list(reversed(stamps)), "status_code": "Complete"},
+        {"id": "c", "label": "p", "values": [], "timestamps": [], "status_code": "PartialData"},
+    ]  # fmt: skip
+    answer = {"MetricDataResults": results}
+    plain = {
+        cls: cls(operation, value_picker=XFormedAttributePicker()).serialize(answer)["body"]
+        for cls in (JSONSerializer, QuerySerializer)
+    }
+    undo = quick_json_lists()
+    try:
+        quick = {
+            cls: cls(operation, value_picker=XFormedAttributePicker()).serialize(answer)["body"]
+            for cls in (QuerySerializer, JSONSerializer)
+        }
+        with pytest.MonkeyPatch.context() as patch:  # the JSON lists are the shortcut's: no element goes through moto's
+            patch.setattr(JSONSerializer, "_serialize_type_timestamp", lambda *a: pytest.fail("per element"))
+            assert (
+                JSONSerializer(operation, value_picker=XFormedAttributePicker()).serialize(answer)["body"]
+                == plain[JSONSerializer]
+            )
+    finally:
+        undo()
+    assert quick == plain
+    (first, *_) = json.loads(plain[JSONSerializer])["MetricDataResults"]
+    assert len(first["Timestamps"]) == 6 and first["Values"][2] == 3.0  # the answer compared is a real one
+
+
+def test_the_org_rounds_sqs_clock_gives_motos_own_answers() -> None:
+    """``bench.org_round.quick_sqs_clock`` reads moto's SQS clock from ``time.time``: the same time as moto's own
+    (to the millisecond), the same conversions of a given moment, and the queue behaves as before: what is sent is
+    counted and received once, a message in flight is not visible, a delayed one not yet."""
+    import moto.sqs.models as sqs_models
+
+    from bench.org_round import quick_sqs_clock
+
+    own = sqs_models.unix_time_millis
+    undo = quick_sqs_clock()
+    try:
+        before, quick, after = own(), sqs_models.unix_time_millis(), own()
+        assert before - 1 <= quick <= after + 1
+        assert sqs_models.unix_time_millis(NOW.replace(tzinfo=None)) == own(NOW.replace(tzinfo=None))
+        with mock_aws():
+            sqs = boto3.client("sqs", region_name="us-east-1")
+            url = sqs.create_queue(QueueName="targets")["QueueUrl"]
+            sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": f"t{n}"} for n in range(5)])
+            sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=60)
+            counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            assert (counts["ApproximateNumberOfMessages"], counts["ApproximateNumberOfMessagesDelayed"]) == ("5", "1")
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=900)["Messages"]
+            assert sorted(m["Body"] for m in got) == [f"t{n}" for n in range(5)]
+            assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)  # in flight, delayed
+            counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            assert counts["ApproximateNumberOfMessagesNotVisible"] == "5"
+    finally:
+        undo()
+    assert sqs_models.unix_time_millis is own

@@ -58,6 +58,7 @@ def capacity_offered_to_a_team(policy: CorePolicy) -> None:
 CAPABILITY = Capability(
     name="idle",
     stale_outbox="every",
+    repairs_acts=True,
     demo="governor_cli.demo.capabilities.idle",
     construct="infra.constructs.idle:IdleReclamation",
     construct_id="Idle",

@@ -665,28 +665,8 @@ def run_round(args: argparse.Namespace) -> dict[str, Any]:
             if len(invocations) % 50 == 0:
                 print(f"  {len(invocations)} invocations, virtual wall {max(s.clock for s in sandboxes):.0f} s",
                       flush=True)  # fmt: skip
-        emulator_cpu = cpu_of(emulator.pid) - emulator_cpu
-        spent_after = _spent(emulator)
-        return {
-            "emulator_operations": {
-                name: (
-                    spent_after["spent"][name] - spent_before["spent"].get(name, 0.0),
-                    spent_after["served"][name] - spent_before["served"].get(name, 0),
-                )
-                for name in spent_after["spent"]
-            },
-            "emulator_cpu": emulator_cpu,
-            "planned": planned,
-            "planner_init": planner.init,
-            "inits": [s.init for s in sandboxes],
-            "imports": [(s.import_wall, s.import_cpu) for s in sandboxes],
-            "invocations": invocations,
-            "virtual_wall": max(s.clock for s in sandboxes),
-            "start": start,
-            "launched": launched,
-            "targets": int(planned["answer"]["targets"]),
-            "ledger_items": _ledger_items(emulator),
-        }
+        measured = _figures(emulator, emulator_cpu, spent_before, planned, planner, sandboxes, invocations, launched)
+        return {**measured, "virtual_wall": max(s.clock for s in sandboxes), "start": start}
     finally:
         for s in sandboxes:
             s.close()

@@ -7,6 +7,7 @@ pages to its own run of the same day, so a figure that drifts fails the suite.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import tempfile
 from pathlib import Path
@@ -17,8 +18,11 @@ from governor_cli.demo.run import DemoOptions, DemoResult, run_demo, summary_lin
 ROOT = Path(__file__).resolve().parents[2]
 #: The pages that show the sample, each between ``<!-- sample:begin -->`` and ``<!-- sample:end -->``.
 PAGES = (ROOT / "README.md", ROOT / "docs" / "demo.md")
-#: The sample's day: the e2e suite's report-only day (tests/e2e/test_demo.py), as the command line says it.
+#: The sample's day: the e2e suite's report-only day (tests/e2e/test_demo.py), as the command line says it. Its end
+#: is pinned: the day's digests post at the whole hours ``notifications.digest_hours`` divides, so a day ending at
+#: another hour holds another number of digest posts (a suite run at 10:00 UTC counted one more than the page).
 INSTANCES, HOURS = 12, 4.5
+END = dt.datetime(2026, 12, 6, 7, 0, tzinfo=dt.UTC)
 COMMAND = f"$ governor demo --skip-synth --instances {INSTANCES} --hours {HOURS:g}"
 _BLOCK = re.compile(r"(<!-- sample:begin -->\n```\n)(.*?)(```\n<!-- sample:end -->)", re.S)
 #: What two runs of the same day may print differently: dates, clock times, instance ids.
@@ -36,7 +40,7 @@ _VARIES = (
 
 def options(out: Path) -> DemoOptions:
     """The sample's day, written to ``out``."""
-    return DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=out, instances=INSTANCES, hours=HOURS)
+    return DemoOptions(policy=load_policy(ROOT / "governor.yaml"), out=out, instances=INSTANCES, hours=HOURS, end=END)
 
 
 def text(result: DemoResult) -> str:

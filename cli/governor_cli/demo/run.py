@@ -107,6 +107,9 @@ class DemoOptions:
     #: Post with the Slack bot token to a channel (``notifications.slack_channel``: chat.postMessage, chat.update)
     #: instead of the webhook; the capture endpoint answers both as Slack does. The report still uses the webhook.
     slack_bot: bool = False
+    #: Where the simulated day ends (None: the last whole hour before now). What a day shows depends on its hours:
+    #: digests post at the whole hours ``notifications.digest_hours`` divides, so the docs' sample pins its end.
+    end: dt.datetime | None = None
 
     @property
     def organization(self) -> bool:
@@ -849,7 +852,7 @@ def run_demo(options: DemoOptions) -> DemoResult:
     shutil.rmtree(options.out / "email", ignore_errors=True)
     forget_reservations()  # an earlier run's in this process (tests run the demo several times)
     log = io.StringIO()
-    start, end = simulated_period(options.hours)
+    start, end = simulated_period(options.hours, options.end)
     say = options.progress or (lambda _text: None)
     say("starting the local emulator")
     with (

@@ -292,7 +292,7 @@ def _events(function: str, index: int, setup: dict[str, Any]) -> list[dict[str, 
                 envelope(
                     "EC2 Spot Instance Interruption Warning",
                     "aws.ec2",
-                    {"instance-id": setup["instance"], "instance-action": "terminate"},
+                    {"instance-id": setup["instances"][index * 2 + n], "instance-action": "terminate"},
                     event_id=f"cold-{tag}",
                     region=REGION,
                 )
@@ -320,22 +320,28 @@ def first_invocations(runs: int) -> dict[str, dict[str, Any]]:
     from governor_cli.demo.bootstrap import create_shared
 
     out: dict[str, dict[str, Any]] = {}
-    with emulator() as endpoint, tempfile.TemporaryDirectory(prefix="cold-") as scratch:
+    with emulator() as emulated, tempfile.TemporaryDirectory(prefix="cold-") as scratch:
+        endpoint = emulated.endpoint
         stack = create_shared(REGION)
         ec2 = boto3.client("ec2", region_name=REGION)
         image = "ami-12c6146b"  # moto accepts any image id
-        instance = ec2.run_instances(
-            ImageId=image,
-            InstanceType="g5.xlarge",
-            MinCount=1,
-            MaxCount=1,
-            InstanceMarketOptions={"MarketType": "spot"},
-            TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "owner", "Value": "bench"}]}],
-        )["Instances"][0]["InstanceId"]
+        # One Spot instance per run and event: the Spot function checkpoints an instance once per interruption, so a
+        # second warning for the same instance would measure its "duplicate" answer, not the work of a warning.
+        instances = [
+            i["InstanceId"]
+            for i in ec2.run_instances(
+                ImageId=image,
+                InstanceType="g5.xlarge",
+                MinCount=2 * runs,
+                MaxCount=2 * runs,
+                InstanceMarketOptions={"MarketType": "spot"},
+                TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "owner", "Value": "bench"}]}],
+            )["Instances"]
+        ]
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         group = ec2.create_security_group(GroupName="gpu-training", Description="bench", VpcId=vpc)["GroupId"]
         meta = boto3.client("kms", region_name=REGION).create_key(Description="bench")["KeyMetadata"]
-        setup = {"instance": instance, "group": group, "key": (meta["KeyId"], meta["Arn"])}
+        setup = {"instances": instances, "group": group, "key": (meta["KeyId"], meta["Arn"])}
         policy = parse_policy({})
         code = stage_asset(Path(scratch) / "code")  # the child imports the asset as deployed, compiled on import
         for function in INVOKED:

@@ -30,7 +30,7 @@ from typing import Any
 
 from governor.domain.actions import Outcome
 from governor.domain.decision import Action, Decision
-from governor.domain.ports import Ledger, event_origin, handling_event_from
+from governor.domain.ports import Ledger, event_origin, handling_event_from, target_key
 from governor.observability import logger, metrics
 
 #: Ledger kind of an action's outcome: one item per executed action, the same shape for every capability.
@@ -121,7 +121,9 @@ def _owner() -> dict[str, str]:
     ledger's ``by-target`` index (an event-driven function's too: Spot, network, keys). None when either is unknown:
     such an intent is anyone's, repaired once a round by the planner (:func:`repair_unowned`)."""
     origin = event_origin()
-    return {"target": f"{origin['account']}#{origin['region']}"} if "account" in origin and "region" in origin else {}
+    if "account" not in origin or "region" not in origin:
+        return {}
+    return {"target": target_key(origin["account"], origin["region"])}
 
 
 def _intents(ledger: Ledger, since: dt.datetime) -> list[dict[str, Any]]:

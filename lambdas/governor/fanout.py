@@ -34,7 +34,7 @@ from governor.domain.breaker import BREAKER_KEY, BREAKER_KIND, LAST_SWEEP_KIND, 
 from governor.domain.decision import Decision, Finding
 from governor.domain.ids import deterministic_id
 from governor.domain.model import Model
-from governor.domain.ports import Ledger, handling_event_from
+from governor.domain.ports import Ledger, handling_event_from, target_key
 from governor.observability import logger, metrics
 from governor.outbox import Outbox
 from governor.registry import REGISTRY
@@ -269,7 +269,7 @@ class TargetLedger:
         self._ledger = ledger
         self.account = account
         self.region = region
-        self.scope = f"{account}#{region}"
+        self.scope = target_key(account, region)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ledger, name)

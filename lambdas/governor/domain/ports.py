@@ -24,6 +24,12 @@ def event_origin() -> Mapping[str, str]:
     return _EVENT_ORIGIN.get() or {}
 
 
+def target_key(account: str, region: str) -> str:
+    """An organisation target's key (``account#region``): the ``target`` stamp of the items its sweeps own (the
+    ledger's ``by-target`` index), whoever writes them."""
+    return f"{account}#{region}"
+
+
 @contextmanager
 def handling_event_from(account: object, region: object) -> Iterator[None]:
     """While handling one event: the account and region it happened in (non-strings are ignored)."""

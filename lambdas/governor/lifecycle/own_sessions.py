@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from governor.domain.fleet import Instance
+from governor.domain.ports import target_key
 from governor.lifecycle import domain
 from governor.runtime import Runtime
 
@@ -26,7 +27,7 @@ def stamp(item: Mapping[str, Any], home: tuple[str, str] | None) -> dict[str, An
     reads every open session anyway and an index write would buy nothing)."""
     if home is None:
         return dict(item)
-    return {**item, "target": "#".join(domain.placed_in(item, home))}
+    return {**item, "target": target_key(*domain.placed_in(item, home))}
 
 
 def _open(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -56,7 +57,7 @@ def target_open_sessions(
     own = getattr(runtime.ledger, "query_own", None)
     if home is None or own is None:
         return organisation_wide(runtime, running, account, region, home), False
-    if runtime.ledger.get_item(STAMPED_KIND, f"{account}#{region}") is None:
+    if runtime.ledger.get_item(STAMPED_KIND, target_key(account, region)) is None:
         return organisation_wide(runtime, running, account, region, home), True
     items = {str(o.get("instance_id")): o for o in _open(own(domain.OPEN_SESSION))}
     missing = [i.id for i in running if i.id not in items]
@@ -67,4 +68,4 @@ def target_open_sessions(
 
 def mark_stamped(runtime: Runtime, account: str, region: str) -> None:
     """After the first reconcile's writes: every open session placed here now carries its stamp."""
-    runtime.ledger.put_item(STAMPED_KIND, f"{account}#{region}", {"account": account, "region": region})
+    runtime.ledger.put_item(STAMPED_KIND, target_key(account, region), {"account": account, "region": region})
